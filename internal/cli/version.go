@@ -1,0 +1,21 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wcache/wcache/internal/version"
+)
+
+func newVersionCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the wcache version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(e.stdout, "wcache %s (protocol %d)\n", version.Version, version.ProtocolVersion)
+			return err
+		},
+	}
+}

@@ -1,0 +1,101 @@
+// Package sdk is what a wcache device backend imports: the Backend
+// interface, Serve to run it as a hashicorp/go-plugin subprocess, the
+// host-side client adapter, and typed errors that survive the gRPC boundary.
+//
+// A backend is a separate binary named wcache-backend-NAME whose main calls
+// sdk.Serve(impl). See docs/writing-a-backend.md.
+package sdk
+
+import "context"
+
+// AllocationID names an allocation (or an imported mapping) inside one
+// backend process. IDs are never reused within a process lifetime.
+type AllocationID uint64
+
+// Info describes a backend.
+type Info struct {
+	Name     string // e.g. "mock", "cuda"
+	Version  string // the plugin's own version
+	Platform string // "cuda", "rocm" or "mock"
+	// HandleKinds lists the handle kinds Export produces ("cuda-ipc",
+	// "hip-ipc", "posix-shm").
+	HandleKinds []string
+}
+
+// Device is one device as the plugin process sees it.
+type Device struct {
+	Ordinal     int
+	UUID        string // vendor canonical form: "GPU-…", "MIG-…"
+	Name        string
+	TotalMemory uint64 // bytes
+	FreeMemory  uint64 // bytes
+	PCIBusID    string // "" when unknown
+	Capability  string // "9.0", "gfx942", "mock"
+}
+
+// Extent copies Length bytes at FileOffset of Path to DestOffset of an
+// allocation.
+type Extent struct {
+	Path       string
+	FileOffset uint64
+	Length     uint64
+	DestOffset uint64
+}
+
+// Handle is an exported allocation that another process can map.
+type Handle struct {
+	Kind string // "cuda-ipc", "hip-ipc", "posix-shm", ...
+	Data []byte // kind-specific: a 64-byte cudaIpcMemHandle, a shm path, ...
+	Size uint64 // bytes of the exported region
+}
+
+// Range is a byte range of an allocation.
+type Range struct {
+	Offset uint64
+	Length uint64
+}
+
+// ProgressFunc receives load progress. It may be nil. Implementations call it
+// from the goroutine running Load, at most every few MiB.
+type ProgressFunc func(done, total uint64)
+
+// MaxReadBytes bounds one Read call so that a reply fits a gRPC message.
+const MaxReadBytes = 16 << 20
+
+// Backend is the contract every device backend implements. All methods must
+// be safe for concurrent use. Errors should wrap one of the sentinel errors
+// in errors.go (ErrNoSuchDevice, ErrOutOfMemory, …) so that callers across
+// the plugin boundary can branch on them with errors.Is.
+type Backend interface {
+	// Info describes the backend.
+	Info(ctx context.Context) (Info, error)
+	// Devices lists the devices visible to this process, by ordinal.
+	Devices(ctx context.Context) ([]Device, error)
+	// DeviceUUID maps an ordinal as this process sees it (after
+	// CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, …) to the canonical UUID.
+	// An unknown ordinal is ErrNoSuchDevice.
+	DeviceUUID(ctx context.Context, ordinal int) (string, error)
+	// Allocate reserves bytes of device memory on the device and returns its
+	// id and the bytes actually reserved (>= bytes). Lack of memory is
+	// ErrOutOfMemory and leaves the backend usable.
+	Allocate(ctx context.Context, ordinal int, bytes uint64) (AllocationID, uint64, error)
+	// Load copies every extent from its file into the allocation. Extents
+	// must lie inside the allocation (ErrInvalidArgument otherwise). The
+	// backend reads the files itself; weights never cross the plugin
+	// boundary.
+	Load(ctx context.Context, id AllocationID, extents []Extent, progress ProgressFunc) error
+	// Export returns a handle to the whole allocation that another process
+	// can map. It synchronises outstanding copies first.
+	Export(ctx context.Context, id AllocationID) (Handle, error)
+	// Import maps a handle (exported by this or another process) and returns
+	// an id for Read, Digest and Free.
+	Import(ctx context.Context, ordinal int, h Handle) (AllocationID, error)
+	// Read copies [offset, offset+length) back to the host. length is at
+	// most MaxReadBytes; a range past the end is ErrInvalidArgument.
+	Read(ctx context.Context, id AllocationID, offset, length uint64) ([]byte, error)
+	// Digest returns the SHA-256 of each range, in order.
+	Digest(ctx context.Context, id AllocationID, ranges []Range) ([][32]byte, error)
+	// Free releases an allocation or unmaps an imported one. Freeing an
+	// unknown or already freed id is ErrNoSuchAllocation.
+	Free(ctx context.Context, id AllocationID) error
+}
