@@ -1,19 +1,28 @@
-# wcache — see README.md. Targets are the project's contract with CI (.ci/run).
+# wcache — see README.md. These targets are the project's contract with CI
+# (.ci/run calls `make test`) and with newcomers (`make demo`, `make test`).
 GO        ?= go
 BIN       ?= $(CURDIR)/bin
 PROTOC    ?= protoc
 PROTO_SRC := $(shell find proto -name '*.proto' | sort)
 FUZZTIME  ?= 20s
+GOTEST    ?= $(GO) test -timeout 15m
 
-.PHONY: all build proto proto-check test vet fmt-check demo bench fuzz lint clean
+.PHONY: all build proto proto-check test go-test python-test vet fmt-check lint \
+        fuzz bench gpu-bundle clean
 
 all: build
 
+## build: wcache and every wcache-backend-* into bin/. The core and the mock
+## backend are pure Go (CGO_ENABLED=0); the CUDA backend needs cgo (gcc) but
+## no CUDA toolkit: it dlopens the driver at run time.
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache ./cmd/wcache
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-backend-mock ./plugins/mock
+	@if [ -d plugins/cuda ]; then CGO_ENABLED=1 $(GO) build -o $(BIN)/wcache-backend-cuda ./plugins/cuda; fi
 
+## proto: regenerate the committed Go code from proto/ with the generator
+## versions pinned in go.mod (tool directive) and Debian's protoc.
 proto:
 	$(PROTOC) -I proto \
 	  --plugin=protoc-gen-go=$(CURDIR)/scripts/protoc-gen-go \
@@ -21,6 +30,50 @@ proto:
 	  --go_out=proto --go_opt=paths=source_relative \
 	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 	  $(PROTO_SRC)
+
+## proto-check: fail when committed generated code is stale.
+proto-check:
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(PROTOC) -I proto \
+	  --plugin=protoc-gen-go=$(CURDIR)/scripts/protoc-gen-go \
+	  --plugin=protoc-gen-go-grpc=$(CURDIR)/scripts/protoc-gen-go-grpc \
+	  --go_out=$$tmp --go_opt=paths=source_relative \
+	  --go-grpc_out=$$tmp --go-grpc_opt=paths=source_relative \
+	  $(PROTO_SRC) && \
+	for f in $$(cd $$tmp && find . -name '*.go'); do \
+	  cmp -s $$tmp/$$f proto/$$f || { echo "stale generated code: proto/$$f (run make proto)"; exit 1; }; \
+	done && echo "proto: generated code is up to date"
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## lint: staticcheck, pinned in tools/go.mod (a module of its own so that it
+## never becomes a dependency of wcache).
+lint:
+	@mkdir -p $(BIN)
+	cd tools && $(GO) build -o $(BIN)/staticcheck honnef.co/go/tools/cmd/staticcheck
+	$(BIN)/staticcheck ./...
+
+## test: everything CI runs. Fuzz targets run their seed corpora here.
+test: build fmt-check vet proto-check lint go-test python-test
+
+go-test:
+	$(GOTEST) ./...
+
+python-test: build
+	@if [ -x scripts/python-test.sh ]; then WCACHE_BIN_DIR=$(BIN) scripts/python-test.sh; fi
+
+## fuzz: run every fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 clean:
 	rm -rf $(BIN)
