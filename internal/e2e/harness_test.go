@@ -1,0 +1,671 @@
+// Package e2e runs wcache end to end: the real wcache binary and the real
+// mock backend plugin, built once per test run, in real processes talking
+// over real Unix sockets.
+//
+// This file is the shared harness. TestMain builds bin/ (wcache and
+// wcache-backend-mock, side by side so that the plugin is found next to the
+// executable) into a temporary directory. Every test makes its own harness
+// with newHarness: a private XDG_RUNTIME_DIR, a private WCACHE_MOCK_DIR and
+// its own mock device UUIDs, and every process it starts is killed (with its
+// whole process group, plugins included) when the test ends.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/paths"
+)
+
+// binDirEnv carries the directory of the built binaries from TestMain to the
+// tests. An environment variable rather than a package variable keeps the
+// package free of mutable globals; it is also the way to reuse binaries that
+// were built elsewhere (WCACHE_E2E_BIN=/path/to/bin go test ./internal/e2e).
+const binDirEnv = "WCACHE_E2E_BIN"
+
+// Binary names inside the bin directory.
+const (
+	wcacheBin = "wcache"
+	mockBin   = "wcache-backend-mock"
+)
+
+// Default timeouts of the harness. They are generous because the machine
+// running the tests may be busy; a healthy daemon is ready in well under a
+// second.
+const (
+	readyTimeout   = 30 * time.Second
+	commandTimeout = 60 * time.Second
+	stopGrace      = 10 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if dir := os.Getenv(binDirEnv); dir != "" {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "wcache-e2e-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: temp dir: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	if err := os.Setenv(binDirEnv, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// buildBinaries builds wcache and the mock plugin into dir, as `make build`
+// does (CGO_ENABLED=0).
+func buildBinaries(dir string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	for _, b := range []struct{ out, pkg string }{
+		{wcacheBin, "./cmd/wcache"},
+		{mockBin, "./plugins/mock"},
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// moduleRoot is the directory holding go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the wcache module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// binPath is the path of a built binary (wcacheBin, mockBin).
+func binPath(name string) string {
+	return filepath.Join(os.Getenv(binDirEnv), name)
+}
+
+// harnessOptions tunes newHarness.
+type harnessOptions struct {
+	// Devices is the number of mock devices (default 4).
+	Devices int
+	// Env is extra environment for every process, "KEY=VALUE".
+	Env []string
+}
+
+// harness is one test's private world: directories, environment, mock
+// devices and the processes it started.
+type harness struct {
+	t *testing.T
+	// Root is a short private temporary directory (Unix socket paths are
+	// limited to 107 bytes, so t.TempDir's long names are avoided).
+	Root string
+	// RuntimeDir is XDG_RUNTIME_DIR for every process: the default layout
+	// puts sockets and ready files in RuntimeDir/wcache.
+	RuntimeDir string
+	// MockDir is WCACHE_MOCK_DIR: where the mock backend keeps its
+	// shared-memory files.
+	MockDir string
+	// UUIDs are the mock devices' UUIDs, by ordinal.
+	UUIDs []string
+
+	env []string
+
+	mu    sync.Mutex
+	procs []*process
+}
+
+// newHarness makes a private world for t and registers its cleanup.
+func newHarness(t *testing.T, opts harnessOptions) *harness {
+	t.Helper()
+	if os.Getenv(binDirEnv) == "" {
+		t.Fatal("binaries not built: TestMain did not run")
+	}
+	if opts.Devices == 0 {
+		opts.Devices = 4
+	}
+	root, err := os.MkdirTemp("", "wc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, Root: root,
+		RuntimeDir: filepath.Join(root, "run"),
+		MockDir:    filepath.Join(root, "shm"),
+	}
+	for _, d := range []string{h.RuntimeDir, h.MockDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Distinct UUIDs per harness: tests running side by side must not share
+	// devices, which is the point of UUID-keyed discovery.
+	tag := uint32(time.Now().UnixNano()) ^ uint32(os.Getpid())<<8
+	for i := 0; i < opts.Devices; i++ {
+		h.UUIDs = append(h.UUIDs, fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", tag, i))
+	}
+	h.env = []string{
+		"XDG_RUNTIME_DIR=" + h.RuntimeDir,
+		"WCACHE_MOCK_DIR=" + h.MockDir,
+		"WCACHE_MOCK_DEVICES=" + strings.Join(h.UUIDs, ","),
+		"WCACHE_PLUGIN_DIR=" + os.Getenv(binDirEnv),
+	}
+	h.env = append(h.env, opts.Env...)
+	t.Cleanup(h.cleanup)
+	return h
+}
+
+// Env is the environment of every process the harness starts: the test
+// process's environment minus wcache variables that could leak in, plus the
+// harness's own.
+func (h *harness) Env() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "WCACHE_") && k != binDirEnv || k == "XDG_RUNTIME_DIR" ||
+			k == "CUDA_VISIBLE_DEVICES" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, h.env...)
+}
+
+// getenv looks a variable up in Env, for core/paths.
+func (h *harness) getenv(key string) string {
+	env := h.Env()
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// Paths are the default-layout paths of a device, as the binaries compute
+// them in this harness's environment.
+func (h *harness) Paths(uuid string) paths.Paths {
+	h.t.Helper()
+	layout, err := paths.NewLayout(paths.Options{Getenv: h.getenv})
+	if err != nil {
+		h.t.Fatalf("layout: %v", err)
+	}
+	p, err := layout.For(uuid)
+	if err != nil {
+		h.t.Fatalf("paths for %s: %v", uuid, err)
+	}
+	return p
+}
+
+// cliResult is the outcome of one wcache command.
+type cliResult struct {
+	Args   []string
+	Stdout string
+	Stderr string
+	Code   int
+}
+
+func (r cliResult) String() string {
+	return fmt.Sprintf("wcache %s: exit %d\nstdout:\n%s\nstderr:\n%s",
+		strings.Join(r.Args, " "), r.Code, r.Stdout, r.Stderr)
+}
+
+// run runs wcache with args to completion (commandTimeout at most).
+func (h *harness) run(args ...string) cliResult {
+	h.t.Helper()
+	return h.runWith(nil, args...)
+}
+
+// runWith runs wcache with args; edit (if not nil) adjusts the command
+// before it starts (credentials, extra environment).
+func (h *harness) runWith(edit func(*exec.Cmd), args ...string) cliResult {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath(wcacheBin), args...)
+	cmd.Env = h.Env()
+	cmd.Dir = h.Root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if edit != nil {
+		edit(cmd)
+	}
+	err := cmd.Run()
+	res := cliResult{Args: args, Stdout: stdout.String(), Stderr: stderr.String()}
+	var xe *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &xe):
+		res.Code = xe.ExitCode()
+	default:
+		h.t.Fatalf("wcache %s: %v", strings.Join(args, " "), err)
+	}
+	if ctx.Err() != nil {
+		h.t.Fatalf("wcache %s: timed out after %s\n%s", strings.Join(args, " "), commandTimeout, res)
+	}
+	return res
+}
+
+// mustRun runs wcache and fails the test unless it exits 0.
+func (h *harness) mustRun(args ...string) cliResult {
+	h.t.Helper()
+	res := h.run(args...)
+	if res.Code != 0 {
+		h.t.Fatalf("%s", res)
+	}
+	return res
+}
+
+// process is a wcache process running in the background.
+type process struct {
+	Cmd    *exec.Cmd
+	Args   []string
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error // valid after done
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// PID is the process id.
+func (p *process) PID() int { return p.Cmd.Process.Pid }
+
+// Stdout and Stderr are what the process wrote so far.
+func (p *process) Stdout() string { return p.stdout.String() }
+func (p *process) Stderr() string { return p.stderr.String() }
+
+// Done is closed when the process has exited.
+func (p *process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited.
+func (p *process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ExitCode is the exit status after Done (-1 when killed by a signal).
+func (p *process) ExitCode() int {
+	<-p.done
+	var xe *exec.ExitError
+	if errors.As(p.err, &xe) {
+		return xe.ExitCode()
+	}
+	if p.err != nil {
+		return -1
+	}
+	return 0
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// code; ok is false on timeout.
+func (p *process) Wait(timeout time.Duration) (code int, ok bool) {
+	select {
+	case <-p.done:
+		return p.ExitCode(), true
+	case <-time.After(timeout):
+		return 0, false
+	}
+}
+
+// Signal sends sig to the process (not its group).
+func (p *process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(p.PID(), sig)
+}
+
+func (p *process) String() string {
+	return fmt.Sprintf("wcache %s (pid %d)\nstdout:\n%s\nstderr:\n%s",
+		strings.Join(p.Args, " "), p.PID(), p.Stdout(), p.Stderr())
+}
+
+// start starts wcache with args in the background, in a process group of
+// its own. The harness stops it when the test ends: SIGTERM, stopGrace, then
+// SIGKILL to the whole group (its plugins included).
+func (h *harness) start(args ...string) *process {
+	h.t.Helper()
+	return h.startWith(nil, args...)
+}
+
+// startWith is start with a hook to adjust the command before it starts.
+func (h *harness) startWith(edit func(*exec.Cmd), args ...string) *process {
+	h.t.Helper()
+	cmd := exec.Command(binPath(wcacheBin), args...)
+	cmd.Env = h.Env()
+	cmd.Dir = h.Root
+	p := &process{Cmd: cmd, Args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if edit != nil {
+		edit(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("start wcache %s: %v", strings.Join(args, " "), err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	h.mu.Lock()
+	h.procs = append(h.procs, p)
+	h.mu.Unlock()
+	return p
+}
+
+// cleanup stops every process the harness started and removes its files.
+func (h *harness) cleanup() {
+	h.mu.Lock()
+	procs := h.procs
+	h.procs = nil
+	h.mu.Unlock()
+	for _, p := range procs {
+		if !p.Exited() {
+			_ = p.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(stopGrace)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline:
+			h.t.Logf("process did not stop on SIGTERM, killing it:\n%s", p)
+		}
+		// The group outlives its leader when a plugin was orphaned (the
+		// leader was SIGKILLed); kill it either way.
+		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+	}
+	for _, p := range procs {
+		<-p.done
+		if h.t.Failed() {
+			h.t.Logf("%s", p)
+		}
+	}
+	if err := os.RemoveAll(h.Root); err != nil {
+		h.t.Logf("remove %s: %v", h.Root, err)
+	}
+}
+
+// serveArgs are the arguments of `wcache serve` for the mock device with
+// ordinal gpu and the checkpoint in model, followed by extra.
+func serveArgs(gpu int, model string, extra ...string) []string {
+	args := []string{"serve", "--backend", "mock", "--gpu-id", fmt.Sprint(gpu), "--model", model}
+	return append(args, extra...)
+}
+
+// startServe starts `wcache serve` on mock device gpu and waits until its
+// ready file names it. It fails the test if serve exits first.
+func (h *harness) startServe(gpu int, model string, extra ...string) *process {
+	h.t.Helper()
+	p := h.start(serveArgs(gpu, model, extra...)...)
+	h.waitReady(p, h.Paths(h.UUIDs[gpu]).Ready)
+	return p
+}
+
+// waitReady waits until the ready file at path names p's pid.
+func (h *harness) waitReady(p *process, path string) daemonfile.Ready {
+	h.t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if r, err := daemonfile.ReadReady(path); err == nil && r.PID == p.PID() {
+			return r
+		}
+		if p.Exited() {
+			h.t.Fatalf("daemon exited (code %d) before it was ready:\n%s", p.ExitCode(), p)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("daemon not ready after %s (ready file %s):\n%s", readyTimeout, path, p)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitExit waits for p to exit and returns its code; it fails the test after
+// timeout.
+func (h *harness) waitExit(p *process, timeout time.Duration) int {
+	h.t.Helper()
+	code, ok := p.Wait(timeout)
+	if !ok {
+		h.t.Fatalf("process still running after %s:\n%s", timeout, p)
+	}
+	return code
+}
+
+// tensorSpec describes one tensor of a test checkpoint. Data is generated
+// from the name when nil.
+type tensorSpec struct {
+	Name  string
+	DType string // "F32", "BF16", "F16", "U8", ...
+	Shape []uint64
+	Data  []byte
+}
+
+// checkpoint is a test checkpoint on disk.
+type checkpoint struct {
+	Dir string
+	// Files are the shard paths, sorted.
+	Files []string
+	// Data maps every tensor name to its bytes.
+	Data map[string][]byte
+}
+
+// dtypeBytes is the element size of the dtypes test checkpoints use.
+func dtypeBytes(dtype string) uint64 {
+	switch dtype {
+	case "F64", "I64", "U64":
+		return 8
+	case "F32", "I32", "U32":
+		return 4
+	case "F16", "BF16", "I16", "U16":
+		return 2
+	default:
+		return 1
+	}
+}
+
+// makeCheckpoint writes a checkpoint with the given shards into dir (created
+// if needed): shards[i] becomes file names[i]. Tensor data is laid out the
+// way the reference writer does it (sorted by name, back to back, the
+// header padded with spaces to a multiple of 8), and is deterministic.
+func makeCheckpoint(t *testing.T, dir string, names []string, shards [][]tensorSpec) checkpoint {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ck := checkpoint{Dir: dir, Data: map[string][]byte{}}
+	for i, specs := range shards {
+		path := filepath.Join(dir, names[i])
+		data, err := writeSafetensors(path, specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range data {
+			ck.Data[k] = v
+		}
+		ck.Files = append(ck.Files, path)
+	}
+	sort.Strings(ck.Files)
+	return ck
+}
+
+// smallModel writes a two-shard checkpoint of a few small tensors of mixed
+// dtypes into dir and returns it.
+func smallModel(t *testing.T, dir string) checkpoint {
+	t.Helper()
+	return makeCheckpoint(t, dir,
+		[]string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
+		[][]tensorSpec{
+			{
+				{Name: "embed.weight", DType: "BF16", Shape: []uint64{64, 32}},
+				{Name: "layers.0.attn.q.weight", DType: "F32", Shape: []uint64{32, 32}},
+				{Name: "layers.0.norm.weight", DType: "F16", Shape: []uint64{31}},
+			},
+			{
+				{Name: "layers.1.attn.q.weight", DType: "F32", Shape: []uint64{32, 16}},
+				{Name: "lm_head.weight", DType: "BF16", Shape: []uint64{17, 32}},
+				{Name: "scalar", DType: "F32", Shape: []uint64{}},
+			},
+		})
+}
+
+// writeSafetensors writes a safetensors file and returns each tensor's bytes.
+func writeSafetensors(path string, specs []tensorSpec) (map[string][]byte, error) {
+	sorted := append([]tensorSpec(nil), specs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	out := map[string][]byte{}
+	var body bytes.Buffer
+	for _, s := range sorted {
+		n := dtypeBytes(s.DType)
+		for _, d := range s.Shape {
+			n *= d
+		}
+		data := s.Data
+		if data == nil {
+			data = patternBytes(s.Name, int(n))
+		}
+		if uint64(len(data)) != n {
+			return nil, fmt.Errorf("tensor %s: %d bytes of data, shape needs %d", s.Name, len(data), n)
+		}
+		begin := body.Len()
+		body.Write(data)
+		shape := s.Shape
+		if shape == nil {
+			shape = []uint64{}
+		}
+		header[s.Name] = map[string]any{"dtype": s.DType, "shape": shape,
+			"data_offsets": []int{begin, body.Len()}}
+		out[s.Name] = data
+	}
+	hj, err := json.Marshal(header)
+	if err != nil {
+		return nil, err
+	}
+	for len(hj)%8 != 0 {
+		hj = append(hj, ' ')
+	}
+	var file bytes.Buffer
+	_ = binary.Write(&file, binary.LittleEndian, uint64(len(hj)))
+	file.Write(hj)
+	file.Write(body.Bytes())
+	return out, os.WriteFile(path, file.Bytes(), 0o644)
+}
+
+// patternBytes is n deterministic bytes derived from seed.
+func patternBytes(seed string, n int) []byte {
+	var x uint64 = 1469598103934665603
+	for _, c := range []byte(seed) {
+		x = (x ^ uint64(c)) * 1099511628211
+	}
+	b := make([]byte, n)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// childPIDs lists the pids whose parent is pid, from /proc.
+func childPIDs(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		var child int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &child); err != nil || fmt.Sprint(child) != e.Name() {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// Fields after the command name, which is in parentheses and may
+		// itself contain spaces or parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(string(stat[i+1:]), " %s %d", &state, &ppid); err != nil {
+			continue
+		}
+		if ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out, nil
+}
+
+// countFDs is the number of open descriptors of pid.
+func countFDs(pid int) (int, error) {
+	entries, err := os.ReadDir(filepath.Join("/proc", fmt.Sprint(pid), "fd"))
+	if err != nil {
+		return 0, err
+	}
+	return len(entries), nil
+}
+
+// assertGone fails the test if any of the paths exists.
+func assertGone(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists (lstat: %v)", p, err)
+		}
+	}
+}
