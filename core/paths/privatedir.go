@@ -1,0 +1,115 @@
+package paths
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Sentinel errors matched by errors.Is on a *PrivateDirError.
+var (
+	// ErrDirSymlink: the directory path is a symbolic link.
+	ErrDirSymlink = errors.New("private directory is a symlink")
+	// ErrNotDir: the path exists and is not a directory.
+	ErrNotDir = errors.New("private directory path is not a directory")
+	// ErrDirOwner: the directory is owned by another user.
+	ErrDirOwner = errors.New("private directory is owned by another user")
+	// ErrDirMode: the directory grants permissions to group or others.
+	ErrDirMode = errors.New("private directory is accessible to group or others")
+)
+
+// PrivateDirError reports a directory that cannot hold wcache's files safely.
+type PrivateDirError struct {
+	Dir    string
+	Detail string
+	Err    error // one of the sentinels above
+}
+
+func (e *PrivateDirError) Error() string {
+	return fmt.Sprintf("unsafe wcache directory %s: %s", e.Dir, e.Detail)
+}
+
+// Unwrap returns the sentinel describing the problem.
+func (e *PrivateDirError) Unwrap() error { return e.Err }
+
+// DefaultDir returns the per-user private directory for wcache's files:
+// $XDG_RUNTIME_DIR/wcache when XDG_RUNTIME_DIR is set to an absolute path,
+// else /tmp/wcache-<euid>. getenv nil means os.Getenv. It does not create the
+// directory; see EnsurePrivateDir.
+func DefaultDir(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if xdg := getenv("XDG_RUNTIME_DIR"); xdg != "" && filepath.IsAbs(xdg) {
+		return filepath.Join(xdg, "wcache")
+	}
+	return "/tmp/wcache-" + strconv.Itoa(os.Geteuid())
+}
+
+// EnsurePrivateDir creates dir with mode 0700 if it is absent (missing parents
+// are created 0700 as well) and then verifies, without following symlinks,
+// that it is a real directory, owned by the effective uid, with no permission
+// bits for group or others. An existing directory is never chmod-ed: one that
+// fails the checks is a *PrivateDirError (ErrDirSymlink, ErrNotDir,
+// ErrDirOwner or ErrDirMode), because another user may control it.
+func EnsurePrivateDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("wcache directory %q: not an absolute path", dir)
+	}
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return fmt.Errorf("create parent of wcache directory %s: %w", dir, err)
+		}
+		err = os.Mkdir(dir, 0o700)
+		switch {
+		case err == nil:
+			// The umask may have removed owner bits; restore exactly 0700.
+			// Our own new directory cannot have been swapped: it was created
+			// by us inside its parent and is verified again below.
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("chmod wcache directory %s: %w", dir, err)
+			}
+		case errors.Is(err, fs.ErrExist):
+			// Someone created it concurrently; verify whatever is there.
+		default:
+			return fmt.Errorf("create wcache directory %s: %w", dir, err)
+		}
+		if fi, err = os.Lstat(dir); err != nil {
+			return fmt.Errorf("inspect wcache directory %s: %w", dir, err)
+		}
+	case err != nil:
+		return fmt.Errorf("inspect wcache directory %s: %w", dir, err)
+	}
+	return verifyPrivateDir(dir, fi)
+}
+
+func verifyPrivateDir(dir string, fi fs.FileInfo) error {
+	mode := fi.Mode()
+	if mode&fs.ModeSymlink != 0 {
+		return &PrivateDirError{Dir: dir, Err: ErrDirSymlink,
+			Detail: "it is a symbolic link; remove it or point the templates elsewhere"}
+	}
+	if !mode.IsDir() {
+		return &PrivateDirError{Dir: dir, Err: ErrNotDir,
+			Detail: fmt.Sprintf("it is not a directory (mode %s)", mode)}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("inspect wcache directory %s: no ownership information", dir)
+	}
+	if euid := os.Geteuid(); int(st.Uid) != euid {
+		return &PrivateDirError{Dir: dir, Err: ErrDirOwner,
+			Detail: fmt.Sprintf("it is owned by uid %d, not by uid %d (us); another user could replace our sockets", st.Uid, euid)}
+	}
+	if perm := mode.Perm(); perm&0o077 != 0 {
+		return &PrivateDirError{Dir: dir, Err: ErrDirMode,
+			Detail: fmt.Sprintf("its mode is %#o; it must be accessible to its owner only (chmod 700 %s)", perm, dir)}
+	}
+	return nil
+}
