@@ -1,0 +1,152 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+
+	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+)
+
+// grpcClient is the host-side Backend that talks to a plugin over gRPC.
+type grpcClient struct {
+	rpc backendv1.BackendClient
+}
+
+// NewGRPCClient returns a Backend that forwards every call over conn to a
+// plugin served by Serve. Errors come back as *RemoteError wrapping the
+// plugin's sentinel (errors.Is works), or as *TransportError wrapping
+// ErrUnavailable when the plugin could not be reached (it died, or closed
+// the connection).
+func NewGRPCClient(conn grpc.ClientConnInterface) Backend {
+	return &grpcClient{rpc: backendv1.NewBackendClient(conn)}
+}
+
+func (c *grpcClient) Info(ctx context.Context) (Info, error) {
+	resp, err := c.rpc.Info(ctx, &backendv1.InfoRequest{})
+	if err != nil {
+		return Info{}, fromStatus(ctx, "Info", err)
+	}
+	return infoFromProto(resp), nil
+}
+
+func (c *grpcClient) Devices(ctx context.Context) ([]Device, error) {
+	resp, err := c.rpc.Devices(ctx, &backendv1.DevicesRequest{})
+	if err != nil {
+		return nil, fromStatus(ctx, "Devices", err)
+	}
+	out := make([]Device, len(resp.GetDevices()))
+	for i, d := range resp.GetDevices() {
+		out[i] = deviceFromProto(d)
+	}
+	return out, nil
+}
+
+func (c *grpcClient) DeviceUUID(ctx context.Context, ordinal int) (string, error) {
+	ord, err := ordinalToProto(ordinal)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.rpc.GetDeviceUUID(ctx, &backendv1.GetDeviceUUIDRequest{Ordinal: ord})
+	if err != nil {
+		return "", fromStatus(ctx, "DeviceUUID", err)
+	}
+	return resp.GetUuid(), nil
+}
+
+func (c *grpcClient) Allocate(ctx context.Context, ordinal int, bytes uint64) (AllocationID, uint64, error) {
+	ord, err := ordinalToProto(ordinal)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := c.rpc.Allocate(ctx, &backendv1.AllocateRequest{Ordinal: ord, Bytes: bytes})
+	if err != nil {
+		return 0, 0, fromStatus(ctx, "Allocate", err)
+	}
+	if resp.GetBytes() < bytes {
+		return 0, 0, fmt.Errorf("backend reserved %d bytes for a request of %d: protocol violation", resp.GetBytes(), bytes)
+	}
+	return AllocationID(resp.GetAllocationId()), resp.GetBytes(), nil
+}
+
+// Load streams progress from the plugin: progress (when not nil) is called
+// for every message, from the calling goroutine, ending with done == total.
+// A stream that ends without the final message is a *TransportError.
+func (c *grpcClient) Load(ctx context.Context, id AllocationID, extents []Extent, progress ProgressFunc) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rpc.Load(ctx, &backendv1.LoadRequest{AllocationId: uint64(id), Extents: extentsToProto(extents)})
+	if err != nil {
+		return fromStatus(ctx, "Load", err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return &TransportError{Op: "Load", Err: errors.New("progress stream ended before the load completed")}
+		}
+		if err != nil {
+			return fromStatus(ctx, "Load", err)
+		}
+		if progress != nil {
+			progress(msg.GetBytesDone(), msg.GetBytesTotal())
+		}
+		if msg.GetDone() {
+			return nil
+		}
+	}
+}
+
+func (c *grpcClient) Export(ctx context.Context, id AllocationID) (Handle, error) {
+	resp, err := c.rpc.Export(ctx, &backendv1.ExportRequest{AllocationId: uint64(id)})
+	if err != nil {
+		return Handle{}, fromStatus(ctx, "Export", err)
+	}
+	if resp.GetHandle() == nil {
+		return Handle{}, errors.New("backend exported no handle: protocol violation")
+	}
+	return handleFromProto(resp.GetHandle()), nil
+}
+
+func (c *grpcClient) Import(ctx context.Context, ordinal int, h Handle) (AllocationID, error) {
+	ord, err := ordinalToProto(ordinal)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.rpc.Import(ctx, &backendv1.ImportRequest{Ordinal: ord, Handle: handleToProto(h)})
+	if err != nil {
+		return 0, fromStatus(ctx, "Import", err)
+	}
+	return AllocationID(resp.GetAllocationId()), nil
+}
+
+func (c *grpcClient) Read(ctx context.Context, id AllocationID, offset, length uint64) ([]byte, error) {
+	if length > MaxReadBytes {
+		return nil, Errorf(ErrInvalidArgument, "read of %d bytes exceeds the limit of %d", length, MaxReadBytes)
+	}
+	resp, err := c.rpc.Read(ctx, &backendv1.ReadRequest{AllocationId: uint64(id), Offset: offset, Length: length})
+	if err != nil {
+		return nil, fromStatus(ctx, "Read", err)
+	}
+	if uint64(len(resp.GetData())) != length {
+		return nil, fmt.Errorf("backend returned %d bytes for a read of %d: protocol violation", len(resp.GetData()), length)
+	}
+	return resp.GetData(), nil
+}
+
+func (c *grpcClient) Digest(ctx context.Context, id AllocationID, ranges []Range) ([][32]byte, error) {
+	resp, err := c.rpc.Digest(ctx, &backendv1.DigestRequest{AllocationId: uint64(id), Ranges: rangesToProto(ranges)})
+	if err != nil {
+		return nil, fromStatus(ctx, "Digest", err)
+	}
+	return digestsFromProto(resp.GetSha256(), len(ranges))
+}
+
+func (c *grpcClient) Free(ctx context.Context, id AllocationID) error {
+	if _, err := c.rpc.Free(ctx, &backendv1.FreeRequest{AllocationId: uint64(id)}); err != nil {
+		return fromStatus(ctx, "Free", err)
+	}
+	return nil
+}

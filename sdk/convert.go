@@ -1,0 +1,149 @@
+package sdk
+
+import (
+	"fmt"
+	"math"
+
+	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+)
+
+// This file holds the explicit conversions between the domain types of
+// backend.go and the generated protobuf messages. Nothing else in the
+// adapters touches proto fields directly.
+
+func infoToProto(in Info) *backendv1.InfoResponse {
+	return &backendv1.InfoResponse{
+		Name:        in.Name,
+		Version:     in.Version,
+		Platform:    in.Platform,
+		HandleKinds: append([]string(nil), in.HandleKinds...),
+	}
+}
+
+func infoFromProto(in *backendv1.InfoResponse) Info {
+	return Info{
+		Name:        in.GetName(),
+		Version:     in.GetVersion(),
+		Platform:    in.GetPlatform(),
+		HandleKinds: append([]string(nil), in.GetHandleKinds()...),
+	}
+}
+
+func deviceToProto(d Device) (*backendv1.Device, error) {
+	ord, err := ordinalToProto(d.Ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return &backendv1.Device{
+		Ordinal:          ord,
+		Uuid:             d.UUID,
+		Name:             d.Name,
+		TotalMemoryBytes: d.TotalMemory,
+		FreeMemoryBytes:  d.FreeMemory,
+		PciBusId:         d.PCIBusID,
+		Capability:       d.Capability,
+	}, nil
+}
+
+func deviceFromProto(d *backendv1.Device) Device {
+	return Device{
+		Ordinal:     int(d.GetOrdinal()),
+		UUID:        d.GetUuid(),
+		Name:        d.GetName(),
+		TotalMemory: d.GetTotalMemoryBytes(),
+		FreeMemory:  d.GetFreeMemoryBytes(),
+		PCIBusID:    d.GetPciBusId(),
+		Capability:  d.GetCapability(),
+	}
+}
+
+// ordinalToProto refuses ordinals that uint32 cannot carry; no device has
+// them, so they are ErrNoSuchDevice.
+func ordinalToProto(ordinal int) (uint32, error) {
+	if ordinal < 0 || uint64(ordinal) > math.MaxUint32 {
+		return 0, Errorf(ErrNoSuchDevice, "device ordinal %d", ordinal)
+	}
+	return uint32(ordinal), nil
+}
+
+func extentsToProto(in []Extent) []*backendv1.Extent {
+	out := make([]*backendv1.Extent, len(in))
+	for i, e := range in {
+		out[i] = &backendv1.Extent{
+			Path:       e.Path,
+			FileOffset: e.FileOffset,
+			Length:     e.Length,
+			DestOffset: e.DestOffset,
+		}
+	}
+	return out
+}
+
+func extentsFromProto(in []*backendv1.Extent) []Extent {
+	out := make([]Extent, len(in))
+	for i, e := range in {
+		out[i] = Extent{
+			Path:       e.GetPath(),
+			FileOffset: e.GetFileOffset(),
+			Length:     e.GetLength(),
+			DestOffset: e.GetDestOffset(),
+		}
+	}
+	return out
+}
+
+func handleToProto(h Handle) *backendv1.Handle {
+	return &backendv1.Handle{
+		Kind: h.Kind,
+		Data: append([]byte(nil), h.Data...),
+		Size: h.Size,
+	}
+}
+
+func handleFromProto(h *backendv1.Handle) Handle {
+	return Handle{
+		Kind: h.GetKind(),
+		Data: append([]byte(nil), h.GetData()...),
+		Size: h.GetSize(),
+	}
+}
+
+func rangesToProto(in []Range) []*backendv1.Range {
+	out := make([]*backendv1.Range, len(in))
+	for i, r := range in {
+		out[i] = &backendv1.Range{Offset: r.Offset, Length: r.Length}
+	}
+	return out
+}
+
+func rangesFromProto(in []*backendv1.Range) []Range {
+	out := make([]Range, len(in))
+	for i, r := range in {
+		out[i] = Range{Offset: r.GetOffset(), Length: r.GetLength()}
+	}
+	return out
+}
+
+func digestsToProto(in [][32]byte) [][]byte {
+	out := make([][]byte, len(in))
+	for i := range in {
+		out[i] = append([]byte(nil), in[i][:]...)
+	}
+	return out
+}
+
+// digestsFromProto checks that the plugin answered one 32-byte digest per
+// requested range.
+func digestsFromProto(in [][]byte, want int) ([][32]byte, error) {
+	if len(in) != want {
+		return nil, fmt.Errorf("backend answered %d digests for %d ranges: protocol violation", len(in), want)
+	}
+	out := make([][32]byte, len(in))
+	for i, d := range in {
+		if len(d) != 32 {
+			return nil, fmt.Errorf("backend digest %d has %d bytes, want 32: protocol violation", i, len(d))
+		}
+		copy(out[i][:], d)
+	}
+	return out, nil
+}

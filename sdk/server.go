@@ -1,0 +1,181 @@
+package sdk
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+)
+
+// Load progress over gRPC is throttled: a message goes out when at least
+// ProgressBytesInterval bytes or ProgressTimeInterval have passed since the
+// previous one. The final message (done = true) is always sent.
+const (
+	ProgressBytesInterval = 64 << 20
+	ProgressTimeInterval  = 100 * time.Millisecond
+)
+
+// grpcServer serves a Backend implementation as backendv1.BackendServer.
+type grpcServer struct {
+	backendv1.UnimplementedBackendServer
+	impl Backend
+}
+
+// NewGRPCServer adapts impl to the generated gRPC server interface. Errors
+// from impl travel as gRPC statuses with a backendv1.ErrorDetail so that
+// the client adapter can rebuild an error wrapping the same sentinel.
+func NewGRPCServer(impl Backend) backendv1.BackendServer {
+	return &grpcServer{impl: impl}
+}
+
+func (s *grpcServer) Info(ctx context.Context, _ *backendv1.InfoRequest) (*backendv1.InfoResponse, error) {
+	info, err := s.impl.Info(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return infoToProto(info), nil
+}
+
+func (s *grpcServer) Devices(ctx context.Context, _ *backendv1.DevicesRequest) (*backendv1.DevicesResponse, error) {
+	devs, err := s.impl.Devices(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &backendv1.DevicesResponse{Devices: make([]*backendv1.Device, 0, len(devs))}
+	for _, d := range devs {
+		pd, err := deviceToProto(d)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out.Devices = append(out.Devices, pd)
+	}
+	return out, nil
+}
+
+func (s *grpcServer) GetDeviceUUID(ctx context.Context, req *backendv1.GetDeviceUUIDRequest) (*backendv1.GetDeviceUUIDResponse, error) {
+	uuid, err := s.impl.DeviceUUID(ctx, int(req.GetOrdinal()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.GetDeviceUUIDResponse{Uuid: uuid}, nil
+}
+
+func (s *grpcServer) Allocate(ctx context.Context, req *backendv1.AllocateRequest) (*backendv1.AllocateResponse, error) {
+	id, n, err := s.impl.Allocate(ctx, int(req.GetOrdinal()), req.GetBytes())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.AllocateResponse{AllocationId: uint64(id), Bytes: n}, nil
+}
+
+func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_LoadServer) error {
+	extents := extentsFromProto(req.GetExtents())
+	var total uint64
+	for _, e := range extents {
+		total += e.Length
+	}
+	t := newProgressThrottle(total, time.Now, func(done uint64) error {
+		return stream.Send(&backendv1.LoadProgress{BytesDone: done, BytesTotal: total})
+	})
+	if err := s.impl.Load(stream.Context(), AllocationID(req.GetAllocationId()), extents, t.report); err != nil {
+		return toStatus(err)
+	}
+	if err := t.sendErr(); err != nil {
+		return err
+	}
+	return stream.Send(&backendv1.LoadProgress{BytesDone: total, BytesTotal: total, Done: true})
+}
+
+func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (*backendv1.ExportResponse, error) {
+	h, err := s.impl.Export(ctx, AllocationID(req.GetAllocationId()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.ExportResponse{Handle: handleToProto(h)}, nil
+}
+
+func (s *grpcServer) Import(ctx context.Context, req *backendv1.ImportRequest) (*backendv1.ImportResponse, error) {
+	if req.GetHandle() == nil {
+		return nil, toStatus(Errorf(ErrInvalidArgument, "import without a handle"))
+	}
+	id, err := s.impl.Import(ctx, int(req.GetOrdinal()), handleFromProto(req.GetHandle()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.ImportResponse{AllocationId: uint64(id)}, nil
+}
+
+func (s *grpcServer) Read(ctx context.Context, req *backendv1.ReadRequest) (*backendv1.ReadResponse, error) {
+	if req.GetLength() > MaxReadBytes {
+		return nil, toStatus(Errorf(ErrInvalidArgument, "read of %d bytes exceeds the limit of %d", req.GetLength(), MaxReadBytes))
+	}
+	data, err := s.impl.Read(ctx, AllocationID(req.GetAllocationId()), req.GetOffset(), req.GetLength())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.ReadResponse{Data: data}, nil
+}
+
+func (s *grpcServer) Digest(ctx context.Context, req *backendv1.DigestRequest) (*backendv1.DigestResponse, error) {
+	sums, err := s.impl.Digest(ctx, AllocationID(req.GetAllocationId()), rangesFromProto(req.GetRanges()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.DigestResponse{Sha256: digestsToProto(sums)}, nil
+}
+
+func (s *grpcServer) Free(ctx context.Context, req *backendv1.FreeRequest) (*backendv1.FreeResponse, error) {
+	if err := s.impl.Free(ctx, AllocationID(req.GetAllocationId())); err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.FreeResponse{}, nil
+}
+
+// progressThrottle forwards Load progress at most every
+// ProgressBytesInterval bytes or ProgressTimeInterval. It is safe for
+// concurrent use, so a backend that reports from several goroutines cannot
+// interleave stream.Send calls. After a send fails it stops sending and
+// remembers the error; the stream's context is then cancelled too, which
+// stops the Load.
+type progressThrottle struct {
+	total uint64
+	now   func() time.Time
+	send  func(done uint64) error
+
+	mu       sync.Mutex
+	lastDone uint64
+	lastTime time.Time
+	sent     bool
+	err      error
+}
+
+func newProgressThrottle(total uint64, now func() time.Time, send func(uint64) error) *progressThrottle {
+	return &progressThrottle{total: total, now: now, send: send}
+}
+
+// report is the ProgressFunc handed to the backend. The total argument is
+// ignored: the adapter knows the total from the request.
+func (p *progressThrottle) report(done, _ uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil || done >= p.total || (p.sent && done <= p.lastDone) {
+		// The final count goes out with the done message.
+		return
+	}
+	now := p.now()
+	if p.sent && done-p.lastDone < ProgressBytesInterval && now.Sub(p.lastTime) < ProgressTimeInterval {
+		return
+	}
+	if err := p.send(done); err != nil {
+		p.err = err
+		return
+	}
+	p.sent, p.lastDone, p.lastTime = true, done, now
+}
+
+func (p *progressThrottle) sendErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}

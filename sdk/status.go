@@ -1,0 +1,157 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+)
+
+// This file carries typed errors across the plugin boundary. The server
+// side turns an error wrapping a sentinel into a gRPC status with a
+// matching code and a backendv1.ErrorDetail; the client side turns the
+// status back into an error that wraps the same sentinel and keeps the
+// message, so errors.Is works in the host exactly as in the plugin.
+
+// RemoteError is an error a backend returned across the plugin boundary.
+// Error() is the backend's message unchanged; errors.Is(err, ErrOutOfMemory)
+// and friends hold when the backend's error wrapped that sentinel.
+type RemoteError struct {
+	Code    codes.Code // gRPC code the error travelled with
+	Kind    error      // one of the sentinel errors, or nil when untyped
+	Message string     // the backend's err.Error()
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel, so errors.Is(err, sdk.ErrOutOfMemory) works.
+func (e *RemoteError) Unwrap() error { return e.Kind }
+
+// TransportError reports a call that did not complete because the
+// connection to the plugin failed: the plugin process died, closed the
+// connection or never answered. It wraps ErrUnavailable (and the underlying
+// gRPC error), so callers that only branch on the sentinels treat a dead
+// plugin like any other unavailable backend.
+type TransportError struct {
+	Op  string // the Backend method, e.g. "Load"
+	Err error  // the gRPC error
+}
+
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("backend plugin connection failed during %s: %s: %v", e.Op, ErrUnavailable, e.Err)
+}
+
+// Unwrap lets errors.Is match both ErrUnavailable and the gRPC error.
+func (e *TransportError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// errorKind returns the sentinel err wraps, its gRPC code and the reason
+// that names it on the wire. An error that wraps none is codes.Unknown.
+func errorKind(err error) (error, codes.Code, backendv1.ErrorDetail_Reason) {
+	switch {
+	case errors.Is(err, ErrNoSuchDevice):
+		return ErrNoSuchDevice, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE
+	case errors.Is(err, ErrNoSuchAllocation):
+		return ErrNoSuchAllocation, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION
+	case errors.Is(err, ErrOutOfMemory):
+		return ErrOutOfMemory, codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY
+	case errors.Is(err, ErrUnsupported):
+		return ErrUnsupported, codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED
+	case errors.Is(err, ErrUnavailable):
+		return ErrUnavailable, codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE
+	case errors.Is(err, ErrInvalidArgument):
+		return ErrInvalidArgument, codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT
+	default:
+		return nil, codes.Unknown, backendv1.ErrorDetail_REASON_UNSPECIFIED
+	}
+}
+
+// sentinelForReason is the inverse of errorKind.
+func sentinelForReason(r backendv1.ErrorDetail_Reason) error {
+	switch r {
+	case backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE:
+		return ErrNoSuchDevice
+	case backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION:
+		return ErrNoSuchAllocation
+	case backendv1.ErrorDetail_REASON_OUT_OF_MEMORY:
+		return ErrOutOfMemory
+	case backendv1.ErrorDetail_REASON_UNSUPPORTED:
+		return ErrUnsupported
+	case backendv1.ErrorDetail_REASON_UNAVAILABLE:
+		return ErrUnavailable
+	case backendv1.ErrorDetail_REASON_INVALID_ARGUMENT:
+		return ErrInvalidArgument
+	default:
+		return nil
+	}
+}
+
+// toStatus converts an error returned by a Backend into the gRPC status
+// error the server adapter sends. Context errors keep their own codes
+// (Canceled, DeadlineExceeded) and carry no detail.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if _, _, reason := errorKind(err); reason == backendv1.ErrorDetail_REASON_UNSPECIFIED {
+			return status.Error(status.FromContextError(err).Code(), err.Error())
+		}
+	}
+	_, code, reason := errorKind(err)
+	st := status.New(code, err.Error())
+	withDetail, derr := st.WithDetails(protoadapt.MessageV1Of(&backendv1.ErrorDetail{
+		Reason:  reason,
+		Message: err.Error(),
+	}))
+	if derr != nil {
+		// Only a marshalling failure gets here; the code still carries the kind.
+		return st.Err()
+	}
+	return withDetail.Err()
+}
+
+// fromStatus converts an error from a gRPC call made for op back into a
+// domain error: a *RemoteError wrapping the sentinel named by the
+// ErrorDetail (or implied by the code), a *TransportError when the plugin
+// could not be reached, or ctx's own error when the caller cancelled.
+func fromStatus(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &TransportError{Op: op, Err: err}
+	}
+	for _, d := range st.Details() {
+		if detail, ok := d.(*backendv1.ErrorDetail); ok {
+			msg := detail.GetMessage()
+			if msg == "" {
+				msg = st.Message()
+			}
+			return &RemoteError{Code: st.Code(), Kind: sentinelForReason(detail.GetReason()), Message: msg}
+		}
+	}
+	switch st.Code() {
+	case codes.Canceled, codes.DeadlineExceeded:
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("%s: %w", op, cerr)
+		}
+		if st.Code() == codes.DeadlineExceeded {
+			return &RemoteError{Code: st.Code(), Kind: context.DeadlineExceeded, Message: st.Message()}
+		}
+		// Canceled without a cancelled caller: the connection is closing.
+		return &TransportError{Op: op, Err: err}
+	case codes.Unavailable:
+		return &TransportError{Op: op, Err: err}
+	case codes.Unimplemented:
+		// A plugin built against an older API that lacks the method.
+		return &RemoteError{Code: st.Code(), Kind: ErrUnsupported, Message: st.Message()}
+	default:
+		return &RemoteError{Code: st.Code(), Message: st.Message()}
+	}
+}
