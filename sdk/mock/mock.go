@@ -1,0 +1,115 @@
+// Package mock provides a closure-style sdk.Backend for unit tests of code
+// that uses a backend (the daemon, the client, the CLI). Set only the
+// XxxFunc fields a test needs; every method whose func is nil returns an
+// error wrapping sdk.ErrUnsupported, so a test notices an unexpected call.
+//
+// It is not a device emulator: for a working backend with real memory,
+// handles and fault injection use plugins/mock/mockbackend.
+package mock
+
+import (
+	"context"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// Backend implements sdk.Backend by calling its fields. It is safe for
+// concurrent use when the funcs are.
+type Backend struct {
+	InfoFunc       func(ctx context.Context) (sdk.Info, error)
+	DevicesFunc    func(ctx context.Context) ([]sdk.Device, error)
+	DeviceUUIDFunc func(ctx context.Context, ordinal int) (string, error)
+	AllocateFunc   func(ctx context.Context, ordinal int, bytes uint64) (sdk.AllocationID, uint64, error)
+	LoadFunc       func(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error
+	ExportFunc     func(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error)
+	ImportFunc     func(ctx context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error)
+	ReadFunc       func(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
+	DigestFunc     func(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error)
+	FreeFunc       func(ctx context.Context, id sdk.AllocationID) error
+}
+
+var _ sdk.Backend = (*Backend)(nil)
+
+func notSet(method string) error {
+	return sdk.Errorf(sdk.ErrUnsupported, "mock backend: %sFunc not set", method)
+}
+
+// Info calls InfoFunc.
+func (b *Backend) Info(ctx context.Context) (sdk.Info, error) {
+	if b.InfoFunc == nil {
+		return sdk.Info{}, notSet("Info")
+	}
+	return b.InfoFunc(ctx)
+}
+
+// Devices calls DevicesFunc.
+func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
+	if b.DevicesFunc == nil {
+		return nil, notSet("Devices")
+	}
+	return b.DevicesFunc(ctx)
+}
+
+// DeviceUUID calls DeviceUUIDFunc.
+func (b *Backend) DeviceUUID(ctx context.Context, ordinal int) (string, error) {
+	if b.DeviceUUIDFunc == nil {
+		return "", notSet("DeviceUUID")
+	}
+	return b.DeviceUUIDFunc(ctx, ordinal)
+}
+
+// Allocate calls AllocateFunc.
+func (b *Backend) Allocate(ctx context.Context, ordinal int, bytes uint64) (sdk.AllocationID, uint64, error) {
+	if b.AllocateFunc == nil {
+		return 0, 0, notSet("Allocate")
+	}
+	return b.AllocateFunc(ctx, ordinal, bytes)
+}
+
+// Load calls LoadFunc.
+func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error {
+	if b.LoadFunc == nil {
+		return notSet("Load")
+	}
+	return b.LoadFunc(ctx, id, extents, progress)
+}
+
+// Export calls ExportFunc.
+func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error) {
+	if b.ExportFunc == nil {
+		return sdk.Handle{}, notSet("Export")
+	}
+	return b.ExportFunc(ctx, id)
+}
+
+// Import calls ImportFunc.
+func (b *Backend) Import(ctx context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
+	if b.ImportFunc == nil {
+		return 0, notSet("Import")
+	}
+	return b.ImportFunc(ctx, ordinal, h)
+}
+
+// Read calls ReadFunc.
+func (b *Backend) Read(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error) {
+	if b.ReadFunc == nil {
+		return nil, notSet("Read")
+	}
+	return b.ReadFunc(ctx, id, offset, length)
+}
+
+// Digest calls DigestFunc.
+func (b *Backend) Digest(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error) {
+	if b.DigestFunc == nil {
+		return nil, notSet("Digest")
+	}
+	return b.DigestFunc(ctx, id, ranges)
+}
+
+// Free calls FreeFunc.
+func (b *Backend) Free(ctx context.Context, id sdk.AllocationID) error {
+	if b.FreeFunc == nil {
+		return notSet("Free")
+	}
+	return b.FreeFunc(ctx, id)
+}
