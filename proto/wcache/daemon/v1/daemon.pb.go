@@ -201,8 +201,12 @@ type StatusResponse struct {
 	// "serving" or "draining".
 	State           string `protobuf:"bytes,13,opt,name=state,proto3" json:"state,omitempty"`
 	ProtocolVersion uint32 `protobuf:"varint,14,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Diagnostics of the daemon process, for leak checks and debugging:
+	// goroutines and open file descriptors at the time of the answer.
+	Goroutines    uint32 `protobuf:"varint,15,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
+	OpenFds       uint32 `protobuf:"varint,16,opt,name=open_fds,json=openFds,proto3" json:"open_fds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -329,6 +333,20 @@ func (x *StatusResponse) GetState() string {
 func (x *StatusResponse) GetProtocolVersion() uint32 {
 	if x != nil {
 		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetGoroutines() uint32 {
+	if x != nil {
+		return x.Goroutines
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetOpenFds() uint32 {
+	if x != nil {
+		return x.OpenFds
 	}
 	return 0
 }
@@ -996,7 +1014,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xd3\x03\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\x8e\x04\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -1015,7 +1033,11 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x06leases\x18\v \x03(\v2\x17.wcache.daemon.v1.LeaseR\x06leases\x12\x18\n" +
 	"\aversion\x18\f \x01(\tR\aversion\x12\x14\n" +
 	"\x05state\x18\r \x01(\tR\x05state\x12)\n" +
-	"\x10protocol_version\x18\x0e \x01(\rR\x0fprotocolVersion\"g\n" +
+	"\x10protocol_version\x18\x0e \x01(\rR\x0fprotocolVersion\x12\x1e\n" +
+	"\n" +
+	"goroutines\x18\x0f \x01(\rR\n" +
+	"goroutines\x12\x19\n" +
+	"\bopen_fds\x18\x10 \x01(\rR\aopenFds\"g\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
