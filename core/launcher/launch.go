@@ -70,11 +70,12 @@ func Launch(ctx context.Context, opts Options) (*Group, error) {
 func resolve(ctx context.Context, o Options, ranks []Rank) ([]target, error) {
 	targets := make([]target, 0, len(ranks))
 	byUUID := make(map[string]Rank, len(ranks))
+	uuids, err := ResolveDevices(ctx, o.Devices, ranks)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range ranks {
-		uuid, err := o.Devices.DeviceUUID(ctx, r.GPUID)
-		if err != nil {
-			return nil, fmt.Errorf("resolve the UUID of GPU %d (for %s): %w", r.GPUID, r, err)
-		}
+		uuid := uuids[r.GPUID]
 		if prev, dup := byUUID[uuid]; dup {
 			return nil, fmt.Errorf("GPUs %d and %d are both device %s: %w", prev.GPUID, r.GPUID, uuid, ErrSameDevice)
 		}
