@@ -1,0 +1,107 @@
+package daemonfile
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseProcStat(t *testing.T) {
+	// comm may contain spaces and parentheses.
+	line := "1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 777888 1000 200 18446744073709551615"
+	st, err := parseProcStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.state != 'S' || st.startTime != 777888 {
+		t.Fatalf("parsed %+v, want state S start 777888", st)
+	}
+	for _, bad := range []string{"", "1234 (x", "1 (x) S 1 2", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 notanumber"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) accepted", bad)
+		}
+	}
+}
+
+func TestProcessStartTimeSelf(t *testing.T) {
+	start, err := ProcessStartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	want, _ := strconv.ParseUint(fields[19], 10, 64)
+	if start != want || start == 0 {
+		t.Fatalf("ProcessStartTime = %d, /proc/self/stat field 22 = %d", start, want)
+	}
+	if _, err := ProcessStartTime(0); err == nil {
+		t.Fatal("ProcessStartTime(0) succeeded")
+	}
+}
+
+func TestInspectProcess(t *testing.T) {
+	self := os.Getpid()
+	start, err := ProcessStartTime(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		pid   int
+		start uint64
+		want  ProcState
+	}{
+		{"self", self, start, ProcAlive},
+		{"self-other-start", self, start + 1, ProcReused},
+		{"self-unknown-start", self, 0, ProcReused},
+		{"pid0", 0, start, ProcDead},
+		{"negative", -1, start, ProcDead},
+	}
+	for _, tc := range cases {
+		if got := InspectProcess(tc.pid, tc.start); got != tc.want {
+			t.Errorf("%s: InspectProcess = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+
+	// A child that exited and was reaped is dead; before reaping it is a zombie.
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	cstart, err := ProcessStartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, pid, cstart, ProcZombie)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := InspectProcess(pid, cstart); got != ProcDead {
+		t.Fatalf("reaped child: %s, want dead", got)
+	}
+}
+
+// waitState polls until InspectProcess(pid, start) == want.
+func waitState(t *testing.T, pid int, start uint64, want ProcState) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := InspectProcess(pid, start)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: state %s, want %s", pid, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
