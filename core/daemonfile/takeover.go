@@ -1,0 +1,176 @@
+package daemonfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/core/paths"
+)
+
+// settle takes the identity lock in h, dealing with whoever owns the device
+// first, and removes stale files. On success h holds the lock; on error the
+// caller closes h.
+func settle(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHandle) (CleanupResult, error) {
+	res := CleanupResult{Action: ActionNone}
+	locked, err := h.try()
+	if err != nil {
+		return res, err
+	}
+	if !locked {
+		// Primary signal: the lock is held, so a daemon is alive (possibly
+		// still starting, before its ready file exists).
+		holder := h.owner()
+		target := procRef{}
+		if holder.alive() {
+			target = holder
+		}
+		reported := holder.PID
+		if r, err := ReadReady(p.Ready); err == nil {
+			if reported == 0 {
+				reported = r.PID
+			}
+			if target.PID == 0 && InspectProcess(r.PID, r.StartTime) == ProcAlive {
+				target = procRef{PID: r.PID, StartTime: r.StartTime}
+			}
+		}
+		opts.logf("device %s: lock %s is held (recorded holder pid %d)", p.DeviceUUID, p.Lock, holder.PID)
+		live := liveDaemon(p, reported)
+		if !opts.Force || reported == os.Getpid() {
+			return res, live
+		}
+		if err := stopAndWait(ctx, p, opts, h, target); err != nil {
+			return res, err
+		}
+		res.Action, res.PID = ActionTookOver, reported
+	} else if r, err := ReadReady(p.Ready); err == nil {
+		// Secondary signal: a live process in the ready file that does not
+		// hold our lock (its lock file was deleted and recreated, or it was
+		// started by a version without locks) still owns the socket.
+		ref := procRef{PID: r.PID, StartTime: r.StartTime}
+		state := InspectProcess(ref.PID, ref.StartTime)
+		opts.logf("device %s: ready file names pid %d: %s", p.DeviceUUID, r.PID, state)
+		if state == ProcAlive && r.PID != os.Getpid() {
+			if !opts.Force {
+				return res, liveDaemon(p, r.PID)
+			}
+			if err := stopAndWait(ctx, p, opts, nil, ref); err != nil {
+				return res, err
+			}
+			res.Action = ActionTookOver
+		}
+		res.PID = r.PID
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		opts.logf("device %s: treating unreadable ready file as stale: %v", p.DeviceUUID, err)
+	}
+
+	removed, err := removeStale(p, opts)
+	res.Removed = removed
+	if err != nil {
+		return res, err
+	}
+	if res.Action == ActionNone && len(removed) > 0 {
+		res.Action = ActionRemovedStale
+	}
+	if res.Action == ActionNone {
+		res.PID = 0
+	}
+	return res, nil
+}
+
+func liveDaemon(p paths.Paths, pid int) *LiveDaemonError {
+	return &LiveDaemonError{PID: pid, DeviceUUID: p.DeviceUUID, Socket: p.Socket, Ready: p.Ready, Lock: p.Lock}
+}
+
+// stopAndWait terminates target — only if it is still the recorded process,
+// and never this process — then waits until it is gone and, when h is
+// non-nil, until h holds the lock. If another live process takes the lock
+// meanwhile, that process is reported as a *LiveDaemonError rather than
+// killed in turn.
+func stopAndWait(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHandle, target procRef) error {
+	if target.PID > 0 && target.PID != os.Getpid() && target.alive() {
+		opts.logf("device %s: sending SIGTERM to daemon pid %d", p.DeviceUUID, target.PID)
+		if err := unix.Kill(target.PID, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("terminate daemon pid %d: %w", target.PID, err)
+		}
+		exited, err := pollUntil(ctx, opts.grace(), func() bool { return !target.alive() })
+		if err != nil {
+			return fmt.Errorf("terminate daemon pid %d: %w", target.PID, err)
+		}
+		// Re-check the start time right before SIGKILL: the pid may have
+		// been reused since the SIGTERM.
+		if !exited && target.alive() {
+			opts.logf("device %s: daemon pid %d still running after %s, sending SIGKILL", p.DeviceUUID, target.PID, opts.grace())
+			if err := unix.Kill(target.PID, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("kill daemon pid %d: %w", target.PID, err)
+			}
+		}
+	} else if h != nil {
+		opts.logf("device %s: lock holder cannot be identified safely; not signalling, waiting for the lock", p.DeviceUUID)
+	}
+
+	var failure error
+	done, err := pollUntil(ctx, opts.wait(), func() bool {
+		if target.PID > 0 && target.alive() {
+			return false
+		}
+		if h == nil {
+			return true
+		}
+		locked, err := h.try()
+		if err != nil {
+			failure = err
+			return true
+		}
+		if locked {
+			return true
+		}
+		if o := h.owner(); o.PID != 0 && o.PID != target.PID && o.alive() {
+			failure = liveDaemon(p, o.PID)
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("take over from daemon pid %d: %w", target.PID, err)
+	}
+	if failure != nil {
+		return failure
+	}
+	if !done {
+		return fmt.Errorf("daemon pid %d did not exit and release %s within %s: %w",
+			target.PID, p.Lock, opts.wait(), ErrTakeoverTimeout)
+	}
+	opts.logf("device %s: daemon pid %d is gone, taking over", p.DeviceUUID, target.PID)
+	return nil
+}
+
+// pollUntil calls cond until it returns true (done), d elapses (not done), or
+// ctx ends (error). The interval grows from 2ms to 50ms.
+func pollUntil(ctx context.Context, d time.Duration, cond func() bool) (bool, error) {
+	deadline := time.Now().Add(d)
+	interval := 2 * time.Millisecond
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		if cond() {
+			return true, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		timer.Reset(min(interval, left))
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C:
+		}
+		interval = min(interval*2, 50*time.Millisecond)
+	}
+}
