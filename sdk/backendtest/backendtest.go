@@ -1,0 +1,59 @@
+// Package backendtest is the conformance suite every wcache backend must
+// pass. A backend's test calls Run with a factory:
+//
+//	func TestConformance(t *testing.T) {
+//		backendtest.Run(t, func(t *testing.T) sdk.Backend {
+//			b := mybackend.New(...)
+//			t.Cleanup(func() { b.Close() })
+//			return b
+//		}, backendtest.Options{})
+//	}
+//
+// The factory is called once per subtest, and twice in the subtests that
+// model a restart or another process, so it must return an independent
+// instance each time (for a plugin: a new process). Subtests are named
+// Area/Case, e.g. "Errors/ReadPastEnd", so `go test -run` can select them.
+package backendtest
+
+import (
+	"regexp"
+	"time"
+)
+
+// UUID forms accepted by default and offered for widening.
+const (
+	// NVIDIAUUIDPattern: GPU-/MIG- followed by the 8-4-4-4-12 lowercase hex
+	// form (what nvidia-smi -L and cuDeviceGetUuid_v2 formatting give).
+	NVIDIAUUIDPattern = `^(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
+	// AMDUUIDPattern: GPU- and 16 hex digits (the HIP UUID); pass it in
+	// Options.ExtraUUIDPatterns for ROCm backends.
+	AMDUUIDPattern = `^GPU-[0-9a-fA-F]{16}$`
+)
+
+// Options tune the suite. The zero value suits a backend with at least one
+// device that can hold a few MiB.
+type Options struct {
+	// Ordinal is the device the suite works on. Default 0.
+	Ordinal int
+	// ExtraUUIDPatterns are accepted in addition to NVIDIAUUIDPattern.
+	// Every UUID must also pass the core's rule (letters, digits, '-',
+	// 1..128 characters), whatever the patterns say.
+	ExtraUUIDPatterns []*regexp.Regexp
+	// OOMSize is an allocation size that must fail with ErrOutOfMemory.
+	// Default: the device's TotalMemory + 1.
+	OOMSize uint64
+	// Concurrency is the number of goroutines in Concurrency/*. Default 8.
+	Concurrency int
+	// CallTimeout bounds every backend call. Default 2 minutes.
+	CallTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 2 * time.Minute
+	}
+	return o
+}

@@ -1,0 +1,77 @@
+package backendtest
+
+import (
+	"crypto/sha256"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// file is a test input written into t.TempDir().
+type file struct {
+	path string
+	data []byte
+}
+
+// writeFile writes size pseudo-random bytes (fixed seed) to a new file.
+func writeFile(t *testing.T, name string, size int, seed uint64) file {
+	t.Helper()
+	data := make([]byte, size)
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), 'w', 'c'})
+	_, _ = r.Read(data)
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatalf("write test file: %v", err)
+	}
+	return file{path: path, data: data}
+}
+
+// layout is a set of extents and the bytes each must produce.
+type layout struct {
+	files   []file
+	extents []sdk.Extent
+	// size is the allocation size that holds every extent.
+	size uint64
+}
+
+// want returns the bytes extent i must place in the allocation.
+func (l layout) want(i int) []byte {
+	e := l.extents[i]
+	for _, f := range l.files {
+		if f.path == e.Path {
+			return f.data[e.FileOffset : e.FileOffset+e.Length]
+		}
+	}
+	panic("extent of an unknown file")
+}
+
+// total is the sum of extent lengths.
+func (l layout) total() uint64 {
+	var n uint64
+	for _, e := range l.extents {
+		n += e.Length
+	}
+	return n
+}
+
+// newLayout writes two files of odd sizes and maps them with several
+// extents at unaligned file and destination offsets: both whole files
+// (so a Digest must equal the file's sha256), a slice of each, a single
+// byte and a file's tail.
+func newLayout(t *testing.T) layout {
+	a := writeFile(t, "a.safetensors", 3_000_017, 1)
+	b := writeFile(t, "b.safetensors", 1_048_583, 2)
+	ext := []sdk.Extent{
+		{Path: a.path, FileOffset: 0, Length: uint64(len(a.data)), DestOffset: 13},
+		{Path: b.path, FileOffset: 0, Length: uint64(len(b.data)), DestOffset: 3_004_123},
+		{Path: a.path, FileOffset: 777_777, Length: 123_457, DestOffset: 4_100_001},
+		{Path: b.path, FileOffset: 5, Length: 1, DestOffset: 4_300_003},
+		{Path: a.path, FileOffset: 2_999_000, Length: 1_017, DestOffset: 4_300_101},
+	}
+	return layout{files: []file{a, b}, extents: ext, size: 4_400_007}
+}
+
+func sum(p []byte) [32]byte { return sha256.Sum256(p) }
