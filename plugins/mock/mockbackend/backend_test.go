@@ -1,0 +1,419 @@
+package mockbackend
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+func newTestBackend(t *testing.T, mutate func(*Config)) *Backend {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Memory = 256 << 20
+	cfg.Dir = filepath.Join(t.TempDir(), "shm")
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	b, err := New(cfg, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func randomFile(t *testing.T, size int) (string, []byte) {
+	t.Helper()
+	data := make([]byte, size)
+	_, _ = rand.NewChaCha8([32]byte{byte(size)}).Read(data)
+	path := filepath.Join(t.TempDir(), "w.safetensors")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+func shmFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.shm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestAllocationFilesArePrivateAndRemoved(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	id, size, err := b.Allocate(ctx, 1, 10_000)
+	if err != nil {
+		t.Fatalf("Allocate: %v", err)
+	}
+	if size != 12288 {
+		t.Errorf("reserved %d bytes for 10000, want the page-rounded 12288", size)
+	}
+	files := shmFiles(t, b.Dir())
+	if len(files) != 1 {
+		t.Fatalf("files after Allocate: %v", files)
+	}
+	fi, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 || fi.Size() != int64(size) {
+		t.Errorf("allocation file mode %v size %d, want 0600 and %d", fi.Mode(), fi.Size(), size)
+	}
+	if !strings.HasPrefix(filepath.Base(files[0]), strconv.Itoa(os.Getpid())+"-") {
+		t.Errorf("file %s does not start with our pid", files[0])
+	}
+	dirInfo, err := os.Stat(b.Dir())
+	if err != nil || dirInfo.Mode().Perm() != 0o700 {
+		t.Errorf("folder mode %v, %v; want 0700", dirInfo.Mode(), err)
+	}
+	if err := b.Free(ctx, id); err != nil {
+		t.Fatalf("Free: %v", err)
+	}
+	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+		t.Fatalf("files after Free: %v", files)
+	}
+	for range 3 {
+		if _, _, err := b.Allocate(ctx, 0, 4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+		t.Fatalf("files after Close: %v", files)
+	}
+	if _, _, err := b.Allocate(ctx, 0, 4096); !errors.Is(err, sdk.ErrUnavailable) {
+		t.Fatalf("Allocate after Close = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestRefusesAFolderOthersCanUse(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	private := filepath.Join(base, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(private, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{open, link, "relative/dir"} {
+		cfg := DefaultConfig()
+		cfg.Dir = dir
+		if _, err := New(cfg, nil); err == nil {
+			t.Errorf("New accepted folder %s", dir)
+		}
+	}
+}
+
+func TestStaleFilesOfDeadProcessesAreRemoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shm")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadFile := filepath.Join(dir, strconv.Itoa(dead.Process.Pid)+"-0123456789abcdef-1.shm")
+	liveFile := filepath.Join(dir, strconv.Itoa(os.Getppid())+"-0123456789abcdef-1.shm")
+	other := filepath.Join(dir, "notes.txt")
+	for _, p := range []string{deadFile, liveFile, other} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newTestBackend(t, func(c *Config) { c.Dir = dir })
+	if _, err := os.Stat(deadFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file of dead pid %d still there: %v", dead.Process.Pid, err)
+	}
+	for _, p := range []string{liveFile, other} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+}
+
+func TestExportedFileIsTheMemory(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	path, data := randomFile(t, 100_003)
+	id, size, err := b.Allocate(ctx, 0, 200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, FileOffset: 3, Length: 100_000, DestOffset: 77}}, nil); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	shm := string(h.Data)
+	if h.Kind != HandleKind || h.Size != size || filepath.Dir(shm) != b.Dir() {
+		t.Fatalf("handle = %+v (path %s), want posix-shm of %d bytes in %s", h, shm, size, b.Dir())
+	}
+	// What a client does: map the file read-only and use the bytes in place.
+	f, err := os.Open(shm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if !bytes.Equal(m[77:100_077], data[3:100_003]) {
+		t.Fatal("the mapped handle does not hold the loaded bytes")
+	}
+}
+
+func TestImportAcceptsOnlyAllocationFilesOfItsFolder(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	id, size, err := b.Allocate(ctx, 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(h.Data)
+	link := filepath.Join(b.Dir(), "1-0123456789abcdef-99.shm")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), filepath.Base(good))
+	if err := os.WriteFile(elsewhere, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := []sdk.Handle{
+		{Kind: HandleKind, Data: []byte(link), Size: size},
+		{Kind: HandleKind, Data: []byte(elsewhere), Size: size},
+		{Kind: HandleKind, Data: []byte(good), Size: size + 4096},
+		{Kind: HandleKind, Data: []byte(good), Size: 0},
+		{Kind: HandleKind, Data: []byte(filepath.Base(good)), Size: size},
+		{Kind: HandleKind, Data: []byte(b.Dir() + "/../" + filepath.Base(b.Dir()) + "/" + filepath.Base(good)), Size: size},
+	}
+	for _, h := range bad {
+		if _, err := b.Import(ctx, 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
+			t.Errorf("Import(%q, size %d) = %v, want ErrInvalidArgument", h.Data, h.Size, err)
+		}
+	}
+	if _, err := b.Import(ctx, 0, sdk.Handle{Kind: "cuda-ipc", Data: make([]byte, 64), Size: size}); !errors.Is(err, sdk.ErrUnsupported) {
+		t.Errorf("Import of a cuda-ipc handle = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestImportedMappingIsReadOnlyAndNotCharged(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	id, size, err := b.Allocate(ctx, 0, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := func() uint64 {
+		devs, err := b.Devices(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return devs[0].FreeMemory
+	}
+	before := free()
+	if before != b.cfg.Memory-size {
+		t.Errorf("FreeMemory = %d after allocating %d of %d", before, size, b.cfg.Memory)
+	}
+	imp, err := b.Import(ctx, 0, h)
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if free() != before {
+		t.Errorf("Import changed FreeMemory from %d to %d", before, free())
+	}
+	path, _ := randomFile(t, 100)
+	if err := b.Load(ctx, imp, []sdk.Extent{{Path: path, Length: 100}}, nil); !errors.Is(err, sdk.ErrInvalidArgument) {
+		t.Errorf("Load into an imported mapping = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := b.Export(ctx, imp); !errors.Is(err, sdk.ErrInvalidArgument) {
+		t.Errorf("Export of an imported mapping = %v, want ErrInvalidArgument", err)
+	}
+	if err := b.Free(ctx, imp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(string(h.Data)); err != nil {
+		t.Errorf("freeing the import removed the exporter's file: %v", err)
+	}
+	if err := b.Free(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if free() != b.cfg.Memory {
+		t.Errorf("FreeMemory = %d after freeing everything, want %d", free(), b.cfg.Memory)
+	}
+}
+
+func TestLargeLoadIsChunkedWithProgress(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	path, data := randomFile(t, 3*loadChunk+12345)
+	id, _, err := b.Allocate(ctx, 0, 5*loadChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extents := []sdk.Extent{
+		{Path: path, FileOffset: 0, Length: uint64(len(data)), DestOffset: 1},
+		{Path: path, FileOffset: 11, Length: loadChunk + 5, DestOffset: 3*loadChunk + 20000},
+	}
+	var calls [][2]uint64
+	total := extents[0].Length + extents[1].Length
+	if err := b.Load(ctx, id, extents, func(d, tot uint64) { calls = append(calls, [2]uint64{d, tot}) }); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(calls) < 5 || calls[len(calls)-1] != [2]uint64{total, total} {
+		t.Fatalf("progress calls %v, want one per chunk ending at %d", calls, total)
+	}
+	sums, err := b.Digest(ctx, id, []sdk.Range{{Offset: 1, Length: uint64(len(data))}, {Offset: 3*loadChunk + 20000, Length: loadChunk + 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sums[0] != sha256.Sum256(data) || sums[1] != sha256.Sum256(data[11:11+loadChunk+5]) {
+		t.Fatal("loaded bytes differ from the file")
+	}
+}
+
+func TestFaultFailAllocate(t *testing.T) {
+	b := newTestBackend(t, func(c *Config) { c.Faults.FailAllocate = true })
+	_, _, err := b.Allocate(context.Background(), 0, 4096)
+	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), EnvFailAllocate) {
+		t.Fatalf("Allocate = %v, want an injected ErrOutOfMemory naming %s", err, EnvFailAllocate)
+	}
+}
+
+func TestFaultFailLoadAfter(t *testing.T) {
+	b := newTestBackend(t, func(c *Config) { c.Faults.FailLoadAfter = 2 * loadChunk })
+	ctx := context.Background()
+	path, data := randomFile(t, 4*loadChunk)
+	id, _, err := b.Allocate(ctx, 0, uint64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	err = b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, func(d, _ uint64) { last = d })
+	if err == nil || !strings.Contains(err.Error(), EnvFailLoadAfter) {
+		t.Fatalf("Load = %v, want the injected failure", err)
+	}
+	if last < 2*loadChunk {
+		t.Errorf("failed after %d bytes, want at least %d", last, 2*loadChunk)
+	}
+	// The backend stays usable.
+	if _, err := b.Digest(ctx, id, []sdk.Range{{Offset: 0, Length: 10}}); err != nil {
+		t.Fatalf("Digest after the injected failure: %v", err)
+	}
+	if err := b.Free(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFaultCrashLoadAfter(t *testing.T) {
+	for _, after := range []int64{0, loadChunk} {
+		b := newTestBackend(t, func(c *Config) { c.Faults.CrashLoadAfter = after })
+		var codes []int
+		b.exit = func(code int) { codes = append(codes, code) }
+		path, data := randomFile(t, 2*loadChunk)
+		id, _, err := b.Allocate(context.Background(), 0, uint64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
+		if len(codes) == 0 || codes[0] != CrashExitCode {
+			t.Fatalf("after=%d: exit calls %v, want exit(%d)", after, codes, CrashExitCode)
+		}
+	}
+}
+
+func TestFaultFailExport(t *testing.T) {
+	b := newTestBackend(t, func(c *Config) { c.Faults.FailExport = true })
+	id, _, err := b.Allocate(context.Background(), 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Export(context.Background(), id); err == nil || !strings.Contains(err.Error(), EnvFailExport) {
+		t.Fatalf("Export = %v, want the injected failure", err)
+	}
+}
+
+func TestLoadDelayEndsWithTheCaller(t *testing.T) {
+	b := newTestBackend(t, func(c *Config) { c.Faults.LoadDelay = time.Hour })
+	path, _ := randomFile(t, 10)
+	id, _, err := b.Allocate(context.Background(), 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = b.Load(ctx, id, []sdk.Extent{{Path: path, Length: 10}}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
+		t.Fatalf("delayed Load = %v after %v, want DeadlineExceeded soon", err, time.Since(start))
+	}
+}
+
+func TestCloseStopsARunningLoad(t *testing.T) {
+	b := newTestBackend(t, func(c *Config) { c.Faults.LoadDelay = time.Hour })
+	path, _ := randomFile(t, 10)
+	id, _, err := b.Allocate(context.Background(), 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var loadErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		loadErr = b.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: 10}}, nil)
+	}()
+	// Close may run before or during the Load; either way Load must end
+	// with ErrUnavailable and Close must remove the file.
+	time.Sleep(10 * time.Millisecond)
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	wg.Wait()
+	if !errors.Is(loadErr, sdk.ErrUnavailable) {
+		t.Fatalf("Load during Close = %v, want ErrUnavailable", loadErr)
+	}
+	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+		t.Fatalf("files after Close: %v", files)
+	}
+}

@@ -1,0 +1,282 @@
+// Package mockbackend is the "mock" wcache device backend: devices backed
+// by shared-memory files, handles of kind "posix-shm", and fault injection
+// for reliability tests. The binary wcache-backend-mock (plugins/mock) is
+// a thin main around Main; tests use New in-process.
+//
+// See docs/mock-backend.md for the user-facing description.
+package mockbackend
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables read by ConfigFromEnv.
+const (
+	// EnvDevices: a device count ("4") or a comma-separated list of UUIDs
+	// ("GPU-aaaa…,GPU-bbbb…"), one device per entry. Default 2.
+	EnvDevices = "WCACHE_MOCK_DEVICES"
+	// EnvMemory: capacity of every device, bytes or a size with a unit
+	// (8GiB, 512MiB, 1G). Default 8GiB.
+	EnvMemory = "WCACHE_MOCK_MEMORY"
+	// EnvDir: the folder holding the allocation files. Default DefaultDir().
+	EnvDir = "WCACHE_MOCK_DIR"
+
+	// EnvFailAllocate=1: every Allocate fails with ErrOutOfMemory.
+	EnvFailAllocate = "WCACHE_MOCK_FAIL_ALLOCATE"
+	// EnvFailLoadAfter=N: a Load fails (untyped I/O error) once it has
+	// copied N bytes; 0 fails before the first byte.
+	EnvFailLoadAfter = "WCACHE_MOCK_FAIL_LOAD_AFTER"
+	// EnvCrashLoadAfter=N: the plugin process exits with status 3 once a
+	// Load has copied N bytes, leaving its files behind like a real crash.
+	EnvCrashLoadAfter = "WCACHE_MOCK_CRASH_LOAD_AFTER"
+	// EnvFailExport=1: every Export fails (untyped error).
+	EnvFailExport = "WCACHE_MOCK_FAIL_EXPORT"
+	// EnvLoadDelay=<duration>: every Load waits this long (time.ParseDuration
+	// syntax, e.g. 30s) before copying; the wait ends early when the call is
+	// cancelled.
+	EnvLoadDelay = "WCACHE_MOCK_LOAD_DELAY"
+)
+
+// Defaults.
+const (
+	DefaultDeviceCount = 2
+	DefaultMemory      = 8 << 30
+	// MaxDevices bounds WCACHE_MOCK_DEVICES.
+	MaxDevices = 1024
+	// CrashExitCode is the exit status of an injected crash.
+	CrashExitCode = 3
+)
+
+// Config configures a mock backend.
+type Config struct {
+	// DeviceUUIDs has one entry per device, by ordinal.
+	DeviceUUIDs []string
+	// Memory is the capacity of each device in bytes.
+	Memory uint64
+	// Dir holds the allocation files; "" means DefaultDir().
+	Dir    string
+	Faults Faults
+}
+
+// Faults are the injected failures. The zero value injects none.
+type Faults struct {
+	FailAllocate bool
+	// FailLoadAfter and CrashLoadAfter are byte counts; negative is off.
+	FailLoadAfter  int64
+	CrashLoadAfter int64
+	FailExport     bool
+	LoadDelay      time.Duration
+}
+
+// NoFaults returns Faults with every knob off.
+func NoFaults() Faults { return Faults{FailLoadAfter: -1, CrashLoadAfter: -1} }
+
+// DefaultConfig is DefaultDeviceCount devices of DefaultMemory bytes, the
+// default folder and no faults.
+func DefaultConfig() Config {
+	return Config{DeviceUUIDs: DeviceUUIDs(DefaultDeviceCount), Memory: DefaultMemory, Faults: NoFaults()}
+}
+
+// DeviceUUID is the UUID of mock device ordinal when WCACHE_MOCK_DEVICES
+// is a count: "GPU-" and the first 16 bytes of sha256("wcache-mock-<ordinal>")
+// in the 8-4-4-4-12 form NVIDIA uses. It is the same on every machine and
+// in every process, which keeps socket paths stable across restarts.
+func DeviceUUID(ordinal int) string {
+	sum := sha256.Sum256([]byte("wcache-mock-" + strconv.Itoa(ordinal)))
+	h := hex.EncodeToString(sum[:16])
+	return "GPU-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// DeviceUUIDs returns DeviceUUID(0..n-1).
+func DeviceUUIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = DeviceUUID(i)
+	}
+	return out
+}
+
+// ConfigFromEnv reads the WCACHE_MOCK_* variables through getenv (nil →
+// none set). Unset variables keep DefaultConfig's values; a malformed one
+// is an error naming the variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	cfg := DefaultConfig()
+	var errs []error
+	if v := strings.TrimSpace(getenv(EnvDevices)); v != "" {
+		uuids, err := parseDevices(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvDevices, v, err))
+		}
+		cfg.DeviceUUIDs = uuids
+	}
+	if v := strings.TrimSpace(getenv(EnvMemory)); v != "" {
+		n, err := ParseSize(v)
+		if err == nil && n == 0 {
+			err = errors.New("must be more than 0 bytes")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvMemory, v, err))
+		}
+		cfg.Memory = n
+	}
+	cfg.Dir = getenv(EnvDir)
+	var err error
+	if cfg.Faults.FailAllocate, err = parseFlag(getenv, EnvFailAllocate); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Faults.FailExport, err = parseFlag(getenv, EnvFailExport); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Faults.FailLoadAfter, err = parseByteKnob(getenv, EnvFailLoadAfter); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Faults.CrashLoadAfter, err = parseByteKnob(getenv, EnvCrashLoadAfter); err != nil {
+		errs = append(errs, err)
+	}
+	if v := strings.TrimSpace(getenv(EnvLoadDelay)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err == nil && d < 0 {
+			err = errors.New("must not be negative")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvLoadDelay, v, err))
+		}
+		cfg.Faults.LoadDelay = d
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("mock backend configuration: %w", errors.Join(errs...))
+	}
+	return cfg, nil
+}
+
+// parseDevices accepts a count or a comma-separated list of UUIDs.
+func parseDevices(v string) ([]string, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 || n > MaxDevices {
+			return nil, fmt.Errorf("device count must be between 0 and %d", MaxDevices)
+		}
+		return DeviceUUIDs(n), nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, u := range strings.Split(v, ",") {
+		u = strings.TrimSpace(u)
+		if err := validateUUID(u); err != nil {
+			return nil, err
+		}
+		if seen[u] {
+			return nil, fmt.Errorf("device UUID %q listed twice", u)
+		}
+		seen[u] = true
+		out = append(out, u)
+	}
+	if len(out) > MaxDevices {
+		return nil, fmt.Errorf("more than %d devices", MaxDevices)
+	}
+	return out, nil
+}
+
+// validateUUID applies the core's rule for anything that may end up in a
+// path: letters, digits and '-', 1 to 128 characters.
+func validateUUID(u string) error {
+	if u == "" || len(u) > 128 {
+		return fmt.Errorf("device UUID %q must have 1 to 128 characters", u)
+	}
+	for _, r := range u {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return fmt.Errorf("device UUID %q may contain only letters, digits and '-'", u)
+		}
+	}
+	return nil
+}
+
+func parseFlag(getenv func(string) string, name string) (bool, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want 1 or 0", name, v)
+	}
+	return b, nil
+}
+
+func parseByteKnob(getenv func(string) string, name string) (int64, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return -1, nil
+	}
+	n, err := ParseSize(v)
+	if err != nil || n > 1<<62 {
+		return -1, fmt.Errorf("%s=%q: want a byte count", name, v)
+	}
+	return int64(n), nil
+}
+
+// ParseSize parses a byte count: a plain integer, or an integer or decimal
+// with a unit. Units are case-insensitive: K, M, G, T (and KB, MB, GB, TB)
+// are powers of 1000; Ki, Mi, Gi, Ti (and KiB, MiB, GiB, TiB) are powers of
+// 1024; B is bytes. Examples: 8GiB, 512MiB, 1G, 1.5GiB, 4096.
+func ParseSize(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	if num == "" {
+		return 0, fmt.Errorf("size %q: no number", s)
+	}
+	var mult float64
+	switch unit {
+	case "", "b":
+		mult = 1
+	case "k", "kb":
+		mult = 1e3
+	case "m", "mb":
+		mult = 1e6
+	case "g", "gb":
+		mult = 1e9
+	case "t", "tb":
+		mult = 1e12
+	case "ki", "kib":
+		mult = 1 << 10
+	case "mi", "mib":
+		mult = 1 << 20
+	case "gi", "gib":
+		mult = 1 << 30
+	case "ti", "tib":
+		mult = 1 << 40
+	default:
+		return 0, fmt.Errorf("size %q: unknown unit %q (use B, K, M, G, T, KiB, MiB, GiB or TiB)", s, s[i:])
+	}
+	if !strings.Contains(num, ".") {
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("size %q: %w", s, err)
+		}
+		if mult != 1 && float64(n)*mult >= 1<<64 {
+			return 0, fmt.Errorf("size %q overflows 64 bits", s)
+		}
+		return n * uint64(mult), nil
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", s, err)
+	}
+	v := f * mult
+	if v >= 1<<64 {
+		return 0, fmt.Errorf("size %q overflows 64 bits", s)
+	}
+	return uint64(v), nil
+}

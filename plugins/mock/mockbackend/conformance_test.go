@@ -1,0 +1,32 @@
+package mockbackend_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/wcache/wcache/plugins/mock/mockbackend"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
+)
+
+// TestConformanceInProcess runs the suite against the mock without the
+// plugin boundary; internal/pluginhost runs it through a real subprocess.
+func TestConformanceInProcess(t *testing.T) {
+	// One folder for all instances, as mock processes of one user share one.
+	dir := filepath.Join(t.TempDir(), "shm")
+	backendtest.Run(t, func(t *testing.T) sdk.Backend {
+		cfg := mockbackend.DefaultConfig()
+		cfg.Memory = 64 << 20
+		cfg.Dir = dir
+		b, err := mockbackend.New(cfg, nil)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return b
+	}, backendtest.Options{})
+}

@@ -1,0 +1,66 @@
+package mockbackend
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// Main runs the mock backend as a wcache plugin and returns the process
+// exit status: 0 after the host closed the plugin, 1 when the configuration
+// is invalid or the folder unusable (the reason is logged, so the host
+// shows it).
+//
+// Cleanup: the allocation files are removed when the host closes the
+// plugin, and on SIGTERM or SIGHUP. The host starts plugins with
+// Pdeathsig=SIGKILL; Main replaces it with SIGTERM, so that a host killed
+// with SIGKILL still gets its files removed. Only a SIGKILL of the plugin
+// itself (or an injected crash) leaves files behind, and the next mock
+// started on the same folder removes them.
+func Main() int {
+	if os.Getenv(sdk.HandshakeCookieKey) != sdk.HandshakeCookieValue {
+		fmt.Fprintln(os.Stderr, "wcache-backend-mock is a wcache backend plugin: wcache starts it (wcache devices --backend mock).\n"+
+			"Running it by hand does nothing. See docs/mock-backend.md.")
+		return 1
+	}
+	logger := sdk.NewLogger("mock")
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		logger.Error("invalid configuration", "error", err)
+		return 1
+	}
+	b, err := New(cfg, logger)
+	if err != nil {
+		logger.Error("cannot start", "error", err)
+		return 1
+	}
+	defer b.Close()
+
+	// Ask for SIGTERM instead of the host's SIGKILL when the host dies.
+	// The old setting stays in force until this call, so there is no
+	// window in which a dying host goes unnoticed.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
+		logger.Warn("cannot set the parent-death signal; files of a killed host stay until the next mock start", "error", err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP)
+	go func() {
+		s := <-sigs
+		logger.Info("signal received, releasing allocations", "signal", s.String())
+		if err := b.Close(); err != nil {
+			logger.Error("release allocations", "error", err)
+		}
+		os.Exit(0)
+	}()
+
+	sdk.ServeWith(b, sdk.ServeOptions{Logger: logger})
+	if err := b.Close(); err != nil {
+		logger.Error("release allocations", "error", err)
+		return 1
+	}
+	return 0
+}
