@@ -1,0 +1,43 @@
+// trampolines.h - the minimal CUDA driver ABI the wcache CUDA backend uses,
+// declared here so that no CUDA SDK is needed at build time (LP64:
+// CUdeviceptr is unsigned long long, CUdevice is int), and the C
+// trampolines that call the entry points through pointers resolved with
+// dlsym. Every pointer is resolved once, when the library is opened; none
+// is NULL when a trampoline runs.
+#ifndef WCACHE_CUDA_TRAMPOLINES_H
+#define WCACHE_CUDA_TRAMPOLINES_H
+
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUevent;
+
+CUresult wc_init(void *f, unsigned flags);
+CUresult wc_int_out(void *f, int *out);
+CUresult wc_device_get(void *f, CUdevice *d, int ordinal);
+CUresult wc_device_get_name(void *f, char *name, int len, CUdevice d);
+CUresult wc_device_total_mem(void *f, size_t *bytes, CUdevice d);
+CUresult wc_device_get_attribute(void *f, int *v, int attr, CUdevice d);
+CUresult wc_device_get_uuid(void *f, unsigned char *out16, CUdevice d);
+CUresult wc_primary_ctx_retain(void *f, void **c, CUdevice d);
+CUresult wc_device_call(void *f, CUdevice d);
+CUresult wc_ptr_call(void *f, void *p);
+CUresult wc_void_call(void *f);
+CUresult wc_mem_get_info(void *f, size_t *free_bytes, size_t *total_bytes);
+CUresult wc_mem_alloc(void *f, CUdeviceptr *p, size_t n);
+CUresult wc_dptr_call(void *f, CUdeviceptr p);
+CUresult wc_mem_get_address_range(void *f, CUdeviceptr *base, size_t *size, CUdeviceptr p);
+CUresult wc_mem_host_alloc(void *f, void **p, size_t n, unsigned flags);
+CUresult wc_create_flags(void *f, void **out, unsigned flags);
+CUresult wc_event_record(void *f, void *e, void *s);
+CUresult wc_memcpy_htod_async(void *f, CUdeviceptr dst, const void *src, size_t n, void *s);
+CUresult wc_memcpy_dtoh(void *f, void *dst, CUdeviceptr src, size_t n);
+CUresult wc_ipc_get_mem_handle(void *f, unsigned char *out64, CUdeviceptr p);
+CUresult wc_ipc_open_mem_handle(void *f, CUdeviceptr *p, const unsigned char *in64, unsigned flags);
+CUresult wc_get_error_text(void *f, CUresult e, const char **s);
+
+#endif

@@ -1,0 +1,929 @@
+/*
+ * fakecuda.c - a fake libcuda.so.1 for CI machines without a GPU.
+ *
+ * Build: gcc -shared -fPIC -O1 -o libcuda.so.1 fakecuda.c -lpthread
+ * Optional: -DFAKECUDA_OMIT_cuDeviceGetUuid_v2, -DFAKECUDA_OMIT_cuDeviceGetUuid,
+ *           -DFAKECUDA_OMIT_cuIpcOpenMemHandle_v2 leave those symbols out, to
+ *           test the fallback and the missing-symbol error.
+ *
+ * It implements exactly the driver entry points the wcache CUDA backend
+ * resolves, over host memory, with the behaviour of the real driver where
+ * the backend depends on it:
+ *
+ *  - Devices come from FAKECUDA_DEVICES / FAKECUDA_MEMORY (fakeconfig.h).
+ *  - cuInit applies CUDA_DEVICE_ORDER (FASTEST_FIRST, the default, uses the
+ *    permutation in FAKECUDA_FASTEST_FIRST, e.g. "2,0,1"; PCI_BUS_ID uses
+ *    the configured order) and then CUDA_VISIBLE_DEVICES: entries are
+ *    indices into that order, "GPU-<prefix>" (or "MIG-<prefix>" for MIG
+ *    instances) matching exactly one device's UUID by prefix. The first
+ *    invalid, ambiguous or repeated entry ends the list. No device left ->
+ *    CUDA_ERROR_NO_DEVICE. FAKECUDA_INIT_ERROR=<code> makes cuInit fail.
+ *  - A primary context is current per OS thread (cuCtxSetCurrent); calls
+ *    that need a context fail with CUDA_ERROR_INVALID_CONTEXT without one,
+ *    so a goroutine that wandered to another thread is caught.
+ *  - Device memory is a memfd per cuMemAlloc_v2, mapped at a fake device
+ *    address (never a host pointer). Capacity is accounted per device in
+ *    2 MiB granules; exhaustion is CUDA_ERROR_OUT_OF_MEMORY.
+ *  - cuMemcpyHtoDAsync_v2 really is asynchronous: a thread per stream
+ *    performs the copy later (after FAKECUDA_COPY_DELAY_US microseconds),
+ *    reading the source then, so reusing a staging buffer before its event
+ *    completed corrupts the result as on hardware. The source must be
+ *    pinned memory from cuMemHostAlloc unless FAKECUDA_ALLOW_PAGEABLE=1.
+ *    cuMemcpyDtoH_v2 does not wait for non-blocking streams.
+ *  - cuIpcGetMemHandle writes magic, pid, memfd number, allocation id, size
+ *    and a nonce into the 64 bytes. cuIpcOpenMemHandle_v2 in another process
+ *    maps /proc/<pid>/fd/<fd> after checking the memfd's name; opening in
+ *    the exporting process fails with CUDA_ERROR_INVALID_CONTEXT; repeated
+ *    opens are reference counted and return the same address.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fakeconfig.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct { char bytes[16]; } CUuuid;
+typedef struct { char reserved[64]; } CUipcMemHandle;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_UNKNOWN = 999,
+};
+
+#define GRANULE (2ULL << 20)
+#define IPC_MAGIC "FAKECUDA"
+
+/* ---------------------------------------------------------------- state */
+
+struct fctx {
+    int dev; /* visible ordinal */
+    int refs;
+};
+
+struct fdev {
+    struct fake_phys phys;
+    int phys_index;
+    unsigned long long total, used;
+    struct fctx ctx;
+};
+
+struct falloc {
+    CUdeviceptr base;
+    size_t size;
+    unsigned char *host;
+    int fd;        /* exporter: memfd; importer: -1 */
+    int dev;       /* visible ordinal of the owning context */
+    int imported;  /* opened through IPC */
+    int refs;      /* IPC open count (imported only) */
+    pid_t owner;   /* exporting process */
+    uint64_t id;   /* allocation id in the exporting process */
+    uint64_t nonce;
+    struct falloc *next;
+};
+
+struct fpinned {
+    unsigned char *p;
+    size_t size;
+    struct fpinned *next;
+};
+
+struct fop {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n;
+    struct fop *next;
+};
+
+struct fstream {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct fop *head, *tail;
+    uint64_t enq, done;
+    int stop;
+    int dev;
+    pthread_t thr;
+    struct fstream *next;
+};
+
+struct fevent {
+    struct fstream *stream;
+    uint64_t seq;
+};
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_init;
+static int g_ndev;
+static struct fdev g_dev[FAKE_MAX_DEVICES];
+static struct falloc *g_allocs;
+static struct fpinned *g_pinned;
+static struct fstream *g_streams;
+static uint64_t g_next_id = 1;
+static CUdeviceptr g_next_va = 0x100000000000ULL; /* 16 TiB: never a host pointer here */
+static __thread struct fctx *t_ctx;
+
+/* ------------------------------------------------------------- helpers */
+
+static int env_int(const char *name, int def) {
+    const char *v = getenv(name);
+    return (v && *v) ? atoi(v) : def;
+}
+
+/* current returns the calling thread's live context, or NULL. */
+static struct fctx *current(void) {
+    if (t_ctx == NULL || t_ctx->refs <= 0) return NULL;
+    return t_ctx;
+}
+
+static CUresult need_ctx(struct fctx **out) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (t_ctx != NULL && t_ctx->refs <= 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if ((*out = current()) == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+/* find_range returns the allocation holding [p, p+n) (g_mu held). */
+static struct falloc *find_range(CUdeviceptr p, size_t n) {
+    for (struct falloc *a = g_allocs; a; a = a->next) {
+        if (p >= a->base && p - a->base <= a->size && n <= a->size - (p - a->base)) return a;
+    }
+    return NULL;
+}
+
+static int is_pinned(const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (struct fpinned *q = g_pinned; q; q = q->next) {
+        if (c >= q->p && (size_t)(c - q->p) <= q->size && n <= q->size - (size_t)(c - q->p)) return 1;
+    }
+    return 0;
+}
+
+static uint64_t rand64(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)getpid() << 16) ^ g_next_id;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static void memfd_name(char *buf, size_t len, pid_t pid, uint64_t id, uint64_t nonce) {
+    snprintf(buf, len, "fakecuda-%d-%llu-%016llx", (int)pid, (unsigned long long)id, (unsigned long long)nonce);
+}
+
+/* ---------------------------------------------------------- init/device */
+
+static int uuid_prefix_match(const struct fake_phys *d, const char *entry) {
+    const char *want = d->mig ? "MIG-" : "GPU-";
+    if (strncasecmp(entry, want, 4) != 0) return 0;
+    char hex[37];
+    fake_uuid_hex(d->uuid, hex);
+    size_t n = strlen(entry + 4);
+    if (n == 0 || n > 36) return 0;
+    return strncasecmp(entry + 4, hex, n) == 0;
+}
+
+/* apply_visibility fills g_dev from the physical table, honouring
+ * CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES. */
+static int apply_visibility(struct fake_phys *phys, int nphys) {
+    int order[FAKE_MAX_DEVICES];
+    for (int i = 0; i < nphys; i++) order[i] = i;
+    const char *ord = getenv("CUDA_DEVICE_ORDER");
+    const char *fast = getenv("FAKECUDA_FASTEST_FIRST");
+    if (!(ord && strcmp(ord, "PCI_BUS_ID") == 0) && fast && *fast) {
+        int k = 0;
+        const char *p = fast;
+        while (*p && k < nphys) {
+            order[k++] = atoi(p);
+            const char *c = strchr(p, ',');
+            if (!c) break;
+            p = c + 1;
+        }
+        for (int i = 0; i < nphys; i++) {
+            if (order[i] < 0 || order[i] >= nphys) {
+                fprintf(stderr, "fakecuda: FAKECUDA_FASTEST_FIRST=%s is not a permutation\n", fast);
+                return -1;
+            }
+        }
+    }
+    int vis[FAKE_MAX_DEVICES];
+    int nvis = 0;
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd == NULL) {
+        for (int i = 0; i < nphys; i++) vis[nvis++] = order[i];
+    } else {
+        char *copy = strdup(cvd);
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (*tok == ' ') tok++;
+            size_t tl = strlen(tok);
+            while (tl > 0 && tok[tl - 1] == ' ') tok[--tl] = '\0';
+            int pick = -1;
+            if (tl > 0 && strspn(tok, "0123456789") == tl) {
+                int idx = atoi(tok);
+                if (idx < nphys) pick = order[idx];
+            } else {
+                for (int i = 0; i < nphys; i++) {
+                    if (uuid_prefix_match(&phys[i], tok)) {
+                        if (pick >= 0) { pick = -2; break; } /* ambiguous */
+                        pick = i;
+                    }
+                }
+            }
+            if (pick < 0) break;
+            int dup = 0;
+            for (int i = 0; i < nvis; i++) dup |= vis[i] == pick;
+            if (dup) break;
+            vis[nvis++] = pick;
+        }
+        free(copy);
+    }
+    unsigned long long mem = fake_memory();
+    for (int i = 0; i < nvis; i++) {
+        memset(&g_dev[i], 0, sizeof g_dev[i]);
+        g_dev[i].phys = phys[vis[i]];
+        g_dev[i].phys_index = vis[i];
+        g_dev[i].total = mem;
+        g_dev[i].ctx.dev = i;
+    }
+    return nvis;
+}
+
+CUresult cuInit(unsigned int flags) {
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    int fail = env_int("FAKECUDA_INIT_ERROR", 0);
+    if (fail) return fail;
+    pthread_mutex_lock(&g_mu);
+    CUresult r = CUDA_SUCCESS;
+    if (!g_init) {
+        struct fake_phys phys[FAKE_MAX_DEVICES];
+        int n = fake_parse_devices(phys);
+        if (n < 0) r = CUDA_ERROR_UNKNOWN;
+        else {
+            int nvis = apply_visibility(phys, n);
+            if (nvis < 0) r = CUDA_ERROR_UNKNOWN;
+            else if (nvis == 0) r = CUDA_ERROR_NO_DEVICE;
+            else {
+                g_ndev = nvis;
+                g_init = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return r;
+}
+
+CUresult cuDriverGetVersion(int *v) {
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    *v = 12060;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *n) {
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    *n = g_ndev;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_dev(CUdevice d) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d < 0 || d >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_dev(ordinal);
+    if (r) return r;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "Fake CUDA Device %d", g_dev[d].phys_index);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    *bytes = (size_t)g_dev[d].total;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case 33: *v = g_dev[d].phys.bus; break; /* PCI_BUS_ID */
+    case 34: *v = 0; break;                 /* PCI_DEVICE_ID */
+    case 50: *v = 0; break;                 /* PCI_DOMAIN_ID */
+    case 75: *v = 9; break;                 /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *v = 0; break;                 /* COMPUTE_CAPABILITY_MINOR */
+    case 41: *v = 1; break;                 /* UNIFIED_ADDRESSING */
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+#ifndef FAKECUDA_OMIT_cuDeviceGetUuid_v2
+CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    if (!u) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(u->bytes, g_dev[d].phys.uuid, 16);
+    return CUDA_SUCCESS;
+}
+#endif
+
+#ifndef FAKECUDA_OMIT_cuDeviceGetUuid
+/* CUDA 12 semantics: v1 returns the physical GPU UUID even in MIG mode. */
+CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    if (!u) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(u->bytes, g_dev[d].phys.parent, 16);
+    return CUDA_SUCCESS;
+}
+#endif
+
+/* ------------------------------------------------------------ contexts */
+
+CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    g_dev[d].ctx.refs++;
+    pthread_mutex_unlock(&g_mu);
+    *ctx = &g_dev[d].ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    CUresult r = check_dev(d);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    if (g_dev[d].ctx.refs <= 0) r = CUDA_ERROR_INVALID_CONTEXT;
+    else g_dev[d].ctx.refs--;
+    pthread_mutex_unlock(&g_mu);
+    return r;
+}
+
+CUresult cuCtxSetCurrent(void *ctx) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (ctx != NULL) {
+        int ok = 0;
+        for (int i = 0; i < g_ndev; i++) ok |= ctx == (void *)&g_dev[i].ctx;
+        if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    t_ctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+/* -------------------------------------------------------------- memory */
+
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!free_b || !total_b) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    *total_b = (size_t)g_dev[c->dev].total;
+    *free_b = (size_t)(g_dev[c->dev].total - g_dev[c->dev].used);
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!p || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long rounded = (size + GRANULE - 1) / GRANULE * GRANULE;
+    pthread_mutex_lock(&g_mu);
+    struct fdev *dv = &g_dev[c->dev];
+    if (rounded > dv->total - dv->used) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct falloc *a = calloc(1, sizeof *a);
+    a->id = g_next_id++;
+    a->nonce = rand64();
+    a->owner = getpid();
+    char name[96];
+    memfd_name(name, sizeof name, a->owner, a->id, a->nonce);
+    a->fd = memfd_create(name, MFD_CLOEXEC);
+    if (a->fd < 0 || ftruncate(a->fd, (off_t)size) != 0) {
+        if (a->fd >= 0) close(a->fd);
+        free(a);
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+    if (a->host == MAP_FAILED) {
+        close(a->fd);
+        free(a);
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->size = size;
+    a->dev = c->dev;
+    a->base = g_next_va;
+    g_next_va += rounded + GRANULE; /* a guard gap; addresses are never reused */
+    a->next = g_allocs;
+    g_allocs = a;
+    dv->used += rounded;
+    *p = a->base;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    struct falloc **pp = &g_allocs;
+    while (*pp && !((*pp)->base == p && !(*pp)->imported)) pp = &(*pp)->next;
+    struct falloc *a = *pp;
+    if (!a) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pp = a->next;
+    g_dev[a->dev].used -= (a->size + GRANULE - 1) / GRANULE * GRANULE;
+    pthread_mutex_unlock(&g_mu);
+    munmap(a->host, a->size);
+    close(a->fd);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    struct falloc *a = find_range(p, 0);
+    if (a && p == a->base + a->size) a = NULL; /* one past the end is outside */
+    if (a) {
+        if (base) *base = a->base;
+        if (size) *size = a->size;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!p || size == 0 || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct fpinned *q = calloc(1, sizeof *q);
+    q->p = m;
+    q->size = size;
+    pthread_mutex_lock(&g_mu);
+    q->next = g_pinned;
+    g_pinned = q;
+    pthread_mutex_unlock(&g_mu);
+    *p = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void *p) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    struct fpinned **pp = &g_pinned;
+    while (*pp && (*pp)->p != p) pp = &(*pp)->next;
+    struct fpinned *q = *pp;
+    if (q) *pp = q->next;
+    pthread_mutex_unlock(&g_mu);
+    if (!q) return CUDA_ERROR_INVALID_VALUE;
+    munmap(q->p, q->size);
+    free(q);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------ streams/events */
+
+static void *stream_main(void *arg) {
+    struct fstream *s = arg;
+    int delay = env_int("FAKECUDA_COPY_DELAY_US", 0);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->head && s->stop) break;
+        struct fop *op = s->head;
+        pthread_mutex_unlock(&s->mu);
+        if (delay > 0) usleep((useconds_t)delay);
+        memcpy(op->dst, op->src, op->n);
+        pthread_mutex_lock(&s->mu);
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        s->done++;
+        free(op);
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void stream_wait(struct fstream *s, uint64_t seq) {
+    pthread_mutex_lock(&s->mu);
+    while (s->done < seq) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+CUresult cuStreamCreate(void **out, unsigned int flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
+    struct fstream *s = calloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->dev = c->dev;
+    if (pthread_create(&s->thr, NULL, stream_main, s) != 0) {
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g_mu);
+    s->next = g_streams;
+    g_streams = s;
+    pthread_mutex_unlock(&g_mu);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+static struct fstream *lookup_stream(void *p) {
+    for (struct fstream *s = g_streams; s; s = s->next)
+        if (s == p) return s;
+    return NULL;
+}
+
+CUresult cuStreamSynchronize(void *sp) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (sp == NULL) return CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mu);
+    struct fstream *s = lookup_stream(sp);
+    pthread_mutex_unlock(&g_mu);
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&s->mu);
+    uint64_t seq = s->enq;
+    pthread_mutex_unlock(&s->mu);
+    stream_wait(s, seq);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(void *sp) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    struct fstream **pp = &g_streams;
+    while (*pp && *pp != sp) pp = &(*pp)->next;
+    struct fstream *s = *pp;
+    if (s) *pp = s->next;
+    pthread_mutex_unlock(&g_mu);
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thr, NULL);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    for (;;) {
+        /* Wait for every stream of this device; re-scan after each wait. */
+        struct fstream *pending = NULL;
+        uint64_t seq = 0;
+        pthread_mutex_lock(&g_mu);
+        for (struct fstream *s = g_streams; s && !pending; s = s->next) {
+            if (s->dev != c->dev) continue;
+            pthread_mutex_lock(&s->mu);
+            if (s->done < s->enq) {
+                pending = s;
+                seq = s->enq;
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_unlock(&g_mu);
+        if (!pending) return CUDA_SUCCESS;
+        stream_wait(pending, seq);
+    }
+}
+
+CUresult cuEventCreate(void **out, unsigned int flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!out || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
+    *out = calloc(1, sizeof(struct fevent));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(void *e) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(void *ep, void *sp) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    struct fevent *e = ep;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (sp == NULL) {
+        e->stream = NULL;
+        e->seq = 0;
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&g_mu);
+    struct fstream *s = lookup_stream(sp);
+    pthread_mutex_unlock(&g_mu);
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&s->mu);
+    e->stream = s;
+    e->seq = s->enq;
+    pthread_mutex_unlock(&s->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(void *ep) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    struct fevent *e = ep;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (e->stream) stream_wait(e->stream, e->seq);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- copies */
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *sp) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (n == 0) return CUDA_SUCCESS;
+    if (!src) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    struct falloc *a = find_range(dst, n);
+    int pinned = is_pinned(src, n);
+    struct fstream *s = sp ? lookup_stream(sp) : NULL;
+    pthread_mutex_unlock(&g_mu);
+    if (!a) return CUDA_ERROR_INVALID_VALUE;
+    if (sp && !s) return CUDA_ERROR_INVALID_HANDLE;
+    if (!pinned && !env_int("FAKECUDA_ALLOW_PAGEABLE", 0)) {
+        fprintf(stderr, "fakecuda: cuMemcpyHtoDAsync_v2 from pageable memory %p (not from cuMemHostAlloc)\n", src);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    unsigned char *d = a->host + (dst - a->base);
+    if (!s) {
+        memcpy(d, src, n);
+        return CUDA_SUCCESS;
+    }
+    struct fop *op = calloc(1, sizeof *op);
+    op->dst = d;
+    op->src = src;
+    op->n = n;
+    pthread_mutex_lock(&s->mu);
+    if (s->tail) s->tail->next = op;
+    else s->head = op;
+    s->tail = op;
+    s->enq++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (n == 0) return CUDA_SUCCESS;
+    if (!dst) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    struct falloc *a = find_range(src, n);
+    pthread_mutex_unlock(&g_mu);
+    if (!a) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(dst, a->host + (src - a->base), n);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------- IPC */
+
+struct ipc_wire {
+    char magic[8];
+    uint32_t version;
+    int32_t pid;
+    int32_t fd;
+    int32_t phys_index;
+    uint64_t id;
+    uint64_t size;
+    uint64_t nonce;
+};
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    struct falloc *a = find_range(p, 0);
+    if (a && (a->base != p || a->imported)) a = NULL; /* base of an own cuMemAlloc only */
+    struct ipc_wire w;
+    memset(&w, 0, sizeof w);
+    if (a) {
+        memcpy(w.magic, IPC_MAGIC, 8);
+        w.version = 1;
+        w.pid = a->owner;
+        w.fd = a->fd;
+        w.phys_index = g_dev[a->dev].phys_index;
+        w.id = a->id;
+        w.size = a->size;
+        w.nonce = a->nonce;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (!a) return CUDA_ERROR_INVALID_VALUE;
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, &w, sizeof w);
+    return CUDA_SUCCESS;
+}
+
+#ifndef FAKECUDA_OMIT_cuIpcOpenMemHandle_v2
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle h, unsigned int flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
+    struct ipc_wire w;
+    memcpy(&w, h.reserved, sizeof w);
+    if (memcmp(w.magic, IPC_MAGIC, 8) != 0 || w.version != 1 || w.size == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (w.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (w.phys_index != g_dev[c->dev].phys_index && !(flags & 1u)) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_mu);
+    for (struct falloc *a = g_allocs; a; a = a->next) {
+        if (a->imported && a->owner == w.pid && a->id == w.id && a->nonce == w.nonce) {
+            a->refs++;
+            *out = a->base;
+            pthread_mutex_unlock(&g_mu);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    char path[64], link[256], want[128];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n < 0) return CUDA_ERROR_INVALID_VALUE; /* exporter gone */
+    link[n] = '\0';
+    char name[96];
+    memfd_name(name, sizeof name, w.pid, w.id, w.nonce);
+    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
+    if (strcmp(link, want) != 0) return CUDA_ERROR_INVALID_VALUE; /* freed, fd reused */
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < w.size) {
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    void *m = mmap(NULL, w.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct falloc *a = calloc(1, sizeof *a);
+    a->host = m;
+    a->size = w.size;
+    a->fd = -1;
+    a->dev = c->dev;
+    a->imported = 1;
+    a->refs = 1;
+    a->owner = w.pid;
+    a->id = w.id;
+    a->nonce = w.nonce;
+    pthread_mutex_lock(&g_mu);
+    a->base = g_next_va;
+    g_next_va += (w.size + GRANULE - 1) / GRANULE * GRANULE + GRANULE;
+    a->next = g_allocs;
+    g_allocs = a;
+    *out = a->base;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+#endif
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    struct falloc **pp = &g_allocs;
+    while (*pp && !((*pp)->base == p && (*pp)->imported)) pp = &(*pp)->next;
+    struct falloc *a = *pp;
+    if (!a) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (--a->refs > 0) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_SUCCESS;
+    }
+    *pp = a->next;
+    pthread_mutex_unlock(&g_mu);
+    munmap(a->host, a->size);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+/* ----------------------------------------------------------------- errors */
+
+static const struct { int code; const char *name, *desc; } g_errors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {34, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {35, "CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA driver version is insufficient for CUDA runtime version"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+CUresult cuGetErrorName(CUresult e, const char **s) {
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++) {
+        if (g_errors[i].code == e) {
+            *s = g_errors[i].name;
+            return CUDA_SUCCESS;
+        }
+    }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult e, const char **s) {
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++) {
+        if (g_errors[i].code == e) {
+            *s = g_errors[i].desc;
+            return CUDA_SUCCESS;
+        }
+    }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
