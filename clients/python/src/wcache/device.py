@@ -1,0 +1,171 @@
+"""The physical identity of the GPU a process loads on.
+
+Daemon paths are keyed by the vendor's canonical UUID string, the one
+nvidia-smi, rocminfo and CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES use:
+
+* NVIDIA: ``GPU-`` + 8-4-4-4-12 lowercase hex of the 16 UUID bytes
+  (``MIG-`` + the same for a MIG instance).
+* AMD: ``GPU-`` + the 16 characters of the HIP UUID (a 16-hex-digit KFD
+  unique_id whose ASCII characters are the 16 "bytes").
+
+PyTorch (and therefore SGLang's ``get_device_uuid``) prints
+``torch.cuda.get_device_properties(i).uuid`` as 8-4-4-4-12 hex of the 16 bytes
+with no prefix, on both vendors; on ROCm those bytes are the ASCII characters,
+so ``65303434-3830-3136-3839-323537666234`` is the device rocminfo calls
+``GPU-e044801689257fb4``. canonical_device_uuid converts either form.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from typing import Optional, Union
+
+from .errors import InvalidUUIDError, WcacheError
+from .paths import validate_device_uuid
+
+PLATFORM_CUDA = "cuda"
+PLATFORM_ROCM = "rocm"
+
+_HEX_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+_ROCM_CHARS = re.compile(r"^[0-9A-Za-z]{16}$")
+
+RawUUID = Union[str, bytes, bytearray, object]
+
+
+def _uuid_bytes(raw: RawUUID) -> Optional[bytes]:
+    """16 bytes from a PyTorch uuid object, 16 raw bytes or a hex string;
+    None when raw is a string that is not a bare hex UUID."""
+    if isinstance(raw, (bytes, bytearray)):
+        if len(raw) != 16:
+            raise InvalidUUIDError(repr(bytes(raw)), f"{len(raw)} bytes, want 16")
+        return bytes(raw)
+    if not isinstance(raw, str):
+        as_bytes = getattr(raw, "bytes", None)  # torch's _CUuuid
+        if isinstance(as_bytes, (bytes, bytearray)):
+            return _uuid_bytes(as_bytes)
+        raw = str(raw)
+    if _HEX_UUID.match(raw):
+        return bytes.fromhex(raw.replace("-", ""))
+    return None
+
+
+def _format_nvidia(b: bytes) -> str:
+    h = b.hex()
+    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def canonical_device_uuid(raw: RawUUID, platform: str = PLATFORM_CUDA, mig: bool = False) -> str:
+    """Return the canonical UUID string of a device.
+
+    raw is one of: a canonical string (``GPU-…`` or ``MIG-…``, returned as is
+    after validation); PyTorch's uuid object or its str (8-4-4-4-12 hex, no
+    prefix); the 16 raw bytes. platform is "cuda" or "rocm": it says how the 16
+    bytes are to be read (the bytes alone cannot tell). mig selects the
+    ``MIG-`` prefix on CUDA.
+
+    Raises InvalidUUIDError for anything else, for an all-zero NVIDIA UUID and
+    for a ROCm device whose HIP UUID is not 16 letters or digits (ROCm reports
+    "XX" for devices without a unique id, which would let GPUs share a path).
+    """
+    if platform not in (PLATFORM_CUDA, PLATFORM_ROCM):
+        raise ValueError(f"platform must be {PLATFORM_CUDA!r} or {PLATFORM_ROCM!r}, not {platform!r}")
+    if isinstance(raw, str) and (raw.startswith("GPU-") or raw.startswith("MIG-")):
+        return validate_device_uuid(raw)
+    b = _uuid_bytes(raw)
+    if b is None:
+        raise InvalidUUIDError(str(raw), "neither a canonical GPU-/MIG- UUID nor 8-4-4-4-12 hex")
+    if platform == PLATFORM_ROCM:
+        chars = b.rstrip(b"\x00").decode("ascii", errors="replace")
+        if not _ROCM_CHARS.match(chars):
+            raise InvalidUUIDError(
+                _format_nvidia(b),
+                f"the HIP UUID bytes spell {chars!r}, not 16 letters or digits: the device reports no unique "
+                "id (ROCm shows 'GPU-XX'), so it cannot key a daemon path")
+        return validate_device_uuid("GPU-" + chars)
+    if b == bytes(16):
+        raise InvalidUUIDError(_format_nvidia(b), "all-zero UUID: the driver reported no UUID")
+    return validate_device_uuid(("MIG-" if mig else "GPU-") + _format_nvidia(b))
+
+
+def torch_platform(torch_module=None) -> str:
+    """"rocm" when the given (or imported) torch is a ROCm build, else "cuda"."""
+    if torch_module is None:
+        import torch as torch_module  # noqa: PLC0415 - optional dependency
+    return PLATFORM_ROCM if getattr(torch_module.version, "hip", None) else PLATFORM_CUDA
+
+
+def _nvml_is_mig(uuid_body: str) -> Optional[bool]:
+    """Ask NVML whether "MIG-<body>" or "GPU-<body>" names a device.
+
+    True/False when NVML answers, None when NVML is unavailable or knows
+    neither. NVML's handle-by-UUID lookup accepts MIG UUIDs (nvml.h).
+    """
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    init = getattr(lib, "nvmlInit_v2", None)
+    lookup = getattr(lib, "nvmlDeviceGetHandleByUUID", None)
+    shutdown = getattr(lib, "nvmlShutdown", None)
+    if init is None or lookup is None or shutdown is None or init() != 0:
+        return None
+    try:
+        lookup.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        handle = ctypes.c_void_p()
+        if lookup(("MIG-" + uuid_body).encode(), ctypes.byref(handle)) == 0:
+            return True
+        if lookup(("GPU-" + uuid_body).encode(), ctypes.byref(handle)) == 0:
+            return False
+        return None
+    finally:
+        shutdown()
+
+
+def device_uuid(index: int, mig: Optional[bool] = None) -> str:
+    """Canonical UUID of the GPU this process sees as ``cuda:index``.
+
+    index is the process-visible ordinal (CUDA_VISIBLE_DEVICES,
+    HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES already applied by the
+    runtime); the answer is the physical identity. Uses
+    ``torch.cuda.get_device_properties(index).uuid``. On CUDA, mig=None asks
+    NVML whether the device is a MIG instance (no NVML: assumed not);
+    pass True/False to decide yourself.
+
+    Raises WcacheError when torch is not installed, has no GPU support, or
+    the index is out of range; InvalidUUIDError when the device has no
+    usable UUID.
+    """
+    try:
+        import torch  # noqa: PLC0415 - optional dependency
+    except ImportError as exc:
+        raise WcacheError("device_uuid needs PyTorch; pass device_uuid= or socket= explicitly") from exc
+    if not torch.cuda.is_available():
+        raise WcacheError("device_uuid: PyTorch sees no GPU (torch.cuda.is_available() is False)")
+    count = torch.cuda.device_count()
+    if not 0 <= index < count:
+        raise WcacheError(f"device_uuid: device index {index} out of range (this process sees {count} GPUs)")
+    raw = torch.cuda.get_device_properties(index).uuid
+    platform = torch_platform(torch)
+    if platform == PLATFORM_CUDA and mig is None:
+        b = _uuid_bytes(raw)
+        mig = bool(b is not None and _nvml_is_mig(_format_nvidia(b)))
+    return canonical_device_uuid(raw, platform=platform, mig=bool(mig))
+
+
+def device_index_for_uuid(uuid: str) -> int:
+    """The process-visible ordinal of the GPU whose canonical UUID is uuid.
+
+    Raises WcacheError when this process does not see that GPU (e.g. it is
+    hidden by CUDA_VISIBLE_DEVICES): opening its IPC handles would fail or
+    map them through a peer device.
+    """
+    import torch  # noqa: PLC0415 - optional dependency
+
+    seen = []
+    for i in range(torch.cuda.device_count()):
+        candidate = device_uuid(i, mig=uuid.startswith("MIG-"))
+        if candidate == uuid:
+            return i
+        seen.append(candidate)
+    raise WcacheError(f"this process does not see GPU {uuid} (it sees: {', '.join(seen) or 'none'})")

@@ -1,0 +1,147 @@
+"""Exceptions raised by the wcache client.
+
+Every exception derives from WcacheError. Only NoDaemonError means "there is
+no daemon for this GPU": it is the one case in which an engine may fall back
+to loading from disk. Every other error means a daemon (or something posing
+as one) is there but cannot be used safely, and must surface to the operator.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+
+class WcacheError(Exception):
+    """Base class of every error raised by the wcache client."""
+
+
+class NoDaemonError(WcacheError):
+    """No daemon serves this GPU: the socket path does not exist.
+
+    The only error after which an engine may load weights from disk.
+    """
+
+    def __init__(self, socket_path: str, device_uuid: Optional[str] = None):
+        self.socket_path = socket_path
+        self.device_uuid = device_uuid
+        who = f" for device {device_uuid}" if device_uuid else ""
+        super().__init__(f"no wcache daemon{who}: socket {socket_path} does not exist")
+
+
+class UnsafeSocketError(WcacheError):
+    """The socket path exists but must not be trusted.
+
+    Raised when it is a symbolic link, not a socket, or owned by another user,
+    and when the default private directory holding it is a symlink, not a
+    directory, owned by another user or accessible to group or others.
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"refusing wcache socket {path}: {reason}")
+
+
+class DaemonDeadError(WcacheError):
+    """The socket exists but nobody accepts connections on it.
+
+    The daemon crashed (or was killed) without removing its socket. Run
+    ``wcache cleanup`` or restart the daemon; do not silently load from disk.
+    """
+
+    def __init__(self, socket_path: str, detail: str = "connection refused"):
+        self.socket_path = socket_path
+        super().__init__(
+            f"wcache daemon at {socket_path} is not running ({detail}); "
+            "it left a stale socket: restart it or run `wcache cleanup`")
+
+
+class InvalidUUIDError(WcacheError, ValueError):
+    """A device UUID that may not be used in a path.
+
+    Allowed: ASCII letters, digits and '-', 1 to 128 characters.
+    """
+
+    def __init__(self, uuid: str, reason: str):
+        self.uuid = uuid
+        self.reason = reason
+        shown = repr(uuid if len(uuid) <= 80 else uuid[:80] + "…")
+        super().__init__(
+            f"invalid device UUID {shown}: {reason} "
+            "(allowed: ASCII letters, digits and '-', 1 to 128 characters)")
+
+
+class TemplateError(WcacheError, ValueError):
+    """A socket or ready-file path template was refused.
+
+    ``source`` names where the template came from (the environment variable,
+    e.g. WCACHE_SOCKET_TEMPLATE, or a caller-supplied argument).
+    """
+
+    def __init__(self, source: str, text: str, detail: str):
+        self.source = source
+        self.text = text
+        self.detail = detail
+        super().__init__(f"{source}={text!r}: {detail}")
+
+
+class SocketPathTooLongError(WcacheError, ValueError):
+    """The socket path does not fit into sun_path (107 bytes)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(
+            f"socket path {path} is {len(path.encode())} bytes, longer than the 107 bytes a Unix socket "
+            "path may have; use a shorter template (WCACHE_SOCKET_TEMPLATE) or a shorter XDG_RUNTIME_DIR")
+
+
+class FieldDiff(NamedTuple):
+    """One CacheConfig field on which the daemon and the client differ."""
+
+    field: str
+    daemon: str
+    client: str
+
+
+class IncompatibleConfigError(WcacheError):
+    """The daemon holds other weights than the client asked for.
+
+    ``diffs`` lists every differing field as FieldDiff(field, daemon, client),
+    with proto (snake_case) field names. Loading from disk would hide a
+    deployment mistake, so this is not a fallback case.
+    """
+
+    def __init__(self, diffs: List[FieldDiff], message: str = ""):
+        self.diffs = list(diffs)
+        self.message = message
+        listed = "; ".join(f"{d.field}: daemon={d.daemon!r} client={d.client!r}" for d in self.diffs)
+        super().__init__("wcache daemon holds an incompatible config: " + (listed or message or "no details"))
+
+
+class DaemonError(WcacheError):
+    """The daemon answered with an error (other than a config mismatch).
+
+    ``code`` is the grpc.StatusCode, ``details`` the daemon's message.
+    """
+
+    def __init__(self, operation: str, code, details: str):
+        self.operation = operation
+        self.code = code
+        self.details = details
+        name = getattr(code, "name", str(code))
+        super().__init__(f"wcache {operation}: {name}: {details}")
+
+
+class ProtocolError(WcacheError):
+    """The daemon sent something this client cannot use (malformed manifest,
+    unknown handle kind, out-of-range offsets, unexpected message)."""
+
+
+class CheckpointError(WcacheError, ValueError):
+    """A checkpoint directory or safetensors header could not be used to
+    compute a checkpoint digest. ``path`` names the offending file."""
+
+    def __init__(self, path: str, detail: str):
+        self.path = path
+        self.detail = detail
+        super().__init__(f"{path}: {detail}")

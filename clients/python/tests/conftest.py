@@ -1,0 +1,25 @@
+"""Shared fixtures. The package is imported from src/ so tests run without installing it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
+sys.path.insert(0, HERE)
+
+
+@pytest.fixture
+def short_tmp():
+    """A private directory with a short path (Unix socket paths are limited to 107 bytes)."""
+    d = tempfile.mkdtemp(prefix="wc-", dir="/tmp")
+    os.chmod(d, 0o700)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
