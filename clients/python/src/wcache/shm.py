@@ -1,0 +1,122 @@
+"""posix-shm handles: map a daemon's shared-memory file read-only, zero-copy.
+
+A posix-shm Handle's data is the absolute path of a shared-memory file (the
+mock backend's "device memory"); its size is the number of bytes to map.
+
+The file is mapped once per handle with ``MAP_SHARED`` and ``PROT_READ``:
+every tensor is a view into that mapping, no byte is copied, and every
+process attached to the daemon shares the same physical pages. The mapping is
+read-only on purpose: the weights belong to the daemon and to every other
+attached engine. A write through a tensor built on it faults (SIGSEGV)
+instead of silently corrupting weights others read; copy a tensor
+(``t.clone()``) before modifying it.
+
+torch tensors are built with ``torch.frombuffer`` over the mmap object. torch
+warns that the buffer is not writable; the warning is suppressed because the
+read-only mapping is intended. numpy arrays (``numpy.frombuffer``) are marked
+read-only by numpy itself.
+
+The mapping is never closed explicitly: tensors keep the mmap object alive
+(torch holds a reference to it, numpy a buffer export), and it is unmapped when
+the last of them is garbage-collected. The daemon unlinking the file (on stop)
+does not invalidate an existing mapping.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from typing import Optional
+
+from .errors import ProtocolError, WcacheError
+from .manifest import HandleSpec
+
+
+class ShmRegion:
+    """One posix-shm handle mapped read-only into this process.
+
+    ``buffer`` is the mmap object (None for a zero-size handle), ``path`` the
+    file, ``size`` the mapped length and ``address`` the address of its first
+    byte (0 when empty).
+    """
+
+    def __init__(self, path: str, size: int, buffer: Optional[mmap.mmap]):
+        self.path = path
+        self.size = size
+        self.buffer = buffer
+        self._address: Optional[int] = None
+
+    @property
+    def address(self) -> int:
+        """Virtual address of the mapping's first byte in this process."""
+        if self._address is None:
+            self._address = _buffer_address(self.buffer) if self.buffer is not None else 0
+        return self._address
+
+    def contains(self, pointer: int, nbytes: int = 1) -> bool:
+        """Whether [pointer, pointer+nbytes) lies inside this mapping."""
+        return self.size > 0 and self.address <= pointer and pointer + nbytes <= self.address + self.size
+
+    def __repr__(self) -> str:
+        return f"ShmRegion(path={self.path!r}, size={self.size}, address={self.address:#x})"
+
+
+def _buffer_address(buf) -> int:
+    """Address of a read-only buffer's first byte (ctypes cannot take from_buffer of one)."""
+    import ctypes
+
+    class _PyBuffer(ctypes.Structure):
+        _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+                    ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                    ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                    ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+    view = _PyBuffer()
+    get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+    get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+    get_buffer.restype = ctypes.c_int
+    release = ctypes.pythonapi.PyBuffer_Release
+    release.argtypes = [ctypes.POINTER(_PyBuffer)]
+    release.restype = None
+    if get_buffer(buf, ctypes.byref(view), 0) != 0:  # PyBUF_SIMPLE
+        raise WcacheError("cannot read the address of the shared-memory mapping")
+    try:
+        return int(view.buf or 0)
+    finally:
+        release(ctypes.byref(view))
+
+
+def map_shm(index: int, handle: HandleSpec) -> ShmRegion:
+    """Map posix-shm handle number index read-only.
+
+    Raises ProtocolError when the handle's path is not absolute UTF-8 or the
+    file is not a regular file of at least handle.size bytes, and WcacheError
+    (with the OSError as cause) when it cannot be opened or mapped.
+    """
+    try:
+        path = handle.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"handle {index} (posix-shm): path is not UTF-8") from exc
+    if not path.startswith("/") or "\x00" in path:
+        raise ProtocolError(f"handle {index} (posix-shm): {path!r} is not an absolute path")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise WcacheError(f"handle {index} (posix-shm): open {path}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ProtocolError(f"handle {index} (posix-shm): {path} is not a regular file")
+        if st.st_size < handle.size:
+            raise ProtocolError(f"handle {index} (posix-shm): {path} has {st.st_size} bytes, "
+                                f"the handle says {handle.size}")
+        if handle.size == 0:
+            return ShmRegion(path, 0, None)
+        try:
+            buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        except OSError as exc:
+            raise WcacheError(f"handle {index} (posix-shm): mmap {path}: {exc.strerror}") from exc
+        return ShmRegion(path, handle.size, buf)
+    finally:
+        os.close(fd)

@@ -1,0 +1,182 @@
+"""Turn an Attach manifest into tensors that alias the daemon's memory.
+
+``materialize`` opens every handle once and returns a view per tensor:
+
+================  ===========================  ==================================
+handle kind       with PyTorch                 without PyTorch
+================  ===========================  ==================================
+posix-shm         CPU torch.Tensor (read-only  read-only numpy.ndarray
+                  mapping, see wcache.shm)
+cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
+                                               libcuda.so.1)
+hip-ipc           ROCm torch.Tensor            not supported (WcacheError)
+================  ===========================  ==================================
+
+Nothing is copied. dtype and shape come from the manifest; a dtype the
+library cannot represent (e.g. F4, or BF16 in numpy) is returned as its raw
+bytes, a 1-D uint8 tensor or array of ``length`` bytes. Empty tensors have no
+backing bytes and are fresh empty tensors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Dict, List, Optional
+
+from . import dtypes
+from .errors import ProtocolError, WcacheError
+from .ipc import CudaDriver, DriverIpcRegion, TorchIpcRegion, torch_device_index, view_in_storage
+from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_POSIX_SHM, HandleSpec, TensorSpec, parse_manifest
+from .shm import ShmRegion, map_shm
+
+LIBRARY_AUTO = "auto"
+LIBRARY_TORCH = "torch"
+LIBRARY_NUMPY = "numpy"
+
+
+class Materialized:
+    """The tensors of one manifest and the regions (opened handles) they alias.
+
+    ``tensors`` maps name → tensor in manifest order; ``specs`` maps name →
+    TensorSpec; ``regions[i]`` is the opened handle i (ShmRegion,
+    TorchIpcRegion or DriverIpcRegion).
+    """
+
+    def __init__(self, tensors: Dict[str, object], specs: Dict[str, TensorSpec], regions: List[object]):
+        self.tensors = tensors
+        self.specs = specs
+        self.regions = regions
+
+
+def _import_torch():
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        return None
+    return torch
+
+
+def _torch_shm_storage(torch, region: ShmRegion):
+    """An UntypedStorage over a whole read-only mapping (torch warns it is not writable)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        base = torch.frombuffer(region.buffer, dtype=torch.uint8)
+    if hasattr(base, "untyped_storage"):
+        return base.untyped_storage()
+    return base.storage().untyped()  # torch < 2.0
+
+
+def _torch_shm_tensor(torch, region: ShmRegion, storage, spec: TensorSpec):
+    tdtype = dtypes.torch_dtype(spec.dtype, torch)
+    elsize = torch.empty((), dtype=tdtype).element_size() if tdtype is not None else 1
+    if spec.offset % elsize == 0:
+        return view_in_storage(torch, storage, spec)
+    # Misaligned for its dtype: a storage of its own, still over the same mapping.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        t = torch.frombuffer(region.buffer, dtype=tdtype, count=spec.length // elsize, offset=spec.offset)
+    return t.view(spec.shape)
+
+
+def _numpy_shm_array(numpy, region: ShmRegion, spec: TensorSpec):
+    np_dtype = dtypes.numpy_dtype(spec.dtype, numpy)
+    if np_dtype is None:
+        return numpy.frombuffer(region.buffer, dtype=numpy.uint8, count=spec.length, offset=spec.offset)
+    count = spec.length // np_dtype.itemsize
+    return numpy.frombuffer(region.buffer, dtype=np_dtype, count=count, offset=spec.offset).reshape(spec.shape)
+
+
+def _empty(torch, numpy, spec: TensorSpec, device):
+    if torch is not None:
+        tdtype = dtypes.torch_dtype(spec.dtype, torch)
+        if tdtype is None:
+            return torch.empty((0,), dtype=torch.uint8, device=device)
+        return torch.empty(spec.shape, dtype=tdtype, device=device)
+    np_dtype = dtypes.numpy_dtype(spec.dtype, numpy)
+    arr = numpy.empty((0,) if np_dtype is None else spec.shape, dtype=numpy.uint8 if np_dtype is None else np_dtype)
+    arr.flags.writeable = False
+    return arr
+
+
+def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[int] = None,
+                cuda_library: str = "libcuda.so.1") -> Materialized:
+    """Open every handle of manifest once and build a zero-copy view per tensor.
+
+    library: "torch", "numpy" (posix-shm only; cuda-ipc gives DeviceArray) or
+    "auto" (torch when importable, else numpy). device_index: the ordinal,
+    as this process sees it, of the manifest's GPU for IPC handles; None
+    looks it up by UUID. cuda_library: the driver dlopened for cuda-ipc
+    without torch.
+
+    Raises ProtocolError for a malformed manifest or unknown handle kind,
+    WcacheError when a handle cannot be opened.
+    """
+    handles, specs = parse_manifest(manifest)
+    torch = numpy = None
+    if library in (LIBRARY_AUTO, LIBRARY_TORCH):
+        torch = _import_torch()
+        if torch is None and library == LIBRARY_TORCH:
+            raise WcacheError("library='torch' but PyTorch is not installed")
+    elif library != LIBRARY_NUMPY:
+        raise ValueError(f"library must be 'auto', 'torch' or 'numpy', not {library!r}")
+    if torch is None:
+        try:
+            import numpy  # noqa: PLC0415
+        except ImportError as exc:
+            raise WcacheError("wcache tensors need PyTorch or numpy") from exc
+
+    regions: List[object] = []
+    storages: List[object] = []
+    driver = None
+    for i, h in enumerate(handles):
+        region, storage = None, None
+        if h.kind == HANDLE_POSIX_SHM:
+            region = map_shm(i, h)
+            if torch is not None and region.buffer is not None:
+                storage = _torch_shm_storage(torch, region)
+        elif h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC):
+            region = _open_ipc(i, h, manifest.device_uuid, torch, device_index, cuda_library, driver)
+            if isinstance(region, DriverIpcRegion):
+                driver = region._driver
+        else:
+            raise ProtocolError(f"handle {i}: unknown kind {h.kind!r} (this client knows "
+                                f"{HANDLE_POSIX_SHM}, {HANDLE_CUDA_IPC}, {HANDLE_HIP_IPC})")
+        regions.append(region)
+        storages.append(storage)
+
+    out: Dict[str, object] = {}
+    by_name: Dict[str, TensorSpec] = {}
+    for spec in specs:
+        region = regions[spec.handle_index]
+        by_name[spec.name] = spec
+        if isinstance(region, ShmRegion):
+            if spec.length == 0:
+                out[spec.name] = _empty(torch, numpy, spec, "cpu")
+            elif torch is not None:
+                out[spec.name] = _torch_shm_tensor(torch, region, storages[spec.handle_index], spec)
+            else:
+                out[spec.name] = _numpy_shm_array(numpy, region, spec)
+        elif isinstance(region, TorchIpcRegion):
+            out[spec.name] = region.tensor(torch, spec)
+        else:
+            out[spec.name] = region.tensor(spec)
+    return Materialized(out, by_name, regions)
+
+
+def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Optional[int],
+              cuda_library: str, driver: Optional[CudaDriver]):
+    if torch is not None:
+        want_rocm = handle.kind == HANDLE_HIP_IPC
+        is_rocm = bool(getattr(torch.version, "hip", None))
+        if want_rocm != is_rocm:
+            build = "ROCm" if is_rocm else "CUDA"
+            raise WcacheError(f"handle {index} is {handle.kind} but this PyTorch is a {build} build")
+        if not torch.cuda.is_available():
+            raise WcacheError(f"handle {index} ({handle.kind}): PyTorch sees no GPU")
+        return TorchIpcRegion(index, handle, torch_device_index(torch, uuid, device_index), torch)
+    if handle.kind == HANDLE_HIP_IPC:
+        raise WcacheError(f"handle {index}: hip-ipc handles need PyTorch (a ROCm build)")
+    if driver is None:
+        driver = CudaDriver(cuda_library)
+    ordinal = device_index if device_index is not None else driver.ordinal_for_uuid(uuid)
+    return DriverIpcRegion(index, handle, ordinal, driver)

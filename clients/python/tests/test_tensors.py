@@ -1,0 +1,182 @@
+"""Manifest → zero-copy tensors over posix-shm handles (torch and numpy)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import arena
+import st_writer
+from wcache import ProtocolError, WcacheError, pb
+from wcache.shm import ShmRegion
+from wcache.tensors import materialize
+
+
+def expected_values(dtype: str, shape, data: bytes) -> np.ndarray:
+    if dtype == "F32":
+        arr = np.frombuffer(data, "<f4")
+    elif dtype == "F16":
+        arr = np.frombuffer(data, "<f2").astype(np.float32)
+    elif dtype == "BF16":
+        arr = (np.frombuffer(data, "<u2").astype("<u4") << 16).view("<f4")
+    else:
+        raise AssertionError(dtype)
+    return arr.reshape(shape)
+
+
+@pytest.fixture
+def tensors():
+    rng = np.random.default_rng(5)
+    out = [st_writer.random_tensor(rng, "scalar", "F32", ()),
+           st_writer.random_tensor(rng, "empty", "BF16", (0, 3))]
+    for i in range(60):
+        dtype = ("BF16", "F16", "F32")[i % 3]
+        shape = tuple(int(d) for d in rng.integers(1, 20, size=1 + i % 3))
+        out.append(st_writer.random_tensor(rng, f"layer.{i}.{dtype}", dtype, shape))
+    return out
+
+
+def region_of(mat, name):
+    return mat.regions[mat.specs[name].handle_index]
+
+
+def test_torch_tensors_alias_the_mapping_and_equal_the_bytes(short_tmp, tensors):
+    manifest, where = arena.build(short_tmp, tensors)
+    mat = materialize(manifest, library="torch")
+    assert list(mat.tensors) == [t[0] for t in tensors]
+    ranges = {r.path: arena.mapped_ranges(r.path) for r in mat.regions}
+    for name, dtype, shape, data in tensors:
+        t = mat.tensors[name]
+        assert isinstance(t, torch.Tensor) and t.device.type == "cpu"
+        assert tuple(t.shape) == tuple(shape)
+        assert t.dtype == {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[dtype]
+        if not data:
+            assert t.numel() == 0
+            continue
+        region = region_of(mat, name)
+        ptr = t.data_ptr()
+        # Zero-copy: the tensor's memory is the daemon's file, mapped into this process.
+        assert region.contains(ptr, len(data)), name
+        assert any(lo <= ptr and ptr + len(data) <= hi for lo, hi in ranges[region.path]), name
+        assert ptr - region.address == where[name][1]
+        assert region.buffer[ptr - region.address:ptr - region.address + len(data)] == data
+        np.testing.assert_array_equal(t.to(torch.float32).numpy(), expected_values(dtype, shape, data))
+
+
+def test_each_handle_is_mapped_once(short_tmp, tensors):
+    manifest, _ = arena.build(short_tmp, tensors, n_handles=3)
+    mat = materialize(manifest, library="torch")
+    assert len(mat.regions) == 3 and all(isinstance(r, ShmRegion) for r in mat.regions)
+    for r in mat.regions:
+        assert len(arena.mapped_ranges(r.path)) == 1
+
+
+def test_numpy_arrays_are_read_only_views(short_tmp, tensors):
+    manifest, where = arena.build(short_tmp, tensors)
+    mat = materialize(manifest, library="numpy")
+    for name, dtype, shape, data in tensors:
+        a = mat.tensors[name]
+        assert isinstance(a, np.ndarray)
+        assert not a.flags.writeable
+        if dtype == "BF16":  # numpy has no bfloat16: raw bytes
+            assert a.dtype == np.uint8 and a.shape == (len(data),)
+            assert a.tobytes() == data
+            continue
+        assert a.shape == tuple(shape)
+        assert a.tobytes() == data
+        if data:
+            region = region_of(mat, name)
+            assert a.ctypes.data - region.address == where[name][1]
+
+
+def test_misaligned_offsets_still_alias(short_tmp, tensors):
+    manifest, where = arena.build(short_tmp, tensors, misalign=1)
+    mat = materialize(manifest, library="torch")
+    for name, dtype, shape, data in tensors:
+        t = mat.tensors[name]
+        assert tuple(t.shape) == tuple(shape)
+        if data:
+            assert t.data_ptr() - region_of(mat, name).address == where[name][1]
+            np.testing.assert_array_equal(t.to(torch.float32).numpy(), expected_values(dtype, shape, data))
+
+
+def test_dtypes_without_an_equivalent_are_raw_bytes(short_tmp):
+    rng = np.random.default_rng(2)
+    f4 = ("packed", "F4", (4, 6), rng.integers(0, 256, 12, dtype=np.uint8).tobytes())
+    ints = st_writer.random_tensor(rng, "ints", "I64", (3, 2))
+    flags = ("flags", "BOOL", (5,), bytes([0, 1, 1, 0, 1]))
+    manifest, _ = arena.build(short_tmp, [f4, ints, flags], n_handles=1)
+    mat = materialize(manifest, library="torch")
+    raw = mat.tensors["packed"]
+    assert raw.dtype == torch.uint8 and tuple(raw.shape) == (12,)
+    assert bytes(raw.numpy().tobytes()) == f4[3]
+    assert mat.tensors["ints"].dtype == torch.int64
+    assert mat.tensors["ints"].numpy().tobytes() == ints[3]
+    assert mat.tensors["flags"].tolist() == [False, True, True, False, True]
+    if not hasattr(torch, "float8_e4m3fn"):
+        fp8 = ("fp8", "F8_E4M3", (2, 2), b"\x01\x02\x03\x04")
+        manifest, _ = arena.build(short_tmp, [fp8], n_handles=1)
+        t = materialize(manifest, library="torch").tensors["fp8"]
+        assert t.dtype == torch.uint8 and tuple(t.shape) == (4,)
+
+
+def test_writing_through_a_tensor_faults_instead_of_corrupting_shared_weights(short_tmp, tensors):
+    manifest, _ = arena.build(short_tmp, tensors, n_handles=1)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {src!r})
+        from wcache import pb
+        from wcache.tensors import materialize
+        m = pb.Manifest.FromString({manifest.SerializeToString()!r})
+        t = materialize(m, library="torch").tensors["layer.0.BF16"]
+        t.fill_(1.0)
+        print("WROTE")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -11, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "WROTE" not in proc.stdout
+    with open(manifest.handles[0].data.decode(), "rb") as f:
+        assert b"\x80\x3f\x80\x3f" not in f.read()  # no bf16 1.0s were written
+
+
+def test_malformed_manifests_are_protocol_errors(short_tmp, tensors):
+    good, _ = arena.build(short_tmp, tensors[:5], n_handles=1)
+
+    def broken(mutate):
+        m = pb.Manifest()
+        m.CopyFrom(good)
+        mutate(m)
+        return m
+
+    cases = {
+        "outside": lambda m: setattr(m.tensors[2], "offset", m.handles[0].size),
+        "length": lambda m: setattr(m.tensors[2], "length", m.tensors[2].length + 2),
+        "handle index": lambda m: setattr(m.tensors[2], "handle_index", 3),
+        "twice": lambda m: setattr(m.tensors[3], "name", m.tensors[2].name),
+        "kind": lambda m: setattr(m.handles[0], "kind", "fd-over-scm"),
+        "absolute": lambda m: setattr(m.handles[0], "data", b"relative/path"),
+        "ipc size": lambda m: (setattr(m.handles[0], "kind", "cuda-ipc"), setattr(m.handles[0], "data", b"x" * 63)),
+    }
+    for what, mutate in cases.items():
+        with pytest.raises(ProtocolError):
+            materialize(broken(mutate), library="torch")
+        assert what
+
+
+def test_short_or_missing_shm_file(short_tmp, tensors):
+    m, _ = arena.build(short_tmp, tensors[:5], n_handles=1)
+    m.handles[0].size += 1 << 20
+    with pytest.raises(ProtocolError, match="has .* bytes"):
+        materialize(m, library="torch")
+    m.handles[0].data = os.path.join(short_tmp, "gone").encode()
+    with pytest.raises(WcacheError, match="No such file"):
+        materialize(m, library="torch")
+    m.handles[0].data = short_tmp.encode()
+    with pytest.raises(ProtocolError, match="not a regular file"):
+        materialize(m, library="torch")
