@@ -1,0 +1,49 @@
+"""Python client of wcache: attach to the daemon that keeps a model's weights on this GPU.
+
+Main entry points:
+
+* ``attach(config, socket=None, device_uuid=None, device_index=None, ...)`` →
+  Attachment (a lease; ``.tensors()`` gives zero-copy tensors, ``.release()``).
+* ``CacheConfig`` and ``checkpoint_digest(dir)``: what the engine expects.
+* ``device_uuid(index)`` / ``canonical_device_uuid(raw, platform)``: the
+  physical GPU identity daemons are keyed by.
+* Errors: NoDaemonError (the only case to load from disk), UnsafeSocketError,
+  DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError,
+  ProtocolError, all WcacheError.
+
+See docs/python-client.md.
+"""
+
+from . import pb
+from .client import Attachment, DaemonGone, attach, default_client_name, status
+from .config import PROTOCOL_VERSION, CacheConfig
+from .device import canonical_device_uuid, device_index_for_uuid, device_uuid
+from .errors import (
+    CheckpointError,
+    DaemonDeadError,
+    DaemonError,
+    FieldDiff,
+    IncompatibleConfigError,
+    InvalidUUIDError,
+    NoDaemonError,
+    ProtocolError,
+    SocketPathTooLongError,
+    TemplateError,
+    UnsafeSocketError,
+    WcacheError,
+)
+from .manifest import TensorSpec
+from .paths import Layout, default_dir, parse_template, validate_device_uuid
+
+__version__ = "0.1.0.dev0"
+
+NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
+
+__all__ = [
+    "Attachment", "CacheConfig", "CheckpointError", "DaemonDeadError", "DaemonError", "DaemonGone",
+    "FieldDiff", "IncompatibleConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
+    "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
+    "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "default_client_name",
+    "default_dir", "device_index_for_uuid", "device_uuid", "parse_template", "pb", "status",
+    "validate_device_uuid",
+]

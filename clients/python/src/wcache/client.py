@@ -1,0 +1,344 @@
+"""Attach to a wcache daemon and hold a lease on its weights.
+
+    import wcache
+
+    cfg = wcache.CacheConfig(model="/models/llama", checkpoint_digest=wcache.checkpoint_digest("/models/llama"))
+    try:
+        att = wcache.attach(cfg, device_index=0, on_daemon_gone=lambda gone: os._exit(1))
+    except wcache.NoDaemonError:
+        ...  # the only case in which to load from disk
+    weights = att.tensors()  # name -> torch.Tensor, aliasing the daemon's memory
+
+The Attach RPC is server-streaming: its first message is the manifest, and the
+open stream is the lease. While the lease is held the daemon keeps the memory
+the tensors alias; ``release()`` (or leaving a ``with`` block, or process exit)
+ends it. A background thread reads the rest of the stream: notices (the
+daemon is draining) go to ``on_notice``; the end of the stream that the client
+did not ask for (daemon stopped, crashed, forced stop) goes to
+``on_daemon_gone``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Union
+
+import grpc
+
+from . import pb
+from .config import CacheConfig
+from .discovery import Target, check_socket, probe, resolve
+from .errors import DaemonDeadError, DaemonError, FieldDiff, IncompatibleConfigError, ProtocolError, WcacheError
+from .manifest import TensorSpec
+from .paths import Getenv
+from .tensors import LIBRARY_AUTO, Materialized, materialize
+
+log = logging.getLogger("wcache")
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+# Channel options: manifests of very large checkpoints exceed gRPC's 4 MiB
+# default receive limit; a Unix socket needs no retries or proxies.
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.enable_retries", 0),
+    ("grpc.enable_http_proxy", 0),
+    ("grpc.default_authority", "localhost"),
+]
+
+
+@dataclass(frozen=True)
+class DaemonGone:
+    """Why a lease ended without the client releasing it.
+
+    code is the grpc.StatusCode the stream ended with (OK when the daemon
+    closed it cleanly, e.g. after a drain), details the daemon's message.
+    """
+
+    code: grpc.StatusCode
+    details: str
+
+
+def default_client_name() -> str:
+    """"<program> (pid <pid>)", shown by `wcache status`."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    return f"{prog} (pid {os.getpid()})"
+
+
+def _channel(path: str) -> grpc.Channel:
+    return grpc.insecure_channel("unix://" + path, options=_CHANNEL_OPTIONS)
+
+
+def _config_message(config: Union[CacheConfig, "pb.CacheConfig"]):
+    if isinstance(config, CacheConfig):
+        return config.to_proto()
+    if isinstance(config, pb.CacheConfig):
+        return config
+    raise TypeError(f"config must be a wcache.CacheConfig or wcache.pb.CacheConfig, not {type(config).__name__}")
+
+
+def mismatch_from_error(err: grpc.RpcError) -> Optional[List[FieldDiff]]:
+    """The FieldDiffs of a ConfigMismatch detail in err's grpc-status-details-bin
+    trailer, or None when there is none."""
+    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key != STATUS_DETAILS_KEY:
+            continue
+        try:
+            status = pb.RpcStatus.FromString(bytes(value))
+        except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError subclasses per runtime
+            raise ProtocolError(f"cannot decode {STATUS_DETAILS_KEY}: {exc}") from exc
+        for detail in status.details:
+            if detail.type_url.rsplit("/", 1)[-1] == pb.DAEMON_PACKAGE + ".ConfigMismatch":
+                mismatch = pb.ConfigMismatch.FromString(detail.value)
+                return [FieldDiff(d.field, d.daemon_value, d.client_value) for d in mismatch.diffs]
+    return None
+
+
+def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheError:
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = err.details() if hasattr(err, "details") else str(err)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        diffs = mismatch_from_error(err)
+        if diffs is not None:
+            return IncompatibleConfigError(diffs, details or "")
+    if code == grpc.StatusCode.UNAVAILABLE and details and "refused" in details.lower():
+        return DaemonDeadError(target.socket, details)
+    return DaemonError(operation, code, details or "")
+
+
+class Attachment:
+    """A lease on a daemon's weights. Create with wcache.attach().
+
+    Attributes: ``manifest`` (wcache.pb.Manifest), ``config`` (the daemon's
+    CacheConfig), ``device_uuid``, ``socket``, ``lease_id``, ``generation``,
+    ``draining`` and ``gone`` (threading.Event set when the daemon announced a
+    drain / when the lease ended), ``gone_reason`` (DaemonGone or None).
+
+    Thread-safe; callbacks run on the lease's background thread and must not
+    call release() and then wait for that thread (release() from a callback is
+    fine: it does not join itself).
+    """
+
+    def __init__(self, channel: grpc.Channel, call, manifest, target: Target,
+                 on_daemon_gone: Optional[Callable[[DaemonGone], None]],
+                 on_notice: Optional[Callable[[object], None]],
+                 device_index: Optional[int], library: str):
+        self._channel = channel
+        self._call = call
+        self.manifest = manifest
+        self.socket = target.socket
+        self.device_uuid = manifest.device_uuid
+        self.lease_id = manifest.lease_id
+        self.generation = manifest.generation
+        self.config = CacheConfig.from_proto(manifest.config)
+        self.config_digest = manifest.config_digest
+        self._on_daemon_gone = on_daemon_gone
+        self._on_notice = on_notice
+        self._device_index = device_index
+        self._library = library
+        self._lock = threading.Lock()
+        self._released = False
+        self._materialized: Optional[Materialized] = None
+        self.draining = threading.Event()
+        self.gone = threading.Event()
+        self.gone_reason: Optional[DaemonGone] = None
+        self._thread = threading.Thread(target=self._watch, name=f"wcache-lease-{self.lease_id}", daemon=True)
+        self._thread.start()
+
+    # --- tensors -------------------------------------------------------------------------------
+
+    def tensors(self) -> Dict[str, object]:
+        """name → tensor aliasing the daemon's memory (see wcache.tensors).
+
+        Handles are opened on the first call and reused afterwards; the same
+        dict is returned each time. Raises WcacheError after release().
+        """
+        with self._lock:
+            if self._released:
+                raise WcacheError("the lease was released; attach again")
+            if self._materialized is None:
+                self._materialized = materialize(self.manifest, library=self._library,
+                                                 device_index=self._device_index)
+            return self._materialized.tensors
+
+    @property
+    def specs(self) -> Dict[str, TensorSpec]:
+        """name → TensorSpec (dtype, shape, handle, offset, length) from the manifest."""
+        from .manifest import parse_manifest  # noqa: PLC0415
+
+        return {s.name: s for s in parse_manifest(self.manifest)[1]}
+
+    @property
+    def regions(self) -> List[object]:
+        """The opened handles (ShmRegion, TorchIpcRegion, DriverIpcRegion), once tensors() ran."""
+        return list(self._materialized.regions) if self._materialized else []
+
+    # --- lease ---------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """True while the lease is held: not released and the stream still open."""
+        return not self._released and not self.gone.is_set()
+
+    def release(self, timeout: float = 5.0) -> None:
+        """End the lease: cancel the stream and close the connection. Idempotent.
+
+        Drop every tensor first: after release the daemon may free (or, on
+        stop, unmap) the memory they alias. posix-shm mappings stay readable in
+        this process; IPC-mapped device memory does not.
+        """
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            self._materialized = None
+        self._call.cancel()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        self._channel.close()
+
+    def __enter__(self) -> "Attachment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def wait_gone(self, timeout: Optional[float] = None) -> bool:
+        """Block until the lease ends (released or daemon gone); False on timeout."""
+        return self.gone.wait(timeout)
+
+    def _watch(self) -> None:
+        gone = DaemonGone(grpc.StatusCode.OK, "the daemon closed the lease")
+        try:
+            for event in self._call:
+                if event.WhichOneof("event") == "notice":
+                    notice = event.notice
+                    if notice.kind == pb.NOTICE_KIND_DRAINING:
+                        self.draining.set()
+                    self._callback(self._on_notice, notice)
+                else:
+                    log.warning("wcache lease %d: ignoring unexpected %s after the manifest",
+                                self.lease_id, event.WhichOneof("event"))
+        except grpc.RpcError as err:
+            gone = DaemonGone(err.code(), err.details() or "")
+        except Exception as exc:  # noqa: BLE001 - a broken stream is still a gone daemon
+            gone = DaemonGone(grpc.StatusCode.UNKNOWN, str(exc))
+        with self._lock:
+            released = self._released
+        if not released:
+            self.gone_reason = gone
+        self.gone.set()
+        if not released:
+            self._callback(self._on_daemon_gone, gone)
+
+    def _callback(self, fn, arg) -> None:
+        if fn is None:
+            return
+        try:
+            fn(arg)
+        except Exception:  # noqa: BLE001 - a callback must not kill the lease thread
+            log.exception("wcache lease %d: callback %r raised", self.lease_id, fn)
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else ("gone" if self.gone.is_set() else "active")
+        return (f"Attachment(device_uuid={self.device_uuid!r}, lease_id={self.lease_id}, "
+                f"tensors={len(self.manifest.tensors)}, {state})")
+
+
+def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] = None,
+           device_uuid: Optional[str] = None, device_index: Optional[int] = None,
+           client_name: Optional[str] = None,
+           on_daemon_gone: Optional[Callable[[DaemonGone], None]] = None,
+           on_notice: Optional[Callable[[object], None]] = None,
+           timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None) -> Attachment:
+    """Attach to the daemon of this process's GPU and take a lease.
+
+    Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
+    ``GPU-…``); else the UUID of device_index (default torch's current
+    device) through WCACHE_SOCKET_TEMPLATE or the default directory.
+
+    config: what the engine expects (CacheConfig or wcache.pb.CacheConfig).
+    client_name: shown by ``wcache status`` (default "<program> (pid N)").
+    on_daemon_gone(DaemonGone): the stream ended without release().
+    on_notice(wcache.pb.Notice): e.g. KIND_DRAINING with a deadline.
+    timeout: seconds to wait for the manifest. library: "auto", "torch" or
+    "numpy" for tensors(). getenv: a mapping or function replacing os.environ
+    for the templates.
+
+    Raises NoDaemonError (no socket: load from disk), UnsafeSocketError,
+    DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError (other
+    RPC errors), ProtocolError (unusable answer, or a daemon serving another
+    GPU than the one asked for), and TemplateError / InvalidUUIDError /
+    SocketPathTooLongError for bad input.
+    """
+    request = pb.AttachRequest(config=_config_message(config),
+                               client_name=client_name if client_name is not None else default_client_name())
+    target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
+    check_socket(target)
+    probe(target, timeout=min(timeout, 5.0))
+
+    channel = _channel(target.socket)
+    try:
+        stream = channel.unary_stream(pb.METHOD_ATTACH,
+                                      request_serializer=pb.AttachRequest.SerializeToString,
+                                      response_deserializer=pb.AttachEvent.FromString)
+        call = stream(request)
+        timed_out = threading.Event()
+
+        def on_timeout() -> None:
+            timed_out.set()
+            call.cancel()
+
+        timer = threading.Timer(timeout, on_timeout)
+        timer.daemon = True
+        timer.start()
+        try:
+            first = next(call)
+        except StopIteration:
+            raise ProtocolError(f"wcache daemon at {target.socket} closed the Attach stream without a manifest") \
+                from None
+        except grpc.RpcError as err:
+            if timed_out.is_set():
+                raise WcacheError(f"wcache daemon at {target.socket} sent no manifest within {timeout}s") \
+                    from None
+            raise _translate("attach", target, err) from None
+        finally:
+            timer.cancel()
+        if first.WhichOneof("event") != "manifest":
+            call.cancel()
+            raise ProtocolError(f"wcache daemon at {target.socket} answered Attach with "
+                                f"{first.WhichOneof('event')!r} instead of a manifest")
+        manifest = first.manifest
+        if target.device_uuid is not None and manifest.device_uuid != target.device_uuid:
+            call.cancel()
+            raise ProtocolError(f"wcache daemon at {target.socket} serves device {manifest.device_uuid!r}, "
+                                f"not {target.device_uuid!r}: refusing another GPU's weights")
+    except BaseException:
+        channel.close()
+        raise
+    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library)
+
+
+def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
+           device_index: Optional[int] = None, timeout: float = 10.0, getenv: Getenv = None):
+    """Ask a daemon for its status (wcache.pb.StatusResponse).
+
+    Discovery and errors as attach(); an RPC error is a DaemonError.
+    """
+    target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
+    check_socket(target)
+    probe(target, timeout=min(timeout, 5.0))
+    with _channel(target.socket) as channel:
+        rpc = channel.unary_unary(pb.METHOD_STATUS,
+                                  request_serializer=pb.StatusRequest.SerializeToString,
+                                  response_deserializer=pb.StatusResponse.FromString)
+        try:
+            return rpc(pb.StatusRequest(), timeout=timeout)
+        except grpc.RpcError as err:
+            raise _translate("status", target, err) from None
