@@ -13,14 +13,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +26,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // binDirEnv carries the directory of the built binaries from TestMain to the
@@ -481,140 +479,18 @@ func (h *harness) waitExit(p *process, timeout time.Duration) int {
 	return code
 }
 
-// tensorSpec describes one tensor of a test checkpoint. Data is generated
-// from the name when nil.
-type tensorSpec struct {
-	Name  string
-	DType string // "F32", "BF16", "F16", "U8", ...
-	Shape []uint64
-	Data  []byte
-}
-
-// checkpoint is a test checkpoint on disk.
-type checkpoint struct {
-	Dir string
-	// Files are the shard paths, sorted.
-	Files []string
-	// Data maps every tensor name to its bytes.
-	Data map[string][]byte
-}
-
-// dtypeBytes is the element size of the dtypes test checkpoints use.
-func dtypeBytes(dtype string) uint64 {
-	switch dtype {
-	case "F64", "I64", "U64":
-		return 8
-	case "F32", "I32", "U32":
-		return 4
-	case "F16", "BF16", "I16", "U16":
-		return 2
-	default:
-		return 1
-	}
-}
-
-// makeCheckpoint writes a checkpoint with the given shards into dir (created
-// if needed): shards[i] becomes file names[i]. Tensor data is laid out the
-// way the reference writer does it (sorted by name, back to back, the
-// header padded with spaces to a multiple of 8), and is deterministic.
-func makeCheckpoint(t *testing.T, dir string, names []string, shards [][]tensorSpec) checkpoint {
+// genModel writes a small llama-like checkpoint into dir with
+// safetensorstest.GenerateCheckpoint (defaults: 2 layers, hidden size 64,
+// BF16, deterministic contents) and fails the test on error. Set
+// opts.TPSize for the pre-sharded per-rank layout
+// (model-rank-{tp_rank}-part-{i}.safetensors).
+func genModel(t *testing.T, dir string, opts safetensorstest.GenOptions) *safetensorstest.Result {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ck := checkpoint{Dir: dir, Data: map[string][]byte{}}
-	for i, specs := range shards {
-		path := filepath.Join(dir, names[i])
-		data, err := writeSafetensors(path, specs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range data {
-			ck.Data[k] = v
-		}
-		ck.Files = append(ck.Files, path)
-	}
-	sort.Strings(ck.Files)
-	return ck
-}
-
-// smallModel writes a two-shard checkpoint of a few small tensors of mixed
-// dtypes into dir and returns it.
-func smallModel(t *testing.T, dir string) checkpoint {
-	t.Helper()
-	return makeCheckpoint(t, dir,
-		[]string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
-		[][]tensorSpec{
-			{
-				{Name: "embed.weight", DType: "BF16", Shape: []uint64{64, 32}},
-				{Name: "layers.0.attn.q.weight", DType: "F32", Shape: []uint64{32, 32}},
-				{Name: "layers.0.norm.weight", DType: "F16", Shape: []uint64{31}},
-			},
-			{
-				{Name: "layers.1.attn.q.weight", DType: "F32", Shape: []uint64{32, 16}},
-				{Name: "lm_head.weight", DType: "BF16", Shape: []uint64{17, 32}},
-				{Name: "scalar", DType: "F32", Shape: []uint64{}},
-			},
-		})
-}
-
-// writeSafetensors writes a safetensors file and returns each tensor's bytes.
-func writeSafetensors(path string, specs []tensorSpec) (map[string][]byte, error) {
-	sorted := append([]tensorSpec(nil), specs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
-	out := map[string][]byte{}
-	var body bytes.Buffer
-	for _, s := range sorted {
-		n := dtypeBytes(s.DType)
-		for _, d := range s.Shape {
-			n *= d
-		}
-		data := s.Data
-		if data == nil {
-			data = patternBytes(s.Name, int(n))
-		}
-		if uint64(len(data)) != n {
-			return nil, fmt.Errorf("tensor %s: %d bytes of data, shape needs %d", s.Name, len(data), n)
-		}
-		begin := body.Len()
-		body.Write(data)
-		shape := s.Shape
-		if shape == nil {
-			shape = []uint64{}
-		}
-		header[s.Name] = map[string]any{"dtype": s.DType, "shape": shape,
-			"data_offsets": []int{begin, body.Len()}}
-		out[s.Name] = data
-	}
-	hj, err := json.Marshal(header)
+	res, err := safetensorstest.GenerateCheckpoint(dir, opts)
 	if err != nil {
-		return nil, err
+		t.Fatalf("generate checkpoint in %s: %v", dir, err)
 	}
-	for len(hj)%8 != 0 {
-		hj = append(hj, ' ')
-	}
-	var file bytes.Buffer
-	_ = binary.Write(&file, binary.LittleEndian, uint64(len(hj)))
-	file.Write(hj)
-	file.Write(body.Bytes())
-	return out, os.WriteFile(path, file.Bytes(), 0o644)
-}
-
-// patternBytes is n deterministic bytes derived from seed.
-func patternBytes(seed string, n int) []byte {
-	var x uint64 = 1469598103934665603
-	for _, c := range []byte(seed) {
-		x = (x ^ uint64(c)) * 1099511628211
-	}
-	b := make([]byte, n)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return b
+	return res
 }
 
 // childPIDs lists the pids whose parent is pid, from /proc.
