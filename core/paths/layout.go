@@ -82,13 +82,30 @@ func NewLayout(opts Options) (Layout, error) {
 	return l, nil
 }
 
-// For returns the paths of the daemon for device uuid. It validates the UUID
-// (*InvalidUUIDError), checks the socket path length
-// (*SocketPathTooLongError), refuses paths that collide, and, when the layout
-// uses the default directory, creates and verifies it (EnsurePrivateDir).
-// Directories of custom templates are neither created nor checked here: they
-// belong to whoever chose the template.
+// For returns the paths of the daemon for device uuid, as Derive does, and,
+// when the layout uses the default directory, creates and verifies that
+// directory (EnsurePrivateDir: *PrivateDirError). Directories of custom
+// templates are neither created nor checked here: they belong to whoever
+// chose the template. A daemon calls For; a client that only looks calls
+// Derive.
 func (l Layout) For(uuid string) (Paths, error) {
+	p, err := l.Derive(uuid)
+	if err != nil {
+		return Paths{}, err
+	}
+	if l.Dir != "" {
+		if err := EnsurePrivateDir(l.Dir); err != nil {
+			return Paths{}, err
+		}
+	}
+	return p, nil
+}
+
+// Derive returns the paths of the daemon for device uuid without touching
+// the file system. It validates the UUID (*InvalidUUIDError), checks the
+// socket path length (*SocketPathTooLongError) and refuses a socket path that
+// collides with the ready or lock file.
+func (l Layout) Derive(uuid string) (Paths, error) {
 	sock, err := l.Socket.Expand(uuid)
 	if err != nil {
 		return Paths{}, fmt.Errorf("socket path: %w", err)
@@ -104,11 +121,6 @@ func (l Layout) For(uuid string) (Paths, error) {
 	if p.Socket == p.Ready || p.Socket == p.Lock {
 		return Paths{}, fmt.Errorf("device %s: socket path %s collides with the ready file or its lock; use distinct templates",
 			uuid, sock)
-	}
-	if l.Dir != "" {
-		if err := EnsurePrivateDir(l.Dir); err != nil {
-			return Paths{}, err
-		}
 	}
 	return p, nil
 }

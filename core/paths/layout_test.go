@@ -189,3 +189,28 @@ func TestForRefusesLongSocketPath(t *testing.T) {
 		t.Fatalf("socket path of %d bytes: %v", len(p.Socket), err)
 	}
 }
+
+func TestDeriveTouchesNothing(t *testing.T) {
+	xdg := shortTempDir(t)
+	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": xdg})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Derive(nvUUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Socket != filepath.Join(xdg, "wcache", nvUUID+".sock") || p.Lock != p.Ready+LockSuffix {
+		t.Fatalf("Derive = %+v", p)
+	}
+	if _, err := os.Lstat(l.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Derive created the default dir: %v", err)
+	}
+	if _, err := l.Derive("../x"); !errors.Is(err, ErrInvalidUUID) {
+		t.Fatalf("Derive(../x): %v", err)
+	}
+	// For on the same layout creates it.
+	if q, err := l.For(nvUUID); err != nil || q != p {
+		t.Fatalf("For = %+v, %v; want %+v", q, err, p)
+	}
+}
