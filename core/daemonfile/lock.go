@@ -15,9 +15,6 @@ import (
 // maxLockContent bounds how much of a lock file is read for its owner.
 const maxLockContent = 4096
 
-// errLocked: another open file description holds the flock.
-var errLocked = errors.New("lock held by another process")
-
 // Lock is a held identity lock. The daemon keeps it for its whole life; the
 // kernel releases it when the process exits, however it exits.
 type Lock struct {
