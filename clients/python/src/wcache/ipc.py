@@ -213,11 +213,11 @@ class DriverIpcRegion:
         self._ctx = ctypes.c_void_p()
         self._dev = ctypes.c_int()
         self.pointer = 0
+        self._retained = False
         driver.call("cuDeviceGet", ctypes.byref(self._dev), device_index)
         driver.call("cuDevicePrimaryCtxRetain", ctypes.byref(self._ctx), self._dev.value)
         self._retained = True
-        raw = _CUipcMemHandle()
-        ctypes.memmove(raw.reserved, handle.data, 64)
+        raw = _CUipcMemHandle.from_buffer_copy(handle.data)
         ptr = ctypes.c_uint64()
         try:
             with self._current():
