@@ -1,0 +1,278 @@
+package cacheconfig_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
+)
+
+// vectorsPath is shared with the Python client's tests.
+const vectorsPath = "testdata/vectors.json"
+
+// updateEnv regenerates vectorsPath when set to 1 (after a deliberate
+// change of the encoding; the Python client must then agree).
+const updateEnv = "WCACHE_UPDATE_VECTORS"
+
+type vectorConfig struct {
+	Name      string          `json:"name"`
+	Config    json.RawMessage `json:"config"`
+	Canonical string          `json:"canonical"`
+	Digest    string          `json:"digest"`
+}
+
+type vectorHeader struct {
+	Name      string `json:"name"`
+	HeaderHex string `json:"header_hex"`
+}
+
+type vectorCheckpoint struct {
+	Name   string         `json:"name"`
+	Files  []vectorHeader `json:"files"`
+	Digest string         `json:"digest"`
+}
+
+type vectorFile struct {
+	Comment     string             `json:"comment"`
+	Configs     []vectorConfig     `json:"configs"`
+	Checkpoints []vectorCheckpoint `json:"checkpoints"`
+}
+
+// configJSON writes c with every proto field name, zero values included.
+func configJSON(c cacheconfig.Config) json.RawMessage {
+	extra := c.Extra
+	if extra == nil {
+		extra = map[string]string{}
+	}
+	doc := map[string]any{
+		"model": c.Model, "checkpoint_digest": c.CheckpointDigest, "model_arch": c.ModelArch,
+		"revision": c.Revision, "dtype": c.DType, "quantization": c.Quantization,
+		"quantization_config_digest": c.QuantizationConfigDigest,
+		"tp_size":                    c.TPSize, "tp_rank": c.TPRank, "pp_size": c.PPSize, "pp_rank": c.PPRank,
+		"dp_size": c.DPSize, "dp_rank": c.DPRank, "ep_size": c.EPSize, "ep_rank": c.EPRank,
+		"extra": extra, "engine_name": c.EngineName, "engine_version": c.EngineVersion,
+		"device_capability": c.DeviceCapability, "protocol_version": c.ProtocolVersion,
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		panic(err)
+	}
+	return bytes.TrimSpace(buf.Bytes())
+}
+
+// vectorConfigs are the configurations the vectors cover.
+func vectorConfigs() map[string]cacheconfig.Config {
+	def := cacheconfig.Default()
+	def.Model = "meta-llama/Llama-3.1-8B-Instruct"
+	full := cacheconfig.Config{
+		Model:                    "/models/llama 3/ünïcode",
+		CheckpointDigest:         "sha256:" + hex.EncodeToString(bytes.Repeat([]byte{0xab}, 32)),
+		ModelArch:                "LlamaForCausalLM",
+		Revision:                 "5206a32e0bd3067aef1ce90f5528ade7d866253f",
+		DType:                    "bfloat16",
+		Quantization:             "fp8",
+		QuantizationConfigDigest: "sha256:0000000000000000000000000000000000000000000000000000000000000001",
+		TPSize:                   8, TPRank: 3, PPSize: 2, PPRank: 1, DPSize: 4, DPRank: 2, EPSize: 16, EPRank: 15,
+		Extra:            map[string]string{"enable_dp_attention": "true", "context_parallel_size": "2", "ключ": "значение"},
+		EngineName:       "sglang",
+		EngineVersion:    "0.5.2",
+		DeviceCapability: "9.0",
+		ProtocolVersion:  1,
+	}
+	maxed := cacheconfig.Config{
+		Model: "12:ab3:xyz", ModelArch: ":", Revision: "0:", DType: "auto", Quantization: "none",
+		TPSize: 4294967295, TPRank: 4294967294, PPSize: 4294967295, PPRank: 0,
+		DPSize: 4294967295, DPRank: 10, EPSize: 4294967295, EPRank: 4294967294,
+		ProtocolVersion: 4294967295, EngineName: "e\u00e9\U0001F600", Extra: map[string]string{"k": ""},
+	}
+	sorting := cacheconfig.Default()
+	sorting.CheckpointDigest = "sha256:" + hex.EncodeToString(bytes.Repeat([]byte{0x01, 0x23}, 16))
+	sorting.Extra = map[string]string{"Z": "upper", "a": "lower", "a.b": "dotted", "extra": "nested name", "é": "non-ASCII", "_": "underscore"}
+	return map[string]cacheconfig.Config{
+		"default-with-model":      def,
+		"every-field-set":         full,
+		"zero-values":             {},
+		"max-integers-and-colons": maxed,
+		"extra-key-order":         sorting,
+	}
+}
+
+// vectorCheckpoints builds the checkpoints the vectors cover.
+func vectorCheckpoints(t *testing.T) []vectorCheckpoint {
+	dir := t.TempDir()
+	sharded := filepath.Join(dir, "sharded")
+	if _, err := safetensorstest.GenerateCheckpoint(sharded, safetensorstest.GenOptions{
+		Layers: 1, HiddenSize: 8, VocabSize: 16, Shards: 2, Seed: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	single := filepath.Join(dir, "single")
+	if err := os.MkdirAll(single, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := safetensorstest.WriteFileMetadata(filepath.Join(single, "model.safetensors"), []safetensorstest.Tensor{
+		{Name: "w", DType: safetensors.F32, Shape: []uint64{2}, Data: make([]byte, 8)},
+		{Name: "ñ", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{1}},
+	}, map[string]string{"format": "pt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []vectorCheckpoint
+	for _, d := range []string{sharded, single} {
+		ck, err := safetensors.OpenCheckpoint(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := vectorCheckpoint{Name: filepath.Base(d), Digest: cacheconfig.CheckpointDigest(ck)}
+		for _, f := range ck.Files {
+			v.Files = append(v.Files, vectorHeader{Name: filepath.Base(f.Path), HeaderHex: hex.EncodeToString(f.RawHeader)})
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestVectors(t *testing.T) {
+	if os.Getenv(updateEnv) == "1" {
+		writeVectors(t)
+	}
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var vf vectorFile
+	if err := dec.Decode(&vf); err != nil {
+		t.Fatal(err)
+	}
+	want := vectorConfigs()
+	if len(vf.Configs) != len(want) || len(vf.Checkpoints) != 2 {
+		t.Fatalf("%d config and %d checkpoint vectors; regenerate with %s=1", len(vf.Configs), len(vf.Checkpoints), updateEnv)
+	}
+	protoNames := protoFieldNames()
+	for _, v := range vf.Configs {
+		t.Run(v.Name, func(t *testing.T) {
+			var keys map[string]json.RawMessage
+			if err := json.Unmarshal(v.Config, &keys); err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, protoNames) {
+				t.Fatalf("config keys %v, want exactly the proto field names %v", got, protoNames)
+			}
+			var p configv1.CacheConfig
+			if err := protojson.Unmarshal(v.Config, &p); err != nil {
+				t.Fatal(err)
+			}
+			c := cacheconfig.FromProto(&p)
+			if got := c.Canonical(); got != v.Canonical {
+				t.Fatalf("canonical\n got %q\nwant %q", got, v.Canonical)
+			}
+			if got := c.Digest(); got != v.Digest {
+				t.Fatalf("digest %s, want %s", got, v.Digest)
+			}
+			if src, ok := want[v.Name]; !ok || src.Digest() != v.Digest {
+				t.Fatalf("vector %q does not match the configuration it was made from", v.Name)
+			}
+		})
+	}
+	for _, v := range vf.Checkpoints {
+		t.Run("checkpoint-"+v.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			ck := &safetensors.Checkpoint{}
+			for _, fh := range v.Files {
+				header, err := hex.DecodeString(fh.HeaderHex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ck.Files = append(ck.Files, &safetensors.File{Path: "/anywhere/" + fh.Name, RawHeader: header})
+				writeFromHeader(t, filepath.Join(dir, fh.Name), header)
+			}
+			if got := cacheconfig.CheckpointDigest(ck); got != v.Digest {
+				t.Fatalf("digest of the vector headers %s, want %s", got, v.Digest)
+			}
+			got, err := cacheconfig.CheckpointDigestDir(dir)
+			if err != nil || got != v.Digest {
+				t.Fatalf("digest of files rebuilt from the headers %s (%v), want %s", got, err, v.Digest)
+			}
+		})
+	}
+}
+
+// writeFromHeader writes a valid file with the given raw header and zero
+// tensor bytes.
+func writeFromHeader(t *testing.T, path string, header []byte) {
+	t.Helper()
+	var entries map[string]json.RawMessage
+	if err := json.Unmarshal(header, &entries); err != nil {
+		t.Fatal(err)
+	}
+	var end uint64
+	for name, raw := range entries {
+		if name == "__metadata__" {
+			continue
+		}
+		var e struct {
+			Offsets [2]uint64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		end = max(end, e.Offsets[1])
+	}
+	file := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	file = append(file, header...)
+	file = append(file, make([]byte, end)...)
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// protoFieldNames lists CacheConfig's proto field names, sorted.
+func protoFieldNames() []string {
+	fields := (&configv1.CacheConfig{}).ProtoReflect().Descriptor().Fields()
+	names := make([]string, fields.Len())
+	for i := range names {
+		names[i] = string(fields.Get(i).Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// writeVectors regenerates vectorsPath.
+func writeVectors(t *testing.T) {
+	vf := vectorFile{
+		Comment: "Shared test vectors for core/cacheconfig (Go) and the Python client. See docs/cacheconfig.md. " +
+			"Regenerate with " + updateEnv + "=1 go test ./core/cacheconfig/ -run TestVectors.",
+	}
+	configs := vectorConfigs()
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		c := configs[name]
+		vf.Configs = append(vf.Configs, vectorConfig{Name: name, Config: configJSON(c), Canonical: c.Canonical(), Digest: c.Digest()})
+	}
+	vf.Checkpoints = vectorCheckpoints(t)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(vf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vectorsPath, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
