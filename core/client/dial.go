@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+)
+
+// Defaults of Options.
+const (
+	DefaultDialTimeout = 5 * time.Second
+	// keepaliveTime and keepaliveTimeout detect a hung daemon; they respect
+	// the daemon's enforcement policy (pings no more often than every 5 s).
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 5 * time.Second
+	// maxManifestSize bounds a received message: a manifest of 100k tensors
+	// is a few MiB.
+	maxManifestSize = 256 << 20
+)
+
+// Options tune Dial. The zero value is the default.
+type Options struct {
+	// AllowOwners lists socket owner uids accepted besides the caller's
+	// effective uid (a daemon run by a service account, say).
+	AllowOwners []uint32
+	// ClientName is shown by `wcache status` next to the lease.
+	ClientName string
+	// DialTimeout bounds connecting (default 5 s).
+	DialTimeout time.Duration
+}
+
+// Client is a connection to one daemon.
+type Client struct {
+	conn       *grpc.ClientConn
+	rpc        daemonv1.DaemonClient
+	socket     string
+	deviceUUID string
+	clientName string
+}
+
+// Socket is the socket path the client connected to.
+func (c *Client) Socket() string { return c.socket }
+
+// DeviceUUID is the device UUID the target named ("" for BySocket).
+func (c *Client) DeviceUUID() string { return c.deviceUUID }
+
+// Close closes the connection (and with it every lease taken through it).
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Dial finds the target's socket, applies the safety checks (see the
+// package documentation) and connects. Errors: *NoDaemonError (ErrNoDaemon),
+// *UnsafeSocketError (ErrUnsafeSocket), *DaemonDeadError (ErrDaemonDead),
+// or a wrapped connection error.
+func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	socket, uuid, err := target.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSocket(socket, uuid, opts.AllowOwners); err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	first, err := d.DialContext(dctx, "unix", socket)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, &DaemonDeadError{Socket: socket, Err: err}
+		}
+		return nil, fmt.Errorf("connect to daemon socket %s: %w", socket, err)
+	}
+	dialer := &reuseDialer{first: first, socket: socket}
+	conn, err := grpc.NewClient("passthrough:///wcache-daemon",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(dialer.dial),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxManifestSize)),
+	)
+	if err != nil {
+		first.Close()
+		return nil, fmt.Errorf("daemon client for %s: %w", socket, err)
+	}
+	return &Client{conn: conn, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
+		clientName: opts.ClientName}, nil
+}
+
+// reuseDialer hands gRPC the connection Dial already checked, and dials the
+// same path again should gRPC reconnect.
+type reuseDialer struct {
+	mu     sync.Mutex
+	first  net.Conn
+	socket string
+}
+
+func (r *reuseDialer) dial(ctx context.Context, _ string) (net.Conn, error) {
+	r.mu.Lock()
+	c := r.first
+	r.first = nil
+	r.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", r.socket)
+}

@@ -1,0 +1,24 @@
+// Package client finds the wcache daemon of a GPU and attaches to it. It is
+// importable by third parties (engines written in Go, tools); the Python
+// client follows the same rules.
+//
+// Discovery answers "which daemon?" with the device's UUID, never a rank:
+// BySocket takes an explicit path, ByDeviceUUID derives it from a
+// paths.Layout, and ByOrdinal resolves the UUID of the GPU the caller
+// actually uses through a UUIDResolver at attach time.
+//
+// Before dialing, the socket path is checked with lstat:
+//
+//   - absent: ErrNoDaemon. This is the ONLY error after which a caller may
+//     fall back to loading from disk.
+//   - a symlink, not a socket, or owned by another user (unless allowed):
+//     *UnsafeSocketError, refused.
+//   - connection refused: *DaemonDeadError (a daemon crashed and left its
+//     socket behind; `wcache cleanup` removes it). Never a silent fallback.
+//
+// Attach sends the caller's CacheConfig; a mismatch is a
+// *cacheconfig.MismatchError listing every differing field. On a match the
+// Attachment holds the manifest and the Lease: the daemon keeps the weights
+// while the lease is open; Close releases it, Done fires when the daemon
+// goes away, Notices delivers KIND_DRAINING notices.
+package client

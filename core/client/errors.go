@@ -1,0 +1,61 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoDaemon: no socket exists at the daemon's path. It is the only error
+// after which a caller may fall back to loading weights from disk.
+var ErrNoDaemon = errors.New("no wcache daemon")
+
+// ErrUnsafeSocket is matched by every *UnsafeSocketError.
+var ErrUnsafeSocket = errors.New("refusing unsafe daemon socket")
+
+// ErrDaemonDead is matched by every *DaemonDeadError.
+var ErrDaemonDead = errors.New("daemon socket exists but nobody listens")
+
+// ErrBadManifest: the daemon sent a manifest that does not hold together
+// (a tensor outside its handle, an unknown handle index).
+var ErrBadManifest = errors.New("malformed manifest")
+
+// NoDaemonError wraps ErrNoDaemon with the path that was looked up.
+type NoDaemonError struct {
+	Socket     string
+	DeviceUUID string // "" when discovery used an explicit socket path
+}
+
+func (e *NoDaemonError) Error() string {
+	if e.DeviceUUID != "" {
+		return fmt.Sprintf("no wcache daemon for device %s: %s does not exist", e.DeviceUUID, e.Socket)
+	}
+	return fmt.Sprintf("no wcache daemon: %s does not exist", e.Socket)
+}
+
+func (e *NoDaemonError) Unwrap() error { return ErrNoDaemon }
+
+// UnsafeSocketError: the socket path exists but must not be trusted.
+type UnsafeSocketError struct {
+	Socket string
+	Reason string // "is a symlink", "is a regular file, not a socket", ...
+}
+
+func (e *UnsafeSocketError) Error() string {
+	return fmt.Sprintf("refusing daemon socket %s: it %s", e.Socket, e.Reason)
+}
+
+func (e *UnsafeSocketError) Unwrap() error { return ErrUnsafeSocket }
+
+// DaemonDeadError: the socket exists but the connection was refused: the
+// daemon crashed (or is being killed) and left a stale socket.
+type DaemonDeadError struct {
+	Socket string
+	Err    error
+}
+
+func (e *DaemonDeadError) Error() string {
+	return fmt.Sprintf("daemon socket %s exists but the connection was refused (%v): the daemon died; "+
+		"remove its stale files with `wcache cleanup`", e.Socket, e.Err)
+}
+
+func (e *DaemonDeadError) Unwrap() []error { return []error{ErrDaemonDead, e.Err} }
