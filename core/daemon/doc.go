@@ -1,0 +1,32 @@
+// Package daemon is one GPU's wcache daemon as a library; `wcache serve` is
+// a thin command around it.
+//
+// Start resolves the device's UUID through the backend plugin (and validates
+// it before it names any file), opens and plans the checkpoint, takes the
+// device's identity lock (cleaning stale files, or taking over a live daemon
+// with Force), allocates a few large arenas, has the plugin load them from
+// the files and export one handle per arena, builds the manifest once,
+// listens on the device's Unix socket (bound in a private directory,
+// mode 0600) and only then writes the ready file. Run serves the daemon.v1
+// gRPC protocol to many clients at once until it is stopped:
+//
+//   - Attach compares the client's CacheConfig with the daemon's; a mismatch
+//     is FAILED_PRECONDITION with a ConfigMismatch detail listing every
+//     differing field. On a match the first message is the prebuilt
+//     manifest and the open stream is the client's lease.
+//   - Stop drains (a KIND_DRAINING notice to every lease, then a bounded
+//     wait) or, with force, ends every lease at once. A drain that times out
+//     fails with FAILED_PRECONDITION naming the live leases and the daemon
+//     keeps serving.
+//   - Every connection's peer credentials (SO_PEERCRED) are checked: the
+//     daemon's own uid by default, more only through AllowUIDs/AllowGIDs.
+//
+// Cancelling Run's context (SIGTERM in the serve command) drains for
+// DrainTimeout and then stops anyway. If the plugin process exits, the device
+// memory it held is gone: every lease ends with UNAVAILABLE "backend plugin
+// exited: …", the daemon removes its files and Run returns an error.
+//
+// Shutdown order: stop accepting new leases, notify leases, wait, end what
+// is left, stop the gRPC server, remove the ready file and the socket, free
+// the allocations, close the plugin, release the lock.
+package daemon

@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/plugins/mock/mockbackend"
+	"github.com/wcache/wcache/sdk"
+)
+
+// testPlugin is an in-process mock backend with a process life the test
+// controls: crash closes Exited as a dying plugin process would.
+type testPlugin struct {
+	b      *mockbackend.Backend
+	exited chan struct{}
+	once   sync.Once
+	err    error
+	closed chan struct{}
+}
+
+func (p *testPlugin) Backend() sdk.Backend    { return p.b }
+func (p *testPlugin) Exited() <-chan struct{} { return p.exited }
+func (p *testPlugin) ExitError() error        { return p.err }
+
+func (p *testPlugin) Close() error {
+	err := p.b.Close()
+	p.once.Do(func() {
+		p.err = errors.New("closed")
+		close(p.exited)
+		close(p.closed)
+	})
+	return err
+}
+
+// crash simulates the plugin process dying.
+func (p *testPlugin) crash(why string) {
+	p.once.Do(func() {
+		p.err = errors.New(why)
+		close(p.exited)
+	})
+}
+
+// fixture is one test's world: a short private directory, a layout inside
+// it, a generated checkpoint and a mock backend of two devices.
+type fixture struct {
+	t      *testing.T
+	dir    string
+	layout paths.Layout
+	model  *safetensorstest.Result
+	shm    string
+	uuids  []string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	layout, err := paths.NewLayout(paths.Options{
+		SocketTemplate: filepath.Join(dir, "{device_uuid}.sock"),
+		ReadyTemplate:  filepath.Join(dir, "{device_uuid}.ready"),
+		Getenv:         func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := safetensorstest.GenerateCheckpoint(filepath.Join(dir, "model"), safetensorstest.GenOptions{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, dir: dir, layout: layout, model: model, shm: filepath.Join(dir, "shm"),
+		uuids: []string{"GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-7777-8888-9999-000000000000"}}
+}
+
+func (f *fixture) plugin(faults mockbackend.Faults) *testPlugin {
+	f.t.Helper()
+	b, err := mockbackend.New(mockbackend.Config{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm, Faults: faults}, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &testPlugin{b: b, exited: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (f *fixture) options(gpu int) Options {
+	return Options{GPU: gpu, Model: f.model.Dir, Config: cacheconfig.Default(), Layout: f.layout,
+		DrainTimeout: 2 * time.Second}
+}
+
+// running is a daemon whose Run goroutine the test watches.
+type running struct {
+	d      *Daemon
+	p      *testPlugin
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // Run's result, once done is closed
+}
+
+// start starts a daemon on gpu with options edited by edit and runs it.
+func (f *fixture) start(gpu int, edit func(*Options)) *running {
+	f.t.Helper()
+	p := f.plugin(mockbackend.NoFaults())
+	o := f.options(gpu)
+	if edit != nil {
+		edit(&o)
+	}
+	d, err := Start(context.Background(), p, o)
+	if err != nil {
+		f.t.Fatalf("start: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{d: d, p: p, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = d.Run(ctx)
+		close(r.done)
+	}()
+	f.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			f.t.Error("daemon did not stop")
+		}
+	})
+	return r
+}
+
+// wait waits for Run to return.
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon did not stop within 10s")
+		return nil
+	}
+}
+
+// attach attaches to the daemon of r with its own config.
+func (r *running) attach(t *testing.T, edit func(*cacheconfig.Config)) (*client.Attachment, error) {
+	t.Helper()
+	cfg := r.d.Info().Config
+	if edit != nil {
+		edit(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return client.Attach(ctx, client.BySocket(r.d.Info().Paths.Socket), cfg, client.Options{ClientName: t.Name()})
+}
+
+func (r *running) mustAttach(t *testing.T) *client.Attachment {
+	t.Helper()
+	a, err := r.attach(t, nil)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	t.Cleanup(func() { a.Lease.Close() })
+	return a
+}
+
+// dial connects a client to r.
+func (r *running) dial(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), client.BySocket(r.d.Info().Paths.Socket), client.Options{})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func assertGone(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists (%v)", p, err)
+		}
+	}
+}
+
+func mustTemplate(t *testing.T, text string) paths.Template {
+	t.Helper()
+	tmpl, err := paths.ParseTemplate("test", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+// safetensorsGenerate writes a pre-sharded checkpoint of tp ranks.
+func safetensorsGenerate(dir string, tp int) (*safetensorstest.Result, error) {
+	return safetensorstest.GenerateCheckpoint(dir, safetensorstest.GenOptions{TPSize: tp, Shards: 2})
+}

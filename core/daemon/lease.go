@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+)
+
+// state is the daemon's serving state.
+type state int
+
+const (
+	stateServing  state = iota // attaches accepted
+	stateDraining              // a drain is waiting for leases; attaches refused
+	stateStopping              // shutting down; attaches refused, leases ended
+)
+
+func (s state) String() string {
+	switch s {
+	case stateServing:
+		return "serving"
+	case stateDraining:
+		return "draining"
+	default:
+		return "stopping"
+	}
+}
+
+// lease is one attached client: an open Attach stream.
+type lease struct {
+	id         uint64
+	peer       PeerInfo
+	clientName string
+	since      time.Time
+
+	// notices carries notices to the lease's stream (buffered; a notice
+	// that finds the buffer full is dropped, the client already has one).
+	notices chan *daemonv1.Notice
+	// ended is closed when the daemon ends the lease; endErr says why.
+	ended  chan struct{}
+	endErr error
+	// noticed is true once the current drain notified this lease
+	// (guarded by registry.mu).
+	noticed bool
+}
+
+// registry holds the leases and the serving state.
+type registry struct {
+	mu       sync.Mutex
+	next     uint64
+	leases   map[uint64]*lease
+	state    state
+	drainers int
+	// changed is closed (and replaced) whenever a lease goes away or the
+	// state changes, waking waiters.
+	changed chan struct{}
+}
+
+func newRegistry() *registry {
+	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{})}
+}
+
+// broadcastLocked wakes every waiter. r.mu must be held.
+func (r *registry) broadcastLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// add registers a new lease, unless the daemon is draining or stopping (the
+// state is returned then, with a nil lease).
+func (r *registry) add(p PeerInfo, clientName string, now time.Time) (*lease, state) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != stateServing {
+		return nil, r.state
+	}
+	r.next++
+	l := &lease{id: r.next, peer: p, clientName: clientName, since: now,
+		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{})}
+	r.leases[l.id] = l
+	return l, stateServing
+}
+
+// remove forgets a lease (its stream ended).
+func (r *registry) remove(l *lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.leases[l.id]; ok {
+		delete(r.leases, l.id)
+		r.broadcastLocked()
+	}
+}
+
+// list returns the leases ordered by id.
+func (r *registry) list() []*lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*lease, 0, len(r.leases))
+	for _, l := range r.leases {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// currentState is the serving state.
+func (r *registry) currentState() state {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+// beginDrain enters the draining state (unless stopping) and sends notice
+// to every lease the drain has not notified yet. It reports false when the
+// daemon is already stopping.
+func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == stateStopping {
+		return false
+	}
+	r.drainers++
+	if r.state != stateDraining {
+		r.state = stateDraining
+		r.broadcastLocked()
+	}
+	for _, l := range r.leases {
+		if l.noticed {
+			continue
+		}
+		l.noticed = true
+		select {
+		case l.notices <- notice:
+		default:
+		}
+	}
+	return true
+}
+
+// endDrain ends one drain. When the last drain gave up (the daemon keeps
+// serving), attaches are accepted again and a later drain notifies again.
+func (r *registry) endDrain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drainers--
+	if r.drainers == 0 && r.state == stateDraining {
+		r.state = stateServing
+		for _, l := range r.leases {
+			l.noticed = false
+		}
+		r.broadcastLocked()
+	}
+}
+
+// stop enters the stopping state and ends every lease with err. It returns
+// the number of leases it ended.
+func (r *registry) stop(err error) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != stateStopping {
+		r.state = stateStopping
+		r.broadcastLocked()
+	}
+	n := 0
+	for _, l := range r.leases {
+		select {
+		case <-l.ended:
+		default:
+			l.endErr = err
+			close(l.ended)
+			n++
+		}
+	}
+	return n
+}
+
+// waitEmpty waits until no lease is left (true), the daemon is stopping
+// (true: someone else forced it), or ctx ends (false).
+func (r *registry) waitEmpty(ctx context.Context) bool {
+	for {
+		r.mu.Lock()
+		if len(r.leases) == 0 || r.state == stateStopping {
+			r.mu.Unlock()
+			return true
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

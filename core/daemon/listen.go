@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/wcache/wcache/core/paths"
+)
+
+// listenUnix listens on a Unix socket at path whose file is mode 0600 from
+// the moment it is visible. The socket is bound inside a fresh 0700
+// directory next to path, chmod-ed to 0600 there, then renamed into place,
+// so that no process-wide umask change is needed and no other user can
+// connect during a window in which the file has a wider mode.
+//
+// The caller must hold the device's identity lock: an existing socket file
+// at path is stale then and is replaced; any other kind of file at path is
+// refused rather than clobbered. The returned listener does not unlink the
+// path on Close; the daemon removes it itself at shutdown.
+func listenUnix(path string) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != fs.ModeSocket {
+		return nil, fmt.Errorf("socket path %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
+	}
+	tmpDir, err := os.MkdirTemp(filepath.Dir(path), ".wcb")
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: private bind directory: %w", path, err)
+	}
+	defer os.Remove(tmpDir)
+	tmp := filepath.Join(tmpDir, "s")
+	if err := paths.CheckSocketPath(tmp); err != nil {
+		return nil, fmt.Errorf("listen on %s: temporary bind path: %w", path, err)
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	l.SetUnlinkOnClose(false)
+	fail := func(err error) (*net.UnixListener, error) {
+		l.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	return l, nil
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/sdk"
+)
+
+// Plugin is what the daemon needs of a started backend: the backend itself
+// and its process's life. *pluginhost.Plugin implements it; tests pass an
+// in-process backend with a channel they close to simulate a crash.
+type Plugin interface {
+	// Backend is the device backend.
+	Backend() sdk.Backend
+	// Exited is closed when the backend process has exited.
+	Exited() <-chan struct{}
+	// ExitError explains the exit once Exited is closed.
+	ExitError() error
+	// Close ends the backend process; device memory it held is released.
+	Close() error
+}
+
+// Defaults of Options.
+const (
+	DefaultDrainTimeout     = 30 * time.Second
+	DefaultKeepaliveTime    = 10 * time.Second
+	DefaultKeepaliveTimeout = 5 * time.Second
+	// DefaultFreeTimeout bounds freeing the allocations at shutdown.
+	DefaultFreeTimeout = 30 * time.Second
+	// MaxStopTimeout caps the drain timeout a Stop request may ask for.
+	MaxStopTimeout = 10 * time.Minute
+	// gracefulStopTimeout bounds waiting for in-flight RPCs at shutdown
+	// before connections are closed.
+	gracefulStopTimeout = 5 * time.Second
+	// connectionTimeout bounds a new connection's handshake.
+	connectionTimeout = 5 * time.Second
+	// maxRecvMsgSize bounds a request: requests carry a config, not data.
+	maxRecvMsgSize = 1 << 20
+)
+
+// Options configure a daemon. GPU, Model and Layout are required.
+type Options struct {
+	// GPU is the device ordinal as this process (and the plugin it started)
+	// sees it: CUDA_VISIBLE_DEVICES and friends apply.
+	GPU int
+	// Model is the checkpoint directory.
+	Model string
+	// ShardPattern, when set, selects pre-sharded per-rank files inside
+	// Model (plan.ShardFiles), e.g. "model-rank-{tp_rank}-part-*.safetensors",
+	// expanded with Config's ranks. Empty: the whole checkpoint
+	// (model.safetensors.index.json honoured).
+	ShardPattern string
+	// Config is the identity of what the daemon holds. The daemon fills in
+	// CheckpointDigest (always, from the files it loads), Model (when empty:
+	// the cleaned Model path), DeviceCapability (when empty: the backend's
+	// capability of the device) and ProtocolVersion (when 0).
+	Config cacheconfig.Config
+	// Layout names the daemon's files from its device UUID.
+	Layout paths.Layout
+	// Plan tunes the arena plan (zero: 16 GiB arenas, 4096-byte alignment).
+	Plan plan.Options
+
+	// Force takes over a live daemon of the same device (TERM, grace, KILL)
+	// instead of refusing with *daemonfile.LiveDaemonError.
+	Force bool
+	// TakeoverGrace and TakeoverWait tune the takeover (daemonfile
+	// defaults when zero: 10 s and 30 s).
+	TakeoverGrace, TakeoverWait time.Duration
+
+	// DrainTimeout is how long a Stop without an explicit timeout, and a
+	// cancelled Run, wait for leases (default 30 s).
+	DrainTimeout time.Duration
+	// AllowUIDs and AllowGIDs widen who may connect: by default only peers
+	// running as the daemon's own effective uid. Root is not implicitly
+	// allowed (unless the daemon itself runs as root).
+	AllowUIDs, AllowGIDs []uint32
+
+	// Progress, when set, receives load progress over all allocations
+	// (bytes done, bytes total). It is called from the loading goroutine.
+	Progress func(done, total uint64)
+	// Logger receives the daemon's log lines (nil: discarded).
+	Logger hclog.Logger
+
+	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client
+	// connection after KeepaliveTime and closes it (ending its lease) when
+	// the ping is not answered within KeepaliveTimeout, so a dead or stopped
+	// client cannot hold a lease forever (defaults 10 s and 5 s).
+	KeepaliveTime, KeepaliveTimeout time.Duration
+}
+
+// withDefaults fills zero fields and checks required ones.
+func (o Options) withDefaults() (Options, error) {
+	if o.Model == "" {
+		return o, fmt.Errorf("daemon: no model directory")
+	}
+	if o.GPU < 0 {
+		return o, fmt.Errorf("daemon: GPU ordinal %d is negative", o.GPU)
+	}
+	if o.Layout.Socket.IsZero() || o.Layout.Ready.IsZero() {
+		return o, fmt.Errorf("daemon: no path layout")
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.KeepaliveTime <= 0 {
+		o.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if o.KeepaliveTimeout <= 0 {
+		o.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return o, nil
+}

@@ -1,0 +1,154 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/internal/version"
+)
+
+// maxClientNameLen bounds the client name a lease records.
+const maxClientNameLen = 256
+
+// LeaseInfo describes one attached client.
+type LeaseInfo struct {
+	ID         uint64
+	PID        int32
+	UID        uint32
+	ClientName string
+	Since      time.Time
+}
+
+func (l LeaseInfo) String() string {
+	name := l.ClientName
+	if name == "" {
+		name = "unnamed"
+	}
+	return fmt.Sprintf("lease %d (pid %d, uid %d, %s)", l.ID, l.PID, l.UID, name)
+}
+
+// Leases lists the attached clients, oldest first.
+func (d *Daemon) Leases() []LeaseInfo { return d.leaseInfos() }
+
+func (d *Daemon) leaseInfos() []LeaseInfo {
+	ls := d.reg.list()
+	out := make([]LeaseInfo, len(ls))
+	for i, l := range ls {
+		out[i] = LeaseInfo{ID: l.id, PID: l.peer.PID, UID: l.peer.UID, ClientName: l.clientName, Since: l.since}
+	}
+	return out
+}
+
+// service implements daemonv1.DaemonServer.
+type service struct {
+	daemonv1.UnimplementedDaemonServer
+	d *Daemon
+}
+
+// Status describes the daemon.
+func (s *service) Status(context.Context, *daemonv1.StatusRequest) (*daemonv1.StatusResponse, error) {
+	d := s.d
+	resp := &daemonv1.StatusResponse{
+		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
+		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
+		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
+		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: version.ProtocolVersion,
+		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
+	}
+	for _, l := range d.leaseInfos() {
+		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
+			ClientName: l.ClientName, SinceUnixMs: l.Since.UnixMilli()})
+	}
+	return resp, nil
+}
+
+// openFDs counts this process's open descriptors (0 when unknown).
+func openFDs() int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(entries) - 1 // the directory being read
+}
+
+// Attach checks the config, sends the manifest and holds the lease until the
+// stream ends.
+func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_AttachServer) error {
+	d := s.d
+	ctx := stream.Context()
+	if req.GetConfig() == nil {
+		return status.Error(codes.InvalidArgument, "attach request carries no config")
+	}
+	if diffs := cacheconfig.Compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
+		return mismatchStatus(diffs)
+	}
+	p, _ := peerFrom(ctx)
+	name := req.GetClientName()
+	if len(name) > maxClientNameLen {
+		name = name[:maxClientNameLen]
+	}
+	l, st := d.reg.add(p, name, time.Now())
+	if l == nil {
+		return status.Errorf(codes.Unavailable, "daemon of %s is %s and accepts no new lease", d.info.DeviceUUID, st)
+	}
+	defer d.reg.remove(l)
+	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
+	if err := stream.Send(d.manifest.forLease(l.id)); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Debug("lease ends", "lease", l.id)
+			return status.FromContextError(ctx.Err()).Err()
+		case <-l.ended:
+			return l.endErr
+		case n := <-l.notices:
+			if err := stream.Send(&daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Notice{Notice: n}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// mismatchStatus is FAILED_PRECONDITION with a ConfigMismatch detail.
+func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
+	msg := (&cacheconfig.MismatchError{Diffs: diffs}).Error()
+	st := status.New(codes.FailedPrecondition, msg)
+	detail := &daemonv1.ConfigMismatch{}
+	for _, df := range diffs {
+		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client})
+	}
+	withDetail, err := st.WithDetails(detail)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetail.Err()
+}
+
+// Stop drains or forces, as Daemon.Stop.
+func (s *service) Stop(ctx context.Context, req *daemonv1.StopRequest) (*daemonv1.StopResponse, error) {
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout > MaxStopTimeout {
+		timeout = MaxStopTimeout
+	}
+	n, err := s.d.Stop(ctx, req.GetForce(), timeout)
+	var dte *DrainTimeoutError
+	switch {
+	case errors.As(err, &dte):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &daemonv1.StopResponse{LeasesAtStop: uint32(n)}, nil
+}
