@@ -16,6 +16,7 @@ import wcache
 from fake_daemon import FakeDaemon
 from wcache import DaemonError, IncompatibleConfigError, ProtocolError, WcacheError, pb
 
+CFG = wcache.CacheConfig(model="/m")
 UUID = "GPU-fake-0"
 
 
@@ -56,7 +57,7 @@ def test_mismatch_trailer_becomes_incompatible_config_error(setup):
     diffs = [("tp_size", "2", "1"), ("checkpoint_digest", "sha256:aa", "sha256:bb")]
     with FakeDaemon(sock, manifest, mismatch=diffs):
         with pytest.raises(IncompatibleConfigError) as e:
-            wcache.attach(wcache.CacheConfig(), socket=sock)
+            wcache.attach(CFG, socket=sock)
     assert e.value.diffs == [wcache.FieldDiff(*d) for d in diffs]
     assert e.value.diffs[0].field == "tp_size" and e.value.diffs[0].daemon == "2"
     assert "tp_size: daemon='2' client='1'" in str(e.value)
@@ -72,7 +73,7 @@ def test_draining_notice_and_daemon_gone_callbacks(setup):
         fired.set()
 
     with FakeDaemon(sock, manifest) as d:
-        att = wcache.attach(wcache.CacheConfig(), socket=sock, on_notice=notices.append, on_daemon_gone=on_gone)
+        att = wcache.attach(CFG, socket=sock, on_notice=notices.append, on_daemon_gone=on_gone)
         d.notice(pb.NOTICE_KIND_DRAINING, "stopping", 1234)
         assert att.draining.wait(5)
         assert notices[0].kind == wcache.NOTICE_DRAINING and notices[0].deadline_unix_ms == 1234
@@ -88,7 +89,7 @@ def test_daemon_killed_mid_lease_fires_on_daemon_gone(setup):
     fired = threading.Event()
     got = []
     d = FakeDaemon(sock, manifest).__enter__()
-    att = wcache.attach(wcache.CacheConfig(), socket=sock, on_daemon_gone=lambda g: (got.append(g), fired.set()))
+    att = wcache.attach(CFG, socket=sock, on_daemon_gone=lambda g: (got.append(g), fired.set()))
     d.end_lease(grpc.StatusCode.UNAVAILABLE, "shutting down")
     assert fired.wait(5)
     assert got[0].code == grpc.StatusCode.UNAVAILABLE and got[0].details == "shutting down"
@@ -103,7 +104,7 @@ def test_a_raising_callback_does_not_break_the_lease_thread(setup):
         raise RuntimeError("boom")
 
     with FakeDaemon(sock, manifest) as d:
-        att = wcache.attach(wcache.CacheConfig(), socket=sock, on_notice=bad, on_daemon_gone=bad)
+        att = wcache.attach(CFG, socket=sock, on_notice=bad, on_daemon_gone=bad)
         d.notice(pb.NOTICE_KIND_DRAINING)
         d.end_lease()
         assert att.wait_gone(5)
@@ -113,21 +114,21 @@ def test_daemon_serving_another_gpu_is_refused(setup):
     sock, manifest, _ = setup
     with FakeDaemon(sock, manifest):
         with pytest.raises(ProtocolError, match="serves device 'GPU-fake-0', not 'GPU-other'"):
-            wcache.attach(wcache.CacheConfig(), socket=sock, device_uuid="GPU-other")
+            wcache.attach(CFG, socket=sock, device_uuid="GPU-other")
 
 
 def test_first_message_must_be_a_manifest(setup):
     sock, manifest, _ = setup
     with FakeDaemon(sock, manifest, first_event=pb.AttachEvent(notice=pb.Notice(kind=1))):
         with pytest.raises(ProtocolError, match="instead of a manifest"):
-            wcache.attach(wcache.CacheConfig(), socket=sock)
+            wcache.attach(CFG, socket=sock)
 
 
 def test_manifest_timeout(setup):
     sock, manifest, _ = setup
     with FakeDaemon(sock, manifest, manifest_delay=2.0):
         with pytest.raises(WcacheError, match="no manifest within 0.3s"):
-            wcache.attach(wcache.CacheConfig(), socket=sock, timeout=0.3)
+            wcache.attach(CFG, socket=sock, timeout=0.3)
 
 
 def test_status_and_unknown_method_errors(setup):

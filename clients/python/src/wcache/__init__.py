@@ -16,7 +16,8 @@ See docs/python-client.md.
 
 from . import pb
 from .client import Attachment, DaemonGone, attach, default_client_name, status
-from .config import PROTOCOL_VERSION, CacheConfig
+from .checkpoint import checkpoint_digest
+from .config import PROTOCOL_VERSION, CacheConfig, InvalidConfigError
 from .device import canonical_device_uuid, device_index_for_uuid, device_uuid
 from .errors import (
     CheckpointError,
@@ -41,9 +42,9 @@ NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
 __all__ = [
     "Attachment", "CacheConfig", "CheckpointError", "DaemonDeadError", "DaemonError", "DaemonGone",
-    "FieldDiff", "IncompatibleConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
+    "FieldDiff", "IncompatibleConfigError", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
-    "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "default_client_name",
+    "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
     "default_dir", "device_index_for_uuid", "device_uuid", "parse_template", "pb", "status",
     "validate_device_uuid",
 ]

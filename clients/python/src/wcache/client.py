@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
 import grpc
 
@@ -42,10 +42,17 @@ log = logging.getLogger("wcache")
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 # Channel options: manifests of very large checkpoints exceed gRPC's 4 MiB
-# default receive limit; a Unix socket needs no retries or proxies.
+# default receive limit (256 MiB, like the Go client); a Unix socket needs no
+# retries or proxies. Keepalive pings (every 10 s, 5 s to answer, also on an
+# idle lease) detect a hung daemon; they respect the daemon's enforcement
+# policy (no more often than every 5 s), as the Go client's do.
 _CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", 256 << 20),
+    ("grpc.max_send_message_length", 256 << 20),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
     ("grpc.enable_retries", 0),
     ("grpc.enable_http_proxy", 0),
     ("grpc.default_authority", "localhost"),
@@ -75,10 +82,12 @@ def _channel(path: str) -> grpc.Channel:
 
 
 def _config_message(config: Union[CacheConfig, "pb.CacheConfig"]):
-    if isinstance(config, CacheConfig):
-        return config.to_proto()
+    """The wire message of config, validated (InvalidConfigError) before it is sent."""
     if isinstance(config, pb.CacheConfig):
-        return config
+        config = CacheConfig.from_proto(config)
+    if isinstance(config, CacheConfig):
+        config.validate()
+        return config.to_proto()
     raise TypeError(f"config must be a wcache.CacheConfig or wcache.pb.CacheConfig, not {type(config).__name__}")
 
 
@@ -256,7 +265,8 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            client_name: Optional[str] = None,
            on_daemon_gone: Optional[Callable[[DaemonGone], None]] = None,
            on_notice: Optional[Callable[[object], None]] = None,
-           timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None) -> Attachment:
+           timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
+           allow_owners: Iterable[int] = ()) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -269,9 +279,11 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     on_notice(wcache.pb.Notice): e.g. KIND_DRAINING with a deadline.
     timeout: seconds to wait for the manifest. library: "auto", "torch" or
     "numpy" for tensors(). getenv: a mapping or function replacing os.environ
-    for the templates.
+    for the templates. allow_owners: socket owner uids accepted besides our
+    own (a daemon run by a service account).
 
-    Raises NoDaemonError (no socket: load from disk), UnsafeSocketError,
+    Raises InvalidConfigError (config fails CacheConfig.validate, before
+    any connection), NoDaemonError (no socket: load from disk), UnsafeSocketError,
     DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError (other
     RPC errors), ProtocolError (unusable answer, or a daemon serving another
     GPU than the one asked for), and TemplateError / InvalidUUIDError /
@@ -280,7 +292,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     request = pb.AttachRequest(config=_config_message(config),
                                client_name=client_name if client_name is not None else default_client_name())
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
-    check_socket(target)
+    check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
 
     channel = _channel(target.socket)
@@ -326,13 +338,14 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
 
 
 def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
-           device_index: Optional[int] = None, timeout: float = 10.0, getenv: Getenv = None):
+           device_index: Optional[int] = None, timeout: float = 10.0, getenv: Getenv = None,
+           allow_owners: Iterable[int] = ()):
     """Ask a daemon for its status (wcache.pb.StatusResponse).
 
     Discovery and errors as attach(); an RPC error is a DaemonError.
     """
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
-    check_socket(target)
+    check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
     with _channel(target.socket) as channel:
         rpc = channel.unary_unary(pb.METHOD_STATUS,

@@ -1,12 +1,20 @@
-"""CacheConfig: the identity of the weights a client expects (and a daemon holds)."""
+"""CacheConfig: the identity of the weights a client expects (and a daemon holds).
+
+The same type, defaults, validation and canonical digest as the Go package
+core/cacheconfig (docs/cacheconfig.md); core/cacheconfig/testdata/vectors.json
+holds vectors both implementations are tested against.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 from dataclasses import dataclass, field
-from typing import Dict
+from typing import Dict, List, Tuple
 
 from . import pb
+from .errors import WcacheError
 
 PROTOCOL_VERSION = 1
 
@@ -15,6 +23,31 @@ STRING_FIELDS = ("model", "checkpoint_digest", "model_arch", "revision", "dtype"
                  "quantization_config_digest")
 UINT_FIELDS = ("tp_size", "tp_rank", "pp_size", "pp_rank", "dp_size", "dp_rank", "ep_size", "ep_rank")
 TAIL_STRING_FIELDS = ("engine_name", "engine_version", "device_capability")
+EXTRA_PREFIX = "extra."
+DIGEST_PREFIX = "sha256:"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class InvalidConfigError(WcacheError, ValueError):
+    """A CacheConfig that cannot be sent: ``problems`` lists every
+    (field, reason), with proto field names as core/cacheconfig.Validate."""
+
+    def __init__(self, problems: List[Tuple[str, str]]):
+        self.problems = list(problems)
+        super().__init__("; ".join(f"cache config: {f}: {r}" for f, r in self.problems))
+
+
+def _utf8_ok(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return False
+    return True
+
+
+def _len_prefixed(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return str(len(b)).encode() + b":" + b
 
 
 @dataclass
@@ -50,29 +83,87 @@ class CacheConfig:
     device_capability: str = ""
     protocol_version: int = PROTOCOL_VERSION
 
-    def validate(self) -> None:
-        """Raise ValueError when a field has the wrong type or range:
-        strings are str, sizes are 1..2^32-1, ranks < size, extra maps str → str."""
+    def _check_types(self) -> None:
+        """Raise InvalidConfigError when a field cannot be encoded at all:
+        strings must be str, integers int in [0, 2^32), extra a str → str dict."""
+        problems = []
         for name in STRING_FIELDS + TAIL_STRING_FIELDS:
             if not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a str, not {type(getattr(self, name)).__name__}")
+                problems.append((name, f"must be a str, not {type(getattr(self, name)).__name__}"))
         for name in UINT_FIELDS + ("protocol_version",):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32:
-                raise ValueError(f"{name} must be an int in [0, 2^32), not {v!r}")
-        for axis in ("tp", "pp", "dp", "ep"):
-            size, rank = getattr(self, axis + "_size"), getattr(self, axis + "_rank")
-            if size < 1:
-                raise ValueError(f"{axis}_size must be at least 1, not {size}")
-            if rank >= size:
-                raise ValueError(f"{axis}_rank {rank} must be less than {axis}_size {size}")
+                problems.append((name, f"must be an int in [0, 2^32), not {v!r}"))
         if not isinstance(self.extra, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.extra.items()):
-            raise ValueError("extra must map str to str")
+            problems.append(("extra", "must be a dict of str to str"))
+        if problems:
+            raise InvalidConfigError(problems)
+
+    def validate(self) -> None:
+        """Check the config as core/cacheconfig.Validate does and raise
+        InvalidConfigError listing every problem:
+
+        * model or checkpoint_digest must be set;
+        * checkpoint_digest, when set, is "sha256:" + 64 lowercase hex digits;
+        * tp/pp/dp/ep sizes are at least 1 and each rank is below its size;
+        * protocol_version is at least 1;
+        * every string is valid UTF-8 and no extra key is empty.
+
+        Type errors (a str where an int belongs, …) are reported first, alone.
+        """
+        self._check_types()
+        problems: List[Tuple[str, str]] = []
+        if not self.model and not self.checkpoint_digest:
+            problems.append(("model", "neither model nor checkpoint_digest is set"))
+        if self.checkpoint_digest and not _DIGEST.match(self.checkpoint_digest):
+            problems.append(("checkpoint_digest",
+                             f'{self.checkpoint_digest!r} is not "sha256:" followed by 64 lowercase hex digits'))
+        for axis in ("tp", "pp", "dp", "ep"):
+            size, rank = getattr(self, axis + "_size"), getattr(self, axis + "_rank")
+            if size == 0:
+                problems.append((f"{axis}_size", "must be at least 1"))
+            elif rank >= size:
+                problems.append((f"{axis}_rank", f"{rank} is not below {axis}_size {size}"))
+        if self.protocol_version == 0:
+            problems.append(("protocol_version", "must be at least 1"))
+        for name, value in self._fields():
+            if not _utf8_ok(name):
+                problems.append((name.encode("utf-8", "replace").decode(), "key is not valid UTF-8"))
+            elif not _utf8_ok(value):
+                problems.append((name, "value is not valid UTF-8"))
+        if "" in self.extra:
+            problems.append((EXTRA_PREFIX, "extra key is empty"))
+        if problems:
+            raise InvalidConfigError(problems)
+
+    def _fields(self) -> List[Tuple[str, str]]:
+        """Every field with its canonical value (decimal integers, raw
+        strings), extra entries as "extra.<key>", sorted by name in UTF-8
+        byte order."""
+        out = [(name, getattr(self, name)) for name in STRING_FIELDS]
+        out += [(name, str(getattr(self, name))) for name in UINT_FIELDS]
+        out += [(name, getattr(self, name)) for name in TAIL_STRING_FIELDS]
+        out.append(("protocol_version", str(self.protocol_version)))
+        out += [(EXTRA_PREFIX + k, v) for k, v in self.extra.items()]
+        out.sort(key=lambda f: f[0].encode("utf-8", "surrogatepass"))
+        return out
+
+    def canonical(self) -> bytes:
+        """The canonical encoding (docs/cacheconfig.md): for every field, zero
+        values included, sorted by name, ``<len(name)>:<name><len(value)>:<value>``
+        with decimal byte lengths and UTF-8 strings, concatenated."""
+        self._check_types()
+        return b"".join(_len_prefixed(n) + _len_prefixed(v) for n, v in self._fields())
+
+    def digest(self) -> str:
+        """"sha256:" + lowercase hex SHA-256 of canonical(): equal digests mean
+        identical configs (compatibility is the daemon's field-by-field check)."""
+        return DIGEST_PREFIX + hashlib.sha256(self.canonical()).hexdigest()
 
     def to_proto(self):
-        """A wcache.pb.CacheConfig message with these fields."""
-        self.validate()
+        """A wcache.pb.CacheConfig message with these fields (types checked, not validated)."""
+        self._check_types()
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         return pb.CacheConfig(extra=dict(self.extra), **values)
 

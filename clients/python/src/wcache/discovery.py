@@ -11,9 +11,8 @@ Resolution order (the same as the Go client):
 Checks, all without following symlinks:
 
 * the socket path does not exist → NoDaemonError (the only fallback case);
-* it is a symlink, not a socket, or owned by another user → UnsafeSocketError;
-  when it lies in the default private directory, that directory must be a real
-  directory owned by us with no group/other permissions (UnsafeSocketError);
+* it is a symlink, not a socket, or owned by a uid other than ours (and not
+  in allow_owners) → UnsafeSocketError;
 * nobody accepts connections on it → DaemonDeadError;
 * any other failure (permission denied, bad template, …) is raised as is.
 """
@@ -26,7 +25,7 @@ import re
 import socket as socketlib
 import stat
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 from .device import device_uuid as read_device_uuid
 from .errors import DaemonDeadError, InvalidUUIDError, NoDaemonError, UnsafeSocketError, WcacheError
@@ -37,13 +36,12 @@ _BARE_HEX_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9
 
 @dataclass(frozen=True)
 class Target:
-    """Where to connect: the socket path, the device UUID it was derived from
-    (None when the caller gave only a socket path), and the default private
-    directory it lies in ("" for explicit paths and custom templates)."""
+    """Where to connect: the socket path, and the device UUID it was derived
+    from or that the caller named (None when the caller gave only a socket
+    path)."""
 
     socket: str
     device_uuid: Optional[str]
-    default_dir: str = ""
 
 
 def _current_device_index() -> int:
@@ -88,39 +86,17 @@ def resolve(socket: Optional[str] = None, device_uuid: Optional[str] = None,
         if not isinstance(socket, str) or not socket:
             raise ValueError("socket must be a non-empty path")
         return Target(socket=check_socket_path(socket), device_uuid=uuid)
-    layout = Layout.from_env(getenv=getenv)
-    paths = layout.for_device(uuid)
-    in_default_dir = bool(layout.dir) and os.path.dirname(paths.socket) == layout.dir
-    return Target(socket=paths.socket, device_uuid=uuid, default_dir=layout.dir if in_default_dir else "")
+    paths = Layout.from_env(getenv=getenv).for_device(uuid)
+    return Target(socket=paths.socket, device_uuid=uuid)
 
 
-def _check_private_dir(directory: str) -> bool:
-    """Verify the default private directory; False when it does not exist."""
-    try:
-        st = os.lstat(directory)
-    except FileNotFoundError:
-        return False
-    if stat.S_ISLNK(st.st_mode):
-        raise UnsafeSocketError(directory, "the wcache directory is a symbolic link")
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeSocketError(directory, "the wcache directory is not a directory")
-    if st.st_uid != os.geteuid():
-        raise UnsafeSocketError(directory, f"the wcache directory is owned by uid {st.st_uid}, not by uid "
-                                           f"{os.geteuid()} (us); another user could replace our sockets")
-    if st.st_mode & 0o077:
-        raise UnsafeSocketError(directory, f"the wcache directory has mode {stat.S_IMODE(st.st_mode):#o}; "
-                                           f"it must be accessible to its owner only (chmod 700 {directory})")
-    return True
-
-
-def check_socket(target: Target) -> None:
-    """lstat the socket path and refuse anything but our own socket.
+def check_socket(target: Target, allow_owners: Iterable[int] = ()) -> None:
+    """lstat the socket path and refuse anything but a socket owned by us (or
+    by a uid in allow_owners, e.g. a daemon's service account).
 
     Raises NoDaemonError (absent), UnsafeSocketError (symlink, not a socket,
-    other owner, unsafe default directory) or WcacheError (lstat failed).
+    other owner) or WcacheError (lstat failed, e.g. permission denied).
     """
-    if target.default_dir and not _check_private_dir(target.default_dir):
-        raise NoDaemonError(target.socket, target.device_uuid)
     try:
         st = os.lstat(target.socket)
     except FileNotFoundError:
@@ -131,8 +107,8 @@ def check_socket(target: Target) -> None:
         raise UnsafeSocketError(target.socket, "it is a symbolic link")
     if not stat.S_ISSOCK(st.st_mode):
         raise UnsafeSocketError(target.socket, f"it is not a socket ({_kind(st.st_mode)})")
-    if st.st_uid != os.geteuid():
-        raise UnsafeSocketError(target.socket, f"it is owned by uid {st.st_uid}, not by uid {os.geteuid()} (us)")
+    if st.st_uid != os.geteuid() and st.st_uid not in set(allow_owners):
+        raise UnsafeSocketError(target.socket, f"it is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
 
 
 def _kind(mode: int) -> str:

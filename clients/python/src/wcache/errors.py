@@ -31,9 +31,8 @@ class NoDaemonError(WcacheError):
 class UnsafeSocketError(WcacheError):
     """The socket path exists but must not be trusted.
 
-    Raised when it is a symbolic link, not a socket, or owned by another user,
-    and when the default private directory holding it is a symlink, not a
-    directory, owned by another user or accessible to group or others.
+    Raised when it is a symbolic link, not a socket, or owned by another user
+    (one not listed in allow_owners).
     """
 
     def __init__(self, path: str, reason: str):
