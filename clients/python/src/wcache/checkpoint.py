@@ -29,7 +29,7 @@ import hashlib
 import json
 import os
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import dtypes
 from .errors import CheckpointError
@@ -201,11 +201,22 @@ def checkpoint_files(directory: str) -> Tuple[List[str], Optional[Dict[str, str]
     return [os.path.join(directory, e) for e in names], None
 
 
+def digest_headers(headers: Iterable[Tuple[str, bytes]]) -> str:
+    """The checkpoint digest of (base name, raw header) pairs, sorted by base
+    name here; no validation."""
+    h = hashlib.sha256()
+    for base, raw in sorted(headers, key=lambda p: p[0].encode("utf-8", "surrogateescape")):
+        b = base.encode("utf-8", "surrogateescape")
+        h.update(str(len(b)).encode() + b":" + b + str(len(raw)).encode() + b":")
+        h.update(raw)
+    return "sha256:" + h.hexdigest()
+
+
 def checkpoint_digest(directory: str) -> str:
     """The checkpoint digest of the safetensors checkpoint in directory
     (see the module docstring). Raises CheckpointError."""
     files, weight_map = checkpoint_files(directory)
-    h = hashlib.sha256()
+    headers: List[Tuple[str, bytes]] = []
     owner: Dict[str, str] = {}
     for path in files:
         raw, tensors = read_header(path)
@@ -217,12 +228,10 @@ def checkpoint_digest(directory: str) -> str:
             if weight_map is not None and name in weight_map and weight_map[name] != base:
                 raise CheckpointError(path, f"tensor {name!r} is present in this shard but {INDEX_FILE_NAME} "
                                             f"maps it to {weight_map[name]}")
-        b = base.encode("utf-8", "surrogateescape")
-        h.update(str(len(b)).encode() + b":" + b + str(len(raw)).encode() + b":")
-        h.update(raw)
+        headers.append((base, raw))
     if weight_map is not None:
         for name in sorted(weight_map):
             if name not in owner:
                 raise CheckpointError(os.path.join(directory, weight_map[name]),
                                       f"{INDEX_FILE_NAME} maps tensor {name!r} to this shard, which does not hold it")
-    return "sha256:" + h.hexdigest()
+    return digest_headers(headers)
