@@ -1,0 +1,113 @@
+package pluginhost
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+)
+
+// testPluginDir holds the plugins TestMain builds: wcache-backend-mock and
+// wcache-backend-badversion. It is set once before the tests run.
+var testPluginDir string
+
+const helperEnv = "WCACHE_PLUGINHOST_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "orphan" {
+		os.Exit(orphanHelper())
+	}
+	dir, err := os.MkdirTemp("", "pluginhost-plugins-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for bin, pkg := range map[string]string{
+		"wcache-backend-mock":       "github.com/wcache/wcache/plugins/mock",
+		"wcache-backend-badversion": "./testdata/badversion",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	testPluginDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// mockEnv configures a mock plugin with its own folder and small devices.
+func mockEnv(shmDir string, extra ...string) []string {
+	return append([]string{"WCACHE_MOCK_DIR=" + shmDir, "WCACHE_MOCK_MEMORY=64MiB"}, extra...)
+}
+
+// startMock starts the mock plugin for a test and closes it at cleanup.
+func startMock(t *testing.T, shmDir string, extra ...string) *Plugin {
+	t.Helper()
+	p, err := Start(t.Context(), "mock", Options{
+		PluginDir: testPluginDir,
+		Logger:    hclog.NewNullLogger(),
+		Env:       mockEnv(shmDir, extra...),
+	})
+	if err != nil {
+		t.Fatalf("Start(mock): %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// processGone reports whether pid no longer runs (absent or a zombie).
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
+}
+
+// eventually polls cond every 20 ms until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// orphanHelper is the host process of TestNoOrphanAfterHostIsKilled: it
+// starts the mock, allocates so that a file exists, prints the plugin's pid
+// and waits to be killed.
+func orphanHelper() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := Start(ctx, "mock", Options{
+		PluginDir: os.Getenv("HELPER_PLUGIN_DIR"),
+		Logger:    hclog.NewNullLogger(),
+		Env:       mockEnv(os.Getenv("HELPER_SHM_DIR")),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	if _, _, err := p.Backend().Allocate(ctx, 0, 1<<20); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: allocate:", err)
+		return 1
+	}
+	fmt.Printf("pid=%d\n", p.PID())
+	select {}
+}

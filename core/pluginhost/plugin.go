@@ -1,0 +1,318 @@
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	plugin "github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
+
+	"github.com/wcache/wcache/internal/version"
+	"github.com/wcache/wcache/sdk"
+)
+
+// maxSocketBase is the longest base folder for the plugin's socket: go-plugin
+// adds about 40 bytes ("/wcache-plugin-N/plugin-dirN/pluginN") and sun_path
+// holds 107.
+const maxSocketBase = 60
+
+// exitWait bounds how long a failed call waits for the plugin process to be
+// reaped before it reports the plain transport error.
+const exitWait = 3 * time.Second
+
+// Plugin is a running backend plugin process.
+type Plugin struct {
+	name      string
+	path      string
+	ring      *logRing
+	socketDir string
+	logger    hclog.Logger
+
+	client  *plugin.Client
+	runner  *procRunner
+	backend sdk.Backend
+
+	exited    chan struct{}
+	mu        sync.Mutex
+	closing   bool
+	exitErr   error
+	closeOnce sync.Once
+}
+
+// Start resolves the plugin (see Resolve), checks the SHA-256 pin when one
+// is set, starts the process and completes the handshake. Errors:
+// *NotFoundError, *InsecurePluginError, *ChecksumError, *APIVersionError,
+// *ExitError (the plugin exited or failed before the handshake, with its
+// last log lines), or ctx's error. The caller must Close the Plugin.
+func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
+	opts = opts.withDefaults()
+	path, err := Resolve(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.SHA256 != "" {
+		if err := verifyChecksum(path, opts.SHA256); err != nil {
+			return nil, err
+		}
+	}
+	base, err := socketBase(opts.SocketDir)
+	if err != nil {
+		return nil, err
+	}
+	socketDir, err := os.MkdirTemp(base, "wcache-plugin-")
+	if err != nil {
+		return nil, fmt.Errorf("create the plugin socket folder: %w", err)
+	}
+	p := &Plugin{
+		name:      name,
+		path:      path,
+		ring:      newLogRing(LogLines),
+		socketDir: socketDir,
+		logger:    opts.Logger,
+		exited:    make(chan struct{}),
+	}
+	env := append(os.Environ(), opts.Env...)
+	env = append(env, sdk.EnvLogLevel+"="+pluginLogLevel(opts.Logger))
+	p.client = plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.HandshakeConfig(),
+		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
+			c := exec.Command(path)
+			// go-plugin's variables (cookie, socket folder) come last and win.
+			c.Env = append(env, cmd.Env...)
+			r := newProcRunner(l, c, p.onExit)
+			p.mu.Lock()
+			p.runner = r
+			p.mu.Unlock()
+			return r, nil
+		},
+		SkipHostEnv:      true,
+		Logger:           opts.Logger,
+		Stderr:           p.ring,
+		StartTimeout:     opts.StartTimeout,
+		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: socketDir},
+	})
+
+	type result struct {
+		rpc plugin.ClientProtocol
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rpc, err := p.client.Client()
+		done <- result{rpc, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		// go-plugin's Start holds its lock until the handshake ends;
+		// killing the process ends it at once.
+		if r := p.getRunner(); r != nil {
+			_ = r.Kill(context.Background())
+		}
+		<-done
+		p.abort()
+		return nil, fmt.Errorf("start backend plugin %s: %w", path, ctx.Err())
+	}
+	if res.err != nil {
+		p.abort()
+		return nil, p.startError(res.err)
+	}
+	raw, err := res.rpc.Dispense(sdk.PluginName)
+	if err != nil {
+		p.abort()
+		return nil, fmt.Errorf("start backend plugin %s: %w", path, err)
+	}
+	inner, ok := raw.(sdk.Backend)
+	if !ok {
+		p.abort()
+		return nil, fmt.Errorf("start backend plugin %s: dispensed %T, not a backend", path, raw)
+	}
+	p.backend = &backend{inner: inner, p: p}
+	opts.Logger.Debug("backend plugin started", "path", path, "pid", p.PID())
+	return p, nil
+}
+
+// pluginLogLevel is the level the plugin logs at: the host's level, but at
+// least info, so that a crash report has context even when the host
+// forwards only warnings.
+func pluginLogLevel(l hclog.Logger) string {
+	level := l.GetLevel()
+	if level == hclog.NoLevel || level > hclog.Info {
+		level = hclog.Info
+	}
+	return level.String()
+}
+
+// socketBase picks the folder for the plugin's socket folder.
+func socketBase(dir string) (string, error) {
+	if dir == "" {
+		dir = os.TempDir()
+		if len(dir) > maxSocketBase {
+			dir = "/tmp"
+		}
+	}
+	if len(dir) > maxSocketBase {
+		return "", fmt.Errorf("plugin socket folder %s is longer than %d bytes; a Unix socket path holds 107", dir, maxSocketBase)
+	}
+	return dir, nil
+}
+
+// verifyChecksum checks path against a hex SHA-256 pin with go-plugin's
+// SecureConfig, and names both digests when they differ.
+func verifyChecksum(path, pin string) error {
+	want, err := hex.DecodeString(strings.ToLower(strings.TrimSpace(pin)))
+	if err != nil || len(want) != sha256.Size {
+		return fmt.Errorf("backend plugin sha256 pin %q: want 64 hex digits", pin)
+	}
+	ok, err := (&plugin.SecureConfig{Checksum: want, Hash: sha256.New()}).Check(path)
+	if err != nil {
+		return fmt.Errorf("checksum backend plugin %s: %w", path, err)
+	}
+	if ok {
+		return nil
+	}
+	got := "unknown"
+	if f, err := os.Open(path); err == nil {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err == nil {
+			got = hex.EncodeToString(h.Sum(nil))
+		}
+		f.Close()
+	}
+	return &ChecksumError{Path: path, Expected: hex.EncodeToString(want), Got: got}
+}
+
+// startError explains a failed handshake; call it after abort, when the
+// process has been reaped and its output read.
+func (p *Plugin) startError(err error) error {
+	r := p.getRunner()
+	if r != nil && r.stdout != nil {
+		if got, ok := r.stdout.apiVersion(); ok && got != version.BackendAPIVersion {
+			return &APIVersionError{Path: p.path, Expected: version.BackendAPIVersion, Got: got}
+		}
+	}
+	if r != nil && r.pid != 0 {
+		select {
+		case <-r.reaped:
+			status := "exit status 0"
+			if r.waitErr != nil {
+				status = r.waitErr.Error()
+			}
+			err = fmt.Errorf("%w (pid %d: %s)", err, r.pid, status)
+		default:
+		}
+	}
+	return &ExitError{Path: p.path, Err: err, Logs: p.ring.Lines()}
+}
+
+// abort cleans up after a failed start.
+func (p *Plugin) abort() {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	p.client.Kill()
+	_ = os.RemoveAll(p.socketDir)
+}
+
+// onExit runs once when the process has been reaped and its output read.
+func (p *Plugin) onExit(pid int, err error) {
+	p.mu.Lock()
+	if !p.closing {
+		p.exitErr = &ExitError{Path: p.path, PID: pid, Err: err, Logs: p.ring.Lines()}
+		p.logger.Error("backend plugin exited unexpectedly", "path", p.path, "pid", pid, "error", err)
+	}
+	p.mu.Unlock()
+	close(p.exited)
+}
+
+// Backend is the plugin's sdk.Backend. When a call fails because the
+// plugin process died, the error is the *ExitError (wrapping
+// sdk.ErrUnavailable) with the plugin's last log lines.
+func (p *Plugin) Backend() sdk.Backend { return p.backend }
+
+// Exited is closed when the plugin process has exited, for whatever reason.
+func (p *Plugin) Exited() <-chan struct{} { return p.exited }
+
+// ExitError is nil while the plugin runs and after Close; after an
+// unexpected exit it is the *ExitError with the last log lines.
+func (p *Plugin) ExitError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// Path is the plugin binary that was started.
+func (p *Plugin) Path() string { return p.path }
+
+// Name is the backend name, e.g. "mock".
+func (p *Plugin) Name() string { return p.name }
+
+// getRunner returns the runner once go-plugin has created it.
+func (p *Plugin) getRunner() *procRunner {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runner
+}
+
+// PID is the plugin's process id.
+func (p *Plugin) PID() int {
+	if r := p.getRunner(); r != nil {
+		return r.pid
+	}
+	return 0
+}
+
+// Logs returns the plugin's last log lines, oldest first.
+func (p *Plugin) Logs() []string { return p.ring.Lines() }
+
+// Close ends the plugin: go-plugin asks it to shut down (it then releases
+// its device memory), waits up to 2 s, then kills it. Close returns when
+// the process is gone and its socket folder removed. It is idempotent.
+func (p *Plugin) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closing = true
+		p.mu.Unlock()
+		p.client.Kill()
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			p.logger.Warn("backend plugin did not report its exit", "path", p.path, "pid", p.PID())
+		}
+		if err := os.RemoveAll(p.socketDir); err != nil {
+			p.logger.Warn("cannot remove the plugin socket folder", "dir", p.socketDir, "error", err)
+		}
+	})
+	return nil
+}
+
+// diedDuring turns a transport failure into the plugin's *ExitError once
+// the process is known to have exited.
+func (p *Plugin) diedDuring(op string, err error) error {
+	var te *sdk.TransportError
+	if !errors.As(err, &te) {
+		return err
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(exitWait):
+		return err
+	}
+	if xerr := p.ExitError(); xerr != nil {
+		return fmt.Errorf("backend %s: %s: %w", p.name, op, xerr)
+	}
+	return err
+}

@@ -1,0 +1,394 @@
+package pluginhost
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/internal/version"
+	"github.com/wcache/wcache/plugins/mock/mockbackend"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
+)
+
+func TestConformanceThroughSubprocess(t *testing.T) {
+	shm := filepath.Join(t.TempDir(), "shm")
+	backendtest.Run(t, func(t *testing.T) sdk.Backend {
+		return startMock(t, shm).Backend()
+	}, backendtest.Options{})
+}
+
+func TestResolveReportsEveryFolderSearched(t *testing.T) {
+	flagDir, envDir := t.TempDir(), t.TempDir()
+	opts := Options{PluginDir: flagDir, Getenv: func(k string) string {
+		if k == EnvPluginDir {
+			return envDir
+		}
+		return ""
+	}}
+	_, err := Resolve("nosuch", opts)
+	var nf *NotFoundError
+	if !errors.Is(err, ErrPluginNotFound) || !errors.As(err, &nf) {
+		t.Fatalf("Resolve = %v, want *NotFoundError", err)
+	}
+	exe, _ := os.Executable()
+	want := []string{flagDir, envDir, filepath.Dir(exe), SystemPluginDir}
+	if strings.Join(nf.Searched, "|") != strings.Join(want, "|") {
+		t.Errorf("searched %v, want %v", nf.Searched, want)
+	}
+	for _, d := range append(want, "wcache-backend-nosuch") {
+		if !strings.Contains(err.Error(), d) {
+			t.Errorf("error %q does not mention %s", err, d)
+		}
+	}
+}
+
+func TestResolveTakesTheFirstFolderInOrder(t *testing.T) {
+	mock := filepath.Join(testPluginDir, "wcache-backend-mock")
+	first, second := privateCopy(t, mock), privateCopy(t, mock)
+	opts := Options{PluginDir: filepath.Dir(first), Getenv: func(k string) string {
+		if k == EnvPluginDir {
+			return filepath.Dir(second)
+		}
+		return ""
+	}}
+	if got, err := Resolve("mock", opts); err != nil || got != first {
+		t.Fatalf("Resolve = %q, %v; want the --plugin-dir copy %q", got, err, first)
+	}
+	opts.PluginDir = ""
+	if got, err := Resolve("mock", opts); err != nil || got != second {
+		t.Fatalf("Resolve = %q, %v; want the $%s copy %q", got, err, EnvPluginDir, second)
+	}
+}
+
+func TestResolveRejectsBadNames(t *testing.T) {
+	for _, name := range []string{"", "../mock", "Mock", "mo ck", "mock/x", strings.Repeat("a", 65)} {
+		if _, err := Resolve(name, Options{PluginDir: testPluginDir}); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Resolve(%q) = %v, want ErrInvalidName", name, err)
+		}
+	}
+}
+
+// privateCopy copies a plugin into a fresh 0700 folder and returns its path.
+func privateCopy(t *testing.T, src string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(t.TempDir(), "plugins-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestWritablePluginIsRefused(t *testing.T) {
+	bin := privateCopy(t, filepath.Join(testPluginDir, "wcache-backend-mock"))
+	if err := os.Chmod(bin, 0o757); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(t.Context(), "mock", Options{PluginDir: filepath.Dir(bin), Logger: hclog.NewNullLogger()})
+	var ie *InsecurePluginError
+	if !errors.Is(err, ErrInsecurePlugin) || !errors.As(err, &ie) || ie.Path != bin || !strings.Contains(err.Error(), "writable") {
+		t.Fatalf("Start with a world-writable plugin = %v, want *InsecurePluginError naming %s", err, bin)
+	}
+}
+
+func TestPluginInWritableFolderIsRefused(t *testing.T) {
+	bin := privateCopy(t, filepath.Join(testPluginDir, "wcache-backend-mock"))
+	if err := os.Chmod(filepath.Dir(bin), 0o775); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Resolve("mock", Options{PluginDir: filepath.Dir(bin)})
+	var ie *InsecurePluginError
+	if !errors.As(err, &ie) || ie.Path != filepath.Dir(bin) {
+		t.Fatalf("Resolve in a group-writable folder = %v, want *InsecurePluginError naming the folder", err)
+	}
+}
+
+func TestSymlinkInWritableFolderIsRefused(t *testing.T) {
+	bin := privateCopy(t, filepath.Join(testPluginDir, "wcache-backend-mock"))
+	linkDir := filepath.Join(t.TempDir(), "links")
+	if err := os.Mkdir(linkDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(linkDir, "wcache-backend-mock")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Resolve("mock", Options{PluginDir: linkDir}); err != nil || got != bin {
+		t.Fatalf("Resolve through a private symlink = %q, %v; want %s", got, err, bin)
+	}
+	if err := os.Chmod(linkDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve("mock", Options{PluginDir: linkDir}); !errors.Is(err, ErrInsecurePlugin) {
+		t.Fatalf("Resolve through a symlink in a world-writable folder = %v, want ErrInsecurePlugin", err)
+	}
+}
+
+func TestChecksumPin(t *testing.T) {
+	bin := filepath.Join(testPluginDir, "wcache-backend-mock")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	good := hex.EncodeToString(sum[:])
+	shm := filepath.Join(t.TempDir(), "shm")
+
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SHA256: strings.ToUpper(good), Env: mockEnv(shm), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatalf("Start with the right pin: %v", err)
+	}
+	p.Close()
+
+	wrong := strings.Repeat("0", 64)
+	_, err = Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SHA256: wrong, Logger: hclog.NewNullLogger()})
+	var ce *ChecksumError
+	if !errors.Is(err, ErrChecksumMismatch) || !errors.As(err, &ce) || ce.Got != good || ce.Expected != wrong {
+		t.Fatalf("Start with a wrong pin = %v, want *ChecksumError with both digests", err)
+	}
+	for _, bad := range []string{"abc", strings.Repeat("z", 64)} {
+		if _, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SHA256: bad, Logger: hclog.NewNullLogger()}); err == nil || errors.Is(err, ErrChecksumMismatch) {
+			t.Errorf("pin %q: err = %v, want a malformed-pin error", bad, err)
+		}
+	}
+}
+
+func TestWrongAPIVersionIsNamed(t *testing.T) {
+	_, err := Start(t.Context(), "badversion", Options{PluginDir: testPluginDir, Logger: hclog.NewNullLogger()})
+	var ve *APIVersionError
+	if !errors.Is(err, ErrAPIVersion) || !errors.As(err, &ve) {
+		t.Fatalf("Start(badversion) = %v, want *APIVersionError", err)
+	}
+	if ve.Expected != version.BackendAPIVersion || ve.Got != version.BackendAPIVersion+1 {
+		t.Errorf("versions expected=%d got=%d", ve.Expected, ve.Got)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "version "+strconv.Itoa(version.BackendAPIVersion+1)) || !strings.Contains(msg, "expects version "+strconv.Itoa(version.BackendAPIVersion)) {
+		t.Errorf("message %q does not name both versions", msg)
+	}
+}
+
+func TestNonPluginFailsWithItsOutput(t *testing.T) {
+	dir, err := os.MkdirTemp(t.TempDir(), "plugins-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho 'libcuda.so.1: cannot open shared object file' >&2\necho hello\nexit 7\n"
+	if err := os.WriteFile(filepath.Join(dir, "wcache-backend-broken"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(t.Context(), "broken", Options{PluginDir: dir, Logger: hclog.NewNullLogger()})
+	var xe *ExitError
+	if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &xe) {
+		t.Fatalf("Start(broken) = %v, want *ExitError", err)
+	}
+	if !strings.Contains(err.Error(), "libcuda.so.1: cannot open shared object file") {
+		t.Errorf("error does not carry the plugin's stderr: %v", err)
+	}
+}
+
+func TestCrashDuringACallIsReportedWithItsLog(t *testing.T) {
+	shm := filepath.Join(t.TempDir(), "shm")
+	p := startMock(t, shm, "WCACHE_MOCK_CRASH_LOAD_AFTER=1")
+	b := p.Backend()
+	ctx := t.Context()
+	weights := filepath.Join(t.TempDir(), "w.safetensors")
+	if err := os.WriteFile(weights, bytes.Repeat([]byte{7}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := b.Allocate(ctx, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Load(ctx, id, []sdk.Extent{{Path: weights, Length: 1 << 20}}, nil)
+	var xe *ExitError
+	if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &xe) {
+		t.Fatalf("Load in a crashing plugin = %v, want *ExitError wrapping ErrUnavailable", err)
+	}
+	var status *exec.ExitError
+	if !errors.As(err, &status) || status.ExitCode() != mockbackend.CrashExitCode {
+		t.Errorf("exit status in %v, want %d", err, mockbackend.CrashExitCode)
+	}
+	if xe.PID != p.PID() || !strings.Contains(err.Error(), "injected crash during load") {
+		t.Errorf("error does not name pid %d or carry the plugin's last log line: %v", p.PID(), err)
+	}
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("Exited not closed after the crash")
+	}
+	if !errors.Is(p.ExitError(), sdk.ErrUnavailable) {
+		t.Errorf("ExitError() = %v", p.ExitError())
+	}
+	// Every later call fails the same way, at once.
+	if _, err := b.Devices(ctx); !errors.As(err, &xe) {
+		t.Errorf("Devices after the crash = %v, want *ExitError", err)
+	}
+	// The crash left its file; the next mock on the folder removes it.
+	if files, _ := filepath.Glob(filepath.Join(shm, "*.shm")); len(files) != 1 {
+		t.Fatalf("files after the crash: %v, want the one left behind", files)
+	}
+	startMock(t, shm)
+	if files, _ := filepath.Glob(filepath.Join(shm, "*.shm")); len(files) != 0 {
+		t.Fatalf("files after the next mock started: %v", files)
+	}
+}
+
+func TestCloseEndsThePluginAndItsFiles(t *testing.T) {
+	shm := filepath.Join(t.TempDir(), "shm")
+	p := startMock(t, shm)
+	if _, _, err := p.Backend().Allocate(t.Context(), 1, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.PID()
+	if processGone(pid) {
+		t.Fatalf("plugin pid %d not running", pid)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !processGone(pid) {
+		t.Fatalf("plugin pid %d still running after Close", pid)
+	}
+	if p.ExitError() != nil {
+		t.Errorf("ExitError after Close = %v, want nil", p.ExitError())
+	}
+	if files, _ := filepath.Glob(filepath.Join(shm, "*.shm")); len(files) != 0 {
+		t.Errorf("allocation files after Close: %v", files)
+	}
+	if _, err := os.Stat(p.socketDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket folder %s left behind: %v", p.socketDir, err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestPluginLogsAreForwarded(t *testing.T) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: hclog.Debug, Output: lockedWriter{&mu, &buf}})
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, Logger: logger, Env: mockEnv(filepath.Join(t.TempDir(), "shm"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "host.wcache-backend-mock: mock backend ready") {
+		t.Fatalf("plugin log line not forwarded under the plugin's name; host log:\n%s", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestLongTempDirFallsBackToShortSocketFolder(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 90))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	p := startMock(t, filepath.Join(t.TempDir(), "shm"))
+	if !strings.HasPrefix(p.socketDir, "/tmp/") {
+		t.Errorf("socket folder %s, want one under /tmp", p.socketDir)
+	}
+	if _, err := p.Backend().Devices(t.Context()); err != nil {
+		t.Fatalf("Devices: %v", err)
+	}
+	if _, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SocketDir: long}); err == nil {
+		t.Error("an explicit socket folder too long for sun_path was accepted")
+	}
+}
+
+func TestStartHonoursContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, err := Start(ctx, "mock", Options{PluginDir: testPluginDir, Logger: hclog.NewNullLogger(), Env: mockEnv(filepath.Join(t.TempDir(), "shm"))})
+	if err == nil {
+		p.Close()
+		t.Fatal("Start with a cancelled context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start = %v, want context.Canceled", err)
+	}
+}
+
+func TestNoOrphanAfterHostIsKilled(t *testing.T) {
+	shm := filepath.Join(t.TempDir(), "shm")
+	host := exec.Command(os.Args[0], "-test.run=^$")
+	host.Env = append(os.Environ(), helperEnv+"=orphan", "HELPER_PLUGIN_DIR="+testPluginDir, "HELPER_SHM_DIR="+shm)
+	var stderr bytes.Buffer
+	host.Stderr = &stderr
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "pid=") {
+		_ = host.Process.Kill()
+		_ = host.Wait()
+		t.Fatalf("helper host did not report its plugin (%v): %q; stderr:\n%s", err, line, stderr.String())
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid=")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if processGone(pid) {
+		t.Fatalf("plugin %d not running before the host is killed", pid)
+	}
+	if files, _ := filepath.Glob(filepath.Join(shm, "*.shm")); len(files) != 1 {
+		t.Fatalf("allocation files before the kill: %v", files)
+	}
+	if err := host.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+	eventually(t, 10*time.Second, "plugin "+strconv.Itoa(pid)+" outlived its SIGKILLed host", func() bool { return processGone(pid) })
+	eventually(t, 10*time.Second, "the plugin's allocation files outlived its host", func() bool {
+		files, _ := filepath.Glob(filepath.Join(shm, "*.shm"))
+		return len(files) == 0
+	})
+}
+
+func TestPluginConfigErrorReachesTheHost(t *testing.T) {
+	_, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, Logger: hclog.NewNullLogger(),
+		Env: mockEnv(filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_MEMORY=lots")})
+	var xe *ExitError
+	if !errors.As(err, &xe) || !strings.Contains(err.Error(), `WCACHE_MOCK_MEMORY="lots"`) || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("Start with a bad mock setting = %v, want *ExitError with the plugin's explanation and exit status", err)
+	}
+}
