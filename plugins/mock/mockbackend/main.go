@@ -20,7 +20,9 @@ import (
 // Pdeathsig=SIGKILL; Main replaces it with SIGTERM, so that a host killed
 // with SIGKILL still gets its files removed. Only a SIGKILL of the plugin
 // itself (or an injected crash) leaves files behind, and the next mock
-// started on the same folder removes them.
+// started on the same folder removes them. Replacing the signal works only
+// when Main runs on the main thread: call it from main with the main
+// goroutine locked there by runtime.LockOSThread in an init function.
 func Main() int {
 	if os.Getenv(sdk.HandshakeCookieKey) != sdk.HandshakeCookieValue {
 		fmt.Fprintln(os.Stderr, "wcache-backend-mock is a wcache backend plugin: wcache starts it (wcache devices --backend mock).\n"+
@@ -42,9 +44,13 @@ func Main() int {
 
 	// Ask for SIGTERM instead of the host's SIGKILL when the host dies.
 	// The old setting stays in force until this call, so there is no
-	// window in which a dying host goes unnoticed.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
-		logger.Warn("cannot set the parent-death signal; files of a killed host stay until the next mock start", "error", err)
+	// window in which a dying host goes unnoticed. The setting belongs to
+	// a thread: only the main thread inherited the host's, so only there
+	// can it be replaced (the binary's init locks main to that thread).
+	if unix.Gettid() != os.Getpid() {
+		logger.Warn("not on the main thread; a killed host leaves allocation files until the next mock start")
+	} else if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
+		logger.Warn("cannot set the parent-death signal; a killed host leaves allocation files until the next mock start", "error", err)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP)
