@@ -180,3 +180,22 @@ def test_short_or_missing_shm_file(short_tmp, tensors):
     m.handles[0].data = short_tmp.encode()
     with pytest.raises(ProtocolError, match="not a regular file"):
         materialize(m, library="torch")
+
+
+def test_without_torch_auto_gives_numpy(short_tmp, tensors):
+    manifest, _ = arena.build(short_tmp, tensors, n_handles=1)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {src!r})
+        sys.modules["torch"] = None  # import torch now raises ImportError
+        import numpy
+        import wcache
+        from wcache.tensors import materialize
+        m = wcache.pb.Manifest.FromString({manifest.SerializeToString()!r})
+        ts = materialize(m).tensors
+        assert all(isinstance(a, numpy.ndarray) for a in ts.values())
+        assert ts["layer.2.F32"].dtype == numpy.float32 and ts["layer.1.F16"].dtype == numpy.float16
+        print("OK")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

@@ -18,7 +18,7 @@ from . import pb
 from .client import Attachment, DaemonGone, attach, default_client_name, status
 from .checkpoint import checkpoint_digest
 from .config import PROTOCOL_VERSION, CacheConfig, InvalidConfigError
-from .device import canonical_device_uuid, device_index_for_uuid, device_uuid
+from .device import canonical_device_uuid, device_capability, device_index_for_uuid, device_uuid
 from .errors import (
     CheckpointError,
     DaemonDeadError,
@@ -45,6 +45,6 @@ __all__ = [
     "FieldDiff", "IncompatibleConfigError", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
-    "default_dir", "device_index_for_uuid", "device_uuid", "parse_template", "pb", "status",
+    "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "parse_template", "pb", "status",
     "validate_device_uuid",
 ]

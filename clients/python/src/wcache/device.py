@@ -153,6 +153,26 @@ def device_uuid(index: int, mig: Optional[bool] = None) -> str:
     return canonical_device_uuid(raw, platform=platform, mig=bool(mig))
 
 
+def device_capability(index: int) -> str:
+    """The CacheConfig device_capability of ``cuda:index``, as the daemon's
+    backend reports it: "<major>.<minor>" on CUDA (e.g. "9.0" for sm_90, as
+    the CUDA backend formats NVML's compute capability), the gfx target on
+    ROCm (e.g. "gfx942", from gcnArchName without its feature suffixes).
+
+    Raises WcacheError when torch is missing or sees no GPU.
+    """
+    try:
+        import torch  # noqa: PLC0415 - optional dependency
+    except ImportError as exc:
+        raise WcacheError("device_capability needs PyTorch") from exc
+    if not torch.cuda.is_available():
+        raise WcacheError("device_capability: PyTorch sees no GPU (torch.cuda.is_available() is False)")
+    props = torch.cuda.get_device_properties(index)
+    if torch_platform(torch) == PLATFORM_ROCM:
+        return str(getattr(props, "gcnArchName", "")).split(":", 1)[0]
+    return f"{props.major}.{props.minor}"
+
+
 def device_index_for_uuid(uuid: str) -> int:
     """The process-visible ordinal of the GPU whose canonical UUID is uuid.
 
