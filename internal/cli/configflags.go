@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+)
+
+// configFlags are the CacheConfig flags shared by serve, launch and attach.
+// Their defaults are cacheconfig.Default(): a single GPU, unquantized.
+type configFlags struct {
+	c     cacheconfig.Config
+	extra []string
+}
+
+// addConfigFlags registers the CacheConfig flags on fs.
+func addConfigFlags(fs *pflag.FlagSet) *configFlags {
+	f := &configFlags{c: cacheconfig.Default()}
+	c := &f.c
+	fs.Uint32Var(&c.TPSize, "tp-size", c.TPSize, "tensor-parallel size")
+	fs.Uint32Var(&c.TPRank, "tp-rank", c.TPRank, "tensor-parallel rank")
+	fs.Uint32Var(&c.PPSize, "pp-size", c.PPSize, "pipeline-parallel size")
+	fs.Uint32Var(&c.PPRank, "pp-rank", c.PPRank, "pipeline-parallel rank")
+	fs.Uint32Var(&c.DPSize, "dp-size", c.DPSize, "data-parallel size")
+	fs.Uint32Var(&c.DPRank, "dp-rank", c.DPRank, "data-parallel rank")
+	fs.Uint32Var(&c.EPSize, "ep-size", c.EPSize, "expert-parallel size")
+	fs.Uint32Var(&c.EPRank, "ep-rank", c.EPRank, "expert-parallel rank")
+	fs.StringVar(&c.DType, "dtype", c.DType, "weight dtype as the engine uses it (e.g. bf16, auto)")
+	fs.StringVar(&c.Quantization, "quantization", c.Quantization, "quantization method (none for unquantized)")
+	fs.StringVar(&c.QuantizationConfigDigest, "quantization-config-digest", c.QuantizationConfigDigest,
+		"digest of the quantization configuration")
+	fs.StringVar(&c.Revision, "revision", c.Revision, "model revision (e.g. a hub commit)")
+	fs.StringVar(&c.ModelArch, "model-arch", c.ModelArch, "model architecture (e.g. LlamaForCausalLM)")
+	fs.StringArrayVar(&f.extra, "extra", nil, "engine-specific KEY=VALUE (repeatable)")
+	fs.StringVar(&c.EngineName, "engine-name", c.EngineName, "engine name (e.g. sglang, vllm)")
+	fs.StringVar(&c.EngineVersion, "engine-version", c.EngineVersion, "engine version")
+	fs.StringVar(&c.DeviceCapability, "device-capability", c.DeviceCapability,
+		"device capability (e.g. 9.0); empty: the backend's value for the GPU")
+	return f
+}
+
+// config returns the configured CacheConfig (Model and CheckpointDigest
+// are left for the caller, who validates the final config). A malformed --extra or an inconsistent layout
+// (rank >= size, a zero size) is a usage error (exit 2).
+func (f *configFlags) config() (cacheconfig.Config, error) {
+	c := f.c
+	if len(f.extra) > 0 {
+		c.Extra = make(map[string]string, len(f.extra))
+		for _, kv := range f.extra {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return cacheconfig.Config{}, usageErrorf("--extra %q: want KEY=VALUE", kv)
+			}
+			if _, dup := c.Extra[k]; dup {
+				return cacheconfig.Config{}, usageErrorf("--extra %s given twice", k)
+			}
+			c.Extra[k] = v
+		}
+	}
+	// Validate the layout now (a usage error); what names the weights is
+	// the caller's to fill in.
+	v := c
+	if v.Model == "" && v.CheckpointDigest == "" {
+		v.Model = "unset"
+	}
+	if err := v.Validate(); err != nil {
+		return cacheconfig.Config{}, withCode(ExitUsage, fmt.Errorf("config flags: %w", err))
+	}
+	return c, nil
+}

@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/paths"
+)
+
+// statusTimeout bounds asking one daemon for its status.
+const statusTimeout = 3 * time.Second
+
+// daemonStatus is one row of `wcache status` (and its JSON form).
+type daemonStatus struct {
+	DeviceUUID string `json:"device_uuid"`
+	ReadyFile  string `json:"ready_file"`
+	Socket     string `json:"socket"`
+	PID        int    `json:"pid"`
+	// Process is daemonfile's verdict on the pid: alive, dead, zombie, reused.
+	Process string `json:"process"`
+	Alive   bool   `json:"alive"`
+	// State is "serving" or "draining" for a live daemon, "stale" when the
+	// process is gone, "unreachable" when it runs but does not answer.
+	State         string        `json:"state"`
+	Backend       string        `json:"backend"`
+	Model         string        `json:"model"`
+	ConfigDigest  string        `json:"config_digest"`
+	Bytes         uint64        `json:"bytes"`
+	Tensors       int           `json:"tensors"`
+	Leases        []statusLease `json:"leases"`
+	UptimeSeconds float64       `json:"uptime_seconds"`
+	Version       string        `json:"version"`
+	Error         string        `json:"error,omitempty"`
+}
+
+type statusLease struct {
+	ID         uint64 `json:"id"`
+	PID        int32  `json:"pid"`
+	UID        uint32 `json:"uid"`
+	ClientName string `json:"client_name"`
+	SinceMS    int64  `json:"since_unix_ms"`
+}
+
+func newStatusCommand(e *env) *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List this user's daemons: device, process, what they hold, who is attached",
+		Long: `List every daemon of this user, found through the ready files of the path
+layout. A live daemon is asked over its socket (Status RPC); a ready file
+whose process is gone is reported as stale (remove it with wcache cleanup).`,
+		Args: cobra.NoArgs,
+	}
+	lf := addLayoutFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		layout, err := lf.layout()
+		if err != nil {
+			return err
+		}
+		found, err := findDaemons(layout)
+		if err != nil {
+			return err
+		}
+		rows := make([]daemonStatus, len(found))
+		for i, f := range found {
+			rows[i] = inspectDaemon(cmd.Context(), f)
+		}
+		if jsonOut {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rows)
+		}
+		return printStatus(e.stdout, rows)
+	}
+	return cmd
+}
+
+// foundDaemon is a daemon's ready file under the layout.
+type foundDaemon struct {
+	UUID  string
+	Paths paths.Paths
+}
+
+// findDaemons globs the layout's ready files and returns them by UUID.
+func findDaemons(layout paths.Layout) ([]foundDaemon, error) {
+	return findByGlob(layout, layout.ReadyGlob(), "")
+}
+
+// findByGlob matches pattern and keeps the files that are ready files of
+// the layout once suffix is removed.
+func findByGlob(layout paths.Layout, pattern, suffix string) ([]foundDaemon, error) {
+	matches, err := filepath.Glob(pattern + suffix)
+	if err != nil {
+		return nil, fmt.Errorf("list ready files %s: %w", pattern, err)
+	}
+	var out []foundDaemon
+	for _, m := range matches {
+		uuid, ok := layout.ReadyUUID(strings.TrimSuffix(m, suffix))
+		if !ok {
+			continue
+		}
+		p, err := layout.Derive(uuid)
+		if err != nil {
+			continue
+		}
+		out = append(out, foundDaemon{UUID: uuid, Paths: p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UUID < out[j].UUID })
+	return out, nil
+}
+
+// inspectDaemon reads a daemon's ready file and, when its process is alive,
+// asks it for its status.
+func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
+	row := daemonStatus{DeviceUUID: f.UUID, ReadyFile: f.Paths.Ready, Socket: f.Paths.Socket, Leases: []statusLease{}}
+	r, err := daemonfile.ReadReady(f.Paths.Ready)
+	if err != nil {
+		row.State, row.Error = "unreadable", err.Error()
+		return row
+	}
+	row.PID, row.Backend, row.Model, row.ConfigDigest, row.Version = r.PID, r.Backend, r.Model, r.ConfigDigest, r.Version
+	ps := daemonfile.InspectProcess(r.PID, r.StartTime)
+	row.Process = processName(ps)
+	row.Alive = ps == daemonfile.ProcAlive
+	if !row.Alive {
+		row.State = "stale"
+		return row
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, client.BySocket(f.Paths.Socket), client.Options{})
+	if err != nil {
+		row.State, row.Error = "unreachable", err.Error()
+		return row
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		row.State, row.Error = "unreachable", err.Error()
+		return row
+	}
+	row.State, row.Bytes, row.Tensors = st.State, st.Bytes, st.Tensors
+	row.Backend, row.Model, row.ConfigDigest, row.Version = st.Backend, st.Model, st.ConfigDigest, st.Version
+	row.UptimeSeconds = time.Since(st.Started).Seconds()
+	for _, l := range st.Leases {
+		row.Leases = append(row.Leases, statusLease{ID: l.ID, PID: l.PID, UID: l.UID, ClientName: l.ClientName,
+			SinceMS: l.Since.UnixMilli()})
+	}
+	return row
+}
+
+// processName spells a process state for humans and JSON.
+func processName(s daemonfile.ProcState) string {
+	switch s {
+	case daemonfile.ProcAlive:
+		return "alive"
+	case daemonfile.ProcDead:
+		return "dead"
+	case daemonfile.ProcZombie:
+		return "zombie"
+	case daemonfile.ProcReused:
+		return "reused"
+	}
+	return s.String()
+}
+
+// printStatus renders rows as a table.
+func printStatus(w io.Writer, rows []daemonStatus) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no wcache daemons")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tPID\tSTATE\tBACKEND\tTENSORS\tBYTES\tLEASES\tUPTIME\tMODEL")
+	for _, r := range rows {
+		state := r.State
+		if r.State == "stale" {
+			state = "stale (" + r.Process + ")"
+		}
+		leases := "-"
+		if len(r.Leases) > 0 {
+			pids := make([]string, len(r.Leases))
+			for i, l := range r.Leases {
+				pids[i] = fmt.Sprint(l.PID)
+			}
+			leases = fmt.Sprintf("%d (pid %s)", len(r.Leases), strings.Join(pids, ","))
+		}
+		uptime := "-"
+		if r.UptimeSeconds > 0 {
+			uptime = (time.Duration(r.UptimeSeconds) * time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.DeviceUUID, r.PID, state, r.Backend, r.Tensors,
+			humanBytes(r.Bytes), leases, uptime, r.Model)
+		if r.Error != "" {
+			fmt.Fprintf(tw, "\terror: %s\n", r.Error)
+		}
+	}
+	return tw.Flush()
+}
+
+// humanBytes formats n with a binary unit.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// errNoDaemons: a command that acts on daemons found none.
+var errNoDaemons = errors.New("no wcache daemon found")
