@@ -97,11 +97,8 @@ func cleanupAll(ctx context.Context, o Options, targets []target) error {
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Go(func() {
-			res, err := o.Cleanup(ctx, t.paths, daemonfile.CleanupOptions{
-				Force: o.Force,
-				Grace: o.ForceGrace,
-				Logf:  o.Logf,
-			})
+			// Results are logged below, one line per GPU that needed work.
+			res, err := o.Cleanup(ctx, t.paths, daemonfile.CleanupOptions{Force: o.Force, Grace: o.ForceGrace})
 			if err != nil {
 				errs[i] = fmt.Errorf("GPU %d (%s): %w", t.rank.GPUID, t.uuid, err)
 				return
