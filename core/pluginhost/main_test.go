@@ -13,11 +13,18 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 )
 
-// testPluginDir holds the plugins TestMain builds: wcache-backend-mock and
-// wcache-backend-badversion. It is set once before the tests run.
-var testPluginDir string
+// pluginDirEnv names the folder holding the plugins TestMain builds
+// (wcache-backend-mock and wcache-backend-badversion). An environment
+// variable rather than a package variable keeps the package free of
+// mutable globals.
+const pluginDirEnv = "WCACHE_PLUGINHOST_TEST_PLUGINS"
 
+// helperEnv turns the test binary into the helper host of
+// TestNoOrphanAfterHostIsKilled.
 const helperEnv = "WCACHE_PLUGINHOST_TEST_HELPER"
+
+// testPlugins is the folder of the test plugins.
+func testPlugins() string { return os.Getenv(pluginDirEnv) }
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "orphan" {
@@ -40,7 +47,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	testPluginDir = dir
+	if err := os.Setenv(pluginDirEnv, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -55,7 +65,7 @@ func mockEnv(shmDir string, extra ...string) []string {
 func startMock(t *testing.T, shmDir string, extra ...string) *Plugin {
 	t.Helper()
 	p, err := Start(t.Context(), "mock", Options{
-		PluginDir: testPluginDir,
+		PluginDir: testPlugins(),
 		Logger:    hclog.NewNullLogger(),
 		Env:       mockEnv(shmDir, extra...),
 	})

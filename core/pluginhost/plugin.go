@@ -98,7 +98,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 			return r, nil
 		},
 		SkipHostEnv:      true,
-		Logger:           opts.Logger,
+		Logger:           quietLogger{opts.Logger},
 		Stderr:           p.ring,
 		StartTimeout:     opts.StartTimeout,
 		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: socketDir},
@@ -196,26 +196,34 @@ func verifyChecksum(path, pin string) error {
 }
 
 // startError explains a failed handshake; call it after abort, when the
-// process has been reaped and its output read.
+// process has been reaped and its output read. A plugin that exited
+// before the handshake is reported by its exit status, what it printed
+// instead of a handshake and its log lines rather than by go-plugin's
+// generic message.
 func (p *Plugin) startError(err error) error {
 	r := p.getRunner()
-	if r != nil && r.stdout != nil {
-		if got, ok := r.stdout.apiVersion(); ok && got != version.BackendAPIVersion {
-			return &APIVersionError{Path: p.path, Expected: version.BackendAPIVersion, Got: got}
-		}
+	if r == nil || r.pid == 0 {
+		return &ExitError{Path: p.path, Err: err, Logs: p.ring.Lines()}
 	}
-	if r != nil && r.pid != 0 {
-		select {
-		case <-r.reaped:
-			status := "exit status 0"
-			if r.waitErr != nil {
-				status = r.waitErr.Error()
-			}
-			err = fmt.Errorf("%w (pid %d: %s)", err, r.pid, status)
-		default:
-		}
+	if got, ok := r.stdout.apiVersion(); ok && got != version.BackendAPIVersion {
+		return &APIVersionError{Path: p.path, Expected: version.BackendAPIVersion, Got: got}
 	}
-	return &ExitError{Path: p.path, Err: err, Logs: p.ring.Lines()}
+	select {
+	case <-r.reaped:
+	default:
+		return &ExitError{Path: p.path, Err: fmt.Errorf("pid %d: %w", r.pid, err), Logs: p.ring.Lines()}
+	}
+	p.logger.Debug("plugin handshake failed", "path", p.path, "error", err)
+	status := "exit status 0"
+	if r.waitErr != nil {
+		status = r.waitErr.Error()
+	}
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "exited before the handshake (pid %d: %s)", r.pid, status)
+	if line := r.stdout.firstLine(); line != "" {
+		fmt.Fprintf(&msg, "; it printed %q instead of a go-plugin handshake: is it a wcache backend built with sdk.Serve?", line)
+	}
+	return &ExitError{Path: p.path, Err: errors.New(msg.String()), Logs: p.ring.Lines()}
 }
 
 // abort cleans up after a failed start.

@@ -59,7 +59,7 @@ func TestResolveReportsEveryFolderSearched(t *testing.T) {
 }
 
 func TestResolveTakesTheFirstFolderInOrder(t *testing.T) {
-	mock := filepath.Join(testPluginDir, "wcache-backend-mock")
+	mock := filepath.Join(testPlugins(), "wcache-backend-mock")
 	first, second := privateCopy(t, mock), privateCopy(t, mock)
 	opts := Options{PluginDir: filepath.Dir(first), Getenv: func(k string) string {
 		if k == EnvPluginDir {
@@ -78,7 +78,7 @@ func TestResolveTakesTheFirstFolderInOrder(t *testing.T) {
 
 func TestResolveRejectsBadNames(t *testing.T) {
 	for _, name := range []string{"", "../mock", "Mock", "mo ck", "mock/x", strings.Repeat("a", 65)} {
-		if _, err := Resolve(name, Options{PluginDir: testPluginDir}); !errors.Is(err, ErrInvalidName) {
+		if _, err := Resolve(name, Options{PluginDir: testPlugins()}); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("Resolve(%q) = %v, want ErrInvalidName", name, err)
 		}
 	}
@@ -103,7 +103,7 @@ func privateCopy(t *testing.T, src string) string {
 }
 
 func TestWritablePluginIsRefused(t *testing.T) {
-	bin := privateCopy(t, filepath.Join(testPluginDir, "wcache-backend-mock"))
+	bin := privateCopy(t, filepath.Join(testPlugins(), "wcache-backend-mock"))
 	if err := os.Chmod(bin, 0o757); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestWritablePluginIsRefused(t *testing.T) {
 }
 
 func TestPluginInWritableFolderIsRefused(t *testing.T) {
-	bin := privateCopy(t, filepath.Join(testPluginDir, "wcache-backend-mock"))
+	bin := privateCopy(t, filepath.Join(testPlugins(), "wcache-backend-mock"))
 	if err := os.Chmod(filepath.Dir(bin), 0o775); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestPluginInWritableFolderIsRefused(t *testing.T) {
 }
 
 func TestSymlinkInWritableFolderIsRefused(t *testing.T) {
-	bin := privateCopy(t, filepath.Join(testPluginDir, "wcache-backend-mock"))
+	bin := privateCopy(t, filepath.Join(testPlugins(), "wcache-backend-mock"))
 	linkDir := filepath.Join(t.TempDir(), "links")
 	if err := os.Mkdir(linkDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestSymlinkInWritableFolderIsRefused(t *testing.T) {
 }
 
 func TestChecksumPin(t *testing.T) {
-	bin := filepath.Join(testPluginDir, "wcache-backend-mock")
+	bin := filepath.Join(testPlugins(), "wcache-backend-mock")
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -156,27 +156,27 @@ func TestChecksumPin(t *testing.T) {
 	good := hex.EncodeToString(sum[:])
 	shm := filepath.Join(t.TempDir(), "shm")
 
-	p, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SHA256: strings.ToUpper(good), Env: mockEnv(shm), Logger: hclog.NewNullLogger()})
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), SHA256: strings.ToUpper(good), Env: mockEnv(shm), Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatalf("Start with the right pin: %v", err)
 	}
 	p.Close()
 
 	wrong := strings.Repeat("0", 64)
-	_, err = Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SHA256: wrong, Logger: hclog.NewNullLogger()})
+	_, err = Start(t.Context(), "mock", Options{PluginDir: testPlugins(), SHA256: wrong, Logger: hclog.NewNullLogger()})
 	var ce *ChecksumError
 	if !errors.Is(err, ErrChecksumMismatch) || !errors.As(err, &ce) || ce.Got != good || ce.Expected != wrong {
 		t.Fatalf("Start with a wrong pin = %v, want *ChecksumError with both digests", err)
 	}
 	for _, bad := range []string{"abc", strings.Repeat("z", 64)} {
-		if _, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SHA256: bad, Logger: hclog.NewNullLogger()}); err == nil || errors.Is(err, ErrChecksumMismatch) {
+		if _, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), SHA256: bad, Logger: hclog.NewNullLogger()}); err == nil || errors.Is(err, ErrChecksumMismatch) {
 			t.Errorf("pin %q: err = %v, want a malformed-pin error", bad, err)
 		}
 	}
 }
 
 func TestWrongAPIVersionIsNamed(t *testing.T) {
-	_, err := Start(t.Context(), "badversion", Options{PluginDir: testPluginDir, Logger: hclog.NewNullLogger()})
+	_, err := Start(t.Context(), "badversion", Options{PluginDir: testPlugins(), Logger: hclog.NewNullLogger()})
 	var ve *APIVersionError
 	if !errors.Is(err, ErrAPIVersion) || !errors.As(err, &ve) {
 		t.Fatalf("Start(badversion) = %v, want *APIVersionError", err)
@@ -204,8 +204,10 @@ func TestNonPluginFailsWithItsOutput(t *testing.T) {
 	if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &xe) {
 		t.Fatalf("Start(broken) = %v, want *ExitError", err)
 	}
-	if !strings.Contains(err.Error(), "libcuda.so.1: cannot open shared object file") {
-		t.Errorf("error does not carry the plugin's stderr: %v", err)
+	for _, want := range []string{"libcuda.so.1: cannot open shared object file", "exit status 7", `printed "hello"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
 	}
 }
 
@@ -290,7 +292,7 @@ func TestPluginLogsAreForwarded(t *testing.T) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: hclog.Debug, Output: lockedWriter{&mu, &buf}})
-	p, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, Logger: logger, Env: mockEnv(filepath.Join(t.TempDir(), "shm"))})
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: logger, Env: mockEnv(filepath.Join(t.TempDir(), "shm"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +328,7 @@ func TestLongTempDirFallsBackToShortSocketFolder(t *testing.T) {
 	if _, err := p.Backend().Devices(t.Context()); err != nil {
 		t.Fatalf("Devices: %v", err)
 	}
-	if _, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, SocketDir: long}); err == nil {
+	if _, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), SocketDir: long}); err == nil {
 		t.Error("an explicit socket folder too long for sun_path was accepted")
 	}
 }
@@ -334,7 +336,7 @@ func TestLongTempDirFallsBackToShortSocketFolder(t *testing.T) {
 func TestStartHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	p, err := Start(ctx, "mock", Options{PluginDir: testPluginDir, Logger: hclog.NewNullLogger(), Env: mockEnv(filepath.Join(t.TempDir(), "shm"))})
+	p, err := Start(ctx, "mock", Options{PluginDir: testPlugins(), Logger: hclog.NewNullLogger(), Env: mockEnv(filepath.Join(t.TempDir(), "shm"))})
 	if err == nil {
 		p.Close()
 		t.Fatal("Start with a cancelled context succeeded")
@@ -347,7 +349,7 @@ func TestStartHonoursContext(t *testing.T) {
 func TestNoOrphanAfterHostIsKilled(t *testing.T) {
 	shm := filepath.Join(t.TempDir(), "shm")
 	host := exec.Command(os.Args[0], "-test.run=^$")
-	host.Env = append(os.Environ(), helperEnv+"=orphan", "HELPER_PLUGIN_DIR="+testPluginDir, "HELPER_SHM_DIR="+shm)
+	host.Env = append(os.Environ(), helperEnv+"=orphan", "HELPER_PLUGIN_DIR="+testPlugins(), "HELPER_SHM_DIR="+shm)
 	var stderr bytes.Buffer
 	host.Stderr = &stderr
 	out, err := host.StdoutPipe()
@@ -385,7 +387,7 @@ func TestNoOrphanAfterHostIsKilled(t *testing.T) {
 }
 
 func TestPluginConfigErrorReachesTheHost(t *testing.T) {
-	_, err := Start(t.Context(), "mock", Options{PluginDir: testPluginDir, Logger: hclog.NewNullLogger(),
+	_, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: hclog.NewNullLogger(),
 		Env: mockEnv(filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_MEMORY=lots")})
 	var xe *ExitError
 	if !errors.As(err, &xe) || !strings.Contains(err.Error(), `WCACHE_MOCK_MEMORY="lots"`) || !strings.Contains(err.Error(), "exit status 1") {

@@ -179,6 +179,13 @@ func (h *handshakeTap) Read(p []byte) (int, error) {
 
 func (h *handshakeTap) Close() error { return h.r.Close() }
 
+// firstLine returns what the plugin printed first (up to 4 KiB).
+func (h *handshakeTap) firstLine() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.TrimSpace(string(h.first))
+}
+
 // apiVersion returns the application API version the plugin announced, or
 // false when no complete handshake line was seen.
 func (h *handshakeTap) apiVersion() (int, bool) {
