@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/wcache/wcache/core/pluginhost"
+)
+
+// Environment defaults of the backend flags.
+const (
+	// envBackend is the default of --backend.
+	envBackend = "WCACHE_BACKEND"
+	// envLogLevel sets the level of the host logger that forwards plugin
+	// logs to stderr (trace, debug, info, warn, error; default warn).
+	envLogLevel = "WCACHE_LOG_LEVEL"
+	// defaultBackend is used when neither --backend nor $WCACHE_BACKEND is set.
+	defaultBackend = "cuda"
+)
+
+// backendFlags are the flags of every command that starts a backend plugin
+// (devices, serve, launch, attach).
+type backendFlags struct {
+	name, pluginDir, sha256 string
+}
+
+// addBackendFlags registers --backend, --plugin-dir and --plugin-sha256.
+// The default of --backend is $WCACHE_BACKEND, else defaultBackend, so
+// f.name always names a backend after parsing.
+func addBackendFlags(fs *pflag.FlagSet) *backendFlags {
+	f := &backendFlags{}
+	def := strings.TrimSpace(os.Getenv(envBackend))
+	if def == "" {
+		def = defaultBackend
+	}
+	fs.StringVar(&f.name, "backend", def,
+		"device backend: the plugin wcache-backend-NAME, e.g. cuda, rocm, mock ($"+envBackend+" sets the default)")
+	fs.StringVar(&f.pluginDir, "plugin-dir", "",
+		"folder searched first for backend plugins (then $"+pluginhost.EnvPluginDir+", the folder of wcache, "+pluginhost.SystemPluginDir+")")
+	fs.StringVar(&f.sha256, "plugin-sha256", "",
+		"refuse to start the backend plugin unless its SHA-256 is this (64 hex digits)")
+	return f
+}
+
+// backendName is the backend the flags select (--backend, else
+// $WCACHE_BACKEND, else defaultBackend).
+func (f *backendFlags) backendName() string { return f.name }
+
+// start starts the backend plugin with its log lines going to e.stderr
+// through an hclog logger at $WCACHE_LOG_LEVEL (default warn). See
+// startPlugin.
+func (f *backendFlags) start(ctx context.Context, e *env) (*pluginhost.Plugin, error) {
+	return f.startPlugin(ctx, hostLogger(e))
+}
+
+// startPlugin starts the backend plugin, forwarding its log lines through
+// logger. A malformed name or pin is a usage error (exit 2); a missing,
+// insecure or broken plugin exits 1 with pluginhost's explanation. The
+// caller must Close the plugin (no plugin outlives wcache even if it does
+// not: pluginhost starts it with a parent-death signal).
+func (f *backendFlags) startPlugin(ctx context.Context, logger hclog.Logger) (*pluginhost.Plugin, error) {
+	name := f.name
+	if err := pluginhost.ValidateName(name); err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--backend: %w", err))
+	}
+	if f.sha256 != "" && !isHexSHA256(f.sha256) {
+		return nil, usageErrorf("--plugin-sha256 %q: want 64 hex digits", f.sha256)
+	}
+	p, err := pluginhost.Start(ctx, name, pluginhost.Options{
+		PluginDir: f.pluginDir,
+		SHA256:    f.sha256,
+		Logger:    logger,
+	})
+	if err != nil {
+		if errors.Is(err, pluginhost.ErrPluginNotFound) {
+			return nil, fmt.Errorf("backend %q: %w", name, err)
+		}
+		return nil, fmt.Errorf("start backend %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// hostLogger writes wcache's and the plugins' log lines to e.stderr.
+func hostLogger(e *env) hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv(envLogLevel))
+	if level == hclog.NoLevel {
+		level = hclog.Warn
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r >= 'A' && r <= 'F') {
+			return false
+		}
+	}
+	return true
+}
