@@ -50,14 +50,16 @@ log = logging.getLogger("engine_loader")
 # --- 1. what the engine expects ----------------------------------------------------------------
 
 def expected_config(model_dir: str, *, tp_size: int = 1, tp_rank: int = 0, pp_size: int = 1, pp_rank: int = 0,
-                    dtype: str = "auto", device_capability: str = "", engine_name: str = "example-engine",
-                    engine_version: str = "1.0") -> wcache.CacheConfig:
+                    dtype: str = "auto", device_capability: str = "", engine_name: str = "",
+                    engine_version: str = "") -> wcache.CacheConfig:
     """The CacheConfig this engine process needs.
 
     checkpoint_digest reads only the safetensors headers (cheap even for a
     1 TB checkpoint) and makes the same weights match wherever they live.
     device_capability must be what the daemon's backend reports:
-    wcache.device_capability(index) on a GPU ("9.0", "gfx942").
+    wcache.device_capability(index) on a GPU ("9.0", "gfx942"). Every field
+    must equal what the daemon was started with (`wcache serve --tp-size …
+    --dtype … --engine-name …`): the daemon compares them all.
     """
     return wcache.CacheConfig(
         model=os.path.abspath(model_dir),
@@ -169,19 +171,25 @@ def main(argv=None) -> int:
     p.add_argument("--device-capability", help="default: wcache.device_capability(index) on a GPU")
     p.add_argument("--tp-size", type=int, default=1)
     p.add_argument("--tp-rank", type=int, default=0)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--engine-name", default="", help="as given to wcache serve --engine-name")
+    p.add_argument("--engine-version", default="", help="as given to wcache serve --engine-version")
     p.add_argument("--target", default="auto", help="device for the parameters: auto (where the weights are), "
                                                      "cpu, cuda:N")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
-    capability = args.device_capability
-    if capability is None:
-        index = args.device_index if args.device_index is not None else torch.cuda.current_device()
-        capability = wcache.device_capability(index)
-
     t0 = time.monotonic()
-    cfg = expected_config(args.model, tp_size=args.tp_size, tp_rank=args.tp_rank, device_capability=capability)
     try:
+        capability = args.device_capability
+        if capability is None:
+            index = args.device_index
+            if index is None:
+                index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+            capability = wcache.device_capability(index)
+        cfg = expected_config(args.model, tp_size=args.tp_size, tp_rank=args.tp_rank, dtype=args.dtype,
+                              device_capability=capability, engine_name=args.engine_name,
+                              engine_version=args.engine_version)
         state, lease = weights(cfg, socket=args.socket, device_uuid=args.device_uuid, device_index=args.device_index)
     except wcache.IncompatibleConfigError as exc:
         for d in exc.diffs:

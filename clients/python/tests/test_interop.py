@@ -248,3 +248,23 @@ def test_killed_daemon_fires_on_daemon_gone_and_leaves_a_dead_socket(world, chec
     with pytest.raises(wcache.DaemonDeadError):
         wcache.attach(client_config(model_dir), device_uuid=world.uuids[1], getenv=world.getenv)
     att.release()
+
+
+def test_worked_example_against_the_daemon(world, checkpoint, daemon0):
+    """examples/engine_loader.py, run as an engine would run it."""
+    import subprocess
+    import sys
+
+    model_dir, _ = checkpoint
+    script = os.path.join(harness.REPO, "examples", "engine_loader.py")
+    base = [sys.executable, script, "--model", model_dir, "--device-uuid", world.uuids[0], "--device-capability", "mock"]
+    run = lambda *extra: subprocess.run([*base, *extra], env=world.env, capture_output=True, text=True, timeout=120)  # noqa: E731
+    ok = run()
+    assert ok.returncode == 0, ok.stderr
+    assert f"{N_TENSORS} tensors" in ok.stdout and f"from wcache daemon {world.uuids[0]}" in ok.stdout
+    assert "0 bytes copied" in ok.stdout
+    mismatch = run("--tp-size", "2")
+    assert mismatch.returncode == 2 and "config mismatch: tp_size: daemon='1' engine='2'" in mismatch.stderr
+    disk = subprocess.run([*base[:5], world.uuids[2], *base[6:]], env=world.env, capture_output=True, text=True,
+                          timeout=120)
+    assert disk.returncode == 0 and "from disk" in disk.stdout, disk.stderr
