@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,16 +82,16 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 		logger:    opts.Logger,
 		exited:    make(chan struct{}),
 	}
-	env := append(os.Environ(), opts.Env...)
-	env = append(env, sdk.EnvLogLevel+"="+pluginLogLevel(opts.Logger))
+	// Later entries win: the caller's Env overrides the host environment
+	// and the log level, and go-plugin's variables override everything.
+	env := slices.Concat(os.Environ(), []string{sdk.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.HandshakeConfig(),
 		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			c := exec.Command(path)
-			// go-plugin's variables (cookie, socket folder) come last and win.
-			c.Env = append(env, cmd.Env...)
+			c.Env = slices.Concat(env, cmd.Env)
 			r := newProcRunner(l, c, p.onExit)
 			p.mu.Lock()
 			p.runner = r

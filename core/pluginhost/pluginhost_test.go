@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,5 +393,32 @@ func TestPluginConfigErrorReachesTheHost(t *testing.T) {
 	var xe *ExitError
 	if !errors.As(err, &xe) || !strings.Contains(err.Error(), `WCACHE_MOCK_MEMORY="lots"`) || !strings.Contains(err.Error(), "exit status 1") {
 		t.Fatalf("Start with a bad mock setting = %v, want *ExitError with the plugin's explanation and exit status", err)
+	}
+}
+
+// TestPluginSurvivesThreadChurn makes the Go runtime destroy OS threads
+// after the plugin started: goroutines that lock their thread and end
+// without unlocking take the thread with them. Were the plugin forked from
+// one of those pooled threads, its Pdeathsig would kill it. pluginhost forks
+// from a thread its own goroutine holds, locked, for the plugin's life.
+func TestPluginSurvivesThreadChurn(t *testing.T) {
+	p := startMock(t, filepath.Join(t.TempDir(), "shm"))
+	for range 200 {
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(done)
+		}()
+		<-done
+	}
+	// A Pdeathsig from a destroyed thread would be delivered at once; give
+	// the process a moment to be reaped before checking.
+	select {
+	case <-p.Exited():
+		t.Fatalf("the plugin died with a destroyed thread: %v", p.ExitError())
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := p.Backend().Devices(t.Context()); err != nil {
+		t.Fatalf("Devices: %v", err)
 	}
 }
