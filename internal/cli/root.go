@@ -94,6 +94,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err: err} })
 	root.AddCommand(
 		newVersionCommand(e),
+		newLaunchCommand(e),
 		newDevicesCommand(e),
 	)
 	return root
