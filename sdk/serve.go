@@ -13,13 +13,19 @@ import (
 // (trace, debug, info, warn, error). NewLogger honours it; default "debug".
 const EnvLogLevel = "WCACHE_BACKEND_LOG_LEVEL"
 
+// MaxRequestBytes bounds one request from the host. gRPC's default of
+// 4 MiB is too small for a Load of a checkpoint with tens of thousands of
+// tensors (one extent each).
+const MaxRequestBytes = 256 << 20
+
 // ServeOptions tunes ServeWith. The zero value is what Serve uses.
 type ServeOptions struct {
 	// Logger receives go-plugin's own messages. nil → NewLogger("backend").
 	// It must write JSON to the process's original stderr (NewLogger does)
 	// for the host to forward the lines with their levels.
 	Logger hclog.Logger
-	// GRPCServerOptions are passed to grpc.NewServer.
+	// GRPCServerOptions are passed to grpc.NewServer after the defaults
+	// (grpc.MaxRecvMsgSize(MaxRequestBytes)), so they can override them.
 	GRPCServerOptions []grpc.ServerOption
 }
 
@@ -68,7 +74,8 @@ func ServeWith(impl Backend, opts ServeOptions) {
 		HandshakeConfig: HandshakeConfig(),
 		Plugins:         plugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl}},
 		GRPCServer: func(extra []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(extra, serverOpts...)...)
+			all := append(extra, grpc.MaxRecvMsgSize(MaxRequestBytes))
+			return grpc.NewServer(append(all, serverOpts...)...)
 		},
 		Logger: logger,
 	})

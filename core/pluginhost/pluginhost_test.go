@@ -422,3 +422,45 @@ func TestPluginSurvivesThreadChurn(t *testing.T) {
 		t.Fatalf("Devices: %v", err)
 	}
 }
+
+// TestLoadWithManyExtents sends a Load request larger than gRPC's default
+// 4 MiB message limit: a checkpoint with very many tensors must load.
+func TestLoadWithManyExtents(t *testing.T) {
+	p := startMock(t, filepath.Join(t.TempDir(), "shm"))
+	b := p.Backend()
+	ctx := t.Context()
+	const n = 60_000
+	dir := filepath.Join(t.TempDir(), strings.Repeat("long-folder-name-", 4))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	weights := filepath.Join(dir, "model-00001-of-00001.safetensors")
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(weights, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	extents := make([]sdk.Extent, n)
+	for i := range extents {
+		// Reverse order, one byte each.
+		extents[i] = sdk.Extent{Path: weights, FileOffset: uint64(i), Length: 1, DestOffset: uint64(n - 1 - i)}
+	}
+	id, _, err := b.Allocate(ctx, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Load(ctx, id, extents, nil); err != nil {
+		t.Fatalf("Load of %d extents: %v", n, err)
+	}
+	got, err := b.Read(ctx, id, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if got[n-1-i] != data[i] {
+			t.Fatalf("byte %d: got %d, want %d", n-1-i, got[n-1-i], data[i])
+		}
+	}
+}
