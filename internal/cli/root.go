@@ -96,6 +96,11 @@ func newRootCommand(e *env) *cobra.Command {
 		newVersionCommand(e),
 		newLaunchCommand(e),
 		newDevicesCommand(e),
+		newServeCommand(e),
+		newAttachCommand(e),
+		newStatusCommand(e),
+		newStopCommand(e),
+		newCleanupCommand(e),
 	)
 	return root
 }

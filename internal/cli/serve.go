@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/core/daemon"
+	"github.com/wcache/wcache/core/plan"
+)
+
+func newServeCommand(e *env) *cobra.Command {
+	var (
+		gpu          int
+		model        string
+		shardPattern string
+		force        bool
+		drainTimeout time.Duration
+		allowUIDs    []uint
+		allowGIDs    []uint
+		maxArena     uint64
+		hugePages    bool
+		logLevel     string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --backend NAME --gpu-id N --model DIR",
+		Short: "Run the daemon of one GPU: load the weights once, serve attaches until stopped",
+		Long: `Serve runs the wcache daemon of one GPU. It resolves the GPU's UUID through
+the backend plugin, takes the device's identity lock (refusing a live daemon
+unless --force), loads the checkpoint into a few large device allocations,
+listens on the device's socket and writes its ready file. It serves until
+wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
+stop anyway). If the backend plugin dies, serve removes its files and exits 1.`,
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	bf := addBackendFlags(fs)
+	cf := addConfigFlags(fs)
+	lf := addLayoutFlags(fs)
+	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
+	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors)")
+	fs.StringVar(&shardPattern, "shard-pattern", "",
+		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
+	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over")
+	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
+		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
+	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid (repeatable)")
+	fs.UintSliceVar(&allowGIDs, "allow-gid", nil, "also accept clients whose primary gid is this (repeatable)")
+	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
+	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
+	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// Everything that can be checked without touching the system is
+		// checked first: a bad template or flag creates no file.
+		layout, err := lf.layout()
+		if err != nil {
+			return err
+		}
+		cfg, err := cf.config()
+		if err != nil {
+			return err
+		}
+		if gpu < 0 {
+			return usageErrorf("--gpu-id is required")
+		}
+		if model == "" {
+			return usageErrorf("--model is required")
+		}
+		level := hclog.LevelFromString(logLevel)
+		if level == hclog.NoLevel {
+			return usageErrorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
+		}
+		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
+			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout}
+		if hugePages {
+			opts.Plan.FileAlignment = plan.HugePageAlignment
+		}
+		for _, u := range allowUIDs {
+			opts.AllowUIDs = append(opts.AllowUIDs, uint32(u))
+		}
+		for _, g := range allowGIDs {
+			opts.AllowGIDs = append(opts.AllowGIDs, uint32(g))
+		}
+		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
+		opts.Logger = log
+
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+
+		plugin, err := bf.startPlugin(ctx, log)
+		if err != nil {
+			return err
+		}
+		bar := newProgress(e.stderr, log)
+		opts.Progress = bar.update
+		d, err := daemon.Start(ctx, plugin, opts)
+		bar.finish()
+		if err != nil {
+			return err
+		}
+		info := d.Info()
+		fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
+			info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+			info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+		if info.Cleanup.Action != "" && info.Cleanup.Action != "none" {
+			log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,
+				"removed", strings.Join(info.Cleanup.Removed, ","))
+		}
+		return d.Run(ctx)
+	}
+	return cmd
+}
+
+// progress renders load progress: a redrawn bar on a terminal, a log line
+// every 10% otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	log   hclog.Logger
+	start time.Time
+
+	mu       sync.Mutex
+	lastDraw time.Time
+	lastStep uint64
+	drawn    bool
+}
+
+func newProgress(w io.Writer, log hclog.Logger) *progress {
+	return &progress{w: w, tty: isTerminal(w), log: log, start: time.Now()}
+}
+
+// progressBarWidth is the bar's width in characters.
+const progressBarWidth = 30
+
+func (p *progress) update(done, total uint64) {
+	if total == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rate := float64(done) / max(time.Since(p.start).Seconds(), 1e-9)
+	if !p.tty {
+		step := done * 10 / total
+		if step > p.lastStep || (done == total && !p.drawn) {
+			p.lastStep = step
+			p.drawn = done == total
+			p.log.Info("loading", "percent", done*100/total, "bytes", done, "total", total,
+				"rate", humanBytes(uint64(rate))+"/s")
+		}
+		return
+	}
+	if done < total && time.Since(p.lastDraw) < 100*time.Millisecond {
+		return
+	}
+	p.lastDraw = time.Now()
+	filled := int(done * progressBarWidth / total)
+	fmt.Fprintf(p.w, "\rloading [%s%s] %3d%% %s / %s  %s/s ", strings.Repeat("=", filled),
+		strings.Repeat(" ", progressBarWidth-filled), done*100/total, humanBytes(done), humanBytes(total),
+		humanBytes(uint64(rate)))
+	p.drawn = true
+}
+
+// finish ends the bar's line.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
