@@ -64,6 +64,11 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Tests run binaries as another uid (nobody) too.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
 	if err := buildBinaries(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
@@ -161,7 +166,8 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		RuntimeDir: filepath.Join(root, "run"),
 		MockDir:    filepath.Join(root, "shm"),
 	}
-	for _, d := range []string{h.RuntimeDir, h.MockDir} {
+	tmp := filepath.Join(root, "tmp")
+	for _, d := range []string{h.RuntimeDir, h.MockDir, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -177,6 +183,8 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		"WCACHE_MOCK_DIR=" + h.MockDir,
 		"WCACHE_MOCK_DEVICES=" + strings.Join(h.UUIDs, ","),
 		"WCACHE_PLUGIN_DIR=" + os.Getenv(binDirEnv),
+		// Plugin socket folders of killed processes stay inside Root.
+		"TMPDIR=" + tmp,
 	}
 	h.env = append(h.env, opts.Env...)
 	t.Cleanup(h.cleanup)
@@ -191,7 +199,7 @@ func (h *harness) Env() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "WCACHE_") && k != binDirEnv || k == "XDG_RUNTIME_DIR" ||
-			k == "CUDA_VISIBLE_DEVICES" {
+			k == "CUDA_VISIBLE_DEVICES" || k == "TMPDIR" {
 			continue
 		}
 		out = append(out, kv)
