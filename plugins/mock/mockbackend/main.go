@@ -52,12 +52,17 @@ func Main() int {
 	} else if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
 		logger.Warn("cannot set the parent-death signal; a killed host leaves allocation files until the next mock start", "error", err)
 	}
+	// When the host is gone, so is the read end of our stderr: a log line
+	// would raise SIGPIPE and kill us before the files are removed. Ignored,
+	// the write fails with EPIPE instead.
+	signal.Ignore(unix.SIGPIPE)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGHUP)
 	go func() {
 		s := <-sigs
-		logger.Info("signal received, releasing allocations", "signal", s.String())
-		if err := b.Close(); err != nil {
+		err := b.Close() // first: logging may fail if the host is gone
+		logger.Info("signal received, allocations released", "signal", s.String())
+		if err != nil {
 			logger.Error("release allocations", "error", err)
 		}
 		os.Exit(0)
