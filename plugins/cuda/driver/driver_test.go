@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,14 +17,17 @@ import (
 	"github.com/wcache/wcache/sdk"
 )
 
-// libs holds the fake driver builds made once by TestMain.
-type libs struct {
-	fake, noUUIDV2, noUUID, noIPCOpen string
-}
-
-var built libs // written once by TestMain before any test runs
+// libDirEnv names the folder of the fake driver builds TestMain makes (an
+// environment variable keeps the package free of mutable globals):
+// libcuda.so.1 and the variants nouuidv2/, nouuid/ and noipcopen/.
+const libDirEnv = "WCACHE_DRIVER_TEST_LIBS"
 
 const helperEnv = "WCACHE_DRIVER_TEST_HELPER"
+
+// fakeLib returns the fake driver build for a variant ("" for the full one).
+func fakeLib(variant string) string {
+	return filepath.Join(os.Getenv(libDirEnv), variant, "libcuda.so.1")
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
@@ -36,18 +40,18 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		var err error
-		if built.fake, err = fakelib.CUDA("..", dir, ""); err == nil {
-			if built.noUUIDV2, err = fakelib.CUDA("..", dir, "nouuidv2", "FAKECUDA_OMIT_cuDeviceGetUuid_v2"); err == nil {
-				if built.noUUID, err = fakelib.CUDA("..", dir, "nouuid", "FAKECUDA_OMIT_cuDeviceGetUuid_v2", "FAKECUDA_OMIT_cuDeviceGetUuid"); err == nil {
-					built.noIPCOpen, err = fakelib.CUDA("..", dir, "noipcopen", "FAKECUDA_OMIT_cuIpcOpenMemHandle_v2")
-				}
+		for variant, defines := range map[string][]string{
+			"":          nil,
+			"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
+			"nouuid":    {"FAKECUDA_OMIT_cuDeviceGetUuid_v2", "FAKECUDA_OMIT_cuDeviceGetUuid"},
+			"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
+		} {
+			if _, err := fakelib.CUDA("..", dir, variant, defines...); err != nil {
+				fmt.Fprintln(os.Stderr, "driver tests:", err)
+				return 2
 			}
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "driver tests:", err)
-			return 2
-		}
+		os.Setenv(libDirEnv, dir)
 		return m.Run()
 	}()
 	os.Exit(code)
@@ -111,25 +115,25 @@ func TestOpenMissingLibrary(t *testing.T) {
 }
 
 func TestOpenMissingSymbol(t *testing.T) {
-	_, err := Open(built.noIPCOpen)
+	_, err := Open(fakeLib("noipcopen"))
 	if !errors.Is(err, sdk.ErrUnavailable) {
 		t.Fatalf("err = %v, want sdk.ErrUnavailable", err)
 	}
-	want := "backend unavailable: " + built.noIPCOpen + ": missing symbol cuIpcOpenMemHandle_v2"
+	want := "backend unavailable: " + fakeLib("noipcopen") + ": missing symbol cuIpcOpenMemHandle_v2"
 	if err.Error() != want {
 		t.Fatalf("message %q, want %q", err, want)
 	}
 }
 
 func TestOpenMissingBothUUIDSymbols(t *testing.T) {
-	_, err := Open(built.noUUID)
+	_, err := Open(fakeLib("nouuid"))
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "missing symbol cuDeviceGetUuid_v2 (or cuDeviceGetUuid)") {
 		t.Fatalf("err = %v, want missing cuDeviceGetUuid_v2 (or cuDeviceGetUuid)", err)
 	}
 }
 
 func TestUUIDV1Fallback(t *testing.T) {
-	d := openFake(t, built.noUUIDV2, map[string]string{"FAKECUDA_DEVICES": "MIG-00112233445566778899aabbccddeeff"})
+	d := openFake(t, fakeLib("nouuidv2"), map[string]string{"FAKECUDA_DEVICES": "MIG-00112233445566778899aabbccddeeff"})
 	if d.HasUUIDV2() || !d.HasUUIDV1() {
 		t.Fatalf("HasUUIDV2=%v HasUUIDV1=%v", d.HasUUIDV2(), d.HasUUIDV1())
 	}
@@ -144,7 +148,7 @@ func TestUUIDV1Fallback(t *testing.T) {
 }
 
 func TestUUIDV2PreferredAndV1Physical(t *testing.T) {
-	d := openFake(t, built.fake, map[string]string{"FAKECUDA_DEVICES": "MIG-00112233445566778899aabbccddeeff"})
+	d := openFake(t, fakeLib(""), map[string]string{"FAKECUDA_DEVICES": "MIG-00112233445566778899aabbccddeeff"})
 	u, err := d.DeviceUUID(0)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +166,7 @@ func TestUUIDV2PreferredAndV1Physical(t *testing.T) {
 }
 
 func TestDeviceQueries(t *testing.T) {
-	d := openFake(t, built.fake, map[string]string{"FAKECUDA_DEVICES": "3", "FAKECUDA_MEMORY": "1073741824"})
+	d := openFake(t, fakeLib(""), map[string]string{"FAKECUDA_DEVICES": "3", "FAKECUDA_MEMORY": "1073741824"})
 	n, err := d.DeviceCount()
 	if err != nil || n != 3 {
 		t.Fatalf("DeviceCount = %d, %v", n, err)
@@ -194,7 +198,7 @@ func TestDeviceQueries(t *testing.T) {
 }
 
 func TestErrorCodesMapToSDK(t *testing.T) {
-	d := openFake(t, built.fake, map[string]string{"FAKECUDA_DEVICES": "1"})
+	d := openFake(t, fakeLib(""), map[string]string{"FAKECUDA_DEVICES": "1"})
 	_, err := d.DeviceGet(7)
 	if !errors.Is(err, sdk.ErrNoSuchDevice) {
 		t.Fatalf("DeviceGet(7) = %v, want ErrNoSuchDevice", err)
@@ -228,7 +232,7 @@ func TestInitErrorsAreUnavailable(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
-			p, err := fakelib.Copy(built.fake, t.TempDir())
+			p, err := fakelib.Copy(fakeLib(""), t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +250,7 @@ func TestInitErrorsAreUnavailable(t *testing.T) {
 }
 
 func TestAsyncCopyAndReadback(t *testing.T) {
-	d := openFake(t, built.fake, map[string]string{"FAKECUDA_DEVICES": "1", "FAKECUDA_COPY_DELAY_US": "1000"})
+	d := openFake(t, fakeLib(""), map[string]string{"FAKECUDA_DEVICES": "1", "FAKECUDA_COPY_DELAY_US": "1000"})
 	onDevice(t, d, 0)
 	p, err := d.MemAlloc(1 << 20)
 	if err != nil {
@@ -301,7 +305,7 @@ func TestAsyncCopyAndReadback(t *testing.T) {
 }
 
 func TestIPCAcrossProcesses(t *testing.T) {
-	d := openFake(t, built.fake, map[string]string{"FAKECUDA_DEVICES": "1"})
+	d := openFake(t, fakeLib(""), map[string]string{"FAKECUDA_DEVICES": "1"})
 	onDevice(t, d, 0)
 	const size = 3 << 20
 	p, err := d.MemAlloc(size)

@@ -15,7 +15,9 @@ const (
 	migUUID = "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 )
 
-var fakeNVML string // built once by TestMain
+// libEnv names the fake NVML TestMain builds (an environment variable
+// keeps the package free of mutable globals).
+const libEnv = "WCACHE_NVMLINFO_TEST_LIB"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "fakenvml")
@@ -27,12 +29,13 @@ func TestMain(m *testing.M) {
 	// process, like real NVML: set it before any test runs.
 	os.Setenv("FAKECUDA_DEVICES", gpuUUID+","+migUUID)
 	os.Setenv("FAKECUDA_MEMORY", "2147483648")
-	fakeNVML, err = fakelib.NVML("..", dir)
+	lib, err := fakelib.NVML("..", dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nvmlinfo tests:", err)
 		os.RemoveAll(dir)
 		os.Exit(2)
 	}
+	os.Setenv(libEnv, lib)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -55,7 +58,7 @@ func TestOpenMissingLibrary(t *testing.T) {
 }
 
 func TestLookupGPU(t *testing.T) {
-	l, err := Open(fakeNVML)
+	l, err := Open(os.Getenv(libEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func TestLookupGPU(t *testing.T) {
 }
 
 func TestLookupMIGUsesParentForPCI(t *testing.T) {
-	l, err := Open(fakeNVML)
+	l, err := Open(os.Getenv(libEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func TestLookupMIGUsesParentForPCI(t *testing.T) {
 }
 
 func TestLookupUnknown(t *testing.T) {
-	l, err := Open(fakeNVML)
+	l, err := Open(os.Getenv(libEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
