@@ -1,0 +1,50 @@
+package cudabackend
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	c, err := ConfigFromEnv(env(nil))
+	if err != nil || c != DefaultConfig() {
+		t.Fatalf("ConfigFromEnv(empty) = %+v, %v; want the defaults", c, err)
+	}
+	if c.StagingBytes != 64<<20 || c.StagingBuffers != 2 || !c.DirectIO || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	c, err = ConfigFromEnv(env(map[string]string{
+		EnvLibrary: "/opt/fake/libcuda.so.1", EnvNVMLLibrary: "/opt/fake/libnvidia-ml.so.1",
+		EnvStagingBytes: "16MiB", EnvStagingBuffers: "3", EnvDirectIO: "0",
+	}))
+	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3}
+	if err != nil || c != want {
+		t.Fatalf("ConfigFromEnv = %+v, %v; want %+v", c, err, want)
+	}
+	for _, kv := range [][2]string{
+		{EnvStagingBytes, "1000"},
+		{EnvStagingBytes, "5GiB"},
+		{EnvStagingBytes, "12 parsecs"},
+		{EnvStagingBuffers, "1"},
+		{EnvStagingBuffers, "many"},
+		{EnvDirectIO, "sometimes"},
+	} {
+		if _, err := ConfigFromEnv(env(map[string]string{kv[0]: kv[1]})); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s=%q: err = %v, want an error naming the variable", kv[0], kv[1], err)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]uint64{"4096": 4096, "64MiB": 64 << 20, "64m": 64 << 20, "2 GiB": 2 << 30, "1k": 1024, "7b": 7} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "1.5GiB", "1TiB", "99999999999999999999", "17179869184GiB"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package cudabackend
+
+import (
+	"os"
+	"testing"
+
+	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
+)
+
+// TestConformanceInProcess runs the suite without the plugin boundary.
+// Every instance shares one Runtime, as the Backends of one process must:
+// legacy CUDA IPC cannot open a handle in the process that exported it, so
+// the suite's second instance maps the first one's export through the
+// Runtime's registry. plugins/cuda's own test runs the suite through real
+// plugin processes, where Import goes through the driver.
+//
+// With WCACHE_CUDA_REAL=1 it uses the real libcuda.so.1 and NVML (and
+// WCACHE_CUDA_* from the environment), for the GPU check.
+func TestConformanceInProcess(t *testing.T) {
+	var cfg Config
+	if fakelib.Real(os.Getenv) {
+		var err error
+		if cfg, err = ConfigFromEnv(os.Getenv); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// Small staging buffers and slow asynchronous copies: every load
+		// of the suite cycles the staging ring many times.
+		cfg = fakeConfig(t, fakeOptions{staging: 256 << 10, env: map[string]string{"FAKECUDA_COPY_DELAY_US": "20"}})
+	}
+	rt, err := OpenRuntime(cfg, nil)
+	if err != nil {
+		t.Fatalf("OpenRuntime: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("Runtime.Close: %v", err)
+		}
+	})
+	backendtest.Run(t, func(t *testing.T) sdk.Backend {
+		b := rt.NewBackend()
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return b
+	}, backendtest.Options{})
+}

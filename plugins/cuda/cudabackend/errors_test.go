@@ -1,0 +1,143 @@
+package cudabackend
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+func sha(p []byte) [32]byte { return sha256.Sum256(p) }
+
+func TestMissingLibraryIsUnavailable(t *testing.T) {
+	cfg := fakeConfig(t, fakeOptions{})
+	cfg.Library = filepath.Join(t.TempDir(), "nowhere", "libcuda.so.1")
+	_, err := New(cfg, nil)
+	if !errors.Is(err, sdk.ErrUnavailable) || !strings.HasPrefix(err.Error(), "backend unavailable: cannot load "+cfg.Library+": ") {
+		t.Fatalf("New = %v, want ErrUnavailable naming %s", err, cfg.Library)
+	}
+}
+
+func TestMissingSymbolIsUnavailable(t *testing.T) {
+	cfg := fakeConfig(t, fakeOptions{variant: "noipcopen"})
+	_, err := New(cfg, nil)
+	want := "backend unavailable: " + cfg.Library + ": missing symbol cuIpcOpenMemHandle_v2"
+	if !errors.Is(err, sdk.ErrUnavailable) || err.Error() != want {
+		t.Fatalf("New = %v, want %q", err, want)
+	}
+}
+
+func TestDriverInitFailureIsUnavailable(t *testing.T) {
+	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_INIT_ERROR": "35"}})
+	_, err := New(cfg, nil)
+	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "CUDA_ERROR_INSUFFICIENT_DRIVER") || !strings.Contains(err.Error(), cfg.Library) {
+		t.Fatalf("New = %v, want ErrUnavailable naming the library and CUDA_ERROR_INSUFFICIENT_DRIVER", err)
+	}
+}
+
+func TestUnavailableBackend(t *testing.T) {
+	cause := sdk.Errorf(sdk.ErrUnavailable, "libcuda.so.1: missing symbol cuMemAlloc_v2")
+	u := Unavailable(cause)
+	ctx := context.Background()
+	info, err := u.Info(ctx)
+	if err != nil || info.Platform != Platform || info.HandleKinds[0] != HandleKind {
+		t.Fatalf("Info = %+v, %v", info, err)
+	}
+	_, err1 := u.Devices(ctx)
+	_, err2 := u.DeviceUUID(ctx, 0)
+	_, _, err3 := u.Allocate(ctx, 0, 1)
+	err4 := u.Load(ctx, 1, nil, nil)
+	_, err5 := u.Export(ctx, 1)
+	_, err6 := u.Import(ctx, 0, sdk.Handle{})
+	_, err7 := u.Read(ctx, 1, 0, 1)
+	_, err8 := u.Digest(ctx, 1, nil)
+	err9 := u.Free(ctx, 1)
+	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8, err9} {
+		if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "missing symbol cuMemAlloc_v2") {
+			t.Errorf("call %d = %v, want the cause", i+1, err)
+		}
+	}
+}
+
+func TestOutOfMemoryThenFreeMakesRoom(t *testing.T) {
+	b := newBackend(t, fakeConfig(t, fakeOptions{}))
+	ctx := context.Background()
+	big, _, err := b.Allocate(ctx, 0, 200<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = b.Allocate(ctx, 0, 100<<20)
+	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
+		t.Fatalf("Allocate past capacity = %v, want ErrOutOfMemory naming CUDA_ERROR_OUT_OF_MEMORY", err)
+	}
+	if err := b.Free(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Allocate(ctx, 0, 100<<20); err != nil {
+		t.Fatalf("Allocate after Free: %v", err)
+	}
+}
+
+func TestClosedBackendIsUnavailable(t *testing.T) {
+	b, err := New(fakeConfig(t, fakeOptions{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, _, err := b.Allocate(ctx, 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := b.Read(ctx, id, 0, 1); !errors.Is(err, sdk.ErrUnavailable) {
+		t.Fatalf("Read after Close = %v, want ErrUnavailable", err)
+	}
+	if _, _, err := b.Allocate(ctx, 0, 1); !errors.Is(err, sdk.ErrUnavailable) {
+		t.Fatalf("Allocate after Close = %v, want ErrUnavailable", err)
+	}
+	if _, err := b.Devices(ctx); !errors.Is(err, sdk.ErrUnavailable) {
+		t.Fatalf("Devices after Close = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestRuntimeCloseFreesSharedMemory(t *testing.T) {
+	rt, err := OpenRuntime(fakeConfig(t, fakeOptions{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b1, b2 := rt.NewBackend(), rt.NewBackend()
+	id, _, err := b1.Allocate(ctx, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := b1.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias, err := b2.Import(ctx, 1, h)
+	if err != nil {
+		t.Fatalf("Import in a second Backend of the Runtime (on another ordinal): %v", err)
+	}
+	if err := b1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.Read(ctx, alias, 0, 16); err != nil {
+		t.Fatalf("Read through the other Backend after the exporter closed: %v", err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.Read(ctx, alias, 0, 16); !errors.Is(err, sdk.ErrUnavailable) {
+		t.Fatalf("Read after Runtime.Close = %v, want ErrUnavailable", err)
+	}
+}

@@ -1,0 +1,206 @@
+package cudabackend
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// loadFile allocates size bytes on ordinal 0 and loads the file at dest.
+func loadFile(t *testing.T, b *Backend, path string, n int, size, dest uint64) sdk.AllocationID {
+	t.Helper()
+	ctx := context.Background()
+	id, _, err := b.Allocate(ctx, 0, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(n), DestOffset: dest}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestImportOwnExportSharesTheAllocation(t *testing.T) {
+	// Without NVML, FreeMemory is the driver's count (cuMemGetInfo).
+	b := newBackend(t, fakeConfig(t, fakeOptions{noNVML: true}))
+	ctx := context.Background()
+	path, data := writeFile(t, 300_000, 1)
+	id := loadFile(t, b, path, len(data), 1<<20, 100)
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Kind != HandleKind || len(h.Data) != 64 || h.Size != 1<<20 {
+		t.Fatalf("Export = %s, %d bytes of data, size %d", h.Kind, len(h.Data), h.Size)
+	}
+	again, err := b.Export(ctx, id)
+	if err != nil || !bytes.Equal(again.Data, h.Data) {
+		t.Fatalf("second Export = %x, %v; want the cached handle", again.Data, err)
+	}
+	alias, err := b.Import(ctx, 0, h)
+	if err != nil {
+		t.Fatalf("Import of this process's own handle: %v", err)
+	}
+	if alias == id {
+		t.Fatal("Import returned the exporter's id")
+	}
+	// The alias keeps the memory after the original id is freed.
+	if err := b.Free(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Read(ctx, alias, 100, uint64(len(data)))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Read through the alias after freeing the original: %v (equal=%v)", err, bytes.Equal(got, data))
+	}
+	if err := b.Free(ctx, alias); err != nil {
+		t.Fatal(err)
+	}
+	// Both ids gone: the memory is freed and the handle is stale.
+	if _, err := b.Import(ctx, 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
+		t.Fatalf("Import of a freed allocation's handle = %v, want ErrInvalidArgument", err)
+	}
+	if free := freeMemory(t, b); free != fakeMemory {
+		t.Fatalf("device free memory %d after freeing everything, want %d", free, fakeMemory)
+	}
+}
+
+// freeMemory returns ordinal 0's FreeMemory as the fake driver counts it.
+func freeMemory(t *testing.T, b *Backend) uint64 {
+	t.Helper()
+	devs, err := b.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devs[0].FreeMemory
+}
+
+func TestImportRejectsBadHandles(t *testing.T) {
+	b := newBackend(t, fakeConfig(t, fakeOptions{}))
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		h    sdk.Handle
+		kind error
+	}{
+		"other kind":  {sdk.Handle{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: 10}, sdk.ErrUnsupported},
+		"short":       {sdk.Handle{Kind: HandleKind, Data: make([]byte, 63), Size: 10}, sdk.ErrInvalidArgument},
+		"zero size":   {sdk.Handle{Kind: HandleKind, Data: make([]byte, 64), Size: 0}, sdk.ErrInvalidArgument},
+		"garbage":     {sdk.Handle{Kind: HandleKind, Data: bytes.Repeat([]byte{0x5a}, 64), Size: 10}, sdk.ErrInvalidArgument},
+		"zero handle": {sdk.Handle{Kind: HandleKind, Data: make([]byte, 64), Size: 10}, sdk.ErrInvalidArgument},
+	} {
+		if _, err := b.Import(ctx, 0, tc.h); !errors.Is(err, tc.kind) {
+			t.Errorf("%s: Import = %v, want %v", name, err, tc.kind)
+		}
+	}
+	if _, err := b.Import(ctx, 3, sdk.Handle{Kind: HandleKind, Data: make([]byte, 64), Size: 1}); !errors.Is(err, sdk.ErrNoSuchDevice) {
+		t.Errorf("Import on ordinal 3 = %v, want ErrNoSuchDevice", err)
+	}
+}
+
+func TestImportAcrossProcesses(t *testing.T) {
+	cfg := fakeConfig(t, fakeOptions{})
+	b := newBackend(t, cfg)
+	ctx := context.Background()
+	path, data := writeFile(t, 2_000_003, 2)
+	const dest = 4097
+	id := loadFile(t, b, path, len(data), 3<<20, dest)
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	out := runImportHelper(t, cfg, h, dest, len(data))
+	if want := hex.EncodeToString(sum[:]); out != want {
+		t.Fatalf("importing process: %s, want sha256 %s", out, want)
+	}
+	// A handle claiming more than the allocation holds is refused there.
+	big := h
+	big.Size = h.Size + 1
+	if out := runImportHelper(t, cfg, big, dest, len(data)); !strings.Contains(out, "invalid argument") || !strings.Contains(out, "mapped allocation holds") {
+		t.Fatalf("importing an oversized handle: %q, want an invalid-argument error about the mapping's size", out)
+	}
+}
+
+// runImportHelper re-runs the test binary as another process that imports
+// h twice, digests [dest, dest+n) through each id, frees both and prints
+// the digest (or the error).
+func runImportHelper(t *testing.T, cfg Config, h sdk.Handle, dest, n int) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		helperEnv+"=1",
+		EnvLibrary+"="+cfg.Library,
+		EnvNVMLLibrary+"="+cfg.NVMLLibrary,
+		"HELPER_HANDLE="+hex.EncodeToString(h.Data),
+		fmt.Sprintf("HELPER_SIZE=%d", h.Size),
+		fmt.Sprintf("HELPER_RANGE=%d:%d", dest, n))
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("import helper: %v\n%s", err, b)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func importHelper() int {
+	fail := func(format string, args ...any) int {
+		fmt.Printf(format+"\n", args...)
+		return 0
+	}
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return fail("config: %v", err)
+	}
+	b, err := New(cfg, nil)
+	if err != nil {
+		return fail("New: %v", err)
+	}
+	defer b.Close()
+	data, _ := hex.DecodeString(os.Getenv("HELPER_HANDLE"))
+	size, _ := strconv.ParseUint(os.Getenv("HELPER_SIZE"), 10, 64)
+	var off, n uint64
+	fmt.Sscanf(os.Getenv("HELPER_RANGE"), "%d:%d", &off, &n)
+	ctx := context.Background()
+	h := sdk.Handle{Kind: HandleKind, Data: data, Size: size}
+	first, err := b.Import(ctx, 0, h)
+	if err != nil {
+		return fail("%v", err)
+	}
+	second, err := b.Import(ctx, 0, h)
+	if err != nil {
+		return fail("second Import: %v", err)
+	}
+	if first == second {
+		return fail("second Import returned the same id")
+	}
+	var sums [2][32]byte
+	for i, id := range []sdk.AllocationID{first, second} {
+		s, err := b.Digest(ctx, id, []sdk.Range{{Offset: off, Length: n}})
+		if err != nil {
+			return fail("Digest: %v", err)
+		}
+		sums[i] = s[0]
+	}
+	if sums[0] != sums[1] {
+		return fail("the two imports digest differently")
+	}
+	// One mapping per process: freeing one id keeps the other readable.
+	if err := b.Free(ctx, first); err != nil {
+		return fail("Free: %v", err)
+	}
+	if _, err := b.Read(ctx, second, off, 1); err != nil {
+		return fail("Read after freeing the other import: %v", err)
+	}
+	if err := b.Free(ctx, second); err != nil {
+		return fail("Free: %v", err)
+	}
+	return fail("%s", hex.EncodeToString(sums[0][:]))
+}

@@ -1,0 +1,197 @@
+package cudabackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/plugins/cuda/driver"
+	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
+	"github.com/wcache/wcache/sdk"
+)
+
+// errClosed is returned by calls on a closed Runtime or Backend.
+var errClosed = fmt.Errorf("CUDA backend closed: %w", sdk.ErrUnavailable)
+
+// Runtime is the per-process state of the CUDA backend: the driver, the
+// visible devices, the device workers and the device memory registry.
+// Several Backends may share one Runtime (NewBackend); memory exported by
+// one can then be imported by another, which legacy CUDA IPC cannot do
+// within one process. Create it with OpenRuntime and release it with
+// Close.
+type Runtime struct {
+	cfg     Config
+	log     hclog.Logger
+	drv     *driver.Driver
+	nvml    *nvmlinfo.Library // nil when NVML is unavailable
+	version int               // cuDriverGetVersion
+	devices []deviceInfo      // by ordinal, fixed at open
+
+	closing chan struct{} // closed when Close starts; running Loads stop
+
+	mu      sync.Mutex
+	closed  bool
+	workers map[int]*worker                    // started on first use
+	mems    map[*deviceMemory]struct{}         // every live allocation and mapping
+	exports map[driver.IPCHandle]*deviceMemory // handles this process gave out
+	imports map[importKey]*deviceMemory        // handles this process opened
+	// importMu serialises Import so that a handle is opened once per device.
+	importMu sync.Mutex
+}
+
+type importKey struct {
+	handle  driver.IPCHandle
+	ordinal int
+}
+
+// OpenRuntime loads the CUDA driver named by cfg.Library, resolves every
+// entry point, calls cuInit and enumerates the visible devices; it loads
+// NVML too, when it can (logging why not otherwise). It fails with an
+// error wrapping sdk.ErrUnavailable when the driver library or a symbol is
+// missing, the driver cannot initialise or no device is visible. logger
+// may be nil.
+func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("CUDA backend: %w", err)
+	}
+	drv, err := driver.Open(cfg.Library)
+	if err != nil {
+		return nil, err
+	}
+	if err := drv.Init(); err != nil {
+		return nil, fmt.Errorf("%v: %s: %w", sdk.ErrUnavailable, drv.Path(), err)
+	}
+	version, err := drv.Version()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
+	}
+	rt := &Runtime{
+		cfg:     cfg,
+		log:     logger,
+		drv:     drv,
+		version: version,
+		closing: make(chan struct{}),
+		workers: map[int]*worker{},
+		mems:    map[*deviceMemory]struct{}{},
+		exports: map[driver.IPCHandle]*deviceMemory{},
+		imports: map[importKey]*deviceMemory{},
+	}
+	if nv, err := nvmlinfo.Open(cfg.NVMLLibrary); err != nil {
+		logger.Info("NVML unavailable; device metadata comes from the CUDA driver", "error", err)
+	} else {
+		rt.nvml = nv
+	}
+	rt.devices, err = enumerate(drv, rt.nvml)
+	if err != nil {
+		rt.closeNVML()
+		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
+	}
+	logger.Info("CUDA driver loaded", "library", drv.Path(), "driver_version", version,
+		"nvml", rt.nvml != nil, "devices", len(rt.devices), "uuid_v2", drv.HasUUIDV2(),
+		"staging_bytes", cfg.StagingBytes, "staging_buffers", cfg.StagingBuffers, "direct_io", cfg.DirectIO)
+	for _, d := range rt.devices {
+		logger.Debug("device", "ordinal", d.ordinal, "uuid", d.canonical, "name", d.name,
+			"pci_bus_id", d.pciBusID, "capability", d.capability, "kind_from", d.kindSource)
+	}
+	return rt, nil
+}
+
+// DriverVersion returns cuDriverGetVersion, e.g. 12060.
+func (rt *Runtime) DriverVersion() int { return rt.version }
+
+// HasNVML reports whether NVML was loaded.
+func (rt *Runtime) HasNVML() bool { return rt.nvml != nil }
+
+// worker returns the device's worker, starting it on first use.
+func (rt *Runtime) worker(ordinal int) (*worker, error) {
+	d, err := rt.device(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil, errClosed
+	}
+	if w, ok := rt.workers[ordinal]; ok {
+		return w, nil
+	}
+	w, err := startWorker(rt.drv, ordinal, d.dev)
+	if err != nil {
+		return nil, err
+	}
+	rt.workers[ordinal] = w
+	return w, nil
+}
+
+// isClosed reports whether Close has started.
+func (rt *Runtime) isClosed() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.closed
+}
+
+// runningWorker returns the device's worker if it has started.
+func (rt *Runtime) runningWorker(ordinal int) *worker {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.workers[ordinal]
+}
+
+// Close stops running Loads (they fail with ErrUnavailable) and waits for
+// them, frees every allocation and mapping still held, stops the device
+// workers (releasing their staging buffers and primary contexts) and shuts
+// NVML down. Backends sharing the Runtime fail with ErrUnavailable
+// afterwards. Close is idempotent.
+func (rt *Runtime) Close() error {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil
+	}
+	rt.closed = true
+	close(rt.closing)
+	mems := make([]*deviceMemory, 0, len(rt.mems))
+	for m := range rt.mems {
+		mems = append(mems, m)
+	}
+	clear(rt.mems)
+	clear(rt.exports)
+	clear(rt.imports)
+	workers := rt.workers
+	rt.workers = map[int]*worker{}
+	rt.mu.Unlock()
+
+	// Running Loads see closing between chunks and return after draining
+	// their stream; wait for them, so that no copy targets freed memory.
+	for _, w := range workers {
+		w.loadMu.Lock()
+		defer w.loadMu.Unlock()
+	}
+	var errs []error
+	for _, m := range mems {
+		if w := workers[m.ordinal]; w != nil {
+			errs = append(errs, m.release(context.Background(), rt.drv, w))
+		}
+	}
+	for _, w := range workers {
+		errs = append(errs, w.stop())
+	}
+	errs = append(errs, rt.closeNVML())
+	return errors.Join(errs...)
+}
+
+func (rt *Runtime) closeNVML() error {
+	if rt.nvml == nil {
+		return nil
+	}
+	err := rt.nvml.Close()
+	rt.nvml = nil
+	return err
+}
