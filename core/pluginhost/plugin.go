@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -215,16 +216,29 @@ func (p *Plugin) startError(err error) error {
 		return &ExitError{Path: p.path, Err: fmt.Errorf("pid %d: %w", r.pid, err), Logs: p.ring.Lines()}
 	}
 	p.logger.Debug("plugin handshake failed", "path", p.path, "error", err)
-	status := "exit status 0"
-	if r.waitErr != nil {
-		status = r.waitErr.Error()
-	}
 	var msg strings.Builder
-	fmt.Fprintf(&msg, "exited before the handshake (pid %d: %s)", r.pid, status)
+	switch {
+	case r.killed.Load() && killedBySIGKILL(r.waitErr):
+		fmt.Fprintf(&msg, "no valid handshake from pid %d; stopped it", r.pid)
+	case r.waitErr != nil:
+		fmt.Fprintf(&msg, "exited before the handshake (pid %d: %v)", r.pid, r.waitErr)
+	default:
+		fmt.Fprintf(&msg, "exited before the handshake (pid %d: exit status 0)", r.pid)
+	}
 	if line := r.stdout.firstLine(); line != "" {
 		fmt.Fprintf(&msg, "; it printed %q instead of a go-plugin handshake: is it a wcache backend built with sdk.Serve?", line)
 	}
 	return &ExitError{Path: p.path, Err: errors.New(msg.String()), Logs: p.ring.Lines()}
+}
+
+// killedBySIGKILL reports whether a wait status is death by SIGKILL.
+func killedBySIGKILL(err error) bool {
+	var xe *exec.ExitError
+	if !errors.As(err, &xe) {
+		return false
+	}
+	ws, ok := xe.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // abort cleans up after a failed start.

@@ -192,23 +192,39 @@ func TestWrongAPIVersionIsNamed(t *testing.T) {
 }
 
 func TestNonPluginFailsWithItsOutput(t *testing.T) {
-	dir, err := os.MkdirTemp(t.TempDir(), "plugins-")
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name, script string
+		want         []string
+	}{
+		{"ExitsBeforeHandshake", "#!/bin/sh\necho 'libcuda.so.1: cannot open shared object file' >&2\nexit 7\n",
+			[]string{"libcuda.so.1: cannot open shared object file", "exit status 7"}},
+		{"PrintsSomethingElse", "#!/bin/sh\necho 'starting' >&2\necho hello\nexec sleep 30\n",
+			[]string{"starting", `printed "hello"`, "stopped it"}},
 	}
-	script := "#!/bin/sh\necho 'libcuda.so.1: cannot open shared object file' >&2\necho hello\nexit 7\n"
-	if err := os.WriteFile(filepath.Join(dir, "wcache-backend-broken"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Start(t.Context(), "broken", Options{PluginDir: dir, Logger: hclog.NewNullLogger()})
-	var xe *ExitError
-	if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &xe) {
-		t.Fatalf("Start(broken) = %v, want *ExitError", err)
-	}
-	for _, want := range []string{"libcuda.so.1: cannot open shared object file", "exit status 7", `printed "hello"`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error does not say %q: %v", want, err)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp(t.TempDir(), "plugins-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "wcache-backend-broken"), []byte(tc.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = Start(t.Context(), "broken", Options{PluginDir: dir, Logger: hclog.NewNullLogger()})
+			var xe *ExitError
+			if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &xe) {
+				t.Fatalf("Start(broken) = %v, want *ExitError", err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not say %q: %v", want, err)
+				}
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Errorf("Start took %v to give up", time.Since(start))
+			}
+		})
 	}
 }
 

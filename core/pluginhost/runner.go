@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -39,6 +40,7 @@ type procRunner struct {
 	stderr *os.File
 
 	pid      int
+	killed   atomic.Bool   // Kill was called: a "signal: killed" status is ours
 	reaped   chan struct{} // closed once the process is reaped
 	waitErr  error         // valid after reaped
 	waitOnce sync.Once
@@ -120,6 +122,7 @@ func (r *procRunner) Kill(_ context.Context) error {
 	if r.cmd.Process == nil {
 		return nil
 	}
+	r.killed.Store(true)
 	if err := r.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
