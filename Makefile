@@ -21,6 +21,14 @@ build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-backend-mock ./plugins/mock
 	@if [ -d plugins/cuda ]; then CGO_ENABLED=1 $(GO) build -o $(BIN)/wcache-backend-cuda ./plugins/cuda; fi
 
+## demo: the main job end to end on the mock backend, in a private temporary
+## folder that it removes: generate a checkpoint, `wcache launch` a TP=2
+## layout, attach a client per rank, verify every byte, stop (see
+## docs/launcher.md).
+.PHONY: demo
+demo: build
+	$(BIN)/wcache demo
+
 ## proto: regenerate the committed Go code from proto/ with the generator
 ## versions pinned in go.mod (tool directive) and Debian's protoc.
 proto:

@@ -95,6 +95,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(
 		newVersionCommand(e),
 		newLaunchCommand(e),
+		newDemoCommand(e),
 		newDevicesCommand(e),
 		newServeCommand(e),
 		newAttachCommand(e),
