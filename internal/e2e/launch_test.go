@@ -1,0 +1,379 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+)
+
+// shardPattern selects a rank's files of a pre-sharded checkpoint.
+const shardPattern = "model-rank-{tp_rank}-part-*.safetensors"
+
+// launchStopTimeout bounds a launcher's exit after SIGTERM or a failure.
+const launchStopTimeout = 30 * time.Second
+
+// launchArgs launches a TP=tp layout of the pre-sharded model on the mock
+// backend, followed by extra.
+func launchArgs(model string, tp int, extra ...string) []string {
+	args := []string{"launch", "--backend", "mock", "--model", model, "--tp-size", fmt.Sprint(tp),
+		"--shard-pattern", shardPattern, "--timeout", "30s", "--drain-timeout", "5s", "--stop-grace", "15s"}
+	return append(args, extra...)
+}
+
+// shardedModel writes a checkpoint pre-sharded for tp ranks into
+// h.Root/model and returns its directory.
+func shardedModel(t *testing.T, h *harness, tp int) string {
+	t.Helper()
+	dir := filepath.Join(h.Root, "model")
+	genModel(t, dir, safetensorstest.GenOptions{TPSize: tp, Shards: 2})
+	return dir
+}
+
+// waitLaunchReady waits until the ready file of every device in uuids names
+// a child of the launcher p, and until the launcher itself has seen them
+// (it printed its table), and returns them in order.
+func (h *harness) waitLaunchReady(p *process, uuids []string) []daemonfile.Ready {
+	h.t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	out := make([]daemonfile.Ready, len(uuids))
+	for i := 0; i < len(uuids); {
+		r, err := daemonfile.ReadReady(h.Paths(uuids[i]).Ready)
+		if err == nil {
+			kids, _ := childPIDs(p.PID())
+			if slices.Contains(kids, r.PID) {
+				out[i] = r
+				i++
+				continue
+			}
+		}
+		if p.Exited() {
+			h.t.Fatalf("launcher exited (code %d) before device %s was ready:\n%s", p.ExitCode(), uuids[i], p)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("device %s not ready after %s:\n%s", uuids[i], readyTimeout, p)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.waitOutput(p, fmt.Sprintf("%d daemons ready in", len(uuids)))
+	return out
+}
+
+// procAlive reports whether pid runs (a zombie counts as gone).
+func procAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
+
+// daemonsOf lists the live processes whose command line names model: the
+// daemons (and launchers) of this test, whoever their parent is now.
+func daemonsOf(model string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		for _, arg := range bytes.Split(cmdline, []byte{0}) {
+			if string(arg) == "--model="+model && procAlive(pid) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// assertNoDaemons fails unless every process started for model has exited
+// within timeout.
+func assertNoDaemons(t *testing.T, model string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		left := daemonsOf(model)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of %s still running after %s: %v", model, timeout, left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// assertNoDiscoveryFiles fails if the private directory holds anything but
+// lock files (which stay by design).
+func (h *harness) assertNoDiscoveryFiles() {
+	h.t.Helper()
+	dir := filepath.Join(h.RuntimeDir, "wcache")
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		h.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".lock") {
+			h.t.Errorf("%s left in %s", e.Name(), dir)
+		}
+	}
+}
+
+// TestLaunchTP2ServesEachRankOnItsGPU: the happy path through the real
+// binaries. Two daemons on the first two mock GPUs, each with its rank's
+// weights; a client per rank attaches and verifies every byte; a client of
+// the wrong rank is refused; SIGTERM to the launcher stops both daemons and
+// leaves no file and no process behind.
+func TestLaunchTP2ServesEachRankOnItsGPU(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 4})
+	model := shardedModel(t, h, 2)
+	p := h.start(launchArgs(model, 2)...)
+	readies := h.waitLaunchReady(p, h.UUIDs[:2])
+	for i, r := range readies {
+		if r.DeviceUUID != h.UUIDs[i] || r.Socket != h.Paths(h.UUIDs[i]).Socket {
+			t.Errorf("GPU %d: ready file %+v, want device %s", i, r, h.UUIDs[i])
+		}
+	}
+	for _, u := range h.UUIDs[2:] {
+		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
+	}
+	h.waitOutput(p, "2 daemons ready")
+
+	for rank := 0; rank < 2; rank++ {
+		res := h.mustRun("attach", "--backend", "mock", "--gpu-id", fmt.Sprint(rank), "--model", model,
+			"--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", fmt.Sprint(rank), "--verify", "--json")
+		var sum struct {
+			DeviceUUID string `json:"device_uuid"`
+			Tensors    int    `json:"tensors"`
+			Verified   bool   `json:"verified"`
+		}
+		if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil {
+			t.Fatalf("attach --json: %v\n%s", err, res)
+		}
+		if sum.DeviceUUID != h.UUIDs[rank] || !sum.Verified || sum.Tensors == 0 {
+			t.Errorf("rank %d attach = %+v, want device %s verified", rank, sum, h.UUIDs[rank])
+		}
+	}
+	// Rank 1's engine process on GPU 0 would get rank 0's weights: refused.
+	res := h.run("attach", "--backend", "mock", "--gpu-id", "0", "--model", model,
+		"--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "1")
+	if res.Code != 4 || !strings.Contains(res.Stderr, "tp_rank") {
+		t.Errorf("attach of rank 1 to GPU 0: want exit 4 naming tp_rank\n%s", res)
+	}
+
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(p, launchStopTimeout); code != 0 {
+		t.Fatalf("launcher exit %d after SIGTERM:\n%s", code, p)
+	}
+	if !strings.Contains(p.Stderr(), "all 2 daemons stopped cleanly") {
+		t.Errorf("launcher did not report a clean stop:\n%s", p.Stderr())
+	}
+	for i, r := range readies {
+		if procAlive(r.PID) {
+			t.Errorf("daemon of GPU %d (pid %d) still running", i, r.PID)
+		}
+		assertGone(t, h.Paths(h.UUIDs[i]).Ready, h.Paths(h.UUIDs[i]).Socket)
+	}
+	h.assertNoDiscoveryFiles()
+	assertNoDaemons(t, model, 5*time.Second)
+}
+
+// TestLaunchDaemonFailureStopsSiblings: rank 1's shard is corrupt, so only
+// the daemon of GPU 1 fails while loading; the launcher stops the daemon of
+// GPU 0 (still loading, slowed down by the mock) and names the one that
+// failed, with its exit status and last output.
+func TestLaunchDaemonFailureStopsSiblings(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2, Env: []string{"WCACHE_MOCK_LOAD_DELAY=20s"}})
+	model := shardedModel(t, h, 2)
+	bad := filepath.Join(model, "model-rank-1-part-1.safetensors")
+	st, err := os.Stat(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(bad, st.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	res := h.run(launchArgs(model, 2)...)
+	if res.Code != 1 {
+		t.Fatalf("launch with a corrupt rank-1 shard: want exit 1\n%s", res)
+	}
+	if took := time.Since(begin); took > 15*time.Second {
+		t.Errorf("launcher took %s: it waited for the healthy daemon's load instead of stopping it", took)
+	}
+	for _, want := range []string{
+		"launch failed", "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "exited before it was ready", "exit status 1",
+		"its last output", "model-rank-1-part-1.safetensors",
+		"gpu 1 tp 1 pp 0: daemon exited before it was ready; stopping the other daemons",
+	} {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr lacks %q\n%s", want, res)
+		}
+	}
+	// The healthy daemon had started (it logged) and was stopped.
+	if !strings.Contains(res.Stderr, "[gpu 0 tp 0 pp 0] ") {
+		t.Errorf("no output of the daemon of GPU 0:\n%s", res)
+	}
+	for _, u := range h.UUIDs {
+		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
+	}
+	h.assertNoDiscoveryFiles()
+	assertNoDaemons(t, model, 5*time.Second)
+}
+
+// TestLaunchReadyTimeoutStopsAll: loads slower than --timeout; every daemon
+// is stopped and each one is named as pending.
+func TestLaunchReadyTimeoutStopsAll(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2, Env: []string{"WCACHE_MOCK_LOAD_DELAY=60s"}})
+	model := shardedModel(t, h, 2)
+	res := h.run(launchArgs(model, 2, "--timeout", "2s")...)
+	if res.Code != 1 {
+		t.Fatalf("want exit 1\n%s", res)
+	}
+	for _, want := range []string{"timed out waiting for daemons to be ready after 2s: 2 of them pending",
+		"daemon for gpu 0 tp 0 pp 0 (" + h.UUIDs[0], "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "not ready in time"} {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr lacks %q\n%s", want, res)
+		}
+	}
+	h.assertNoDiscoveryFiles()
+	assertNoDaemons(t, model, 5*time.Second)
+}
+
+// TestLaunchKilledLauncherLeavesNoDaemon: SIGKILL cannot be caught, but
+// the daemons' parent-death signal stops them: no daemon outlives its
+// launcher. Whatever files they could not remove are stale, and the next
+// launch on the same GPUs cleans them and serves.
+func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	model := shardedModel(t, h, 2)
+	p := h.start(launchArgs(model, 2)...)
+	readies := h.waitLaunchReady(p, h.UUIDs[:2])
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	h.waitExit(p, 5*time.Second)
+	assertNoDaemons(t, model, launchStopTimeout)
+	for _, r := range readies {
+		if procAlive(r.PID) {
+			t.Errorf("daemon pid %d survived its launcher", r.PID)
+		}
+	}
+
+	again := h.start(launchArgs(model, 2)...)
+	h.waitLaunchReady(again, h.UUIDs[:2])
+	if err := again.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(again, launchStopTimeout); code != 0 {
+		t.Fatalf("second launch exit %d:\n%s", code, again)
+	}
+	h.assertNoDiscoveryFiles()
+}
+
+// TestLaunchRaceOnOneGPUExactlyOneWins: two launchers started together on
+// GPU 0; the identity lock lets one daemon load, the other launcher fails
+// and leaves the winner alone.
+func TestLaunchRaceOnOneGPUExactlyOneWins(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1, Env: []string{"WCACHE_MOCK_LOAD_DELAY=300ms"}})
+	model := shardedModel(t, h, 1)
+	a := h.start(launchArgs(model, 1)...)
+	b := h.start(launchArgs(model, 1)...)
+	var winner, loser *process
+	select {
+	case <-a.Done():
+		loser, winner = a, b
+	case <-b.Done():
+		loser, winner = b, a
+	case <-time.After(readyTimeout):
+		t.Fatalf("neither launcher failed:\n%s\n%s", a, b)
+	}
+	if code := loser.ExitCode(); code != 1 || !strings.Contains(loser.Stderr(), "already running for device "+h.UUIDs[0]) {
+		t.Fatalf("loser: exit %d, want 1 naming the live daemon:\n%s", code, loser)
+	}
+	r := h.waitLaunchReady(winner, h.UUIDs[:1])[0]
+	if winner.Exited() {
+		t.Fatalf("the winner exited too:\n%s", winner)
+	}
+	if err := winner.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(winner, launchStopTimeout); code != 0 {
+		t.Fatalf("winner exit %d:\n%s", code, winner)
+	}
+	if procAlive(r.PID) {
+		t.Errorf("winner's daemon %d still running", r.PID)
+	}
+	assertNoDaemons(t, model, 5*time.Second)
+}
+
+// TestLaunchRefusesLiveDaemonUnlessForced: a daemon already serving GPU 0
+// is named and left alone; with --force the launcher takes over.
+func TestLaunchRefusesLiveDaemonUnlessForced(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	model := shardedModel(t, h, 2)
+	serve := h.startServe(0, model, "--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "0")
+
+	res := h.run(launchArgs(model, 2)...)
+	if res.Code != 1 {
+		t.Fatalf("launch over a live daemon: want exit 1\n%s", res)
+	}
+	for _, want := range []string{fmt.Sprintf("pid %d", serve.PID()), h.UUIDs[0], "--force"} {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr lacks %q\n%s", want, res)
+		}
+	}
+	if serve.Exited() {
+		t.Fatalf("the refused launch stopped the live daemon:\n%s", serve)
+	}
+	assertGone(t, h.Paths(h.UUIDs[1]).Ready) // nothing was started
+
+	p := h.start(launchArgs(model, 2, "--force")...)
+	h.waitLaunchReady(p, h.UUIDs[:2])
+	h.waitExit(serve, launchStopTimeout)
+	if !strings.Contains(p.Stderr(), fmt.Sprintf("stopped live daemon pid %d (--force)", serve.PID())) {
+		t.Errorf("launcher did not report the takeover:\n%s", p.Stderr())
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(p, launchStopTimeout); code != 0 {
+		t.Fatalf("launcher exit %d:\n%s", code, p)
+	}
+	h.assertNoDiscoveryFiles()
+}
+
+// TestLaunchRefusesTemplateWithoutUUID: a template without {device_uuid}
+// would give every GPU one socket; refused before anything is created.
+func TestLaunchRefusesTemplateWithoutUUID(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	model := shardedModel(t, h, 2)
+	res := h.run(launchArgs(model, 2, "--socket-template", filepath.Join(h.Root, "wcache.sock"))...)
+	if res.Code != 2 || !strings.Contains(res.Stderr, "--socket-template") || !strings.Contains(res.Stderr, "{device_uuid}") {
+		t.Fatalf("want exit 2 naming the flag and the placeholder\n%s", res)
+	}
+	for _, dir := range []string{h.RuntimeDir, h.MockDir} {
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%s is not empty after a refused launch", dir)
+		}
+	}
+	assertGone(t, filepath.Join(h.Root, "wcache.sock"))
+}
