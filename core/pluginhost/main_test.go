@@ -87,6 +87,18 @@ func processGone(pid int) bool {
 	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
 
+// shortTempDir is a private folder with a path short enough to hold
+// plugin socket folders (t.TempDir() paths can be too long).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wph-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // eventually polls cond every 20 ms until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -109,6 +121,7 @@ func orphanHelper() int {
 		PluginDir: os.Getenv("HELPER_PLUGIN_DIR"),
 		Logger:    hclog.NewNullLogger(),
 		Env:       mockEnv(os.Getenv("HELPER_SHM_DIR")),
+		SocketDir: os.Getenv("HELPER_SOCKET_BASE"),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)

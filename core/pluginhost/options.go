@@ -12,7 +12,8 @@
 //     kept to explain a plugin that dies (*ExitError);
 //   - no plugin outlives its host: Close kills it, and the plugin is started
 //     with Pdeathsig=SIGKILL from a thread that lives as long as the plugin,
-//     so even a SIGKILLed host leaves no orphan.
+//     so even a SIGKILLed host leaves no orphan; the socket folder such a
+//     host leaves behind is removed by the next Start on the same base.
 package pluginhost
 
 import (

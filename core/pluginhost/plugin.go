@@ -23,11 +23,6 @@ import (
 	"github.com/wcache/wcache/sdk"
 )
 
-// maxSocketBase is the longest base folder for the plugin's socket: go-plugin
-// adds about 40 bytes ("/wcache-plugin-N/plugin-dirN/pluginN") and sun_path
-// holds 107.
-const maxSocketBase = 60
-
 // exitWait bounds how long a failed call waits for the plugin process to be
 // reaped before it reports the plain transport error.
 const exitWait = 3 * time.Second
@@ -71,9 +66,9 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	socketDir, err := os.MkdirTemp(base, "wcache-plugin-")
+	socketDir, err := makeSocketDir(base, opts.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("create the plugin socket folder: %w", err)
+		return nil, err
 	}
 	p := &Plugin{
 		name:      name,
@@ -156,20 +151,6 @@ func pluginLogLevel(l hclog.Logger) string {
 		level = hclog.Info
 	}
 	return level.String()
-}
-
-// socketBase picks the folder for the plugin's socket folder.
-func socketBase(dir string) (string, error) {
-	if dir == "" {
-		dir = os.TempDir()
-		if len(dir) > maxSocketBase {
-			dir = "/tmp"
-		}
-	}
-	if len(dir) > maxSocketBase {
-		return "", fmt.Errorf("plugin socket folder %s is longer than %d bytes; a Unix socket path holds 107", dir, maxSocketBase)
-	}
-	return dir, nil
 }
 
 // verifyChecksum checks path against a hex SHA-256 pin with go-plugin's

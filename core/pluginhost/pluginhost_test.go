@@ -365,8 +365,10 @@ func TestStartHonoursContext(t *testing.T) {
 
 func TestNoOrphanAfterHostIsKilled(t *testing.T) {
 	shm := filepath.Join(t.TempDir(), "shm")
+	sockets := shortTempDir(t)
 	host := exec.Command(os.Args[0], "-test.run=^$")
-	host.Env = append(os.Environ(), helperEnv+"=orphan", "HELPER_PLUGIN_DIR="+testPlugins(), "HELPER_SHM_DIR="+shm)
+	host.Env = append(os.Environ(), helperEnv+"=orphan", "HELPER_PLUGIN_DIR="+testPlugins(), "HELPER_SHM_DIR="+shm,
+		"HELPER_SOCKET_BASE="+sockets)
 	var stderr bytes.Buffer
 	host.Stderr = &stderr
 	out, err := host.StdoutPipe()
@@ -401,6 +403,24 @@ func TestNoOrphanAfterHostIsKilled(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(shm, "*.shm"))
 		return len(files) == 0
 	})
+	// The killed host could not remove its socket folder; the next start
+	// on the same base does.
+	stale := filepath.Join(sockets, socketDirPrefix+strconv.Itoa(host.Process.Pid)+"-*")
+	if m, _ := filepath.Glob(stale); len(m) != 1 {
+		t.Fatalf("socket folders of the killed host: %v, want the one it left", m)
+	}
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: hclog.NewNullLogger(),
+		Env: mockEnv(shm), SocketDir: sockets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if m, _ := filepath.Glob(stale); len(m) != 0 {
+		t.Fatalf("socket folder of the dead host still there after the next start: %v", m)
+	}
+	if m, _ := filepath.Glob(filepath.Join(sockets, "*")); len(m) != 0 {
+		t.Fatalf("socket folders left after Close: %v", m)
+	}
 }
 
 func TestPluginConfigErrorReachesTheHost(t *testing.T) {
