@@ -173,6 +173,10 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// A supervisor must not die because whoever reads its output went away
+	// (a closed terminal, a killed `| tee`): its death would take every
+	// daemon with it. Writes to a broken stderr fail quietly instead.
+	signal.Ignore(syscall.SIGPIPE)
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(e.stderr, "wcache launch: "+format+"\n", args...)
 	}

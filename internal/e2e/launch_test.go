@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -376,4 +377,29 @@ func TestLaunchRefusesTemplateWithoutUUID(t *testing.T) {
 		}
 	}
 	assertGone(t, filepath.Join(h.Root, "wcache.sock"))
+}
+
+// TestLaunchSurvivesLostStderr: the launcher's stderr is a pipe nobody
+// reads any more (a closed terminal, a killed `| tee`). The launcher must
+// keep supervising, and stop its daemons cleanly on SIGTERM, instead of
+// dying of SIGPIPE at its next log line and taking the layout with it.
+func TestLaunchSurvivesLostStderr(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	model := shardedModel(t, h, 2)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	p := h.startWith(func(c *exec.Cmd) { c.Stderr = w }, launchArgs(model, 2)...)
+	w.Close()
+	h.waitLaunchReady(p, h.UUIDs[:2])
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(p, launchStopTimeout); code != 0 {
+		t.Fatalf("launcher exit %d with a broken stderr:\n%s", code, p)
+	}
+	assertNoDaemons(t, model, 5*time.Second)
+	h.assertNoDiscoveryFiles()
 }
