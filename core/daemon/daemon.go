@@ -198,7 +198,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	d.generation = uint64(d.started.UnixNano())
 	d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
 
-	if d.lis, err = listenUnix(d.info.Paths.Socket); err != nil {
+	if d.lis, err = listenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -364,12 +365,12 @@ func TestManyClientsConcurrently(t *testing.T) {
 func TestListenUnixReplacesStaleSocketOnly(t *testing.T) {
 	f := newFixture(t)
 	path := f.dir + "/x.sock"
-	l, err := listenUnix(path)
+	l, err := listenUnix(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Close() // leaves the file: a stale socket
-	l2, err := listenUnix(path)
+	l2, err := listenUnix(path, nil)
 	if err != nil {
 		t.Fatalf("replacing a stale socket: %v", err)
 	}
@@ -378,7 +379,7 @@ func TestListenUnixReplacesStaleSocketOnly(t *testing.T) {
 	if err := os.WriteFile(reg, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listenUnix(reg); err == nil {
+	if _, err := listenUnix(reg, nil); err == nil {
 		t.Fatal("listen replaced a regular file")
 	}
 	if b, _ := os.ReadFile(reg); string(b) != "keep" {
@@ -389,5 +390,22 @@ func TestListenUnixReplacesStaleSocketOnly(t *testing.T) {
 		if strings.HasPrefix(e.Name(), ".wcb") {
 			t.Errorf("temporary bind directory %s left behind", e.Name())
 		}
+	}
+}
+
+func TestSocketGroupMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs as root (it chowns a socket to gid 65534)")
+	}
+	f := newFixture(t)
+	gid := uint32(65534)
+	r := f.start(0, func(o *Options) { o.SocketGID = &gid })
+	fi, err := os.Lstat(r.d.Info().Paths.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != 0o660 || st.Gid != gid {
+		t.Errorf("socket mode %v gid %d, want 0660 gid %d", fi.Mode().Perm(), st.Gid, gid)
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/wcache/wcache/core/paths"
 )
 
-// listenUnix listens on a Unix socket at path whose file is mode 0600 from
-// the moment it is visible. The socket is bound inside a fresh 0700
+// listenUnix listens on a Unix socket at path whose file is mode 0600 (or,
+// with a non-nil gid, 0660 and group-owned by *gid) from the moment it is
+// visible. The socket is bound inside a fresh 0700
 // directory next to path, chmod-ed to 0600 there, then renamed into place,
 // so that no process-wide umask change is needed and no other user can
 // connect during a window in which the file has a wider mode.
@@ -20,7 +21,7 @@ import (
 // at path is stale then and is replaced; any other kind of file at path is
 // refused rather than clobbered. The returned listener does not unlink the
 // path on Close; the daemon removes it itself at shutdown.
-func listenUnix(path string) (*net.UnixListener, error) {
+func listenUnix(path string, gid *uint32) (*net.UnixListener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != fs.ModeSocket {
 		return nil, fmt.Errorf("socket path %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
 	}
@@ -43,7 +44,14 @@ func listenUnix(path string) (*net.UnixListener, error) {
 		os.Remove(tmp)
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
+	mode := os.FileMode(0o600)
+	if gid != nil {
+		if err := os.Chown(tmp, -1, int(*gid)); err != nil {
+			return fail(fmt.Errorf("socket group %d: %w", *gid, err))
+		}
+		mode = 0o660
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
 		return fail(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

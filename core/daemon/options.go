@@ -80,6 +80,12 @@ type Options struct {
 	// running as the daemon's own effective uid. Root is not implicitly
 	// allowed (unless the daemon itself runs as root).
 	AllowUIDs, AllowGIDs []uint32
+	// SocketGID, when set, makes the socket group-owned by this gid with
+	// mode 0660, so that clients of other users in that group can reach it
+	// at all (the directory must let them through too). nil: mode 0600,
+	// the daemon's user only. Reaching the socket is not enough: the peer
+	// must also pass AllowUIDs/AllowGIDs.
+	SocketGID *uint32
 
 	// Progress, when set, receives load progress over all allocations
 	// (bytes done, bytes total). It is called from the loading goroutine.

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +29,7 @@ func newServeCommand(e *env) *cobra.Command {
 		drainTimeout time.Duration
 		allowUIDs    []uint
 		allowGIDs    []uint
+		socketGroup  string
 		maxArena     uint64
 		hugePages    bool
 		logLevel     string
@@ -55,6 +58,9 @@ stop anyway). If the backend plugin dies, serve removes its files and exits 1.`,
 		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
 	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid (repeatable)")
 	fs.UintSliceVar(&allowGIDs, "allow-gid", nil, "also accept clients whose primary gid is this (repeatable)")
+	fs.StringVar(&socketGroup, "socket-group", "",
+		"make the socket group-owned by this group (name or gid) with mode 0660, for clients of other users "+
+			"(they must also pass --allow-uid/--allow-gid)")
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -91,6 +97,13 @@ stop anyway). If the backend plugin dies, serve removes its files and exits 1.`,
 		for _, g := range allowGIDs {
 			opts.AllowGIDs = append(opts.AllowGIDs, uint32(g))
 		}
+		if socketGroup != "" {
+			gid, err := lookupGroup(socketGroup)
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			opts.SocketGID = &gid
+		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 		opts.Logger = log
 
@@ -119,6 +132,22 @@ stop anyway). If the backend plugin dies, serve removes its files and exits 1.`,
 		return d.Run(ctx)
 	}
 	return cmd
+}
+
+// lookupGroup resolves a group name or numeric gid.
+func lookupGroup(name string) (uint32, error) {
+	if n, err := strconv.ParseUint(name, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, fmt.Errorf("--socket-group: %w", err)
+	}
+	n, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("--socket-group %s: gid %q: %w", name, g.Gid, err)
+	}
+	return uint32(n), nil
 }
 
 // progress renders load progress: a redrawn bar on a terminal, a log line

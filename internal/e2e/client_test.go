@@ -278,9 +278,9 @@ func TestFallbackRules(t *testing.T) {
 	}
 }
 
-// TestDaemonRejectsOtherUID: even a client that can reach the socket (the
-// test widens its mode on purpose) is refused by the daemon's SO_PEERCRED
-// check unless its uid is allowed.
+// TestDaemonRejectsOtherUID: a client of another user that can reach the
+// socket (through --socket-group) is still refused by the daemon's
+// SO_PEERCRED check unless its uid or gid is allowed.
 func TestDaemonRejectsOtherUID(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs as root (it spawns a client as uid 65534)")
@@ -288,7 +288,10 @@ func TestDaemonRejectsOtherUID(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 2})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	shared := filepath.Join(h.Root, "shared")
-	if err := os.Mkdir(shared, 0o755); err != nil {
+	if err := os.Mkdir(shared, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(shared, 0, nobody); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{h.Root, model.Dir} {
@@ -297,17 +300,17 @@ func TestDaemonRejectsOtherUID(t *testing.T) {
 		}
 	}
 	tmpl := []string{"--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
-		"--ready-template", filepath.Join(shared, "{device_uuid}.ready")}
+		"--ready-template", filepath.Join(shared, "{device_uuid}.ready"), "--socket-group", fmt.Sprint(nobody)}
 	asNobody := func(c *exec.Cmd) {
 		c.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
 		c.Env = append(c.Env, "HOME=/")
 	}
-	for gpu, extra := range [][]string{nil, {"--allow-uid", "65534"}} {
+	for gpu, extra := range [][]string{nil, {"--allow-gid", fmt.Sprint(nobody)}} {
 		d := h.start(serveArgs(gpu, model.Dir, append(tmpl, extra...)...)...)
 		h.waitReady(d, filepath.Join(shared, h.UUIDs[gpu]+".ready"))
 		sock := filepath.Join(shared, h.UUIDs[gpu]+".sock")
-		if err := os.Chmod(sock, 0o666); err != nil { // a misconfiguration the daemon must survive
-			t.Fatal(err)
+		if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+			t.Fatalf("socket with --socket-group: %v %v, want mode 0660", fi.Mode(), err)
 		}
 		res := h.runWith(asNobody, "attach", "--socket", sock, "--allow-owner", "0", "--model", model.Dir,
 			"--device-capability", "mock")
@@ -316,7 +319,7 @@ func TestDaemonRejectsOtherUID(t *testing.T) {
 				t.Errorf("uid 65534 without allow-list: want a PermissionDenied naming the uid\n%s", res)
 			}
 		} else if res.Code != 0 {
-			t.Errorf("uid 65534 with --allow-uid 65534: %s", res)
+			t.Errorf("uid 65534 with --allow-gid 65534: %s", res)
 		}
 	}
 }
