@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -167,8 +166,10 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	if st, err := os.Stat(f.model); err != nil || !st.IsDir() {
-		return usageErrorf("--model %s: not a checkpoint directory (%v)", f.model, err)
+	if st, err := os.Stat(f.model); err != nil {
+		return usageErrorf("--model: not a checkpoint directory: %v", err)
+	} else if !st.IsDir() {
+		return usageErrorf("--model %s: not a checkpoint directory", f.model)
 	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -207,7 +208,7 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 		Logf:         logf,
 	})
 	if err != nil {
-		return launchError(err)
+		return fmt.Errorf("launch failed: %w", err)
 	}
 	printDaemons(e, g.Daemons(), f.backend.backendName(), f.model, time.Since(begin))
 	logf("supervising %d daemons; SIGTERM or Ctrl-C stops them all", len(ranks))
@@ -227,15 +228,6 @@ func (f *launchFlags) resolveDevices(ctx context.Context, e *env, ranks []launch
 	}
 	defer plugin.Close()
 	return launcher.ResolveDevices(ctx, plugin.Backend(), ranks)
-}
-
-// launchError classifies a launch failure for the exit code.
-func launchError(err error) error {
-	var te *launcher.TopologyError
-	if errors.As(err, &te) {
-		return withCode(ExitUsage, err)
-	}
-	return fmt.Errorf("launch failed: %w", err)
 }
 
 // printDaemons prints one line per ready daemon.
