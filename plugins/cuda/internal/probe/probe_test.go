@@ -1,0 +1,179 @@
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/plugins/cuda/driver"
+	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+)
+
+// libDirEnv names the folder of the fakes TestMain builds.
+const libDirEnv = "WCACHE_PROBE_TEST_LIBS"
+
+// helperEnv makes the test binary run the probe command itself.
+const helperEnv = "WCACHE_PROBE_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
+	dir, err := os.MkdirTemp("", "probe-fakes-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		if _, err := fakelib.CUDA(filepath.Join("..", ".."), dir, ""); err != nil {
+			fmt.Fprintln(os.Stderr, "probe tests:", err)
+			return 2
+		}
+		os.Setenv(libDirEnv, dir)
+		os.Setenv("FAKECUDA_DEVICES", "1")
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func writeCheckpoint(t *testing.T, name string, seed uint64) (string, []byte) {
+	t.Helper()
+	a := safetensorstest.StreamBytes(seed, 3*1000*2)
+	b := safetensorstest.StreamBytes(seed+1, 77*4)
+	path := filepath.Join(t.TempDir(), name)
+	err := safetensorstest.WriteFile(path, []safetensorstest.Tensor{
+		{Name: "w", DType: "BF16", Shape: []uint64{3, 1000}, Data: a},
+		{Name: "b", DType: "F32", Shape: []uint64{77}, Data: b},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, raw[f.DataStart:]
+}
+
+// TestProbeHandleOpensInAnotherProcess runs the probe as a child process
+// and opens its handle here, as the GPU check's PyTorch process does.
+func TestProbeHandleOpensInAnotherProcess(t *testing.T) {
+	lib := filepath.Join(os.Getenv(libDirEnv), "libcuda.so.1")
+	p1, d1 := writeCheckpoint(t, "model-00001-of-00002.safetensors", 1)
+	p2, d2 := writeCheckpoint(t, "model-00002-of-00002.safetensors", 7)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "--gpu-id=0", p1, p2)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("probe printed no report: %v\n%s", err, stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(line, &rep); err != nil {
+		t.Fatalf("report %q: %v", line, err)
+	}
+	if rep.HandleKind != "cuda-ipc" || len(rep.Handle) != 64 || len(rep.Files) != 2 || rep.Bytes != uint64(len(d1)+len(d2)) || rep.LoadSeconds <= 0 {
+		t.Fatalf("report = %+v", rep)
+	}
+	if rep.Files[1].DestOffset%Alignment != 0 || rep.Files[1].DestOffset < uint64(len(d1)) {
+		t.Fatalf("second file at %d: not aligned after the first", rep.Files[1].DestOffset)
+	}
+	got := openAndRead(t, lib, rep)
+	for i, want := range [][]byte{d1, d2} {
+		f := rep.Files[i]
+		if !bytes.Equal(got[f.DestOffset:f.DestOffset+f.Length], want) {
+			t.Fatalf("file %d: bytes through the handle differ from the file's data", i)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("probe after stdin closed: %v\n%s", err, stderr.String())
+	}
+}
+
+// openAndRead opens the report's handle with the driver in this process
+// and copies the whole allocation out.
+func openAndRead(t *testing.T, lib string, rep Report) []byte {
+	t.Helper()
+	p, err := fakelib.Copy(lib, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := driver.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Init(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx, err := d.PrimaryCtxRetain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.PrimaryCtxRelease(0)
+	if err := d.CtxSetCurrent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.CtxSetCurrent(driver.Context{})
+	var h driver.IPCHandle
+	copy(h[:], rep.Handle)
+	ptr, err := d.IpcOpenMemHandle(h, driver.IPCMemLazyEnablePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.IpcCloseMemHandle(ptr)
+	out := make([]byte, rep.Size)
+	if err := d.MemcpyDtoH(out, ptr); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestProbeUsageAndErrors(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Run(nil, strings.NewReader(""), &out, &errOut, func(string) string { return "" }); code != 2 || !strings.Contains(errOut.String(), "usage") {
+		t.Fatalf("no arguments: exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	env := func(k string) string {
+		if k == "WCACHE_CUDA_LIBRARY" {
+			return "/nonexistent/libcuda.so.1"
+		}
+		return ""
+	}
+	path, _ := writeCheckpoint(t, "m.safetensors", 3)
+	if code := Run([]string{path}, strings.NewReader(""), &out, &errOut, env); code != 1 || !strings.Contains(errOut.String(), "backend unavailable: cannot load /nonexistent/libcuda.so.1") {
+		t.Fatalf("missing driver: exit %d, stderr %q", code, errOut.String())
+	}
+	if out.Len() != 0 {
+		t.Fatalf("stdout %q on failure", out.String())
+	}
+}
