@@ -302,3 +302,33 @@ func TestStatusAndStop(t *testing.T) {
 		t.Errorf("force stop = %d, %v", n, err)
 	}
 }
+
+func TestCloseBeforeAnyCallReleasesTheConnection(t *testing.T) {
+	dir := shortDir(t)
+	path := filepath.Join(dir, "raw.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := Dial(context.Background(), BySocket(path), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := <-accepted
+	defer server.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := server.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the daemon side still sees an open connection after Close: %v", err)
+	}
+}

@@ -42,6 +42,7 @@ type Options struct {
 // Client is a connection to one daemon.
 type Client struct {
 	conn       *grpc.ClientConn
+	dialer     *reuseDialer
 	rpc        daemonv1.DaemonClient
 	socket     string
 	deviceUUID string
@@ -55,7 +56,10 @@ func (c *Client) Socket() string { return c.socket }
 func (c *Client) DeviceUUID() string { return c.deviceUUID }
 
 // Close closes the connection (and with it every lease taken through it).
-func (c *Client) Close() error { return c.conn.Close() }
+func (c *Client) Close() error {
+	c.dialer.discard()
+	return c.conn.Close()
+}
 
 // Dial finds the target's socket, applies the safety checks (see the
 // package documentation) and connects. Errors: *NoDaemonError (ErrNoDaemon),
@@ -93,7 +97,7 @@ func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
 		first.Close()
 		return nil, fmt.Errorf("daemon client for %s: %w", socket, err)
 	}
-	return &Client{conn: conn, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
+	return &Client{conn: conn, dialer: dialer, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
 		clientName: opts.ClientName}, nil
 }
 
@@ -115,4 +119,16 @@ func (r *reuseDialer) dial(ctx context.Context, _ string) (net.Conn, error) {
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", r.socket)
+}
+
+// discard closes the checked connection if gRPC never took it (a client
+// closed before its first call).
+func (r *reuseDialer) discard() {
+	r.mu.Lock()
+	c := r.first
+	r.first = nil
+	r.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
