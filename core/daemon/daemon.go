@@ -381,21 +381,36 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return d.shutdown(status.Error(codes.Unavailable, "daemon stopped"), true)
 	case <-ctx.Done():
 		d.log.Info("stop requested: draining", "timeout", d.opts.DrainTimeout)
-		n, err := d.Stop(context.Background(), false, d.opts.DrainTimeout)
-		if err != nil {
-			d.log.Warn("drain timed out: ending leases", "leases", n, "error", err)
+		drained := make(chan error, 1)
+		go func() {
+			_, err := d.Stop(context.Background(), false, d.opts.DrainTimeout)
+			drained <- err
+		}()
+		select {
+		case err := <-drained:
+			if err != nil {
+				d.log.Warn("drain timed out: ending the leases left", "error", err)
+			}
+			return d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
+		case <-d.plugin.Exited():
+			return d.pluginExited()
 		}
-		return d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
 	case <-d.plugin.Exited():
-		perr := fmt.Errorf("%w: %v", ErrPluginExited, d.plugin.ExitError())
-		d.log.Error("backend plugin exited: ending every lease", "error", perr)
-		_ = d.shutdown(status.Error(codes.Unavailable, perr.Error()), false)
-		return perr
+		return d.pluginExited()
 	case err := <-d.serveErr:
 		serr := fmt.Errorf("serving on %s: %w", d.info.Paths.Socket, err)
 		_ = d.shutdown(status.Error(codes.Unavailable, "daemon failed: "+serr.Error()), true)
 		return serr
 	}
+}
+
+// pluginExited ends every lease with UNAVAILABLE and shuts down without
+// freeing (the memory went with the plugin process).
+func (d *Daemon) pluginExited() error {
+	perr := fmt.Errorf("%w: %v", ErrPluginExited, d.plugin.ExitError())
+	d.log.Error("backend plugin exited: ending every lease", "error", perr)
+	_ = d.shutdown(status.Error(codes.Unavailable, perr.Error()), false)
+	return perr
 }
 
 // requestShutdown makes Run shut the daemon down.

@@ -409,3 +409,20 @@ func TestSocketGroupMode(t *testing.T) {
 		t.Errorf("socket mode %v gid %d, want 0660 gid %d", fi.Mode().Perm(), st.Gid, gid)
 	}
 }
+
+func TestPluginExitDuringDrainStopsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	r := f.start(0, func(o *Options) { o.DrainTimeout = time.Minute })
+	a := r.mustAttach(t)
+	r.cancel() // SIGTERM: a long drain begins
+	select {
+	case <-a.Lease.Notices():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no drain notice")
+	}
+	r.p.crash("signal: killed")
+	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+		t.Fatalf("run = %v, want ErrPluginExited without waiting for the drain", err)
+	}
+	<-a.Lease.Done()
+}
