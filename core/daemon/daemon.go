@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
@@ -23,7 +20,6 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
 )
@@ -69,27 +65,6 @@ type Info struct {
 	// files removed, a live daemon taken over).
 	Cleanup daemonfile.CleanupResult
 	Load    LoadStats
-}
-
-// LoadStats measure the load.
-type LoadStats struct {
-	// Bytes is what was read from files; AllocatedBytes what was reserved
-	// on the device (padding included).
-	Bytes          uint64
-	AllocatedBytes uint64
-	Allocations    int
-	Extents        int
-	// Duration is the time of the Load calls (allocation and export
-	// excluded): the fill rate is Bytes / Duration.
-	Duration time.Duration
-}
-
-// BytesPerSecond is the fill rate of the load.
-func (s LoadStats) BytesPerSecond() float64 {
-	if s.Duration <= 0 {
-		return 0
-	}
-	return float64(s.Bytes) / s.Duration.Seconds()
 }
 
 // Start brings a daemon up, in this order: resolve and validate the device
@@ -222,117 +197,6 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 // Info describes the daemon.
 func (d *Daemon) Info() Info { return d.info }
 
-// openCheckpoint opens the whole checkpoint or the rank's pre-sharded files.
-func (d *Daemon) openCheckpoint() (*safetensors.Checkpoint, error) {
-	var ck *safetensors.Checkpoint
-	var err error
-	if d.opts.ShardPattern == "" {
-		ck, err = safetensors.OpenCheckpoint(d.opts.Model)
-	} else {
-		var files []string
-		c := d.opts.Config
-		files, err = plan.ShardFiles(d.opts.Model, d.opts.ShardPattern, plan.ShardRanks{
-			TPRank: c.TPRank, TPSize: c.TPSize, PPRank: c.PPRank, PPSize: c.PPSize})
-		if err == nil {
-			ck, err = safetensors.OpenFiles(files)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", d.opts.Model, err)
-	}
-	d.info.Model = d.opts.Model
-	for _, f := range ck.Files {
-		d.info.Files = append(d.info.Files, f.Path)
-	}
-	return ck, nil
-}
-
-// completeConfig fills the fields the daemon knows and validates the result.
-func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint) error {
-	c := d.opts.Config
-	c.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
-	if c.Model == "" {
-		c.Model = filepath.Clean(d.opts.Model)
-	}
-	if c.ProtocolVersion == 0 {
-		c.ProtocolVersion = version.ProtocolVersion
-	}
-	if c.DeviceCapability == "" {
-		devs, err := d.backend.Devices(ctx)
-		if err != nil {
-			return fmt.Errorf("device capability: %w", err)
-		}
-		for _, dev := range devs {
-			if dev.Ordinal == d.opts.GPU {
-				c.DeviceCapability = dev.Capability
-			}
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return fmt.Errorf("daemon config: %w", err)
-	}
-	d.config = c
-	d.configProto = c.ToProto()
-	d.info.Config = c
-	d.info.ConfigDigest = c.Digest()
-	return nil
-}
-
-// fill allocates every arena of the plan, loads it and exports it.
-func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) {
-	for i, a := range pl.Allocations {
-		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
-		}
-		d.allocs = append(d.allocs, id)
-		if got < a.Bytes {
-			return nil, fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
-		}
-	}
-	var base uint64
-	startLoad := time.Now()
-	for i, a := range pl.Allocations {
-		var progress sdk.ProgressFunc
-		if d.opts.Progress != nil {
-			offset := base
-			progress = func(done, _ uint64) { d.opts.Progress(offset+done, pl.Bytes) }
-		}
-		if err := d.backend.Load(ctx, d.allocs[i], a.Extents, progress); err != nil {
-			return nil, fmt.Errorf("arena %d of %d: %w", i+1, len(pl.Allocations), err)
-		}
-		for _, e := range a.Extents {
-			base += e.Length
-		}
-	}
-	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
-		Extents: pl.ExtentCount(), Duration: time.Since(startLoad)}
-	if d.opts.Progress != nil {
-		d.opts.Progress(pl.Bytes, pl.Bytes)
-	}
-	handles := make([]sdk.Handle, len(d.allocs))
-	for i, id := range d.allocs {
-		h, err := d.backend.Export(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("export arena %d: %w", i+1, err)
-		}
-		handles[i] = h
-	}
-	return handles, nil
-}
-
-// freeAll frees every allocation, bounded by DefaultFreeTimeout.
-func (d *Daemon) freeAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultFreeTimeout)
-	defer cancel()
-	for _, id := range d.allocs {
-		if err := d.backend.Free(ctx, id); err != nil {
-			d.log.Warn("freeing an allocation", "allocation", id, "error", err)
-		}
-	}
-	d.allocs = nil
-}
-
 // newGRPCServer builds the daemon.v1 server with peer-credential checks and
 // deadlines.
 func (d *Daemon) newGRPCServer() *grpc.Server {
@@ -364,122 +228,4 @@ func (d *Daemon) writeReady() error {
 		return fmt.Errorf("ready file: %w", err)
 	}
 	return nil
-}
-
-// Run serves until the daemon stops and then shuts it down (see the package
-// documentation for the order):
-//
-//   - a Stop that drained or was forced: Run returns nil;
-//   - ctx cancelled (SIGTERM/SIGINT in the serve command): drain for
-//     DrainTimeout, end the leases left, return nil;
-//   - the plugin exited: end every lease with UNAVAILABLE, remove the files,
-//     return an error wrapping ErrPluginExited;
-//   - the gRPC server failed: return its error.
-func (d *Daemon) Run(ctx context.Context) error {
-	select {
-	case <-d.stopCh:
-		return d.shutdown(status.Error(codes.Unavailable, "daemon stopped"), true)
-	case <-ctx.Done():
-		d.log.Info("stop requested: draining", "timeout", d.opts.DrainTimeout)
-		drained := make(chan error, 1)
-		go func() {
-			_, err := d.Stop(context.Background(), false, d.opts.DrainTimeout)
-			drained <- err
-		}()
-		select {
-		case err := <-drained:
-			if err != nil {
-				d.log.Warn("drain timed out: ending the leases left", "error", err)
-			}
-			return d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
-		case <-d.plugin.Exited():
-			return d.pluginExited()
-		}
-	case <-d.plugin.Exited():
-		return d.pluginExited()
-	case err := <-d.serveErr:
-		serr := fmt.Errorf("serving on %s: %w", d.info.Paths.Socket, err)
-		_ = d.shutdown(status.Error(codes.Unavailable, "daemon failed: "+serr.Error()), true)
-		return serr
-	}
-}
-
-// pluginExited ends every lease with UNAVAILABLE and shuts down without
-// freeing (the memory went with the plugin process).
-func (d *Daemon) pluginExited() error {
-	perr := fmt.Errorf("%w: %v", ErrPluginExited, d.plugin.ExitError())
-	d.log.Error("backend plugin exited: ending every lease", "error", perr)
-	_ = d.shutdown(status.Error(codes.Unavailable, perr.Error()), false)
-	return perr
-}
-
-// requestShutdown makes Run shut the daemon down.
-func (d *Daemon) requestShutdown() {
-	d.stopOnce.Do(func() { close(d.stopCh) })
-}
-
-// Stop stops the daemon as the Stop RPC does. With force, every lease ends
-// at once. Otherwise every lease gets a KIND_DRAINING notice and Stop waits
-// up to timeout (0: DrainTimeout) for them to go; if some are still there it
-// returns a *DrainTimeoutError and the daemon keeps serving. On success Run
-// shuts the daemon down. It returns the number of leases when it began.
-func (d *Daemon) Stop(ctx context.Context, force bool, timeout time.Duration) (int, error) {
-	n := len(d.reg.list())
-	if force {
-		d.reg.stop(status.Error(codes.Unavailable, "daemon stopped (forced)"))
-		d.requestShutdown()
-		return n, nil
-	}
-	if timeout <= 0 {
-		timeout = d.opts.DrainTimeout
-	}
-	deadline := time.Now().Add(timeout)
-	notice := &daemonv1.Notice{Kind: daemonv1.Notice_KIND_DRAINING, DeadlineUnixMs: deadline.UnixMilli(),
-		Message: fmt.Sprintf("daemon of %s is stopping: release the lease within %s", d.info.DeviceUUID, timeout)}
-	if !d.reg.beginDrain(notice) {
-		return n, nil // already stopping
-	}
-	wctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	if d.reg.waitEmpty(wctx) {
-		d.reg.stop(status.Error(codes.Unavailable, "daemon stopped"))
-		d.reg.endDrain()
-		d.requestShutdown()
-		return n, nil
-	}
-	left := d.leaseInfos()
-	d.reg.endDrain()
-	return n, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
-}
-
-// shutdown ends what is left and releases everything, in order.
-func (d *Daemon) shutdown(leaseErr error, free bool) error {
-	d.reg.stop(leaseErr)
-	done := make(chan struct{})
-	go func() {
-		d.srv.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(gracefulStopTimeout):
-		d.srv.Stop()
-		<-done
-	}
-	var errs []error
-	if err := daemonfile.RemoveFiles(d.info.Paths); err != nil {
-		errs = append(errs, fmt.Errorf("removing files: %w", err))
-	}
-	if free {
-		d.freeAll()
-	}
-	if err := d.plugin.Close(); err != nil {
-		// The plugin's memory is released either way; a kill is expected.
-		d.log.Warn("closing the backend plugin", "error", err)
-	}
-	if err := d.lock.Release(); err != nil {
-		errs = append(errs, fmt.Errorf("releasing the lock: %w", err))
-	}
-	d.log.Info("stopped")
-	return errors.Join(errs...)
 }
