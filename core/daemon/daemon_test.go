@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -425,4 +426,27 @@ func TestPluginExitDuringDrainStopsAtOnce(t *testing.T) {
 		t.Fatalf("run = %v, want ErrPluginExited without waiting for the drain", err)
 	}
 	<-a.Lease.Done()
+}
+
+// TestSilentConnectionsDoNotBlockOthers: clients that connect and say
+// nothing (or hold a lease and never read) do not delay anyone else.
+func TestSilentConnectionsDoNotBlockOthers(t *testing.T) {
+	f := newFixture(t)
+	r := f.start(0, nil)
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("unix", r.d.Info().Paths.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	r.mustAttach(t) // a lease whose client never reads its stream again
+	begin := time.Now()
+	for i := 0; i < 5; i++ {
+		a := r.mustAttach(t)
+		a.Lease.Close()
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Errorf("5 attaches took %s next to silent connections", d)
+	}
 }
