@@ -19,7 +19,8 @@ const (
 	// libnvidia-ml.so.1). NVML that cannot be loaded is not an error.
 	EnvNVMLLibrary = "WCACHE_NVML_LIBRARY"
 	// EnvStagingBytes sets the size of each pinned staging buffer (default
-	// 64 MiB). A byte count with an optional unit: 4096, 16MiB, 1GiB.
+	// 64 MiB): a multiple of 4096, as a byte count with an optional unit
+	// (see ParseSize): 4096, 16MiB, 1GiB.
 	EnvStagingBytes = "WCACHE_CUDA_STAGING_BYTES"
 	// EnvStagingBuffers sets the number of staging buffers (default 2).
 	EnvStagingBuffers = "WCACHE_CUDA_STAGING_BUFFERS"

@@ -26,6 +26,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvStagingBytes, "1000"},
 		{EnvStagingBytes, "5GiB"},
 		{EnvStagingBytes, "12 parsecs"},
+		{EnvStagingBytes, "1M"}, // 1e6 is not a multiple of 4096
 		{EnvStagingBuffers, "1"},
 		{EnvStagingBuffers, "many"},
 		{EnvDirectIO, "sometimes"},
@@ -37,7 +38,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"4096": 4096, "64MiB": 64 << 20, "64m": 64 << 20, "2 GiB": 2 << 30, "1k": 1024, "7b": 7} {
+	for in, want := range map[string]uint64{"4096": 4096, "64MiB": 64 << 20, "64mi": 64 << 20, "2 GiB": 2 << 30, "1k": 1000, "3MB": 3e6, "1g": 1e9, "7b": 7} {
 		if got, err := ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
