@@ -49,24 +49,24 @@ func (e *TransportError) Error() string {
 // Unwrap lets errors.Is match both ErrUnavailable and the gRPC error.
 func (e *TransportError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 
-// errorKind returns the sentinel err wraps, its gRPC code and the reason
-// that names it on the wire. An error that wraps none is codes.Unknown.
-func errorKind(err error) (error, codes.Code, backendv1.ErrorDetail_Reason) {
+// errorKind returns the gRPC code and the reason that name the sentinel err
+// wraps on the wire. An error that wraps none is codes.Unknown.
+func errorKind(err error) (codes.Code, backendv1.ErrorDetail_Reason) {
 	switch {
 	case errors.Is(err, ErrNoSuchDevice):
-		return ErrNoSuchDevice, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE
+		return codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE
 	case errors.Is(err, ErrNoSuchAllocation):
-		return ErrNoSuchAllocation, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION
+		return codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION
 	case errors.Is(err, ErrOutOfMemory):
-		return ErrOutOfMemory, codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY
+		return codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY
 	case errors.Is(err, ErrUnsupported):
-		return ErrUnsupported, codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED
+		return codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED
 	case errors.Is(err, ErrUnavailable):
-		return ErrUnavailable, codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE
+		return codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE
 	case errors.Is(err, ErrInvalidArgument):
-		return ErrInvalidArgument, codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT
+		return codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT
 	default:
-		return nil, codes.Unknown, backendv1.ErrorDetail_REASON_UNSPECIFIED
+		return codes.Unknown, backendv1.ErrorDetail_REASON_UNSPECIFIED
 	}
 }
 
@@ -98,11 +98,11 @@ func toStatus(err error) error {
 		return nil
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if _, _, reason := errorKind(err); reason == backendv1.ErrorDetail_REASON_UNSPECIFIED {
+		if _, reason := errorKind(err); reason == backendv1.ErrorDetail_REASON_UNSPECIFIED {
 			return status.Error(status.FromContextError(err).Code(), err.Error())
 		}
 	}
-	_, code, reason := errorKind(err)
+	code, reason := errorKind(err)
 	st := status.New(code, err.Error())
 	withDetail, derr := st.WithDetails(protoadapt.MessageV1Of(&backendv1.ErrorDetail{
 		Reason:  reason,

@@ -33,7 +33,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if _, err := b.Devices(ctx); err != nil {
-				errs <- fmt.Errorf("Devices: %w", err)
+				errs <- fmt.Errorf("backend.Devices: %w", err)
 			}
 		}()
 	}
@@ -52,7 +52,7 @@ func (s *suite) cycle(ctx context.Context, b sdk.Backend, f file, dest uint64) e
 	length := uint64(len(f.data))
 	id, _, err := b.Allocate(ctx, s.opts.Ordinal, dest+length)
 	if err != nil {
-		return fmt.Errorf("Allocate: %w", err)
+		return fmt.Errorf("backend.Allocate: %w", err)
 	}
 	freed := false
 	defer func() {
@@ -61,25 +61,25 @@ func (s *suite) cycle(ctx context.Context, b sdk.Backend, f file, dest uint64) e
 		}
 	}()
 	if err := b.Load(ctx, id, []sdk.Extent{{Path: f.path, Length: length, DestOffset: dest}}, nil); err != nil {
-		return fmt.Errorf("Load %s: %w", f.path, err)
+		return fmt.Errorf("backend.Load %s: %w", f.path, err)
 	}
 	sums, err := b.Digest(ctx, id, []sdk.Range{{Offset: dest, Length: length}})
 	if err != nil {
-		return fmt.Errorf("Digest: %w", err)
+		return fmt.Errorf("backend.Digest: %w", err)
 	}
 	if len(sums) != 1 || sums[0] != sum(f.data) {
 		return fmt.Errorf("allocation %d: digest of %s differs from the file's sha256", id, f.path)
 	}
 	head, err := b.Read(ctx, id, dest, 1024)
 	if err != nil {
-		return fmt.Errorf("Read: %w", err)
+		return fmt.Errorf("backend.Read: %w", err)
 	}
 	if !bytes.Equal(head, f.data[:1024]) {
 		return fmt.Errorf("allocation %d: bytes read back differ from %s", id, f.path)
 	}
 	freed = true
 	if err := b.Free(ctx, id); err != nil {
-		return fmt.Errorf("Free: %w", err)
+		return fmt.Errorf("backend.Free: %w", err)
 	}
 	return nil
 }
