@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Summary describes a sample of durations in milliseconds.
+type Summary struct {
+	N        int     `json:"n"`
+	MedianMS float64 `json:"median_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	MinMS    float64 `json:"min_ms"`
+	MaxMS    float64 `json:"max_ms"`
+}
+
+// Summarize computes the median, the 99th percentile (nearest rank) and the
+// extremes of ds. An empty sample is the zero Summary.
+func Summarize(ds []time.Duration) Summary {
+	if len(ds) == 0 {
+		return Summary{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return Summary{
+		N:        len(s),
+		MedianMS: ms(median(s)),
+		P99MS:    ms(percentile(s, 99)),
+		MinMS:    ms(s[0]),
+		MaxMS:    ms(s[len(s)-1]),
+	}
+}
+
+// median of a sorted sample: the middle value, or the mean of the two
+// middle values.
+func median(sorted []time.Duration) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// percentile of a sorted sample by the nearest-rank method: the smallest
+// value with at least p percent of the sample at or below it.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(n)))
+	rank = min(max(rank, 1), n)
+	return sorted[rank-1]
+}
+
+// MedianFloat is the median of xs (0 when empty).
+func MedianFloat(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// ms converts d to float milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ratio is a/b, or 0 when b is 0 (a ratio that cannot be formed is shown
+// as such by the report, never as infinity).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// round3 rounds x to three decimals for the JSON report.
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
