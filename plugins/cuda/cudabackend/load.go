@@ -38,6 +38,9 @@ func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.E
 	if err != nil {
 		return fmt.Errorf("load into allocation %d: %w", id, err)
 	}
+	if len(extents) == 0 {
+		return nil
+	}
 	files, err := b.openFiles(extents)
 	if err != nil {
 		return fmt.Errorf("load into allocation %d: %w", id, err)

@@ -40,6 +40,8 @@ type Runtime struct {
 	imports map[importKey]*deviceMemory        // handles this process opened
 	// importMu serialises Import so that a handle is opened once per device.
 	importMu sync.Mutex
+	// startMu serialises starting device workers.
+	startMu sync.Mutex
 }
 
 type importKey struct {
@@ -105,29 +107,52 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 // DriverVersion returns cuDriverGetVersion, e.g. 12060.
 func (rt *Runtime) DriverVersion() int { return rt.version }
 
-// HasNVML reports whether NVML was loaded.
-func (rt *Runtime) HasNVML() bool { return rt.nvml != nil }
+// HasNVML reports whether NVML is loaded.
+func (rt *Runtime) HasNVML() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.nvml != nil
+}
 
-// worker returns the device's worker, starting it on first use.
+// worker returns the device's worker, starting it on first use. Starting
+// (retaining a primary context takes a while on real hardware) holds only
+// startMu, so work for devices already running is not held up.
 func (rt *Runtime) worker(ordinal int) (*worker, error) {
 	d, err := rt.device(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.closed {
-		return nil, errClosed
+	if w, err := rt.existingWorker(ordinal); w != nil || err != nil {
+		return w, err
 	}
-	if w, ok := rt.workers[ordinal]; ok {
-		return w, nil
+	rt.startMu.Lock()
+	defer rt.startMu.Unlock()
+	if w, err := rt.existingWorker(ordinal); w != nil || err != nil {
+		return w, err
 	}
 	w, err := startWorker(rt.drv, ordinal, d.dev)
 	if err != nil {
 		return nil, err
 	}
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, errors.Join(errClosed, w.stop())
+	}
 	rt.workers[ordinal] = w
+	rt.mu.Unlock()
 	return w, nil
+}
+
+// existingWorker returns the device's running worker, nil if none, or
+// errClosed.
+func (rt *Runtime) existingWorker(ordinal int) (*worker, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil, errClosed
+	}
+	return rt.workers[ordinal], nil
 }
 
 // isClosed reports whether Close has started.
@@ -188,10 +213,12 @@ func (rt *Runtime) Close() error {
 }
 
 func (rt *Runtime) closeNVML() error {
-	if rt.nvml == nil {
+	rt.mu.Lock()
+	nv := rt.nvml
+	rt.nvml = nil
+	rt.mu.Unlock()
+	if nv == nil {
 		return nil
 	}
-	err := rt.nvml.Close()
-	rt.nvml = nil
-	return err
+	return nv.Close()
 }
