@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/safetensors"
+)
+
+// HelperCommand is the hidden subcommand of the bench binary that runs one
+// measurement in a fresh process: `wcache-bench helper <mode> [flags]`.
+const HelperCommand = "helper"
+
+// Helper modes.
+const (
+	// helperReadFiles parses every header and reads every tensor into its
+	// own heap buffer, the way a safetensors loader does.
+	helperReadFiles = "read-files"
+	// helperAttach attaches to the daemon of a device (discovery by UUID
+	// through the environment's layout), maps every posix-shm handle
+	// read-only and builds one slice per tensor.
+	helperAttach = "attach"
+)
+
+// HelperResult is what a helper prints on stdout, as one JSON object.
+type HelperResult struct {
+	// WorkNS is the time from the start of the work (after process start
+	// and flag parsing) until every tensor was usable.
+	WorkNS  int64  `json:"work_ns"`
+	Tensors int    `json:"tensors"`
+	Bytes   uint64 `json:"bytes"`
+	// TouchNS (attach only, with -touch) is the time to then read one byte
+	// of every 4 KiB page of every tensor: first-touch page faults of the
+	// shared mapping, which a loader's read already paid.
+	TouchNS int64 `json:"touch_ns,omitempty"`
+	// Checksum folds the bytes touched, so the reads cannot be elided.
+	Checksum uint64 `json:"checksum,omitempty"`
+	// Steps splits WorkNS (attach: "digest", "attach", "map"; read:
+	// "headers", "read"), in nanoseconds.
+	Steps map[string]int64 `json:"steps,omitempty"`
+}
+
+// RunHelper runs a helper mode with args and writes the HelperResult to
+// stdout. It is what `wcache-bench helper …` executes.
+func RunHelper(ctx context.Context, args []string, stdout io.Writer) error {
+	start := time.Now()
+	if len(args) == 0 {
+		return errors.New("helper: no mode (want read-files or attach)")
+	}
+	mode := args[0]
+	fs := flag.NewFlagSet("helper "+mode, flag.ContinueOnError)
+	dir := fs.String("model", "", "checkpoint directory")
+	uuid := fs.String("device-uuid", "", "device UUID of the daemon (attach)")
+	capability := fs.String("device-capability", "", "device capability the engine expects (attach)")
+	touch := fs.Bool("touch", false, "after attach, read one byte per page of every tensor (attach)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("helper: -model is required")
+	}
+	var res HelperResult
+	var err error
+	switch mode {
+	case helperReadFiles:
+		res, err = readFiles(*dir, start)
+	case helperAttach:
+		res, err = attachAndMap(ctx, *dir, *uuid, *capability, *touch, start)
+	default:
+		return fmt.Errorf("helper: unknown mode %q", mode)
+	}
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(res)
+}
+
+// readFiles is the loader path: parse the headers, then read every tensor
+// into a buffer of its own.
+func readFiles(dir string, start time.Time) (HelperResult, error) {
+	ck, err := safetensors.OpenCheckpoint(dir)
+	if err != nil {
+		return HelperResult{}, err
+	}
+	headers := time.Since(start)
+	tensors := make(map[string][]byte, ck.NumTensors())
+	var total uint64
+	for _, f := range ck.Files {
+		fh, err := os.Open(f.Path)
+		if err != nil {
+			return HelperResult{}, fmt.Errorf("read %s: %w", f.Path, err)
+		}
+		for _, t := range f.Header.Tensors {
+			buf := make([]byte, t.Len())
+			if _, err := fh.ReadAt(buf, f.Offset(t)); err != nil {
+				fh.Close()
+				return HelperResult{}, fmt.Errorf("read %s of %s: %w", t.Name, f.Path, err)
+			}
+			tensors[t.Name] = buf
+			total += t.Len()
+		}
+		fh.Close()
+	}
+	work := time.Since(start)
+	var sum uint64
+	for _, b := range tensors {
+		if len(b) > 0 {
+			sum += uint64(b[0]) + uint64(b[len(b)-1])
+		}
+	}
+	return HelperResult{WorkNS: int64(work), Tensors: len(tensors), Bytes: total, Checksum: sum,
+		Steps: map[string]int64{"headers": int64(headers), "read": int64(work - headers)}}, nil
+}
+
+// attachAndMap is the wcache path: compute the config the way an engine
+// does (checkpoint digest from the headers), attach by device UUID, map
+// every handle and slice every tensor.
+func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool, start time.Time) (HelperResult, error) {
+	if uuid == "" {
+		return HelperResult{}, errors.New("helper attach: -device-uuid is required")
+	}
+	cfg := cacheconfig.Default()
+	cfg.Model = dir
+	cfg.DeviceCapability = capability
+	digest, err := cacheconfig.CheckpointDigestDir(dir)
+	if err != nil {
+		return HelperResult{}, err
+	}
+	cfg.CheckpointDigest = digest
+	digested := time.Since(start)
+	layout, err := paths.NewLayout(paths.Options{})
+	if err != nil {
+		return HelperResult{}, err
+	}
+	att, err := client.Attach(ctx, client.ByDeviceUUID(layout, uuid), cfg, client.Options{ClientName: "wcache-bench helper"})
+	if err != nil {
+		return HelperResult{}, err
+	}
+	defer att.Lease.Close()
+	attached := time.Since(start)
+	maps, err := mapHandles(att.Manifest.Handles)
+	if err != nil {
+		return HelperResult{}, err
+	}
+	defer unmapAll(maps)
+	tensors := make(map[string][]byte, len(att.Manifest.Tensors))
+	for _, t := range att.Manifest.Tensors {
+		tensors[t.Name] = maps[t.Handle][t.Offset : t.Offset+t.Length]
+	}
+	work := time.Since(start)
+	res := HelperResult{WorkNS: int64(work), Tensors: len(tensors), Bytes: att.Manifest.Bytes(),
+		Steps: map[string]int64{"digest": int64(digested), "attach": int64(attached - digested), "map": int64(work - attached)}}
+	if touch {
+		t0 := time.Now()
+		var sum uint64
+		for _, b := range tensors {
+			for i := 0; i < len(b); i += pageSize {
+				sum += uint64(b[i])
+			}
+		}
+		res.TouchNS, res.Checksum = int64(time.Since(t0)), sum
+	}
+	return res, nil
+}
+
+// pageSize is the stride of the first-touch pass.
+const pageSize = 4096
+
+// mapHandles maps every posix-shm handle read-only and shared.
+func mapHandles(hs []client.Handle) ([][]byte, error) {
+	maps := make([][]byte, 0, len(hs))
+	for i, h := range hs {
+		if h.Kind != "posix-shm" {
+			unmapAll(maps)
+			return nil, fmt.Errorf("handle %d is %q: the bench maps posix-shm handles only", i, h.Kind)
+		}
+		if h.Size == 0 {
+			maps = append(maps, nil)
+			continue
+		}
+		m, err := mapShm(string(h.Data), h.Size)
+		if err != nil {
+			unmapAll(maps)
+			return nil, fmt.Errorf("handle %d: %w", i, err)
+		}
+		maps = append(maps, m)
+	}
+	return maps, nil
+}
+
+// mapShm maps size bytes of the shared-memory file at path read-only.
+func mapShm(path string, size uint64) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s (%d bytes): %w", path, size, err)
+	}
+	return m, nil
+}
+
+func unmapAll(maps [][]byte) {
+	for _, m := range maps {
+		if m != nil {
+			_ = unix.Munmap(m)
+		}
+	}
+}
