@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wcache/wcache/core/client"
+)
+
+// ConcurrencyResult is row 4.
+type ConcurrencyResult struct {
+	Model    Model   `json:"model"`
+	Clients  int     `json:"clients"`
+	Seconds  float64 `json:"seconds"`
+	Attaches int     `json:"attaches"`
+	PerSec   float64 `json:"attaches_per_s"`
+	// Attach is Attach until the manifest arrived; Cycle is attach plus
+	// release, per client iteration.
+	Attach Summary `json:"attach"`
+	Cycle  Summary `json:"cycle"`
+	Errors int     `json:"errors"`
+	// FirstErrors are the first few error messages, if any.
+	FirstErrors []string `json:"first_errors,omitempty"`
+	// LeasesAfter is the daemon's lease count once every client released
+	// (must be 0); Goroutines and OpenFDs are the daemon's before and after.
+	LeasesAfter      int              `json:"leases_after"`
+	GoroutinesBefore int              `json:"goroutines_before"`
+	GoroutinesAfter  int              `json:"goroutines_after"`
+	OpenFDsBefore    int              `json:"open_fds_before"`
+	OpenFDsAfter     int              `json:"open_fds_after"`
+	Footprint        *LoadedFootprint `json:"-"`
+}
+
+const (
+	concurrencyRowID = "4 concurrency"
+	// settleTimeout bounds waiting for the daemon to see every lease end.
+	settleTimeout = 10 * time.Second
+	maxErrorsKept = 5
+)
+
+// runConcurrency measures row 4: o.Clients clients, each on its own
+// connection, attach and release in a loop for o.ConcurrencyDuration.
+func runConcurrency(ctx context.Context, o Options, m *Model) (*ConcurrencyResult, []Check, error) {
+	w, err := newWorld(o, "concurrency", m.Bytes+m.Bytes/8+(64<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Close()
+	d, err := w.startServe(ctx, m.Dir, true, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Stop()
+	cfg, err := w.engineConfig(ctx, m.Dir)
+	if err != nil {
+		return nil, nil, d.withOutput(err)
+	}
+	before, err := w.status(ctx)
+	if err != nil {
+		return nil, nil, d.withOutput(err)
+	}
+	target := client.ByDeviceUUID(w.Layout, w.UUID)
+
+	type sample struct{ attach, cycle time.Duration }
+	var (
+		mu      sync.Mutex
+		samples []sample
+		errs    []string
+		nErrs   int
+		wg      sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		nErrs++
+		if len(errs) < maxErrorsKept {
+			errs = append(errs, err.Error())
+		}
+	}
+	start := time.Now()
+	deadline := start.Add(o.ConcurrencyDuration)
+	for i := range o.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.Dial(ctx, target, client.Options{ClientName: fmt.Sprintf("wcache-bench client %d", i)})
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer c.Close()
+			var local []sample
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				a, err := c.Attach(ctx, cfg)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				t1 := time.Now()
+				if len(a.Manifest.Tensors) != m.Tensors {
+					fail(fmt.Errorf("manifest of %d tensors, want %d", len(a.Manifest.Tensors), m.Tensors))
+				}
+				if err := a.Lease.Close(); err != nil {
+					fail(err)
+					continue
+				}
+				local = append(local, sample{attach: t1.Sub(t0), cycle: time.Since(t0)})
+			}
+			mu.Lock()
+			samples = append(samples, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	res := &ConcurrencyResult{Model: *m, Clients: o.Clients, Seconds: round3(elapsed.Seconds()), Attaches: len(samples),
+		PerSec: round3(float64(len(samples)) / elapsed.Seconds()), Errors: nErrs, FirstErrors: errs,
+		GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
+	var at, cy []time.Duration
+	for _, s := range samples {
+		at, cy = append(at, s.attach), append(cy, s.cycle)
+	}
+	res.Attach, res.Cycle = Summarize(at), Summarize(cy)
+
+	// The daemon sees a release when the stream ends on its side: wait
+	// for the lease count to drop to 0 (it must, or leases leak).
+	after, err := w.waitLeases(ctx, 0)
+	if err != nil {
+		return nil, nil, d.withOutput(err)
+	}
+	res.LeasesAfter, res.GoroutinesAfter, res.OpenFDsAfter = len(after.Leases), after.Goroutines, after.OpenFDs
+	if res.Footprint, err = loadedFootprint(d, fmt.Sprintf("after %d clients × %.0f s of attach/release", o.Clients, elapsed.Seconds())); err != nil {
+		return nil, nil, err
+	}
+	o.logf("concurrency: %d attaches in %.1f s (%.0f/s), p99 %.2f ms, %d errors", res.Attaches, elapsed.Seconds(),
+		res.PerSec, res.Attach.P99MS, res.Errors)
+	checks := []Check{
+		atMost(keyConcErrors, concurrencyRowID, fmt.Sprintf("errors, %d clients", o.Clients), float64(res.Errors), 0, ""),
+		atMost(keyConcLeases, concurrencyRowID, "leases left after release", float64(res.LeasesAfter), 0, ""),
+	}
+	if err := d.Stop(); err != nil {
+		return nil, nil, err
+	}
+	return res, checks, nil
+}
+
+// waitLeases polls Status until the daemon holds n leases.
+func (w *world) waitLeases(ctx context.Context, n int) (*client.Status, error) {
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		st, err := w.status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(st.Leases) == n || time.Now().After(deadline) {
+			return st, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// loadedFootprint reads the memory of the daemon and its plugin now.
+func loadedFootprint(d *daemonProc, after string) (*LoadedFootprint, error) {
+	pp, err := d.PluginPID()
+	if err != nil {
+		return nil, err
+	}
+	dm, err := ReadProcMemory(d.PID())
+	if err != nil {
+		return nil, err
+	}
+	pm, err := ReadProcMemory(pp)
+	if err != nil {
+		return nil, err
+	}
+	return &LoadedFootprint{Daemon: dm, Plugin: pm, NonShared: dm.NonShared() + pm.NonShared(), After: after}, nil
+}
