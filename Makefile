@@ -83,5 +83,13 @@ fuzz:
 	  done; \
 	done
 
+## bench: build, then run the benchmark harness (internal/bench) against the
+## real binaries in bin/; it writes docs/benchmarks.md and docs/benchmarks.json.
+## Sizes: WCACHE_BENCH_GIB (large checkpoint, default 4) and the other
+## WCACHE_BENCH_* variables, or flags in BENCHFLAGS (e.g. BENCHFLAGS='-only attach').
+bench: build
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
+	$(BIN)/wcache-bench -bin $(BIN) $(BENCHFLAGS)
+
 clean:
 	rm -rf $(BIN)
