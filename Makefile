@@ -91,5 +91,10 @@ bench: build
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
 	$(BIN)/wcache-bench -bin $(BIN) $(BENCHFLAGS)
 
+## gpu-bundle: binaries and test executables for scripts/gpu-check.sh on a
+## GPU machine without Go (see docs/cuda-backend.md).
+gpu-bundle:
+	scripts/gpu/bundle.sh $(BIN)
+
 clean:
 	rm -rf $(BIN)
