@@ -81,7 +81,7 @@ func (b *Backend) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.Al
 	if bytes == 0 {
 		return 0, 0, sdk.Errorf(sdk.ErrInvalidArgument, "allocate 0 bytes")
 	}
-	if b.cfg.Faults.FailAllocate {
+	if b.faults(ordinal).FailAllocate {
 		return 0, 0, sdk.Errorf(sdk.ErrOutOfMemory, "allocate %d bytes on mock device %d: injected by %s", bytes, ordinal, EnvFailAllocate)
 	}
 	page := uint64(os.Getpagesize())
@@ -167,7 +167,7 @@ func (b *Backend) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, er
 	if a.imported {
 		return sdk.Handle{}, sdk.Errorf(sdk.ErrInvalidArgument, "allocation %d is an imported mapping and cannot be exported again", id)
 	}
-	if b.cfg.Faults.FailExport {
+	if b.faults(a.ordinal).FailExport {
 		return sdk.Handle{}, fmt.Errorf("export allocation %d: injected by %s", id, EnvFailExport)
 	}
 	if err := a.acquire(); err != nil {

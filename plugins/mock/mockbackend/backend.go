@@ -46,7 +46,8 @@ type Backend struct {
 
 var _ sdk.Backend = (*Backend)(nil)
 
-// New prepares the folder (creating it 0700, refusing one that is not
+// New checks cfg (a fault device ordinal it does not have is an error),
+// prepares the folder (creating it 0700, refusing one that is not
 // private), removes files left by dead mock processes and returns a
 // backend. logger may be nil.
 func New(cfg Config, logger hclog.Logger) (*Backend, error) {
@@ -59,6 +60,11 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 	for _, u := range cfg.DeviceUUIDs {
 		if err := validateUUID(u); err != nil {
 			return nil, fmt.Errorf("mock backend: %w", err)
+		}
+	}
+	for _, o := range cfg.Faults.Devices {
+		if o < 0 || o >= len(cfg.DeviceUUIDs) {
+			return nil, fmt.Errorf("mock backend: fault device ordinal %d: the backend has %d devices", o, len(cfg.DeviceUUIDs))
 		}
 	}
 	dir := cfg.Dir
@@ -85,7 +91,8 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 		used:    make([]uint64, len(cfg.DeviceUUIDs)),
 	}
 	removeStaleFiles(dir, b.pid, logger)
-	logger.Debug("mock backend ready", "dir", dir, "devices", len(cfg.DeviceUUIDs), "memory_per_device", cfg.Memory)
+	logger.Debug("mock backend ready", "dir", dir, "devices", len(cfg.DeviceUUIDs), "memory_per_device", cfg.Memory,
+		"fault_devices", cfg.Faults.Devices)
 	return b, nil
 }
 
@@ -128,6 +135,15 @@ func (b *Backend) checkOrdinal(ordinal int) error {
 		return sdk.Errorf(sdk.ErrNoSuchDevice, "mock device %d (this backend has %d devices)", ordinal, len(b.cfg.DeviceUUIDs))
 	}
 	return nil
+}
+
+// faults returns the knobs that apply to allocations on device ordinal:
+// the configured ones, or none when Faults.Devices leaves the device out.
+func (b *Backend) faults(ordinal int) Faults {
+	if b.cfg.Faults.AppliesTo(ordinal) {
+		return b.cfg.Faults
+	}
+	return NoFaults()
 }
 
 // lookup returns a live allocation or ErrNoSuchAllocation.

@@ -417,3 +417,119 @@ func TestCloseStopsARunningLoad(t *testing.T) {
 		t.Fatalf("files after Close: %v", files)
 	}
 }
+
+func TestNewRefusesUnknownFaultDevice(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "shm")
+	for _, o := range []int{-1, len(cfg.DeviceUUIDs)} {
+		cfg.Faults.Devices = []int{0, o}
+		if b, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "fault device ordinal") {
+			if b != nil {
+				_ = b.Close()
+			}
+			t.Errorf("fault device %d: err = %v, want a refusal", o, err)
+		}
+	}
+}
+
+// loadOn allocates on device ordinal and loads path (length bytes) into
+// it with ctx, returning the allocation and Load's error.
+func loadOn(t *testing.T, ctx context.Context, b *Backend, ordinal int, path string, length int) (sdk.AllocationID, error) {
+	t.Helper()
+	id, _, err := b.Allocate(context.Background(), ordinal, uint64(length))
+	if err != nil {
+		t.Fatalf("Allocate on device %d: %v", ordinal, err)
+	}
+	return id, b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(length)}}, nil)
+}
+
+func TestFaultDevicesTargetOneDevice(t *testing.T) {
+	ctx := context.Background()
+	path, data := randomFile(t, 3*loadChunk/2)
+	onDevice1 := func(f Faults) func(*Config) {
+		return func(c *Config) {
+			f.Devices = []int{1}
+			c.Faults = f
+		}
+	}
+
+	t.Run("allocate", func(t *testing.T) {
+		f := NoFaults()
+		f.FailAllocate = true
+		b := newTestBackend(t, onDevice1(f))
+		if _, _, err := b.Allocate(ctx, 0, 4096); err != nil {
+			t.Errorf("Allocate on the untargeted device 0: %v", err)
+		}
+		if _, _, err := b.Allocate(ctx, 1, 4096); !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), EnvFailAllocate) {
+			t.Errorf("Allocate on the targeted device 1 = %v, want the injected ErrOutOfMemory", err)
+		}
+	})
+
+	t.Run("fail load", func(t *testing.T) {
+		f := NoFaults()
+		f.FailLoadAfter = 0
+		b := newTestBackend(t, onDevice1(f))
+		id, err := loadOn(t, ctx, b, 0, path, len(data))
+		if err != nil {
+			t.Fatalf("Load on the untargeted device 0: %v", err)
+		}
+		sums, err := b.Digest(ctx, id, []sdk.Range{{Length: uint64(len(data))}})
+		if err != nil || sums[0] != sha256.Sum256(data) {
+			t.Fatalf("device 0 holds other bytes than the file (%v)", err)
+		}
+		if _, err := loadOn(t, ctx, b, 1, path, len(data)); err == nil || !strings.Contains(err.Error(), EnvFailLoadAfter) {
+			t.Fatalf("Load on the targeted device 1 = %v, want the injected failure", err)
+		}
+	})
+
+	t.Run("crash load", func(t *testing.T) {
+		f := NoFaults()
+		f.CrashLoadAfter = 0
+		b := newTestBackend(t, onDevice1(f))
+		var codes []int
+		b.exit = func(code int) { codes = append(codes, code) }
+		if _, err := loadOn(t, ctx, b, 0, path, len(data)); err != nil || len(codes) != 0 {
+			t.Fatalf("Load on the untargeted device 0: %v, exit calls %v", err, codes)
+		}
+		_, _ = loadOn(t, ctx, b, 1, path, len(data))
+		if len(codes) == 0 || codes[0] != CrashExitCode {
+			t.Fatalf("Load on the targeted device 1: exit calls %v, want exit(%d)", codes, CrashExitCode)
+		}
+	})
+
+	t.Run("export", func(t *testing.T) {
+		f := NoFaults()
+		f.FailExport = true
+		b := newTestBackend(t, onDevice1(f))
+		id0, _, err := b.Allocate(ctx, 0, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, err := b.Export(ctx, id0); err != nil || h.Kind != HandleKind {
+			t.Errorf("Export on the untargeted device 0 = %+v, %v", h, err)
+		}
+		id1, _, err := b.Allocate(ctx, 1, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Export(ctx, id1); err == nil || !strings.Contains(err.Error(), EnvFailExport) {
+			t.Errorf("Export on the targeted device 1 = %v, want the injected failure", err)
+		}
+	})
+
+	t.Run("load delay", func(t *testing.T) {
+		f := NoFaults()
+		f.LoadDelay = time.Hour
+		b := newTestBackend(t, onDevice1(f))
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := loadOn(t, short, b, 0, path, len(data)); err != nil {
+			t.Fatalf("Load on the untargeted device 0 was delayed: %v", err)
+		}
+		shorter, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel2()
+		if _, err := loadOn(t, shorter, b, 1, path, len(data)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Load on the targeted device 1 = %v, want it delayed past the deadline", err)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,11 @@ const (
 	// syntax, e.g. 30s) before copying; the wait ends early when the call is
 	// cancelled.
 	EnvLoadDelay = "WCACHE_MOCK_LOAD_DELAY"
+	// EnvFaultDevices: a comma-separated list of devices, each an ordinal
+	// ("1") or a UUID of WCACHE_MOCK_DEVICES; the fault knobs above then
+	// apply only to allocations on those devices. An entry that is a
+	// decimal number is an ordinal. Unset: the knobs apply to every device.
+	EnvFaultDevices = "WCACHE_MOCK_FAULT_DEVICES"
 )
 
 // Defaults.
@@ -72,6 +78,17 @@ type Faults struct {
 	CrashLoadAfter int64
 	FailExport     bool
 	LoadDelay      time.Duration
+	// Devices are the ordinals whose allocations the knobs above apply
+	// to: Allocate on such a device, Load and Export of an allocation made
+	// on one. Empty (the default): every device. New refuses an ordinal
+	// the backend does not have.
+	Devices []int
+}
+
+// AppliesTo reports whether the knobs apply to allocations on device
+// ordinal.
+func (f Faults) AppliesTo(ordinal int) bool {
+	return len(f.Devices) == 0 || slices.Contains(f.Devices, ordinal)
 }
 
 // NoFaults returns Faults with every knob off.
@@ -111,10 +128,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg := DefaultConfig()
 	var errs []error
+	devicesOK := true
 	if v := strings.TrimSpace(getenv(EnvDevices)); v != "" {
 		uuids, err := parseDevices(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvDevices, v, err))
+			devicesOK = false
 		}
 		cfg.DeviceUUIDs = uuids
 	}
@@ -152,6 +171,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.Faults.LoadDelay = d
 	}
+	// Checked against the device list, so only once that list is valid:
+	// a broken WCACHE_MOCK_DEVICES is already reported.
+	if v := strings.TrimSpace(getenv(EnvFaultDevices)); v != "" && devicesOK {
+		devs, err := parseFaultDevices(v, cfg.DeviceUUIDs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvFaultDevices, v, err))
+		}
+		cfg.Faults.Devices = devs
+	}
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("mock backend configuration: %w", errors.Join(errs...))
 	}
@@ -181,6 +209,33 @@ func parseDevices(v string) ([]string, error) {
 	}
 	if len(out) > MaxDevices {
 		return nil, fmt.Errorf("more than %d devices", MaxDevices)
+	}
+	return out, nil
+}
+
+// parseFaultDevices resolves a comma-separated list of ordinals and UUIDs
+// of uuids (the configured devices, by ordinal) to ordinals. An unknown
+// ordinal or UUID, an empty entry or a device listed twice is an error.
+func parseFaultDevices(v string, uuids []string) ([]int, error) {
+	var out []int
+	for _, entry := range strings.Split(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			return nil, errors.New("empty entry (want ordinals or device UUIDs, comma separated)")
+		}
+		ordinal, err := strconv.Atoi(entry)
+		switch {
+		case err == nil && (ordinal < 0 || ordinal >= len(uuids)):
+			return nil, fmt.Errorf("no device with ordinal %d (%s lists %d devices)", ordinal, EnvDevices, len(uuids))
+		case err != nil:
+			if ordinal = slices.Index(uuids, entry); ordinal < 0 {
+				return nil, fmt.Errorf("no device with UUID %q (%s lists %d devices)", entry, EnvDevices, len(uuids))
+			}
+		}
+		if slices.Contains(out, ordinal) {
+			return nil, fmt.Errorf("device %d (%s) listed twice", ordinal, uuids[ordinal])
+		}
+		out = append(out, ordinal)
 	}
 	return out, nil
 }

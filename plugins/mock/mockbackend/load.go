@@ -61,7 +61,8 @@ func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.E
 		}
 	}()
 
-	if d := b.cfg.Faults.LoadDelay; d > 0 {
+	faults := b.faults(a.ordinal)
+	if d := faults.LoadDelay; d > 0 {
 		b.log.Debug("delaying load", "delay", d, "knob", EnvLoadDelay)
 		timer := time.NewTimer(d)
 		defer timer.Stop()
@@ -78,7 +79,7 @@ func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.E
 		return err
 	}
 	defer a.mu.RUnlock()
-	return b.copyChunks(ctx, a, byExtent, extents, total, progress)
+	return b.copyChunks(ctx, a, faults, byExtent, extents, total, progress)
 }
 
 // openExtentFiles opens every distinct path once and checks that each
@@ -122,8 +123,7 @@ func openExtentFiles(extents []sdk.Extent) (files, byExtent []*os.File, err erro
 	return files, byExtent, nil
 }
 
-func (b *Backend) copyChunks(ctx context.Context, a *allocation, files []*os.File, extents []sdk.Extent, total uint64, progress sdk.ProgressFunc) error {
-	f := b.cfg.Faults
+func (b *Backend) copyChunks(ctx context.Context, a *allocation, f Faults, files []*os.File, extents []sdk.Extent, total uint64, progress sdk.ProgressFunc) error {
 	if f.FailLoadAfter == 0 {
 		return fmt.Errorf("load into allocation %d: injected failure after 0 bytes by %s", a.id, EnvFailLoadAfter)
 	}
