@@ -34,6 +34,8 @@ func Acquire(ctx context.Context, p paths.Paths, opts CleanupOptions) (*Lock, Cl
 		h.close()
 		return nil, res, fmt.Errorf("acquire device %s: %w", p.DeviceUUID, err)
 	}
-	opts.logf("device %s: identity lock %s held by pid %d", p.DeviceUUID, p.Lock, self.PID)
+	// The normal outcome of every start, reported as what this process
+	// did (it is not a conflict with another one).
+	opts.logf("device %s: took the identity lock %s (pid %d)", p.DeviceUUID, p.Lock, self.PID)
 	return &Lock{f: h.f, path: p.Lock}, res, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -17,13 +18,21 @@ import (
 
 func TestAcquireRecordsOwnerAndHoldsLock(t *testing.T) {
 	p := testPaths(t)
-	lock, res, err := Acquire(context.Background(), p, fastOpts(false))
+	var logs []string
+	opts := fastOpts(false)
+	opts.Logf = func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	lock, res, err := Acquire(context.Background(), p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Release()
 	if res.Action != ActionNone {
 		t.Fatalf("result %+v on a clean device", res)
+	}
+	// A normal start reads as what this process did, not as a conflict.
+	want := "device " + p.DeviceUUID + ": took the identity lock " + p.Lock + " (pid " + strconv.Itoa(os.Getpid()) + ")"
+	if len(logs) != 1 || logs[0] != want {
+		t.Fatalf("logs on a clean device = %q, want [%q]", logs, want)
 	}
 	if lock.Path() != p.Lock {
 		t.Fatalf("Path = %q", lock.Path())
