@@ -23,8 +23,11 @@ type Attachment struct {
 // Attach sends cfg to the daemon and, on a match, returns the manifest and
 // the open lease. ctx bounds the attach itself, not the lease (which lasts
 // until Close or until the daemon ends it). A config mismatch is a
-// *cacheconfig.MismatchError with every differing field; other refusals
-// keep their gRPC status (status.Code works on them).
+// *cacheconfig.MismatchError with every differing field; a manifest that
+// does not hold together is ErrBadManifest, and one for another device
+// than the UUID the client was dialed by (ByDeviceUUID, ByOrdinal) a
+// *DeviceMismatchError (also ErrBadManifest); other refusals keep their
+// gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName})
@@ -58,6 +61,12 @@ func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachmen
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
+	}
+	// A daemon found by UUID must serve that UUID: a socket whose daemon
+	// holds another GPU's memory is refused, whatever its config says.
+	if c.deviceUUID != "" && m.DeviceUUID != c.deviceUUID {
+		cancel()
+		return nil, &DeviceMismatchError{Socket: c.socket, Want: c.deviceUUID, Got: m.DeviceUUID}
 	}
 	l := &Lease{id: m.LeaseID, cancel: cancel, done: make(chan struct{}), notices: make(chan Notice, noticeBuffer)}
 	go l.run(stream)

@@ -58,7 +58,12 @@ func (f *fakeDaemon) Stop(_ context.Context, r *daemonv1.StopRequest) (*daemonv1
 // serve runs f on a socket in dir and returns the socket path.
 func serve(t *testing.T, dir string, f *fakeDaemon) string {
 	t.Helper()
-	path := filepath.Join(dir, "d.sock")
+	return serveAt(t, filepath.Join(dir, "d.sock"), f)
+}
+
+// serveAt runs f on a socket at path and returns path.
+func serveAt(t *testing.T, path string, f *fakeDaemon) string {
+	t.Helper()
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -330,5 +335,67 @@ func TestCloseBeforeAnyCallReleasesTheConnection(t *testing.T) {
 	server.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := server.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("the daemon side still sees an open connection after Close: %v", err)
+	}
+}
+
+// TestAttachRefusesManifestOfAnotherDevice: the daemon listening where
+// GPU-want's daemon should be serves GPU-abc (a socket planted or moved by
+// hand, a template shared by mistake). Found by UUID or by ordinal, it is
+// refused with a *DeviceMismatchError and its lease is released; found by
+// an explicit socket, or serving the right UUID, it is accepted.
+func TestAttachRefusesManifestOfAnotherDevice(t *testing.T) {
+	dir := shortDir(t)
+	layout, err := paths.NewLayout(paths.Options{
+		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
+		Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{}, 8)
+	fake := &fakeDaemon{attach: func(_ *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
+		if err := s.Send(manifestEvent()); err != nil { // device GPU-abc
+			return err
+		}
+		<-s.Context().Done()
+		ended <- struct{}{}
+		return nil
+	}}
+	wrong := serveAt(t, dir+"/GPU-want.sock", fake)
+	serveAt(t, dir+"/GPU-abc.sock", fake)
+
+	for name, target := range map[string]Target{
+		"by uuid":    ByDeviceUUID(layout, "GPU-want"),
+		"by ordinal": ByOrdinal(layout, resolverFunc(func(int) (string, error) { return "GPU-want", nil }), 1),
+	} {
+		_, err := Attach(context.Background(), target, cacheconfig.Default(), Options{})
+		var dm *DeviceMismatchError
+		if !errors.As(err, &dm) || !errors.Is(err, ErrBadManifest) {
+			t.Fatalf("%s: err = %v, want a *DeviceMismatchError matching ErrBadManifest", name, err)
+		}
+		if dm.Want != "GPU-want" || dm.Got != "GPU-abc" || dm.Socket != wrong ||
+			!strings.Contains(err.Error(), `"GPU-abc"`) || !strings.Contains(err.Error(), `"GPU-want"`) {
+			t.Errorf("%s: error %+v (%q) does not name both devices and the socket", name, dm, err)
+		}
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the refused attach kept its lease open", name)
+		}
+	}
+
+	for name, target := range map[string]Target{
+		"explicit socket": BySocket(wrong), // no UUID to check against
+		"right uuid":      ByDeviceUUID(layout, "GPU-abc"),
+	} {
+		a, err := Attach(context.Background(), target, cacheconfig.Default(), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if a.Manifest.DeviceUUID != "GPU-abc" {
+			t.Errorf("%s: manifest of %q", name, a.Manifest.DeviceUUID)
+		}
+		if err := a.Lease.Close(); err != nil {
+			t.Errorf("%s: close: %v", name, err)
+		}
 	}
 }

@@ -17,7 +17,9 @@
 //     socket behind; `wcache cleanup` removes it). Never a silent fallback.
 //
 // Attach sends the caller's CacheConfig; a mismatch is a
-// *cacheconfig.MismatchError listing every differing field. On a match the
+// *cacheconfig.MismatchError listing every differing field. A daemon found
+// by UUID (or ordinal) whose manifest names another device is refused with a
+// *DeviceMismatchError (ErrBadManifest). On a match the
 // Attachment holds the manifest and the Lease: the daemon keeps the weights
 // while the lease is open; Close releases it, Done fires when the daemon
 // goes away, Notices delivers KIND_DRAINING notices.

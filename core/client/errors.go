@@ -16,8 +16,25 @@ var ErrUnsafeSocket = errors.New("refusing unsafe daemon socket")
 var ErrDaemonDead = errors.New("daemon socket exists but nobody listens")
 
 // ErrBadManifest: the daemon sent a manifest that does not hold together
-// (a tensor outside its handle, an unknown handle index).
+// (a tensor outside its handle, an unknown handle index) or that is for
+// another device than the one discovered (*DeviceMismatchError).
 var ErrBadManifest = errors.New("malformed manifest")
+
+// DeviceMismatchError: the daemon found through a device UUID (ByDeviceUUID,
+// or ByOrdinal after resolving) sent a manifest for another device. Its
+// memory lives on another GPU, so the manifest is refused. It matches
+// ErrBadManifest.
+type DeviceMismatchError struct {
+	Socket string
+	Want   string // the UUID the daemon was discovered by
+	Got    string // the manifest's device_uuid
+}
+
+func (e *DeviceMismatchError) Error() string {
+	return fmt.Sprintf("daemon at %s serves device %q, not %q: refusing another GPU's weights", e.Socket, e.Got, e.Want)
+}
+
+func (e *DeviceMismatchError) Unwrap() error { return ErrBadManifest }
 
 // NoDaemonError wraps ErrNoDaemon with the path that was looked up.
 type NoDaemonError struct {
