@@ -20,9 +20,12 @@ func addLayoutFlags(fs *pflag.FlagSet) *layoutFlags {
 	fs.StringVar(&f.socketTemplate, "socket-template", "",
 		"socket path template with "+paths.DeviceUUIDPlaceholder+" (default $"+paths.EnvSocketTemplate+
 			", else a private directory under $XDG_RUNTIME_DIR or /tmp)")
+	// The ready file never follows a custom socket template: without its
+	// own template it stays in the default directory (paths.NewLayout).
 	fs.StringVar(&f.readyTemplate, "ready-template", "",
 		"ready file path template with "+paths.DeviceUUIDPlaceholder+" (default $"+paths.EnvReadyTemplate+
-			", else next to the socket)")
+			", else "+paths.DefaultReadyName+" in the private default directory under $XDG_RUNTIME_DIR or /tmp, "+
+			"even when the socket template is set; the lock file is this path + "+paths.LockSuffix+")")
 	return f
 }
 
