@@ -226,10 +226,10 @@ func parseFaultDevices(v string, uuids []string) ([]int, error) {
 		ordinal, err := strconv.Atoi(entry)
 		switch {
 		case err == nil && (ordinal < 0 || ordinal >= len(uuids)):
-			return nil, fmt.Errorf("no device with ordinal %d (%s lists %d devices)", ordinal, EnvDevices, len(uuids))
+			return nil, fmt.Errorf("no device with ordinal %d (the mock has %d devices, see %s)", ordinal, len(uuids), EnvDevices)
 		case err != nil:
 			if ordinal = slices.Index(uuids, entry); ordinal < 0 {
-				return nil, fmt.Errorf("no device with UUID %q (%s lists %d devices)", entry, EnvDevices, len(uuids))
+				return nil, fmt.Errorf("no device with UUID %q (the mock has %d devices, see %s)", entry, len(uuids), EnvDevices)
 			}
 		}
 		if slices.Contains(out, ordinal) {
