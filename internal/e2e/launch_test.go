@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -136,6 +137,30 @@ func (h *harness) assertNoDiscoveryFiles() {
 	}
 }
 
+// assertNoMockFiles fails unless the mock backend's folder is empty within
+// timeout: every plugin released its shared-memory allocations.
+func (h *harness) assertNoMockFiles(timeout time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		entries, err := os.ReadDir(h.MockDir)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if len(entries) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			names := make([]string, len(entries))
+			for i, e := range entries {
+				names[i] = e.Name()
+			}
+			h.t.Fatalf("mock allocation files left in %s after %s: %v", h.MockDir, timeout, names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestLaunchTP2ServesEachRankOnItsGPU: the happy path through the real
 // binaries. Two daemons on the first two mock GPUs, each with its rank's
 // weights; a client per rank attaches and verifies every byte; a client of
@@ -240,23 +265,86 @@ func TestLaunchDaemonFailureStopsSiblings(t *testing.T) {
 	assertNoDaemons(t, model, 5*time.Second)
 }
 
-// TestLaunchReadyTimeoutStopsAll: loads slower than --timeout; every daemon
-// is stopped and each one is named as pending.
-func TestLaunchReadyTimeoutStopsAll(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2, Env: []string{"WCACHE_MOCK_LOAD_DELAY=60s"}})
+// sawReady reports whether the launcher's stderr says that the daemon of
+// rank (as the launcher prints it: "gpu 0 tp 0 pp 0") became ready.
+func sawReady(stderr, rank string) bool {
+	return regexp.MustCompile(regexp.QuoteMeta(rank) + `: daemon pid [0-9]+ ready in `).MatchString(stderr)
+}
+
+// TestLaunchPluginLoadFailureOnOneGPUStopsSiblings: the failure happens
+// inside the backend plugin's Load of exactly one daemon. Every daemon starts
+// its own mock plugin with the same environment; WCACHE_MOCK_FAULT_DEVICES
+// limits the injected failure (and a 1 s delay before it, so that the
+// sibling is serving by then) to GPU 1. The launcher names GPU 1, its rank
+// and the plugin's error, stops the serving daemon of GPU 0 cleanly, and
+// nothing is left: no process, no discovery file, no shared memory.
+func TestLaunchPluginLoadFailureOnOneGPUStopsSiblings(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	h.env = append(h.env, "WCACHE_MOCK_FAIL_LOAD_AFTER=0", "WCACHE_MOCK_LOAD_DELAY=1s",
+		"WCACHE_MOCK_FAULT_DEVICES="+h.UUIDs[1])
+	model := shardedModel(t, h, 2)
+	res := h.run(launchArgs(model, 2)...)
+	if res.Code != 1 {
+		t.Fatalf("launch with a failing plugin on GPU 1: want exit 1\n%s", res)
+	}
+	for _, want := range []string{
+		"launch failed", "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "exited before it was ready", "exit status 1",
+		"its last output", "injected failure after 0 bytes by WCACHE_MOCK_FAIL_LOAD_AFTER",
+		"gpu 1 tp 1 pp 0: daemon exited before it was ready; stopping the other daemons",
+	} {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr lacks %q\n%s", want, res)
+		}
+	}
+	// The sibling loaded normally (the knob did not reach its plugin) and
+	// was serving when the launcher stopped it.
+	if !sawReady(res.Stderr, "gpu 0 tp 0 pp 0") {
+		t.Errorf("the daemon of GPU 0 never became ready\n%s", res)
+	}
+	// Only GPU 1 is blamed, and the sibling stopped cleanly on SIGTERM.
+	for _, unwanted := range []string{"daemon for gpu 0", "did not all stop cleanly"} {
+		if strings.Contains(res.Stderr, unwanted) {
+			t.Errorf("stderr has %q\n%s", unwanted, res)
+		}
+	}
+	for _, u := range h.UUIDs {
+		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
+	}
+	h.assertNoDiscoveryFiles()
+	assertNoDaemons(t, model, 5*time.Second)
+	h.assertNoMockFiles(5 * time.Second)
+}
+
+// TestLaunchReadyTimeoutNamesTheSlowGPU: only GPU 1's plugin loads slower
+// than --timeout (WCACHE_MOCK_LOAD_DELAY limited by
+// WCACHE_MOCK_FAULT_DEVICES, here by ordinal). The launcher names GPU 1 as
+// pending, not the ready GPU 0, and stops both.
+func TestLaunchReadyTimeoutNamesTheSlowGPU(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2,
+		Env: []string{"WCACHE_MOCK_LOAD_DELAY=60s", "WCACHE_MOCK_FAULT_DEVICES=1"}})
 	model := shardedModel(t, h, 2)
 	res := h.run(launchArgs(model, 2, "--timeout", "2s")...)
 	if res.Code != 1 {
 		t.Fatalf("want exit 1\n%s", res)
 	}
-	for _, want := range []string{"timed out waiting for daemons to be ready after 2s: 2 of them pending",
-		"daemon for gpu 0 tp 0 pp 0 (" + h.UUIDs[0], "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "not ready in time"} {
+	for _, want := range []string{"timed out waiting for daemons to be ready after 2s: 1 of them pending",
+		"daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "not ready in time"} {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("stderr lacks %q\n%s", want, res)
 		}
 	}
+	if !sawReady(res.Stderr, "gpu 0 tp 0 pp 0") {
+		t.Errorf("the daemon of GPU 0 never became ready\n%s", res)
+	}
+	if strings.Contains(res.Stderr, "daemon for gpu 0") {
+		t.Errorf("the ready GPU 0 is named as pending\n%s", res)
+	}
+	for _, u := range h.UUIDs {
+		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
+	}
 	h.assertNoDiscoveryFiles()
 	assertNoDaemons(t, model, 5*time.Second)
+	h.assertNoMockFiles(5 * time.Second)
 }
 
 // TestLaunchKilledLauncherLeavesNoDaemon: SIGKILL cannot be caught, but
