@@ -42,7 +42,9 @@ the backend plugin, takes the device's identity lock (refusing a live daemon
 unless --force), loads the checkpoint into a few large device allocations,
 listens on the device's socket and writes its ready file. It serves until
 wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
-stop anyway). If the backend plugin dies, serve removes its files and exits 1.`,
+stop anyway). If the backend plugin dies, serve removes its files and exits 1.
+SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
+cleanly.`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -109,6 +111,12 @@ stop anyway). If the backend plugin dies, serve removes its files and exits 1.`,
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
+		// A daemon must outlive whoever reads its output: under a launcher
+		// killed with SIGKILL, stderr is a pipe without a reader, and the
+		// parent-death SIGTERM starts a drain whose first log line would
+		// raise SIGPIPE and kill the daemon before it removes its socket and
+		// ready file. Ignored, the write fails with EPIPE and is dropped.
+		signal.Ignore(syscall.SIGPIPE)
 
 		plugin, err := bf.startPlugin(ctx, log)
 		if err != nil {

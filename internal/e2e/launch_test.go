@@ -348,14 +348,22 @@ func TestLaunchReadyTimeoutNamesTheSlowGPU(t *testing.T) {
 }
 
 // TestLaunchKilledLauncherLeavesNoDaemon: SIGKILL cannot be caught, but
-// the daemons' parent-death signal stops them: no daemon outlives its
-// launcher. Whatever files they could not remove are stale, and the next
-// launch on the same GPUs cleans them and serves.
+// the daemons' parent-death signal (SIGTERM) stops them: no daemon outlives
+// its launcher. Their stderr is a pipe whose only reader was the launcher,
+// so once it is gone every log line fails with EPIPE; a daemon that did not
+// ignore SIGPIPE would die at its first one and leave its socket and ready
+// file. A client holds a lease on GPU 0, so that daemon drains for
+// --drain-timeout and logs that the drain timed out well after the pipe
+// lost its reader. Each daemon must still end its leases, remove its own
+// files and release its plugin's memory. The next launch then serves.
 func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 2})
 	model := shardedModel(t, h, 2)
-	p := h.start(launchArgs(model, 2)...)
+	p := h.start(launchArgs(model, 2, "--drain-timeout", "1s")...)
 	readies := h.waitLaunchReady(p, h.UUIDs[:2])
+	holder := h.start(holdArgs(0, model, "--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "0",
+		"--release-on-drain=false")...)
+	h.waitOutput(holder, "holding lease")
 	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -365,6 +373,21 @@ func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 		if procAlive(r.PID) {
 			t.Errorf("daemon pid %d survived its launcher", r.PID)
 		}
+	}
+	// Nobody but the daemons themselves removed these: the launcher is
+	// dead and no other wcache process ran since.
+	for i, u := range h.UUIDs[:2] {
+		pp := h.Paths(u)
+		if _, err := os.Lstat(pp.Socket); err == nil {
+			t.Errorf("daemon of GPU %d (pid %d) left its socket %s: it did not shut down cleanly", i, readies[i].PID, pp.Socket)
+		}
+		assertGone(t, pp.Ready, pp.Socket)
+	}
+	h.assertNoDiscoveryFiles()
+	h.assertNoMockFiles(5 * time.Second)
+	// The held lease was ended by the daemon, not left hanging.
+	if _, ok := holder.Wait(10 * time.Second); !ok {
+		t.Errorf("the lease holder still runs after its daemon stopped:\n%s", holder)
 	}
 
 	again := h.start(launchArgs(model, 2)...)
