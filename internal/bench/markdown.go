@@ -72,6 +72,7 @@ func (r *Report) Markdown() string {
 	r.mdFootprint(p)
 	r.mdStartup(p)
 	p("## 7. GPU rows\n\n%s.\n\n", strings.ToUpper(r.GPU.Note[:1])+r.GPU.Note[1:])
+	r.mdMicro(p)
 
 	if len(r.Notes) > 0 {
 		p("## Notes\n\n")
@@ -256,6 +257,35 @@ func (r *Report) mdStartup(p printer) {
 		p("\n")
 	}
 	p("\n")
+}
+
+func (r *Report) mdMicro(p printer) {
+	res := r.Micro
+	if res == nil {
+		return
+	}
+	p("## Hot-path micro-benchmarks (Go)\n\nThe packages' own benchmarks, run by the harness: `%s`.\n\n", res.Command)
+	p("| Package | Benchmark | Time/op | Throughput | Bytes/op | Allocs/op |\n|---|---|---|---|---|---|\n")
+	for _, b := range res.Benchmarks {
+		tp := "—"
+		if b.MBPerSec > 0 {
+			tp = num(b.MBPerSec) + " MB/s"
+		}
+		p("| %s | %s | %s | %s | %d | %d |\n", strings.TrimPrefix(b.Package, "github.com/wcache/wcache/"), b.Name,
+			nsStr(b.NsPerOp), tp, b.BytesPerOp, b.AllocsPerOp)
+	}
+	p("\n")
+}
+
+// nsStr formats nanoseconds with a unit that keeps the number short.
+func nsStr(ns float64) string {
+	switch {
+	case ns >= 1e6:
+		return num(ns/1e6) + " ms"
+	case ns >= 1e3:
+		return num(ns/1e3) + " µs"
+	}
+	return num(ns) + " ns"
 }
 
 // steps formats in-process steps in their natural order.

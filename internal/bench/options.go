@@ -33,12 +33,13 @@ const (
 	ScenarioFill        = "fill"
 	ScenarioConcurrency = "concurrency"
 	ScenarioStartup     = "startup"
+	ScenarioMicro       = "micro"
 )
 
 // AllScenarios lists every scenario in run order. Footprint figures come
 // from the fill and concurrency runs; GPU rows are never measured here.
 func AllScenarios() []string {
-	return []string{ScenarioRestart, ScenarioAttach, ScenarioFill, ScenarioConcurrency, ScenarioStartup}
+	return []string{ScenarioRestart, ScenarioAttach, ScenarioFill, ScenarioConcurrency, ScenarioStartup, ScenarioMicro}
 }
 
 // Options configure a benchmark run. ParseOptions fills the defaults shown
@@ -79,6 +80,8 @@ type Options struct {
 	// Profile captures and summarises a CPU profile of the slow path when a
 	// target is missed [true].
 	Profile bool
+	// MicroBenchtime is -benchtime of the hot paths' Go benchmarks [1s].
+	MicroBenchtime string
 	// ProfileLoop is how long a loop of short operations (attaches) is
 	// profiled [3 s].
 	ProfileLoop time.Duration
@@ -139,7 +142,7 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 
 	fs := flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Log: os.Stderr, ProfileLoop: 3 * time.Second}
+	o := Options{Log: os.Stderr, ProfileLoop: 3 * time.Second, MicroBenchtime: "1s"}
 	fs.StringVar(&o.BinDir, "bin", "bin", "directory holding wcache and wcache-backend-mock")
 	fs.StringVar(&o.RepoDir, "repo", ".", "source tree (git commit, Python client)")
 	fs.StringVar(&o.OutMarkdown, "out-md", "docs/benchmarks.md", "Markdown report to write")

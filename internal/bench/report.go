@@ -28,6 +28,7 @@ type Report struct {
 	Concurrency *ConcurrencyResult `json:"concurrency,omitempty"`
 	Footprint   *FootprintResult   `json:"footprint,omitempty"`
 	Startup     *StartupResult     `json:"startup,omitempty"`
+	Micro       *MicroResult       `json:"micro,omitempty"`
 	GPU         GPUResult          `json:"gpu"`
 
 	Checks   []Check   `json:"checks"`

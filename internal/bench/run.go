@@ -171,6 +171,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		smallModel = m
 	}
 
+	if o.runs(ScenarioMicro) {
+		o.logf("hot-path Go benchmarks")
+		if r.Micro, err = runMicro(ctx, o); err != nil {
+			return nil, fmt.Errorf("micro-benchmarks: %w", err)
+		}
+	}
+
 	// Rows 5 and 6 from the serve runs of rows 3 and 6.
 	if len(smallRuns) > 0 || len(largeRuns) > 0 {
 		r.Startup, r.Footprint = &StartupResult{}, &FootprintResult{}

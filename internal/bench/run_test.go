@@ -22,6 +22,7 @@ func tinyOptions(t *testing.T) Options {
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3",
 		"-cold=false", "-profile=false", "-tmpdir", t.TempDir(),
+		"-only", "restart,attach,fill,concurrency,startup",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

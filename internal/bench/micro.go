@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// MicroBench is one Go benchmark of a hot path.
+type MicroBench struct {
+	Package     string  `json:"package"`
+	Name        string  `json:"name"`
+	NsPerOp     float64 `json:"ns_per_op"`
+	MBPerSec    float64 `json:"mb_per_s,omitempty"`
+	BytesPerOp  int64   `json:"bytes_per_op"`
+	AllocsPerOp int64   `json:"allocs_per_op"`
+}
+
+// MicroResult are the hot paths' Go benchmarks, owned by their packages.
+type MicroResult struct {
+	Command    string       `json:"command"`
+	Benchmarks []MicroBench `json:"benchmarks"`
+}
+
+// microPackages are the packages whose benchmarks cover the hot paths:
+// manifest building (plan), safetensors header parsing, path derivation.
+func microPackages() []string {
+	return []string{"./core/plan", "./core/safetensors", "./core/paths"}
+}
+
+// runMicro runs the hot paths' Go benchmarks in the source tree with
+// `go test -bench`.
+func runMicro(ctx context.Context, o Options) (*MicroResult, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", o.MicroBenchtime},
+		microPackages()...)
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = o.RepoDir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 3000))
+	}
+	res := &MicroResult{Command: "go " + strings.Join(args, " "), Benchmarks: parseBenchOutput(string(out))}
+	if len(res.Benchmarks) == 0 {
+		return nil, fmt.Errorf("go %s printed no benchmark:\n%s", strings.Join(args, " "), tail(string(out), 3000))
+	}
+	return res, nil
+}
+
+// parseBenchOutput reads `go test -bench -benchmem` output.
+func parseBenchOutput(out string) []MicroBench {
+	var res []MicroBench
+	pkg := ""
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimSpace(p)
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		b := MicroBench{Package: pkg, Name: f[0]}
+		if i := strings.LastIndexByte(b.Name, '-'); i > 0 {
+			if _, err := strconv.Atoi(b.Name[i+1:]); err == nil {
+				b.Name = b.Name[:i] // the GOMAXPROCS suffix
+			}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i+1] {
+			case "ns/op":
+				b.NsPerOp = v
+			case "MB/s":
+				b.MBPerSec = v
+			case "B/op":
+				b.BytesPerOp = int64(v)
+			case "allocs/op":
+				b.AllocsPerOp = int64(v)
+			}
+		}
+		res = append(res, b)
+	}
+	return res
+}

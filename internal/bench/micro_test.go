@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBenchOutput(t *testing.T) {
+	out := `goos: linux
+goarch: amd64
+pkg: github.com/wcache/wcache/core/plan
+cpu: AMD EPYC
+BenchmarkBuild3000Tensors-2   	    2043	    581234 ns/op	  401234 B/op	    3017 allocs/op
+PASS
+pkg: github.com/wcache/wcache/core/safetensors
+BenchmarkParseHeader/tensors=300-2         	    1000	   1021453 ns/op	  42.10 MB/s	  123456 B/op	    2711 allocs/op
+ok  	github.com/wcache/wcache/core/safetensors	3.1s
+`
+	got := parseBenchOutput(out)
+	if len(got) != 2 {
+		t.Fatalf("parsed %d benchmarks: %+v", len(got), got)
+	}
+	want0 := MicroBench{Package: "github.com/wcache/wcache/core/plan", Name: "BenchmarkBuild3000Tensors", NsPerOp: 581234,
+		BytesPerOp: 401234, AllocsPerOp: 3017}
+	if got[0] != want0 {
+		t.Errorf("got %+v, want %+v", got[0], want0)
+	}
+	if got[1].Name != "BenchmarkParseHeader/tensors=300" || got[1].MBPerSec != 42.10 || got[1].AllocsPerOp != 2711 {
+		t.Errorf("got %+v", got[1])
+	}
+}
+
+func TestRunMicroRunsTheHotPathBenchmarks(t *testing.T) {
+	o := tinyOptions(t)
+	o.MicroBenchtime = "1x"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := runMicro(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := map[string]bool{}
+	for _, b := range r.Benchmarks {
+		pkgs[b.Package] = true
+		if b.NsPerOp <= 0 {
+			t.Errorf("%s: %v ns/op", b.Name, b.NsPerOp)
+		}
+	}
+	for _, p := range microPackages() {
+		if !pkgs["github.com/wcache/wcache/"+strings.TrimPrefix(p, "./")] {
+			t.Errorf("no benchmark of %s in %+v", p, r.Benchmarks)
+		}
+	}
+}
