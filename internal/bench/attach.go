@@ -126,7 +126,17 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 		if t.cfg, err = w.engineConfig(ctx, m.Dir); err != nil {
 			return nil, t.d.withOutput(err)
 		}
+	}
+	// Connect once every daemon is up, and use each connection at once:
+	// core/client hands gRPC a connection dialed in Dial, and a daemon
+	// closes a connection that sends nothing within its handshake timeout
+	// (5 s), which a large checkpoint's load can exceed.
+	for _, t := range ts {
+		var err error
 		if t.c, err = client.Dial(ctx, t.target, client.Options{ClientName: "wcache-bench attach"}); err != nil {
+			return nil, t.d.withOutput(err)
+		}
+		if _, err := t.c.Status(ctx); err != nil {
 			return nil, t.d.withOutput(err)
 		}
 	}
