@@ -8,6 +8,8 @@ import (
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
 	"github.com/wcache/wcache/plugins/cuda/staging"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -20,7 +22,7 @@ const (
 	EnvNVMLLibrary = "WCACHE_NVML_LIBRARY"
 	// EnvStagingBytes sets the size of each pinned staging buffer (default
 	// 64 MiB): a multiple of 4096, as a byte count with an optional unit
-	// (see ParseSize): 4096, 16MiB, 1GiB.
+	// (see sdk.ParseSize): 4096, 16MiB, 1GiB.
 	EnvStagingBytes = "WCACHE_CUDA_STAGING_BYTES"
 	// EnvStagingBuffers sets the number of staging buffers (default 2).
 	EnvStagingBuffers = "WCACHE_CUDA_STAGING_BUFFERS"
@@ -80,7 +82,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.NVMLLibrary = v
 	}
 	if v := strings.TrimSpace(getenv(EnvStagingBytes)); v != "" {
-		n, err := ParseSize(v)
+		n, err := sdk.ParseSize(v)
 		if err != nil || n > MaxStagingBytes {
 			return c, fmt.Errorf("%s=%q: want a byte count up to %d", EnvStagingBytes, v, MaxStagingBytes)
 		}

@@ -37,15 +37,3 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"4096": 4096, "64MiB": 64 << 20, "64mi": 64 << 20, "2 GiB": 2 << 30, "1k": 1000, "3MB": 3e6, "1g": 1e9, "7b": 7} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "MiB", "-1", "1.5GiB", "1TiB", "99999999999999999999", "17179869184GiB"} {
-		if got, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
