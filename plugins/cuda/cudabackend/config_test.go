@@ -36,4 +36,3 @@ func TestConfigFromEnv(t *testing.T) {
 		}
 	}
 }
-

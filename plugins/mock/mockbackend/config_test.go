@@ -8,7 +8,6 @@ import (
 	"time"
 )
 
-
 func TestDeviceUUIDIsDeterministicAndCanonical(t *testing.T) {
 	canonical := regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
