@@ -42,6 +42,7 @@ type Daemon struct {
 	generation  uint64
 
 	reg      *registry
+	metrics  Metrics
 	srv      *grpc.Server
 	lis      *net.UnixListener
 	serveErr chan error
@@ -117,7 +118,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 
 	d := &Daemon{opts: opts, plugin: plugin, backend: plugin.Backend(), log: opts.Logger,
-		reg: newRegistry(), serveErr: make(chan error, 1), stopCh: make(chan struct{})}
+		reg: newRegistry(), metrics: noMetrics{}, serveErr: make(chan error, 1), stopCh: make(chan struct{})}
 
 	binfo, err := d.backend.Info(ctx)
 	if err != nil {
@@ -135,6 +136,15 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	d.log = d.log.With("device", uuid)
 	if d.info.Paths, err = opts.Layout.For(uuid); err != nil {
 		return nil, err
+	}
+	if opts.Metrics != nil {
+		m, err := opts.Metrics(uuid)
+		if err != nil {
+			return nil, fmt.Errorf("metrics of device %s: %w", uuid, err)
+		}
+		if m != nil {
+			d.metrics = m
+		}
 	}
 
 	ck, err := d.openCheckpoint()
@@ -169,11 +179,13 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	if err != nil {
 		return nil, pluginErr("load", err)
 	}
+	d.metrics.Loaded(d.info.Load, d.info.Tensors)
 	d.started = time.Now()
 	d.generation = uint64(d.started.UnixNano())
 	d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
+	d.reg.setMetrics(d.metrics)
 
-	if d.lis, err = listenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {
+	if d.lis, err = ListenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() {
@@ -200,7 +212,12 @@ func (d *Daemon) Info() Info { return d.info }
 // newGRPCServer builds the daemon.v1 server with peer-credential checks and
 // deadlines.
 func (d *Daemon) newGRPCServer() *grpc.Server {
-	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs}
+	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs,
+		denied: func(method string) {
+			if method == daemonv1.Daemon_Attach_FullMethodName {
+				d.metrics.AttachFailed(AttachPermissionDenied)
+			}
+		}}
 	srv := grpc.NewServer(
 		grpc.Creds(peerCredentials{}),
 		grpc.UnaryInterceptor(auth.unary),

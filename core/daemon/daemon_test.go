@@ -366,12 +366,12 @@ func TestManyClientsConcurrently(t *testing.T) {
 func TestListenUnixReplacesStaleSocketOnly(t *testing.T) {
 	f := newFixture(t)
 	path := f.dir + "/x.sock"
-	l, err := listenUnix(path, nil)
+	l, err := ListenUnix(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Close() // leaves the file: a stale socket
-	l2, err := listenUnix(path, nil)
+	l2, err := ListenUnix(path, nil)
 	if err != nil {
 		t.Fatalf("replacing a stale socket: %v", err)
 	}
@@ -380,7 +380,7 @@ func TestListenUnixReplacesStaleSocketOnly(t *testing.T) {
 	if err := os.WriteFile(reg, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listenUnix(reg, nil); err == nil {
+	if _, err := ListenUnix(reg, nil); err == nil {
 		t.Fatal("listen replaced a regular file")
 	}
 	if b, _ := os.ReadFile(reg); string(b) != "keep" {

@@ -26,6 +26,12 @@
 // memory it held is gone: every lease ends with UNAVAILABLE "backend plugin
 // exited: …", the daemon removes its files and Run returns an error.
 //
+// Options.Metrics, when set, receives the daemon's operational events (the
+// load, attaches with their duration or failure reason, the lease count, the
+// state) through the Metrics interface; core/daemon/metrics exports them to
+// Prometheus. Without it nothing is recorded and this package depends on no
+// metrics library.
+//
 // Shutdown order: stop accepting new leases, notify leases, wait, end what
 // is left, stop the gRPC server, remove the ready file and the socket, free
 // the allocations, close the plugin, release the lock.

@@ -9,20 +9,25 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
-// state is the daemon's serving state.
-type state int
+// State is the daemon's serving state.
+type State int
 
 const (
-	stateServing  state = iota // attaches accepted
-	stateDraining              // a drain is waiting for leases; attaches refused
-	stateStopping              // shutting down; attaches refused, leases ended
+	// StateServing: attaches are accepted.
+	StateServing State = iota
+	// StateDraining: a drain is waiting for leases; attaches are refused.
+	StateDraining
+	// StateStopping: shutting down; attaches are refused, leases ended.
+	StateStopping
 )
 
-func (s state) String() string {
+// String is the state's name as Status reports it: "serving",
+// "draining" or "stopping".
+func (s State) String() string {
 	switch s {
-	case stateServing:
+	case StateServing:
 		return "serving"
-	case stateDraining:
+	case StateDraining:
 		return "draining"
 	default:
 		return "stopping"
@@ -52,15 +57,36 @@ type registry struct {
 	mu       sync.Mutex
 	next     uint64
 	leases   map[uint64]*lease
-	state    state
+	state    State
 	drainers int
 	// changed is closed (and replaced) whenever a lease goes away or the
 	// state changes, waking waiters.
 	changed chan struct{}
+	// metrics receives the lease count and the state on every change,
+	// under mu (never nil; set before the daemon serves).
+	metrics Metrics
 }
 
 func newRegistry() *registry {
-	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{})}
+	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{}), metrics: noMetrics{}}
+}
+
+// setStateLocked changes the state, reports it and wakes every waiter.
+// r.mu must be held.
+func (r *registry) setStateLocked(s State) {
+	r.state = s
+	r.metrics.StateChanged(s)
+	r.broadcastLocked()
+}
+
+// setMetrics makes m receive the lease count and the state from now on,
+// starting with their current values.
+func (r *registry) setMetrics(m Metrics) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.metrics = m
+	m.Leases(len(r.leases))
+	m.StateChanged(r.state)
 }
 
 // broadcastLocked wakes every waiter. r.mu must be held.
@@ -71,17 +97,18 @@ func (r *registry) broadcastLocked() {
 
 // add registers a new lease, unless the daemon is draining or stopping (the
 // state is returned then, with a nil lease).
-func (r *registry) add(p PeerInfo, clientName string, now time.Time) (*lease, state) {
+func (r *registry) add(p PeerInfo, clientName string, now time.Time) (*lease, State) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state != stateServing {
+	if r.state != StateServing {
 		return nil, r.state
 	}
 	r.next++
 	l := &lease{id: r.next, peer: p, clientName: clientName, since: now,
 		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{})}
 	r.leases[l.id] = l
-	return l, stateServing
+	r.metrics.Leases(len(r.leases))
+	return l, StateServing
 }
 
 // remove forgets a lease (its stream ended).
@@ -90,6 +117,7 @@ func (r *registry) remove(l *lease) {
 	defer r.mu.Unlock()
 	if _, ok := r.leases[l.id]; ok {
 		delete(r.leases, l.id)
+		r.metrics.Leases(len(r.leases))
 		r.broadcastLocked()
 	}
 }
@@ -107,7 +135,7 @@ func (r *registry) list() []*lease {
 }
 
 // currentState is the serving state.
-func (r *registry) currentState() state {
+func (r *registry) currentState() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.state
@@ -119,13 +147,12 @@ func (r *registry) currentState() state {
 func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state == stateStopping {
+	if r.state == StateStopping {
 		return false
 	}
 	r.drainers++
-	if r.state != stateDraining {
-		r.state = stateDraining
-		r.broadcastLocked()
+	if r.state != StateDraining {
+		r.setStateLocked(StateDraining)
 	}
 	for _, l := range r.leases {
 		if l.noticed {
@@ -146,12 +173,11 @@ func (r *registry) endDrain() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drainers--
-	if r.drainers == 0 && r.state == stateDraining {
-		r.state = stateServing
+	if r.drainers == 0 && r.state == StateDraining {
 		for _, l := range r.leases {
 			l.noticed = false
 		}
-		r.broadcastLocked()
+		r.setStateLocked(StateServing)
 	}
 }
 
@@ -160,9 +186,8 @@ func (r *registry) endDrain() {
 func (r *registry) stop(err error) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state != stateStopping {
-		r.state = stateStopping
-		r.broadcastLocked()
+	if r.state != StateStopping {
+		r.setStateLocked(StateStopping)
 	}
 	n := 0
 	for _, l := range r.leases {
@@ -182,7 +207,7 @@ func (r *registry) stop(err error) int {
 func (r *registry) waitEmpty(ctx context.Context) bool {
 	for {
 		r.mu.Lock()
-		if len(r.leases) == 0 || r.state == stateStopping {
+		if len(r.leases) == 0 || r.state == StateStopping {
 			r.mu.Unlock()
 			return true
 		}

@@ -10,18 +10,21 @@ import (
 	"github.com/wcache/wcache/core/paths"
 )
 
-// listenUnix listens on a Unix socket at path whose file is mode 0600 (or,
+// ListenUnix listens on a Unix socket at path whose file is mode 0600 (or,
 // with a non-nil gid, 0660 and group-owned by *gid) from the moment it is
 // visible. The socket is bound inside a fresh 0700
 // directory next to path, chmod-ed to 0600 there, then renamed into place,
 // so that no process-wide umask change is needed and no other user can
-// connect during a window in which the file has a wider mode.
+// connect during a window in which the file has a wider mode. The daemon
+// listens on its device socket with it; other listeners of the daemon's
+// process (the metrics endpoint) reuse it.
 //
-// The caller must hold the device's identity lock: an existing socket file
-// at path is stale then and is replaced; any other kind of file at path is
-// refused rather than clobbered. The returned listener does not unlink the
-// path on Close; the daemon removes it itself at shutdown.
-func listenUnix(path string, gid *uint32) (*net.UnixListener, error) {
+// The caller must own path (the daemon holds the device's identity lock):
+// an existing socket file at path is taken as stale and replaced; any other
+// kind of file at path is refused rather than clobbered. The directory of
+// path must exist and be writable. The returned listener does not unlink
+// the path on Close: the caller removes it when done.
+func ListenUnix(path string, gid *uint32) (*net.UnixListener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != fs.ModeSocket {
 		return nil, fmt.Errorf("socket path %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
 	}

@@ -92,6 +92,11 @@ type Options struct {
 	Progress func(done, total uint64)
 	// Logger receives the daemon's log lines (nil: discarded).
 	Logger hclog.Logger
+	// Metrics, when set, makes the sink of the daemon's operational events
+	// (load, attaches and their failures, lease count, state); Start calls
+	// it once with the device UUID. nil: nothing is recorded.
+	// core/daemon/metrics implements it for Prometheus.
+	Metrics MetricsFactory
 
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client
 	// connection after KeepaliveTime and closes it (ending its lease) when

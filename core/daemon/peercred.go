@@ -98,6 +98,9 @@ type authorizer struct {
 	ownUID    uint32
 	allowUIDs []uint32
 	allowGIDs []uint32
+	// denied, when set, is told the full method name of every refused
+	// stream RPC.
+	denied func(fullMethod string)
 }
 
 // errNoPeerCred: a connection without peer credentials (never from the
@@ -129,9 +132,13 @@ func (a authorizer) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 	return h(ctx, req)
 }
 
-// stream is the stream interceptor, as unary.
-func (a authorizer) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+// stream is the stream interceptor, as unary; a refusal is reported to
+// denied.
+func (a authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	if err := a.check(ss.Context()); err != nil {
+		if a.denied != nil && info != nil {
+			a.denied(info.FullMethod)
+		}
 		return err
 	}
 	defer recoverAsStatus(&err)

@@ -82,14 +82,17 @@ func openFDs() int {
 }
 
 // Attach checks the config, sends the manifest and holds the lease until the
-// stream ends.
+// stream ends. The outcome up to the manifest goes to the daemon's Metrics.
 func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_AttachServer) error {
 	d := s.d
+	begin := time.Now()
 	ctx := stream.Context()
 	if req.GetConfig() == nil {
+		d.metrics.AttachFailed(AttachOther)
 		return status.Error(codes.InvalidArgument, "attach request carries no config")
 	}
 	if diffs := cacheconfig.Compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
+		d.metrics.AttachFailed(AttachConfigMismatch)
 		return mismatchStatus(diffs)
 	}
 	p, _ := peerFrom(ctx)
@@ -99,13 +102,16 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 	l, st := d.reg.add(p, name, time.Now())
 	if l == nil {
+		d.metrics.AttachFailed(AttachDraining)
 		return status.Errorf(codes.Unavailable, "daemon of %s is %s and accepts no new lease", d.info.DeviceUUID, st)
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
 	if err := stream.Send(d.manifest.forLease(l.id)); err != nil {
+		d.metrics.AttachFailed(AttachOther)
 		return err
 	}
+	d.metrics.Attached(time.Since(begin))
 	for {
 		select {
 		case <-ctx.Done():
