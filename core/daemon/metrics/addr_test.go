@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseAddr(t *testing.T) {
+	long := "/" + strings.Repeat("x", 110)
+	for _, c := range []struct {
+		in          string
+		allowRemote bool
+		network     string
+		address     string
+		err         error
+	}{
+		{in: "unix:/run/wcache/metrics.sock", network: "unix", address: "/run/wcache/metrics.sock"},
+		{in: "unix:/run//wcache/./m.sock", network: "unix", address: "/run/wcache/m.sock"},
+		{in: "unix:relative.sock", err: ErrBadAddr},
+		{in: "unix:", err: ErrBadAddr},
+		{in: "unix:" + long, err: ErrBadAddr},
+		{in: "127.0.0.1:9100", network: "tcp", address: "127.0.0.1:9100"},
+		{in: "127.3.2.1:0", network: "tcp", address: "127.3.2.1:0"},
+		{in: "[::1]:9100", network: "tcp", address: "[::1]:9100"},
+		{in: "localhost:9100", network: "tcp", address: "localhost:9100"},
+		{in: "LOCALHOST:9100", network: "tcp", address: "LOCALHOST:9100"},
+		{in: "0.0.0.0:9100", err: ErrNotLoopback},
+		{in: ":9100", err: ErrNotLoopback},
+		{in: "[::]:9100", err: ErrNotLoopback},
+		{in: "10.1.2.3:9100", err: ErrNotLoopback},
+		{in: "metrics.example.com:9100", err: ErrNotLoopback},
+		{in: "0.0.0.0:9100", allowRemote: true, network: "tcp", address: "0.0.0.0:9100"},
+		{in: ":9100", allowRemote: true, network: "tcp", address: ":9100"},
+		{in: "127.0.0.1", err: ErrBadAddr},
+		{in: "127.0.0.1:http", err: ErrBadAddr},
+		{in: "127.0.0.1:65536", err: ErrBadAddr},
+		{in: "127.0.0.1:+80", err: ErrBadAddr},
+		{in: "", err: ErrBadAddr},
+	} {
+		a, err := ParseAddr(c.in, c.allowRemote)
+		if c.err != nil {
+			if !errors.Is(err, c.err) {
+				t.Errorf("ParseAddr(%q, %t) = %+v, %v; want %v", c.in, c.allowRemote, a, err, c.err)
+			} else if !strings.Contains(err.Error(), c.in) {
+				t.Errorf("ParseAddr(%q): error %q does not name the address", c.in, err)
+			}
+			continue
+		}
+		if err != nil || a.Network != c.network || a.Address != c.address {
+			t.Errorf("ParseAddr(%q, %t) = %+v, %v; want %s %s", c.in, c.allowRemote, a, err, c.network, c.address)
+		}
+	}
+}
+
+func TestAddrString(t *testing.T) {
+	for _, in := range []string{"unix:/run/m.sock", "127.0.0.1:9100"} {
+		a, err := ParseAddr(in, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.String() != in {
+			t.Errorf("String() = %q, want %q", a.String(), in)
+		}
+	}
+}
