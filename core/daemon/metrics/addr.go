@@ -3,8 +3,10 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,10 +71,33 @@ func ParseAddr(s string, allowRemote bool) (Addr, error) {
 		return Addr{}, fmt.Errorf("metrics address %q: port %q is not a number from 0 to 65535: %w", s, port, ErrBadAddr)
 	}
 	if !allowRemote && !isLoopbackHost(host) {
-		return Addr{}, fmt.Errorf("metrics address %q: host %q: %w; the endpoint would be reachable from the network",
-			s, host, ErrNotLoopback)
+		return Addr{}, fmt.Errorf("metrics address %q: %w (127.0.0.0/8, ::1 or localhost)", s, ErrNotLoopback)
 	}
 	return Addr{Network: "tcp", Address: s, allowRemote: allowRemote}, nil
+}
+
+// Check finds what would make Start fail on a Unix socket and can be seen
+// before the daemon starts: the socket's directory is missing or not a
+// directory, or a file that is not a socket is in the way. It does not
+// probe for a live server (a daemon taking over from another one listens
+// after the other has gone). On TCP it checks nothing.
+func (a Addr) Check() error {
+	if a.Network != "unix" {
+		return nil
+	}
+	dir := filepath.Dir(a.Address)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("metrics socket %s: %w", a.Address, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("metrics socket %s: %s is not a directory", a.Address, dir)
+	}
+	if fi, err := os.Lstat(a.Address); err == nil && fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("metrics socket %s: the path exists and is not a socket (%s); refusing to replace it",
+			a.Address, fi.Mode().Type())
+	}
+	return nil
 }
 
 // isLoopbackHost reports whether host is "localhost" or a loopback IP

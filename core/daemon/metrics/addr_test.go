@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,6 +63,34 @@ func TestAddrString(t *testing.T) {
 		}
 		if a.String() != in {
 			t.Errorf("String() = %q, want %q", a.String(), in)
+		}
+	}
+}
+
+func TestAddrCheck(t *testing.T) {
+	dir := shortDir(t)
+	regular := filepath.Join(dir, "regular")
+	if err := os.WriteFile(regular, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"unix:" + filepath.Join(dir, "m.sock"), true},
+		{"unix:" + filepath.Join(dir, "missing", "m.sock"), false},
+		{"unix:" + filepath.Join(regular, "m.sock"), false},
+		{"unix:" + regular, false},
+		{"127.0.0.1:1", true},
+	} {
+		a, err := ParseAddr(c.addr, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Check(); (err == nil) != c.ok {
+			t.Errorf("Check(%s) = %v, want ok %t", c.addr, err, c.ok)
+		} else if err != nil && !strings.Contains(err.Error(), a.Address) {
+			t.Errorf("Check(%s): error %q does not name the path", c.addr, err)
 		}
 	}
 }
