@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +19,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/daemon"
+	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
 )
+
+// metricsShutdownTimeout bounds waiting for scrapes in flight when the
+// daemon has stopped.
+const metricsShutdownTimeout = 5 * time.Second
 
 func newServeCommand(e *env) *cobra.Command {
 	var (
@@ -33,6 +40,8 @@ func newServeCommand(e *env) *cobra.Command {
 		maxArena     uint64
 		hugePages    bool
 		logLevel     string
+		metricsAddr  string
+		metricsAny   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --backend NAME --gpu-id N --model DIR",
@@ -44,7 +53,12 @@ listens on the device's socket and writes its ready file. It serves until
 wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
 stop anyway). If the backend plugin dies, serve removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
-cleanly.`,
+cleanly.
+
+With --metrics-listen, serve also answers GET /metrics (Prometheus) and
+GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
+mode 0600) or a loopback TCP address, from the moment it is ready until it
+has stopped.`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -66,6 +80,11 @@ cleanly.`,
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&metricsAddr, "metrics-listen", "",
+		"serve GET /metrics and /healthz on unix:/path (a 0600 socket) or host:port (loopback only, "+
+			"unless --metrics-allow-remote); empty: no metrics endpoint")
+	fs.BoolVar(&metricsAny, "metrics-allow-remote", false,
+		"let --metrics-listen use a non-loopback TCP address (the endpoint has no authentication)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Everything that can be checked without touching the system is
@@ -88,6 +107,10 @@ cleanly.`,
 		if level == hclog.NoLevel {
 			return usageErrorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
 		}
+		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
+		if err != nil {
+			return err
+		}
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout}
 		if hugePages {
@@ -108,6 +131,11 @@ cleanly.`,
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 		opts.Logger = log
+		var exporter *metrics.Exporter
+		if metricsAt != nil {
+			exporter = metrics.NewExporter()
+			opts.Metrics = exporter.Metrics
+		}
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
@@ -129,6 +157,15 @@ cleanly.`,
 		if err != nil {
 			return err
 		}
+		// The metrics endpoint listens only now: after a --force takeover
+		// the previous daemon, which may have held the same address, is gone.
+		var msrv *metrics.Server
+		if metricsAt != nil {
+			if msrv, err = metrics.Start(*metricsAt, exporter.Handler()); err != nil {
+				return errors.Join(err, stopNow(d, log))
+			}
+			defer shutdownMetrics(msrv, log)
+		}
 		info := d.Info()
 		fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
 			info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
@@ -137,9 +174,58 @@ cleanly.`,
 			log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,
 				"removed", strings.Join(info.Cleanup.Removed, ","))
 		}
+		if msrv != nil {
+			log.Info("metrics endpoint", "addr", msrv.Addr())
+		}
 		return d.Run(ctx)
 	}
 	return cmd
+}
+
+// stopNow ends a started daemon that will not serve after all: a lease
+// taken since its ready file appeared ends with UNAVAILABLE, its files are
+// removed and its memory freed.
+func stopNow(d *daemon.Daemon, log hclog.Logger) error {
+	if _, err := d.Stop(context.Background(), true, 0); err != nil {
+		log.Warn("stopping the daemon", "error", err)
+	}
+	return d.Run(context.Background())
+}
+
+// shutdownMetrics stops the metrics endpoint once the daemon has stopped,
+// waiting up to metricsShutdownTimeout for scrapes in flight.
+func shutdownMetrics(srv *metrics.Server, log hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("stopping the metrics endpoint", "error", err)
+	}
+}
+
+// metricsListenAddr checks --metrics-listen and --metrics-allow-remote; nil
+// without --metrics-listen. A non-loopback TCP address without
+// --metrics-allow-remote, or a malformed one, is a usage error; a Unix
+// socket whose directory is missing, or with a file in its way, fails
+// (exit 1) before the daemon loads anything.
+func metricsListenAddr(addr string, allowRemote bool) (*metrics.Addr, error) {
+	if addr == "" {
+		if allowRemote {
+			return nil, usageErrorf("--metrics-allow-remote needs --metrics-listen")
+		}
+		return nil, nil
+	}
+	a, err := metrics.ParseAddr(addr, allowRemote)
+	switch {
+	case errors.Is(err, metrics.ErrNotLoopback):
+		return nil, usageErrorf("--metrics-listen: %w; the endpoint has no authentication: "+
+			"use unix:/path or a loopback address, or pass --metrics-allow-remote", err)
+	case err != nil:
+		return nil, usageErrorf("--metrics-listen: %w", err)
+	}
+	if err := a.Check(); err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	return &a, nil
 }
 
 // lookupGroup resolves a group name or numeric gid.
