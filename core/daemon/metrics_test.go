@@ -208,7 +208,7 @@ type fakeStream struct {
 
 func (s fakeStream) Context() context.Context { return s.ctx }
 
-func TestAuthorizerReportsDeniedStreams(t *testing.T) {
+func TestMetricsAuthorizerReportsDeniedStreams(t *testing.T) {
 	var denied []string
 	a := authorizer{ownUID: 1000, denied: func(m string) { denied = append(denied, m) }}
 	info := &grpc.StreamServerInfo{FullMethod: daemonv1.Daemon_Attach_FullMethodName}
@@ -225,10 +225,10 @@ func TestAuthorizerReportsDeniedStreams(t *testing.T) {
 	}
 }
 
-// TestNilSinkFromFactoryIsNoOp: a factory that returns no sink is the same
+// TestMetricsNilSinkFromFactoryIsNoOp: a factory that returns no sink is the same
 // as no Options.Metrics (which every other test runs without): the daemon
 // serves and refuses as usual.
-func TestNilSinkFromFactoryIsNoOp(t *testing.T) {
+func TestMetricsNilSinkFromFactoryIsNoOp(t *testing.T) {
 	f := newFixture(t)
 	r := f.start(0, func(o *Options) { o.Metrics = func(string) (Metrics, error) { return nil, nil } })
 	a := r.mustAttach(t)

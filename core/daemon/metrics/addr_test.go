@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestParseAddr(t *testing.T) {
+func TestMetricsParseAddr(t *testing.T) {
 	long := "/" + strings.Repeat("x", 110)
 	for _, c := range []struct {
 		in          string
@@ -55,7 +55,7 @@ func TestParseAddr(t *testing.T) {
 	}
 }
 
-func TestAddrString(t *testing.T) {
+func TestMetricsAddrString(t *testing.T) {
 	for _, in := range []string{"unix:/run/m.sock", "127.0.0.1:9100"} {
 		a, err := ParseAddr(in, false)
 		if err != nil {
@@ -67,7 +67,7 @@ func TestAddrString(t *testing.T) {
 	}
 }
 
-func TestAddrCheck(t *testing.T) {
+func TestMetricsAddrCheck(t *testing.T) {
 	dir := shortDir(t)
 	regular := filepath.Join(dir, "regular")
 	if err := os.WriteFile(regular, nil, 0o600); err != nil {

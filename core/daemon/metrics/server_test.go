@@ -28,7 +28,7 @@ func shutdown(t *testing.T, s *Server) {
 // TestServeOverUnixSocket: the socket is 0600, scrapes and health checks
 // work over it, a second server on a live socket is refused, and shutdown
 // removes the file.
-func TestServeOverUnixSocket(t *testing.T) {
+func TestMetricsServeOverUnixSocket(t *testing.T) {
 	dir := shortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	a, err := ParseAddr("unix:"+path, false)
@@ -88,7 +88,7 @@ func TestServeOverUnixSocket(t *testing.T) {
 
 // TestStaleUnixSocketIsReplaced: a socket file nobody listens on (a killed
 // daemon's) is replaced; a regular file is not.
-func TestStaleUnixSocketIsReplaced(t *testing.T) {
+func TestMetricsStaleUnixSocketIsReplaced(t *testing.T) {
 	dir := shortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	l, err := daemon.ListenUnix(path, nil)
@@ -121,7 +121,7 @@ func TestStaleUnixSocketIsReplaced(t *testing.T) {
 
 // TestShutdownLeavesAnotherSocket: a socket that replaced ours at the path
 // is not removed by our shutdown.
-func TestShutdownLeavesAnotherSocket(t *testing.T) {
+func TestMetricsShutdownLeavesAnotherSocket(t *testing.T) {
 	dir := shortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	a, _ := ParseAddr("unix:"+path, false)
@@ -143,7 +143,7 @@ func TestShutdownLeavesAnotherSocket(t *testing.T) {
 	}
 }
 
-func TestServeOverLoopbackTCP(t *testing.T) {
+func TestMetricsServeOverLoopbackTCP(t *testing.T) {
 	a, err := ParseAddr("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestServeOverLoopbackTCP(t *testing.T) {
 	}
 }
 
-func TestStartRefusesNonLoopbackUnlessAllowed(t *testing.T) {
+func TestMetricsStartRefusesNonLoopbackUnlessAllowed(t *testing.T) {
 	if _, err := ParseAddr("0.0.0.0:0", false); !errors.Is(err, ErrNotLoopback) {
 		t.Fatalf("ParseAddr(0.0.0.0:0) = %v, want ErrNotLoopback", err)
 	}

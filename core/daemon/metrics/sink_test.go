@@ -24,7 +24,7 @@ import (
 // TestSinkFollowsTheDaemon runs a real daemon against an Exporter: the load,
 // attaches, a mismatch, the lease count going up and down and a drain are
 // reflected in the series' values, each labelled with the device.
-func TestSinkFollowsTheDaemon(t *testing.T) {
+func TestMetricsSinkFollowsTheDaemon(t *testing.T) {
 	exp := NewExporter()
 	td := startDaemon(t, exp)
 	s := exp.Sink()
@@ -148,7 +148,7 @@ func serve(h http.Handler, path string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
-func TestNewSinkRefusesASecondDaemonOfTheSameDevice(t *testing.T) {
+func TestMetricsNewSinkRefusesASecondDaemonOfTheSameDevice(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := NewSink(reg, testUUID); err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestNewSinkRefusesASecondDaemonOfTheSameDevice(t *testing.T) {
 	}
 }
 
-func TestSinkCountsEveryReason(t *testing.T) {
+func TestMetricsSinkCountsEveryReason(t *testing.T) {
 	s, err := NewSink(prometheus.NewRegistry(), testUUID)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestSinkCountsEveryReason(t *testing.T) {
 	}
 }
 
-func TestHandlerHealthAndExposition(t *testing.T) {
+func TestMetricsHandlerHealthAndExposition(t *testing.T) {
 	exp := NewExporter()
 	h := exp.Handler()
 	if code, body := serve(h, "/healthz"); code != http.StatusServiceUnavailable || body != "starting\n" {
