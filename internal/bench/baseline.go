@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,13 +65,14 @@ func memcpy(total uint64) time.Duration {
 	return time.Since(start)
 }
 
-// arenaRead reproduces the mock's situation on one thread: it reserves a
-// shared-memory file of the files' total size under dir with fallocate
-// (timed apart: the allocation the daemon does before its load), maps it
-// and preads every file into it in 8 MiB chunks (timed: the copy into a
-// fresh arena, minor page faults of the new mapping included). The file is
-// removed afterwards.
-func arenaRead(dir string, files []string) (bytes uint64, alloc, read time.Duration, err error) {
+// arenaRead reproduces the mock's situation: it reserves a shared-memory
+// file of the files' total size under dir with fallocate (timed apart: the
+// allocation the daemon does before its load), maps it and preads every
+// file into it in 8 MiB chunks (timed: the copy into a fresh arena, minor
+// page faults of the new mapping included). With workers > 1 the chunks
+// are handed out in file order to that many goroutines, as the mock's
+// Load does. The file is removed afterwards.
+func arenaRead(dir string, files []string, workers int) (bytes uint64, alloc, read time.Duration, err error) {
 	var sizes []int64
 	var total int64
 	for _, path := range files {
@@ -96,29 +99,76 @@ func arenaRead(dir string, files []string) (bytes uint64, alloc, read time.Durat
 		return 0, 0, 0, fmt.Errorf("arena read baseline: mmap: %w", err)
 	}
 	defer unix.Munmap(m)
-	start = time.Now()
-	var dest int64
+	srcs := make([]*os.File, len(files))
 	for i, path := range files {
-		src, err := os.Open(path)
-		if err != nil {
+		if srcs[i], err = os.Open(path); err != nil {
 			return 0, 0, 0, fmt.Errorf("arena read baseline: %w", err)
 		}
-		for off := int64(0); off < sizes[i]; {
-			n, err := unix.Pread(int(src.Fd()), m[dest+off:dest+min(off+seqReadBuffer, sizes[i])], off)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil || n == 0 {
-				src.Close()
-				return 0, 0, 0, fmt.Errorf("arena read baseline: read %s at %d: %v", path, off, err)
-			}
-			off += int64(n)
-		}
-		src.Close()
-		dest += sizes[i]
+		defer srcs[i].Close()
 	}
-	return uint64(total), alloc, time.Since(start), nil
+	type chunk struct {
+		file      int
+		off, dest int64
+		n         int64
+	}
+	work := make(chan chunk)
+	errs := make(chan error, max(workers, 1))
+	var wg sync.WaitGroup
+	start = time.Now()
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				if err := preadFull(srcs[c.file], m[c.dest:c.dest+c.n], c.off); err != nil {
+					errs <- err
+					for range work {
+					}
+					return
+				}
+			}
+		}()
+	}
+	var dest int64
+	for i, size := range sizes {
+		for off := int64(0); off < size; off += seqReadBuffer {
+			work <- chunk{file: i, off: off, dest: dest + off, n: min(seqReadBuffer, size-off)}
+		}
+		dest += size
+	}
+	close(work)
+	wg.Wait()
+	read = time.Since(start)
+	select {
+	case err := <-errs:
+		return 0, 0, 0, fmt.Errorf("arena read baseline: %w", err)
+	default:
+	}
+	return uint64(total), alloc, read, nil
 }
+
+// preadFull fills dst from f at off.
+func preadFull(f *os.File, dst []byte, off int64) error {
+	for len(dst) > 0 {
+		n, err := unix.Pread(int(f.Fd()), dst, off)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("read %s at %d: unexpected end of file", f.Name(), off)
+		}
+		dst, off = dst[n:], off+int64(n)
+	}
+	return nil
+}
+
+// mockLoadWorkers is how many goroutines the mock backend's Load uses:
+// min(4, GOMAXPROCS) (plugins/mock/mockbackend/load.go). The parallel
+// baseline copies that pattern.
+func mockLoadWorkers() int { return min(4, runtime.GOMAXPROCS(0)) }
 
 // onTmpfs reports whether dir lives on tmpfs (or ramfs), where dropping the
 // page cache cannot make a read cold.

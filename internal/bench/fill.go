@@ -18,12 +18,15 @@ type FillVariant struct {
 	// buffer) under the same condition. MemcpyGiBps: a memcpy of the same
 	// byte count between prefaulted buffers (warm only). ArenaReadGiBps:
 	// one thread preading the files into a freshly fallocated, mapped
-	// shared-memory file, i.e. the mock's own situation (warm only,
-	// informational); ArenaAlloc is that fallocate.
-	SeqReadGiBps   float64 `json:"seq_read_gib_per_s"`
-	MemcpyGiBps    float64 `json:"memcpy_gib_per_s,omitempty"`
-	ArenaReadGiBps float64 `json:"arena_read_gib_per_s,omitempty"`
-	ArenaAlloc     Summary `json:"arena_alloc"`
+	// shared-memory file, i.e. the mock's own situation; ArenaParallelGiBps
+	// the same with the mock's workers and chunking (both informational:
+	// they locate the cost). ArenaAlloc is that fallocate (warm runs).
+	SeqReadGiBps       float64 `json:"seq_read_gib_per_s"`
+	MemcpyGiBps        float64 `json:"memcpy_gib_per_s,omitempty"`
+	ArenaReadGiBps     float64 `json:"arena_read_gib_per_s"`
+	ArenaParallelGiBps float64 `json:"arena_parallel_gib_per_s"`
+	Workers            int     `json:"workers"`
+	ArenaAlloc         Summary `json:"arena_alloc"`
 	// PluginMinorFaults and PluginMajorFaults are the plugin's page
 	// faults from its start to ready (median), PagesLoaded the 4 KiB pages
 	// of the checkpoint.
@@ -77,7 +80,7 @@ func runFill(ctx context.Context, o Options, m *Model) (*FillResult, []serveRun,
 		return nil, nil, nil, err
 	}
 	var runs []serveRun
-	var daemonRates, seqRates, copyRates, arenaRates, resident []float64
+	var daemonRates, seqRates, copyRates, arenaRates, parRates, resident []float64
 	var loads, allocs []time.Duration
 	for i := range o.Repeats {
 		r, err := serveOnce(ctx, o, "fill", m, false)
@@ -94,17 +97,23 @@ func runFill(ctx context.Context, o Options, m *Model) (*FillResult, []serveRun,
 		}
 		seqRates = append(seqRates, gibps(n, took))
 		copyRates = append(copyRates, gibps(m.Bytes, memcpy(m.Bytes)))
-		ab, alloc, took, err := arenaRead(o.ShmDir, m.Files)
+		ab, alloc, took, err := arenaRead(o.ShmDir, m.Files, 1)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		arenaRates, allocs = append(arenaRates, gibps(ab, took)), append(allocs, alloc)
-		o.logf("fill warm %d/%d: daemon %.2f GiB/s, read %.2f GiB/s, memcpy %.2f GiB/s, read into fresh arena %.2f GiB/s",
-			i+1, o.Repeats, daemonRates[i], seqRates[i], copyRates[i], arenaRates[i])
+		ab, _, took, err = arenaRead(o.ShmDir, m.Files, mockLoadWorkers())
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		parRates = append(parRates, gibps(ab, took))
+		o.logf("fill warm %d/%d: daemon %.2f GiB/s, read %.2f GiB/s, memcpy %.2f GiB/s, into fresh arena %.2f GiB/s (1 thread), %.2f GiB/s (%d)",
+			i+1, o.Repeats, daemonRates[i], seqRates[i], copyRates[i], arenaRates[i], parRates[i], mockLoadWorkers())
 	}
 	res.Warm = FillVariant{Condition: "page cache warm", Runs: len(loads), DaemonGiBps: round3(MedianFloat(daemonRates)),
 		DaemonLoad: Summarize(loads), SeqReadGiBps: round3(MedianFloat(seqRates)),
 		MemcpyGiBps: round3(MedianFloat(copyRates)), ArenaReadGiBps: round3(MedianFloat(arenaRates)),
+		ArenaParallelGiBps: round3(MedianFloat(parRates)), Workers: mockLoadWorkers(),
 		ArenaAlloc: Summarize(allocs), Resident: MedianFloat(resident), PagesLoaded: m.Bytes / pageSize}
 	res.Warm.PluginMinorFaults, res.Warm.PluginMajorFaults = medianFaults(runs)
 	res.Warm.Ratio = round3(ratio(res.Warm.DaemonGiBps, min(res.Warm.SeqReadGiBps, res.Warm.MemcpyGiBps)))
@@ -128,9 +137,10 @@ func runFill(ctx context.Context, o Options, m *Model) (*FillResult, []serveRun,
 	return res, runs, checks, nil
 }
 
-// fillCold alternates cold daemon runs and cold sequential reads.
+// fillCold alternates cold daemon runs and cold baseline reads, the page
+// cache dropped before each.
 func fillCold(ctx context.Context, o Options, m *Model) (*FillVariant, error) {
-	var daemonRates, seqRates, resident []float64
+	var daemonRates, seqRates, arenaRates, parRates, resident []float64
 	var loads []time.Duration
 	var runs []serveRun
 	n := min(o.Repeats, maxColdRuns)
@@ -151,12 +161,27 @@ func fillCold(ctx context.Context, o Options, m *Model) (*FillVariant, error) {
 			return nil, err
 		}
 		seqRates = append(seqRates, gibps(b, took))
-		o.logf("fill cold %d/%d: daemon %.2f GiB/s (%.0f%% resident before), read %.2f GiB/s",
-			i+1, n, daemonRates[i], 100*r.Resident, seqRates[i])
+		for _, workers := range []int{1, mockLoadWorkers()} {
+			if err := dropCaches(); err != nil {
+				return nil, err
+			}
+			ab, _, took, err := arenaRead(o.ShmDir, m.Files, workers)
+			if err != nil {
+				return nil, err
+			}
+			if workers == 1 {
+				arenaRates = append(arenaRates, gibps(ab, took))
+			} else {
+				parRates = append(parRates, gibps(ab, took))
+			}
+		}
+		o.logf("fill cold %d/%d: daemon %.2f GiB/s (%.0f%% resident before), read %.2f GiB/s, into fresh arena %.2f GiB/s (1 thread), %.2f GiB/s (%d)",
+			i+1, n, daemonRates[i], 100*r.Resident, seqRates[i], arenaRates[i], parRates[i], mockLoadWorkers())
 	}
 	v := &FillVariant{Condition: "page cache cold", Runs: n, DaemonGiBps: round3(MedianFloat(daemonRates)),
 		DaemonLoad: Summarize(loads), SeqReadGiBps: round3(MedianFloat(seqRates)), Resident: MedianFloat(resident),
-		PagesLoaded: m.Bytes / pageSize}
+		ArenaReadGiBps: round3(MedianFloat(arenaRates)), ArenaParallelGiBps: round3(MedianFloat(parRates)),
+		Workers: mockLoadWorkers(), PagesLoaded: m.Bytes / pageSize}
 	v.PluginMinorFaults, v.PluginMajorFaults = medianFaults(runs)
 	v.Ratio = round3(ratio(v.DaemonGiBps, v.SeqReadGiBps))
 	return v, nil

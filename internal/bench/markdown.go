@@ -159,16 +159,17 @@ func (r *Report) mdFill(p printer) {
 		"reports (\"loaded in …\": the Backend.Load calls, allocation excluded; the mock preads 8 MiB chunks with "+
 		"min(4, GOMAXPROCS) workers straight into its mapped arena). Baselines in the same run, same bytes: a plain "+
 		"sequential read of the same files through one 8 MiB buffer; a memcpy between two prefaulted 64 MiB buffers "+
-		"(one core); and, to isolate the destination, one thread preading the same files into a freshly fallocated "+
-		"and mapped shared-memory file — the mock's own situation.\n\n", human(res.Model.Bytes))
-	p("| Condition | Runs | Resident before | Daemon fill | Sequential read | memcpy | Read into fresh arena (1 thread) | Daemon ÷ slower of (read, memcpy) | Plugin faults minor / major (pages loaded) |\n|---|---|---|---|---|---|---|---|---|\n")
+		"(one core); and, to locate the cost, the same files preaded into a freshly fallocated and mapped "+
+		"shared-memory file — the mock's own situation — by one thread and by the mock's worker count with its "+
+		"8 MiB chunks.\n\n", human(res.Model.Bytes))
+	p("| Condition | Runs | Resident before | Daemon fill | Sequential read | memcpy | Into fresh arena, 1 thread | Into fresh arena, mock's workers | Daemon ÷ slower of (read, memcpy) | Plugin faults minor / major (pages loaded) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, v := range []*FillVariant{&res.Warm, res.Cold} {
 		if v == nil {
 			continue
 		}
-		p("| %s | %d | %s | %s GiB/s | %s GiB/s | %s | %s | **%s×** | %d / %d (%d) |\n", v.Condition, v.Runs, pct(v.Resident),
-			num(v.DaemonGiBps), num(v.SeqReadGiBps), gibOrDash(v.MemcpyGiBps), gibOrDash(v.ArenaReadGiBps), num(v.Ratio),
-			v.PluginMinorFaults, v.PluginMajorFaults, v.PagesLoaded)
+		p("| %s | %d | %s | %s GiB/s | %s GiB/s | %s | %s | %s (%d) | **%s×** | %d / %d (%d) |\n", v.Condition, v.Runs, pct(v.Resident),
+			num(v.DaemonGiBps), num(v.SeqReadGiBps), gibOrDash(v.MemcpyGiBps), gibOrDash(v.ArenaReadGiBps),
+			gibOrDash(v.ArenaParallelGiBps), v.Workers, num(v.Ratio), v.PluginMinorFaults, v.PluginMajorFaults, v.PagesLoaded)
 	}
 	if res.Warm.ArenaAlloc.N > 0 {
 		p("\nReserving an arena of this size (fallocate on tmpfs, which allocates and zeroes every page; done by the "+

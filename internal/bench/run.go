@@ -145,8 +145,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		r.Attach, r.Checks = res, append(r.Checks, checks...)
 		models.drop(largeMany)
 	}
-	// The large checkpoint is not needed any more: free its disk and page cache.
-	models.drop(largeFew)
 	if o.runs(ScenarioConcurrency) {
 		o.logf("row 4: concurrency")
 		m, err := models.get(smallFew)

@@ -49,7 +49,7 @@ func runStartupSeries(ctx context.Context, o Options, m *Model) ([]serveRun, Sum
 			return nil, Summary{}, fmt.Errorf("start-up run %d: %w", i+1, err)
 		}
 		runs = append(runs, r)
-		_, alloc, _, err := arenaRead(o.ShmDir, m.Files)
+		_, alloc, _, err := arenaRead(o.ShmDir, m.Files, 1)
 		if err != nil {
 			return nil, Summary{}, err
 		}
