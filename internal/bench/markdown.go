@@ -53,7 +53,7 @@ func (r *Report) Markdown() string {
 		}
 		p("| %s | %s | %s %s | %s %s | %s |\n", c.Row, c.Metric, c.Target, c.Unit, num(c.Value), c.Unit, yesNo(c.Met))
 	}
-	p("| 7 GPU | all GPU rows | — | not measured | — |\n\n")
+	p("| 7 GPU | every GPU row (see row 7) | — | not measured | — |\n\n")
 
 	if len(r.Findings) > 0 {
 		p("## Findings: targets missed, and why\n\n")
@@ -71,7 +71,11 @@ func (r *Report) Markdown() string {
 	r.mdConcurrency(p)
 	r.mdFootprint(p)
 	r.mdStartup(p)
-	p("## 7. GPU rows\n\n%s.\n\n", strings.ToUpper(r.GPU.Note[:1])+r.GPU.Note[1:])
+	p("## 7. GPU rows\n\n| Row | Figure |\n|---|---|\n")
+	for _, row := range r.GPU.Rows {
+		p("| %s | not measured |\n", row)
+	}
+	p("\n%s.\n\n", strings.ToUpper(r.GPU.Note[:1])+r.GPU.Note[1:])
 	r.mdMicro(p)
 
 	if len(r.Notes) > 0 {

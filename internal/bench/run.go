@@ -66,7 +66,7 @@ func (s *modelSet) Close() error {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
 	r := &Report{Schema: ReportSchema, Generated: began.UTC().Truncate(time.Second), Machine: ReadMachine(),
-		GPU: GPUResult{Note: gpuNote}}
+		GPU: GPUResult{Rows: gpuRows(), Note: gpuNote}}
 	commit, err := ReadCommit(ctx, o.RepoDir)
 	if err != nil {
 		return nil, err
