@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,6 +318,21 @@ func TestShardPatternLoadsOnlyTheRanksFiles(t *testing.T) {
 		if !ok || !bytes.Equal(shm[tn.Offset:tn.Offset+tn.Length], gen.Data()) {
 			t.Fatalf("tensor %s is not rank 1's", tn.Name)
 		}
+	}
+}
+
+// TestRelativeModelDirectory: a relative --model works; the plugin gets
+// absolute paths whatever its working directory.
+func TestRelativeModelDirectory(t *testing.T) {
+	f := newFixture(t)
+	t.Chdir(f.dir)
+	r := f.start(0, func(o *Options) { o.Model = "model" })
+	if got, want := r.d.Info().Model, filepath.Join(f.dir, "model"); got != want {
+		t.Errorf("model = %s, want %s", got, want)
+	}
+	a := r.mustAttach(t)
+	if len(a.Manifest.Tensors) != len(f.model.Tensors) {
+		t.Fatalf("manifest has %d tensors, checkpoint %d", len(a.Manifest.Tensors), len(f.model.Tensors))
 	}
 }
 

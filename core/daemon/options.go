@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -110,6 +111,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Model == "" {
 		return o, fmt.Errorf("daemon: no model directory")
 	}
+	// The backend plugin reads the files itself, and a plugin need not run
+	// in the daemon's working directory: it is always given absolute paths.
+	abs, err := filepath.Abs(o.Model)
+	if err != nil {
+		return o, fmt.Errorf("daemon: model directory %s: %w", o.Model, err)
+	}
+	o.Model = abs
 	if o.GPU < 0 {
 		return o, fmt.Errorf("daemon: GPU ordinal %d is negative", o.GPU)
 	}
