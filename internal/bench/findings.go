@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Check kinds, for explain.
@@ -75,7 +76,8 @@ func profileReading(group, top string) string {
 		return " The profile: the time is inside the pread system call (the kernel's copy and page faults), not in wcache code."
 	case group == keyStartup:
 		return " Go's CPU profiler samples a long system call only once, when it returns, so the fallocate shows as a few " +
-			"samples at most: the wall-clock split above is the measurement; the profile shows that no wcache code is hot."
+			"samples at most: the wall-clock split above is the measurement; the profile beside the load shows no hot " +
+			"wcache code."
 	}
 	return ""
 }
@@ -119,7 +121,8 @@ func profileMiss(ctx context.Context, o Options, key string, r *Report, models *
 			return "", "", err
 		}
 		top, err := profileStartup(ctx, o, m)
-		return fmt.Sprintf("core/daemon.Start of the %s checkpoint on an in-process mock backend (process and plugin start excluded)", human(m.Bytes)), top, err
+		return fmt.Sprintf("core/daemon.Start of the %s checkpoint on an in-process mock backend (process and plugin start excluded; "+
+			"the load's own samples left out with -ignore, the overhead being the time beside the load)", human(m.Bytes)), top, err
 	}
 	return "", "", nil
 }
@@ -184,39 +187,52 @@ func whyFillWarm(f *FillResult) string {
 		return ""
 	}
 	w := f.Warm
-	return fmt.Sprintf("The daemon fills at %s GiB/s; a plain read runs at %s GiB/s and memcpy at %s GiB/s, both writing into "+
-		"a small buffer that stays in the CPU cache. The daemon writes into a fresh %s arena instead. The same files "+
-		"preaded into a freshly fallocated, mapped shared-memory file — the mock's situation, without wcache — go at "+
-		"%s GiB/s with one thread and %s GiB/s with the mock's %d workers and 8 MiB chunks; the daemon reaches %s× of "+
-		"the latter, so the destination sets the rate, not wcache. The plugin took %d minor page faults for %d "+
-		"pages loaded: every 4 KiB page of the new mapping faults once inside pread's copy. A GPU backend does not "+
-		"pay this (it reads into pinned, reused staging buffers); for the mock, huge pages on the arena (shmem "+
-		"MADV_HUGEPAGE or hugetlbfs) would cut the faults 512-fold, and pre-faulting it at Allocate "+
-		"(MADV_POPULATE_WRITE) would move them out of the load.",
-		num(w.DaemonGiBps), num(w.SeqReadGiBps), num(w.MemcpyGiBps), human(f.Model.Bytes), num(w.ArenaReadGiBps),
-		num(w.ArenaParallelGiBps), w.Workers, num(ratio(w.DaemonGiBps, w.ArenaParallelGiBps)), w.PluginMinorFaults, w.PagesLoaded)
+	s := fmt.Sprintf("The daemon fills at %s GiB/s (median; %s–%s GiB/s over the runs); a plain read runs at %s GiB/s and "+
+		"memcpy at %s GiB/s, both writing into a small buffer that stays in the CPU cache. The daemon writes into a fresh "+
+		"%s arena instead. The same files preaded into a freshly fallocated, mapped shared-memory file — the mock's "+
+		"situation, without wcache — go at %s GiB/s with one thread and %s GiB/s with the mock's %d workers and 8 MiB "+
+		"chunks; the daemon reaches %s× of the latter.", num(w.DaemonGiBps), num(gibps(f.Model.Bytes, msDuration(w.DaemonLoad.MaxMS))),
+		num(gibps(f.Model.Bytes, msDuration(w.DaemonLoad.MinMS))), num(w.SeqReadGiBps), num(w.MemcpyGiBps), human(f.Model.Bytes),
+		num(w.ArenaReadGiBps), num(w.ArenaParallelGiBps), w.Workers, num(ratio(w.DaemonGiBps, w.ArenaParallelGiBps)))
+	if w.DaemonGiBps >= 0.8*w.ArenaParallelGiBps {
+		s += " The destination sets the rate, not wcache."
+	} else {
+		s += " Most of the gap to the plain read is the destination; the rest, between the daemon and its bare pattern, " +
+			"is within the spread of the runs on this shared machine."
+	}
+	return s + fmt.Sprintf(" The plugin took %d minor page faults for %d pages loaded: every 4 KiB page of the new mapping "+
+		"faults once inside pread's copy. A GPU backend does not pay this (it reads into pinned, reused staging buffers); "+
+		"for the mock, huge pages on the arena (shmem MADV_HUGEPAGE or hugetlbfs) would cut the faults 512-fold, and "+
+		"pre-faulting it at Allocate (MADV_POPULATE_WRITE) would move them out of the load.", w.PluginMinorFaults, w.PagesLoaded)
 }
+
+// msDuration converts float milliseconds back to a duration.
+func msDuration(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
 func whyFillCold(f *FillResult) string {
 	if f == nil || f.Cold == nil {
 		return ""
 	}
 	c := f.Cold
-	s := fmt.Sprintf("Cold, the daemon fills at %s GiB/s and one sequential reader reads at %s GiB/s. Without wcache, the "+
-		"same files preaded cold into a fresh arena go at %s GiB/s with one thread and %s GiB/s with the mock's %d "+
-		"workers and 8 MiB chunks (the daemon: %s× of the latter).", num(c.DaemonGiBps), num(c.SeqReadGiBps),
-		num(c.ArenaReadGiBps), num(c.ArenaParallelGiBps), c.Workers, num(ratio(c.DaemonGiBps, c.ArenaParallelGiBps)))
+	s := fmt.Sprintf("Cold, the daemon fills at %s GiB/s and one sequential reader into a small buffer reads at %s GiB/s. "+
+		"Without wcache, the same files preaded cold into a fresh arena go at %s GiB/s with one thread and %s GiB/s "+
+		"with the mock's %d workers and 8 MiB chunks; the daemon runs at %s× of that pattern.", num(c.DaemonGiBps),
+		num(c.SeqReadGiBps), num(c.ArenaReadGiBps), num(c.ArenaParallelGiBps), c.Workers,
+		num(ratio(c.DaemonGiBps, c.ArenaParallelGiBps)))
+	if f.Warm.ArenaReadGiBps > 0 && c.SeqReadGiBps > 0 {
+		serial := 1 / (1/c.SeqReadGiBps + 1/f.Warm.ArenaReadGiBps)
+		s += fmt.Sprintf(" Reading from disk and filling a fresh arena add up when one thread does both: 1/(1/%s + 1/%s) = "+
+			"%s GiB/s expected from the disk rate and the warm fresh-arena rate, %s measured.", num(c.SeqReadGiBps),
+			num(f.Warm.ArenaReadGiBps), num(serial), num(c.ArenaReadGiBps))
+		if c.ArenaParallelGiBps > c.ArenaReadGiBps {
+			s += " Several workers overlap the two only partly on two cores."
+		}
+		s += " Keeping the disk busy while the copy runs elsewhere — O_DIRECT reads into pinned staging as the CUDA " +
+			"backend does, or a prefaulted or huge-page arena for the mock — should let the fill approach the disk's rate."
+	}
 	if c.ArenaParallelGiBps < 0.8*c.ArenaReadGiBps {
-		s += " Several workers preading interleaved 8 MiB chunks of one file are slower than one sequential reader on " +
-			"this disk: the request pattern of the mock's Load, not the copy, limits the cold fill (one reader per file, " +
-			"or larger requests with O_DIRECT as the CUDA backend's staging reader does, would follow the disk)."
-	}
-	if c.ArenaReadGiBps < 0.8*c.SeqReadGiBps {
-		s += " The fresh-arena destination costs as well (one thread into the arena is slower than into a small buffer)."
-	}
-	if c.DaemonGiBps < 0.8*c.ArenaParallelGiBps {
-		s += " The daemon is also slower than its bare pattern; on this virtual disk cold figures vary from run to run " +
-			"(see the min–max of the load times in the JSON)."
+		s += " Here several workers preading interleaved 8 MiB chunks are even slower than one reader: the request " +
+			"pattern of the mock's Load costs on this disk as well."
 	}
 	return s
 }
