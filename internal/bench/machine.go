@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -119,8 +120,9 @@ func osPrettyName(b []byte) string {
 }
 
 // ReadCommit asks git in dir for HEAD and whether the tree has changes
-// (tracked or untracked files).
-func ReadCommit(ctx context.Context, dir string) (Commit, error) {
+// (tracked or untracked files) other than the paths in exclude (the
+// reports being rewritten; absolute, or relative to the working directory).
+func ReadCommit(ctx context.Context, dir string, exclude ...string) (Commit, error) {
 	git := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
@@ -134,9 +136,29 @@ func ReadCommit(ctx context.Context, dir string) (Commit, error) {
 	if err != nil {
 		return Commit{}, err
 	}
-	st, err := git("status", "--porcelain")
+	args := []string{"status", "--porcelain", "--", "."}
+	for _, p := range exclude {
+		if rel, ok := relativeTo(dir, p); ok {
+			args = append(args, ":(exclude)"+rel)
+		}
+	}
+	st, err := git(args...)
 	if err != nil {
 		return Commit{}, err
 	}
 	return Commit{Hash: hash, Dirty: st != ""}, nil
+}
+
+// relativeTo is path relative to dir, when it lies inside it.
+func relativeTo(dir, path string) (string, bool) {
+	ad, err1 := filepath.Abs(dir)
+	ap, err2 := filepath.Abs(path)
+	if err1 != nil || err2 != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(ad, ap)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
 }

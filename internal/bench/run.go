@@ -67,7 +67,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
 	r := &Report{Schema: ReportSchema, Generated: began.UTC().Truncate(time.Second), Machine: ReadMachine(),
 		GPU: GPUResult{Rows: gpuRows(), Note: gpuNote}}
-	commit, err := ReadCommit(ctx, o.RepoDir)
+	commit, err := ReadCommit(ctx, o.RepoDir, o.OutMarkdown, o.OutJSON)
 	if err != nil {
 		return nil, err
 	}
