@@ -39,6 +39,9 @@ type FillVariant struct {
 	// Resident is the median share of the checkpoint's pages in the page
 	// cache right before the daemon started.
 	Resident float64 `json:"resident_before"`
+	// Samples are every run's rate in GiB/s, by figure: "daemon",
+	// "seq_read", "memcpy", "arena_1", "arena_parallel".
+	Samples map[string][]float64 `json:"samples_gib_per_s"`
 }
 
 // FillResult is row 3.
@@ -114,7 +117,8 @@ func runFill(ctx context.Context, o Options, m *Model) (*FillResult, []serveRun,
 		DaemonLoad: Summarize(loads), SeqReadGiBps: round3(MedianFloat(seqRates)),
 		MemcpyGiBps: round3(MedianFloat(copyRates)), ArenaReadGiBps: round3(MedianFloat(arenaRates)),
 		ArenaParallelGiBps: round3(MedianFloat(parRates)), Workers: mockLoadWorkers(),
-		ArenaAlloc: Summarize(allocs), Resident: MedianFloat(resident), PagesLoaded: m.Bytes / pageSize}
+		ArenaAlloc: Summarize(allocs), Resident: MedianFloat(resident), PagesLoaded: m.Bytes / pageSize,
+		Samples: rateSamples(daemonRates, seqRates, copyRates, arenaRates, parRates)}
 	res.Warm.PluginMinorFaults, res.Warm.PluginMajorFaults = medianFaults(runs)
 	res.Warm.Ratio = round3(ratio(res.Warm.DaemonGiBps, min(res.Warm.SeqReadGiBps, res.Warm.MemcpyGiBps)))
 	checks := []Check{atLeast(keyFillWarm, fillRowID, "daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
@@ -181,7 +185,8 @@ func fillCold(ctx context.Context, o Options, m *Model) (*FillVariant, error) {
 	v := &FillVariant{Condition: "page cache cold", Runs: n, DaemonGiBps: round3(MedianFloat(daemonRates)),
 		DaemonLoad: Summarize(loads), SeqReadGiBps: round3(MedianFloat(seqRates)), Resident: MedianFloat(resident),
 		ArenaReadGiBps: round3(MedianFloat(arenaRates)), ArenaParallelGiBps: round3(MedianFloat(parRates)),
-		Workers: mockLoadWorkers(), PagesLoaded: m.Bytes / pageSize}
+		Workers: mockLoadWorkers(), PagesLoaded: m.Bytes / pageSize,
+		Samples: rateSamples(daemonRates, seqRates, nil, arenaRates, parRates)}
 	v.PluginMinorFaults, v.PluginMajorFaults = medianFaults(runs)
 	v.Ratio = round3(ratio(v.DaemonGiBps, v.SeqReadGiBps))
 	return v, nil
@@ -194,4 +199,22 @@ func medianFaults(runs []serveRun) (minor, major uint64) {
 		mi, ma = append(mi, float64(r.PluginFaults.Minor)), append(ma, float64(r.PluginFaults.Major))
 	}
 	return uint64(MedianFloat(mi)), uint64(MedianFloat(ma))
+}
+
+// rateSamples keys the per-run rates (rounded) by figure; nil series are
+// left out.
+func rateSamples(daemon, seq, memcpy, arena1, arenaPar []float64) map[string][]float64 {
+	out := map[string][]float64{}
+	for k, v := range map[string][]float64{"daemon": daemon, "seq_read": seq, "memcpy": memcpy, "arena_1": arena1,
+		"arena_parallel": arenaPar} {
+		if v == nil {
+			continue
+		}
+		r := make([]float64, len(v))
+		for i, x := range v {
+			r[i] = round3(x)
+		}
+		out[k] = r
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -175,10 +176,11 @@ func whyRestart(c *Check, res *RestartResult) string {
 	// grows with the checkpoint, and reaches 100× at this size.
 	msPerByte := rv.Work.MedianMS / float64(res.Model.Bytes)
 	breakEven := uint64(restartRatioGoal * av.Work.MedianMS / msPerByte)
-	return fmt.Sprintf("The %s read path copies every byte (%s at %s GiB/s from the page cache); the attach path costs a "+
-		"fixed %s (%s) whatever the size. The ratio therefore grows with the checkpoint: at this attach cost it "+
-		"reaches 100× from about %s, and the %s checkpoint measured here is smaller. Run with a larger WCACHE_BENCH_GIB "+
-		"(memory permitting) to see it.", lang, human(res.Model.Bytes), num(float64(res.Model.Bytes)/(1<<30)/(rv.Work.MedianMS/1000)),
+	return fmt.Sprintf("The %s read path copies every byte (%s at %s GiB/s from the page cache, median; its runs took "+
+		"%s–%s); the attach path costs a fixed %s (%s) whatever the size. The ratio therefore grows with the "+
+		"checkpoint: at this attach cost and read rate it reaches 100× from about %s, and the %s checkpoint measured "+
+		"here is smaller. Run with a larger WCACHE_BENCH_GIB (memory permitting) to see it.", lang, human(res.Model.Bytes),
+		num(float64(res.Model.Bytes)/(1<<30)/(rv.Work.MedianMS/1000)), msStr(rv.Work.MinMS), msStr(rv.Work.MaxMS),
 		msStr(av.Work.MedianMS), steps(av.StepsMS), human(breakEven), human(res.Model.Bytes))
 }
 
@@ -194,11 +196,16 @@ func whyFillWarm(f *FillResult) string {
 		"chunks; the daemon reaches %s× of the latter.", num(w.DaemonGiBps), num(gibps(f.Model.Bytes, msDuration(w.DaemonLoad.MaxMS))),
 		num(gibps(f.Model.Bytes, msDuration(w.DaemonLoad.MinMS))), num(w.SeqReadGiBps), num(w.MemcpyGiBps), human(f.Model.Bytes),
 		num(w.ArenaReadGiBps), num(w.ArenaParallelGiBps), w.Workers, num(ratio(w.DaemonGiBps, w.ArenaParallelGiBps)))
-	if w.DaemonGiBps >= 0.8*w.ArenaParallelGiBps {
+	switch {
+	case w.DaemonGiBps >= 0.8*w.ArenaParallelGiBps:
 		s += " The destination sets the rate, not wcache."
-	} else {
-		s += " Most of the gap to the plain read is the destination; the rest, between the daemon and its bare pattern, " +
-			"is within the spread of the runs on this shared machine."
+	case len(w.Samples["daemon"]) > 0 && slices.Max(w.Samples["daemon"]) < w.ArenaParallelGiBps:
+		s += fmt.Sprintf(" The daemon is slower than its bare pattern in every run (at best %s GiB/s): the mock's Load "+
+			"costs beyond the pattern itself — see the profile.", num(slices.Max(w.Samples["daemon"])))
+	default:
+		s += " Most of the gap to the plain read is the destination. Between the daemon and its bare pattern, the " +
+			"figures into fresh memory spread widely from run to run on this machine, for the daemon and the bare " +
+			"pattern alike (ranges in row 3), so medians of a few runs differ by more than the code does."
 	}
 	return s + fmt.Sprintf(" The plugin took %d minor page faults for %d pages loaded: every 4 KiB page of the new mapping "+
 		"faults once inside pread's copy. A GPU backend does not pay this (it reads into pinned, reused staging buffers); "+

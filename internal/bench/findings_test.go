@@ -62,3 +62,24 @@ func TestWhyRestartGivesTheBreakEvenSize(t *testing.T) {
 		t.Errorf("whyRestart:\n%s", why)
 	}
 }
+
+func TestWhyFillWarmTellsSpreadFromSystematicSlowness(t *testing.T) {
+	f := &FillResult{Model: Model{Bytes: 1 << 30}, Warm: FillVariant{DaemonGiBps: 1, ArenaParallelGiBps: 3, Workers: 2,
+		DaemonLoad: Summary{MinMS: 200, MaxMS: 1100}}}
+	for _, c := range []struct {
+		samples []float64
+		want    string
+	}{
+		{[]float64{0.9, 1, 1.1}, "slower than its bare pattern in every run (at best 1.1 GiB/s)"},
+		{[]float64{1, 1, 5}, "spread widely from run to run"},
+	} {
+		f.Warm.Samples = map[string][]float64{"daemon": c.samples}
+		if why := whyFillWarm(f); !strings.Contains(why, c.want) {
+			t.Errorf("samples %v: why lacks %q:\n%s", c.samples, c.want, why)
+		}
+	}
+	f.Warm.DaemonGiBps = 2.9
+	if why := whyFillWarm(f); !strings.Contains(why, "The destination sets the rate, not wcache.") {
+		t.Errorf("daemon at its bare pattern's rate:\n%s", why)
+	}
+}

@@ -171,10 +171,13 @@ func (r *Report) mdFill(p printer) {
 		if v == nil {
 			continue
 		}
-		p("| %s | %d | %s | %s GiB/s | %s GiB/s | %s | %s | %s (%d) | **%s×** | %d / %d (%d) |\n", v.Condition, v.Runs, pct(v.Resident),
-			num(v.DaemonGiBps), num(v.SeqReadGiBps), gibOrDash(v.MemcpyGiBps), gibOrDash(v.ArenaReadGiBps),
-			gibOrDash(v.ArenaParallelGiBps), v.Workers, num(v.Ratio), v.PluginMinorFaults, v.PluginMajorFaults, v.PagesLoaded)
+		p("| %s | %d | %s | %s | %s | %s | %s | %s (%d) | **%s×** | %d / %d (%d) |\n", v.Condition, v.Runs, pct(v.Resident),
+			rateCell(v.DaemonGiBps, v.Samples["daemon"]), rateCell(v.SeqReadGiBps, v.Samples["seq_read"]),
+			rateCell(v.MemcpyGiBps, v.Samples["memcpy"]), rateCell(v.ArenaReadGiBps, v.Samples["arena_1"]),
+			rateCell(v.ArenaParallelGiBps, v.Samples["arena_parallel"]), v.Workers, num(v.Ratio),
+			v.PluginMinorFaults, v.PluginMajorFaults, v.PagesLoaded)
 	}
+	p("\nRates are medians, with the range over the runs in brackets; every run's figure is in the JSON.\n")
 	if res.Warm.ArenaAlloc.N > 0 {
 		p("\nReserving an arena of this size (fallocate on tmpfs, which allocates and zeroes every page; done by the "+
 			"mock's Allocate before the load, so outside the daemon's load time but inside start-up): %s median.\n",
@@ -329,6 +332,18 @@ func pct(f float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.0f%%", 100*f)
+}
+
+// rateCell is a median rate with the range of its samples.
+func rateCell(median float64, samples []float64) string {
+	if median == 0 {
+		return "—"
+	}
+	if len(samples) < 2 {
+		return num(median) + " GiB/s"
+	}
+	lo, hi := slices.Min(samples), slices.Max(samples)
+	return fmt.Sprintf("%s GiB/s (%s–%s)", num(median), num(lo), num(hi))
 }
 
 func gibOrDash(v float64) string {
