@@ -67,15 +67,15 @@ func TestWhyFillWarmTellsSpreadFromSystematicSlowness(t *testing.T) {
 	f := &FillResult{Model: Model{Bytes: 1 << 30}, Warm: FillVariant{DaemonGiBps: 1, ArenaParallelGiBps: 3, Workers: 2,
 		DaemonLoad: Summary{MinMS: 200, MaxMS: 1100}}}
 	for _, c := range []struct {
-		samples []float64
-		want    string
+		daemon, bare []float64
+		want         string
 	}{
-		{[]float64{0.9, 1, 1.1}, "slower than its bare pattern in every run (at best 1.1 GiB/s)"},
-		{[]float64{1, 1, 5}, "spread widely from run to run"},
+		{[]float64{0.9, 1, 1.1}, []float64{3, 3, 3}, "stays below 0.8× of the bare pattern measured right after it (0.3–0.3667×)"},
+		{[]float64{1, 1, 5}, []float64{3, 3, 4}, "goes from 0.3333× to 1.25×"},
 	} {
-		f.Warm.Samples = map[string][]float64{"daemon": c.samples}
+		f.Warm.Samples = map[string][]float64{"daemon": c.daemon, "arena_parallel": c.bare}
 		if why := whyFillWarm(f); !strings.Contains(why, c.want) {
-			t.Errorf("samples %v: why lacks %q:\n%s", c.samples, c.want, why)
+			t.Errorf("daemon %v, bare %v: why lacks %q:\n%s", c.daemon, c.bare, c.want, why)
 		}
 	}
 	f.Warm.DaemonGiBps = 2.9

@@ -60,7 +60,11 @@ func (r *Report) Markdown() string {
 		for _, f := range r.Findings {
 			p("### %s\n\n%s\n\n", f.Check, f.Why)
 			if f.Profile != "" {
-				p("CPU profile of %s (`go tool pprof -top`, first lines):\n\n```\n%s\n```\n\n", f.ProfileWhat, strings.TrimRight(f.Profile, "\n"))
+				tool := "`go tool pprof -top`"
+				if strings.Contains(f.ProfileWhat, "cProfile") {
+					tool = "Python's cProfile"
+				}
+				p("Profile of %s (%s, first lines):\n\n```\n%s\n```\n\n", f.ProfileWhat, tool, strings.TrimRight(f.Profile, "\n"))
 			}
 		}
 	}

@@ -281,3 +281,49 @@ func profileRestartAttach(ctx context.Context, o Options, m *Model) (string, err
 	}
 	return top, err
 }
+
+// profilePythonAttach runs the Python attach helper against a real daemon
+// of m with cProfile over rounds attaches and returns the pstats summary.
+func profilePythonAttach(ctx context.Context, o Options, m *Model, rounds int) (string, error) {
+	w, err := newWorld(o, "profile-python", m.Bytes+m.Bytes/8+(64<<20))
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	d, err := w.startServe(ctx, m.Dir, true, nil)
+	if err != nil {
+		return "", err
+	}
+	defer d.Stop()
+	capability, err := w.deviceCapability(ctx)
+	if err != nil {
+		return "", d.withOutput(err)
+	}
+	out := filepath.Join(w.Root, "attach.pstats.txt")
+	cmd, err := w.pythonCmd(ctx, "attach_torch.py", pyAttachTorch, m.Dir, w.UUID, capability, out, fmt.Sprint(rounds))
+	if err != nil {
+		return "", err
+	}
+	if _, err := runFresh(ctx, cmd); err != nil {
+		return "", d.withOutput(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return "", fmt.Errorf("python profile: %w", err)
+	}
+	return trimPstats(string(b)), d.Stop()
+}
+
+// trimPstats drops pstats' blank lines and its "Ordered by"/"List reduced"
+// chatter, keeping the table lines.
+func trimPstats(s string) string {
+	var keep []string
+	for line := range strings.SplitSeq(s, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "Ordered by") || strings.HasPrefix(t, "List reduced") {
+			continue
+		}
+		keep = append(keep, strings.TrimRight(line, " "))
+	}
+	return strings.Join(keep, "\n")
+}
