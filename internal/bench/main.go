@@ -35,6 +35,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Log = stderr
+	if o.RenderOnly {
+		r, err := ReadReport(o.OutJSON)
+		if err == nil {
+			err = r.WriteMarkdown(o.OutMarkdown)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "wcache-bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wcache-bench: wrote %s from %s\n", o.OutMarkdown, o.OutJSON)
+		return 0
+	}
 	r, err := Run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "wcache-bench: %v\n", err)
@@ -83,4 +95,5 @@ brackets):
   -only LIST          scenarios: restart,attach,fill,concurrency,startup [WCACHE_BENCH_ONLY]
   -cold=false         skip the page-cache-cold fill (needs root to drop caches)
   -profile=false      skip CPU profiles of missed targets
-  -keep               keep the generated checkpoints`
+  -keep               keep the generated checkpoints
+  -render-only        rewrite -out-md from -out-json, running nothing`

@@ -122,6 +122,14 @@ func (r *Report) mdRestart(p printer) {
 	p("\n| Ratio read / attach | In-process | Whole process |\n|---|---|---|\n")
 	p("| Go | **%s×** | %s× |\n| Python | **%s×** | %s× |\n\n", num(res.GoWorkRatio), num(res.GoWallRatio),
 		num(res.PythonWorkRatio), num(res.PythonWallRatio))
+	for _, v := range res.Variants {
+		if v.Path == "read" && v.Work.MinMS > 0 && v.Work.MaxMS > 1.5*v.Work.MinMS {
+			p("The loaders' times spread widely from run to run (min – max above): like the fill into a fresh arena " +
+				"(row 3), reading into freshly allocated memory is bimodal on this machine, so the ratios move between " +
+				"runs of the benchmark, while the attach path's cost does not depend on the bytes. ")
+			break
+		}
+	}
 	p("The target (≥ 100×) applies to the in-process figure. The whole-process ratio is bounded by what both "+
 		"paths share — process start, runtime and imports (Python imports torch before attaching, which the "+
 		"numpy loader does not) — and is shown for completeness. Attaching maps the memory without touching it: "+

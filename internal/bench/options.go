@@ -85,6 +85,9 @@ type Options struct {
 	// ProfileLoop is how long a loop of short operations (attaches) is
 	// profiled [3 s].
 	ProfileLoop time.Duration
+	// RenderOnly rewrites OutMarkdown from the report in OutJSON without
+	// running anything [false].
+	RenderOnly bool
 	// Keep leaves the generated checkpoints behind [false].
 	Keep bool
 	// HelperArgv starts a fresh helper process; the helper mode and its
@@ -162,6 +165,7 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 	fs.BoolVar(&o.Cold, "cold", true, "measure a page-cache-cold fill too (drop_caches, needs root)")
 	fs.BoolVar(&o.Profile, "profile", true, "profile the slow path when a target is missed")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the generated checkpoints")
+	fs.BoolVar(&o.RenderOnly, "render-only", false, "rewrite -out-md from -out-json without running anything")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, fmt.Errorf("wcache-bench: %w", err)
 	}

@@ -102,6 +102,22 @@ func (r *Report) WriteJSON(path string) error {
 	return writeAtomic(path, append(b, '\n'))
 }
 
+// ReadReport reads a report written by WriteJSON.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read report %s: %w", path, err)
+	}
+	if r.Schema != ReportSchema {
+		return nil, fmt.Errorf("read report %s: schema %d, this harness writes %d", path, r.Schema, ReportSchema)
+	}
+	return &r, nil
+}
+
 // WriteMarkdown writes r as Markdown to path.
 func (r *Report) WriteMarkdown(path string) error {
 	return writeAtomic(path, []byte(r.Markdown()))

@@ -151,6 +151,15 @@ func TestRunEveryScenarioThroughTheRealBinaries(t *testing.T) {
 			t.Errorf("benchmarks.md lacks %q", want)
 		}
 	}
+	// The Markdown is a function of the JSON: -render-only reproduces it.
+	rerendered := filepath.Join(t.TempDir(), "again.md")
+	if code := Main([]string{"-render-only", "-out-json", o.OutJSON, "-out-md", rerendered}, &strings.Builder{}, testWriter{t}); code != 0 {
+		t.Fatalf("-render-only exited %d", code)
+	}
+	if again, err := os.ReadFile(rerendered); err != nil || string(again) != string(md) {
+		t.Errorf("-render-only gave a different Markdown (err %v)", err)
+	}
+
 	// Nothing left behind: shared memory and checkpoints.
 	if after := shmLeftovers(t, o.ShmDir); !slices.Equal(after, before) {
 		t.Errorf("shared-memory folders left behind: %v (before: %v)", after, before)
