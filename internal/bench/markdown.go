@@ -358,13 +358,6 @@ func rateCell(median float64, samples []float64) string {
 	return fmt.Sprintf("%s GiB/s (%s–%s)", num(median), num(lo), num(hi))
 }
 
-func gibOrDash(v float64) string {
-	if v == 0 {
-		return "—"
-	}
-	return num(v) + " GiB/s"
-}
-
 func yesNo(b bool) string {
 	if b {
 		return "yes"

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 )
@@ -36,9 +34,9 @@ func microPackages() []string {
 // runMicro runs the hot paths' Go benchmarks in the source tree with
 // `go test -bench`.
 func runMicro(ctx context.Context, o Options) (*MicroResult, error) {
-	goBin, err := exec.LookPath("go")
+	goBin, err := goTool()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return nil, err
 	}
 	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", o.MicroBenchtime},
 		microPackages()...)

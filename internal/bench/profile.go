@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -59,9 +58,9 @@ func profile(dir string, fn func() error, pprofArgs ...string) (string, error) {
 // profiles carry their symbols) with `go tool pprof -top`, once by own
 // time and once by cumulative time.
 func pprofTop(path string, extra ...string) (string, error) {
-	goBin, err := exec.LookPath("go")
+	goBin, err := goTool()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", err
 	}
 	var parts []string
 	for _, mode := range []struct{ title, flag string }{{"by own time (flat)", ""}, {"by cumulative time (cum)", "-cum"}} {
@@ -326,4 +325,23 @@ func trimPstats(s string) string {
 		keep = append(keep, strings.TrimRight(line, " "))
 	}
 	return strings.Join(keep, "\n")
+}
+
+// goTool finds the go command: on PATH, else in $GOROOT/bin.
+func goTool() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", errors.New("the go command is not on PATH (nor in $GOROOT/bin): it runs `go tool pprof` and `go test -bench`")
+}
+
+// isExecutable reports whether path is an executable regular file.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
