@@ -61,14 +61,20 @@ func serve(t *testing.T, dir string, f *fakeDaemon) string {
 	return serveAt(t, filepath.Join(dir, "d.sock"), f)
 }
 
+// serveWith runs f on a socket in dir with server options.
+func serveWith(t *testing.T, dir string, f *fakeDaemon, opts ...grpc.ServerOption) string {
+	t.Helper()
+	return serveAt(t, filepath.Join(dir, "d.sock"), f, opts...)
+}
+
 // serveAt runs f on a socket at path and returns path.
-func serveAt(t *testing.T, path string, f *fakeDaemon) string {
+func serveAt(t *testing.T, path string, f *fakeDaemon, opts ...grpc.ServerOption) string {
 	t.Helper()
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	daemonv1.RegisterDaemonServer(srv, f)
 	go srv.Serve(l)
 	t.Cleanup(srv.Stop)
@@ -308,7 +314,9 @@ func TestStatusAndStop(t *testing.T) {
 	}
 }
 
-func TestCloseBeforeAnyCallReleasesTheConnection(t *testing.T) {
+// TestDialRefusesSilentPeer: a socket that accepts but never speaks gRPC
+// fails at Dial, within DialTimeout, and the connection is closed.
+func TestDialRefusesSilentPeer(t *testing.T) {
 	dir := shortDir(t)
 	path := filepath.Join(dir, "raw.sock")
 	l, err := net.Listen("unix", path)
@@ -323,18 +331,41 @@ func TestCloseBeforeAnyCallReleasesTheConnection(t *testing.T) {
 			accepted <- c
 		}
 	}()
+	start := time.Now()
+	c, err := Dial(context.Background(), BySocket(path), Options{DialTimeout: 300 * time.Millisecond})
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial to a silent peer succeeded")
+	}
+	if !strings.Contains(err.Error(), "no gRPC handshake") || time.Since(start) > 3*time.Second {
+		t.Errorf("Dial = %v after %v, want a handshake error within the dial timeout", err, time.Since(start))
+	}
+	server := <-accepted
+	defer server.Close()
+	server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	for {
+		if _, err = server.Read(buf); err != nil {
+			break
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the daemon side still sees an open connection after the failed Dial")
+	}
+}
+
+// TestIdleClientOutlivesHandshakeTimeout: a client dialed now and used
+// later works (the handshake happens in Dial, not at the first call).
+func TestIdleClientOutlivesHandshakeTimeout(t *testing.T) {
+	path := serveWith(t, shortDir(t), &fakeDaemon{}, grpc.ConnectionTimeout(200*time.Millisecond))
 	c, err := Dial(context.Background(), BySocket(path), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := <-accepted
-	defer server.Close()
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	server.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := server.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("the daemon side still sees an open connection after Close: %v", err)
+	defer c.Close()
+	time.Sleep(500 * time.Millisecond)
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Fatalf("Status after an idle wait: %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -97,8 +98,34 @@ func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
 		first.Close()
 		return nil, fmt.Errorf("daemon client for %s: %w", socket, err)
 	}
+	// gRPC connects lazily; finish the handshake now, on the connection just
+	// checked. Left idle until a first call, it would be closed by the
+	// daemon's handshake timeout, and a peer that accepts but does not speak
+	// the protocol would only show up later as an obscure call failure.
+	if err := waitReady(dctx, conn); err != nil {
+		conn.Close()
+		dialer.discard()
+		return nil, fmt.Errorf("connect to daemon socket %s: no gRPC handshake (is a wcache daemon listening?): %w", socket, err)
+	}
 	return &Client{conn: conn, dialer: dialer, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
 		clientName: opts.ClientName}, nil
+}
+
+// waitReady connects conn and waits until it is ready, failed or ctx ends.
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		st := conn.GetState()
+		switch st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return fmt.Errorf("connection %s", st)
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return ctx.Err()
+		}
+	}
 }
 
 // reuseDialer hands gRPC the connection Dial already checked, and dials the
