@@ -10,7 +10,7 @@ GOTEST    ?= $(GO) test -timeout 15m
 # calls none of them, and the warnings would bury real build output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build proto proto-check test go-test python-test vet fmt-check lint \
+.PHONY: all build proto proto-check mod-check test go-test python-test vet fmt-check lint \
         fuzz bench gpu-bundle clean
 
 all: build
@@ -55,6 +55,10 @@ proto-check:
 	  cmp -s $$tmp/$$f proto/$$f || { echo "stale generated code: proto/$$f (run make proto)"; exit 1; }; \
 	done && echo "proto: generated code is up to date"
 
+## mod-check: fail when go.mod/go.sum are not tidy.
+mod-check:
+	$(GO) mod tidy -diff
+
 vet:
 	$(GO) vet ./...
 
@@ -70,7 +74,7 @@ lint:
 	$(BIN)/staticcheck ./...
 
 ## test: everything CI runs. Fuzz targets run their seed corpora here.
-test: build fmt-check vet proto-check lint go-test python-test
+test: build fmt-check mod-check vet proto-check lint go-test python-test
 
 go-test:
 	$(GOTEST) ./...
