@@ -24,11 +24,14 @@ type allocation struct {
 	path     string
 	imported bool
 
-	// mu guards data: calls that touch the bytes hold it for reading;
-	// release takes it for writing, so memory is never unmapped under a
-	// running Load, Read or Digest.
+	// mu guards data and fd: calls that touch the bytes hold it for
+	// reading; release takes it for writing, so memory is never unmapped
+	// (nor the file closed) under a running Load, Read or Digest.
 	mu   sync.RWMutex
 	data []byte // nil once released
+	// fd is the allocation file opened read-write, which Load writes
+	// with pwrite; -1 for an imported mapping and once released.
+	fd int
 }
 
 // release unmaps the memory and, for an allocation this backend created,
@@ -44,6 +47,12 @@ func (a *allocation) release() error {
 		errs = append(errs, fmt.Errorf("munmap %s: %w", a.path, err))
 	}
 	a.data = nil
+	if a.fd >= 0 {
+		if err := unix.Close(a.fd); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", a.path, err))
+		}
+		a.fd = -1
+	}
 	if !a.imported {
 		if err := os.Remove(a.path); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", a.path, err))
@@ -71,9 +80,15 @@ func (a *allocation) checkRange(what string, offset, length uint64) error {
 	return nil
 }
 
-// Allocate creates a file of bytes rounded up to the page size, reserves
-// its memory with fallocate (so that a full /dev/shm is ErrOutOfMemory
-// here, not a SIGBUS later) and maps it read-write.
+// Allocate creates a sparse file of bytes rounded up to the page size and
+// maps it read-write. It reserves nothing: the folder's memory is taken
+// page by page as Load writes (reserving it up front with fallocate cost
+// about a quarter of a second per GiB of start-up, see
+// docs/mock-backend.md). Beyond the device capacity (Config.Memory), it
+// refuses with ErrOutOfMemory a size the folder's file system clearly
+// cannot hold: more than its free space less what this backend's
+// allocations have yet to fill. Space taken by others meanwhile surfaces
+// as ErrOutOfMemory from Load.
 func (b *Backend) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.AllocationID, uint64, error) {
 	if err := b.checkOrdinal(ordinal); err != nil {
 		return 0, 0, err
@@ -99,6 +114,10 @@ func (b *Backend) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.Al
 		b.mu.Unlock()
 		return 0, 0, sdk.Errorf(sdk.ErrOutOfMemory, "allocate %d bytes on mock device %d: %d of %d bytes free", bytes, ordinal, free, b.cfg.Memory)
 	}
+	if err := b.checkFolderSpaceLocked(size); err != nil {
+		b.mu.Unlock()
+		return 0, 0, fmt.Errorf("allocate %d bytes on mock device %d: %w", bytes, ordinal, err)
+	}
 	b.used[ordinal] += size
 	id := b.nextID
 	b.nextID++
@@ -122,29 +141,22 @@ func (b *Backend) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.Al
 	return id, size, nil
 }
 
+// createFile creates the allocation file, sizes it with ftruncate (sparse:
+// no memory is taken yet) and maps it read-write. The file stays open for
+// Load's writes.
 func (b *Backend) createFile(id sdk.AllocationID, ordinal int, size uint64) (*allocation, error) {
 	path := filepath.Join(b.dir, fmt.Sprintf("%d-%s-%d.shm", b.pid, b.nonce, id))
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	defer unix.Close(fd)
 	fail := func(err error) (*allocation, error) {
+		_ = unix.Close(fd)
 		_ = os.Remove(path)
 		return nil, err
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail(fmt.Errorf("size %s to %d bytes: %w", path, size, err))
-	}
-	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
-		switch {
-		case errors.Is(err, unix.ENOSPC):
-			return fail(sdk.Errorf(sdk.ErrOutOfMemory, "reserve %d bytes in %s: %v", size, b.dir, err))
-		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
-			// The file stays sparse; pages are allocated when written.
-		default:
-			return fail(fmt.Errorf("reserve %d bytes for %s: %w", size, path, err))
-		}
 	}
 	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -153,7 +165,7 @@ func (b *Backend) createFile(id sdk.AllocationID, ordinal int, size uint64) (*al
 		}
 		return fail(fmt.Errorf("map %s: %w", path, err))
 	}
-	return &allocation{id: id, ordinal: ordinal, size: size, path: path, data: data}, nil
+	return &allocation{id: id, ordinal: ordinal, size: size, path: path, data: data, fd: fd}, nil
 }
 
 // Export returns the posix-shm handle of an allocation: its file path and
@@ -220,7 +232,7 @@ func (b *Backend) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.Allo
 	}
 	id := b.nextID
 	b.nextID++
-	b.allocs[id] = &allocation{id: id, ordinal: ordinal, size: h.Size, path: path, imported: true, data: data}
+	b.allocs[id] = &allocation{id: id, ordinal: ordinal, size: h.Size, path: path, imported: true, data: data, fd: -1}
 	return id, nil
 }
 

@@ -21,9 +21,9 @@ import (
 const HandleKind = "posix-shm"
 
 // Backend is the mock sdk.Backend. Every device is a capacity counter;
-// every allocation is a file in a private folder, sized with ftruncate,
-// reserved with fallocate and mapped with mmap. Create it with New and
-// release it with Close.
+// every allocation is a sparse file in a private folder, sized with
+// ftruncate, mapped with mmap and filled by Load with pwrite. Create it
+// with New and release it with Close.
 type Backend struct {
 	cfg   Config
 	dir   string

@@ -1,0 +1,179 @@
+package mockbackend
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// TestWriteChunkFullFolderIsOutOfMemory checks the mapping of a real
+// ENOSPC: /dev/full fails every write with it, as a full /dev/shm does
+// (a test cannot mount a tiny tmpfs everywhere it runs).
+func TestWriteChunkFullFolderIsOutOfMemory(t *testing.T) {
+	fd, err := unix.Open("/dev/full", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open /dev/full: %v", err)
+	}
+	defer unix.Close(fd)
+	err = writeChunk(fd, make([]byte, 4096), 8192, "/dev/shm/wcache-mock-0/1-0123456789abcdef-1.shm")
+	if !errors.Is(err, sdk.ErrOutOfMemory) {
+		t.Fatalf("writeChunk to a full device = %v, want ErrOutOfMemory", err)
+	}
+	for _, want := range []string{"at 8192 of /dev/shm/wcache-mock-0/1-0123456789abcdef-1.shm", "/dev/shm/wcache-mock-0 is full"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestWriteChunkOtherFailuresStayUntyped(t *testing.T) {
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	err = writeChunk(fd, make([]byte, 16), 0, "x.shm")
+	if !errors.Is(err, unix.EBADF) || errors.Is(err, sdk.ErrOutOfMemory) {
+		t.Fatalf("writeChunk to a read-only fd = %v, want EBADF and not ErrOutOfMemory", err)
+	}
+}
+
+func fileBytes(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(st.Blocks) * 512
+}
+
+func TestAllocateTakesNoMemoryUntilLoad(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	id, _, err := b.Allocate(ctx, 0, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := shmFiles(t, b.Dir())
+	if len(files) != 1 {
+		t.Fatalf("files %v", files)
+	}
+	if n := fileBytes(t, files[0]); n != 0 {
+		t.Fatalf("a fresh allocation file holds %d bytes, want none (sparse)", n)
+	}
+	path, data := randomFile(t, 3<<20)
+	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data)), DestOffset: 1 << 20}}, nil); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if n := fileBytes(t, files[0]); n < 3<<20 || n > 5<<20 {
+		t.Errorf("after loading 3 MiB the file holds %d bytes", n)
+	}
+	got, err := b.Read(ctx, id, 1<<20, uint64(len(data)))
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("Read after Load: %v, equal %v", err, string(got) == string(data))
+	}
+	// Bytes never loaded read as zeros through the mapping.
+	got, err = b.Read(ctx, id, 0, 4096)
+	if err != nil || strings.Trim(string(got), "\x00") != "" {
+		t.Fatalf("unloaded bytes: %v, %q", err, got[:16])
+	}
+}
+
+func TestAllocateRefusesWhatTheFolderCannotHold(t *testing.T) {
+	b := newTestBackend(t, func(c *Config) { c.Memory = 1 << 60 })
+	ctx := context.Background()
+	var st unix.Statfs_t
+	if err := unix.Statfs(b.Dir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Blocks == 0 {
+		t.Fatalf("the test folder %s reports no size limit; the check needs one", b.Dir())
+	}
+	avail := st.Bavail * uint64(st.Bsize)
+	freeMemory := func() uint64 {
+		devs, err := b.Devices(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return devs[0].FreeMemory
+	}
+
+	_, _, err := b.Allocate(ctx, 0, avail+1<<30)
+	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), b.Dir()) {
+		t.Fatalf("Allocate of more than the folder's free space = %v, want ErrOutOfMemory naming %s", err, b.Dir())
+	}
+	if got := freeMemory(); got != 1<<60 {
+		t.Errorf("FreeMemory = %d after a refused Allocate, want it unchanged", got)
+	}
+	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+		t.Errorf("a refused Allocate left %v", files)
+	}
+
+	// Allocation files are sparse: the folder's free space does not see
+	// them, so the backend counts what its own allocations still need.
+	part := avail / 10 * 7
+	first, _, err := b.Allocate(ctx, 0, part)
+	if err != nil {
+		t.Fatalf("Allocate of 70%% of the free space: %v", err)
+	}
+	_, _, err = b.Allocate(ctx, 1, part)
+	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), "unfilled allocations") {
+		t.Fatalf("second Allocate of 70%% of the free space = %v, want ErrOutOfMemory about unfilled allocations", err)
+	}
+	if err := b.Free(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := b.Allocate(ctx, 1, part)
+	if err != nil {
+		t.Fatalf("Allocate after freeing the first: %v", err)
+	}
+	if err := b.Free(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkAllocateLoad measures what a daemon start pays for the memory
+// of a 256 MiB checkpoint already in the page cache: Allocate, Load, Free.
+func BenchmarkAllocateLoad(bm *testing.B) {
+	const size = 256 << 20
+	dir := bm.TempDir()
+	cfg := DefaultConfig()
+	cfg.Dir = dir + "/shm"
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		shm, err := os.MkdirTemp("/dev/shm", "wcache-mock-bench-")
+		if err != nil {
+			bm.Fatal(err)
+		}
+		bm.Cleanup(func() { _ = os.RemoveAll(shm) })
+		cfg.Dir = shm + "/shm"
+	}
+	b, err := New(cfg, nil)
+	if err != nil {
+		bm.Fatal(err)
+	}
+	bm.Cleanup(func() { _ = b.Close() })
+	path := dir + "/w.bin"
+	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
+		bm.Fatal(err)
+	}
+	ctx := context.Background()
+	bm.SetBytes(size)
+	for bm.Loop() {
+		id, _, err := b.Allocate(ctx, 0, size)
+		if err != nil {
+			bm.Fatal(err)
+		}
+		if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
+			bm.Fatal(err)
+		}
+		if err := b.Free(ctx, id); err != nil {
+			bm.Fatal(err)
+		}
+	}
+}
