@@ -14,7 +14,9 @@
 //  2. attach: attach latency p50/p99 against manifest size and checkpoint
 //     bytes, with a Status round trip on the same socket as the floor;
 //  3. fill: the daemon's own load rate against a sequential read and a
-//     memcpy of the same bytes, page-cache warm and cold;
+//     memcpy of the same bytes, page-cache warm and cold, with the mock's
+//     fill pattern and fills of fresh shared memory measured without
+//     wcache in the same run to locate the cost;
 //  4. concurrency: many clients attaching and releasing in a loop;
 //  5. footprint: daemon and plugin memory beyond the cached weights;
 //  6. startup: serve start to ready, minus the load;

@@ -18,7 +18,11 @@ type FootprintCase struct {
 	// NonSharedPeak the same at the sampled peak during the load.
 	NonSharedSteady uint64 `json:"non_shared_steady_bytes"`
 	NonSharedPeak   uint64 `json:"non_shared_peak_bytes"`
-	Samples         int    `json:"samples"`
+	// ShmFiles is the memory held by the mock's shared-memory files once
+	// ready (allocated blocks, largest over the runs): the cached weights,
+	// whether or not the plugin's own mapping has touched them.
+	ShmFiles uint64 `json:"shm_file_bytes"`
+	Samples  int    `json:"samples"`
 }
 
 // LoadedFootprint is the daemon's memory after the concurrency run.
@@ -62,6 +66,7 @@ func footprintCase(m *Model, runs []serveRun) FootprintCase {
 		c.NonSharedSteady = max(c.NonSharedSteady, steady)
 		c.NonSharedPeak = max(c.NonSharedPeak, peak)
 		c.Samples += r.Samples
+		c.ShmFiles = max(c.ShmFiles, r.ShmFiles)
 	}
 	return c
 }

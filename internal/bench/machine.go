@@ -29,6 +29,11 @@ type Machine struct {
 	// Virtualized is the hypervisor flag of /proc/cpuinfo: page-cache
 	// "cold" reads may then still be served by the host's cache.
 	Virtualized bool `json:"virtualized"`
+	// ShmemTHP is the kernel's transparent-huge-page mode for shared
+	// memory (the bracketed word of
+	// /sys/kernel/mm/transparent_hugepage/shmem_enabled; "" when
+	// unreadable): with "never", tmpfs hands out 4 KiB pages one at a time.
+	ShmemTHP string `json:"shmem_thp,omitempty"`
 }
 
 // Commit is the source the benchmark was built from.
@@ -55,7 +60,21 @@ func ReadMachine() Machine {
 	if b, err := os.ReadFile("/etc/os-release"); err == nil {
 		m.OS = osPrettyName(b)
 	}
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled"); err == nil {
+		m.ShmemTHP = selectedMode(string(b))
+	}
 	return m
+}
+
+// selectedMode is the bracketed choice of a sysfs mode list such as
+// "always within_size advise [never] deny force" ("" when none is).
+func selectedMode(s string) string {
+	for _, f := range strings.Fields(s) {
+		if len(f) > 2 && f[0] == '[' && f[len(f)-1] == ']' {
+			return f[1 : len(f)-1]
+		}
+	}
+	return ""
 }
 
 // parseCPUInfo returns the first "model name" and whether the "hypervisor"

@@ -19,6 +19,12 @@ func TestParseCPUInfoAndMemInfo(t *testing.T) {
 	if got := osPrettyName([]byte("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n")); got != "Debian GNU/Linux 12 (bookworm)" {
 		t.Errorf("osPrettyName = %q", got)
 	}
+	for in, want := range map[string]string{"always within_size advise [never] deny force\n": "never",
+		"[always] never": "always", "always never": "", "": ""} {
+		if got := selectedMode(in); got != want {
+			t.Errorf("selectedMode(%q) = %q, want %q", in, got, want)
+		}
+	}
 	m := ReadMachine()
 	if m.Cores < 1 || m.GoVersion == "" || m.MemoryBytes == 0 {
 		t.Errorf("ReadMachine = %+v", m)

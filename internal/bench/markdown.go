@@ -27,6 +27,9 @@ func (r *Report) Markdown() string {
 		p("| Python | %s |\n", m.Python)
 	}
 	p("| Virtualized | %v |\n", m.Virtualized)
+	if m.ShmemTHP != "" {
+		p("| Transparent huge pages, shmem | %s |\n", m.ShmemTHP)
+	}
 	dirty := ""
 	if r.Commit.Dirty {
 		dirty = " (dirty: uncommitted changes in the tree)"
@@ -123,10 +126,12 @@ func (r *Report) mdRestart(p printer) {
 	p("| Go | **%s×** | %s× |\n| Python | **%s×** | %s× |\n\n", num(res.GoWorkRatio), num(res.GoWallRatio),
 		num(res.PythonWorkRatio), num(res.PythonWallRatio))
 	for _, v := range res.Variants {
-		if v.Path == "read" && v.Work.MinMS > 0 && v.Work.MaxMS > 1.5*v.Work.MinMS {
-			p("The loaders' times spread widely from run to run (min – max above): like the fill into a fresh arena " +
-				"(row 3), reading into freshly allocated memory is bimodal on this machine, so the ratios move between " +
-				"runs of the benchmark, while the attach path's cost does not depend on the bytes. ")
+		if v.Path == "read" && v.Work.MinMS > 0 && v.Work.MaxMS > spreadWide*v.Work.MinMS {
+			p("The loaders' times spread widely from run to run (min – max above)")
+			if r.Fill != nil && spreads(r.Fill.Warm.Samples[sampleDaemon]) {
+				p(", as the daemon's fill into fresh shared memory does (row 3)")
+			}
+			p(", so the ratios move between runs of the benchmark. ")
 			break
 		}
 	}
@@ -170,32 +175,84 @@ func (r *Report) mdFill(p printer) {
 	if res == nil {
 		return
 	}
+	w := res.Warm
 	p("## 3. Fill rate (file → shared memory, mock backend)\n\n")
-	p("Checkpoint: %s. *Daemon* is the daemon's own figure: the bytes loaded over the load time `wcache serve` "+
-		"reports (\"loaded in …\": the Backend.Load calls, allocation excluded; the mock preads 8 MiB chunks with "+
-		"min(4, GOMAXPROCS) workers straight into its mapped arena). Baselines in the same run, same bytes: a plain "+
-		"sequential read of the same files through one 8 MiB buffer; a memcpy between two prefaulted 64 MiB buffers "+
-		"(one core); and, to locate the cost, the same files preaded into a freshly fallocated and mapped "+
-		"shared-memory file — the mock's own situation — by one thread and by the mock's worker count with its "+
-		"8 MiB chunks.\n\n", human(res.Model.Bytes))
-	p("| Condition | Runs | Resident before | Daemon fill | Sequential read | memcpy | Into fresh arena, 1 thread | Into fresh arena, mock's workers | Daemon ÷ slower of (read, memcpy) | Plugin faults minor / major (pages loaded) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	p("Checkpoint: %s. *Daemon Load* is the daemon's own figure: the bytes loaded over the load time `wcache serve` "+
+		"reports (\"loaded in …\": the Backend.Load calls, allocation excluded). The mock's Allocate creates, sizes "+
+		"(`ftruncate`, sparse) and maps a file; its Load copies 8 MiB chunks on min(4, GOMAXPROCS) = %d workers, each "+
+		"through its own 1 MiB buffer — `pread` from the checkpoint, `pwrite` into the allocation file — so the pages "+
+		"of shared memory are allocated during the Load (docs/mock-backend.md). *Daemon allocate + load* runs from the "+
+		"daemon taking the device's identity lock to its ready file (serve's debug log, millisecond timestamps): "+
+		"Allocate and Load, plus export and listening.\n\n", human(res.Model.Bytes), w.Workers)
+	p("The target's baselines, in the same run on the same bytes: a plain sequential read of the same files through " +
+		"one 8 MiB buffer, and a memcpy between two prefaulted 64 MiB buffers on one core. Both write into small " +
+		"buffers that are already in memory: neither allocates the memory it writes, which every fill of fresh shared " +
+		"memory must. A memcpy into fresh shared memory of the same size is therefore reported beside them (below, " +
+		"and in the targets table), not as a target.\n\n")
+	p("| Condition | Runs | Resident before | Daemon Load | Daemon allocate + load | Sequential read | memcpy, prefaulted 64 MiB buffers | Daemon Load ÷ slower of (read, memcpy) | Plugin faults minor / major (pages loaded) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, v := range []*FillVariant{&res.Warm, res.Cold} {
 		if v == nil {
 			continue
 		}
-		p("| %s | %d | %s | %s | %s | %s | %s | %s (%d) | **%s×** | %d / %d (%d) |\n", v.Condition, v.Runs, pct(v.Resident),
-			rateCell(v.DaemonGiBps, v.Samples["daemon"]), rateCell(v.SeqReadGiBps, v.Samples["seq_read"]),
-			rateCell(v.MemcpyGiBps, v.Samples["memcpy"]), rateCell(v.ArenaReadGiBps, v.Samples["arena_1"]),
-			rateCell(v.ArenaParallelGiBps, v.Samples["arena_parallel"]), v.Workers, num(v.Ratio),
-			v.PluginMinorFaults, v.PluginMajorFaults, v.PagesLoaded)
+		p("| %s | %d | %s | %s | %s | %s | %s | **%s×** | %d / %d (%d) |\n", v.Condition, v.Runs, pct(v.Resident),
+			rateCell(v.DaemonGiBps, v.Samples[sampleDaemon]), rateCell(v.DaemonEndToEndGiBps, v.Samples[sampleDaemonEnd]),
+			rateCell(v.SeqReadGiBps, v.Samples[sampleSeqRead]), rateCell(v.MemcpyGiBps, v.Samples[sampleMemcpy]),
+			num(v.Ratio), v.PluginMinorFaults, v.PluginMajorFaults, v.PagesLoaded)
 	}
-	p("\nRates are medians, with the range over the runs in brackets; every run's figure is in the JSON.\n")
-	if res.Warm.ArenaAlloc.N > 0 {
-		p("\nReserving an arena of this size (fallocate on tmpfs, which allocates and zeroes every page; done by the "+
-			"mock's Allocate before the load, so outside the daemon's load time but inside start-up): %s median.\n",
-			msStr(res.Warm.ArenaAlloc.MedianMS))
+	p("\nRates are medians, with the range over the runs in brackets; every run's figure is in the JSON.\n\n")
+
+	p("### Where the time goes: fresh shared memory without wcache\n\n")
+	p("Each fill below runs in the same run, interleaved with the daemon's (the mock's pattern right after each "+
+		"daemon run), into a new file in the same shared-memory file system (%s), with the mock's %d workers and "+
+		"8 MiB chunks. *Allocate* is creating, sizing and mapping the file (medians), *fill* the copy; faults are the "+
+		"harness's minor page faults during the fill per 4 KiB page. The two fills that read no file are ceilings: a "+
+		"fill from a file does their work and the read.\n\n", r.Settings.SharedMemoryDirRoot, w.Workers)
+	p("| Fill of the same bytes | Condition | Allocate | Fill | Fill rate | Allocate + fill rate | Minor faults per page |\n|---|---|---|---|---|---|---|\n")
+	probeRow := func(name, cond string, pr *Probe, samples, endSamples []float64) {
+		if pr == nil {
+			return
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", name, cond, msStr(pr.Allocate.MedianMS), msStr(pr.Fill.MedianMS),
+			rateCell(pr.FillGiBps, samples), rateCell(pr.EndToEndGiBps, endSamples), num(pr.MinorFaultsPerPage))
 	}
-	p("\n- %s.\n- %s.\n\n", res.ColdNote, res.ODirect)
+	if w.DaemonLoad.N > 0 {
+		alloc := "—"
+		if w.MockAllocate.N > 0 {
+			alloc = msStr(w.MockAllocate.MedianMS) + " (mock's Allocate, in-process)"
+		}
+		faults := "—"
+		if w.PagesLoaded > 0 {
+			faults = num(float64(w.PluginMinorFaults)/float64(w.PagesLoaded)) + " (plugin, start to ready)"
+		}
+		p("| daemon: `wcache serve` + mock plugin | warm | %s | %s | %s | %s (lock → ready) | %s |\n", alloc,
+			msStr(w.DaemonLoad.MedianMS), rateCell(w.DaemonGiBps, w.Samples[sampleDaemon]),
+			rateCell(w.DaemonEndToEndGiBps, w.Samples[sampleDaemonEnd]), faults)
+	}
+	patternName := "the mock's pattern: `ftruncate`; `pread` into a reused 1 MiB buffer, `pwrite` at the destination"
+	probeRow(patternName, "warm", w.MockPattern, w.Samples[samplePattern], w.Samples[samplePatternEnd])
+	if c := res.Cold; c != nil {
+		probeRow(patternName, "cold", c.MockPattern, c.Samples[samplePattern], c.Samples[samplePatternEnd])
+	}
+	probeRow("memcpy into the mapping of a new sparse file, no file read (in the targets table, reported)", "—", w.FreshMemcpy,
+		w.Samples[sampleFreshMemcpy], nil)
+	probeRow("`pwrite` of a cached 1 MiB buffer into a new sparse file, no file read", "—", w.FreshWrite,
+		w.Samples[sampleFreshWrite], nil)
+	if aw := w.AllocatedWrite; aw != nil {
+		p("| the same `pwrite` again over that file, its pages allocated | — | — | %s | %s | — | %s |\n",
+			msStr(aw.Fill.MedianMS), rateCell(aw.FillGiBps, w.Samples[sampleAllocatedWrite]), num(aw.MinorFaultsPerPage))
+	}
+	probeRow("second reference — the mock's previous pattern (before commit 1af0940): `fallocate` at Allocate; `pread` "+
+		"straight into the mapping", "warm", w.PreviousPattern, w.Samples[samplePrevious], w.Samples[samplePreviousEnd])
+	p("\n")
+	if w.FreshWrite != nil && w.AllocatedWrite != nil {
+		p("Page allocation, from the two `pwrite` rows: (fresh − allocated fill time) per 4 KiB page = **%s µs** "+
+			"(median over the runs; wall time with %d writers).", num(w.PageAllocUS), w.Workers)
+		if r.Machine.ShmemTHP != "" {
+			p(" Transparent huge pages for shmem on this machine: `%s`.", r.Machine.ShmemTHP)
+		}
+		p("\n\n")
+	}
+	p("- %s.\n- %s.\n\n", res.ColdNote, res.ODirect)
 }
 
 func (r *Report) mdConcurrency(p printer) {
@@ -225,9 +282,11 @@ func (r *Report) mdFootprint(p printer) {
 	}
 	p("## 5. Footprint\n\n")
 	p("From /proc/<pid>/status of the daemon (`wcache serve`) and of its plugin (`wcache-backend-mock`). The cached " +
-		"weights are the plugin's RssShmem (its mapped arena); everything else is RssAnon + RssFile. *Once ready* is " +
-		"read right after the ready file appeared; *peak during load* is sampled every 5 ms from fork/exec to ready " +
-		"(VmHWM is the kernel's own peak of the whole RSS, shared memory included). Largest value over the runs.\n\n")
+		"weights are in the mock's shared-memory files (their allocated size once ready is in the second table); a " +
+		"process's RssShmem counts only the shared pages mapped into its page tables. Everything else is RssAnon + " +
+		"RssFile. *Once ready* is read right after the ready file appeared; *peak during load* is sampled every 5 ms " +
+		"from fork/exec to ready (VmHWM is the kernel's own peak of the whole RSS, shared memory included). Largest " +
+		"value over the runs.\n\n")
 	p("| Model | Process | RssAnon | RssFile | RssShmem | Peak RssAnon during load | Peak RssFile | VmHWM |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range res.Cases {
 		for _, role := range []string{"daemon", "plugin"} {
@@ -236,15 +295,26 @@ func (r *Report) mdFootprint(p printer) {
 				human(st.RssShmem), human(pk.RssAnon), human(pk.RssFile), human(pk.VmHWM))
 		}
 	}
-	p("\n| Model | Daemon + plugin beyond the weights, once ready | Peak during load |\n|---|---|---|\n")
+	p("\n| Model | Shared-memory files once ready (allocated) | Daemon + plugin beyond the weights, once ready | Peak during load |\n|---|---|---|---|\n")
 	for _, c := range res.Cases {
-		p("| %s | **%s** | %s |\n", human(c.Model.Bytes), human(c.NonSharedSteady), human(c.NonSharedPeak))
+		p("| %s | %s | **%s** | %s |\n", human(c.Model.Bytes), human(c.ShmFiles), human(c.NonSharedSteady), human(c.NonSharedPeak))
 	}
 	if a := res.AfterLoad; a != nil {
-		p("| %s | **%s** (daemon %s + plugin %s) | — |\n", a.After, human(a.NonShared), human(a.Daemon.NonShared()), human(a.Plugin.NonShared()))
+		p("| %s | — | **%s** (daemon %s + plugin %s) | — |\n", a.After, human(a.NonShared), human(a.Daemon.NonShared()), human(a.Plugin.NonShared()))
 	}
-	p("\nGrowth of the peak with the model: %s bytes per model byte (the mock preads straight into the arena: "+
-		"there are no staging buffers).\n\n", num(res.PeakGrowth))
+	unmapped := 0
+	for _, c := range res.Cases {
+		if c.ShmFiles > 0 && c.Steady["plugin"].RssShmem < c.ShmFiles/2 {
+			unmapped++
+		}
+	}
+	if unmapped > 0 {
+		p("\nThe plugin's RssShmem is below half of what its shared-memory files hold (%d of %d models): the weights were "+
+			"written through the files, not through the plugin's mapping, so they are not in its page tables.\n",
+			unmapped, len(res.Cases))
+	}
+	p("\nGrowth of the peak with the model: %s bytes per model byte (the mock copies through one 1 MiB buffer per "+
+		"load worker, whatever the model's size).\n\n", num(res.PeakGrowth))
 }
 
 func (r *Report) mdStartup(p printer) {
@@ -255,7 +325,7 @@ func (r *Report) mdStartup(p printer) {
 	p("## 6. Start-up overhead\n\n")
 	p("`wcache serve` from fork/exec until its ready file names it, minus the daemon's reported load time. Phases " +
 		"are read from serve's debug log (millisecond timestamps, so approximate).\n\n")
-	p("| Model | Runs | Start → ready | Load | Overhead p50 | Overhead max | Arena fallocate (same size, baseline) | Overhead − fallocate |")
+	p("| Model | Runs | Start → ready | Load | Overhead p50 | Overhead max | Mock Allocate (same arenas, in-process) | Overhead − Allocate |")
 	for _, ph := range phaseOrder() {
 		p(" %s |", ph)
 	}
@@ -266,7 +336,7 @@ func (r *Report) mdStartup(p printer) {
 	p("\n")
 	for _, c := range res.Cases {
 		p("| %s | %d | %s | %s | **%s** | %s | %s | %s |", human(c.Model.Bytes), c.Runs, msStr(c.StartToReady.MedianMS), msStr(c.Load.MedianMS),
-			msStr(c.Overhead.MedianMS), msStr(c.Overhead.MaxMS), msStr(c.ArenaAlloc.MedianMS), msStr(c.OverheadLessAllocMS))
+			msStr(c.Overhead.MedianMS), msStr(c.Overhead.MaxMS), msStr(c.MockAllocate.MedianMS), msStr(c.OverheadLessAllocMS))
 		for _, ph := range phaseOrder() {
 			if v, ok := c.PhasesMS[ph]; ok {
 				p(" %s |", msStr(v))
@@ -344,6 +414,15 @@ func pct(f float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.0f%%", 100*f)
+}
+
+// spreadWide: a sample whose largest value is this many times its
+// smallest spreads widely.
+const spreadWide = 1.5
+
+// spreads reports whether samples spread widely.
+func spreads(samples []float64) bool {
+	return len(samples) > 1 && slices.Min(samples) > 0 && slices.Max(samples) > spreadWide*slices.Min(samples)
 }
 
 // rateCell is a median rate with the range of its samples.

@@ -12,8 +12,9 @@ import (
 )
 
 // ProcMemory is the memory of one process from /proc/<pid>/status, in
-// bytes. RSS = RssAnon + RssFile + RssShmem; the cached weights of a mock
-// daemon are RssShmem (the shared-memory arena mapped by the plugin).
+// bytes. RSS = RssAnon + RssFile + RssShmem; RssShmem counts the shared
+// memory pages mapped into the process's page tables (a mock plugin that
+// writes its arena through the file, not the mapping, shows little).
 type ProcMemory struct {
 	RssAnon  uint64 `json:"rss_anon_bytes"`
 	RssFile  uint64 `json:"rss_file_bytes"`

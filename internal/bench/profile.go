@@ -28,6 +28,9 @@ import (
 const (
 	// profileTopLines is how many functions a summary keeps.
 	profileTopLines = 12
+	// profileFillLines is how many the fill's keeps: enough for the
+	// mock's read and write paths below the system-call frames.
+	profileFillLines = 16
 )
 
 // profile runs fn under the CPU profiler and returns the top of `go tool
@@ -103,17 +106,24 @@ func newInProcMock(w *world, memory uint64) (*mockbackend.Backend, error) {
 	return mockbackend.New(cfg, nil)
 }
 
-// profileFill profiles the mock's Load of m in this process: allocation
-// and export are outside the profile, as they are outside the daemon's
-// load time. The first load goes into a fresh arena, as the daemon's does;
-// repeated loads (small checkpoints) find it faulted in.
+// loadWorkerFrames matches the mock's Load workers (copyChunks and its
+// goroutines) in pprof's -focus and -ignore.
+const loadWorkerFrames = `mockbackend\.\(\*Backend\)\.copyChunks`
+
+// profileFill profiles the mock's Load of m in this process, each load
+// into fresh allocations as the daemon's is: every round allocates the
+// plan's arenas, loads them and frees them, until o.ProfileLoop has passed
+// (at least one round). The summary keeps only the load workers' samples
+// (-focus), so allocation and freeing stay out of it, as they are out of
+// the daemon's load time.
 func profileFill(ctx context.Context, o Options, m *Model) (string, error) {
-	w, err := newWorld(o, "profile-fill", m.Bytes+m.Bytes/8+(64<<20))
+	memory := m.Bytes + m.Bytes/8 + (64 << 20)
+	w, err := newWorld(o, "profile-fill", memory)
 	if err != nil {
 		return "", err
 	}
 	defer w.Close()
-	b, err := newInProcMock(w, m.Bytes+m.Bytes/8+(64<<20))
+	b, err := newInProcMock(w, memory)
 	if err != nil {
 		return "", err
 	}
@@ -126,27 +136,37 @@ func profileFill(ctx context.Context, o Options, m *Model) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ids := make([]sdk.AllocationID, len(pl.Allocations))
-	for i, a := range pl.Allocations {
-		if ids[i], _, err = b.Allocate(ctx, 0, a.Bytes); err != nil {
-			return "", err
+	round := func() error {
+		ids := make([]sdk.AllocationID, 0, len(pl.Allocations))
+		defer func() {
+			for _, id := range ids {
+				_ = b.Free(ctx, id)
+			}
+		}()
+		for _, a := range pl.Allocations {
+			id, _, err := b.Allocate(ctx, 0, a.Bytes)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
 		}
+		for i, a := range pl.Allocations {
+			if err := b.Load(ctx, ids[i], a.Extents, nil); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	// At least one load; more (into the same, now faulted-in arena) until
-	// o.ProfileLoop has passed, so that a small checkpoint still gives
-	// samples.
 	return profile(w.Root, func() error {
 		for end := time.Now().Add(o.ProfileLoop); ; {
-			for i, a := range pl.Allocations {
-				if err := b.Load(ctx, ids[i], a.Extents, nil); err != nil {
-					return err
-				}
+			if err := round(); err != nil {
+				return err
 			}
 			if time.Now().After(end) {
 				return nil
 			}
 		}
-	})
+	}, "-focus="+loadWorkerFrames, fmt.Sprintf("-nodecount=%d", profileFillLines))
 }
 
 // startInProcDaemon starts core/daemon on an in-process mock for m.
@@ -182,7 +202,7 @@ func profileStartup(ctx context.Context, o Options, m *Model) (string, error) {
 		var err error
 		d, err = startInProcDaemon(ctx, w, m)
 		return err
-	}, `-ignore=mockbackend\.\(\*Backend\)\.copyChunks`)
+	}, "-ignore="+loadWorkerFrames)
 	if err != nil {
 		return "", err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // ReportSchema is the version of the JSON report's layout.
-const ReportSchema = 1
+const ReportSchema = 2
 
 // Report is everything one benchmark run measured.
 type Report struct {

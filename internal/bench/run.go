@@ -126,7 +126,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("fill: %w", err)
 		}
 		r.Fill, r.Checks = res, append(r.Checks, checks...)
-		largeRuns, largeModel, largeAlloc = runs, m, res.Warm.ArenaAlloc
+		largeRuns, largeModel, largeAlloc = runs, m, res.Warm.MockAllocate
 	}
 	if o.runs(ScenarioAttach) {
 		o.logf("row 2: attach latency")

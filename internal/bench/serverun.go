@@ -29,6 +29,9 @@ type serveRun struct {
 	Samples      int
 	// PluginFaults are the plugin's page faults from its start to ready.
 	PluginFaults Faults
+	// ShmFiles is the memory held by the mock's shared-memory files once
+	// ready (allocated blocks): where the cached weights are.
+	ShmFiles uint64
 	// Resident is the fraction of the checkpoint's pages in the page cache
 	// just before the start (after dropping caches for a cold run).
 	Resident float64
@@ -75,6 +78,9 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 	}
 	run.Peak = map[string]ProcMemory{"daemon": peaks[d.PID()], "plugin": peaks[pluginPID]}
 	if run.PluginFaults, err = ReadFaults(pluginPID); err != nil {
+		return serveRun{}, err
+	}
+	if run.ShmFiles, err = w.ShmAllocated(); err != nil {
 		return serveRun{}, err
 	}
 	run.Steady = map[string]ProcMemory{}

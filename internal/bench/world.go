@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wcache/wcache/core/paths"
 )
 
@@ -100,6 +102,30 @@ func (w *world) Env(extra ...string) []string {
 		out = append(out, k+"="+v)
 	}
 	return append(out, extra...)
+}
+
+// ShmAllocated is the memory held by the files of the world's mock
+// shared-memory folder: the sum of their allocated blocks (a sparse file
+// counts only the pages written).
+func (w *world) ShmAllocated() (uint64, error) {
+	entries, err := os.ReadDir(w.MockDir)
+	if err != nil {
+		return 0, fmt.Errorf("shared-memory files: %w", err)
+	}
+	var total uint64
+	for _, e := range entries {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(w.MockDir, e.Name()), &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return 0, fmt.Errorf("shared-memory files: %w", err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG {
+			total += uint64(st.Blocks) * 512
+		}
+	}
+	return total, nil
 }
 
 // Close removes the world's directories (shared memory included).

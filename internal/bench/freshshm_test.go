@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// shmTestDir is a private folder on /dev/shm when there is one (the file
+// system the probes are meant for), else a temporary folder.
+func shmTestDir(t *testing.T) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "wcache-bench-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	return t.TempDir()
+}
+
+// sourceFiles writes files of the given sizes with random bytes and
+// returns their paths and their concatenation.
+func sourceFiles(t *testing.T, sizes ...int) ([]string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	var all []byte
+	for i, n := range sizes {
+		b := make([]byte, n)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "shard-"+string(rune('a'+i)))
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		paths, all = append(paths, p), append(all, b...)
+	}
+	return paths, all
+}
+
+func TestChunksOfLaysFilesEndToEndInMockSizedPieces(t *testing.T) {
+	got := chunksOf([]int64{mockChunk + 5, 3})
+	want := []fillChunk{{file: 0, off: 0, dest: 0, n: mockChunk}, {file: 0, off: mockChunk, dest: mockChunk, n: 5},
+		{file: 1, off: 0, dest: mockChunk + 5, n: 3}}
+	if len(got) != len(want) {
+		t.Fatalf("chunksOf = %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("chunk %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// The bare patterns must copy the checkpoint exactly, or their rates mean
+// nothing: check the bytes of both copy loops.
+func TestCopyLoopsCopyEveryByte(t *testing.T) {
+	paths, want := sourceFiles(t, 3<<20+123, mockChunk+mockBounce+7, 1)
+	srcs, sizes, total, err := openSources(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(srcs)
+	if total != int64(len(want)) {
+		t.Fatalf("total %d, want %d", total, len(want))
+	}
+	dst, err := newShmFile(shmTestDir(t), total, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := copyThrough(srcs, chunksOf(sizes), dst.fd(), 3); err != nil {
+		t.Fatalf("copyThrough: %v", err)
+	}
+	if !bytes.Equal(dst.data, want) {
+		t.Fatal("copyThrough: the file's bytes differ from the sources'")
+	}
+	clear(dst.data)
+	if err := preadInto(srcs, chunksOf(sizes), dst.data, 2); err != nil {
+		t.Fatalf("preadInto: %v", err)
+	}
+	if !bytes.Equal(dst.data, want) {
+		t.Fatal("preadInto: the mapping's bytes differ from the sources'")
+	}
+}
+
+func TestCopyThroughReportsAShortSource(t *testing.T) {
+	paths, _ := sourceFiles(t, 4096)
+	srcs, _, _, err := openSources(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(srcs)
+	dst, err := newShmFile(shmTestDir(t), 8192, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	// A chunk that claims more than the file holds.
+	err = copyThrough(srcs, []fillChunk{{file: 0, n: 8192}}, dst.fd(), 2)
+	if err == nil {
+		t.Fatal("copyThrough past the end of the source succeeded")
+	}
+}
+
+func TestFreshFillsTimeAndRemoveTheirFiles(t *testing.T) {
+	dir := shmTestDir(t)
+	paths, _ := sourceFiles(t, 16<<20, 5<<20+1)
+	const total = 21<<20 + 1
+	pages := uint64(total / pageSize)
+	check := func(name string, tm fillTiming, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tm.Bytes != total || tm.Fill <= 0 {
+			t.Errorf("%s: %+v", name, tm)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("%s left %d files in %s", name, len(left), dir)
+		}
+	}
+	pat, err := mockPattern(dir, paths, 2)
+	check("mockPattern", pat, err)
+	prev, err := previousPattern(dir, paths, 2)
+	check("previousPattern", prev, err)
+	fm, err := freshMemcpy(dir, total, 2)
+	check("freshMemcpy", fm, err)
+	fresh, over, err := freshWrite(dir, total, 2)
+	check("freshWrite", fresh, err)
+	check("freshWrite again", over, err)
+	// Faulting pages in through a mapping counts about one fault per
+	// page; writing through the file does not (only the workers' buffers
+	// fault in).
+	if fm.MinorFaults < pages/2 {
+		t.Errorf("memcpy into a fresh mapping took %d faults for %d pages", fm.MinorFaults, pages)
+	}
+	if fresh.MinorFaults > pages/4 {
+		t.Errorf("pwrite into a fresh file took %d faults for %d pages", fresh.MinorFaults, pages)
+	}
+}
+
+func TestFreshFillsFailOnAMissingFolder(t *testing.T) {
+	paths, _ := sourceFiles(t, 4096)
+	missing := filepath.Join(t.TempDir(), "absent")
+	if _, err := mockPattern(missing, paths, 1); err == nil {
+		t.Error("mockPattern into a missing folder succeeded")
+	}
+	if _, _, err := freshWrite(missing, 4096, 1); err == nil {
+		t.Error("freshWrite into a missing folder succeeded")
+	}
+	if _, err := mockPattern(t.TempDir(), []string{filepath.Join(missing, "x")}, 1); err == nil {
+		t.Error("mockPattern of a missing source succeeded")
+	}
+}
