@@ -91,9 +91,12 @@ func fillProfileReading(cum []pprofRow) string {
 		s += ": the two take comparable CPU time"
 	}
 	// The rest in percent, to 0.01 (the shares are of 10 ms samples).
-	if rest := max(math.Round(10000*(1-r-w))/10000, 0); rest < 0.1 {
+	switch rest := max(math.Round(10000*(1-r-w))/10000, 0); {
+	case rest == 0:
+		s += ", and nothing measurable is left for the rest of the load loop."
+	case rest < 0.1:
 		s += fmt.Sprintf(", and %s%% is left for the rest of the load loop.", num(100*rest))
-	} else {
+	default:
 		s += fmt.Sprintf("; %s%% is elsewhere in the load loop, outside the two system calls.", num(100*rest))
 	}
 	return s + " A CPU profile counts time on a CPU only: time a worker waits (for the disk, or for another writer of " +
