@@ -52,6 +52,23 @@ func runRange(samples []float64) string {
 	return fmt.Sprintf("; %s–%s GiB/s over the runs", num(slices.Min(samples)), num(slices.Max(samples)))
 }
 
+// rangeText is "lo–hi GiB/s" of samples, or "—" when there are none.
+func rangeText(samples []float64) string {
+	if len(samples) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s–%s GiB/s", num(slices.Min(samples)), num(slices.Max(samples)))
+}
+
+// rangesOverlap reports whether the ranges of two samples of two runs or
+// more overlap.
+func rangesOverlap(a, b []float64) bool {
+	if len(a) < 2 || len(b) < 2 {
+		return false
+	}
+	return slices.Min(a) <= slices.Max(b) && slices.Min(b) <= slices.Max(a)
+}
+
 // pairRatios are a[i]/b[i] for the runs both have.
 func pairRatios(a, b []float64) []float64 {
 	var out []float64
@@ -117,6 +134,16 @@ func explainPattern(s *sentences, w FillVariant) {
 		"daemon's Load reaches %s× of it.", w.Workers, num(b), msStr(pat.Allocate.MedianMS), num(ratio(d, b)))
 	pairs := pairRatios(w.Samples[sampleDaemon], w.Samples[samplePattern])
 	switch {
+	case d > b/closeTo:
+		s.p(" The daemon's Load ran faster than the pattern by median")
+		if len(pairs) > 0 {
+			s.p(" (run by run, %s× to %s× of the pattern measured right after it)", num(slices.Min(pairs)), num(slices.Max(pairs)))
+		}
+		s.p(": wcache adds no measurable cost to the pattern")
+		if spreads(w.Samples[samplePattern]) || spreads(w.Samples[sampleDaemon]) {
+			s.p(", and rates into fresh shared memory move widely from run to run here (ranges in row 3)")
+		}
+		s.p(".")
 	case d >= closeTo*b:
 		s.p(" The pattern, not wcache, sets the daemon's rate.")
 	case len(pairs) > 0 && slices.Max(pairs) < closeTo:
@@ -268,7 +295,12 @@ func explainEndToEnd(s *sentences, w FillVariant) {
 		s.p("; its fill alone takes %s× the previous fill's time: the page allocation that the fallocate did up front "+
 			"now happens during the fill", num(pat.Fill.MedianMS/prev.Fill.MedianMS))
 	}
-	s.p(" (the mock's author measured %s× end to end at 4 GiB: %s).", num(authorSpeedup4GiB), mockAuthorSource)
+	s.p(" (the mock's author measured %s× end to end at 4 GiB: %s)", num(authorSpeedup4GiB), mockAuthorSource)
+	if cur, prev := w.Samples[samplePatternEnd], w.Samples[samplePreviousEnd]; rangesOverlap(cur, prev) {
+		s.p("; the two patterns' end-to-end rates over the runs overlap (current %s, previous %s), so one run's medians "+
+			"can order them either way", rangeText(cur), rangeText(prev))
+	}
+	s.p(".")
 }
 
 func whyFillCold(f *FillResult) string {
@@ -283,9 +315,12 @@ func whyFillCold(f *FillResult) string {
 		bc := pc.FillGiBps
 		s.p(" The mock's pattern without wcache, cold, fills at %s GiB/s; the daemon's Load reaches %s× of it", num(bc),
 			num(ratio(c.DaemonGiBps, bc)))
-		if c.DaemonGiBps >= closeTo*bc {
+		switch {
+		case c.DaemonGiBps > bc/closeTo:
+			s.p(": the daemon ran faster than the pattern, wcache adds no measurable cost.")
+		case c.DaemonGiBps >= closeTo*bc:
 			s.p(": the pattern, not wcache, sets the cold rate.")
-		} else {
+		default:
 			s.p(".")
 		}
 		if pw := f.Warm.MockPattern; pw != nil && pw.FillGiBps > 0 && read > 0 {
@@ -296,6 +331,10 @@ func whyFillCold(f *FillResult) string {
 				"overlapped, the slower sets the rate, %s GiB/s. Measured: %s GiB/s", num(read), num(b), num(read), num(b),
 				num(serial), num(overlap), num(bc))
 			switch {
+			case bc > overlap/fullish:
+				s.p(", faster than even a full overlap with the warm pattern's median allows: that median is low in this "+
+					"run (the warm pattern's runs range %s), so this estimate is rough. The cold pattern reached %s× of the "+
+					"disk's read.", rangeText(f.Warm.Samples[samplePattern]), num(bc/read))
 			case bc <= serialSlack*serial:
 				s.p(", no better than one after the other: the %d workers do not overlap the disk reads with the writes here.", c.Workers)
 			case bc >= fullish*overlap:
@@ -303,15 +342,15 @@ func whyFillCold(f *FillResult) string {
 			default:
 				s.p(", in between: the %d workers overlap the disk reads with the writes only partly.", c.Workers)
 			}
-			if overlap < closeTo*read {
+			switch {
+			case bc > overlap/fullish:
+			case overlap < closeTo*read:
 				s.p(" The warm pattern alone runs at %s× of this disk's read, so even a full overlap leaves a cold fill below "+
 					"the target.", num(b/read))
-			} else {
-				if overlap >= read {
-					s.p(" A full overlap would bring the cold fill to the disk's read rate.")
-				} else {
-					s.p(" A full overlap would bring the cold fill to %s× of the disk's read.", num(overlap/read))
-				}
+			case overlap >= read:
+				s.p(" A full overlap would bring the cold fill to the disk's read rate.")
+			default:
+				s.p(" A full overlap would bring the cold fill to %s× of the disk's read.", num(overlap/read))
 			}
 		}
 	}

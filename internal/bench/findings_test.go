@@ -191,3 +191,41 @@ func TestWhyRestartGivesTheBreakEvenSize(t *testing.T) {
 		t.Errorf("whyRestart:\n%s", why)
 	}
 }
+
+func TestWhyFillCallsAFasterDaemonFaster(t *testing.T) {
+	f := &FillResult{Model: Model{Bytes: 1 << 30}, Warm: warmFill()}
+	f.Warm.DaemonGiBps = 4
+	f.Warm.Samples[sampleDaemon] = []float64{4, 4.1, 3.9}
+	why := whyFillWarm(f, Machine{})
+	if !strings.Contains(why, "ran faster than the pattern by median (run by run, 1.258× to 1.367×") ||
+		strings.Contains(why, "sets the daemon's rate") {
+		t.Errorf("daemon faster than its pattern:\n%s", why)
+	}
+	// End-to-end medians of spread runs are called rough.
+	f.Warm.Samples[samplePatternEnd] = []float64{1.3, 2.8, 1.7}
+	f.Warm.Samples[samplePreviousEnd] = []float64{1.9, 2.3}
+	if why := whyFillWarm(f, Machine{}); !strings.Contains(why, "overlap (current 1.3–2.8 GiB/s, previous 1.9–2.3 GiB/s)") {
+		t.Errorf("overlapping end-to-end rates:\n%s", why)
+	}
+	f.Warm.Samples[samplePreviousEnd] = []float64{3.1, 3.3}
+	if why := whyFillWarm(f, Machine{}); strings.Contains(why, "either way") {
+		t.Errorf("separate end-to-end rates called interchangeable:\n%s", why)
+	}
+}
+
+func TestWhyFillColdAboveTheOverlapBound(t *testing.T) {
+	f := &FillResult{Warm: FillVariant{MockPattern: &Probe{FillGiBps: 1.75},
+		Samples: map[string][]float64{samplePattern: {1.3, 1.75, 2.8}}},
+		Cold: &FillVariant{DaemonGiBps: 1.57, SeqReadGiBps: 3.1, Workers: 2, MockPattern: &Probe{FillGiBps: 2.05}}}
+	why := whyFillCold(f)
+	for _, want := range []string{"faster than even a full overlap", "runs range 1.3–2.8 GiB/s", "reached 0.6613× of the disk's read"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("why lacks %q:\n%s", want, why)
+		}
+	}
+	for _, wrong := range []string{"close to full overlap", "even a full overlap leaves"} {
+		if strings.Contains(why, wrong) {
+			t.Errorf("why says %q:\n%s", wrong, why)
+		}
+	}
+}
