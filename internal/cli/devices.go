@@ -75,21 +75,7 @@ func printDevicesTable(w io.Writer, devs []sdk.Device) error {
 	fmt.Fprintln(tw, "ORDINAL\tUUID\tNAME\tMEMORY\tFREE\tCAPABILITY")
 	for _, d := range devs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", d.Ordinal, d.UUID, d.Name,
-			deviceMemory(d.TotalMemory), deviceMemory(d.FreeMemory), d.Capability)
+			humanBytes(d.TotalMemory), humanBytes(d.FreeMemory), d.Capability)
 	}
 	return tw.Flush()
-}
-
-// deviceMemory formats bytes with a binary unit, e.g. "80.0 GiB".
-func deviceMemory(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

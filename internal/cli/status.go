@@ -211,19 +211,5 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 	return tw.Flush()
 }
 
-// humanBytes formats n with a binary unit.
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // errNoDaemons: a command that acts on daemons found none.
 var errNoDaemons = errors.New("no wcache daemon found")
