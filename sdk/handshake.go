@@ -1,6 +1,9 @@
 package sdk
 
 import (
+	"fmt"
+	"strings"
+
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wcache/wcache/internal/version"
@@ -33,3 +36,19 @@ func HandshakeConfig() plugin.HandshakeConfig {
 // Handshake is HandshakeConfig() as a value, for code that wants a variable.
 // Treat it as read-only; HandshakeConfig returns a fresh copy.
 var Handshake = HandshakeConfig()
+
+// StartedByHost reports whether this process was started by a wcache host
+// (the magic cookie is in its environment). A backend's main calls it first
+// and, when it is false, prints PluginHint and exits 1, rather than wait
+// for a handshake that will never come.
+func StartedByHost(getenv func(string) string) bool {
+	return getenv(HandshakeCookieKey) == HandshakeCookieValue
+}
+
+// PluginHint is the message a backend binary run by hand prints: binary is
+// its file name (wcache-backend-NAME), doc the page that describes it.
+func PluginHint(binary, doc string) string {
+	name := strings.TrimPrefix(binary, "wcache-backend-")
+	return fmt.Sprintf("%s is a wcache backend plugin: wcache starts it (wcache devices --backend %s).\n"+
+		"Running it by hand does nothing. See %s.", binary, name, doc)
+}

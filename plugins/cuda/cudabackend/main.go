@@ -19,9 +19,8 @@ import (
 // killed plugin's device memory is reclaimed by the driver when the
 // process ends, so no cleanup is left to anyone else.
 func Main() int {
-	if os.Getenv(sdk.HandshakeCookieKey) != sdk.HandshakeCookieValue {
-		fmt.Fprintln(os.Stderr, "wcache-backend-cuda is a wcache backend plugin: wcache starts it (wcache devices --backend cuda).\n"+
-			"Running it by hand does nothing. See docs/cuda-backend.md.")
+	if !sdk.StartedByHost(os.Getenv) {
+		fmt.Fprintln(os.Stderr, sdk.PluginHint("wcache-backend-cuda", "docs/cuda-backend.md"))
 		return 1
 	}
 	logger := sdk.NewLogger("cuda")

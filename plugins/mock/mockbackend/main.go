@@ -24,9 +24,8 @@ import (
 // when Main runs on the main thread: call it from main with the main
 // goroutine locked there by runtime.LockOSThread in an init function.
 func Main() int {
-	if os.Getenv(sdk.HandshakeCookieKey) != sdk.HandshakeCookieValue {
-		fmt.Fprintln(os.Stderr, "wcache-backend-mock is a wcache backend plugin: wcache starts it (wcache devices --backend mock).\n"+
-			"Running it by hand does nothing. See docs/mock-backend.md.")
+	if !sdk.StartedByHost(os.Getenv) {
+		fmt.Fprintln(os.Stderr, sdk.PluginHint("wcache-backend-mock", "docs/mock-backend.md"))
 		return 1
 	}
 	logger := sdk.NewLogger("mock")

@@ -1,0 +1,28 @@
+package sdk
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStartedByHostAndHint(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if StartedByHost(getenv) {
+		t.Fatal("StartedByHost without the cookie")
+	}
+	env[HandshakeCookieKey] = "wrong"
+	if StartedByHost(getenv) {
+		t.Fatal("StartedByHost with a wrong cookie")
+	}
+	env[HandshakeCookieKey] = HandshakeCookieValue
+	if !StartedByHost(getenv) {
+		t.Fatal("StartedByHost with the cookie = false")
+	}
+	hint := PluginHint("wcache-backend-acme", "docs/acme.md")
+	for _, want := range []string{"wcache-backend-acme is a wcache backend plugin", "wcache devices --backend acme", "docs/acme.md"} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("hint %q lacks %q", hint, want)
+		}
+	}
+}
