@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	plugin "github.com/hashicorp/go-plugin"
-
-	"github.com/wcache/wcache/internal/version"
 )
 
 // The magic cookie tells a backend binary that wcache started it. It is a
@@ -23,11 +21,11 @@ const PluginName = "backend"
 
 // HandshakeConfig returns the go-plugin handshake shared by wcache and every
 // backend: the magic cookie above and ProtocolVersion =
-// version.BackendAPIVersion. A host refuses a plugin that answers with a
+// APIVersion. A host refuses a plugin that answers with a
 // different API version.
 func HandshakeConfig() plugin.HandshakeConfig {
 	return plugin.HandshakeConfig{
-		ProtocolVersion:  version.BackendAPIVersion,
+		ProtocolVersion:  APIVersion,
 		MagicCookieKey:   HandshakeCookieKey,
 		MagicCookieValue: HandshakeCookieValue,
 	}

@@ -53,7 +53,7 @@ func NewLogger(name string) hclog.Logger {
 // Serve runs impl as a wcache backend plugin and returns when the host
 // closes the connection. It speaks gRPC only, checks the magic cookie
 // (a binary run by hand prints an explanation and exits 1) and announces
-// version.BackendAPIVersion in the handshake. A backend's main is:
+// APIVersion in the handshake. A backend's main is:
 //
 //	func main() { sdk.Serve(mybackend.New()) }
 //

@@ -3,8 +3,8 @@ package cacheconfig
 import (
 	"maps"
 
-	"github.com/wcache/wcache/internal/version"
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
 // Config describes the weights a daemon holds or a client expects. Field
@@ -42,13 +42,13 @@ type Config struct {
 	// DeviceCapability is e.g. "9.0" (sm_90) or "gfx942" ("device_capability").
 	DeviceCapability string
 	// ProtocolVersion is the daemon protocol version the config was made
-	// for ("protocol_version"); default version.ProtocolVersion.
+	// for ("protocol_version"); default daemonv1.ProtocolVersion.
 	ProtocolVersion uint32
 }
 
 // Default returns the configuration of a single-GPU unquantized model: all
 // sizes 1, all ranks 0, DType "auto", Quantization "none" and ProtocolVersion
-// version.ProtocolVersion. Model and CheckpointDigest are empty: Validate
+// daemonv1.ProtocolVersion. Model and CheckpointDigest are empty: Validate
 // requires one of them.
 func Default() Config {
 	return Config{
@@ -58,7 +58,7 @@ func Default() Config {
 		PPSize:          1,
 		DPSize:          1,
 		EPSize:          1,
-		ProtocolVersion: version.ProtocolVersion,
+		ProtocolVersion: daemonv1.ProtocolVersion,
 	}
 }
 

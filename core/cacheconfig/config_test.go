@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/internal/version"
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
 // full returns a valid config with every field set.
@@ -25,7 +25,7 @@ func full() cacheconfig.Config {
 func TestDefault(t *testing.T) {
 	d := cacheconfig.Default()
 	want := cacheconfig.Config{DType: "auto", Quantization: "none", TPSize: 1, PPSize: 1, DPSize: 1, EPSize: 1,
-		ProtocolVersion: version.ProtocolVersion}
+		ProtocolVersion: daemonv1.ProtocolVersion}
 	if d.Canonical() != want.Canonical() || d.Extra != nil {
 		t.Fatalf("Default() = %+v", d)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/version"
 )
 
 // Daemon is one GPU's running daemon. Make it with Start, then call Run

@@ -9,7 +9,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
-	"github.com/wcache/wcache/internal/version"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -67,7 +67,7 @@ func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint)
 		c.Model = filepath.Clean(d.opts.Model)
 	}
 	if c.ProtocolVersion == 0 {
-		c.ProtocolVersion = version.ProtocolVersion
+		c.ProtocolVersion = daemonv1.ProtocolVersion
 	}
 	if c.DeviceCapability == "" {
 		devs, err := d.backend.Devices(ctx)

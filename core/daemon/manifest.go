@@ -5,7 +5,6 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/plan"
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -60,6 +59,6 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 		Handles:         m.handles,
 		Tensors:         m.tensors,
 		LeaseId:         leaseID,
-		ProtocolVersion: version.ProtocolVersion,
+		ProtocolVersion: daemonv1.ProtocolVersion,
 	}}}
 }

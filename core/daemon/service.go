@@ -14,7 +14,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/internal/version"
+	"github.com/wcache/wcache/version"
 )
 
 // maxClientNameLen bounds the client name a lease records.
@@ -62,7 +62,7 @@ func (s *service) Status(context.Context, *daemonv1.StatusRequest) (*daemonv1.St
 		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
 		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
-		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: version.ProtocolVersion,
+		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
 	}
 	for _, l := range d.leaseInfos() {

@@ -67,7 +67,7 @@ func (e *ChecksumError) Unwrap() error { return ErrChecksumMismatch }
 // APIVersionError reports a plugin built for another backend API.
 type APIVersionError struct {
 	Path     string
-	Expected int // this wcache's version.BackendAPIVersion
+	Expected int // this wcache's sdk.APIVersion
 	Got      int // what the plugin announced
 }
 

@@ -4,7 +4,7 @@
 //
 // Guarantees:
 //   - only gRPC is accepted, and the plugin must announce
-//     version.BackendAPIVersion (else *APIVersionError);
+//     sdk.APIVersion (else *APIVersionError);
 //   - a plugin file, or the folder holding it, that others can write is
 //     refused (*InsecurePluginError); an optional SHA-256 pin is checked
 //     before start (ErrChecksumMismatch);

@@ -19,7 +19,6 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -188,8 +187,8 @@ func (p *Plugin) startError(err error) error {
 	if r == nil || r.pid == 0 {
 		return &ExitError{Path: p.path, Err: err, Logs: p.ring.Lines()}
 	}
-	if got, ok := r.stdout.apiVersion(); ok && got != version.BackendAPIVersion {
-		return &APIVersionError{Path: p.path, Expected: version.BackendAPIVersion, Got: got}
+	if got, ok := r.stdout.apiVersion(); ok && got != sdk.APIVersion {
+		return &APIVersionError{Path: p.path, Expected: sdk.APIVersion, Got: got}
 	}
 	select {
 	case <-r.reaped:

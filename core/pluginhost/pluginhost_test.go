@@ -21,7 +21,6 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
@@ -182,11 +181,11 @@ func TestWrongAPIVersionIsNamed(t *testing.T) {
 	if !errors.Is(err, ErrAPIVersion) || !errors.As(err, &ve) {
 		t.Fatalf("Start(badversion) = %v, want *APIVersionError", err)
 	}
-	if ve.Expected != version.BackendAPIVersion || ve.Got != version.BackendAPIVersion+1 {
+	if ve.Expected != sdk.APIVersion || ve.Got != sdk.APIVersion+1 {
 		t.Errorf("versions expected=%d got=%d", ve.Expected, ve.Got)
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, "version "+strconv.Itoa(version.BackendAPIVersion+1)) || !strings.Contains(msg, "expects version "+strconv.Itoa(version.BackendAPIVersion)) {
+	if !strings.Contains(msg, "version "+strconv.Itoa(sdk.APIVersion+1)) || !strings.Contains(msg, "expects version "+strconv.Itoa(sdk.APIVersion)) {
 		t.Errorf("message %q does not name both versions", msg)
 	}
 }

@@ -5,7 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wcache/wcache/internal/version"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+	"github.com/wcache/wcache/version"
 )
 
 func newVersionCommand(e *env) *cobra.Command {
@@ -14,7 +15,7 @@ func newVersionCommand(e *env) *cobra.Command {
 		Short: "Print the wcache version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(e.stdout, "wcache %s (protocol %d)\n", version.Version, version.ProtocolVersion)
+			_, err := fmt.Fprintf(e.stdout, "wcache %s (protocol %d)\n", version.Version, daemonv1.ProtocolVersion)
 			return err
 		},
 	}

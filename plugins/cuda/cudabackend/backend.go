@@ -7,8 +7,8 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/version"
 )
 
 // Platform and handle kind the backend reports.

@@ -11,8 +11,8 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/version"
 )
 
 // HandleKind is the only handle kind the mock exports and imports: Data is

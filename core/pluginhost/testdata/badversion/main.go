@@ -6,14 +6,13 @@ package main
 import (
 	plugin "github.com/hashicorp/go-plugin"
 
-	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
 func main() {
 	hs := sdk.HandshakeConfig()
-	hs.ProtocolVersion = version.BackendAPIVersion + 1
+	hs.ProtocolVersion = sdk.APIVersion + 1
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: hs,
 		Plugins:         plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{Impl: &mock.Backend{}}},
