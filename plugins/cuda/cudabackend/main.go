@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/wcache/wcache/sdk"
 )
 
-// Main runs the CUDA backend as a wcache plugin and returns the process
-// exit status: 0 after the host closed the plugin, 1 when run by hand or
-// when the configuration (WCACHE_CUDA_*) is invalid.
+// Main runs the CUDA backend as a wcache plugin through sdk.MainWith and
+// returns the process exit status: 0 after the host closed the plugin, 1
+// when run by hand or when the configuration (WCACHE_CUDA_*) is invalid.
 //
 // When the driver cannot be used (library or symbol missing, cuInit
 // failing, no visible device) the plugin still serves, and every call but
@@ -19,26 +21,16 @@ import (
 // killed plugin's device memory is reclaimed by the driver when the
 // process ends, so no cleanup is left to anyone else.
 func Main() int {
-	if !sdk.StartedByHost(os.Getenv) {
-		fmt.Fprintln(os.Stderr, sdk.PluginHint("wcache-backend-cuda", "docs/cuda-backend.md"))
-		return 1
-	}
-	logger := sdk.NewLogger("cuda")
-	cfg, err := ConfigFromEnv(os.Getenv)
-	if err != nil {
-		logger.Error("invalid configuration", "error", err)
-		return 1
-	}
-	b, err := New(cfg, logger)
-	if err != nil {
-		logger.Error("CUDA backend unavailable", "error", err)
-		sdk.ServeWith(Unavailable(err), sdk.ServeOptions{Logger: logger})
-		return 0
-	}
-	sdk.ServeWith(b, sdk.ServeOptions{Logger: logger})
-	if err := b.Close(); err != nil {
-		logger.Error("release device memory", "error", err)
-		return 1
-	}
-	return 0
+	return sdk.MainWith(Name, func(logger hclog.Logger) (sdk.Backend, error) {
+		cfg, err := ConfigFromEnv(os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("invalid configuration: %w", err)
+		}
+		b, err := New(cfg, logger)
+		if err != nil {
+			logger.Error("CUDA backend unavailable", "error", err)
+			return Unavailable(err), nil
+		}
+		return b, nil
+	}, sdk.MainOptions{Doc: "docs/cuda-backend.md"})
 }
