@@ -1,10 +1,16 @@
-// Package mock provides a closure-style sdk.Backend for unit tests of code
-// that uses a backend (the daemon, the client, the CLI). Set only the
-// XxxFunc fields a test needs; every method whose func is nil returns an
-// error wrapping sdk.ErrUnsupported, so a test notices an unexpected call.
+// Package mock provides sdk.Backends for tests of code that uses a backend
+// (the daemon, the client, the CLI, a host):
 //
-// It is not a device emulator: for a working backend with real memory,
-// handles and fault injection use plugins/mock/mockbackend.
+//   - Backend, closure-style: set only the XxxFunc fields a test needs;
+//     every method whose func is nil returns an error wrapping
+//     sdk.ErrUnsupported, so a test notices an unexpected call.
+//   - Memory, a working backend whose allocations are files in a folder
+//     (loaded, read, digested, exported and imported for real); it passes
+//     the conformance suite, in process and as a plugin.
+//   - Wrap, a Backend calling a working one, to inject one failure.
+//
+// None is a model of a real device; the mock plugin (plugins/mock) is the
+// shipped emulator with fault knobs.
 package mock
 
 import (

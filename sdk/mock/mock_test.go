@@ -3,9 +3,14 @@ package mock_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -48,5 +53,80 @@ func TestSetFuncsAreCalledWithArguments(t *testing.T) {
 	}
 	if err := b.Free(context.Background(), 9); !errors.Is(err, sdk.ErrNoSuchAllocation) || err.Error() != "allocation 9: no such allocation" {
 		t.Fatalf("Free = %v", err)
+	}
+}
+
+func TestMemoryConformance(t *testing.T) {
+	dir := t.TempDir()
+	backendtest.Run(t, func(t *testing.T) sdk.Backend {
+		m, err := mock.NewMemory(mock.MemoryOptions{Dir: dir, Memory: 64 << 20,
+			DeviceUUIDs: []string{"GPU-11111111-2222-4333-8444-555555555555", "GPU-66666666-7777-4888-8999-000000000000"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}, backendtest.Options{})
+}
+
+func TestMemoryCloseRemovesFilesAndWrapInjects(t *testing.T) {
+	dir := t.TempDir()
+	m, err := mock.NewMemory(mock.MemoryOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if _, _, err := m.Allocate(ctx, 0, 5000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if files, _ := os.ReadDir(dir); len(files) != 2 {
+		t.Fatalf("files after two allocations: %v", files)
+	}
+	w := mock.Wrap(m)
+	injected := errors.New("injected")
+	w.ExportFunc = func(context.Context, sdk.AllocationID) (sdk.Handle, error) { return sdk.Handle{}, injected }
+	if _, err := w.Export(ctx, 1); !errors.Is(err, injected) {
+		t.Errorf("wrapped Export = %v, want the injected error", err)
+	}
+	if h, err := m.Export(ctx, 1); err != nil || h.Size != 8192 {
+		t.Errorf("Export = %+v, %v; want an 8192-byte handle", h, err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Errorf("files after Close: %v", files)
+	}
+	if _, _, err := w.Allocate(ctx, 0, 1); !errors.Is(err, sdk.ErrUnavailable) {
+		t.Errorf("Allocate after Close = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestNewMemoryRemovesFilesOfDeadProcesses(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, strconv.Itoa(cmd.Process.Pid)+"-0123456789ab-1.shm")
+	live := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-0123456789ab-1.shm")
+	other := filepath.Join(dir, "notes.txt")
+	for _, f := range []string{dead, live, other} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := mock.NewMemory(mock.MemoryOptions{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file of a dead process kept: %v", err)
+	}
+	for _, f := range []string{live, other} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

@@ -1,0 +1,25 @@
+package mock
+
+import "github.com/wcache/wcache/sdk"
+
+// Wrap returns a Backend whose every func calls b, for a test that makes
+// one call of a working backend (a Memory, say) fail or wait:
+//
+//	m := mock.Wrap(mem)
+//	m.ExportFunc = func(context.Context, sdk.AllocationID) (sdk.Handle, error) {
+//		return sdk.Handle{}, sdk.Errorf(sdk.ErrUnsupported, "injected")
+//	}
+func Wrap(b sdk.Backend) *Backend {
+	return &Backend{
+		InfoFunc:       b.Info,
+		DevicesFunc:    b.Devices,
+		DeviceUUIDFunc: b.DeviceUUID,
+		AllocateFunc:   b.Allocate,
+		LoadFunc:       b.Load,
+		ExportFunc:     b.Export,
+		ImportFunc:     b.Import,
+		ReadFunc:       b.Read,
+		DigestFunc:     b.Digest,
+		FreeFunc:       b.Free,
+	}
+}
