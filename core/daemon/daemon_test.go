@@ -21,7 +21,8 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
-	"github.com/wcache/wcache/plugins/mock/mockbackend"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mock"
 )
 
 func TestStartServesManifestWithFileBytes(t *testing.T) {
@@ -56,7 +57,7 @@ func TestStartServesManifestWithFileBytes(t *testing.T) {
 	a := r.mustAttach(t)
 	m := a.Manifest
 	if m.DeviceUUID != f.uuids[1] || m.ConfigDigest != info.ConfigDigest || len(m.Handles) != 1 ||
-		m.Handles[0].Kind != mockbackend.HandleKind || m.LeaseID == 0 {
+		m.Handles[0].Kind != mock.FileHandleKind || m.LeaseID == 0 {
 		t.Fatalf("manifest = %+v", m)
 	}
 	if len(m.Tensors) != len(f.model.Tensors) {
@@ -241,7 +242,11 @@ func TestPluginExitEndsLeasesAndFails(t *testing.T) {
 
 func TestStartFailureUndoesEverything(t *testing.T) {
 	f := newFixture(t)
-	p := f.plugin(mockbackend.Faults{FailExport: true, FailLoadAfter: -1, CrashLoadAfter: -1})
+	p := f.plugin(func(b *mock.Backend) {
+		b.ExportFunc = func(context.Context, sdk.AllocationID) (sdk.Handle, error) {
+			return sdk.Handle{}, sdk.Errorf(sdk.ErrUnsupported, "injected failure")
+		}
+	})
 	_, err := Start(context.Background(), p, f.options(0))
 	if err == nil || !strings.Contains(err.Error(), "export") {
 		t.Fatalf("start = %v, want the export failure", err)
@@ -263,7 +268,7 @@ func TestStartFailureUndoesEverything(t *testing.T) {
 func TestStartRefusesLiveDaemonOfSameDevice(t *testing.T) {
 	f := newFixture(t)
 	f.start(0, nil)
-	_, err := Start(context.Background(), f.plugin(mockbackend.NoFaults()), f.options(0))
+	_, err := Start(context.Background(), f.plugin(nil), f.options(0))
 	var live *daemonfile.LiveDaemonError
 	if !errors.As(err, &live) || live.PID != os.Getpid() {
 		t.Fatalf("second start = %v, want *LiveDaemonError naming this pid", err)
@@ -285,7 +290,7 @@ func TestStartRejectsBadInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := f.options(0)
 			edit(&o)
-			if _, err := Start(context.Background(), f.plugin(mockbackend.NoFaults()), o); err == nil {
+			if _, err := Start(context.Background(), f.plugin(nil), o); err == nil {
 				t.Fatal("start succeeded")
 			}
 			pp, _ := f.layout.For(f.uuids[0])

@@ -13,14 +13,16 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/plugins/mock/mockbackend"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mock"
 )
 
 // testPlugin is an in-process mock backend with a process life the test
-// controls: crash closes Exited as a dying plugin process would.
+// controls: crash closes Exited as a dying plugin process would. (Tests
+// outside this package use daemontest.Plugin, which imports this package.)
 type testPlugin struct {
-	b      *mockbackend.Backend
+	b      sdk.Backend
+	mem    *mock.Memory
 	exited chan struct{}
 	once   sync.Once
 	err    error
@@ -32,7 +34,7 @@ func (p *testPlugin) Exited() <-chan struct{} { return p.exited }
 func (p *testPlugin) ExitError() error        { return p.err }
 
 func (p *testPlugin) Close() error {
-	err := p.b.Close()
+	err := p.mem.Close()
 	p.once.Do(func() {
 		p.err = errors.New("closed")
 		close(p.exited)
@@ -83,13 +85,20 @@ func newFixture(t *testing.T) *fixture {
 		uuids: []string{"GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-7777-8888-9999-000000000000"}}
 }
 
-func (f *fixture) plugin(faults mockbackend.Faults) *testPlugin {
+// plugin returns a plugin over an sdk/mock.Memory of the fixture's
+// devices (1 GiB each, files in f.shm); inject, when set, replaces some of
+// its calls (to make them fail).
+func (f *fixture) plugin(inject func(*mock.Backend)) *testPlugin {
 	f.t.Helper()
-	b, err := mockbackend.New(mockbackend.Config{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm, Faults: faults}, nil)
+	mem, err := mock.NewMemory(mock.MemoryOptions{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return &testPlugin{b: b, exited: make(chan struct{}), closed: make(chan struct{})}
+	b := mock.Wrap(mem)
+	if inject != nil {
+		inject(b)
+	}
+	return &testPlugin{b: b, mem: mem, exited: make(chan struct{}), closed: make(chan struct{})}
 }
 
 func (f *fixture) options(gpu int) Options {
@@ -109,7 +118,7 @@ type running struct {
 // start starts a daemon on gpu with options edited by edit and runs it.
 func (f *fixture) start(gpu int, edit func(*Options)) *running {
 	f.t.Helper()
-	p := f.plugin(mockbackend.NoFaults())
+	p := f.plugin(nil)
 	o := f.options(gpu)
 	if edit != nil {
 		edit(&o)

@@ -16,7 +16,6 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/plugins/mock/mockbackend"
 )
 
 // recordingMetrics records every event in order.
@@ -185,7 +184,7 @@ func attachWithoutConfig(t *testing.T, r *running) error {
 func TestMetricsFactoryErrorFailsStart(t *testing.T) {
 	f := newFixture(t)
 	errNoSink := errors.New("no sink")
-	p := f.plugin(mockbackend.NoFaults())
+	p := f.plugin(nil)
 	o := f.options(0)
 	o.Metrics = func(string) (Metrics, error) { return nil, errNoSink }
 	_, err := Start(context.Background(), p, o)
