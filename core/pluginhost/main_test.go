@@ -13,11 +13,16 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 )
 
-// pluginDirEnv names the folder holding the plugins TestMain builds
-// (wcache-backend-mock and wcache-backend-badversion). An environment
+// pluginDirEnv names the folder holding the plugins TestMain builds from
+// testdata (wcache-backend-mock from testdata/mockplugin, an sdk/mock
+// backend, and wcache-backend-badversion). An environment
 // variable rather than a package variable keeps the package free of
 // mutable globals.
 const pluginDirEnv = "WCACHE_PLUGINHOST_TEST_PLUGINS"
+
+// testCrashExitCode is the exit status of testdata/mockplugin's injected
+// crash (WCACHE_MOCK_CRASH_LOAD_AFTER).
+const testCrashExitCode = 3
 
 // helperEnv turns the test binary into the helper host of
 // TestNoOrphanAfterHostIsKilled.
@@ -36,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for bin, pkg := range map[string]string{
-		"wcache-backend-mock":       "github.com/wcache/wcache/plugins/mock",
+		"wcache-backend-mock":       "./testdata/mockplugin",
 		"wcache-backend-badversion": "./testdata/badversion",
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)

@@ -21,7 +21,6 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/plugins/mock/mockbackend"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
@@ -246,8 +245,8 @@ func TestCrashDuringACallIsReportedWithItsLog(t *testing.T) {
 		t.Fatalf("Load in a crashing plugin = %v, want *ExitError wrapping ErrUnavailable", err)
 	}
 	var status *exec.ExitError
-	if !errors.As(err, &status) || status.ExitCode() != mockbackend.CrashExitCode {
-		t.Errorf("exit status in %v, want %d", err, mockbackend.CrashExitCode)
+	if !errors.As(err, &status) || status.ExitCode() != testCrashExitCode {
+		t.Errorf("exit status in %v, want %d", err, testCrashExitCode)
 	}
 	if xe.PID != p.PID() || !strings.Contains(err.Error(), "injected crash during load") {
 		t.Errorf("error does not name pid %d or carry the plugin's last log line: %v", p.PID(), err)
