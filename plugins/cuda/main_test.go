@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	hclog "github.com/hashicorp/go-hclog"
-
-	"github.com/wcache/wcache/core/pluginhost"
 	"github.com/wcache/wcache/plugins/cuda/cudabackend"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/sdk"
@@ -45,9 +42,8 @@ func testMain(m *testing.M) int {
 	plugins := os.Getenv(EnvPluginDir)
 	if plugins == "" {
 		plugins = filepath.Join(dir, "plugins")
-		cmd := exec.Command("go", "build", "-o", filepath.Join(plugins, "wcache-backend-cuda"), ".")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build wcache-backend-cuda (or set %s to a folder holding it): %v\n%s", EnvPluginDir, err, out)
+		if _, err := backendtest.BuildPlugin(plugins, "cuda", ".", "CGO_ENABLED=1"); err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n(or set %s to a folder holding wcache-backend-cuda)\n", err, EnvPluginDir)
 			return 2
 		}
 	}
@@ -92,20 +88,11 @@ func pluginEnv(t *testing.T, variant string, extra ...string) []string {
 	}, extra...)
 }
 
-// start starts wcache-backend-cuda through core/pluginhost, closed at
-// cleanup.
-func start(t *testing.T, env []string) *pluginhost.Plugin {
+// start starts wcache-backend-cuda through the go-plugin boundary
+// (backendtest.StartPlugin), killed at cleanup.
+func start(t *testing.T, env []string) sdk.Backend {
 	t.Helper()
-	p, err := pluginhost.Start(t.Context(), "cuda", pluginhost.Options{
-		PluginDir: os.Getenv(pluginsEnv),
-		Logger:    hclog.NewNullLogger(),
-		Env:       env,
-	})
-	if err != nil {
-		t.Fatalf("start wcache-backend-cuda: %v", err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"), env...)
 }
 
 // TestConformanceSubprocess runs the conformance suite through real plugin
@@ -116,7 +103,7 @@ func start(t *testing.T, env []string) *pluginhost.Plugin {
 func TestConformanceSubprocess(t *testing.T) {
 	env := pluginEnv(t, "")
 	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		return start(t, env).Backend()
+		return start(t, env)
 	}, backendtest.Options{})
 }
 
@@ -134,7 +121,7 @@ func TestUnavailableDriverReachesTheHostTyped(t *testing.T) {
 		"missing symbol":  {pluginEnv(t, "noipcopen"), "backend unavailable: " + symbolLess + ": missing symbol cuIpcOpenMemHandle_v2"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := start(t, tc.env).Backend()
+			b := start(t, tc.env)
 			ctx := context.Background()
 			info, err := b.Info(ctx)
 			if err != nil || info.Platform != "cuda" {

@@ -10,7 +10,8 @@ import (
 )
 
 // TestConformanceInProcess runs the suite against the mock without the
-// plugin boundary; internal/pluginhost runs it through a real subprocess.
+// plugin boundary; plugins/mock's TestConformanceSubprocess runs it
+// through the real plugin binary.
 func TestConformanceInProcess(t *testing.T) {
 	// One folder for all instances, as mock processes of one user share one.
 	dir := filepath.Join(t.TempDir(), "shm")
