@@ -18,7 +18,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/plugins/cuda/cudabackend"
 	"github.com/wcache/wcache/sdk"
 )
@@ -91,13 +90,13 @@ func run(gpu int, paths []string, stdin io.Reader, stdout io.Writer, getenv func
 	var extents []sdk.Extent
 	var size uint64
 	for _, p := range paths {
-		f, err := safetensors.Open(p)
+		start, fileSize, err := dataStart(p)
 		if err != nil {
 			return errors.Join(err, b.Close())
 		}
-		n := uint64(f.Size - f.DataStart)
-		rep.Files = append(rep.Files, File{Path: p, DataStart: f.DataStart, Length: n, DestOffset: size})
-		extents = append(extents, sdk.Extent{Path: p, FileOffset: uint64(f.DataStart), Length: n, DestOffset: size})
+		n := uint64(fileSize - start)
+		rep.Files = append(rep.Files, File{Path: p, DataStart: start, Length: n, DestOffset: size})
+		extents = append(extents, sdk.Extent{Path: p, FileOffset: uint64(start), Length: n, DestOffset: size})
 		rep.Bytes += n
 		size += (n + Alignment - 1) / Alignment * Alignment
 	}

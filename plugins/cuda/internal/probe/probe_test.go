@@ -3,8 +3,10 @@ package probe
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/core/safetensors"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 )
@@ -46,27 +46,48 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// writeCheckpoint writes a safetensors file of two tensors (a BF16 3x1000
+// and an F32 77) of bytes derived from seed, and returns its path and its
+// data buffer.
 func writeCheckpoint(t *testing.T, name string, seed uint64) (string, []byte) {
 	t.Helper()
-	a := safetensorstest.StreamBytes(seed, 3*1000*2)
-	b := safetensorstest.StreamBytes(seed+1, 77*4)
+	data := make([]byte, 3*1000*2+77*4)
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	_, _ = rand.NewChaCha8(key).Read(data)
+	header := fmt.Sprintf(`{"w":{"dtype":"BF16","shape":[3,1000],"data_offsets":[0,6000]},`+
+		`"b":{"dtype":"F32","shape":[77],"data_offsets":[6000,%d]}}`, len(data))
+	header += strings.Repeat(" ", (8-len(header)%8)%8)
+	file := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	file = append(append(file, header...), data...)
 	path := filepath.Join(t.TempDir(), name)
-	err := safetensorstest.WriteFile(path, []safetensorstest.Tensor{
-		{Name: "w", DType: "BF16", Shape: []uint64{3, 1000}, Data: a},
-		{Name: "b", DType: "F32", Shape: []uint64{77}, Data: b},
-	})
-	if err != nil {
+	if err := os.WriteFile(path, file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
+	return path, data
+}
+
+func TestDataStartRefusesWhatIsNotSafetensors(t *testing.T) {
+	path, data := writeCheckpoint(t, "m.safetensors", 2)
+	start, size, err := dataStart(path)
+	if err != nil || size-start != int64(len(data)) {
+		t.Fatalf("dataStart = %d, %d, %v; want a %d-byte data buffer", start, size, err, len(data))
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	for name, content := range map[string][]byte{
+		"short":    {1, 2, 3},
+		"too long": binary.LittleEndian.AppendUint64(nil, 1<<40),
+		"not json": append(binary.LittleEndian.AppendUint64(nil, 4), "abcd"...),
+		"past end": append(binary.LittleEndian.AppendUint64(nil, 64), "{}"...),
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := dataStart(p); err == nil || !strings.Contains(err.Error(), "not a safetensors file") {
+			t.Errorf("%s: dataStart = %v, want \"not a safetensors file\"", name, err)
+		}
 	}
-	return path, raw[f.DataStart:]
 }
 
 // TestProbeHandleOpensInAnotherProcess runs the probe as a child process
