@@ -9,23 +9,6 @@ import (
 	"time"
 )
 
-func TestParseProcStat(t *testing.T) {
-	// comm may contain spaces and parentheses.
-	line := "1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 777888 1000 200 18446744073709551615"
-	st, err := parseProcStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.state != 'S' || st.startTime != 777888 {
-		t.Fatalf("parsed %+v, want state S start 777888", st)
-	}
-	for _, bad := range []string{"", "1234 (x", "1 (x) S 1 2", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 notanumber"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("parseProcStat(%q) accepted", bad)
-		}
-	}
-}
-
 func TestProcessStartTimeSelf(t *testing.T) {
 	start, err := ProcessStartTime(os.Getpid())
 	if err != nil {

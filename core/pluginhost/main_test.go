@@ -6,11 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/procstat"
 )
 
 // pluginDirEnv names the folder holding the plugins TestMain builds from
@@ -82,15 +83,7 @@ func startMock(t *testing.T, shmDir string, extra ...string) *Plugin {
 }
 
 // processGone reports whether pid no longer runs (absent or a zombie).
-func processGone(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
-}
+func processGone(pid int) bool { return !procstat.Running(pid) }
 
 // shortTempDir is a private folder with a path short enough to hold
 // plugin socket folders (t.TempDir() paths can be too long).

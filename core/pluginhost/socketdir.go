@@ -1,7 +1,6 @@
 package pluginhost
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/procstat"
 )
 
 // maxSocketBase is the longest base folder for the plugin's socket: the
@@ -64,7 +65,7 @@ func removeStaleSocketDirs(base string, log hclog.Logger) {
 		}
 		pidText, _, ok := strings.Cut(strings.TrimPrefix(name, socketDirPrefix), "-")
 		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == self || processAlive(pid) {
+		if !ok || err != nil || pid <= 0 || pid == self || procstat.Running(pid) {
 			continue
 		}
 		path := filepath.Join(base, name)
@@ -78,20 +79,4 @@ func removeStaleSocketDirs(base string, log hclog.Logger) {
 		}
 		log.Debug("removed the socket folder of a dead wcache process", "dir", path, "pid", pid)
 	}
-}
-
-// processAlive reports whether pid runs; a zombie counts as dead.
-func processAlive(pid int) bool {
-	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
-	}
-	return true
 }

@@ -8,6 +8,7 @@
 // Concretely: no package under core/, sdk/ or plugins/ imports internal/;
 // nothing under core/ imports plugins/, and nothing under plugins/ imports
 // core/; sdk/ imports neither; proto/ imports nothing of the module outside
-// proto/; version/ imports nothing of the module. The graph comes from
+// proto/; version/ and procstat/ (leaves any layer may use) import nothing
+// of the module. The graph comes from
 // `go list -test`, so the go command must be on PATH.
 package archtest

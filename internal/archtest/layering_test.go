@@ -29,8 +29,9 @@ var rules = []rule{
 	{"core", []string{"internal", "plugins", "cmd"}, "the core is a library: it never depends on the product's internals or on a plugin"},
 	{"plugins", []string{"internal", "core", "cmd"}, "a plugin builds on the sdk alone, as a third party's would"},
 	{"sdk", []string{"internal", "core", "plugins", "cmd"}, "the sdk is what outside backend authors import"},
-	{"proto", []string{"internal", "core", "plugins", "sdk", "cmd", "version"}, "the protocol is the ground floor"},
-	{"version", []string{"internal", "core", "plugins", "sdk", "cmd", "proto"}, "version is a leaf"},
+	{"proto", []string{"internal", "core", "plugins", "sdk", "cmd", "version", "procstat"}, "the protocol is the ground floor"},
+	{"version", []string{"internal", "core", "plugins", "sdk", "cmd", "proto", "procstat"}, "version is a leaf"},
+	{"procstat", []string{"internal", "core", "plugins", "sdk", "cmd", "proto", "version"}, "procstat is a leaf"},
 }
 
 // under reports whether the import path pkg lies in the module folder dir.

@@ -14,8 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/wcache/wcache/procstat"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -58,7 +57,8 @@ type MemoryOptions struct {
 // injection wrap it with Wrap and replace the funcs a test needs to fail.
 //
 // Files of this process are removed by Free and Close; files of
-// processes no longer running are removed by NewMemory on the same folder.
+// processes no longer running (procstat.Running) are removed by NewMemory
+// on the same folder.
 type Memory struct {
 	opts  MemoryOptions
 	pid   int
@@ -128,7 +128,7 @@ func removeDeadFiles(dir string) error {
 		if !ok || err != nil || pid <= 0 || !strings.HasSuffix(name, fileSuffix) {
 			continue
 		}
-		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		if !procstat.Running(pid) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

@@ -8,10 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/procstat"
 )
 
 // fileNamePattern matches allocation files: <pid>-<instance>-<id>.shm. The
@@ -72,7 +73,7 @@ func removeStaleFiles(dir string, self int, log hclog.Logger) {
 			continue
 		}
 		pid, err := strconv.Atoi(m[1])
-		if err != nil || pid == self || processAlive(pid) {
+		if err != nil || pid == self || procstat.Running(pid) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
@@ -82,26 +83,4 @@ func removeStaleFiles(dir string, self int, log hclog.Logger) {
 		}
 		log.Info("removed allocation file of a dead mock process", "path", path, "pid", pid)
 	}
-}
-
-// processAlive reports whether pid runs (a zombie counts as dead: it holds
-// no mappings any more).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		// No procfs or a race with exit: trust kill(2), which said it exists.
-		return true
-	}
-	// The state follows the last ')' (the command name may contain any byte).
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
-	}
-	return true
 }
