@@ -1,9 +1,10 @@
 package launcher
 
 import (
-	"bytes"
 	"io"
 	"sync"
+
+	"github.com/wcache/wcache/core/linewriter"
 )
 
 // maxLineBytes bounds one remembered or forwarded line; longer lines are cut
@@ -16,15 +17,14 @@ const maxLineBytes = 4096
 // never interleave: the shared writer is guarded by a mutex common to all of
 // them.
 type childOutput struct {
+	*linewriter.Writer // splits the stream (Write, Flush) and calls line
+
 	prefix string
 	shared *lockedWriter
-
-	mu      sync.Mutex
-	partial []byte
-	cut     bool // the partial line was cut at maxLineBytes
-	tail    []string
-	next    int // ring position of the next line when len(tail) == cap
-	keep    int
+	tailMu sync.Mutex
+	tail   []string
+	next   int // ring position of the next line when len(tail) == cap
+	keep   int
 }
 
 // lockedWriter serialises whole-line writes of all children.
@@ -48,46 +48,23 @@ func (l *lockedWriter) writeLine(prefix, line string) {
 }
 
 func newChildOutput(prefix string, shared *lockedWriter, keep int) *childOutput {
-	return &childOutput{prefix: prefix, shared: shared, keep: keep, tail: make([]string, 0, keep)}
+	o := &childOutput{prefix: prefix, shared: shared, keep: keep, tail: make([]string, 0, keep)}
+	o.Writer = linewriter.New(maxLineBytes, o.line)
+	return o
 }
 
-// Write splits p into lines. It never fails.
-func (o *childOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			o.appendPartial(p)
-			break
-		}
-		o.appendPartial(p[:i])
-		o.emitLocked()
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-func (o *childOutput) appendPartial(b []byte) {
-	room := maxLineBytes - len(o.partial)
-	if len(b) > room {
-		b = b[:room]
-		o.cut = true
-	}
-	o.partial = append(o.partial, b...)
-}
-
-func (o *childOutput) emitLocked() {
-	line := string(bytes.TrimRight(o.partial, "\r"))
-	if o.cut {
+// line forwards one line and remembers it; Write and Flush (of the
+// embedded linewriter.Writer) call it.
+func (o *childOutput) line(line string, cut bool) {
+	if cut {
 		line += " …(cut)"
 	}
-	o.partial, o.cut = o.partial[:0], false
 	o.shared.writeLine(o.prefix, line)
 	if o.keep <= 0 {
 		return
 	}
+	o.tailMu.Lock()
+	defer o.tailMu.Unlock()
 	if len(o.tail) < o.keep {
 		o.tail = append(o.tail, line)
 		return
@@ -96,19 +73,10 @@ func (o *childOutput) emitLocked() {
 	o.next = (o.next + 1) % o.keep
 }
 
-// Flush emits a final line without a newline, if any.
-func (o *childOutput) Flush() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.partial) > 0 || o.cut {
-		o.emitLocked()
-	}
-}
-
 // Tail returns the remembered lines, oldest first.
 func (o *childOutput) Tail() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	o.tailMu.Lock()
+	defer o.tailMu.Unlock()
 	out := make([]string, 0, len(o.tail))
 	out = append(out, o.tail[o.next:]...)
 	return append(out, o.tail[:o.next]...)

@@ -1,12 +1,13 @@
 package pluginhost
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/wcache/wcache/core/linewriter"
 )
 
 // maxLogLine bounds one kept line; longer lines are cut.
@@ -17,42 +18,27 @@ const maxLogLine = 2048
 // ClientConfig.Stderr); hclog JSON lines are shortened to
 // "[LEVEL] message key=value". It is safe for concurrent use.
 type logRing struct {
-	mu      sync.Mutex
-	max     int
-	lines   []string
-	partial []byte
+	*linewriter.Writer // splits the stream (Write) and calls push
+
+	mu    sync.Mutex
+	max   int
+	lines []string
 }
 
-func newLogRing(max int) *logRing { return &logRing{max: max} }
-
-// Write accepts any split of the byte stream into calls.
-func (r *logRing) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			if room := maxLogLine - len(r.partial); room > 0 {
-				r.partial = append(r.partial, p[:min(len(p), room)]...)
-			}
-			break
-		}
-		if room := maxLogLine - len(r.partial); room > 0 {
-			r.partial = append(r.partial, p[:min(i, room)]...)
-		}
-		r.push(string(r.partial))
-		r.partial = r.partial[:0]
-		p = p[i+1:]
-	}
-	return n, nil
+func newLogRing(max int) *logRing {
+	r := &logRing{max: max}
+	r.Writer = linewriter.New(maxLogLine, r.push)
+	return r
 }
 
-func (r *logRing) push(line string) {
-	line = strings.TrimRight(line, "\r")
+// push keeps one line (a cut one as far as it goes); blank lines are
+// dropped.
+func (r *logRing) push(line string, _ bool) {
 	if strings.TrimSpace(line) == "" {
 		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.lines = append(r.lines, formatLogLine(line))
 	if len(r.lines) > r.max {
 		r.lines = slices.Delete(r.lines, 0, len(r.lines)-r.max)
@@ -62,11 +48,14 @@ func (r *logRing) push(line string) {
 // Lines returns the kept lines, oldest first, including an unterminated
 // last line.
 func (r *logRing) Lines() []string {
+	// The partial line first: the Writer's lock is taken before r.mu when
+	// a line completes, never after.
+	partial, _ := r.Partial()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := slices.Clone(r.lines)
-	if len(r.partial) > 0 {
-		out = append(out, formatLogLine(string(r.partial)))
+	if partial != "" {
+		out = append(out, formatLogLine(partial))
 	}
 	if len(out) > r.max {
 		out = out[len(out)-r.max:]
