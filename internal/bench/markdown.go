@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 // Markdown renders the report as docs/benchmarks.md.
@@ -405,19 +407,8 @@ func steps(s map[string]float64) string {
 	return strings.Join(parts, " · ")
 }
 
-// human formats a byte count with a binary unit.
-func human(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
-}
+// human formats a byte count with a binary unit (sdk.FormatSize).
+func human(b uint64) string { return sdk.FormatSize(b) }
 
 // msStr formats milliseconds.
 func msStr(v float64) string { return num(v) + " ms" }
