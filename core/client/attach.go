@@ -80,11 +80,7 @@ func (c *Client) attachError(err error) error {
 	if ok && st.Code() == codes.FailedPrecondition {
 		for _, d := range st.Details() {
 			if cm, ok := d.(*daemonv1.ConfigMismatch); ok {
-				me := &cacheconfig.MismatchError{}
-				for _, fd := range cm.GetDiffs() {
-					me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue()})
-				}
-				return me
+				return mismatchFromProto(cm)
 			}
 		}
 	}

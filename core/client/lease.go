@@ -94,12 +94,8 @@ func (l *Lease) run(stream daemonv1.Daemon_AttachClient) {
 			return
 		}
 		if n := ev.GetNotice(); n != nil {
-			notice := Notice{Kind: NoticeKind(n.GetKind()), Message: n.GetMessage()}
-			if ms := n.GetDeadlineUnixMs(); ms != 0 {
-				notice.Deadline = time.UnixMilli(ms)
-			}
 			select {
-			case l.notices <- notice:
+			case l.notices <- noticeFromProto(n):
 			default:
 			}
 		}

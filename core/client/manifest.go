@@ -1,10 +1,6 @@
 package client
 
 import (
-	"fmt"
-
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
@@ -47,34 +43,4 @@ func (m *Manifest) Bytes() uint64 {
 		n += t.Length
 	}
 	return n
-}
-
-// manifestFromProto converts and checks a wire manifest: every tensor must
-// name an existing handle and lie inside it.
-func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
-	m := &Manifest{
-		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
-		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
-		Handles: make([]Handle, len(pm.GetHandles())), Tensors: make([]Tensor, len(pm.GetTensors())),
-	}
-	if pm.GetConfig() != nil {
-		m.Config = cacheconfig.FromProto(pm.GetConfig())
-	}
-	for i, h := range pm.GetHandles() {
-		m.Handles[i] = Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize()}
-	}
-	for i, t := range pm.GetTensors() {
-		hi := int(t.GetHandleIndex())
-		if hi >= len(m.Handles) {
-			return nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
-		}
-		size := m.Handles[hi].Size
-		if t.GetOffset() > size || t.GetLength() > size-t.GetOffset() {
-			return nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
-				t.GetName(), t.GetOffset(), t.GetLength(), hi, size, ErrBadManifest)
-		}
-		m.Tensors[i] = Tensor{Name: t.GetName(), DType: t.GetDtype(), Shape: t.GetShape(), Handle: hi,
-			Offset: t.GetOffset(), Length: t.GetLength()}
-	}
-	return m, nil
 }

@@ -45,19 +45,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", c.socket, err)
 	}
-	s := &Status{PID: int(r.GetPid()), DeviceUUID: r.GetDeviceUuid(), Backend: r.GetBackend(), Model: r.GetModel(),
-		ConfigDigest: r.GetConfigDigest(), Bytes: r.GetBytes(), Tensors: int(r.GetTensors()),
-		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
-		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
-		OpenFDs: int(r.GetOpenFds())}
-	if r.GetConfig() != nil {
-		s.Config = cacheconfig.FromProto(r.GetConfig())
-	}
-	for _, l := range r.GetLeases() {
-		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),
-			ClientName: l.GetClientName(), Since: time.UnixMilli(l.GetSinceUnixMs())})
-	}
-	return s, nil
+	return statusFromProto(r), nil
 }
 
 // Stop asks the daemon to stop. With force every lease ends at once;

@@ -36,21 +36,11 @@ func (s LoadStats) BytesPerSecond() float64 {
 
 // openCheckpoint opens the whole checkpoint or the rank's pre-sharded files.
 func (d *Daemon) openCheckpoint() (*safetensors.Checkpoint, error) {
-	var ck *safetensors.Checkpoint
-	var err error
-	if d.opts.ShardPattern == "" {
-		ck, err = safetensors.OpenCheckpoint(d.opts.Model)
-	} else {
-		var files []string
-		c := d.opts.Config
-		files, err = plan.ShardFiles(d.opts.Model, d.opts.ShardPattern, plan.ShardRanks{
-			TPRank: c.TPRank, TPSize: c.TPSize, PPRank: c.PPRank, PPSize: c.PPSize})
-		if err == nil {
-			ck, err = safetensors.OpenFiles(files)
-		}
-	}
+	c := d.opts.Config
+	ck, err := plan.OpenCheckpoint(d.opts.Model, d.opts.ShardPattern, plan.ShardRanks{
+		TPRank: c.TPRank, TPSize: c.TPSize, PPRank: c.PPRank, PPSize: c.PPSize})
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", d.opts.Model, err)
+		return nil, err
 	}
 	d.info.Model = d.opts.Model
 	for _, f := range ck.Files {
@@ -70,15 +60,11 @@ func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint)
 		c.ProtocolVersion = daemonv1.ProtocolVersion
 	}
 	if c.DeviceCapability == "" {
-		devs, err := d.backend.Devices(ctx)
+		capability, err := DeviceCapability(ctx, d.backend, d.opts.GPU)
 		if err != nil {
-			return fmt.Errorf("device capability: %w", err)
+			return err
 		}
-		for _, dev := range devs {
-			if dev.Ordinal == d.opts.GPU {
-				c.DeviceCapability = dev.Capability
-			}
-		}
+		c.DeviceCapability = capability
 	}
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("daemon config: %w", err)

@@ -9,8 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-
 	"github.com/wcache/wcache/core/daemonfile"
 )
 
@@ -82,8 +80,8 @@ func (d *Daemon) Stop(ctx context.Context, force bool, timeout time.Duration) (i
 		timeout = d.opts.DrainTimeout
 	}
 	deadline := time.Now().Add(timeout)
-	notice := &daemonv1.Notice{Kind: daemonv1.Notice_KIND_DRAINING, DeadlineUnixMs: deadline.UnixMilli(),
-		Message: fmt.Sprintf("daemon of %s is stopping: release the lease within %s", d.info.DeviceUUID, timeout)}
+	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s is stopping: release the lease within %s",
+		d.info.DeviceUUID, timeout))
 	if !d.reg.beginDrain(notice) {
 		return n, nil // already stopping
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -14,7 +13,6 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/version"
 )
 
 // maxClientNameLen bounds the client name a lease records.
@@ -57,19 +55,7 @@ type service struct {
 
 // Status describes the daemon.
 func (s *service) Status(context.Context, *daemonv1.StatusRequest) (*daemonv1.StatusResponse, error) {
-	d := s.d
-	resp := &daemonv1.StatusResponse{
-		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
-		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
-		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
-		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: daemonv1.ProtocolVersion,
-		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
-	}
-	for _, l := range d.leaseInfos() {
-		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
-			ClientName: l.ClientName, SinceUnixMs: l.Since.UnixMilli()})
-	}
-	return resp, nil
+	return s.d.statusProto(), nil
 }
 
 // openFDs counts this process's open descriptors (0 when unknown).
@@ -125,21 +111,6 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 			}
 		}
 	}
-}
-
-// mismatchStatus is FAILED_PRECONDITION with a ConfigMismatch detail.
-func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
-	msg := (&cacheconfig.MismatchError{Diffs: diffs}).Error()
-	st := status.New(codes.FailedPrecondition, msg)
-	detail := &daemonv1.ConfigMismatch{}
-	for _, df := range diffs {
-		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client})
-	}
-	withDetail, err := st.WithDetails(detail)
-	if err != nil {
-		return st.Err()
-	}
-	return withDetail.Err()
 }
 
 // Stop drains or forces, as Daemon.Stop.

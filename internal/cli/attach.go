@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -17,14 +15,11 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
 )
-
-// maxDigestRanges bounds the ranges of one Digest call so that a request
-// stays small whatever the tensor count.
-const maxDigestRanges = 1024
 
 // attachSummary is what `wcache attach` prints (and its JSON form).
 type attachSummary struct {
@@ -76,8 +71,9 @@ func newAttachCommand(e *env) *cobra.Command {
 		Long: `Attach finds a daemon (an explicit socket, a device UUID, or the UUID of the
 GPU a backend sees as --gpu-id), sends the CacheConfig built from the flags and
 the checkpoint's header digest, and prints what came back. --verify imports
-every handle through the backend and compares each tensor's SHA-256 with the
-bytes on disk. --hold keeps the lease open (releasing it early when the daemon
+every tensor the daemon holds with the bytes on disk: posix-shm handles mapped
+into this process, others imported through the backend and compared by
+SHA-256. --hold keeps the lease open (releasing it early when the daemon
 drains, unless --release-on-drain=false).
 
 Exit codes: 3 no daemon (the only case an engine may load from disk instead),
@@ -94,7 +90,7 @@ Exit codes: 3 no daemon (the only case an engine may load from disk instead),
 	fs.StringVar(&model, "model", "", "checkpoint directory the weights must come from")
 	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
-	fs.BoolVar(&verify, "verify", false, "read every tensor back through the backend and compare it with the file")
+	fs.BoolVar(&verify, "verify", false, "read every tensor back (mapped, or through the backend) and compare it with the file")
 	fs.DurationVar(&hold, "hold", 0, "keep the lease open this long before releasing it")
 	fs.StringVar(&clientName, "client-name", "wcache-attach", "name shown by wcache status")
 	fs.BoolVar(&releaseOnDrain, "release-on-drain", true, "with --hold, release as soon as the daemon drains")
@@ -182,7 +178,7 @@ Exit codes: 3 no daemon (the only case an engine may load from disk instead),
 			sum.Handles = append(sum.Handles, attachHandle{Kind: h.Kind, Size: h.Size, Data: h.Data})
 		}
 		if verify {
-			if err := verifyManifest(ctx, backend, gpu, m, ck); err != nil {
+			if _, err := client.Verify(ctx, m, ck, client.VerifyOptions{Importer: backend, GPU: gpu}); err != nil {
 				return err
 			}
 			sum.Verified = true
@@ -200,28 +196,15 @@ Exit codes: 3 no daemon (the only case an engine may load from disk instead),
 }
 
 // openCheckpointFiles opens the checkpoint a config names: the whole
-// directory, or the rank's pre-sharded files.
+// directory, or the rank's pre-sharded files. A malformed pattern is a
+// usage error.
 func openCheckpointFiles(model, shardPattern string, cfg cacheconfig.Config) (*safetensors.Checkpoint, error) {
-	if shardPattern == "" {
-		ck, err := safetensors.OpenCheckpoint(model)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s: %w", model, err)
-		}
-		return ck, nil
-	}
-	files, err := plan.ShardFiles(model, shardPattern, plan.ShardRanks{TPRank: cfg.TPRank, TPSize: cfg.TPSize,
+	ck, err := plan.OpenCheckpoint(model, shardPattern, plan.ShardRanks{TPRank: cfg.TPRank, TPSize: cfg.TPSize,
 		PPRank: cfg.PPRank, PPSize: cfg.PPSize})
-	if err != nil {
-		if errors.Is(err, plan.ErrInvalidPattern) {
-			return nil, withCode(ExitUsage, err)
-		}
-		return nil, err
+	if errors.Is(err, plan.ErrInvalidPattern) {
+		return nil, withCode(ExitUsage, err)
 	}
-	ck, err := safetensors.OpenFiles(files)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", model, err)
-	}
-	return ck, nil
+	return ck, err
 }
 
 // deviceCapability is the capability the client side expects: the
@@ -229,16 +212,7 @@ func openCheckpointFiles(model, shardPattern string, cfg cacheconfig.Config) (*s
 // reports (this command is a diagnostic; an engine sets its own).
 func deviceCapability(ctx context.Context, b sdk.Backend, gpu int, c *client.Client) (string, error) {
 	if b != nil {
-		devs, err := b.Devices(ctx)
-		if err != nil {
-			return "", fmt.Errorf("device capability: %w", err)
-		}
-		for _, d := range devs {
-			if d.Ordinal == gpu {
-				return d.Capability, nil
-			}
-		}
-		return "", fmt.Errorf("device capability: the backend lists no GPU %d", gpu)
+		return daemon.DeviceCapability(ctx, b, gpu)
 	}
 	st, err := c.Status(ctx)
 	if err != nil {
@@ -308,100 +282,4 @@ func holdLease(ctx context.Context, w io.Writer, l *client.Lease, d time.Duratio
 			}
 		}
 	}
-}
-
-// verifyManifest imports every handle through b and compares each tensor's
-// SHA-256 with the bytes of the checkpoint's file. The first difference is
-// an error naming the tensor.
-func verifyManifest(ctx context.Context, b sdk.Backend, gpu int, m *client.Manifest, ck *safetensors.Checkpoint) error {
-	type source struct {
-		f *safetensors.File
-		t safetensors.TensorInfo
-	}
-	files := make(map[string]source, ck.NumTensors())
-	for _, f := range ck.Files {
-		for _, t := range f.Header.Tensors {
-			files[t.Name] = source{f, t}
-		}
-	}
-	if len(m.Tensors) != len(files) {
-		return fmt.Errorf("verify: the daemon holds %d tensors, the checkpoint has %d", len(m.Tensors), len(files))
-	}
-	byHandle := make([][]int, len(m.Handles))
-	for i, t := range m.Tensors {
-		src, ok := files[t.Name]
-		if !ok {
-			return fmt.Errorf("verify: tensor %q is not in the checkpoint", t.Name)
-		}
-		if t.Length != src.t.Len() || t.DType != string(src.t.DType) || fmt.Sprint(t.Shape) != fmt.Sprint(src.t.Shape) {
-			return fmt.Errorf("verify: tensor %q is %s %v (%d bytes) in the daemon, %s %v (%d bytes) in %s",
-				t.Name, t.DType, t.Shape, t.Length, src.t.DType, src.t.Shape, src.t.Len(), src.f.Path)
-		}
-		byHandle[t.Handle] = append(byHandle[t.Handle], i)
-	}
-	buf := make([]byte, 1<<20)
-	for hi, h := range m.Handles {
-		id, err := b.Import(ctx, gpu, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size})
-		if err != nil {
-			return fmt.Errorf("verify: import handle %d (%s): %w", hi, h.Kind, err)
-		}
-		err = verifyHandle(ctx, b, id, m, byHandle[hi], func(name string) ([32]byte, error) {
-			src := files[name]
-			return fileSHA256(src.f, src.t, buf)
-		})
-		if ferr := b.Free(ctx, id); ferr != nil && err == nil {
-			err = fmt.Errorf("verify: release imported handle %d: %w", hi, ferr)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// verifyHandle digests the tensors idx of one imported handle in batches and
-// compares them with want.
-func verifyHandle(ctx context.Context, b sdk.Backend, id sdk.AllocationID, m *client.Manifest, idx []int,
-	want func(name string) ([32]byte, error)) error {
-	for start := 0; start < len(idx); start += maxDigestRanges {
-		batch := idx[start:min(start+maxDigestRanges, len(idx))]
-		ranges := make([]sdk.Range, len(batch))
-		for i, ti := range batch {
-			ranges[i] = sdk.Range{Offset: m.Tensors[ti].Offset, Length: m.Tensors[ti].Length}
-		}
-		got, err := b.Digest(ctx, id, ranges)
-		if err != nil {
-			return fmt.Errorf("verify: digest: %w", err)
-		}
-		if len(got) != len(batch) {
-			return fmt.Errorf("verify: the backend returned %d digests for %d ranges", len(got), len(batch))
-		}
-		for i, ti := range batch {
-			name := m.Tensors[ti].Name
-			w, err := want(name)
-			if err != nil {
-				return err
-			}
-			if got[i] != w {
-				return fmt.Errorf("verify: tensor %q differs from the file: device sha256 %x, file sha256 %x", name, got[i], w)
-			}
-		}
-	}
-	return nil
-}
-
-// fileSHA256 hashes a tensor's bytes in its file.
-func fileSHA256(f *safetensors.File, t safetensors.TensorInfo, buf []byte) ([32]byte, error) {
-	fh, err := os.Open(f.Path)
-	if err != nil {
-		return [32]byte{}, fmt.Errorf("verify: %w", err)
-	}
-	defer fh.Close()
-	h := sha256.New()
-	if _, err := io.CopyBuffer(h, io.NewSectionReader(fh, f.Offset(t), int64(t.Len())), buf); err != nil {
-		return [32]byte{}, fmt.Errorf("verify: read %s: %w", f.Path, err)
-	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum, nil
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
@@ -27,7 +26,7 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/pluginhost"
 	"github.com/wcache/wcache/core/safetensors"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/core/safetensors/synth"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -221,7 +220,7 @@ func envLookup(env []string) func(string) string {
 // checkpoint generates the pre-sharded checkpoint.
 func (d *demo) checkpoint() error {
 	t0 := time.Now()
-	gen, err := safetensorstest.GenerateCheckpoint(d.model, safetensorstest.GenOptions{
+	gen, err := synth.Generate(d.model, synth.Options{
 		Layers: d.f.layers, HiddenSize: demoHidden, VocabSize: demoVocab, TPSize: d.f.tpSize, Shards: 2, Seed: 1,
 	})
 	if err != nil {
@@ -471,7 +470,7 @@ func (d *demo) attachAll(ctx context.Context, lc *launchChild, devs []sdk.Device
 			c.Close()
 			return fmt.Errorf("demo: rank %d: status: %w", rank, err)
 		}
-		n, vb, verr := verifyByMapping(a.Manifest, ck)
+		vr, verr := client.Verify(ctx, a.Manifest, ck, client.VerifyOptions{})
 		verified := time.Now()
 		a.Lease.Close()
 		c.Close()
@@ -485,86 +484,9 @@ func (d *demo) attachAll(ctx context.Context, lc *launchChild, devs []sdk.Device
 		d.linef("   attach %s (dial %s + attach %s), lease %d", attached.Sub(t0).Round(time.Microsecond),
 			dialed.Sub(t0).Round(time.Microsecond), attached.Sub(dialed).Round(time.Microsecond), a.Manifest.LeaseID)
 		d.linef("   verified %d tensors, %s, byte for byte: shared-memory mapping == checkpoint file (%s)",
-			n, humanBytes(vb), verified.Sub(attached).Round(time.Millisecond))
+			vr.Tensors, humanBytes(vr.Bytes), verified.Sub(attached).Round(time.Millisecond))
 	}
 	return nil
-}
-
-// verifyByMapping maps every posix-shm handle read-only, as a client
-// process does, and compares each tensor's bytes with its bytes in the
-// checkpoint files. Every checkpoint tensor must be in the manifest with
-// the same dtype and shape.
-func verifyByMapping(m *client.Manifest, ck *safetensors.Checkpoint) (int, uint64, error) {
-	type loc struct {
-		file *os.File
-		off  int64
-		info safetensors.TensorInfo
-	}
-	want := map[string]loc{}
-	for _, f := range ck.Files {
-		fh, err := os.Open(f.Path)
-		if err != nil {
-			return 0, 0, err
-		}
-		defer fh.Close()
-		for _, ti := range f.Header.Tensors {
-			want[ti.Name] = loc{file: fh, off: f.DataStart + int64(ti.Begin), info: ti}
-		}
-	}
-	if len(m.Tensors) != len(want) {
-		return 0, 0, fmt.Errorf("manifest lists %d tensors, the checkpoint has %d", len(m.Tensors), len(want))
-	}
-	maps := make([][]byte, len(m.Handles))
-	for i, h := range m.Handles {
-		if h.Kind != "posix-shm" {
-			return 0, 0, fmt.Errorf("handle %d is %q; the demo maps posix-shm handles", i, h.Kind)
-		}
-		data, err := mapReadOnly(string(h.Data), h.Size)
-		if err != nil {
-			return 0, 0, fmt.Errorf("handle %d: %w", i, err)
-		}
-		defer unix.Munmap(data)
-		maps[i] = data
-	}
-	var buf []byte
-	var total uint64
-	for _, t := range m.Tensors {
-		w, ok := want[t.Name]
-		if !ok {
-			return 0, 0, fmt.Errorf("tensor %q is not in the checkpoint", t.Name)
-		}
-		if t.DType != string(w.info.DType) || !slices.Equal(t.Shape, w.info.Shape) || t.Length != w.info.End-w.info.Begin {
-			return 0, 0, fmt.Errorf("tensor %q: daemon says %s %v %d bytes, file says %s %v %d bytes", t.Name,
-				t.DType, t.Shape, t.Length, w.info.DType, w.info.Shape, w.info.End-w.info.Begin)
-		}
-		buf = slices.Grow(buf[:0], int(t.Length))[:t.Length]
-		if _, err := w.file.ReadAt(buf, w.off); err != nil {
-			return 0, 0, fmt.Errorf("tensor %q: read the file: %w", t.Name, err)
-		}
-		if !bytes.Equal(maps[t.Handle][t.Offset:t.Offset+t.Length], buf) {
-			return 0, 0, fmt.Errorf("tensor %q: bytes in the daemon differ from the file", t.Name)
-		}
-		delete(want, t.Name)
-		total += t.Length
-	}
-	return len(m.Tensors), total, nil
-}
-
-// mapReadOnly maps size bytes of the file at path read-only and shared.
-func mapReadOnly(path string, size uint64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open shared memory: %w", err)
-	}
-	defer f.Close()
-	if size == 0 {
-		return []byte{}, nil
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
-	}
-	return data, nil
 }
 
 // mismatch shows that a client whose config names another rank is refused

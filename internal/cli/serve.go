@@ -1,31 +1,20 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/signal"
-	"os/user"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
 )
-
-// metricsShutdownTimeout bounds waiting for scrapes in flight when the
-// daemon has stopped.
-const metricsShutdownTimeout = 5 * time.Second
 
 func newServeCommand(e *env) *cobra.Command {
 	var (
@@ -111,8 +100,9 @@ has stopped.`,
 		if err != nil {
 			return err
 		}
+		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
-			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout}
+			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
@@ -123,18 +113,16 @@ has stopped.`,
 			opts.AllowGIDs = append(opts.AllowGIDs, uint32(g))
 		}
 		if socketGroup != "" {
-			gid, err := lookupGroup(socketGroup)
+			gid, err := daemon.LookupGroup(socketGroup)
 			if err != nil {
-				return withCode(ExitUsage, err)
+				return withCode(ExitUsage, fmt.Errorf("--socket-group: %w", err))
 			}
 			opts.SocketGID = &gid
 		}
-		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
-		opts.Logger = log
-		var exporter *metrics.Exporter
+		var endpoint *metrics.Endpoint
 		if metricsAt != nil {
-			exporter = metrics.NewExporter()
-			opts.Metrics = exporter.Metrics
+			endpoint = metrics.NewEndpoint(*metricsAt, log)
+			opts.Metrics = endpoint.Metrics
 		}
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -157,14 +145,11 @@ has stopped.`,
 		if err != nil {
 			return err
 		}
-		// The metrics endpoint listens only now: after a --force takeover
-		// the previous daemon, which may have held the same address, is gone.
-		var msrv *metrics.Server
-		if metricsAt != nil {
-			if msrv, err = metrics.Start(*metricsAt, exporter.Handler()); err != nil {
-				return errors.Join(err, stopNow(d, log))
+		var metricsListen string
+		if endpoint != nil {
+			if metricsListen, err = endpoint.Listen(d); err != nil {
+				return err
 			}
-			defer shutdownMetrics(msrv, log)
 		}
 		info := d.Info()
 		fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
@@ -174,32 +159,13 @@ has stopped.`,
 			log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,
 				"removed", strings.Join(info.Cleanup.Removed, ","))
 		}
-		if msrv != nil {
-			log.Info("metrics endpoint", "addr", msrv.Addr())
+		if endpoint == nil {
+			return d.Run(ctx)
 		}
-		return d.Run(ctx)
+		log.Info("metrics endpoint", "addr", metricsListen)
+		return endpoint.Run(ctx, d)
 	}
 	return cmd
-}
-
-// stopNow ends a started daemon that will not serve after all: a lease
-// taken since its ready file appeared ends with UNAVAILABLE, its files are
-// removed and its memory freed.
-func stopNow(d *daemon.Daemon, log hclog.Logger) error {
-	if _, err := d.Stop(context.Background(), true, 0); err != nil {
-		log.Warn("stopping the daemon", "error", err)
-	}
-	return d.Run(context.Background())
-}
-
-// shutdownMetrics stops the metrics endpoint once the daemon has stopped,
-// waiting up to metricsShutdownTimeout for scrapes in flight.
-func shutdownMetrics(srv *metrics.Server, log hclog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Warn("stopping the metrics endpoint", "error", err)
-	}
 }
 
 // metricsListenAddr checks --metrics-listen and --metrics-allow-remote; nil
@@ -226,88 +192,4 @@ func metricsListenAddr(addr string, allowRemote bool) (*metrics.Addr, error) {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
 	return &a, nil
-}
-
-// lookupGroup resolves a group name or numeric gid.
-func lookupGroup(name string) (uint32, error) {
-	if n, err := strconv.ParseUint(name, 10, 32); err == nil {
-		return uint32(n), nil
-	}
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		return 0, fmt.Errorf("--socket-group: %w", err)
-	}
-	n, err := strconv.ParseUint(g.Gid, 10, 32)
-	if err != nil {
-		return 0, fmt.Errorf("--socket-group %s: gid %q: %w", name, g.Gid, err)
-	}
-	return uint32(n), nil
-}
-
-// progress renders load progress: a redrawn bar on a terminal, a log line
-// every 10% otherwise.
-type progress struct {
-	w     io.Writer
-	tty   bool
-	log   hclog.Logger
-	start time.Time
-
-	mu       sync.Mutex
-	lastDraw time.Time
-	lastStep uint64
-	drawn    bool
-}
-
-func newProgress(w io.Writer, log hclog.Logger) *progress {
-	return &progress{w: w, tty: isTerminal(w), log: log, start: time.Now()}
-}
-
-// progressBarWidth is the bar's width in characters.
-const progressBarWidth = 30
-
-func (p *progress) update(done, total uint64) {
-	if total == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rate := float64(done) / max(time.Since(p.start).Seconds(), 1e-9)
-	if !p.tty {
-		step := done * 10 / total
-		if step > p.lastStep || (done == total && !p.drawn) {
-			p.lastStep = step
-			p.drawn = done == total
-			p.log.Info("loading", "percent", done*100/total, "bytes", done, "total", total,
-				"rate", humanBytes(uint64(rate))+"/s")
-		}
-		return
-	}
-	if done < total && time.Since(p.lastDraw) < 100*time.Millisecond {
-		return
-	}
-	p.lastDraw = time.Now()
-	filled := int(done * progressBarWidth / total)
-	fmt.Fprintf(p.w, "\rloading [%s%s] %3d%% %s / %s  %s/s ", strings.Repeat("=", filled),
-		strings.Repeat(" ", progressBarWidth-filled), done*100/total, humanBytes(done), humanBytes(total),
-		humanBytes(uint64(rate)))
-	p.drawn = true
-}
-
-// finish ends the bar's line.
-func (p *progress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty && p.drawn {
-		fmt.Fprintln(p.w)
-	}
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -87,33 +87,15 @@ func (h *harness) attachGo(uuid string, cfg cacheconfig.Config) (*client.Attachm
 	return client.Attach(ctx, client.ByDeviceUUID(h.layout(), uuid), cfg, client.Options{ClientName: h.t.Name()})
 }
 
-// mapHandle maps a posix-shm handle read-only into the test process.
-func mapHandle(t *testing.T, hd client.Handle) []byte {
-	t.Helper()
-	if hd.Kind != "posix-shm" {
-		t.Fatalf("handle kind %q, want posix-shm", hd.Kind)
-	}
-	f, err := os.Open(string(hd.Data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(hd.Size), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		t.Fatalf("mmap %s: %v", hd.Data, err)
-	}
-	t.Cleanup(func() { syscall.Munmap(data) })
-	return data
-}
-
 // checkBytes maps every handle of a manifest and compares every tensor with
 // the checkpoint's bytes for rank.
 func checkBytes(t *testing.T, m *client.Manifest, model *safetensorstest.Result, rank int) {
 	t.Helper()
-	maps := make([][]byte, len(m.Handles))
-	for i, hd := range m.Handles {
-		maps[i] = mapHandle(t, hd)
+	ts, err := client.Map(m)
+	if err != nil {
+		t.Fatalf("map the manifest: %v", err)
 	}
+	t.Cleanup(func() { ts.Close() })
 	want := 0
 	for _, gt := range model.Tensors {
 		if gt.Rank == rank {
@@ -128,7 +110,11 @@ func checkBytes(t *testing.T, m *client.Manifest, model *safetensorstest.Result,
 		if !ok {
 			t.Fatalf("manifest tensor %s is not in the checkpoint", tn.Name)
 		}
-		if !bytes.Equal(maps[tn.Handle][tn.Offset:tn.Offset+tn.Length], gen.Data()) {
+		mt, ok := ts.Get(tn.Name)
+		if !ok {
+			t.Fatalf("tensor %s is in the manifest but not in its mapping", tn.Name)
+		}
+		if !bytes.Equal(mt.Data, gen.Data()) {
 			t.Fatalf("tensor %s: mapped bytes differ from %s", tn.Name, gen.File)
 		}
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -23,12 +24,11 @@ func holdArgs(gpu int, model string, extra ...string) []string {
 // waitOutput waits until p has written want to stdout.
 func (h *harness) waitOutput(p *process, want string) {
 	h.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for !strings.Contains(p.Stdout(), want) {
-		if p.Exited() || time.Now().After(deadline) {
-			h.t.Fatalf("no %q in the output of:\n%s", want, p)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := p.WaitFor(context.Background(), fmt.Sprintf("%q on stdout", want), readyTimeout, func() bool {
+		return strings.Contains(p.Stdout(), want)
+	})
+	if err != nil {
+		h.t.Fatal(err)
 	}
 }
 

@@ -19,14 +19,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/internal/testproc"
 )
 
 // binDirEnv carries the directory of the built binaries from TestMain to the
@@ -143,10 +142,8 @@ type harness struct {
 	// UUIDs are the mock devices' UUIDs, by ordinal.
 	UUIDs []string
 
-	env []string
-
-	mu    sync.Mutex
-	procs []*process
+	env   []string
+	procs *testproc.Group
 }
 
 // newHarness makes a private world for t and registers its cleanup.
@@ -187,6 +184,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		"TMPDIR=" + tmp,
 	}
 	h.env = append(h.env, opts.Env...)
+	h.procs = testproc.NewGroup(testproc.Options{Path: binPath(wcacheBin), Dir: root})
 	t.Cleanup(h.cleanup)
 	return h
 }
@@ -234,17 +232,7 @@ func (h *harness) Paths(uuid string) paths.Paths {
 }
 
 // cliResult is the outcome of one wcache command.
-type cliResult struct {
-	Args   []string
-	Stdout string
-	Stderr string
-	Code   int
-}
-
-func (r cliResult) String() string {
-	return fmt.Sprintf("wcache %s: exit %d\nstdout:\n%s\nstderr:\n%s",
-		strings.Join(r.Args, " "), r.Code, r.Stdout, r.Stderr)
-}
+type cliResult = testproc.Result
 
 // run runs wcache with args to completion (commandTimeout at most).
 func (h *harness) run(args ...string) cliResult {
@@ -256,30 +244,9 @@ func (h *harness) run(args ...string) cliResult {
 // before it starts (credentials, extra environment).
 func (h *harness) runWith(edit func(*exec.Cmd), args ...string) cliResult {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath(wcacheBin), args...)
-	cmd.Env = h.Env()
-	cmd.Dir = h.Root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	if edit != nil {
-		edit(cmd)
-	}
-	err := cmd.Run()
-	res := cliResult{Args: args, Stdout: stdout.String(), Stderr: stderr.String()}
-	var xe *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &xe):
-		res.Code = xe.ExitCode()
-	default:
-		h.t.Fatalf("wcache %s: %v", strings.Join(args, " "), err)
-	}
-	if ctx.Err() != nil {
-		h.t.Fatalf("wcache %s: timed out after %s\n%s", strings.Join(args, " "), commandTimeout, res)
+	res, err := h.procs.Run(commandTimeout, testproc.Options{Args: args, Env: h.Env(), Edit: edit})
+	if err != nil {
+		h.t.Fatal(err)
 	}
 	return res
 }
@@ -295,86 +262,7 @@ func (h *harness) mustRun(args ...string) cliResult {
 }
 
 // process is a wcache process running in the background.
-type process struct {
-	Cmd    *exec.Cmd
-	Args   []string
-	stdout *syncBuffer
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error // valid after done
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// PID is the process id.
-func (p *process) PID() int { return p.Cmd.Process.Pid }
-
-// Stdout and Stderr are what the process wrote so far.
-func (p *process) Stdout() string { return p.stdout.String() }
-func (p *process) Stderr() string { return p.stderr.String() }
-
-// Done is closed when the process has exited.
-func (p *process) Done() <-chan struct{} { return p.done }
-
-// Exited reports whether the process has exited.
-func (p *process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// ExitCode is the exit status after Done (-1 when killed by a signal).
-func (p *process) ExitCode() int {
-	<-p.done
-	var xe *exec.ExitError
-	if errors.As(p.err, &xe) {
-		return xe.ExitCode()
-	}
-	if p.err != nil {
-		return -1
-	}
-	return 0
-}
-
-// Wait waits up to timeout for the process to exit and returns its exit
-// code; ok is false on timeout.
-func (p *process) Wait(timeout time.Duration) (code int, ok bool) {
-	select {
-	case <-p.done:
-		return p.ExitCode(), true
-	case <-time.After(timeout):
-		return 0, false
-	}
-}
-
-// Signal sends sig to the process (not its group).
-func (p *process) Signal(sig syscall.Signal) error {
-	return syscall.Kill(p.PID(), sig)
-}
-
-func (p *process) String() string {
-	return fmt.Sprintf("wcache %s (pid %d)\nstdout:\n%s\nstderr:\n%s",
-		strings.Join(p.Args, " "), p.PID(), p.Stdout(), p.Stderr())
-}
+type process = testproc.Process
 
 // start starts wcache with args in the background, in a process group of
 // its own. The harness stops it when the test ends: SIGTERM, stopGrace, then
@@ -387,53 +275,21 @@ func (h *harness) start(args ...string) *process {
 // startWith is start with a hook to adjust the command before it starts.
 func (h *harness) startWith(edit func(*exec.Cmd), args ...string) *process {
 	h.t.Helper()
-	cmd := exec.Command(binPath(wcacheBin), args...)
-	cmd.Env = h.Env()
-	cmd.Dir = h.Root
-	p := &process{Cmd: cmd, Args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if edit != nil {
-		edit(cmd)
+	p, err := h.procs.Start(testproc.Options{Args: args, Env: h.Env(), Edit: edit})
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		h.t.Fatalf("start wcache %s: %v", strings.Join(args, " "), err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	h.mu.Lock()
-	h.procs = append(h.procs, p)
-	h.mu.Unlock()
 	return p
 }
 
 // cleanup stops every process the harness started and removes its files.
 func (h *harness) cleanup() {
-	h.mu.Lock()
-	procs := h.procs
-	h.procs = nil
-	h.mu.Unlock()
-	for _, p := range procs {
-		if !p.Exited() {
-			_ = p.Signal(syscall.SIGTERM)
-		}
+	procs := h.procs.Processes()
+	for _, p := range h.procs.StopAll(stopGrace) {
+		h.t.Logf("process did not stop on SIGTERM, killing it:\n%s", p)
 	}
-	deadline := time.After(stopGrace)
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-deadline:
-			h.t.Logf("process did not stop on SIGTERM, killing it:\n%s", p)
-		}
-		// The group outlives its leader when a plugin was orphaned (the
-		// leader was SIGKILLed); kill it either way.
-		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
-	}
-	for _, p := range procs {
-		<-p.done
-		if h.t.Failed() {
+	if h.t.Failed() {
+		for _, p := range procs {
 			h.t.Logf("%s", p)
 		}
 	}
@@ -461,19 +317,11 @@ func (h *harness) startServe(gpu int, model string, extra ...string) *process {
 // waitReady waits until the ready file at path names p's pid.
 func (h *harness) waitReady(p *process, path string) daemonfile.Ready {
 	h.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if r, err := daemonfile.ReadReady(path); err == nil && r.PID == p.PID() {
-			return r
-		}
-		if p.Exited() {
-			h.t.Fatalf("daemon exited (code %d) before it was ready:\n%s", p.ExitCode(), p)
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("daemon not ready after %s (ready file %s):\n%s", readyTimeout, path, p)
-		}
-		time.Sleep(20 * time.Millisecond)
+	r, err := p.WaitReady(context.Background(), path, readyTimeout)
+	if err != nil {
+		h.t.Fatalf("daemon not ready: %v", err)
 	}
+	return r
 }
 
 // waitExit waits for p to exit and returns its code; it fails the test after

@@ -1,4 +1,4 @@
-package safetensorstest
+package synth
 
 import (
 	"encoding/binary"
@@ -61,7 +61,7 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// TensorSeed is the stream seed GenerateCheckpoint uses for a tensor: a mix
+// TensorSeed is the stream seed Generate uses for a tensor: a mix
 // of the checkpoint seed, the tensor-parallel rank (0 when not pre-sharded)
 // and the tensor name.
 func TensorSeed(seed uint64, rank int, name string) uint64 {

@@ -1,12 +1,24 @@
 package daemon
 
 import (
+	"os"
+	"runtime"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/version"
 )
+
+// This file holds every domain → daemon.v1 conversion of the daemon; the
+// client's daemon.v1 → domain conversions are in core/client/fromproto.go.
 
 // manifest is the attach answer, built once at startup. Every attach sends a
 // shallow copy that shares the handle and tensor messages (protobuf
@@ -61,4 +73,40 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 		LeaseId:         leaseID,
 		ProtocolVersion: daemonv1.ProtocolVersion,
 	}}}
+}
+
+// statusProto is the daemon's Status answer.
+func (d *Daemon) statusProto() *daemonv1.StatusResponse {
+	resp := &daemonv1.StatusResponse{
+		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
+		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
+		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
+		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: daemonv1.ProtocolVersion,
+		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
+	}
+	for _, l := range d.leaseInfos() {
+		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
+			ClientName: l.ClientName, SinceUnixMs: l.Since.UnixMilli()})
+	}
+	return resp
+}
+
+// mismatchStatus is FAILED_PRECONDITION with a ConfigMismatch detail.
+func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
+	msg := (&cacheconfig.MismatchError{Diffs: diffs}).Error()
+	st := status.New(codes.FailedPrecondition, msg)
+	detail := &daemonv1.ConfigMismatch{}
+	for _, df := range diffs {
+		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client})
+	}
+	withDetail, err := st.WithDetails(detail)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetail.Err()
+}
+
+// drainNotice is the notice every lease gets when a drain begins.
+func drainNotice(deadline time.Time, message string) *daemonv1.Notice {
+	return &daemonv1.Notice{Kind: daemonv1.Notice_KIND_DRAINING, DeadlineUnixMs: deadline.UnixMilli(), Message: message}
 }

@@ -1,0 +1,78 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+)
+
+// This file holds every daemon.v1 → domain conversion of the client; the
+// daemon's domain → daemon.v1 conversions are in core/daemon/toproto.go.
+
+// manifestFromProto converts and checks a wire manifest: every tensor must
+// name an existing handle and lie inside it.
+func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
+	m := &Manifest{
+		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
+		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
+		Handles: make([]Handle, len(pm.GetHandles())), Tensors: make([]Tensor, len(pm.GetTensors())),
+	}
+	if pm.GetConfig() != nil {
+		m.Config = cacheconfig.FromProto(pm.GetConfig())
+	}
+	for i, h := range pm.GetHandles() {
+		m.Handles[i] = Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize()}
+	}
+	for i, t := range pm.GetTensors() {
+		hi := int(t.GetHandleIndex())
+		if hi >= len(m.Handles) {
+			return nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
+		}
+		size := m.Handles[hi].Size
+		if t.GetOffset() > size || t.GetLength() > size-t.GetOffset() {
+			return nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
+				t.GetName(), t.GetOffset(), t.GetLength(), hi, size, ErrBadManifest)
+		}
+		m.Tensors[i] = Tensor{Name: t.GetName(), DType: t.GetDtype(), Shape: t.GetShape(), Handle: hi,
+			Offset: t.GetOffset(), Length: t.GetLength()}
+	}
+	return m, nil
+}
+
+// statusFromProto converts a Status answer.
+func statusFromProto(r *daemonv1.StatusResponse) *Status {
+	s := &Status{PID: int(r.GetPid()), DeviceUUID: r.GetDeviceUuid(), Backend: r.GetBackend(), Model: r.GetModel(),
+		ConfigDigest: r.GetConfigDigest(), Bytes: r.GetBytes(), Tensors: int(r.GetTensors()),
+		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
+		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
+		OpenFDs: int(r.GetOpenFds())}
+	if r.GetConfig() != nil {
+		s.Config = cacheconfig.FromProto(r.GetConfig())
+	}
+	for _, l := range r.GetLeases() {
+		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),
+			ClientName: l.GetClientName(), Since: time.UnixMilli(l.GetSinceUnixMs())})
+	}
+	return s
+}
+
+// mismatchFromProto converts the ConfigMismatch detail of a refused attach.
+func mismatchFromProto(cm *daemonv1.ConfigMismatch) *cacheconfig.MismatchError {
+	me := &cacheconfig.MismatchError{}
+	for _, fd := range cm.GetDiffs() {
+		me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue()})
+	}
+	return me
+}
+
+// noticeFromProto converts a lease notice.
+func noticeFromProto(n *daemonv1.Notice) Notice {
+	notice := Notice{Kind: NoticeKind(n.GetKind()), Message: n.GetMessage()}
+	if ms := n.GetDeadlineUnixMs(); ms != 0 {
+		notice.Deadline = time.UnixMilli(ms)
+	}
+	return notice
+}
