@@ -37,6 +37,18 @@ type Status struct {
 	ProtocolVersion uint32
 	Goroutines      int
 	OpenFDs         int
+	// StartPhases are the daemon's own timings of its start-up.
+	StartPhases StartPhases
+}
+
+// StartPhases are the durations of a daemon's start-up as the daemon
+// measured them (daemon.v1 StartPhases; 0 where it reported none): open and
+// plan the checkpoint, take the identity lock, Allocate, Load (the fill) and
+// Export every arena, and Total from the start of its start-up until its
+// socket listened. BytesLoaded / Load is the fill rate.
+type StartPhases struct {
+	Plan, Lock, Allocate, Load, Export, Total time.Duration
+	BytesLoaded, BytesAllocated               uint64
 }
 
 // Status asks the daemon to describe itself.
@@ -52,6 +64,12 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		OpenFDs: int(r.GetOpenFds())}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
+	}
+	if p := r.GetStartPhases(); p != nil {
+		s.StartPhases = StartPhases{Plan: time.Duration(p.GetPlanNs()), Lock: time.Duration(p.GetLockNs()),
+			Allocate: time.Duration(p.GetAllocateNs()), Load: time.Duration(p.GetLoadNs()),
+			Export: time.Duration(p.GetExportNs()), Total: time.Duration(p.GetTotalNs()),
+			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated()}
 	}
 	for _, l := range r.GetLeases() {
 		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),

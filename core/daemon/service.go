@@ -64,12 +64,21 @@ func (s *service) Status(context.Context, *daemonv1.StatusRequest) (*daemonv1.St
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
 		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: version.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
+		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration),
 	}
 	for _, l := range d.leaseInfos() {
 		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
 			ClientName: l.ClientName, SinceUnixMs: l.Since.UnixMilli()})
 	}
 	return resp, nil
+}
+
+// startPhasesToProto reports the start-up's phases and bytes; total is
+// Info.StartDuration.
+func startPhasesToProto(s LoadStats, total time.Duration) *daemonv1.StartPhases {
+	return &daemonv1.StartPhases{PlanNs: int64(s.Plan), LockNs: int64(s.Lock), AllocateNs: int64(s.Allocate),
+		LoadNs: int64(s.Duration), ExportNs: int64(s.Export), TotalNs: int64(total),
+		BytesLoaded: s.Bytes, BytesAllocated: s.AllocatedBytes}
 }
 
 // openFDs counts this process's open descriptors (0 when unknown).
