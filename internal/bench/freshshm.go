@@ -31,11 +31,51 @@ const (
 // min(4, GOMAXPROCS).
 func mockLoadWorkers() int { return min(mockMaxWorkers, runtime.GOMAXPROCS(0)) }
 
+// Probe is one way of filling fresh shared memory without wcache,
+// measured in the same run as the daemon: medians over Runs.
+type Probe struct {
+	Runs int `json:"runs"`
+	// Allocate is creating, sizing and mapping the file; Fill the copy.
+	Allocate Summary `json:"allocate"`
+	Fill     Summary `json:"fill"`
+	// FillGiBps is bytes / Fill, EndToEndGiBps bytes / (Allocate + Fill).
+	FillGiBps     float64 `json:"fill_gib_per_s"`
+	EndToEndGiBps float64 `json:"end_to_end_gib_per_s"`
+	// MinorFaultsPerPage is the harness's minor page faults during the
+	// fill per 4 KiB page filled.
+	MinorFaultsPerPage float64 `json:"minor_faults_per_page"`
+}
+
+// probeSeries collects the runs of one probe.
+type probeSeries struct {
+	alloc, fill                 []time.Duration
+	fillRates, endRates, faults []float64
+}
+
+func (s *probeSeries) add(t fillTiming) {
+	s.alloc, s.fill = append(s.alloc, t.Alloc), append(s.fill, t.Fill)
+	s.fillRates = append(s.fillRates, gibps(t.Bytes, t.Fill))
+	s.endRates = append(s.endRates, gibps(t.Bytes, t.Alloc+t.Fill))
+	s.faults = append(s.faults, float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
+}
+
+// probe summarises the series (nil when it has no run).
+func (s *probeSeries) probe() *Probe {
+	if len(s.fill) == 0 {
+		return nil
+	}
+	return &Probe{Runs: len(s.fill), Allocate: Summarize(s.alloc), Fill: Summarize(s.fill),
+		FillGiBps: round3(MedianFloat(s.fillRates)), EndToEndGiBps: round3(MedianFloat(s.endRates)),
+		MinorFaultsPerPage: round3(MedianFloat(s.faults))}
+}
+
+// pageSize is the page size the probes count in.
+const pageSize = 4096
+
 // fillTiming is one fill of fresh shared memory.
 type fillTiming struct {
 	Bytes uint64
-	// Alloc is creating, sizing (and, for the previous pattern, reserving)
-	// and mapping the file; Fill is the copy.
+	// Alloc is creating, sizing and mapping the file; Fill is the copy.
 	Alloc, Fill time.Duration
 	// MinorFaults are this process's minor page faults during Fill.
 	MinorFaults uint64
@@ -48,9 +88,8 @@ type shmFile struct {
 }
 
 // newShmFile creates a file of size bytes in dir, sizes it with ftruncate
-// (sparse: no memory is taken), with reserve also fallocates it (tmpfs then
-// allocates and zeroes every page) and maps it shared, read-write.
-func newShmFile(dir string, size int64, reserve bool) (*shmFile, error) {
+// (sparse: no memory is taken) and maps it shared, read-write.
+func newShmFile(dir string, size int64) (*shmFile, error) {
 	f, err := os.CreateTemp(dir, "baseline-")
 	if err != nil {
 		return nil, fmt.Errorf("fresh shared memory: %w", err)
@@ -62,11 +101,6 @@ func newShmFile(dir string, size int64, reserve bool) (*shmFile, error) {
 	}
 	if err := f.Truncate(size); err != nil {
 		return fail(fmt.Errorf("fresh shared memory: %w", err))
-	}
-	if reserve {
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
-			return fail(fmt.Errorf("fresh shared memory: fallocate %d bytes of %s: %w", size, f.Name(), err))
-		}
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -203,8 +237,7 @@ func closeAll(fs []*os.File) {
 	}
 }
 
-// mockPattern fills fresh shared memory as the mock backend does since
-// commit 1af0940: ftruncate a new file in dir and map it (Alloc), then
+// mockPattern fills fresh shared memory as the mock backend does: ftruncate a new file in dir and map it (Alloc), then
 // workers copy each chunk through a mockBounce-byte buffer of their own,
 // pread from the checkpoint and pwrite into the file at the chunk's
 // destination (Fill). The pages are allocated by the writes.
@@ -215,7 +248,7 @@ func mockPattern(dir string, files []string, workers int) (t fillTiming, err err
 	}
 	defer closeAll(srcs)
 	start := time.Now()
-	dst, err := newShmFile(dir, total, false)
+	dst, err := newShmFile(dir, total)
 	if err != nil {
 		return t, err
 	}
@@ -247,39 +280,6 @@ func copyThrough(srcs []*os.File, chunks []fillChunk, dst int, workers int) erro
 	})
 }
 
-// previousPattern fills fresh shared memory as the mock backend did before
-// commit 1af0940: ftruncate a new file, fallocate it (tmpfs allocates and
-// zeroes every page) and map it (Alloc), then workers pread each chunk
-// straight into the mapping (Fill: one page fault per 4 KiB page inside
-// the kernel's copy).
-func previousPattern(dir string, files []string, workers int) (t fillTiming, err error) {
-	srcs, sizes, total, err := openSources(files)
-	if err != nil {
-		return t, err
-	}
-	defer closeAll(srcs)
-	start := time.Now()
-	dst, err := newShmFile(dir, total, true)
-	if err != nil {
-		return t, err
-	}
-	t.Alloc, t.Bytes = time.Since(start), uint64(total)
-	defer func() { err = errors.Join(err, dst.Close()) }()
-	t.Fill, t.MinorFaults, err = timeFill(func() error { return preadInto(srcs, chunksOf(sizes), dst.data, workers) })
-	if err != nil {
-		return fillTiming{}, fmt.Errorf("previous mock pattern: %w", err)
-	}
-	return t, nil
-}
-
-// preadInto preads every chunk from its source straight into dst at the
-// chunk's destination.
-func preadInto(srcs []*os.File, chunks []fillChunk, dst []byte, workers int) error {
-	return runChunks(chunks, workers, 0, func(_ []byte, c fillChunk) error {
-		return preadFull(srcs[c.file], dst[c.dest:c.dest+c.n], c.off)
-	})
-}
-
 // freshMemcpy copies total bytes from a prefaulted copyChunk-byte source
 // into the mapping of a new sparse file in dir, in mockChunk pieces on
 // workers goroutines: memory bandwidth plus the allocation of every page
@@ -291,7 +291,7 @@ func freshMemcpy(dir string, total int64, workers int) (t fillTiming, err error)
 		src[i] = byte(i*7 + 1)
 	}
 	start := time.Now()
-	dst, err := newShmFile(dir, total, false)
+	dst, err := newShmFile(dir, total)
 	if err != nil {
 		return t, err
 	}
@@ -319,7 +319,7 @@ func freshWrite(dir string, total int64, workers int) (fresh, allocated fillTimi
 		src[i] = byte(i*7 + 1)
 	}
 	start := time.Now()
-	dst, err := newShmFile(dir, total, false)
+	dst, err := newShmFile(dir, total)
 	if err != nil {
 		return fresh, allocated, err
 	}

@@ -174,9 +174,6 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	return res, nil
 }
 
-// pageSize is the stride of the first-touch pass.
-const pageSize = 4096
-
 // mapHandles maps every posix-shm handle read-only and shared.
 func mapHandles(hs []client.Handle) ([][]byte, error) {
 	maps := make([][]byte, 0, len(hs))

@@ -85,3 +85,39 @@ func ratio(a, b float64) float64 {
 
 // round3 rounds x to three decimals for the JSON report.
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// gibps is bytes per second in GiB/s (0 for no time).
+func gibps(bytes uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / float64(1<<30) / d.Seconds()
+}
+
+// PhasesMS are the medians, in milliseconds, of the start-up phases the
+// daemons reported (client.StartPhases) over serve runs, and of the part
+// of start-to-ready outside the daemon's own start-up: process and
+// backend plugin start, and the ready file.
+type PhasesMS struct {
+	Plan     float64 `json:"plan_ms"`
+	Lock     float64 `json:"lock_ms"`
+	Allocate float64 `json:"allocate_ms"`
+	Load     float64 `json:"load_ms"`
+	Export   float64 `json:"export_ms"`
+	Total    float64 `json:"daemon_total_ms"`
+	Outside  float64 `json:"outside_daemon_ms"`
+}
+
+// phasesOf summarises the phases of serve runs.
+func phasesOf(runs []serveRun) PhasesMS {
+	var plan, lock, alloc, load, export, total, outside []time.Duration
+	for _, r := range runs {
+		p := r.Phases
+		plan, lock, alloc = append(plan, p.Plan), append(lock, p.Lock), append(alloc, p.Allocate)
+		load, export, total = append(load, p.Load), append(export, p.Export), append(total, p.Total)
+		outside = append(outside, r.StartToReady-p.Total)
+	}
+	med := func(ds []time.Duration) float64 { return round3(Summarize(ds).MedianMS) }
+	return PhasesMS{Plan: med(plan), Lock: med(lock), Allocate: med(alloc), Load: med(load), Export: med(export),
+		Total: med(total), Outside: med(outside)}
+}
