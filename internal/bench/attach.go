@@ -200,13 +200,12 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 // defaults, the checkpoint digest over its headers, and the device
 // capability of the world's daemon (an engine knows it from its runtime).
 func (w *world) engineConfig(ctx context.Context, dir string) (cacheconfig.Config, error) {
-	capability, err := w.deviceCapability(ctx)
+	st, err := w.status(ctx)
 	if err != nil {
 		return cacheconfig.Config{}, err
 	}
 	cfg := cacheconfig.Default()
-	cfg.Model = dir
-	cfg.DeviceCapability = capability
+	cfg.Model, cfg.DeviceCapability = dir, st.Config.DeviceCapability
 	if cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir); err != nil {
 		return cacheconfig.Config{}, err
 	}

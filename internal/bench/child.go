@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -39,27 +38,10 @@ type daemonProc struct {
 	// Started is just before fork/exec; ReadyAt when the ready file was
 	// first seen naming this process.
 	Started, ReadyAt time.Time
-	out              syncBuffer
-	done             chan struct{}
-	waitErr          error
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	// log holds what the daemon writes to stdout and stderr.
+	log     string
+	done    chan struct{}
+	waitErr error
 }
 
 // startServe starts `wcache serve` of model on the world's mock device
@@ -67,10 +49,15 @@ func (s *syncBuffer) String() string {
 // readyTimeout passes). onStart, when set, runs right after fork/exec.
 func (w *world) startServe(ctx context.Context, model string, onStart func(pid int)) (*daemonProc, error) {
 	bin := filepath.Join(w.o.BinDir, "wcache")
-	d := &daemonProc{w: w, done: make(chan struct{})}
+	d := &daemonProc{w: w, done: make(chan struct{}), log: filepath.Join(w.Root, "serve.log")}
+	out, err := os.Create(d.log)
+	if err != nil {
+		return nil, fmt.Errorf("daemon log: %w", err)
+	}
+	defer out.Close() // the child has its own descriptor
 	d.cmd = exec.Command(bin, "serve", "--backend", "mock", "--gpu-id", "0", "--model", model)
 	d.cmd.Env = w.Env()
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
+	d.cmd.Stdout, d.cmd.Stderr = out, out
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	d.Started = time.Now()
 	if err := d.cmd.Start(); err != nil {
@@ -108,13 +95,13 @@ func (d *daemonProc) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-d.done:
-			return fmt.Errorf("wcache serve exited before it was ready (%v):\n%s", d.waitErr, tail(d.out.String()))
+			return fmt.Errorf("wcache serve exited before it was ready (%v):\n%s", d.waitErr, d.output())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("wcache serve not ready after %s:\n%s", readyTimeout, tail(d.out.String()))
+			return fmt.Errorf("wcache serve not ready after %s:\n%s", readyTimeout, d.output())
 		}
 	}
 }
@@ -151,7 +138,7 @@ func (d *daemonProc) withOutput(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), tail(d.out.String()))
+	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), d.output())
 }
 
 // PluginPID finds the daemon's backend plugin: its child process.
@@ -164,6 +151,12 @@ func (d *daemonProc) PluginPID() (int, error) {
 		return 0, fmt.Errorf("pid %d has children %v, want one backend plugin", d.PID(), kids)
 	}
 	return kids[0], nil
+}
+
+// output is the tail of what the daemon wrote so far.
+func (d *daemonProc) output() string {
+	b, _ := os.ReadFile(d.log)
+	return tail(string(b))
 }
 
 // tail is the last 3000 bytes of s.

@@ -44,6 +44,28 @@ func sourceFiles(t *testing.T, sizes ...int) ([]string, []byte) {
 	return paths, all
 }
 
+// openSources opens files for reading, returns them with their sizes and
+// total size, and closes them at the end of the test.
+func openSources(t *testing.T, paths []string) ([]*os.File, []int64, int64) {
+	t.Helper()
+	var srcs []*os.File
+	var sizes []int64
+	var total int64
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs, sizes, total = append(srcs, f), append(sizes, fi.Size()), total+fi.Size()
+	}
+	return srcs, sizes, total
+}
+
 func TestChunksOfLaysFilesEndToEndInMockSizedPieces(t *testing.T) {
 	got := chunksOf([]int64{mockChunk + 5, 3})
 	want := []fillChunk{{file: 0, off: 0, dest: 0, n: mockChunk}, {file: 0, off: mockChunk, dest: mockChunk, n: 5},
@@ -62,20 +84,13 @@ func TestChunksOfLaysFilesEndToEndInMockSizedPieces(t *testing.T) {
 // means nothing.
 func TestCopyThroughCopiesEveryByte(t *testing.T) {
 	paths, want := sourceFiles(t, 3<<20+123, mockChunk+mockBounce+7, 1)
-	srcs, sizes, total, err := openSources(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(srcs)
-	if total != int64(len(want)) {
-		t.Fatalf("total %d, want %d", total, len(want))
-	}
+	srcs, sizes, total := openSources(t, paths)
 	dst, err := newShmFile(shmTestDir(t), total)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	if err := copyThrough(srcs, chunksOf(sizes), dst.fd(), 3); err != nil {
+	if err := copyThrough(srcs, chunksOf(sizes), dst.f, 3); err != nil {
 		t.Fatalf("copyThrough: %v", err)
 	}
 	if !bytes.Equal(dst.data, want) {
@@ -85,18 +100,14 @@ func TestCopyThroughCopiesEveryByte(t *testing.T) {
 
 func TestCopyThroughReportsAShortSource(t *testing.T) {
 	paths, _ := sourceFiles(t, 4096)
-	srcs, _, _, err := openSources(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(srcs)
+	srcs, _, _ := openSources(t, paths)
 	dst, err := newShmFile(shmTestDir(t), 8192)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dst.Close()
 	// A chunk that claims more than the file holds.
-	err = copyThrough(srcs, []fillChunk{{file: 0, n: 8192}}, dst.fd(), 2)
+	err = copyThrough(srcs, []fillChunk{{file: 0, n: 8192}}, dst.f, 2)
 	if err == nil {
 		t.Fatal("copyThrough past the end of the source succeeded")
 	}

@@ -84,7 +84,7 @@ func renderMain(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		var md []byte
 		if md, err = Render(text, report); err == nil {
-			err = writeAtomic(*out, md)
+			err = os.WriteFile(*out, md, 0o644)
 		}
 	}
 	if err != nil {

@@ -84,55 +84,48 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 		getenv = os.Getenv
 	}
 	var errs []error
-	envFloat := func(key string, def float64) float64 {
+	// env is the variable key as a number (def when unset); integer
+	// asks for a whole number.
+	env := func(key string, def float64, integer bool) float64 {
 		v := strings.TrimSpace(getenv(key))
 		if v == "" {
 			return def
 		}
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive number", key, v))
+		if err != nil || f <= 0 || (integer && f != float64(int(f))) {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive number (whole for a count)", key, v))
 			return def
 		}
 		return f
 	}
-	envInt := func(key string, def int) int {
-		f := envFloat(key, float64(def))
-		if f != float64(int(f)) {
-			errs = append(errs, fmt.Errorf("%s=%v: want a positive integer", key, f))
-		}
-		return int(f)
-	}
-	envStr := func(key, def string) string {
+	str := func(key, def string) string {
 		if v := getenv(key); v != "" {
 			return v
 		}
 		return def
 	}
-	tmp := envStr(EnvTmpDir, os.TempDir())
-	shm := tmp
+	o := Options{Log: os.Stderr}
+	shm := str(EnvTmpDir, os.TempDir())
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		shm = "/dev/shm"
 	}
-
 	fs := flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Log: os.Stderr, MicroBenchtime: "1s"}
 	fs.StringVar(&o.BinDir, "bin", "bin", "")
 	fs.StringVar(&o.RepoDir, "repo", ".", "")
-	fs.StringVar(&o.OutDir, "out", envStr(EnvOut, "bench-results"), "")
-	fs.StringVar(&o.TmpDir, "tmpdir", tmp, "")
+	fs.StringVar(&o.OutDir, "out", str(EnvOut, "bench-results"), "")
+	fs.StringVar(&o.TmpDir, "tmpdir", str(EnvTmpDir, os.TempDir()), "")
 	fs.StringVar(&o.ShmDir, "shmdir", shm, "")
-	gib := fs.Float64("gib", envFloat(EnvGiB, 4), "")
-	smallMiB := fs.Float64("small-mib", envFloat(EnvSmallMiB, 256), "")
+	gib := fs.Float64("gib", env(EnvGiB, 4, false), "")
+	smallMiB := fs.Float64("small-mib", env(EnvSmallMiB, 256, false), "")
 	fs.IntVar(&o.FewTensors, "few-tensors", 300, "")
 	fs.IntVar(&o.ManyTensors, "many-tensors", 3000, "")
-	fs.IntVar(&o.Repeats, "repeats", envInt(EnvRepeats, 5), "")
-	fs.IntVar(&o.AttachIters, "attach-iters", envInt(EnvAttachIters, 300), "")
-	fs.IntVar(&o.Clients, "clients", envInt(EnvClients, 64), "")
-	secs := fs.Float64("seconds", envFloat(EnvSeconds, 10), "")
-	fs.StringVar(&o.Python, "python", envStr(EnvPython, "/usr/bin/python3"), "")
-	only := fs.String("only", envStr(EnvOnly, ""), "")
+	fs.IntVar(&o.Repeats, "repeats", int(env(EnvRepeats, 5, true)), "")
+	fs.IntVar(&o.AttachIters, "attach-iters", int(env(EnvAttachIters, 300, true)), "")
+	fs.IntVar(&o.Clients, "clients", int(env(EnvClients, 64, true)), "")
+	secs := fs.Float64("seconds", env(EnvSeconds, 10, false), "")
+	fs.StringVar(&o.Python, "python", str(EnvPython, "/usr/bin/python3"), "")
+	only := fs.String("only", str(EnvOnly, ""), "")
 	fs.BoolVar(&o.Cold, "cold", true, "")
 	fs.StringVar(&o.MicroBenchtime, "benchtime", "1s", "")
 	fs.BoolVar(&o.Keep, "keep", false, "")
@@ -142,29 +135,26 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	if len(errs) > 0 {
-		return Options{}, fmt.Errorf("wcache-bench: %w", errors.Join(errs...))
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return Options{}, fmt.Errorf("wcache-bench: own executable: %w", err)
-	}
-	o.HelperArgv = []string{exe, HelperCommand}
-	o.LargeBytes = uint64(*gib * (1 << 30))
-	o.SmallBytes = uint64(*smallMiB * (1 << 20))
-	o.ConcurrencyDuration = time.Duration(*secs * float64(time.Second))
-	names := scenarioNames()
-	o.Scenarios = names
+	o.Scenarios = scenarioNames()
 	if *only != "" {
 		o.Scenarios = nil
 		for s := range strings.SplitSeq(*only, ",") {
-			s = strings.TrimSpace(s)
-			if !slices.Contains(names, s) {
-				return Options{}, fmt.Errorf("wcache-bench: unknown scenario %q (want %s)", s, strings.Join(names, ", "))
+			if s = strings.TrimSpace(s); !slices.Contains(scenarioNames(), s) {
+				errs = append(errs, fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(scenarioNames(), ", ")))
 			}
 			o.Scenarios = append(o.Scenarios, s)
 		}
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("own executable: %w", err))
+	}
+	if len(errs) > 0 {
+		return Options{}, fmt.Errorf("wcache-bench: %w", errors.Join(errs...))
+	}
+	o.HelperArgv = []string{exe, HelperCommand}
+	o.LargeBytes, o.SmallBytes = uint64(*gib*(1<<30)), uint64(*smallMiB*(1<<20))
+	o.ConcurrencyDuration = time.Duration(*secs * float64(time.Second))
 	return o, o.validate()
 }
 

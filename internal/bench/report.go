@@ -94,38 +94,17 @@ func sig4(x float64) float64 {
 	return f
 }
 
-// WriteJSON writes r as indented JSON to path, through a temporary file in
-// the same folder (created when missing).
+// WriteJSON writes r as indented JSON to path, creating its folder.
 func (r *Report) WriteJSON(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	return writeAtomic(path, append(b, '\n'))
-}
-
-// writeAtomic writes data to path through a temporary file in its folder.
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(data)
 	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = os.WriteFile(path, append(b, '\n'), 0o644)
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
 }

@@ -71,10 +71,11 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	defer d.Stop()
-	capability, err := w.deviceCapability(ctx)
+	cfg, err := w.engineConfig(ctx, model.Dir)
 	if err != nil {
 		return nil, nil, d.withOutput(err)
 	}
+	capability := cfg.DeviceCapability
 
 	type variant struct {
 		name, path, lang string
@@ -166,14 +167,4 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	return res, checks, nil
-}
-
-// deviceCapability asks the world's daemon for the device capability in
-// its config: an engine knows it from its own runtime.
-func (w *world) deviceCapability(ctx context.Context) (string, error) {
-	st, err := w.status(ctx)
-	if err != nil {
-		return "", err
-	}
-	return st.Config.DeviceCapability, nil
 }
