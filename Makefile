@@ -11,7 +11,7 @@ GOTEST    ?= $(GO) test -timeout 15m
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build proto proto-check mod-check test go-test python-test vet fmt-check lint \
-        fuzz bench gpu-bundle clean
+        fuzz bench bench-docs gpu-bundle clean
 
 all: build
 
@@ -91,12 +91,24 @@ fuzz:
 	done
 
 ## bench: build, then run the benchmark harness (internal/bench) against the
-## real binaries in bin/; it writes docs/benchmarks.md and docs/benchmarks.json.
-## Sizes: WCACHE_BENCH_GIB (large checkpoint, default 4) and the other
-## WCACHE_BENCH_* variables, or flags in BENCHFLAGS (e.g. BENCHFLAGS='-only attach').
+## real binaries in bin/; it writes $(BENCH_OUT)/benchmarks.json and modifies no
+## tracked file. Sizes: WCACHE_BENCH_GIB (large checkpoint, default 4) and the
+## other WCACHE_BENCH_* variables, or flags in BENCHFLAGS (e.g. BENCHFLAGS='-only attach').
+BENCH_OUT  ?= $(CURDIR)/bench-results
 bench: build
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
-	$(BIN)/wcache-bench -bin $(BIN) $(BENCHFLAGS)
+	$(BIN)/wcache-bench -bin $(BIN) -out $(BENCH_OUT) $(BENCHFLAGS)
+
+## bench-docs: copy a run's report (BENCH_JSON, default the last make bench)
+## to docs/benchmarks.json and render docs/benchmarks.md from it with the
+## template internal/bench/benchmarks.md.tmpl. After editing only the template:
+## make bench-docs BENCH_JSON=docs/benchmarks.json
+BENCH_JSON ?= $(BENCH_OUT)/benchmarks.json
+bench-docs:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
+	@test -f $(BENCH_JSON) || { echo "bench-docs: no $(BENCH_JSON): run make bench first" >&2; exit 1; }
+	[ $(BENCH_JSON) -ef docs/benchmarks.json ] || cp $(BENCH_JSON) docs/benchmarks.json
+	$(BIN)/wcache-bench render -in docs/benchmarks.json -out docs/benchmarks.md
 
 ## gpu-bundle: binaries and test executables for scripts/gpu-check.sh on a
 ## GPU machine without Go (see docs/cuda-backend.md).

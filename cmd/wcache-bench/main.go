@@ -1,5 +1,6 @@
 // Command wcache-bench runs the wcache benchmarks (make bench) and writes
-// docs/benchmarks.md and docs/benchmarks.json. See internal/bench.
+// their figures as JSON into a results folder; `wcache-bench render` fills
+// docs/benchmarks.md from such a report (make bench-docs). See internal/bench.
 package main
 
 import (

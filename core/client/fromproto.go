@@ -52,6 +52,12 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}
+	if p := r.GetStartPhases(); p != nil {
+		s.StartPhases = StartPhases{Plan: time.Duration(p.GetPlanNs()), Lock: time.Duration(p.GetLockNs()),
+			Allocate: time.Duration(p.GetAllocateNs()), Load: time.Duration(p.GetLoadNs()),
+			Export: time.Duration(p.GetExportNs()), Total: time.Duration(p.GetTotalNs()),
+			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated()}
+	}
 	for _, l := range r.GetLeases() {
 		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),
 			ClientName: l.GetClientName(), Since: time.UnixMilli(l.GetSinceUnixMs())})

@@ -37,6 +37,18 @@ type Status struct {
 	ProtocolVersion uint32
 	Goroutines      int
 	OpenFDs         int
+	// StartPhases are the daemon's own timings of its start-up.
+	StartPhases StartPhases
+}
+
+// StartPhases are the durations of a daemon's start-up as the daemon
+// measured them (daemon.v1 StartPhases; 0 where it reported none): open and
+// plan the checkpoint, take the identity lock, Allocate, Load (the fill) and
+// Export every arena, and Total from the start of its start-up until its
+// socket listened. BytesLoaded / Load is the fill rate.
+type StartPhases struct {
+	Plan, Lock, Allocate, Load, Export, Total time.Duration
+	BytesLoaded, BytesAllocated               uint64
 }
 
 // Status asks the daemon to describe itself.

@@ -66,6 +66,9 @@ type Info struct {
 	// files removed, a live daemon taken over).
 	Cleanup daemonfile.CleanupResult
 	Load    LoadStats
+	// StartDuration is the time from the start of Start until the socket
+	// listened (the backend plugin was already running).
+	StartDuration time.Duration
 }
 
 // Start brings a daemon up, in this order: resolve and validate the device
@@ -79,6 +82,7 @@ type Info struct {
 // closed. A plugin that exits during Start makes it fail with an error
 // wrapping ErrPluginExited.
 func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err error) {
+	begin := time.Now()
 	var undo []func()
 	defer func() {
 		if err == nil {
@@ -147,6 +151,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 	}
 
+	startPlan := time.Now()
 	ck, err := d.openCheckpoint()
 	if err != nil {
 		return nil, err
@@ -159,6 +164,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		return nil, pluginErr("config", err)
 	}
 	d.info.Tensors = len(pl.Tensors)
+	planned := time.Since(startPlan)
 
 	lock, res, err := daemonfile.Acquire(ctx, d.info.Paths, daemonfile.CleanupOptions{
 		Force: opts.Force, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
@@ -168,6 +174,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		return nil, fmt.Errorf("device %s: %w", uuid, err)
 	}
 	d.lock, d.info.Cleanup = lock, res
+	locked := time.Since(startPlan) - planned
 	undo = append(undo, func() {
 		if err := lock.Release(); err != nil {
 			d.log.Warn("releasing the lock", "error", err)
@@ -179,6 +186,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	if err != nil {
 		return nil, pluginErr("load", err)
 	}
+	d.info.Load.Plan, d.info.Load.Lock = planned, locked
 	d.metrics.Loaded(d.info.Load, d.info.Tensors)
 	d.started = time.Now()
 	d.generation = uint64(d.started.UnixNano())
@@ -194,6 +202,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 			d.log.Warn("removing the socket", "error", err)
 		}
 	})
+	d.info.StartDuration = time.Since(begin)
 	d.srv = d.newGRPCServer()
 	go func() { d.serveErr <- d.srv.Serve(d.lis) }()
 	undo = append(undo, func() { d.srv.Stop() })

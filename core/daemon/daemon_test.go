@@ -89,6 +89,14 @@ func TestStartServesManifestWithFileBytes(t *testing.T) {
 		st.Goroutines == 0 || st.OpenFDs == 0 {
 		t.Errorf("status = %+v", st)
 	}
+	// The start-up's phases as the daemon measured them: each ran, and
+	// together they fit in the total.
+	ph := st.StartPhases
+	if ph.BytesLoaded != info.Load.Bytes || ph.BytesAllocated < ph.BytesLoaded || ph.Load != info.Load.Duration ||
+		ph.Plan <= 0 || ph.Lock <= 0 || ph.Allocate <= 0 || ph.Load <= 0 || ph.Export <= 0 ||
+		ph.Plan+ph.Lock+ph.Allocate+ph.Load+ph.Export > ph.Total {
+		t.Errorf("start phases = %+v, load stats %+v", ph, info.Load)
+	}
 }
 
 func TestAttachMismatchListsEveryField(t *testing.T) {

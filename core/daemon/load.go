@@ -24,6 +24,10 @@ type LoadStats struct {
 	// Duration is the time of the Load calls (allocation and export
 	// excluded): the fill rate is Bytes / Duration.
 	Duration time.Duration
+	// Phases of the start-up, measured by Start: open and plan the
+	// checkpoint (config included), take the identity lock, Allocate and
+	// Export every arena. Zero until Start measured them.
+	Plan, Lock, Allocate, Export time.Duration
 }
 
 // BytesPerSecond is the fill rate of the load.
@@ -78,6 +82,7 @@ func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint)
 
 // fill allocates every arena of the plan, loads it and exports it.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) {
+	startAlloc := time.Now()
 	for i, a := range pl.Allocations {
 		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
 		if err != nil {
@@ -90,6 +95,7 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 	}
 	var base uint64
 	startLoad := time.Now()
+	allocated := startLoad.Sub(startAlloc)
 	for i, a := range pl.Allocations {
 		var progress sdk.ProgressFunc
 		if d.opts.Progress != nil {
@@ -104,10 +110,11 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 		}
 	}
 	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
-		Extents: pl.ExtentCount(), Duration: time.Since(startLoad)}
+		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Allocate: allocated}
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
+	startExport := time.Now()
 	handles := make([]sdk.Handle, len(d.allocs))
 	for i, id := range d.allocs {
 		h, err := d.backend.Export(ctx, id)
@@ -116,6 +123,7 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 		}
 		handles[i] = h
 	}
+	d.info.Load.Export = time.Since(startExport)
 	return handles, nil
 }
 

@@ -83,6 +83,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
 		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
+		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration),
 	}
 	for _, l := range d.leaseInfos() {
 		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
@@ -109,4 +110,12 @@ func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
 // drainNotice is the notice every lease gets when a drain begins.
 func drainNotice(deadline time.Time, message string) *daemonv1.Notice {
 	return &daemonv1.Notice{Kind: daemonv1.Notice_KIND_DRAINING, DeadlineUnixMs: deadline.UnixMilli(), Message: message}
+}
+
+// startPhasesToProto reports the start-up's phases and bytes; total is
+// Info.StartDuration.
+func startPhasesToProto(s LoadStats, total time.Duration) *daemonv1.StartPhases {
+	return &daemonv1.StartPhases{PlanNs: int64(s.Plan), LockNs: int64(s.Lock), AllocateNs: int64(s.Allocate),
+		LoadNs: int64(s.Duration), ExportNs: int64(s.Export), TotalNs: int64(total),
+		BytesLoaded: s.Bytes, BytesAllocated: s.AllocatedBytes}
 }

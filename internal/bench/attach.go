@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 )
@@ -25,13 +21,11 @@ type AttachCase struct {
 	Attach     Summary `json:"attach"`
 	Release    Summary `json:"release"`
 	DialAttach Summary `json:"dial_attach"`
-	// ManifestBytes is the size of the manifest message on the wire.
-	ManifestBytes int `json:"manifest_bytes"`
 	// AttachOverFloor is Attach p50 / Status p50.
 	AttachOverFloor float64 `json:"attach_over_floor"`
 }
 
-// AttachResult is row 2.
+// AttachResult is the attach scenario's figures.
 type AttachResult struct {
 	Iterations int          `json:"iterations"`
 	Cases      []AttachCase `json:"cases"`
@@ -40,24 +34,30 @@ type AttachResult struct {
 	Flatness map[string]float64 `json:"flatness"`
 }
 
-// Targets of row 2.
+// Targets of the attach scenario.
 const (
 	attachFlatGoal  = 1.2
 	attachP50GoalMS = 2.0
-	attachRowID     = "2 attach"
 	attachWarmup    = 30
 )
 
-// runAttach measures row 2. models come in pairs of the same tensor
-// count (small checkpoint, large checkpoint): both daemons of a pair run at
-// once and their attaches are interleaved, so that the flatness ratio
-// compares figures taken under the same conditions.
-func runAttach(ctx context.Context, o Options, models []*Model) (*AttachResult, []Check, error) {
-	if len(models)%2 != 0 {
-		return nil, nil, fmt.Errorf("attach: %d models, want pairs", len(models))
+// runAttach measures attach latency on the four checkpoints, in pairs of
+// the same tensor count (small checkpoint, large checkpoint): both daemons
+// of a pair run at once and their attaches are interleaved, so that the
+// flatness ratio compares figures taken under the same conditions.
+func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
+	o := e.Options
+	var models []*Model
+	for _, spec := range []ModelSpec{e.smallFew(), e.largeFew(), e.smallMany(), e.largeMany()} {
+		m, err := e.Model(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		models = append(models, m)
 	}
+	defer e.dropModel(e.largeMany())
 	res := &AttachResult{Iterations: o.AttachIters, Flatness: map[string]float64{}}
-	var checks []Check
+	var checks []Target
 	for i := 0; i < len(models); i += 2 {
 		pair, err := attachPair(ctx, o, models[i:i+2])
 		if err != nil {
@@ -74,11 +74,11 @@ func runAttach(ctx context.Context, o Options, models []*Model) (*AttachResult, 
 		res.Flatness[key] = round3(r)
 		if small.Model.Tensors <= o.FewTensors {
 			for _, c := range pair {
-				checks = append(checks, atMost(keyAttachP50, attachRowID, fmt.Sprintf("attach p50, %d tensors, %d MiB",
+				checks = append(checks, atMost(fmt.Sprintf("attach p50, %d tensors, %d MiB",
 					c.Model.Tensors, c.Model.Bytes>>20), c.Attach.MedianMS, attachP50GoalMS, "ms"))
 			}
 		}
-		checks = append(checks, atMost(keyAttachFlat, attachRowID, fmt.Sprintf("flat in bytes: p50 %d MiB / %d MiB, %s",
+		checks = append(checks, atMost(fmt.Sprintf("flat in bytes: p50 %d MiB / %d MiB, %s",
 			large.Model.Bytes>>20, small.Model.Bytes>>20, key), r, attachFlatGoal, "×"))
 	}
 	return res, checks, nil
@@ -94,7 +94,6 @@ type attachTarget struct {
 	target client.Target
 
 	st, at, rel, dial []time.Duration
-	manifestBytes     int
 }
 
 // attachPair serves both models and times Status, Attach, Release and
@@ -120,7 +119,7 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 		}
 		t := &attachTarget{m: m, w: w, target: client.ByDeviceUUID(w.Layout, w.UUID)}
 		ts = append(ts, t)
-		if t.d, err = w.startServe(ctx, m.Dir, true, nil); err != nil {
+		if t.d, err = w.startServe(ctx, m.Dir, nil); err != nil {
 			return nil, err
 		}
 		if t.cfg, err = w.engineConfig(ctx, m.Dir); err != nil {
@@ -151,7 +150,7 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	var out []AttachCase
 	for _, t := range ts {
 		c := AttachCase{Model: *t.m, Status: Summarize(t.st), Attach: Summarize(t.at), Release: Summarize(t.rel),
-			DialAttach: Summarize(t.dial), ManifestBytes: t.manifestBytes}
+			DialAttach: Summarize(t.dial)}
 		c.AttachOverFloor = round3(ratio(c.Attach.MedianMS, c.Status.MedianMS))
 		out = append(out, c)
 		if err := t.d.Stop(); err != nil {
@@ -190,9 +189,6 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 	if len(a.Manifest.Tensors) != t.m.Tensors {
 		return fmt.Errorf("manifest of %d tensors, the checkpoint has %d", len(a.Manifest.Tensors), t.m.Tensors)
 	}
-	if t.manifestBytes == 0 {
-		t.manifestBytes = manifestSize(a.Manifest)
-	}
 	if keep {
 		t.st, t.at = append(t.st, t1.Sub(t0)), append(t.at, t2.Sub(t1))
 		t.rel, t.dial = append(t.rel, t3.Sub(t2)), append(t.dial, t4.Sub(t3))
@@ -204,29 +200,14 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 // defaults, the checkpoint digest over its headers, and the device
 // capability of the world's daemon (an engine knows it from its runtime).
 func (w *world) engineConfig(ctx context.Context, dir string) (cacheconfig.Config, error) {
-	capability, err := w.deviceCapability(ctx)
+	st, err := w.status(ctx)
 	if err != nil {
 		return cacheconfig.Config{}, err
 	}
 	cfg := cacheconfig.Default()
-	cfg.Model = dir
-	cfg.DeviceCapability = capability
+	cfg.Model, cfg.DeviceCapability = dir, st.Config.DeviceCapability
 	if cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir); err != nil {
 		return cacheconfig.Config{}, err
 	}
 	return cfg, nil
-}
-
-// manifestSize is the encoded size of m as the daemon sends it.
-func manifestSize(m *client.Manifest) int {
-	pm := &daemonv1.Manifest{DeviceUuid: m.DeviceUUID, Backend: m.Backend, Config: m.Config.ToProto(),
-		ConfigDigest: m.ConfigDigest, Generation: m.Generation, LeaseId: m.LeaseID, ProtocolVersion: m.ProtocolVersion}
-	for _, h := range m.Handles {
-		pm.Handles = append(pm.Handles, &daemonv1.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size})
-	}
-	for _, t := range m.Tensors {
-		pm.Tensors = append(pm.Tensors, &daemonv1.Tensor{Name: t.Name, Dtype: t.DType, Shape: t.Shape,
-			HandleIndex: uint32(t.Handle), Offset: t.Offset, Length: t.Length})
-	}
-	return proto.Size(&daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Manifest{Manifest: pm}})
 }

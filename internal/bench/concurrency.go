@@ -9,7 +9,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 )
 
-// ConcurrencyResult is row 4.
+// ConcurrencyResult is the concurrency scenario's figures.
 type ConcurrencyResult struct {
 	Model    Model   `json:"model"`
 	Clients  int     `json:"clients"`
@@ -25,30 +25,36 @@ type ConcurrencyResult struct {
 	FirstErrors []string `json:"first_errors,omitempty"`
 	// LeasesAfter is the daemon's lease count once every client released
 	// (must be 0); Goroutines and OpenFDs are the daemon's before and after.
-	LeasesAfter      int              `json:"leases_after"`
-	GoroutinesBefore int              `json:"goroutines_before"`
-	GoroutinesAfter  int              `json:"goroutines_after"`
-	OpenFDsBefore    int              `json:"open_fds_before"`
-	OpenFDsAfter     int              `json:"open_fds_after"`
-	Footprint        *LoadedFootprint `json:"-"`
+	LeasesAfter      int `json:"leases_after"`
+	GoroutinesBefore int `json:"goroutines_before"`
+	GoroutinesAfter  int `json:"goroutines_after"`
+	OpenFDsBefore    int `json:"open_fds_before"`
+	OpenFDsAfter     int `json:"open_fds_after"`
+	// Footprint is the daemon's and plugin's memory after the run.
+	Footprint LoadedFootprint `json:"footprint_after"`
 }
 
 const (
-	concurrencyRowID = "4 concurrency"
 	// settleTimeout bounds waiting for the daemon to see every lease end.
 	settleTimeout = 10 * time.Second
 	maxErrorsKept = 5
 )
 
-// runConcurrency measures row 4: o.Clients clients, each on its own
-// connection, attach and release in a loop for o.ConcurrencyDuration.
-func runConcurrency(ctx context.Context, o Options, m *Model) (*ConcurrencyResult, []Check, error) {
+// runConcurrency serves the small checkpoint to o.Clients clients, each on
+// its own connection, attaching and releasing in a loop for
+// o.ConcurrencyDuration.
+func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
+	o := e.Options
+	m, err := e.Model(e.smallFew())
+	if err != nil {
+		return nil, nil, err
+	}
 	w, err := newWorld(o, "concurrency", m.Bytes+m.Bytes/8+(64<<20))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, m.Dir, true, nil)
+	d, err := w.startServe(ctx, m.Dir, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -138,9 +144,10 @@ func runConcurrency(ctx context.Context, o Options, m *Model) (*ConcurrencyResul
 	}
 	o.logf("concurrency: %d attaches in %.1f s (%.0f/s), p99 %.2f ms, %d errors", res.Attaches, elapsed.Seconds(),
 		res.PerSec, res.Attach.P99MS, res.Errors)
-	checks := []Check{
-		atMost(keyConcErrors, concurrencyRowID, fmt.Sprintf("errors, %d clients", o.Clients), float64(res.Errors), 0, ""),
-		atMost(keyConcLeases, concurrencyRowID, "leases left after release", float64(res.LeasesAfter), 0, ""),
+	checks := []Target{
+		atMost(fmt.Sprintf("errors, %d clients", o.Clients), float64(res.Errors), 0, ""),
+		atMost("leases left after release", float64(res.LeasesAfter), 0, ""),
+		atMost("daemon+plugin RssAnon+RssFile "+res.Footprint.After, float64(res.Footprint.NonShared)/(1<<20), footprintGoalMiB, "MiB"),
 	}
 	if err := d.Stop(); err != nil {
 		return nil, nil, err
@@ -163,19 +170,27 @@ func (w *world) waitLeases(ctx context.Context, n int) (*client.Status, error) {
 	}
 }
 
+// LoadedFootprint is the memory of a daemon and its plugin at one moment.
+type LoadedFootprint struct {
+	Daemon    ProcMemory `json:"daemon"`
+	Plugin    ProcMemory `json:"plugin"`
+	NonShared uint64     `json:"non_shared_bytes"`
+	After     string     `json:"after"`
+}
+
 // loadedFootprint reads the memory of the daemon and its plugin now.
-func loadedFootprint(d *daemonProc, after string) (*LoadedFootprint, error) {
+func loadedFootprint(d *daemonProc, after string) (LoadedFootprint, error) {
 	pp, err := d.PluginPID()
 	if err != nil {
-		return nil, err
+		return LoadedFootprint{}, err
 	}
 	dm, err := ReadProcMemory(d.PID())
 	if err != nil {
-		return nil, err
+		return LoadedFootprint{}, err
 	}
 	pm, err := ReadProcMemory(pp)
 	if err != nil {
-		return nil, err
+		return LoadedFootprint{}, err
 	}
-	return &LoadedFootprint{Daemon: dm, Plugin: pm, NonShared: dm.NonShared() + pm.NonShared(), After: after}, nil
+	return LoadedFootprint{Daemon: dm, Plugin: pm, NonShared: dm.NonShared() + pm.NonShared(), After: after}, nil
 }

@@ -2,278 +2,216 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// Probe is one way of filling fresh shared memory without wcache,
-// measured in the same run as the daemon (see freshshm.go).
-type Probe struct {
-	Runs int `json:"runs"`
-	// Allocate is creating, sizing (reserving, for the previous pattern)
-	// and mapping the file; Fill the copy.
-	Allocate Summary `json:"allocate"`
-	Fill     Summary `json:"fill"`
-	// FillGiBps is the median over runs of bytes / Fill, EndToEndGiBps of
-	// bytes / (Allocate + Fill).
-	FillGiBps     float64 `json:"fill_gib_per_s"`
-	EndToEndGiBps float64 `json:"end_to_end_gib_per_s"`
-	// MinorFaultsPerPage is the median over runs of the harness's minor
-	// page faults during the fill per 4 KiB page filled.
-	MinorFaultsPerPage float64 `json:"minor_faults_per_page"`
-}
-
-// probeSeries collects the runs of one probe.
-type probeSeries struct {
-	alloc, fill                 []time.Duration
-	fillRates, endRates, faults []float64
-}
-
-func (s *probeSeries) add(t fillTiming) {
-	s.alloc, s.fill = append(s.alloc, t.Alloc), append(s.fill, t.Fill)
-	s.fillRates = append(s.fillRates, gibps(t.Bytes, t.Fill))
-	s.endRates = append(s.endRates, gibps(t.Bytes, t.Alloc+t.Fill))
-	s.faults = append(s.faults, float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
-}
-
-// probe summarises the series (nil when it has no run).
-func (s *probeSeries) probe() *Probe {
-	if len(s.fill) == 0 {
-		return nil
-	}
-	return &Probe{Runs: len(s.fill), Allocate: Summarize(s.alloc), Fill: Summarize(s.fill),
-		FillGiBps: round3(MedianFloat(s.fillRates)), EndToEndGiBps: round3(MedianFloat(s.endRates)),
-		MinorFaultsPerPage: round3(MedianFloat(s.faults))}
-}
-
-// FillVariant is the fill rate under one page-cache condition.
+// FillVariant is the fill rate under one page-cache condition, medians
+// over Runs. Every rate is in GiB/s; every baseline ran in the same round
+// as the daemon run it is compared with.
 type FillVariant struct {
 	Condition string `json:"condition"`
 	Runs      int    `json:"runs"`
-	// DaemonGiBps is the median of the daemon's own rate (bytes loaded /
-	// its reported load time: the Backend.Load calls, allocation
-	// excluded); DaemonLoad its load times.
-	DaemonGiBps float64 `json:"daemon_gib_per_s"`
-	DaemonLoad  Summary `json:"daemon_load"`
-	// DaemonEndToEnd is, per run, the time from the daemon taking the
-	// device's identity lock to its ready file — allocate, load, export,
-	// listen — from serve's debug log (millisecond timestamps); its rate
-	// the bytes loaded over it (median of runs). It is the daemon's own
-	// Allocate + Load, export and listening included.
-	DaemonEndToEnd      Summary `json:"daemon_end_to_end"`
+	// DaemonGiBps is the daemon's own fill rate: bytes loaded over its
+	// reported Load phase (allocation and export excluded).
+	// DaemonEndToEndGiBps is bytes over its Allocate + Load + Export.
+	DaemonGiBps         float64 `json:"daemon_gib_per_s"`
 	DaemonEndToEndGiBps float64 `json:"daemon_end_to_end_gib_per_s"`
+	// Phases are the daemon's reported phases (ms, medians).
+	Phases PhasesMS `json:"daemon_phases"`
 	// SeqReadGiBps: a plain sequential read of the same files (8 MiB
-	// buffer) under the same condition. MemcpyGiBps: a memcpy of the same
-	// byte count between two prefaulted 64 MiB buffers, one core (warm
-	// only). These two are the target's baselines; neither allocates the
-	// memory it writes.
+	// buffer), same condition. MemcpyGiBps: a memcpy of the same byte
+	// count between two prefaulted 64 MiB buffers, one core (warm only).
+	// Neither allocates the memory it writes.
 	SeqReadGiBps float64 `json:"seq_read_gib_per_s"`
 	MemcpyGiBps  float64 `json:"memcpy_gib_per_s,omitempty"`
-	// MockPattern is the mock's fill without wcache: ftruncate + mmap of a
-	// new file in the same shared-memory file system, then the mock's
-	// workers and chunks, pread into a reused 1 MiB buffer and pwrite at
-	// the destination. Measured right after each daemon run.
-	MockPattern *Probe `json:"mock_pattern"`
-	// PreviousPattern is the mock's fill before commit 1af0940
-	// (fallocate at allocation, pread into the mapping), a second
-	// reference (warm only).
-	PreviousPattern *Probe `json:"previous_pattern,omitempty"`
-	// FreshMemcpy is a memcpy of the same byte count into the mapping of
-	// a new sparse file (every page allocated on first write), no file
-	// read; FreshWrite pwrites a cached 1 MiB buffer over a new sparse
-	// file, AllocatedWrite the same again over that file once its pages
-	// exist. All with the mock's workers (warm only).
+	// The fills of fresh shared memory without wcache (freshshm.go).
+	MockPattern    *Probe `json:"mock_pattern"`
 	FreshMemcpy    *Probe `json:"fresh_memcpy,omitempty"`
 	FreshWrite     *Probe `json:"fresh_write,omitempty"`
 	AllocatedWrite *Probe `json:"allocated_write,omitempty"`
-	// PageAllocUS is the median over runs of (FreshWrite − AllocatedWrite
-	// fill time) per 4 KiB page, in µs of wall time with the mock's
-	// workers: what allocating a page of shared memory costs the fill.
+	// PageAllocUS is (FreshWrite − AllocatedWrite fill time) per 4 KiB
+	// page, µs of wall time: what allocating a page of shared memory
+	// costs the fill.
 	PageAllocUS float64 `json:"page_alloc_us,omitempty"`
-	// MockAllocate is the mock backend's Allocate of the plan's arenas,
-	// timed in-process once per run (warm only).
-	MockAllocate Summary `json:"mock_allocate"`
-	Workers      int     `json:"workers"`
-	// PluginMinorFaults and PluginMajorFaults are the plugin's page
-	// faults from its start to ready (median), PagesLoaded the 4 KiB pages
-	// of the checkpoint.
+	Workers     int     `json:"workers"`
+	// Plugin page faults from its start to ready; PagesLoaded the 4 KiB
+	// pages of the checkpoint.
 	PluginMinorFaults uint64 `json:"plugin_minor_faults"`
 	PluginMajorFaults uint64 `json:"plugin_major_faults"`
 	PagesLoaded       uint64 `json:"pages_loaded"`
 	// Ratio is DaemonGiBps over the slower of SeqReadGiBps and MemcpyGiBps
 	// (SeqReadGiBps alone when cold): the target's figure.
-	// EndToEndRatio is DaemonEndToEndGiBps over SeqReadGiBps.
-	Ratio         float64 `json:"ratio"`
-	EndToEndRatio float64 `json:"end_to_end_ratio"`
+	Ratio float64 `json:"ratio"`
 	// Resident is the median share of the checkpoint's pages in the page
 	// cache right before the daemon started.
 	Resident float64 `json:"resident_before"`
-	// Samples are every run's rate in GiB/s, by figure (see sampleKeys).
+	// Samples are every run's rate, by figure.
 	Samples map[string][]float64 `json:"samples_gib_per_s"`
 }
 
-// Keys of FillVariant.Samples.
-const (
-	sampleDaemon         = "daemon"
-	sampleDaemonEnd      = "daemon_end_to_end"
-	sampleSeqRead        = "seq_read"
-	sampleMemcpy         = "memcpy"
-	samplePattern        = "mock_pattern"
-	samplePatternEnd     = "mock_pattern_end_to_end"
-	samplePrevious       = "previous_pattern"
-	samplePreviousEnd    = "previous_pattern_end_to_end"
-	sampleFreshMemcpy    = "fresh_memcpy"
-	sampleFreshWrite     = "fresh_write"
-	sampleAllocatedWrite = "allocated_write"
-)
-
-// FillResult is row 3.
+// FillResult is the fill scenario's figures.
 type FillResult struct {
 	Model Model        `json:"model"`
 	Warm  FillVariant  `json:"warm"`
 	Cold  *FillVariant `json:"cold,omitempty"`
-	// ColdNote says why cold was not measured, or what limits it.
+	// ColdNote says why cold was not measured, or how it was.
 	ColdNote string `json:"cold_note"`
-	// ODirect says whether an O_DIRECT cold fill was measured.
-	ODirect string `json:"o_direct"`
 }
 
-// Row 3 target.
 const (
 	fillRatioGoal = 0.8
-	fillRowID     = "3 fill"
 	// maxColdRuns bounds cold runs: each reads the whole checkpoint from disk.
 	maxColdRuns = 3
-	oDirectNote = "cold with O_DIRECT: not measured — the mock backend reads through the page cache (no O_DIRECT mode)"
+	// Baseline buffers: a reader's usual large buffer; the memcpy copies
+	// between two prefaulted buffers of copyChunk.
+	seqReadBuffer = 8 << 20
+	copyChunk     = 64 << 20
 )
-
-// gibps is bytes per second in GiB/s.
-func gibps(bytes uint64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(bytes) / float64(1<<30) / d.Seconds()
-}
 
 // fillSeries collects the runs of one condition.
 type fillSeries struct {
-	runs                                                []serveRun
-	loads, ends, allocs                                 []time.Duration
-	daemon, daemonEnd, seq, copies, resident, pageCost  []float64
-	pattern, previous, freshCopy, freshWrite, overWrite probeSeries
+	runs                                      []serveRun
+	rates                                     map[string][]float64
+	pageCost                                  []float64
+	pattern, freshCopy, freshWrite, overWrite probeSeries
 }
 
-// addDaemon records a serve run.
+func (s *fillSeries) rate(key string, v float64) {
+	if s.rates == nil {
+		s.rates = map[string][]float64{}
+	}
+	s.rates[key] = append(s.rates[key], round3(v))
+}
+
 func (s *fillSeries) addDaemon(r serveRun) {
-	s.runs, s.loads = append(s.runs, r), append(s.loads, r.Load)
-	s.daemon = append(s.daemon, gibps(r.LoadBytes, r.Load))
-	s.resident = append(s.resident, r.Resident)
-	if rest, ok := r.Phases[phaseRest]; ok {
-		s.ends = append(s.ends, r.Load+rest)
-		s.daemonEnd = append(s.daemonEnd, gibps(r.LoadBytes, r.Load+rest))
-	}
-}
-
-// addWrites records a freshWrite pair.
-func (s *fillSeries) addWrites(fresh, over fillTiming) {
-	s.freshWrite.add(fresh)
-	s.overWrite.add(over)
-	if pages := fresh.Bytes / pageSize; pages > 0 {
-		s.pageCost = append(s.pageCost, float64(fresh.Fill-over.Fill)/float64(time.Microsecond)/float64(pages))
-	}
+	p := r.Phases
+	s.runs = append(s.runs, r)
+	s.rate("daemon", gibps(p.BytesLoaded, p.Load))
+	s.rate("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
 }
 
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
-	v := FillVariant{Condition: condition, Runs: len(s.runs), DaemonGiBps: round3(MedianFloat(s.daemon)),
-		DaemonLoad: Summarize(s.loads), DaemonEndToEnd: Summarize(s.ends),
-		DaemonEndToEndGiBps: round3(MedianFloat(s.daemonEnd)), SeqReadGiBps: round3(MedianFloat(s.seq)),
-		MemcpyGiBps: round3(MedianFloat(s.copies)), MockPattern: s.pattern.probe(), PreviousPattern: s.previous.probe(),
+	med := func(k string) float64 { return round3(MedianFloat(s.rates[k])) }
+	v := FillVariant{Condition: condition, Runs: len(s.runs), DaemonGiBps: med("daemon"),
+		DaemonEndToEndGiBps: med("daemon_end_to_end"), Phases: phasesOf(s.runs),
+		SeqReadGiBps: med("seq_read"), MemcpyGiBps: med("memcpy"), MockPattern: s.pattern.probe(),
 		FreshMemcpy: s.freshCopy.probe(), FreshWrite: s.freshWrite.probe(), AllocatedWrite: s.overWrite.probe(),
-		PageAllocUS: round3(MedianFloat(s.pageCost)), MockAllocate: Summarize(s.allocs), Workers: workers,
-		PagesLoaded: m.Bytes / pageSize, Resident: MedianFloat(s.resident)}
-	v.PluginMinorFaults, v.PluginMajorFaults = medianFaults(s.runs)
+		PageAllocUS: round3(MedianFloat(s.pageCost)), Workers: workers, PagesLoaded: m.Bytes / pageSize,
+		Samples: s.rates}
+	var minor, major, resident []float64
+	for _, r := range s.runs {
+		minor, major = append(minor, float64(r.PluginFaults.Minor)), append(major, float64(r.PluginFaults.Major))
+		resident = append(resident, r.Resident)
+	}
+	v.PluginMinorFaults, v.PluginMajorFaults = uint64(MedianFloat(minor)), uint64(MedianFloat(major))
+	v.Resident = MedianFloat(resident)
 	baseline := v.SeqReadGiBps
 	if v.MemcpyGiBps > 0 {
 		baseline = min(baseline, v.MemcpyGiBps)
 	}
 	v.Ratio = round3(ratio(v.DaemonGiBps, baseline))
-	v.EndToEndRatio = round3(ratio(v.DaemonEndToEndGiBps, v.SeqReadGiBps))
-	v.Samples = rateSamples(map[string][]float64{sampleDaemon: s.daemon, sampleDaemonEnd: s.daemonEnd,
-		sampleSeqRead: s.seq, sampleMemcpy: s.copies, samplePattern: s.pattern.fillRates,
-		samplePatternEnd: s.pattern.endRates, samplePrevious: s.previous.fillRates,
-		samplePreviousEnd: s.previous.endRates, sampleFreshMemcpy: s.freshCopy.fillRates,
-		sampleFreshWrite: s.freshWrite.fillRates, sampleAllocatedWrite: s.overWrite.fillRates})
 	return v
 }
 
-// runFill measures row 3 on model: serve runs interleaved with the
-// baselines, page-cache warm, then cold (page cache dropped before each
-// daemon run and each baseline read). Right after each daemon run comes
-// the mock's pattern without wcache, then the target's baselines and the
-// probes that locate the cost. The serve runs are returned for the
-// footprint and start-up rows.
-func runFill(ctx context.Context, o Options, m *Model) (*FillResult, []serveRun, []Check, error) {
-	res := &FillResult{Model: *m, ODirect: oDirectNote}
-	sizes, err := arenaSizes(m)
+// runFill measures the daemon's fill of the large checkpoint, page cache
+// warm then cold (dropped before each daemon run and each baseline read).
+// Right after each daemon run come the mock's pattern without wcache, the
+// target's baselines and the fresh-shared-memory probes.
+func runFill(ctx context.Context, e *Env) (any, []Target, error) {
+	o := e.Options
+	m, err := e.Model(e.largeFew())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
+	res := &FillResult{Model: *m}
 	// Warm the page cache and the binaries once, untimed.
 	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	workers := mockLoadWorkers()
 	var s fillSeries
 	for i := range o.Repeats {
-		if err := fillWarmRound(ctx, o, m, sizes, workers, &s); err != nil {
-			return nil, nil, nil, fmt.Errorf("fill warm run %d: %w", i+1, err)
+		if err := fillRound(ctx, o, m, workers, false, &s); err != nil {
+			return nil, nil, fmt.Errorf("fill warm run %d: %w", i+1, err)
 		}
-		o.logf("fill warm %d/%d: daemon load %.2f GiB/s, mock pattern %.2f GiB/s, read %.2f GiB/s, memcpy %.2f GiB/s, "+
-			"memcpy into fresh shm %.2f GiB/s, pwrite fresh %.2f / allocated %.2f GiB/s, previous pattern %.2f GiB/s "+
-			"(%s fallocate), mock Allocate %s",
-			i+1, o.Repeats, s.daemon[i], s.pattern.fillRates[i], s.seq[i], s.copies[i], s.freshCopy.fillRates[i],
-			s.freshWrite.fillRates[i], s.overWrite.fillRates[i], s.previous.fillRates[i],
-			s.previous.alloc[i].Round(time.Millisecond), s.allocs[i])
+		o.logf("fill warm %d/%d: daemon %.2f GiB/s, mock pattern %.2f, read %.2f, memcpy %.2f, memcpy into fresh shm %.2f GiB/s",
+			i+1, o.Repeats, s.rates["daemon"][i], s.pattern.fillRates[i], s.rates["seq_read"][i], s.rates["memcpy"][i],
+			s.freshCopy.fillRates[i])
 	}
 	res.Warm = s.variant("page cache warm", workers, m)
-
 	switch {
 	case !o.Cold:
-		res.ColdNote = "cold: not measured — disabled with -cold=false"
+		res.ColdNote = "not measured: disabled with -cold=false"
 	case onTmpfs(m.Dir):
-		res.ColdNote = fmt.Sprintf("cold: not measured — the checkpoint lives on tmpfs (%s), which no cache drop makes cold", m.Dir)
+		res.ColdNote = fmt.Sprintf("not measured: the checkpoint lives on tmpfs (%s), which no cache drop makes cold", m.Dir)
 	default:
-		cold, err := fillCold(ctx, o, m)
+		var c fillSeries
+		for i := range min(o.Repeats, maxColdRuns) {
+			if err = fillRound(ctx, o, m, workers, true, &c); err != nil {
+				break
+			}
+			o.logf("fill cold %d: daemon %.2f GiB/s, read %.2f GiB/s", i+1, c.rates["daemon"][i], c.rates["seq_read"][i])
+		}
 		if err != nil {
-			res.ColdNote = fmt.Sprintf("cold: not measured — %v", err)
+			res.ColdNote = fmt.Sprintf("not measured: %v", err)
 			break
 		}
-		res.Cold = cold
-		res.ColdNote = "cold: page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every daemon run and every baseline read"
+		v := c.variant("page cache cold", workers, m)
+		res.Cold = &v
+		res.ColdNote = "page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every daemon run and every baseline read"
 	}
-	return res, s.runs, fillChecks(res), nil
+	targets := []Target{atLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
+	if c := res.Cold; c != nil {
+		targets = append(targets, atLeast("daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
+	}
+	w := res.Warm
+	targets = append(targets,
+		reported("daemon fill / memcpy into fresh shared memory, page cache warm", ratio(w.DaemonGiBps, w.FreshMemcpy.FillGiBps), "×"),
+		reported("daemon fill / the mock's pattern without wcache, page cache warm", ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"),
+		reported("daemon allocate + load + export / sequential read, page cache warm", ratio(w.DaemonEndToEndGiBps, w.SeqReadGiBps), "×"))
+	return res, targets, nil
 }
 
-// fillWarmRound is one warm round: the daemon, the mock's pattern right
-// after it, the target's baselines, then the probes.
-func fillWarmRound(ctx context.Context, o Options, m *Model, sizes []uint64, workers int, s *fillSeries) error {
-	r, err := serveOnce(ctx, o, "fill", m, false)
+// fillRound is one round: the daemon, the mock's pattern right after it,
+// the sequential read, and when warm the memory baselines.
+func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool, s *fillSeries) error {
+	r, err := serveOnce(ctx, o, "fill", m, cold)
 	if err != nil {
 		return err
 	}
 	s.addDaemon(r)
+	if cold {
+		if err := dropCaches(); err != nil {
+			return err
+		}
+	}
 	pat, err := mockPattern(o.ShmDir, m.Files, workers)
 	if err != nil {
 		return err
 	}
 	s.pattern.add(pat)
+	if cold {
+		if err := dropCaches(); err != nil {
+			return err
+		}
+	}
 	n, took, err := sequentialRead(m.Files)
 	if err != nil {
 		return err
 	}
-	s.seq = append(s.seq, gibps(n, took))
-	s.copies = append(s.copies, gibps(m.Bytes, memcpy(m.Bytes)))
+	s.rate("seq_read", gibps(n, took))
+	if cold {
+		return nil
+	}
+	s.rate("memcpy", gibps(m.Bytes, memcpy(m.Bytes)))
 	fm, err := freshMemcpy(o.ShmDir, int64(pat.Bytes), workers)
 	if err != nil {
 		return err
@@ -283,103 +221,66 @@ func fillWarmRound(ctx context.Context, o Options, m *Model, sizes []uint64, wor
 	if err != nil {
 		return err
 	}
-	s.addWrites(fresh, over)
-	prev, err := previousPattern(o.ShmDir, m.Files, workers)
-	if err != nil {
-		return err
+	s.freshWrite.add(fresh)
+	s.overWrite.add(over)
+	if pages := fresh.Bytes / pageSize; pages > 0 {
+		s.pageCost = append(s.pageCost, float64(fresh.Fill-over.Fill)/float64(time.Microsecond)/float64(pages))
 	}
-	s.previous.add(prev)
-	alloc, err := mockAllocate(ctx, o, sizes)
-	if err != nil {
-		return err
-	}
-	s.allocs = append(s.allocs, alloc)
 	return nil
 }
 
-// fillChecks are row 3's targets and the figures reported beside them.
-func fillChecks(res *FillResult) []Check {
-	w := res.Warm
-	checks := []Check{atLeast(keyFillWarm, fillRowID, "daemon fill / slower of (read, memcpy), page cache warm", w.Ratio, fillRatioGoal, "×")}
-	if c := res.Cold; c != nil {
-		checks = append(checks, atLeast(keyFillCold, fillRowID, "daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
+// sequentialRead reads every file from start to end through one buffer and
+// returns the bytes read and the time taken: the rate of the storage path
+// (page cache when warm) with nothing else in the way.
+func sequentialRead(files []string) (uint64, time.Duration, error) {
+	buf := make([]byte, seqReadBuffer)
+	var total uint64
+	start := time.Now()
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, 0, fmt.Errorf("sequential read: %w", err)
+		}
+		for {
+			n, err := f.Read(buf)
+			total += uint64(n)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				f.Close()
+				return 0, 0, fmt.Errorf("sequential read %s: %w", path, err)
+			}
+		}
+		f.Close()
 	}
-	if w.FreshMemcpy != nil {
-		checks = append(checks, reported(fillRowID, "daemon fill / memcpy into fresh shared memory of the same size, page cache warm",
-			ratio(w.DaemonGiBps, w.FreshMemcpy.FillGiBps), "×"))
-	}
-	if w.MockPattern != nil {
-		checks = append(checks, reported(fillRowID, "daemon fill / the mock's pattern without wcache (same run), page cache warm",
-			ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"))
-	}
-	if w.DaemonEndToEndGiBps > 0 {
-		checks = append(checks, reported(fillRowID, "daemon allocate + load (lock → ready) / sequential read, page cache warm",
-			w.EndToEndRatio, "×"))
-	}
-	if c := res.Cold; c != nil && c.DaemonEndToEndGiBps > 0 {
-		checks = append(checks, reported(fillRowID, "daemon allocate + load (lock → ready) / sequential read, page cache cold",
-			c.EndToEndRatio, "×"))
-	}
-	return checks
+	return total, time.Since(start), nil
 }
 
-// fillCold alternates cold daemon runs, cold sequential reads and cold
-// runs of the mock's pattern, the page cache dropped before each.
-func fillCold(ctx context.Context, o Options, m *Model) (*FillVariant, error) {
-	var s fillSeries
-	n := min(o.Repeats, maxColdRuns)
-	workers := mockLoadWorkers()
-	for i := range n {
-		r, err := serveOnce(ctx, o, "fillcold", m, true)
-		if err != nil {
-			return nil, fmt.Errorf("cold run %d: %w", i+1, err)
-		}
-		s.addDaemon(r)
-		if err := dropCaches(); err != nil {
-			return nil, err
-		}
-		pat, err := mockPattern(o.ShmDir, m.Files, workers)
-		if err != nil {
-			return nil, err
-		}
-		s.pattern.add(pat)
-		if err := dropCaches(); err != nil {
-			return nil, err
-		}
-		b, took, err := sequentialRead(m.Files)
-		if err != nil {
-			return nil, err
-		}
-		s.seq = append(s.seq, gibps(b, took))
-		o.logf("fill cold %d/%d: daemon load %.2f GiB/s (%.0f%% resident before), mock pattern %.2f GiB/s, read %.2f GiB/s",
-			i+1, n, s.daemon[i], 100*r.Resident, s.pattern.fillRates[i], s.seq[i])
+// memcpy copies total bytes between two prefaulted buffers of copyChunk
+// bytes and returns the time taken: the memory bandwidth of one core, with
+// no page allocated (freshMemcpy is the same copy into fresh shared memory).
+func memcpy(total uint64) time.Duration {
+	src, dst := make([]byte, copyChunk), make([]byte, copyChunk)
+	for i := range src {
+		src[i] = byte(i)
 	}
-	v := s.variant("page cache cold", workers, m)
-	return &v, nil
+	copy(dst, src) // fault dst in
+	start := time.Now()
+	for left := total; left > 0; {
+		n := min(left, copyChunk)
+		copy(dst[:n], src[:n])
+		left -= n
+	}
+	return time.Since(start)
 }
 
-// medianFaults is the median of the plugin's fault counts over runs.
-func medianFaults(runs []serveRun) (minor, major uint64) {
-	var mi, ma []float64
-	for _, r := range runs {
-		mi, ma = append(mi, float64(r.PluginFaults.Minor)), append(ma, float64(r.PluginFaults.Major))
+// onTmpfs reports whether dir lives on tmpfs (or ramfs), where dropping the
+// page cache cannot make a read cold.
+func onTmpfs(dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Clean(dir), &st); err != nil {
+		return false
 	}
-	return uint64(MedianFloat(mi)), uint64(MedianFloat(ma))
-}
-
-// rateSamples rounds the per-run rates of each figure; empty series are
-// left out.
-func rateSamples(series map[string][]float64) map[string][]float64 {
-	out := map[string][]float64{}
-	for k, v := range series {
-		if len(v) == 0 {
-			continue
-		}
-		r := make([]float64, len(v))
-		for i, x := range v {
-			r[i] = round3(x)
-		}
-		out[k] = r
-	}
-	return out
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }

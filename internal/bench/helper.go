@@ -149,11 +149,17 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	}
 	defer att.Lease.Close()
 	attached := time.Since(start)
-	maps, err := mapHandles(att.Manifest.Handles)
-	if err != nil {
+	var maps [][]byte
+	defer func() {
+		for _, m := range maps {
+			if m != nil {
+				_ = unix.Munmap(m)
+			}
+		}
+	}()
+	if err := mapHandles(att.Manifest.Handles, &maps); err != nil {
 		return HelperResult{}, err
 	}
-	defer unmapAll(maps)
 	tensors := make(map[string][]byte, len(att.Manifest.Tensors))
 	for _, t := range att.Manifest.Tensors {
 		tensors[t.Name] = maps[t.Handle][t.Offset : t.Offset+t.Length]
@@ -174,49 +180,27 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	return res, nil
 }
 
-// pageSize is the stride of the first-touch pass.
-const pageSize = 4096
-
-// mapHandles maps every posix-shm handle read-only and shared.
-func mapHandles(hs []client.Handle) ([][]byte, error) {
-	maps := make([][]byte, 0, len(hs))
+// mapHandles maps every posix-shm handle read-only and shared; the
+// maps are added to *maps as they are made, so that the caller unmaps
+// them whatever happens.
+func mapHandles(hs []client.Handle, maps *[][]byte) error {
 	for i, h := range hs {
 		if h.Kind != "posix-shm" {
-			unmapAll(maps)
-			return nil, fmt.Errorf("handle %d is %q: the bench maps posix-shm handles only", i, h.Kind)
+			return fmt.Errorf("handle %d is %q: the bench maps posix-shm handles only", i, h.Kind)
 		}
-		if h.Size == 0 {
-			maps = append(maps, nil)
-			continue
+		var m []byte
+		if h.Size > 0 {
+			fd, err := unix.Open(string(h.Data), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				return fmt.Errorf("handle %d: open %s: %w", i, h.Data, err)
+			}
+			m, err = unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
+			unix.Close(fd)
+			if err != nil {
+				return fmt.Errorf("handle %d: map %s (%d bytes): %w", i, h.Data, h.Size, err)
+			}
 		}
-		m, err := mapShm(string(h.Data), h.Size)
-		if err != nil {
-			unmapAll(maps)
-			return nil, fmt.Errorf("handle %d: %w", i, err)
-		}
-		maps = append(maps, m)
+		*maps = append(*maps, m)
 	}
-	return maps, nil
-}
-
-// mapShm maps size bytes of the shared-memory file at path read-only.
-func mapShm(path string, size uint64) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s (%d bytes): %w", path, size, err)
-	}
-	return m, nil
-}
-
-func unmapAll(maps [][]byte) {
-	for _, m := range maps {
-		if m != nil {
-			_ = unix.Munmap(m)
-		}
-	}
+	return nil
 }

@@ -1,17 +1,15 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,9 +21,9 @@ type Machine struct {
 	Kernel      string `json:"kernel"`
 	OS          string `json:"os"`
 	GoVersion   string `json:"go_version"`
-	// Python is the interpreter the Python scenarios ran, with the
-	// versions of numpy and torch it imported ("" when not run).
-	Python string `json:"python,omitempty"`
+	// Load1 is the one-minute load average when the run began: above
+	// Cores, other work shared the machine.
+	Load1 float64 `json:"load1"`
 	// Virtualized is the hypervisor flag of /proc/cpuinfo: page-cache
 	// "cold" reads may then still be served by the host's cache.
 	Virtualized bool `json:"virtualized"`
@@ -46,11 +44,16 @@ type Commit struct {
 // read are left empty rather than failing the run.
 func ReadMachine() Machine {
 	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		m.CPUModel, m.Virtualized = parseCPUInfo(b)
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		m.MemoryBytes = parseMemTotal(b)
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			m.CPUModel, m.Virtualized = cpus[0].ModelName, slices.Contains(cpus[0].Flags, "hypervisor")
+		}
+		if mi, err := fs.Meminfo(); err == nil && mi.MemTotalBytes != nil {
+			m.MemoryBytes = *mi.MemTotalBytes
+		}
+		if la, err := fs.LoadAvg(); err == nil {
+			m.Load1 = la.Load1
+		}
 	}
 	var u unix.Utsname
 	if err := unix.Uname(&u); err == nil {
@@ -58,7 +61,11 @@ func ReadMachine() Machine {
 			" " + unix.ByteSliceToString(u.Machine[:])
 	}
 	if b, err := os.ReadFile("/etc/os-release"); err == nil {
-		m.OS = osPrettyName(b)
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+				m.OS = strings.Trim(v, `"`)
+			}
+		}
 	}
 	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled"); err == nil {
 		m.ShmemTHP = selectedMode(string(b))
@@ -77,71 +84,9 @@ func selectedMode(s string) string {
 	return ""
 }
 
-// parseCPUInfo returns the first "model name" and whether the "hypervisor"
-// flag is set.
-func parseCPUInfo(b []byte) (model string, virtualized bool) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		switch k {
-		case "model name":
-			if model == "" {
-				model = v
-			}
-		case "flags":
-			if !virtualized {
-				virtualized = strings.Contains(" "+v+" ", " hypervisor ")
-			}
-		}
-	}
-	return model, virtualized
-}
-
-// parseMemTotal returns MemTotal of /proc/meminfo in bytes (0 when absent).
-func parseMemTotal(b []byte) uint64 {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			return parseKB(rest)
-		}
-	}
-	return 0
-}
-
-// parseKB parses " 1234 kB" into bytes (0 when malformed).
-func parseKB(s string) uint64 {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return 0
-	}
-	n, err := strconv.ParseUint(f[0], 10, 64)
-	if err != nil {
-		return 0
-	}
-	if len(f) > 1 && f[1] == "kB" {
-		n *= 1024
-	}
-	return n
-}
-
-// osPrettyName is PRETTY_NAME of /etc/os-release.
-func osPrettyName(b []byte) string {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
-}
-
 // ReadCommit asks git in dir for HEAD and whether the tree has changes
-// (tracked or untracked files) other than the paths in exclude (the
-// reports being rewritten; absolute, or relative to the working directory).
-func ReadCommit(ctx context.Context, dir string, exclude ...string) (Commit, error) {
+// (tracked or untracked files).
+func ReadCommit(ctx context.Context, dir string) (Commit, error) {
 	git := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
@@ -155,29 +100,9 @@ func ReadCommit(ctx context.Context, dir string, exclude ...string) (Commit, err
 	if err != nil {
 		return Commit{}, err
 	}
-	args := []string{"status", "--porcelain", "--", "."}
-	for _, p := range exclude {
-		if rel, ok := relativeTo(dir, p); ok {
-			args = append(args, ":(exclude)"+rel)
-		}
-	}
-	st, err := git(args...)
+	st, err := git("status", "--porcelain", "--", ".")
 	if err != nil {
 		return Commit{}, err
 	}
 	return Commit{Hash: hash, Dirty: st != ""}, nil
-}
-
-// relativeTo is path relative to dir, when it lies inside it.
-func relativeTo(dir, path string) (string, bool) {
-	ad, err1 := filepath.Abs(dir)
-	ap, err2 := filepath.Abs(path)
-	if err1 != nil || err2 != nil {
-		return "", false
-	}
-	rel, err := filepath.Rel(ad, ap)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", false
-	}
-	return filepath.ToSlash(rel), true
 }

@@ -32,25 +32,23 @@ func microPackages() []string {
 }
 
 // runMicro runs the hot paths' Go benchmarks in the source tree with
-// `go test -bench`.
-func runMicro(ctx context.Context, o Options) (*MicroResult, error) {
-	goBin, err := goTool()
-	if err != nil {
-		return nil, err
-	}
+// `go test -bench` (the go command on PATH). It checks no target.
+func runMicro(ctx context.Context, e *Env) (any, []Target, error) {
+	o := e.Options
+	const goBin = "go"
 	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", o.MicroBenchtime},
 		microPackages()...)
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = o.RepoDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 3000))
+		return nil, nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(string(out)))
 	}
 	res := &MicroResult{Command: "go " + strings.Join(args, " "), Benchmarks: parseBenchOutput(string(out))}
 	if len(res.Benchmarks) == 0 {
-		return nil, fmt.Errorf("go %s printed no benchmark:\n%s", strings.Join(args, " "), tail(string(out), 3000))
+		return nil, nil, fmt.Errorf("go %s printed no benchmark:\n%s", strings.Join(args, " "), tail(string(out)))
 	}
-	return res, nil
+	return res, nil, nil
 }
 
 // parseBenchOutput reads `go test -bench -benchmem` output.

@@ -37,10 +37,11 @@ func TestRunMicroRunsTheHotPathBenchmarks(t *testing.T) {
 	o.MicroBenchtime = "1x"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := runMicro(ctx, o)
+	res, _, err := runMicro(ctx, &Env{Options: o})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := res.(*MicroResult)
 	pkgs := map[string]bool{}
 	for _, b := range r.Benchmarks {
 		pkgs[b.Package] = true

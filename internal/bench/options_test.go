@@ -24,10 +24,10 @@ func TestParseOptionsDefaults(t *testing.T) {
 	if o.Repeats != 5 || o.AttachIters != 300 || o.Clients != 64 || o.ConcurrencyDuration != 10*time.Second {
 		t.Errorf("counts: %+v", o)
 	}
-	if !slices.Equal(o.Scenarios, AllScenarios()) || !o.Cold || !o.Profile || o.Keep {
+	if !slices.Equal(o.Scenarios, scenarioNames()) || !o.Cold || o.Keep {
 		t.Errorf("switches: %+v", o)
 	}
-	if o.OutMarkdown != "docs/benchmarks.md" || o.OutJSON != "docs/benchmarks.json" || o.Python != "/usr/bin/python3" {
+	if o.OutDir != "bench-results" || o.Python != "/usr/bin/python3" {
 		t.Errorf("paths: %+v", o)
 	}
 	if len(o.HelperArgv) != 2 || o.HelperArgv[1] != HelperCommand {
@@ -50,7 +50,7 @@ func TestParseOptionsEnvAndFlags(t *testing.T) {
 	if o.SmallBytes != 64<<20 || o.ConcurrencyDuration != 500*time.Millisecond {
 		t.Errorf("small %d, duration %s", o.SmallBytes, o.ConcurrencyDuration)
 	}
-	if !slices.Equal(o.Scenarios, []string{ScenarioAttach, ScenarioFill}) || !o.runs(ScenarioFill) || o.runs(ScenarioRestart) {
+	if !slices.Equal(o.Scenarios, []string{"attach", "fill"}) {
 		t.Errorf("scenarios %q", o.Scenarios)
 	}
 }
@@ -63,6 +63,7 @@ func TestParseOptionsRejects(t *testing.T) {
 	}{
 		"bad env number":    {env: map[string]string{EnvGiB: "lots"}, want: EnvGiB},
 		"zero repeats env":  {env: map[string]string{EnvRepeats: "0"}, want: EnvRepeats},
+		"fractional count":  {env: map[string]string{EnvClients: "2.5"}, want: EnvClients},
 		"unknown scenario":  {args: []string{"-only", "restart,warp"}, want: `unknown scenario "warp"`},
 		"large below small": {args: []string{"-gib", "0.1", "-small-mib", "512"}, want: "smaller than the small one"},
 		"few tensors":       {args: []string{"-few-tensors", "5"}, want: "tensor counts"},

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"time"
-
-	"github.com/wcache/wcache/core/client"
 )
 
 // RestartVariant is one way a fresh process gets every tensor usable.
@@ -26,7 +24,7 @@ type RestartVariant struct {
 	StepsMS map[string]float64 `json:"steps_ms"`
 }
 
-// RestartResult is row 1.
+// RestartResult is the restart scenario's figures.
 type RestartResult struct {
 	Model    Model            `json:"model"`
 	Repeats  int              `json:"repeats"`
@@ -46,32 +44,38 @@ type RestartResult struct {
 
 // restart variant names.
 const (
-	variantGoRead     = "Go: parse headers + read every tensor"
-	variantGoAttach   = "Go: core/client attach + mmap handles"
-	variantPyRead     = "Python: numpy read of every tensor"
-	variantPyAttach   = "Python: wcache.attach + zero-copy torch tensors"
-	restartRatioGoal  = 100
-	restartScenarioID = "1 restart"
+	variantGoRead    = "Go: parse headers + read every tensor"
+	variantGoAttach  = "Go: core/client attach + mmap handles"
+	variantPyRead    = "Python: numpy read of every tensor"
+	variantPyAttach  = "Python: wcache.attach + zero-copy torch tensors"
+	restartRatioGoal = 100
 )
 
-// runRestart measures row 1 on model: the daemon serves it while fresh
-// processes read the files or attach, interleaved so that they share the
-// machine's noise. One untimed round warms the page cache and the binaries.
-func runRestart(ctx context.Context, o Options, model *Model) (*RestartResult, []Check, error) {
+// runRestart measures the large checkpoint: the daemon serves it while
+// fresh processes read the files or attach, interleaved so that they share
+// the machine's noise. One untimed round warms the page cache and the
+// binaries.
+func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
+	o := e.Options
+	model, err := e.Model(e.largeFew())
+	if err != nil {
+		return nil, nil, err
+	}
 	w, err := newWorld(o, "restart", model.Bytes+model.Bytes/8+(64<<20))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, model.Dir, true, nil)
+	d, err := w.startServe(ctx, model.Dir, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer d.Stop()
-	capability, err := w.deviceCapability(ctx)
+	cfg, err := w.engineConfig(ctx, model.Dir)
 	if err != nil {
 		return nil, nil, d.withOutput(err)
 	}
+	capability := cfg.DeviceCapability
 
 	type variant struct {
 		name, path, lang string
@@ -100,7 +104,7 @@ func runRestart(ctx context.Context, o Options, model *Model) (*RestartResult, [
 			if err != nil {
 				return nil, nil, err
 			}
-			r, err := runFresh(ctx, cmd)
+			r, err := runFresh(cmd)
 			if err != nil {
 				return nil, nil, d.withOutput(fmt.Errorf("restart %s: %w", v.name, err))
 			}
@@ -121,7 +125,7 @@ func runRestart(ctx context.Context, o Options, model *Model) (*RestartResult, [
 	// the attach figures.
 	var touches []time.Duration
 	for range o.Repeats {
-		r, err := runFresh(ctx, w.helperCmd(ctx, helperAttach, "-model", model.Dir, "-device-uuid", w.UUID,
+		r, err := runFresh(w.helperCmd(ctx, helperAttach, "-model", model.Dir, "-device-uuid", w.UUID,
 			"-device-capability", capability, "-touch"))
 		if err != nil {
 			return nil, nil, d.withOutput(fmt.Errorf("restart touch: %w", err))
@@ -153,34 +157,14 @@ func runRestart(ctx context.Context, o Options, model *Model) (*RestartResult, [
 	res.GoWallRatio = round3(ratio(med[variantGoRead][1], med[variantGoAttach][1]))
 	res.PythonWorkRatio = round3(ratio(med[variantPyRead][0], med[variantPyAttach][0]))
 	res.PythonWallRatio = round3(ratio(med[variantPyRead][1], med[variantPyAttach][1]))
-	checks := []Check{
-		atLeast(keyRestartGo, restartScenarioID, "Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
-		atLeast(keyRestartPython, restartScenarioID, "Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
-		reported(restartScenarioID, "Go read/attach, whole process", res.GoWallRatio, "×"),
-		reported(restartScenarioID, "Python read/attach, whole process", res.PythonWallRatio, "×"),
+	checks := []Target{
+		atLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
+		atLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
+		reported("Go read/attach, whole process", res.GoWallRatio, "×"),
+		reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
 	}
 	if err := d.Stop(); err != nil {
 		return nil, nil, err
 	}
 	return res, checks, nil
-}
-
-// deviceCapability asks the world's daemon for the device capability in
-// its config: an engine knows it from its own runtime.
-func (w *world) deviceCapability(ctx context.Context) (string, error) {
-	st, err := w.status(ctx)
-	if err != nil {
-		return "", err
-	}
-	return st.Config.DeviceCapability, nil
-}
-
-// status dials the world's daemon and asks for its status.
-func (w *world) status(ctx context.Context) (*client.Status, error) {
-	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench"})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.Status(ctx)
 }

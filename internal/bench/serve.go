@@ -1,224 +1,153 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"sync"
-	"syscall"
 	"time"
+	"unsafe"
 
-	"github.com/wcache/wcache/core/daemonfile"
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/core/client"
 )
 
-// Timeouts of daemon processes: generous, a healthy daemon of a few GiB is
-// ready in seconds even on a busy two-core machine.
-const (
-	readyTimeout = 10 * time.Minute
-	stopTimeout  = 60 * time.Second
-	// readyPoll is how often the ready file is looked for: the resolution
-	// of the start-to-ready figures.
-	readyPoll = 250 * time.Microsecond
-)
-
-// daemonProc is a running `wcache serve`, in its own process group so that
-// its plugin goes with it.
-type daemonProc struct {
-	w   *world
-	cmd *exec.Cmd
-	// Started is just before fork/exec; ReadyAt when the ready file was
-	// first seen naming this process.
-	Started, ReadyAt time.Time
-	Ready            daemonfile.Ready
-	out              syncBuffer
-
-	done    chan struct{}
-	waitErr error
+// serveRun is one `wcache serve` from fork/exec to ready, then stopped.
+type serveRun struct {
+	// StartToReady is fork/exec until the ready file named the process.
+	StartToReady time.Duration
+	// Phases are the daemon's own timings of its start (Status).
+	Phases client.StartPhases
+	// Peak is the sampled peak of each memory field from start to ready;
+	// Steady the memory once ready. Keys: "daemon", "plugin".
+	Peak, Steady map[string]ProcMemory
+	// PluginFaults are the plugin's page faults from its start to ready.
+	PluginFaults Faults
+	// ShmFiles is the memory held by the mock's shared-memory files once
+	// ready (allocated blocks): where the cached weights are.
+	ShmFiles uint64
+	// Resident is the fraction of the checkpoint's pages in the page cache
+	// just before the start (after dropping caches for a cold run).
+	Resident float64
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// memorySampleInterval is how often memory is sampled during a load.
+const memorySampleInterval = 5 * time.Millisecond
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// serveArgs are the arguments of `wcache serve` for the world's mock device.
-func serveArgs(model string, extra ...string) []string {
-	return append([]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)
-}
-
-// startServe starts `wcache serve` on model. With wait it returns once the
-// ready file names the process (an error if the process exits first or
-// readyTimeout passes); onStart, when set, runs right after fork/exec
-// (e.g. to start sampling its memory).
-func (w *world) startServe(ctx context.Context, model string, wait bool, onStart func(pid int), extra ...string) (*daemonProc, error) {
-	bin := filepath.Join(w.o.BinDir, "wcache")
-	d := &daemonProc{w: w, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, serveArgs(model, extra...)...)
-	d.cmd.Env = w.Env()
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	d.Started = time.Now()
-	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+// serveOnce starts serve on m in a world of its own, waits until it is
+// ready, measures and stops it. With cold the page cache is dropped first
+// (an error when that is impossible).
+func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool) (serveRun, error) {
+	w, err := newWorld(o, name, m.Bytes+m.Bytes/8+(64<<20))
+	if err != nil {
+		return serveRun{}, err
 	}
-	go func() {
-		d.waitErr = d.cmd.Wait()
-		close(d.done)
-	}()
-	if onStart != nil {
-		onStart(d.cmd.Process.Pid)
+	defer w.Close()
+	if cold {
+		if err := dropCaches(); err != nil {
+			return serveRun{}, err
+		}
 	}
-	if !wait {
-		return d, nil
+	run := serveRun{Resident: residentFraction(m.Files)}
+	var sampler *Sampler
+	d, err := w.startServe(ctx, m.Dir, func(pid int) { sampler = NewSampler(memorySampleInterval, pid) })
+	var peaks map[int]ProcMemory
+	if sampler != nil {
+		peaks = sampler.Stop()
 	}
-	if err := d.waitReady(ctx); err != nil {
-		d.kill()
+	if err != nil {
+		return serveRun{}, err
+	}
+	defer d.Stop()
+	run.StartToReady = d.ReadyAt.Sub(d.Started)
+	pluginPID, err := d.PluginPID()
+	if err != nil {
+		return serveRun{}, err
+	}
+	run.Peak = map[string]ProcMemory{"daemon": peaks[d.PID()], "plugin": peaks[pluginPID]}
+	if run.PluginFaults, err = ReadFaults(pluginPID); err != nil {
+		return serveRun{}, err
+	}
+	if run.ShmFiles, err = w.ShmAllocated(); err != nil {
+		return serveRun{}, err
+	}
+	run.Steady = map[string]ProcMemory{}
+	for role, pid := range map[string]int{"daemon": d.PID(), "plugin": pluginPID} {
+		if run.Steady[role], err = ReadProcMemory(pid); err != nil {
+			return serveRun{}, err
+		}
+	}
+	st, err := w.status(ctx)
+	if err != nil {
+		return serveRun{}, d.withOutput(err)
+	}
+	run.Phases = st.StartPhases
+	if run.Phases.Load <= 0 || run.Phases.BytesLoaded != m.Bytes {
+		return serveRun{}, fmt.Errorf("daemon reports a load of %d bytes in %s, the checkpoint has %d bytes (a daemon without start phases in Status?)",
+			run.Phases.BytesLoaded, run.Phases.Load, m.Bytes)
+	}
+	return run, d.Stop()
+}
+
+// status dials the world's daemon and asks for its status.
+func (w *world) status(ctx context.Context) (*client.Status, error) {
+	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench"})
+	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	defer c.Close()
+	return c.Status(ctx)
 }
 
-// PID is the daemon's process id.
-func (d *daemonProc) PID() int { return d.cmd.Process.Pid }
-
-// Output is what the daemon wrote to stdout and stderr so far.
-func (d *daemonProc) Output() string { return d.out.String() }
-
-// waitReady polls for the ready file until it names this process.
-func (d *daemonProc) waitReady(ctx context.Context) error {
-	deadline := time.Now().Add(readyTimeout)
-	t := time.NewTicker(readyPoll)
-	defer t.Stop()
-	for {
-		if _, err := os.Stat(d.w.Paths.Ready); err == nil {
-			now := time.Now()
-			r, err := daemonfile.ReadReady(d.w.Paths.Ready)
-			if err == nil && r.PID == d.PID() {
-				d.ReadyAt, d.Ready = now, r
-				return nil
-			}
-		}
-		select {
-		case <-d.done:
-			return fmt.Errorf("wcache serve exited before it was ready (%v):\n%s", d.waitErr, tail(d.Output(), 4000))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("wcache serve not ready after %s:\n%s", readyTimeout, tail(d.Output(), 4000))
-		}
-	}
-}
-
-// outputTimeout bounds waiting for a line serve prints once ready.
-const outputTimeout = 30 * time.Second
-
-// waitOutput waits until the daemon's output matches re and returns it.
-func (d *daemonProc) waitOutput(re *regexp.Regexp) (string, error) {
-	deadline := time.Now().Add(outputTimeout)
-	for {
-		out := d.Output()
-		if re.MatchString(out) {
-			return out, nil
-		}
-		select {
-		case <-d.done:
-			return "", fmt.Errorf("wcache serve exited (%v) without printing %q:\n%s", d.waitErr, re, tail(out, 4000))
-		case <-time.After(time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("wcache serve printed no %q within %s:\n%s", re, outputTimeout, tail(out, 4000))
-		}
-	}
-}
-
-// Wait waits for the process to exit and returns its error.
-func (d *daemonProc) Wait(timeout time.Duration) error {
-	select {
-	case <-d.done:
-		return d.waitErr
-	case <-time.After(timeout):
-		return fmt.Errorf("wcache serve (pid %d) still running after %s", d.PID(), timeout)
-	}
-}
-
-// Stop sends SIGTERM and waits for the daemon to drain and exit; after
-// stopTimeout it kills the whole process group. The daemon's exit status
-// is returned (nil for a clean exit).
-func (d *daemonProc) Stop() error {
-	select {
-	case <-d.done:
-		return d.waitErr
-	default:
-	}
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop wcache serve: %w", err)
-	}
-	if err := d.Wait(stopTimeout); err != nil {
-		select {
-		case <-d.done:
-			return fmt.Errorf("wcache serve exited with %w:\n%s", err, tail(d.Output(), 4000))
-		default:
-			d.kill()
-			return err
-		}
+// dropCaches writes back dirty pages and drops the page cache (root only).
+func dropCaches() error {
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200); err != nil {
+		return fmt.Errorf("drop the page cache: %w", err)
 	}
 	return nil
 }
 
-// kill ends the process group at once (plugin included) and waits.
-func (d *daemonProc) kill() {
-	_ = syscall.Kill(-d.PID(), syscall.SIGKILL)
-	<-d.done
-}
-
-// withOutput adds the tail of the daemon's output to err (nil stays nil).
-func (d *daemonProc) withOutput(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), tail(d.Output(), 3000))
-}
-
-// PluginPID finds the daemon's backend plugin: its child process.
-func (d *daemonProc) PluginPID() (int, error) {
-	kids, err := ChildPIDs(d.PID())
-	if err != nil {
-		return 0, err
-	}
-	for _, k := range kids {
-		exe, err := os.Readlink("/proc/" + strconv.Itoa(k) + "/exe")
-		if err == nil && filepath.Base(exe) == "wcache-backend-mock" {
-			return k, nil
+// residentFraction is the share of the files' pages in the page cache
+// (mincore), or -1 when it cannot be measured.
+func residentFraction(files []string) float64 {
+	var in, all uint64
+	for _, f := range files {
+		i, n, err := residentPages(f)
+		if err != nil {
+			return -1
 		}
+		in, all = in+i, all+n
 	}
-	return 0, fmt.Errorf("no wcache-backend-mock child of pid %d (children %v)", d.PID(), kids)
+	if all == 0 {
+		return -1
+	}
+	return round3(float64(in) / float64(all))
 }
 
-// tail is the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
+// residentPages counts the pages of path in the page cache.
+func residentPages(path string) (in, all uint64, err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, err
 	}
-	return "…" + s[len(s)-n:]
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size == 0 {
+		return 0, 0, err
+	}
+	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (st.Size+pageSize-1)/pageSize)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)),
+		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return 0, 0, fmt.Errorf("mincore %s: %w", path, errno)
+	}
+	for _, v := range vec {
+		in += uint64(v & 1)
+	}
+	return in, uint64(len(vec)), nil
 }

@@ -6,94 +6,99 @@ import (
 	"time"
 )
 
-// StartupCase is row 6 for one checkpoint.
+// StartupCase is one checkpoint's serve runs, page cache warm: how long a
+// start takes and the memory it uses beyond the cached weights.
 type StartupCase struct {
 	Model        Model   `json:"model"`
 	Runs         int     `json:"runs"`
 	StartToReady Summary `json:"start_to_ready"`
-	Load         Summary `json:"load"`
-	// Overhead is start-to-ready minus the load, per run.
+	// Overhead is start-to-ready minus the daemon's reported load, per run:
+	// the target's figure.
 	Overhead Summary `json:"overhead"`
-	// PhasesMS are the medians of the approximate phases (see serveRun).
-	PhasesMS map[string]float64 `json:"phases_ms"`
-	// MockAllocate is the mock backend's Allocate of the checkpoint's
-	// arenas, timed in-process in the same run (the code the plugin runs,
-	// which start-up includes). OverheadLessAllocMS is the overhead median
-	// minus its median: what is left for plugin start, planning, export,
-	// listening.
-	MockAllocate        Summary `json:"mock_allocate"`
-	OverheadLessAllocMS float64 `json:"overhead_less_alloc_ms"`
+	// Phases are the daemon's reported phases (medians).
+	Phases PhasesMS `json:"daemon_phases"`
+	// Steady is the memory once ready; Peak the sampled peak from start to
+	// ready (maximum over runs of each field). Keys "daemon", "plugin".
+	Steady map[string]ProcMemory `json:"steady"`
+	Peak   map[string]ProcMemory `json:"peak_during_load"`
+	// NonSharedSteady and NonSharedPeak are RssAnon+RssFile of daemon plus
+	// plugin once ready and at the peak (maximum over runs).
+	NonSharedSteady uint64 `json:"non_shared_steady_bytes"`
+	NonSharedPeak   uint64 `json:"non_shared_peak_bytes"`
+	// ShmFiles is the memory held by the mock's shared-memory files once
+	// ready: the cached weights.
+	ShmFiles uint64 `json:"shm_file_bytes"`
 }
 
-// StartupResult is row 6.
+// StartupResult is the startup scenario's figures.
 type StartupResult struct {
 	Cases []StartupCase `json:"cases"`
+	// PeakGrowth is the growth of NonSharedPeak per byte of checkpoint
+	// between the small and the large case: 0 when nothing grows with it.
+	PeakGrowth float64 `json:"peak_growth_per_model_byte"`
 }
 
-// Row 6 target.
+// Targets of the startup scenario.
 const (
-	startupGoalMS = 200
-	startupRowID  = "6 start-up"
+	startupGoalMS    = 200
+	footprintGoalMiB = 64
+	peakGrowthGoal   = 0.01
 )
 
-// runStartupSeries serves m o.Repeats times, page cache warm, for rows 5
-// and 6, each run followed by a timing of the mock's Allocate of the same
-// arenas in-process.
-func runStartupSeries(ctx context.Context, o Options, m *Model) ([]serveRun, Summary, error) {
-	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, Summary{}, err
-	}
-	sizes, err := arenaSizes(m)
-	if err != nil {
-		return nil, Summary{}, err
-	}
-	var runs []serveRun
-	var allocs []time.Duration
-	for i := range o.Repeats {
-		r, err := serveOnce(ctx, o, "startup", m, false)
+// runStartup serves the small and the large checkpoint o.Repeats times
+// each, page cache warm.
+func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
+	res := &StartupResult{}
+	var targets []Target
+	for _, spec := range []ModelSpec{e.smallFew(), e.largeFew()} {
+		m, err := e.Model(spec)
 		if err != nil {
-			return nil, Summary{}, fmt.Errorf("start-up run %d: %w", i+1, err)
+			return nil, nil, err
 		}
-		runs = append(runs, r)
-		alloc, err := mockAllocate(ctx, o, sizes)
-		if err != nil {
-			return nil, Summary{}, err
+		if _, _, err := sequentialRead(m.Files); err != nil {
+			return nil, nil, err
 		}
-		allocs = append(allocs, alloc)
-		o.logf("start-up %d/%d (%d MiB): ready in %s, load %s", i+1, o.Repeats, m.Bytes>>20,
-			r.StartToReady.Round(time.Millisecond), r.Load)
+		var runs []serveRun
+		for i := range e.Repeats {
+			r, err := serveOnce(ctx, e.Options, "startup", m, false)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%d MiB, run %d: %w", m.Bytes>>20, i+1, err)
+			}
+			runs = append(runs, r)
+			e.logf("start-up %d/%d (%d MiB): ready in %s, load %s", i+1, e.Repeats, m.Bytes>>20,
+				r.StartToReady.Round(time.Millisecond), r.Phases.Load.Round(time.Millisecond))
+		}
+		c := startupCase(m, runs)
+		res.Cases = append(res.Cases, c)
+		targets = append(targets,
+			atMost(fmt.Sprintf("start to ready minus load, median, %d MiB", m.Bytes>>20), c.Overhead.MedianMS, startupGoalMS, "ms"),
+			atMost(fmt.Sprintf("daemon+plugin RssAnon+RssFile once ready, %d MiB", m.Bytes>>20),
+				float64(c.NonSharedSteady)/(1<<20), footprintGoalMiB, "MiB"))
+		if spec == e.largeFew() && m.Bytes > res.Cases[0].Model.Bytes {
+			small := res.Cases[0]
+			res.PeakGrowth = (float64(c.NonSharedPeak) - float64(small.NonSharedPeak)) / float64(m.Bytes-small.Model.Bytes)
+			targets = append(targets, atMost(fmt.Sprintf("peak RssAnon+RssFile during load, growth per model byte, %d → %d MiB",
+				small.Model.Bytes>>20, m.Bytes>>20), res.PeakGrowth, peakGrowthGoal, "B/B"))
+		}
 	}
-	return runs, Summarize(allocs), nil
+	return res, targets, nil
 }
 
-// startupCase summarises serve runs of m; alloc is the mock's Allocate of
-// the same arenas, timed in-process.
-func startupCase(m *Model, runs []serveRun, alloc Summary) StartupCase {
-	var ready, load, over []time.Duration
-	phases := map[string][]time.Duration{}
+// startupCase summarises serve runs of m.
+func startupCase(m *Model, runs []serveRun) StartupCase {
+	c := StartupCase{Model: *m, Runs: len(runs), Phases: phasesOf(runs),
+		Steady: map[string]ProcMemory{}, Peak: map[string]ProcMemory{}}
+	var ready, over []time.Duration
 	for _, r := range runs {
-		ready, load = append(ready, r.StartToReady), append(load, r.Load)
-		over = append(over, r.StartToReady-r.Load)
-		for k, v := range r.Phases {
-			phases[k] = append(phases[k], v)
+		ready, over = append(ready, r.StartToReady), append(over, r.StartToReady-r.Phases.Load)
+		var steady, peak uint64
+		for _, role := range []string{"daemon", "plugin"} {
+			c.Steady[role], c.Peak[role] = c.Steady[role].max(r.Steady[role]), c.Peak[role].max(r.Peak[role])
+			steady, peak = steady+r.Steady[role].NonShared(), peak+r.Peak[role].NonShared()
 		}
+		c.NonSharedSteady, c.NonSharedPeak = max(c.NonSharedSteady, steady), max(c.NonSharedPeak, peak)
+		c.ShmFiles = max(c.ShmFiles, r.ShmFiles)
 	}
-	c := StartupCase{Model: *m, Runs: len(runs), StartToReady: Summarize(ready), Load: Summarize(load),
-		Overhead: Summarize(over), PhasesMS: map[string]float64{}}
-	for k, v := range phases {
-		c.PhasesMS[k] = round3(Summarize(v).MedianMS)
-	}
-	c.MockAllocate = alloc
-	c.OverheadLessAllocMS = round3(c.Overhead.MedianMS - alloc.MedianMS)
+	c.StartToReady, c.Overhead = Summarize(ready), Summarize(over)
 	return c
-}
-
-// startupChecks checks the overhead of every case.
-func startupChecks(r *StartupResult) []Check {
-	var out []Check
-	for _, c := range r.Cases {
-		out = append(out, atMost(keyStartup, startupRowID, fmt.Sprintf("start to ready minus load, median, %d MiB", c.Model.Bytes>>20),
-			c.Overhead.MedianMS, startupGoalMS, "ms"))
-	}
-	return out
 }

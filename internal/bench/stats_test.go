@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/wcache/wcache/core/client"
 	"testing"
 	"time"
 )
@@ -54,14 +55,14 @@ func TestMedianFloatAndRatio(t *testing.T) {
 	}
 }
 
-func TestChecksAndNumbers(t *testing.T) {
-	if c := atLeast(keyFillWarm, "3 fill", "x", 0.79, 0.8, "×"); c.Met || c.Target != "≥ 0.8" {
-		t.Errorf("atLeast below target: %+v", c)
+func TestTargetsAndNumbers(t *testing.T) {
+	if c := atLeast("x", 0.79, 0.8, "×"); c.Met || c.Goal != "≥ 0.8" {
+		t.Errorf("atLeast below the goal: %+v", c)
 	}
-	if c := atMost(keyStartup, "6", "x", 200, 200, "ms"); !c.Met {
-		t.Errorf("atMost at the target must be met: %+v", c)
+	if c := atMost("x", 200, 200, "ms"); !c.Met || c.Goal != "≤ 200" {
+		t.Errorf("atMost at the goal must be met: %+v", c)
 	}
-	if c := reported("1", "x", 0.4, "×"); !c.Info || !c.Met {
+	if c := reported("x", 0.4, "×"); !c.Met || c.Goal != "reported" {
 		t.Errorf("reported: %+v", c)
 	}
 	for in, want := range map[float64]string{1234.5678: "1235", 0.000123456: "0.0001235", 2: "2", 77.856: "77.86"} {
@@ -69,9 +70,24 @@ func TestChecksAndNumbers(t *testing.T) {
 			t.Errorf("num(%v) = %q, want %q", in, got, want)
 		}
 	}
-	for in, want := range map[uint64]string{512: "512 B", 1536: "1.5 KiB", 4 << 30: "4.0 GiB"} {
-		if got := human(in); got != want {
-			t.Errorf("human(%d) = %q, want %q", in, got, want)
-		}
+	if g := gibps(3<<30, 2*time.Second); g != 1.5 {
+		t.Errorf("gibps = %v, want 1.5", g)
+	}
+	if g := gibps(1, 0); g != 0 {
+		t.Errorf("gibps over no time = %v, want 0", g)
+	}
+}
+
+func TestPhasesOf(t *testing.T) {
+	run := func(ready, load, total time.Duration) serveRun {
+		return serveRun{StartToReady: ready, Phases: client.StartPhases{Load: load, Total: total, Plan: time.Millisecond}}
+	}
+	p := phasesOf([]serveRun{
+		run(100*time.Millisecond, 50*time.Millisecond, 80*time.Millisecond),
+		run(300*time.Millisecond, 70*time.Millisecond, 200*time.Millisecond),
+		run(200*time.Millisecond, 60*time.Millisecond, 150*time.Millisecond),
+	})
+	if p.Load != 60 || p.Total != 150 || p.Outside != 50 || p.Plan != 1 || p.Export != 0 {
+		t.Errorf("phases = %+v, want medians load 60, total 150, outside 50, plan 1 ms", p)
 	}
 }

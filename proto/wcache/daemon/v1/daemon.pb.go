@@ -69,7 +69,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type StatusRequest struct {
@@ -203,8 +203,10 @@ type StatusResponse struct {
 	ProtocolVersion uint32 `protobuf:"varint,14,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// Diagnostics of the daemon process, for leak checks and debugging:
 	// goroutines and open file descriptors at the time of the answer.
-	Goroutines    uint32 `protobuf:"varint,15,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
-	OpenFds       uint32 `protobuf:"varint,16,opt,name=open_fds,json=openFds,proto3" json:"open_fds,omitempty"`
+	Goroutines uint32 `protobuf:"varint,15,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
+	OpenFds    uint32 `protobuf:"varint,16,opt,name=open_fds,json=openFds,proto3" json:"open_fds,omitempty"`
+	// How the daemon's start went, as the daemon measured it.
+	StartPhases   *StartPhases `protobuf:"bytes,17,opt,name=start_phases,json=startPhases,proto3" json:"start_phases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -351,6 +353,128 @@ func (x *StatusResponse) GetOpenFds() uint32 {
 	return 0
 }
 
+func (x *StatusResponse) GetStartPhases() *StartPhases {
+	if x != nil {
+		return x.StartPhases
+	}
+	return nil
+}
+
+// StartPhases are the durations of a daemon's start, in the order they run,
+// in nanoseconds of wall time, and what was loaded. A phase the daemon did
+// not report is 0.
+type StartPhases struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Open the checkpoint's headers, build the plan and complete the config.
+	PlanNs int64 `protobuf:"varint,1,opt,name=plan_ns,json=planNs,proto3" json:"plan_ns,omitempty"`
+	// Take the device's identity lock (waiting out or taking over a previous
+	// daemon included).
+	LockNs int64 `protobuf:"varint,2,opt,name=lock_ns,json=lockNs,proto3" json:"lock_ns,omitempty"`
+	// Backend Allocate of every arena of the plan.
+	AllocateNs int64 `protobuf:"varint,3,opt,name=allocate_ns,json=allocateNs,proto3" json:"allocate_ns,omitempty"`
+	// Backend Load of every arena: the fill. bytes_loaded / load_ns is the
+	// fill rate.
+	LoadNs int64 `protobuf:"varint,4,opt,name=load_ns,json=loadNs,proto3" json:"load_ns,omitempty"`
+	// Backend Export of every arena.
+	ExportNs int64 `protobuf:"varint,5,opt,name=export_ns,json=exportNs,proto3" json:"export_ns,omitempty"`
+	// From the start of the daemon's start-up (backend plugin already
+	// running) until its socket listens: the phases above plus building the
+	// manifest and listening.
+	TotalNs int64 `protobuf:"varint,6,opt,name=total_ns,json=totalNs,proto3" json:"total_ns,omitempty"`
+	// Bytes read from the checkpoint's files, and reserved on the device
+	// (padding included).
+	BytesLoaded    uint64 `protobuf:"varint,7,opt,name=bytes_loaded,json=bytesLoaded,proto3" json:"bytes_loaded,omitempty"`
+	BytesAllocated uint64 `protobuf:"varint,8,opt,name=bytes_allocated,json=bytesAllocated,proto3" json:"bytes_allocated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StartPhases) Reset() {
+	*x = StartPhases{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartPhases) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartPhases) ProtoMessage() {}
+
+func (x *StartPhases) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartPhases.ProtoReflect.Descriptor instead.
+func (*StartPhases) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StartPhases) GetPlanNs() int64 {
+	if x != nil {
+		return x.PlanNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetLockNs() int64 {
+	if x != nil {
+		return x.LockNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetAllocateNs() int64 {
+	if x != nil {
+		return x.AllocateNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetLoadNs() int64 {
+	if x != nil {
+		return x.LoadNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetExportNs() int64 {
+	if x != nil {
+		return x.ExportNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetTotalNs() int64 {
+	if x != nil {
+		return x.TotalNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetBytesLoaded() uint64 {
+	if x != nil {
+		return x.BytesLoaded
+	}
+	return 0
+}
+
+func (x *StartPhases) GetBytesAllocated() uint64 {
+	if x != nil {
+		return x.BytesAllocated
+	}
+	return 0
+}
+
 type AttachRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Config *v1.CacheConfig        `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
@@ -362,7 +486,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +498,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +511,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{3}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AttachRequest) GetConfig() *v1.CacheConfig {
@@ -415,7 +539,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +551,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +564,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Handle) GetKind() string {
@@ -479,7 +603,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +615,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +628,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tensor) GetName() string {
@@ -566,7 +690,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +702,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +715,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Manifest) GetDeviceUuid() string {
@@ -668,7 +792,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +804,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +817,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -730,7 +854,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +866,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +879,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -810,7 +934,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +946,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +959,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -861,7 +985,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +997,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1010,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -908,7 +1032,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1044,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1057,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -967,7 +1091,7 @@ type ConfigMismatch struct {
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1103,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1116,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1014,7 +1138,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\x8e\x04\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xd0\x04\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -1037,7 +1161,18 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"goroutines\x18\x0f \x01(\rR\n" +
 	"goroutines\x12\x19\n" +
-	"\bopen_fds\x18\x10 \x01(\rR\aopenFds\"g\n" +
+	"\bopen_fds\x18\x10 \x01(\rR\aopenFds\x12@\n" +
+	"\fstart_phases\x18\x11 \x01(\v2\x1d.wcache.daemon.v1.StartPhasesR\vstartPhases\"\xfd\x01\n" +
+	"\vStartPhases\x12\x17\n" +
+	"\aplan_ns\x18\x01 \x01(\x03R\x06planNs\x12\x17\n" +
+	"\alock_ns\x18\x02 \x01(\x03R\x06lockNs\x12\x1f\n" +
+	"\vallocate_ns\x18\x03 \x01(\x03R\n" +
+	"allocateNs\x12\x17\n" +
+	"\aload_ns\x18\x04 \x01(\x03R\x06loadNs\x12\x1b\n" +
+	"\texport_ns\x18\x05 \x01(\x03R\bexportNs\x12\x19\n" +
+	"\btotal_ns\x18\x06 \x01(\x03R\atotalNs\x12!\n" +
+	"\fbytes_loaded\x18\a \x01(\x04R\vbytesLoaded\x12'\n" +
+	"\x0fbytes_allocated\x18\b \x01(\x04R\x0ebytesAllocated\"g\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
@@ -1107,46 +1242,48 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(Notice_Kind)(0),       // 0: wcache.daemon.v1.Notice.Kind
 	(*StatusRequest)(nil),  // 1: wcache.daemon.v1.StatusRequest
 	(*Lease)(nil),          // 2: wcache.daemon.v1.Lease
 	(*StatusResponse)(nil), // 3: wcache.daemon.v1.StatusResponse
-	(*AttachRequest)(nil),  // 4: wcache.daemon.v1.AttachRequest
-	(*Handle)(nil),         // 5: wcache.daemon.v1.Handle
-	(*Tensor)(nil),         // 6: wcache.daemon.v1.Tensor
-	(*Manifest)(nil),       // 7: wcache.daemon.v1.Manifest
-	(*Notice)(nil),         // 8: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),    // 9: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),    // 10: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),   // 11: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),      // 12: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil), // 13: wcache.daemon.v1.ConfigMismatch
-	(*v1.CacheConfig)(nil), // 14: wcache.config.v1.CacheConfig
+	(*StartPhases)(nil),    // 4: wcache.daemon.v1.StartPhases
+	(*AttachRequest)(nil),  // 5: wcache.daemon.v1.AttachRequest
+	(*Handle)(nil),         // 6: wcache.daemon.v1.Handle
+	(*Tensor)(nil),         // 7: wcache.daemon.v1.Tensor
+	(*Manifest)(nil),       // 8: wcache.daemon.v1.Manifest
+	(*Notice)(nil),         // 9: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),    // 10: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),    // 11: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),   // 12: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),      // 13: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil), // 14: wcache.daemon.v1.ConfigMismatch
+	(*v1.CacheConfig)(nil), // 15: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	14, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	15, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
 	2,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
-	14, // 2: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	14, // 3: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	5,  // 4: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	6,  // 5: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	0,  // 6: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	7,  // 7: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	8,  // 8: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	12, // 9: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	1,  // 10: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	4,  // 11: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	10, // 12: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	3,  // 13: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	9,  // 14: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	11, // 15: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	4,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
+	15, // 3: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	15, // 4: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	6,  // 5: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	7,  // 6: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	0,  // 7: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	8,  // 8: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	9,  // 9: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	13, // 10: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	1,  // 11: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	5,  // 12: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	11, // 13: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	3,  // 14: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	10, // 15: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	12, // 16: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -1154,7 +1291,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[8].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[9].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
@@ -1164,7 +1301,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

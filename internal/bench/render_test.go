@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestRenderMarksMissingFigures(t *testing.T) {
+	md, err := Render(DocsTemplate, []byte(`{"schema": 3, "generated": "2026-01-01T00:00:00Z", "seconds": 1,
+		"commit": {"hash": "0123456789abcdef"}, "results": {}, "targets": [
+		{"scenario": "fill", "metric": "m", "goal": "≥ 0.8", "value": 0.5, "unit": "×", "met": false},
+		{"scenario": "fill", "metric": "r", "goal": "reported", "value": 2, "unit": "×", "met": true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(md)
+	for _, want := range []string{"| fill | m | ≥ 0.8 × | 0.5 × | **no** |", "| fill | r | reported | 2 × | — |",
+		"`0123456789ab`"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("rendered docs lack %q:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "Not measured in this version"); n != 6 {
+		t.Errorf("%d scenarios marked not measured, want 6", n)
+	}
+	if strings.Contains(s, "<no value>") {
+		t.Errorf("a missing figure rendered as <no value>:\n%s", s)
+	}
+}
+
+func TestRenderRefusesOtherSchemas(t *testing.T) {
+	for _, in := range []string{`{"schema": 2}`, `{}`, `not json`} {
+		if _, err := Render(DocsTemplate, []byte(in)); err == nil {
+			t.Errorf("Render(%s) succeeded", in)
+		}
+	}
+	if _, err := Render("{{.x", []byte(`{"schema": 3}`)); err == nil {
+		t.Error("a broken template rendered")
+	}
+}
+
+// The committed docs/benchmarks.md is the template filled from the
+// committed docs/benchmarks.json: a template change must be rendered
+// (make bench-docs) in the same commit.
+func TestCommittedDocsAreRenderedFromTheCommittedReport(t *testing.T) {
+	report, err := os.ReadFile("../../docs/benchmarks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Render(DocsTemplate, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Error("docs/benchmarks.md is not the template filled from docs/benchmarks.json: run make bench-docs")
+	}
+}
