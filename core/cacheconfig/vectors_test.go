@@ -44,10 +44,41 @@ type vectorCheckpoint struct {
 	Digest string         `json:"digest"`
 }
 
+// vectorSpelling is one input of NormalizeDType or NormalizeQuantization
+// and its canonical spelling.
+type vectorSpelling struct {
+	In        string `json:"in"`
+	Canonical string `json:"canonical"`
+}
+
 type vectorFile struct {
-	Comment     string             `json:"comment"`
-	Configs     []vectorConfig     `json:"configs"`
-	Checkpoints []vectorCheckpoint `json:"checkpoints"`
+	Comment       string             `json:"comment"`
+	Configs       []vectorConfig     `json:"configs"`
+	Checkpoints   []vectorCheckpoint `json:"checkpoints"`
+	DTypes        []vectorSpelling   `json:"dtypes"`
+	Quantizations []vectorSpelling   `json:"quantizations"`
+}
+
+// dtypeInputs are the dtype spellings the vectors cover: every alias (the
+// test checks that) plus case, "torch." and unknown spellings.
+func dtypeInputs() []string {
+	in := slices.Sorted(slices.Values(cacheconfig.DTypeAliasSpellings()))
+	return append(in, "AUTO", "BFloat16", "torch.bfloat16", "torch.float16", "torch.half", "torch.float32",
+		"torch.float8_e4m3fn", "torch.float8_e5m2", "FP8_E4M3", "int4", "fp8", "Ünï", " bf16")
+}
+
+// quantizationInputs: every alias plus other spellings.
+func quantizationInputs() []string {
+	in := slices.Sorted(slices.Values(cacheconfig.QuantizationAliasSpellings()))
+	return append(in, "None", "NONE", "BNB", "fp8", "AWQ", "gptq_marlin", "compressed-tensors", "Ünï")
+}
+
+func spellings(inputs []string, normalize func(string) string) []vectorSpelling {
+	out := make([]vectorSpelling, len(inputs))
+	for i, s := range inputs {
+		out[i] = vectorSpelling{In: s, Canonical: normalize(s)}
+	}
+	return out
 }
 
 // configJSON writes c with every proto field name, zero values included.
@@ -213,6 +244,39 @@ func TestVectors(t *testing.T) {
 	}
 }
 
+func TestSpellingVectors(t *testing.T) {
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		vectors   []vectorSpelling
+		aliases   []string
+		normalize func(string) string
+	}{
+		{"dtypes", vf.DTypes, cacheconfig.DTypeAliasSpellings(), cacheconfig.NormalizeDType},
+		{"quantizations", vf.Quantizations, cacheconfig.QuantizationAliasSpellings(), cacheconfig.NormalizeQuantization},
+	} {
+		covered := map[string]bool{}
+		for _, v := range tc.vectors {
+			covered[v.In] = true
+			if got := tc.normalize(v.In); got != v.Canonical {
+				t.Errorf("%s: %q normalises to %q, the vector says %q", tc.name, v.In, got, v.Canonical)
+			}
+		}
+		for _, a := range tc.aliases {
+			if !covered[a] {
+				t.Errorf("%s: alias %q has no vector; regenerate with %s=1", tc.name, a, updateEnv)
+			}
+		}
+	}
+}
+
 // writeFromHeader writes a valid file with the given raw header and zero
 // tensor bytes.
 func writeFromHeader(t *testing.T, path string, header []byte) {
@@ -265,6 +329,8 @@ func writeVectors(t *testing.T) {
 		vf.Configs = append(vf.Configs, vectorConfig{Name: name, Config: configJSON(c), Canonical: c.Canonical(), Digest: c.Digest()})
 	}
 	vf.Checkpoints = vectorCheckpoints(t)
+	vf.DTypes = spellings(dtypeInputs(), cacheconfig.NormalizeDType)
+	vf.Quantizations = spellings(quantizationInputs(), cacheconfig.NormalizeQuantization)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

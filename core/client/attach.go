@@ -80,9 +80,10 @@ func (c *Client) attachError(err error) error {
 	if ok && st.Code() == codes.FailedPrecondition {
 		for _, d := range st.Details() {
 			if cm, ok := d.(*daemonv1.ConfigMismatch); ok {
-				me := &cacheconfig.MismatchError{}
+				me := &cacheconfig.MismatchError{Omitted: int(cm.GetOmitted())}
 				for _, fd := range cm.GetDiffs() {
-					me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue()})
+					me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue(),
+						DaemonAbsent: fd.GetDaemonAbsent(), ClientAbsent: fd.GetClientAbsent(), Truncated: fd.GetTruncated()})
 				}
 				return me
 			}

@@ -127,21 +127,6 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 }
 
-// mismatchStatus is FAILED_PRECONDITION with a ConfigMismatch detail.
-func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
-	msg := (&cacheconfig.MismatchError{Diffs: diffs}).Error()
-	st := status.New(codes.FailedPrecondition, msg)
-	detail := &daemonv1.ConfigMismatch{}
-	for _, df := range diffs {
-		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client})
-	}
-	withDetail, err := st.WithDetails(detail)
-	if err != nil {
-		return st.Err()
-	}
-	return withDetail.Err()
-}
-
 // Stop drains or forces, as Daemon.Stop.
 func (s *service) Stop(ctx context.Context, req *daemonv1.StopRequest) (*daemonv1.StopResponse, error) {
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
