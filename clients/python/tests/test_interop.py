@@ -37,7 +37,7 @@ def world():
     if missing:
         pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first "
                     "(or point WCACHE_BIN_DIR at them)", pytrace=False)
-    w = harness.World(devices=3)
+    w = harness.World(devices=4)
     try:
         yield w
     finally:
@@ -120,19 +120,49 @@ def test_digests_agree_with_the_daemon(world, checkpoint, daemon0):
 
 def test_config_mismatch_lists_the_differing_fields(world, checkpoint, daemon0):
     model_dir, _ = checkpoint
-    cfg = client_config(model_dir).replace(tp_size=2, tp_rank=1, dtype="bf16")
+    # dtype "bf16" against the daemon's default "auto" matches: both sides carry a checkpoint digest.
+    cfg = client_config(model_dir).replace(tp_size=2, tp_rank=1, dtype="bf16", extra={"attn_dp": "2"})
     with pytest.raises(wcache.IncompatibleConfigError) as e:
         wcache.attach(cfg, device_uuid=world.uuids[0], getenv=world.getenv)
     diffs = {d.field: d for d in e.value.diffs}
-    assert set(diffs) == {"tp_size", "tp_rank", "dtype"}, e.value.diffs
+    assert set(diffs) == {"tp_size", "tp_rank", "extra.attn_dp"}, e.value.diffs
     assert (diffs["tp_size"].daemon, diffs["tp_size"].client) == ("1", "2")
     assert (diffs["tp_rank"].daemon, diffs["tp_rank"].client) == ("0", "1")
-    assert (diffs["dtype"].daemon, diffs["dtype"].client) == ("auto", "bf16")
+    assert (diffs["extra.attn_dp"].daemon, diffs["extra.attn_dp"].client) == (None, "2")
     # Another checkpoint (one header differs) is a digest mismatch, whatever its path.
     other = client_config(model_dir).replace(checkpoint_digest="sha256:" + "0" * 64)
     with pytest.raises(wcache.IncompatibleConfigError) as e:
         wcache.attach(other, device_uuid=world.uuids[0], getenv=world.getenv)
     assert [d.field for d in e.value.diffs] == ["checkpoint_digest"]
+
+
+def test_a_mismatch_far_above_8_kib_keeps_its_structure(world, checkpoint, daemon0):
+    # 100 extra keys of 1 KiB: the full diff list is ~100 KiB, far above grpcio's 8 KiB metadata
+    # default; the daemon bounds the detail and counts the rest.
+    model_dir, _ = checkpoint
+    extra = {f"knob{i:03d}": "v" * 1024 for i in range(100)}
+    cfg = client_config(model_dir).replace(extra=extra)
+    with pytest.raises(wcache.IncompatibleConfigError) as e:
+        wcache.attach(cfg, device_uuid=world.uuids[0], getenv=world.getenv)
+    assert e.value.diffs and e.value.omitted > 0 and len(e.value.diffs) + e.value.omitted == 100
+    for d in e.value.diffs:
+        assert d.field in {"extra." + k for k in extra} and d.daemon is None and d.truncated
+        assert d.client == "v" * 256
+    assert f"+{e.value.omitted} more" in str(e.value)
+
+
+def test_dtype_aliases_match_the_daemons_spelling(world, checkpoint):
+    model_dir, _ = checkpoint
+    world.serve(3, model_dir, "--dtype", "bfloat16")
+    for spelling in ("bf16", "BF16", "torch.bfloat16", "auto"):
+        cfg = client_config(model_dir).replace(dtype=spelling)
+        with wcache.attach(cfg, device_uuid=world.uuids[3], getenv=world.getenv) as att:
+            assert att.config.dtype == "bfloat16"
+    # Without a checkpoint digest on the client, "auto" is compared literally.
+    with pytest.raises(wcache.IncompatibleConfigError) as e:
+        wcache.attach(client_config(model_dir).replace(checkpoint_digest="", dtype="auto"),
+                      device_uuid=world.uuids[3], getenv=world.getenv)
+    assert [(d.field, d.daemon, d.client) for d in e.value.diffs] == [("dtype", "bfloat16", "auto")]
 
 
 def leases_in_status(world, uuid):

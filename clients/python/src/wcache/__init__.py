@@ -35,6 +35,7 @@ from .errors import (
 )
 from .manifest import TensorSpec
 from .paths import Layout, default_dir, parse_template, validate_device_uuid
+from .vocab import normalize_dtype, normalize_quantization
 
 __version__ = "0.1.0.dev0"
 
@@ -45,6 +46,6 @@ __all__ = [
     "FieldDiff", "IncompatibleConfigError", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
-    "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "parse_template", "pb", "status",
-    "validate_device_uuid",
+    "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "normalize_dtype",
+    "normalize_quantization", "parse_template", "pb", "status", "validate_device_uuid",
 ]
