@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -44,6 +45,60 @@ type vectorCheckpoint struct {
 	Digest string         `json:"digest"`
 }
 
+// vectorDir is a committed checkpoint directory (relative to the vectors
+// file) and its checkpoint digest: files a third party digests as they are.
+type vectorDir struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// hiddenDir holds two visible shards and two hidden files that must not
+// count: a valid ".model-extra.safetensors" (it would change the digest)
+// and a truncated ".partial.safetensors" (it would fail validation).
+const hiddenDir = "testdata/checkpoint-with-hidden-files"
+
+// writeHiddenDir (re)creates hiddenDir.
+func writeHiddenDir(t *testing.T) {
+	if err := os.RemoveAll(hiddenDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(hiddenDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, tensors := range map[string][]safetensorstest.Tensor{
+		"model-00001-of-00002.safetensors": {{Name: "a", DType: safetensors.BF16, Shape: []uint64{2, 2}, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}},
+		"model-00002-of-00002.safetensors": {{Name: "b", DType: safetensors.F32, Shape: []uint64{1}, Data: []byte{0, 0, 128, 63}}},
+		".model-extra.safetensors":         {{Name: "c", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{9}}},
+	} {
+		if err := safetensorstest.WriteFileMetadata(filepath.Join(hiddenDir, name), tensors, map[string]string{"format": "pt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(hiddenDir, ".partial.safetensors"), []byte{0xff, 0xff}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckpointDirVectors(t *testing.T) {
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	if len(vf.CheckpointDirs) == 0 {
+		t.Fatalf("no checkpoint_dirs vector; regenerate with %s=1", updateEnv)
+	}
+	for _, v := range vf.CheckpointDirs {
+		got, err := cacheconfig.CheckpointDigestDir(filepath.Join(filepath.Dir(vectorsPath), v.Path))
+		if err != nil || got != v.Digest {
+			t.Errorf("%s: digest %s (%v), want %s", v.Path, got, err, v.Digest)
+		}
+	}
+}
+
 // vectorSpelling is one input of NormalizeDType or NormalizeQuantization
 // and its canonical spelling.
 type vectorSpelling struct {
@@ -52,11 +107,12 @@ type vectorSpelling struct {
 }
 
 type vectorFile struct {
-	Comment       string             `json:"comment"`
-	Configs       []vectorConfig     `json:"configs"`
-	Checkpoints   []vectorCheckpoint `json:"checkpoints"`
-	DTypes        []vectorSpelling   `json:"dtypes"`
-	Quantizations []vectorSpelling   `json:"quantizations"`
+	Comment        string             `json:"comment"`
+	Configs        []vectorConfig     `json:"configs"`
+	Checkpoints    []vectorCheckpoint `json:"checkpoints"`
+	CheckpointDirs []vectorDir        `json:"checkpoint_dirs"`
+	DTypes         []vectorSpelling   `json:"dtypes"`
+	Quantizations  []vectorSpelling   `json:"quantizations"`
 }
 
 // dtypeInputs are the dtype spellings the vectors cover: every alias (the
@@ -329,6 +385,12 @@ func writeVectors(t *testing.T) {
 		vf.Configs = append(vf.Configs, vectorConfig{Name: name, Config: configJSON(c), Canonical: c.Canonical(), Digest: c.Digest()})
 	}
 	vf.Checkpoints = vectorCheckpoints(t)
+	writeHiddenDir(t)
+	hidden, err := cacheconfig.CheckpointDigestDir(hiddenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf.CheckpointDirs = []vectorDir{{Path: strings.TrimPrefix(hiddenDir, "testdata/"), Digest: hidden}}
 	vf.DTypes = spellings(dtypeInputs(), cacheconfig.NormalizeDType)
 	vf.Quantizations = spellings(quantizationInputs(), cacheconfig.NormalizeQuantization)
 	var buf bytes.Buffer

@@ -56,3 +56,13 @@ def test_spelling_vectors(kind, normalize, aliases):
     # Every alias of the Python table has a vector, and so (tested in Go) has every Go alias:
     # the two tables cannot drift apart unnoticed.
     assert set(aliases) <= {v["in"] for v in vectors}
+
+
+def test_committed_checkpoint_directories():
+    # Real files a third party can digest as they are; hidden files (one valid, one truncated) never count.
+    dirs = load()["checkpoint_dirs"]
+    assert dirs
+    for v in dirs:
+        path = os.path.join(os.path.dirname(VECTORS), v["path"])
+        assert any(n.startswith(".") for n in os.listdir(path))
+        assert checkpoint_digest(path) == v["digest"]
