@@ -2,6 +2,7 @@ package cacheconfig
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -9,27 +10,54 @@ import (
 	"strings"
 )
 
-// Absent is the value a FieldDiff shows for an extra key one side lacks.
+// Absent is how messages show the value of an extra key one side lacks
+// (unquoted, so that it cannot be confused with the string "<absent>").
 const Absent = "<absent>"
 
 // ErrMismatch is matched by every *MismatchError (errors.Is).
 var ErrMismatch = errors.New("cache config mismatch")
 
-// FieldDiff is one field whose values differ; Daemon and Client are the
-// canonical values (decimal integers, raw strings, Absent for a missing
-// extra key).
+// FieldDiff is one field whose values differ. Daemon and Client are the
+// values as given (decimal integers, raw strings). An extra key only one
+// side sets is absent on the other: DaemonAbsent (ClientAbsent) is true and
+// Daemon (Client) is "".
 type FieldDiff struct {
-	Field  string
-	Daemon string
-	Client string
+	Field        string
+	Daemon       string
+	Client       string
+	DaemonAbsent bool
+	ClientAbsent bool
+	// Truncated: Field, Daemon or Client was cut to MaxDiffValueBytes by
+	// BoundDiffs (never by Compare).
+	Truncated bool
 }
 
-// MismatchError reports every differing field.
+// String is `field: daemon="…" client="…"`, an absent side shown as
+// <absent> without quotes and a truncated diff marked " (truncated)".
+func (d FieldDiff) String() string {
+	side := func(v string, absent bool) string {
+		if absent {
+			return Absent
+		}
+		return strconv.Quote(v)
+	}
+	s := d.Field + ": daemon=" + side(d.Daemon, d.DaemonAbsent) + " client=" + side(d.Client, d.ClientAbsent)
+	if d.Truncated {
+		s += " (truncated)"
+	}
+	return s
+}
+
+// MismatchError reports the differing fields: every one from Check; from a
+// daemon, those its bounded detail carries, with Omitted counting the rest.
 type MismatchError struct {
 	Diffs []FieldDiff
+	// Omitted is the number of differing fields left out of Diffs.
+	Omitted int
 }
 
-// Error lists the diffs as `field: daemon="…" client="…"`, separated by "; ".
+// Error lists the diffs as `field: daemon="…" client="…"`, separated by
+// "; ", and ends with "; +N more" when Omitted is not zero.
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	b.WriteString("cache config mismatch: ")
@@ -37,11 +65,13 @@ func (e *MismatchError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(d.Field)
-		b.WriteString(": daemon=")
-		b.WriteString(strconv.Quote(d.Daemon))
-		b.WriteString(" client=")
-		b.WriteString(strconv.Quote(d.Client))
+		b.WriteString(d.String())
+	}
+	if e.Omitted > 0 {
+		if len(e.Diffs) > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "+%d more", e.Omitted)
 	}
 	return b.String()
 }
@@ -65,9 +95,13 @@ func Check(daemon, client Config) error {
 //     when either side lacks it, and then after NormalizeModel. The digest
 //     names the weights wherever they live; a side without one falls back to
 //     the path.
-//   - quantization "" and "none" are equal.
+//   - dtype and quantization are compared after NormalizeDType and
+//     NormalizeQuantization (so "bfloat16" equals "bf16", "" equals "none").
+//   - dtype "auto" (or "") on either side matches any dtype when both sides
+//     set a checkpoint_digest: the daemon serves the checkpoint's bytes as
+//     stored, and the digest already pins every tensor's stored dtype.
 //   - extra is compared key by key; a key one side lacks differs from any
-//     value, "" included, and shows as Absent.
+//     value, "" included, and is absent on that side of the diff.
 //
 // Diffs show the values as given, before normalisation.
 func Compare(daemon, client Config) []FieldDiff {
@@ -91,25 +125,22 @@ func Compare(daemon, client Config) []FieldDiff {
 func appendDiff(diffs []FieldDiff, name string, d, c map[string]string, bothDigests bool) []FieldDiff {
 	dv, dok := d[name]
 	cv, cok := c[name]
-	if !dok {
-		dv = Absent
-	}
-	if !cok {
-		cv = Absent
-	}
 	equal := dok == cok && dv == cv
 	switch name {
 	case FieldCheckpointDigest:
 		equal = equal || !bothDigests
 	case FieldModel:
 		equal = bothDigests || NormalizeModel(dv) == NormalizeModel(cv)
+	case FieldDType:
+		nd, nc := NormalizeDType(dv), NormalizeDType(cv)
+		equal = nd == nc || bothDigests && (nd == DTypeAuto || nc == DTypeAuto)
 	case FieldQuantization:
-		equal = normQuant(dv) == normQuant(cv)
+		equal = NormalizeQuantization(dv) == NormalizeQuantization(cv)
 	}
 	if equal {
 		return diffs
 	}
-	return append(diffs, FieldDiff{Field: name, Daemon: dv, Client: cv})
+	return append(diffs, FieldDiff{Field: name, Daemon: dv, Client: cv, DaemonAbsent: !dok, ClientAbsent: !cok})
 }
 
 // valueMap maps field names to canonical values.
@@ -120,14 +151,6 @@ func valueMap(c Config) map[string]string {
 		m[f.name] = f.value
 	}
 	return m
-}
-
-// normQuant maps the unquantized spellings to one.
-func normQuant(q string) string {
-	if q == "" {
-		return "none"
-	}
-	return q
 }
 
 // NormalizeModel returns the form of a model path or id that Compare

@@ -28,27 +28,27 @@ func TestCompareEveryField(t *testing.T) {
 		EngineName: "sglang", EngineVersion: "0.5", DeviceCapability: "8.0", ProtocolVersion: 2,
 	}
 	want := []cacheconfig.FieldDiff{
-		{"checkpoint_digest", daemon.CheckpointDigest, client.CheckpointDigest},
-		{"device_capability", "9.0", "8.0"},
-		{"dp_rank", "2", "3"},
-		{"dp_size", "3", "4"},
-		{"dtype", "bf16", "fp16"},
-		{"engine_name", "vllm", "sglang"},
-		{"engine_version", "0.11.0", "0.5"},
-		{"ep_rank", "7", "8"},
-		{"ep_size", "8", "9"},
-		{"extra.cp", "2", cacheconfig.Absent},
-		{"extra.enable_dp_attention", "true", "false"},
-		{"extra.new", cacheconfig.Absent, ""},
-		{"model_arch", "LlamaForCausalLM", "Qwen2ForCausalLM"},
-		{"pp_rank", "1", "2"},
-		{"pp_size", "2", "3"},
-		{"protocol_version", "1", "2"},
-		{"quantization", "fp8", "awq"},
-		{"quantization_config_digest", "q1", "q2"},
-		{"revision", "main", "v2"},
-		{"tp_rank", "1", "2"},
-		{"tp_size", "4", "5"},
+		{Field: "checkpoint_digest", Daemon: daemon.CheckpointDigest, Client: client.CheckpointDigest},
+		{Field: "device_capability", Daemon: "9.0", Client: "8.0"},
+		{Field: "dp_rank", Daemon: "2", Client: "3"},
+		{Field: "dp_size", Daemon: "3", Client: "4"},
+		{Field: "dtype", Daemon: "bf16", Client: "fp16"},
+		{Field: "engine_name", Daemon: "vllm", Client: "sglang"},
+		{Field: "engine_version", Daemon: "0.11.0", Client: "0.5"},
+		{Field: "ep_rank", Daemon: "7", Client: "8"},
+		{Field: "ep_size", Daemon: "8", Client: "9"},
+		{Field: "extra.cp", Daemon: "2", ClientAbsent: true},
+		{Field: "extra.enable_dp_attention", Daemon: "true", Client: "false"},
+		{Field: "extra.new", Client: "", DaemonAbsent: true},
+		{Field: "model_arch", Daemon: "LlamaForCausalLM", Client: "Qwen2ForCausalLM"},
+		{Field: "pp_rank", Daemon: "1", Client: "2"},
+		{Field: "pp_size", Daemon: "2", Client: "3"},
+		{Field: "protocol_version", Daemon: "1", Client: "2"},
+		{Field: "quantization", Daemon: "fp8", Client: "awq"},
+		{Field: "quantization_config_digest", Daemon: "q1", Client: "q2"},
+		{Field: "revision", Daemon: "main", Client: "v2"},
+		{Field: "tp_rank", Daemon: "1", Client: "2"},
+		{Field: "tp_size", Daemon: "4", Client: "5"},
 	}
 	if got := cacheconfig.Compare(daemon, client); !reflect.DeepEqual(got, want) {
 		t.Fatalf("diffs\n got %v\nwant %v", got, want)
@@ -75,16 +75,16 @@ func TestCompareModelAndDigest(t *testing.T) {
 	}{
 		{"same digest, other directory", withModel("/a/llama", d1), withModel("/b/llama", d1), nil},
 		{"other digest, same directory", withModel("/a/llama", d1), withModel("/a/llama", d2),
-			[]cacheconfig.FieldDiff{{"checkpoint_digest", d1, d2}}},
+			[]cacheconfig.FieldDiff{{Field: "checkpoint_digest", Daemon: d1, Client: d2}}},
 		{"client without digest: model decides", withModel("/a/llama/", d1), withModel("/a/./x/../llama", ""), nil},
 		{"daemon without digest: model decides", withModel("/a/llama", ""), withModel("/b/llama", d1),
-			[]cacheconfig.FieldDiff{{"model", "/a/llama", "/b/llama"}}},
+			[]cacheconfig.FieldDiff{{Field: "model", Daemon: "/a/llama", Client: "/b/llama"}}},
 		{"hub ids", withModel("org/name", ""), withModel("org/name/", ""), nil},
 		{"hub ids differ", withModel("org/name", ""), withModel("org/other", ""),
-			[]cacheconfig.FieldDiff{{"model", "org/name", "org/other"}}},
+			[]cacheconfig.FieldDiff{{Field: "model", Daemon: "org/name", Client: "org/other"}}},
 		{"URL trailing slash", withModel("s3://bucket/m/", ""), withModel("s3://bucket/m", ""), nil},
 		{"URL not cleaned", withModel("s3://bucket/a/../m", ""), withModel("s3://bucket/m", ""),
-			[]cacheconfig.FieldDiff{{"model", "s3://bucket/a/../m", "s3://bucket/m"}}},
+			[]cacheconfig.FieldDiff{{Field: "model", Daemon: "s3://bucket/a/../m", Client: "s3://bucket/m"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,8 +112,10 @@ func TestCompareExtraNilEmpty(t *testing.T) {
 }
 
 func TestMismatchErrorMessage(t *testing.T) {
-	err := &cacheconfig.MismatchError{Diffs: []cacheconfig.FieldDiff{{"tp_size", "2", "1"}, {"extra.x", cacheconfig.Absent, ""}}}
-	want := `cache config mismatch: tp_size: daemon="2" client="1"; extra.x: daemon="<absent>" client=""`
+	err := &cacheconfig.MismatchError{Diffs: []cacheconfig.FieldDiff{{Field: "tp_size", Daemon: "2", Client: "1"},
+		{Field: "extra.x", DaemonAbsent: true}, {Field: "extra.y", Daemon: "<absent>", Truncated: true}}, Omitted: 3}
+	want := `cache config mismatch: tp_size: daemon="2" client="1"; extra.x: daemon=<absent> client=""; ` +
+		`extra.y: daemon="<absent>" client="" (truncated); +3 more`
 	if err.Error() != want {
 		t.Fatalf("Error() = %s\nwant %s", err.Error(), want)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -44,10 +45,96 @@ type vectorCheckpoint struct {
 	Digest string         `json:"digest"`
 }
 
+// vectorDir is a committed checkpoint directory (relative to the vectors
+// file) and its checkpoint digest: files a third party digests as they are.
+type vectorDir struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// hiddenDir holds two visible shards and two hidden files that must not
+// count: a valid ".model-extra.safetensors" (it would change the digest)
+// and a truncated ".partial.safetensors" (it would fail validation).
+const hiddenDir = "testdata/checkpoint-with-hidden-files"
+
+// writeHiddenDir (re)creates hiddenDir.
+func writeHiddenDir(t *testing.T) {
+	if err := os.RemoveAll(hiddenDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(hiddenDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, tensors := range map[string][]safetensorstest.Tensor{
+		"model-00001-of-00002.safetensors": {{Name: "a", DType: safetensors.BF16, Shape: []uint64{2, 2}, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}},
+		"model-00002-of-00002.safetensors": {{Name: "b", DType: safetensors.F32, Shape: []uint64{1}, Data: []byte{0, 0, 128, 63}}},
+		".model-extra.safetensors":         {{Name: "c", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{9}}},
+	} {
+		if err := safetensorstest.WriteFileMetadata(filepath.Join(hiddenDir, name), tensors, map[string]string{"format": "pt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(hiddenDir, ".partial.safetensors"), []byte{0xff, 0xff}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckpointDirVectors(t *testing.T) {
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	if len(vf.CheckpointDirs) == 0 {
+		t.Fatalf("no checkpoint_dirs vector; regenerate with %s=1", updateEnv)
+	}
+	for _, v := range vf.CheckpointDirs {
+		got, err := cacheconfig.CheckpointDigestDir(filepath.Join(filepath.Dir(vectorsPath), v.Path))
+		if err != nil || got != v.Digest {
+			t.Errorf("%s: digest %s (%v), want %s", v.Path, got, err, v.Digest)
+		}
+	}
+}
+
+// vectorSpelling is one input of NormalizeDType or NormalizeQuantization
+// and its canonical spelling.
+type vectorSpelling struct {
+	In        string `json:"in"`
+	Canonical string `json:"canonical"`
+}
+
 type vectorFile struct {
-	Comment     string             `json:"comment"`
-	Configs     []vectorConfig     `json:"configs"`
-	Checkpoints []vectorCheckpoint `json:"checkpoints"`
+	Comment        string             `json:"comment"`
+	Configs        []vectorConfig     `json:"configs"`
+	Checkpoints    []vectorCheckpoint `json:"checkpoints"`
+	CheckpointDirs []vectorDir        `json:"checkpoint_dirs"`
+	DTypes         []vectorSpelling   `json:"dtypes"`
+	Quantizations  []vectorSpelling   `json:"quantizations"`
+}
+
+// dtypeInputs are the dtype spellings the vectors cover: every alias (the
+// test checks that) plus case, "torch." and unknown spellings.
+func dtypeInputs() []string {
+	in := slices.Sorted(slices.Values(cacheconfig.DTypeAliasSpellings()))
+	return append(in, "AUTO", "BFloat16", "torch.bfloat16", "torch.float16", "torch.half", "torch.float32",
+		"torch.float8_e4m3fn", "torch.float8_e5m2", "FP8_E4M3", "int4", "fp8", "Ünï", " bf16")
+}
+
+// quantizationInputs: every alias plus other spellings.
+func quantizationInputs() []string {
+	in := slices.Sorted(slices.Values(cacheconfig.QuantizationAliasSpellings()))
+	return append(in, "None", "NONE", "BNB", "fp8", "AWQ", "gptq_marlin", "compressed-tensors", "Ünï")
+}
+
+func spellings(inputs []string, normalize func(string) string) []vectorSpelling {
+	out := make([]vectorSpelling, len(inputs))
+	for i, s := range inputs {
+		out[i] = vectorSpelling{In: s, Canonical: normalize(s)}
+	}
+	return out
 }
 
 // configJSON writes c with every proto field name, zero values included.
@@ -213,6 +300,39 @@ func TestVectors(t *testing.T) {
 	}
 }
 
+func TestSpellingVectors(t *testing.T) {
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		vectors   []vectorSpelling
+		aliases   []string
+		normalize func(string) string
+	}{
+		{"dtypes", vf.DTypes, cacheconfig.DTypeAliasSpellings(), cacheconfig.NormalizeDType},
+		{"quantizations", vf.Quantizations, cacheconfig.QuantizationAliasSpellings(), cacheconfig.NormalizeQuantization},
+	} {
+		covered := map[string]bool{}
+		for _, v := range tc.vectors {
+			covered[v.In] = true
+			if got := tc.normalize(v.In); got != v.Canonical {
+				t.Errorf("%s: %q normalises to %q, the vector says %q", tc.name, v.In, got, v.Canonical)
+			}
+		}
+		for _, a := range tc.aliases {
+			if !covered[a] {
+				t.Errorf("%s: alias %q has no vector; regenerate with %s=1", tc.name, a, updateEnv)
+			}
+		}
+	}
+}
+
 // writeFromHeader writes a valid file with the given raw header and zero
 // tensor bytes.
 func writeFromHeader(t *testing.T, path string, header []byte) {
@@ -265,6 +385,14 @@ func writeVectors(t *testing.T) {
 		vf.Configs = append(vf.Configs, vectorConfig{Name: name, Config: configJSON(c), Canonical: c.Canonical(), Digest: c.Digest()})
 	}
 	vf.Checkpoints = vectorCheckpoints(t)
+	writeHiddenDir(t)
+	hidden, err := cacheconfig.CheckpointDigestDir(hiddenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf.CheckpointDirs = []vectorDir{{Path: strings.TrimPrefix(hiddenDir, "testdata/"), Digest: hidden}}
+	vf.DTypes = spellings(dtypeInputs(), cacheconfig.NormalizeDType)
+	vf.Quantizations = spellings(quantizationInputs(), cacheconfig.NormalizeQuantization)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

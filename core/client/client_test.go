@@ -183,12 +183,13 @@ func TestAttachDecodesMismatch(t *testing.T) {
 	dir := shortDir(t)
 	path := serve(t, dir, &fakeDaemon{attach: func(*daemonv1.AttachRequest, daemonv1.Daemon_AttachServer) error {
 		st, _ := status.New(codes.FailedPrecondition, "mismatch").WithDetails(&daemonv1.ConfigMismatch{Diffs: []*daemonv1.FieldDiff{
-			{Field: "tp_rank", DaemonValue: "0", ClientValue: "1"}, {Field: "dtype", DaemonValue: "auto", ClientValue: "bf16"}}})
+			{Field: "tp_rank", DaemonValue: "0", ClientValue: "1"}, {Field: "extra.x", ClientValue: "2", DaemonAbsent: true}}, Omitted: 5})
 		return st.Err()
 	}})
 	_, err := Attach(context.Background(), BySocket(path), cacheconfig.Default(), Options{})
 	me, ok := IsMismatch(err)
-	if !ok || len(me.Diffs) != 2 || me.Diffs[0] != (cacheconfig.FieldDiff{Field: "tp_rank", Daemon: "0", Client: "1"}) {
+	if !ok || len(me.Diffs) != 2 || me.Diffs[0] != (cacheconfig.FieldDiff{Field: "tp_rank", Daemon: "0", Client: "1"}) ||
+		me.Diffs[1] != (cacheconfig.FieldDiff{Field: "extra.x", Client: "2", DaemonAbsent: true}) || me.Omitted != 5 {
 		t.Fatalf("err = %v, want a mismatch with both diffs", err)
 	}
 	if !errors.Is(err, cacheconfig.ErrMismatch) {

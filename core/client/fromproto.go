@@ -67,9 +67,10 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 
 // mismatchFromProto converts the ConfigMismatch detail of a refused attach.
 func mismatchFromProto(cm *daemonv1.ConfigMismatch) *cacheconfig.MismatchError {
-	me := &cacheconfig.MismatchError{}
+	me := &cacheconfig.MismatchError{Omitted: int(cm.GetOmitted())}
 	for _, fd := range cm.GetDiffs() {
-		me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue()})
+		me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue(),
+			DaemonAbsent: fd.GetDaemonAbsent(), ClientAbsent: fd.GetClientAbsent(), Truncated: fd.GetTruncated()})
 	}
 	return me
 }

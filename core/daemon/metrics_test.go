@@ -98,7 +98,7 @@ func TestMetricsSeeLoadAttachesLeasesAndState(t *testing.T) {
 
 	a := r.mustAttach(t)
 	b := r.mustAttach(t)
-	if _, err := r.attach(t, func(c *cacheconfig.Config) { c.DType = "fp16" }); err == nil {
+	if _, err := r.attach(t, func(c *cacheconfig.Config) { c.EngineName = "another-engine" }); err == nil {
 		t.Fatal("a mismatching attach succeeded")
 	}
 	if err := attachWithoutConfig(t, r); status.Code(err) != codes.InvalidArgument {
@@ -234,7 +234,7 @@ func TestMetricsNilSinkFromFactoryIsNoOp(t *testing.T) {
 	if len(a.Manifest.Tensors) == 0 {
 		t.Fatal("no tensors")
 	}
-	if _, err := r.attach(t, func(c *cacheconfig.Config) { c.DType = "fp16" }); err == nil {
+	if _, err := r.attach(t, func(c *cacheconfig.Config) { c.EngineName = "another-engine" }); err == nil {
 		t.Fatal("a mismatching attach succeeded")
 	}
 }

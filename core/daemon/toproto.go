@@ -5,13 +5,9 @@ import (
 	"runtime"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
-	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/version"
@@ -90,21 +86,6 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 			ClientName: l.ClientName, SinceUnixMs: l.Since.UnixMilli()})
 	}
 	return resp
-}
-
-// mismatchStatus is FAILED_PRECONDITION with a ConfigMismatch detail.
-func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
-	msg := (&cacheconfig.MismatchError{Diffs: diffs}).Error()
-	st := status.New(codes.FailedPrecondition, msg)
-	detail := &daemonv1.ConfigMismatch{}
-	for _, df := range diffs {
-		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client})
-	}
-	withDetail, err := st.WithDetails(detail)
-	if err != nil {
-		return st.Err()
-	}
-	return withDetail.Err()
 }
 
 // drainNotice is the notice every lease gets when a drain begins.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,8 +33,9 @@ type ShardRanks struct {
 
 // ShardFiles expands a pre-sharded per-rank pattern (the vLLM sharded_state
 // layout, e.g. "model-rank-{tp_rank}-part-*.safetensors") with the ranks,
-// globs it inside dir and returns the matching files sorted in natural order
-// ("part-2" before "part-10").
+// globs it inside dir (filepath.Match syntax: *, ?, [...]) and returns the
+// matching files sorted in natural order ("part-2" before "part-10"). A match
+// whose base name starts with "." (a hidden file) is left out.
 //
 // The pattern is relative to dir and may not leave it ("..", absolute
 // paths). Only {tp_rank} and {pp_rank} are known placeholders; when TPSize
@@ -50,6 +52,10 @@ func ShardFiles(dir, pattern string, r ShardRanks) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard pattern %q: %v: %w", pattern, err, ErrInvalidPattern)
 	}
+	// Hidden files never count, as in a checkpoint directory
+	// (safetensors.IsCheckpointFileName): Go's Glob lets "*" match a leading
+	// dot, shells and Python's glob do not.
+	matches = slices.DeleteFunc(matches, func(m string) bool { return strings.HasPrefix(filepath.Base(m), ".") })
 	if len(matches) == 0 {
 		return nil, fmt.Errorf("shard pattern %q expanded to %s: %w", pattern, glob, ErrNoShards)
 	}

@@ -90,3 +90,15 @@ func TestNaturalLess(t *testing.T) {
 		t.Errorf("got %q, want %q", in, want)
 	}
 }
+
+func TestShardFilesSkipsHiddenFiles(t *testing.T) {
+	dir := t.TempDir()
+	touch(t, dir, "a-0.safetensors", ".a-0.safetensors", ".x.safetensors")
+	got, err := ShardFiles(dir, "*.safetensors", ShardRanks{TPSize: 1, PPSize: 1})
+	if err != nil || !slices.Equal(got, []string{filepath.Join(dir, "a-0.safetensors")}) {
+		t.Fatalf("ShardFiles = %q, %v; want only the visible file", got, err)
+	}
+	if _, err := ShardFiles(dir, ".x*", ShardRanks{TPSize: 1, PPSize: 1}); !errors.Is(err, ErrNoShards) {
+		t.Fatalf("a pattern matching only hidden files: %v, want ErrNoShards", err)
+	}
+}

@@ -14,6 +14,15 @@ import (
 // Suffix is the file name suffix of safetensors files.
 const Suffix = ".safetensors"
 
+// IsCheckpointFileName reports whether a directory entry named name is a
+// file of a checkpoint opened without an index: it ends in ".safetensors"
+// and is not hidden (does not start with "."), so that partial downloads
+// and editor or tool files such as ".model.safetensors" never count. The
+// Python client applies the same rule (docs/cacheconfig.md).
+func IsCheckpointFileName(name string) bool {
+	return strings.HasSuffix(name, Suffix) && !strings.HasPrefix(name, ".")
+}
+
 // Checkpoint is a set of validated safetensors files that together hold one
 // model's weights, with no tensor name in two files.
 type Checkpoint struct {
@@ -52,8 +61,8 @@ func (c *Checkpoint) NumTensors() int {
 // weight it maps must be in the shard it names (ErrMissingTensor), and no
 // shard may hold a tensor the index maps to another shard (ErrMisplacedTensor,
 // an alias across files). Tensors the index does not mention are allowed.
-// Without an index, every *.safetensors entry of dir is opened, in name
-// order. Either way each file is validated (see Open), a tensor name in two
+// Without an index, every *.safetensors entry of dir that is not hidden
+// (IsCheckpointFileName) is opened, in name order. Either way each file is validated (see Open), a tensor name in two
 // files is ErrDuplicateName, and a checkpoint with no file is ErrNoFiles.
 func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	indexPath := filepath.Join(dir, IndexFileName)
@@ -70,7 +79,7 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	}
 	var paths []string
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), Suffix) {
+		if IsCheckpointFileName(e.Name()) {
 			paths = append(paths, filepath.Join(dir, e.Name()))
 		}
 	}

@@ -498,7 +498,7 @@ func (d *demo) mismatch(ctx context.Context, devs []sdk.Device) error {
 	if err != nil {
 		return err
 	}
-	cfg.DType = "fp16"
+	cfg.Quantization = "fp8" // not dtype: "auto" matches any dtype when both sides carry a checkpoint digest
 	a, err := client.Attach(ctx, client.ByDeviceUUID(d.layout, devs[0].UUID), cfg, client.Options{ClientName: "wcache-demo"})
 	if err == nil {
 		a.Lease.Close()
@@ -508,7 +508,7 @@ func (d *demo) mismatch(ctx context.Context, devs []sdk.Device) error {
 	if !ok {
 		return fmt.Errorf("demo: attach with the wrong config: want a config mismatch, got %w", err)
 	}
-	d.linef("client for tp %d with dtype fp16 -> daemon of GPU 0 (tp 0): refused, %d differing field(s):", wrongRank, len(me.Diffs))
+	d.linef("client for tp %d with quantization fp8 -> daemon of GPU 0 (tp 0): refused, %d differing field(s):", wrongRank, len(me.Diffs))
 	for _, fd := range me.Diffs {
 		d.linef("   %s: daemon=%s client=%s", fd.Field, fd.Daemon, fd.Client)
 	}

@@ -322,7 +322,7 @@ func TestMismatchListsFieldsThenMatchAttaches(t *testing.T) {
 		t.Fatalf("want exit 4\n%s", res)
 	}
 	for _, want := range []string{`tp_size: daemon="1" client="2"`, `tp_rank: daemon="0" client="1"`,
-		`dtype: daemon="bf16" client="fp16"`, `extra.attn_dp: daemon="2" client="<absent>"`} {
+		`dtype: daemon="bf16" client="fp16"`, `extra.attn_dp: daemon="2" client=<absent>`} {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("stderr lacks %s\n%s", want, res)
 		}

@@ -27,6 +27,7 @@ class FakeDaemon:
         self.socket_path = socket_path
         self.manifest = manifest
         self.mismatch = mismatch
+        self.mismatch_omitted = 0
         self.manifest_delay = manifest_delay
         self.first_event = first_event
         self.requests: List[object] = []
@@ -71,8 +72,9 @@ class FakeDaemon:
         self.requests.append(request)
         context.add_callback(self.lease_cancelled.set)
         if self.mismatch is not None:
-            mismatch = pb.ConfigMismatch(diffs=[pb.FieldDiff(field=f, daemon_value=d, client_value=c)
-                                                for f, d, c in self.mismatch])
+            mismatch = pb.ConfigMismatch(diffs=[pb.FieldDiff(field=f, daemon_value=d or "", client_value=c or "",
+                                                             daemon_absent=d is None, client_absent=c is None)
+                                                for f, d, c in self.mismatch], omitted=self.mismatch_omitted)
             status = pb.RpcStatus(code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
                                   message="config mismatch")
             detail = status.details.add()

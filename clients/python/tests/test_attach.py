@@ -63,6 +63,18 @@ def test_mismatch_trailer_becomes_incompatible_config_error(setup):
     assert "tp_size: daemon='2' client='1'" in str(e.value)
 
 
+def test_mismatch_absent_sides_and_omitted_count(setup):
+    sock, manifest, _ = setup
+    diffs = [("extra.a", None, "1"), ("extra.b", "", None)]
+    with FakeDaemon(sock, manifest, mismatch=diffs) as fake:
+        fake.mismatch_omitted = 7
+        with pytest.raises(IncompatibleConfigError) as e:
+            wcache.attach(CFG, socket=sock)
+    assert e.value.diffs == [wcache.FieldDiff("extra.a", None, "1"), wcache.FieldDiff("extra.b", "", None)]
+    assert e.value.omitted == 7
+    assert "extra.a: daemon=<absent> client='1'; extra.b: daemon='' client=<absent>; +7 more" in str(e.value)
+
+
 def test_draining_notice_and_daemon_gone_callbacks(setup):
     sock, manifest, _ = setup
     notices, gone = [], []

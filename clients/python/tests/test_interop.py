@@ -12,6 +12,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -37,7 +39,7 @@ def world():
     if missing:
         pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first "
                     "(or point WCACHE_BIN_DIR at them)", pytrace=False)
-    w = harness.World(devices=3)
+    w = harness.World(devices=6)
     try:
         yield w
     finally:
@@ -120,19 +122,49 @@ def test_digests_agree_with_the_daemon(world, checkpoint, daemon0):
 
 def test_config_mismatch_lists_the_differing_fields(world, checkpoint, daemon0):
     model_dir, _ = checkpoint
-    cfg = client_config(model_dir).replace(tp_size=2, tp_rank=1, dtype="bf16")
+    # dtype "bf16" against the daemon's default "auto" matches: both sides carry a checkpoint digest.
+    cfg = client_config(model_dir).replace(tp_size=2, tp_rank=1, dtype="bf16", extra={"attn_dp": "2"})
     with pytest.raises(wcache.IncompatibleConfigError) as e:
         wcache.attach(cfg, device_uuid=world.uuids[0], getenv=world.getenv)
     diffs = {d.field: d for d in e.value.diffs}
-    assert set(diffs) == {"tp_size", "tp_rank", "dtype"}, e.value.diffs
+    assert set(diffs) == {"tp_size", "tp_rank", "extra.attn_dp"}, e.value.diffs
     assert (diffs["tp_size"].daemon, diffs["tp_size"].client) == ("1", "2")
     assert (diffs["tp_rank"].daemon, diffs["tp_rank"].client) == ("0", "1")
-    assert (diffs["dtype"].daemon, diffs["dtype"].client) == ("auto", "bf16")
+    assert (diffs["extra.attn_dp"].daemon, diffs["extra.attn_dp"].client) == (None, "2")
     # Another checkpoint (one header differs) is a digest mismatch, whatever its path.
     other = client_config(model_dir).replace(checkpoint_digest="sha256:" + "0" * 64)
     with pytest.raises(wcache.IncompatibleConfigError) as e:
         wcache.attach(other, device_uuid=world.uuids[0], getenv=world.getenv)
     assert [d.field for d in e.value.diffs] == ["checkpoint_digest"]
+
+
+def test_a_mismatch_far_above_8_kib_keeps_its_structure(world, checkpoint, daemon0):
+    # 100 extra keys of 1 KiB: the full diff list is ~100 KiB, far above grpcio's 8 KiB metadata
+    # default; the daemon bounds the detail and counts the rest.
+    model_dir, _ = checkpoint
+    extra = {f"knob{i:03d}": "v" * 1024 for i in range(100)}
+    cfg = client_config(model_dir).replace(extra=extra)
+    with pytest.raises(wcache.IncompatibleConfigError) as e:
+        wcache.attach(cfg, device_uuid=world.uuids[0], getenv=world.getenv)
+    assert e.value.diffs and e.value.omitted > 0 and len(e.value.diffs) + e.value.omitted == 100
+    for d in e.value.diffs:
+        assert d.field in {"extra." + k for k in extra} and d.daemon is None and d.truncated
+        assert d.client == "v" * 256
+    assert f"+{e.value.omitted} more" in str(e.value)
+
+
+def test_dtype_aliases_match_the_daemons_spelling(world, checkpoint):
+    model_dir, _ = checkpoint
+    world.serve(3, model_dir, "--dtype", "bfloat16")
+    for spelling in ("bf16", "BF16", "torch.bfloat16", "auto"):
+        cfg = client_config(model_dir).replace(dtype=spelling)
+        with wcache.attach(cfg, device_uuid=world.uuids[3], getenv=world.getenv) as att:
+            assert att.config.dtype == "bfloat16"
+    # Without a checkpoint digest on the client, "auto" is compared literally.
+    with pytest.raises(wcache.IncompatibleConfigError) as e:
+        wcache.attach(client_config(model_dir).replace(checkpoint_digest="", dtype="auto"),
+                      device_uuid=world.uuids[3], getenv=world.getenv)
+    assert [(d.field, d.daemon, d.client) for d in e.value.diffs] == [("dtype", "bfloat16", "auto")]
 
 
 def leases_in_status(world, uuid):
@@ -268,3 +300,49 @@ def test_worked_example_against_the_daemon(world, checkpoint, daemon0):
     disk = subprocess.run([*base[:5], world.uuids[2], *base[6:]], env=world.env, capture_output=True, text=True,
                           timeout=120)
     assert disk.returncode == 0 and "from disk" in disk.stdout, disk.stderr
+
+
+def python_block(doc: str) -> str:
+    """The first ```python block of a document of the repository, verbatim."""
+    with open(os.path.join(harness.REPO, doc), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("```python\n") + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+@pytest.mark.parametrize("doc, serve_flags", [
+    ("README.md", ()),
+    ("docs/python-client.md", ("--engine-name", "my-engine", "--engine-version", "1.4")),
+])
+def test_documented_snippets_run_as_printed_on_the_mock(world, checkpoint, doc, serve_flags):
+    # The snippet's free names, as its comment describes them; then the snippet itself, unchanged,
+    # in a Python whose environment says WCACHE_BACKEND=mock and has no GPU.
+    model_dir, _ = checkpoint
+    index = 4 if serve_flags else 5
+    daemon = world.serve(index, model_dir, *serve_flags)
+    prelude = (f"path, tp_size, rank, local_gpu = {model_dir!r}, 1, 0, {index}\n"
+               "def load_from_disk(p): raise SystemExit('fell back to disk')\n"
+               "def drain_and_exit(deadline): pass\n")
+    script = prelude + python_block(doc) + "\nprint('tensors', len(state_dict))\n"
+    env = dict(world.env, WCACHE_BACKEND="mock", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.path.join(harness.REPO, "clients", "python", "src"))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and f"tensors {N_TENSORS}" in r.stdout, (r.stdout, r.stderr)
+    daemon.signal(signal.SIGTERM)
+    daemon.wait(30)
+
+
+@pytest.mark.parametrize("devices", ["3", None])
+def test_mock_device_uuids_are_the_mocks(world, devices):
+    env = dict(world.env)
+    if devices is None:  # the harness's explicit list
+        devices = env["WCACHE_MOCK_DEVICES"]
+    env["WCACHE_MOCK_DEVICES"] = devices
+    out = subprocess.run([os.path.join(harness.bin_dir(), "wcache"), "devices", "--backend", "mock", "--json"],
+                         env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    want = [d["uuid"] for d in json.loads(out)]
+    assert wcache.mock_device_uuids(env) == want
+    assert [wcache.device_uuid(i, backend="mock", getenv=env) for i in range(len(want))] == want
+    assert wcache.device_capability(0, getenv=dict(env, WCACHE_BACKEND="mock")) == wcache.MOCK_CAPABILITY == "mock"
+    with pytest.raises(wcache.WcacheError, match="out of range"):
+        wcache.device_capability(len(want), backend="mock", getenv=env)

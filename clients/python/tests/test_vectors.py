@@ -9,7 +9,8 @@ import struct
 
 import pytest
 
-from wcache import CacheConfig, checkpoint_digest
+from wcache import CacheConfig, checkpoint_digest, normalize_dtype, normalize_quantization
+from wcache.vocab import DTYPE_ALIASES, QUANTIZATION_ALIASES
 from wcache.checkpoint import digest_headers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -44,3 +45,24 @@ def test_checkpoint_vectors(vector, tmp_path):
         with open(tmp_path / name, "wb") as f:
             f.write(struct.pack("<Q", len(raw)) + raw + bytes(data_len))
     assert checkpoint_digest(str(tmp_path)) == vector["digest"]
+
+
+@pytest.mark.parametrize("kind, normalize, aliases", [
+    ("dtypes", normalize_dtype, DTYPE_ALIASES), ("quantizations", normalize_quantization, QUANTIZATION_ALIASES)])
+def test_spelling_vectors(kind, normalize, aliases):
+    vectors = load()[kind]
+    for v in vectors:
+        assert normalize(v["in"]) == v["canonical"], v
+    # Every alias of the Python table has a vector, and so (tested in Go) has every Go alias:
+    # the two tables cannot drift apart unnoticed.
+    assert set(aliases) <= {v["in"] for v in vectors}
+
+
+def test_committed_checkpoint_directories():
+    # Real files a third party can digest as they are; hidden files (one valid, one truncated) never count.
+    dirs = load()["checkpoint_dirs"]
+    assert dirs
+    for v in dirs:
+        path = os.path.join(os.path.dirname(VECTORS), v["path"])
+        assert any(n.startswith(".") for n in os.listdir(path))
+        assert checkpoint_digest(path) == v["digest"]

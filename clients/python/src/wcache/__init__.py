@@ -14,11 +14,21 @@ Main entry points:
 See docs/python-client.md.
 """
 
+try:  # say what to install rather than "No module named 'google'"
+    import google.protobuf  # noqa: F401
+    import grpc  # noqa: F401
+except ImportError as _exc:
+    raise ImportError(
+        f"wcache needs grpcio (>= 1.51) and protobuf (>= 4.21), and this Python lacks {_exc.name!r}: "
+        "pip install grpcio protobuf, or on Debian/Ubuntu apt-get install python3-grpcio python3-protobuf",
+        name=_exc.name) from _exc
+
 from . import pb
 from .client import Attachment, DaemonGone, attach, default_client_name, status
 from .checkpoint import checkpoint_digest
 from .config import PROTOCOL_VERSION, CacheConfig, InvalidConfigError
-from .device import canonical_device_uuid, device_capability, device_index_for_uuid, device_uuid
+from .device import (MOCK_CAPABILITY, canonical_device_uuid, device_capability, device_index_for_uuid, device_uuid,
+                     mock_device_uuids)
 from .errors import (
     CheckpointError,
     DaemonDeadError,
@@ -35,6 +45,7 @@ from .errors import (
 )
 from .manifest import TensorSpec
 from .paths import Layout, default_dir, parse_template, validate_device_uuid
+from .vocab import normalize_dtype, normalize_quantization
 
 __version__ = "0.1.0.dev0"
 
@@ -42,9 +53,9 @@ NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
 __all__ = [
     "Attachment", "CacheConfig", "CheckpointError", "DaemonDeadError", "DaemonError", "DaemonGone",
-    "FieldDiff", "IncompatibleConfigError", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
+    "FieldDiff", "IncompatibleConfigError", "MOCK_CAPABILITY", "mock_device_uuids", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
-    "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "parse_template", "pb", "status",
-    "validate_device_uuid",
+    "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "normalize_dtype",
+    "normalize_quantization", "parse_template", "pb", "status", "validate_device_uuid",
 ]

@@ -14,7 +14,8 @@ depend on the directory: the same files elsewhere give the same digest.
 Which files: with ``model.safetensors.index.json``, exactly the shards its
 weight_map names (every weight it maps must be in that shard, and no shard may
 hold a weight the index maps elsewhere); without one, every ``*.safetensors``
-entry of the directory. Each header is validated with the reference rules
+entry of the directory whose name does not start with "." (hidden files never
+count). Each header is validated with the reference rules
 (size limit, UTF-8 JSON object without repeated keys, known dtypes,
 non-negative integer shapes, tensors tiling the data buffer from 0 with no
 hole, overlap or trailing byte, byte count = dtype × shape) and a tensor name
@@ -181,6 +182,14 @@ def read_index(path: str) -> Dict[str, str]:
     return weight_map
 
 
+def is_checkpoint_file_name(name: str) -> bool:
+    """Whether a directory entry counts in a checkpoint without an index: its
+    name ends in ".safetensors" and does not start with "." (hidden files,
+    such as partial downloads, never count). The Go rule
+    (safetensors.IsCheckpointFileName) is the same."""
+    return name.endswith(SUFFIX) and not name.startswith(".")
+
+
 def checkpoint_files(directory: str) -> Tuple[List[str], Optional[Dict[str, str]]]:
     """The files of the checkpoint in directory, sorted by base name, and the
     index's weight map (None without an index)."""
@@ -192,7 +201,7 @@ def checkpoint_files(directory: str) -> Tuple[List[str], Optional[Dict[str, str]
             raise CheckpointError(index_path, "weight_map names no shard")
         return [os.path.join(directory, s) for s in shards], weight_map
     try:
-        names = [e for e in os.listdir(directory) if e.endswith(SUFFIX)]
+        names = [e for e in os.listdir(directory) if is_checkpoint_file_name(e)]
     except OSError as exc:
         raise CheckpointError(directory, exc.strerror or str(exc)) from exc
     if not names:

@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import grpc
 
@@ -46,6 +46,8 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # retries or proxies. Keepalive pings (every 10 s, 5 s to answer, also on an
 # idle lease) detect a hung daemon; they respect the daemon's enforcement
 # policy (no more often than every 5 s), as the Go client's do.
+_MAX_METADATA_SIZE = 1 << 20
+
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 << 20),
     ("grpc.max_send_message_length", 256 << 20),
@@ -56,6 +58,10 @@ _CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),
     ("grpc.enable_http_proxy", 0),
     ("grpc.default_authority", "localhost"),
+    # A config mismatch travels in the trailers (grpc-status-details-bin). The
+    # daemon bounds it to a few KiB, under grpc-core's 8 KiB default; accept
+    # up to 1 MiB anyway so that a daemon with other bounds is still decoded.
+    ("grpc.max_metadata_size", _MAX_METADATA_SIZE),
 ]
 
 
@@ -91,9 +97,10 @@ def _config_message(config: Union[CacheConfig, "pb.CacheConfig"]):
     raise TypeError(f"config must be a wcache.CacheConfig or wcache.pb.CacheConfig, not {type(config).__name__}")
 
 
-def mismatch_from_error(err: grpc.RpcError) -> Optional[List[FieldDiff]]:
+def mismatch_from_error(err: grpc.RpcError) -> Optional[Tuple[List[FieldDiff], int]]:
     """The FieldDiffs of a ConfigMismatch detail in err's grpc-status-details-bin
-    trailer, or None when there is none."""
+    trailer and the number of fields the daemon omitted, or None when there is
+    no such detail."""
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
     for key, value in trailers or ():
         if key != STATUS_DETAILS_KEY:
@@ -105,7 +112,9 @@ def mismatch_from_error(err: grpc.RpcError) -> Optional[List[FieldDiff]]:
         for detail in status.details:
             if detail.type_url.rsplit("/", 1)[-1] == pb.DAEMON_PACKAGE + ".ConfigMismatch":
                 mismatch = pb.ConfigMismatch.FromString(detail.value)
-                return [FieldDiff(d.field, d.daemon_value, d.client_value) for d in mismatch.diffs]
+                return [FieldDiff(d.field, None if d.daemon_absent else d.daemon_value,
+                                  None if d.client_absent else d.client_value, d.truncated)
+                        for d in mismatch.diffs], mismatch.omitted
     return None
 
 
@@ -113,9 +122,9 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = err.details() if hasattr(err, "details") else str(err)
     if code == grpc.StatusCode.FAILED_PRECONDITION:
-        diffs = mismatch_from_error(err)
-        if diffs is not None:
-            return IncompatibleConfigError(diffs, details or "")
+        mismatch = mismatch_from_error(err)
+        if mismatch is not None:
+            return IncompatibleConfigError(mismatch[0], details or "", omitted=mismatch[1])
     if code == grpc.StatusCode.UNAVAILABLE and details and "refused" in details.lower():
         return DaemonDeadError(target.socket, details)
     return DaemonError(operation, code, details or "")

@@ -18,11 +18,21 @@ so ``65303434-3830-3136-3839-323537666234`` is the device rocminfo calls
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import re
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 from .errors import InvalidUUIDError, WcacheError
-from .paths import validate_device_uuid
+from .paths import Getenv, _getter, validate_device_uuid
+
+# The variable that selects the backend for the wcache CLI; with "mock" the
+# device functions answer for the mock backend's devices instead of a GPU.
+BACKEND_ENV = "WCACHE_BACKEND"
+BACKEND_MOCK = "mock"
+MOCK_DEVICES_ENV = "WCACHE_MOCK_DEVICES"
+MOCK_DEFAULT_DEVICES = 2  # plugins/mock/mockbackend.DefaultDeviceCount
+# The device_capability the mock backend reports for every device.
+MOCK_CAPABILITY = "mock"
 
 PLATFORM_CUDA = "cuda"
 PLATFORM_ROCM = "rocm"
@@ -122,8 +132,37 @@ def _nvml_is_mig(uuid_body: str) -> Optional[bool]:
         shutdown()
 
 
-def device_uuid(index: int, mig: Optional[bool] = None) -> str:
+def _mock_backend(backend: Optional[str], getenv: Getenv) -> bool:
+    return (backend if backend is not None else _getter(getenv)(BACKEND_ENV).strip()) == BACKEND_MOCK
+
+
+def mock_device_uuids(getenv: Getenv = None) -> List[str]:
+    """The UUIDs of the mock backend's devices by ordinal, as the mock derives
+    them from WCACHE_MOCK_DEVICES: a count N (default 2) gives "GPU-" + the
+    first 16 bytes of sha256("wcache-mock-<i>") in the 8-4-4-4-12 form; a
+    comma-separated list gives those UUIDs."""
+    raw = _getter(getenv)(MOCK_DEVICES_ENV).strip()
+    if raw and not raw.isdigit():
+        return [validate_device_uuid(u.strip()) for u in raw.split(",")]
+    count = int(raw) if raw else MOCK_DEFAULT_DEVICES
+    return ["GPU-" + _format_nvidia(hashlib.sha256(f"wcache-mock-{i}".encode()).digest()[:16]) for i in range(count)]
+
+
+def _mock_uuid(index: int, getenv: Getenv) -> str:
+    uuids = mock_device_uuids(getenv)
+    if not 0 <= index < len(uuids):
+        raise WcacheError(f"device index {index} out of range: the mock backend has {len(uuids)} devices "
+                          f"({MOCK_DEVICES_ENV})")
+    return uuids[index]
+
+
+def device_uuid(index: int, mig: Optional[bool] = None, backend: Optional[str] = None,
+                getenv: Getenv = None) -> str:
     """Canonical UUID of the GPU this process sees as ``cuda:index``.
+
+    With backend "mock" (default: $WCACHE_BACKEND, read through getenv) it is
+    the UUID of mock device ``index`` instead (mock_device_uuids), so that the
+    same engine code runs against a mock daemon on a machine without a GPU.
 
     index is the process-visible ordinal (CUDA_VISIBLE_DEVICES,
     HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES already applied by the
@@ -136,6 +175,8 @@ def device_uuid(index: int, mig: Optional[bool] = None) -> str:
     the index is out of range; InvalidUUIDError when the device has no
     usable UUID.
     """
+    if _mock_backend(backend, getenv):
+        return _mock_uuid(index, getenv)
     try:
         import torch  # noqa: PLC0415 - optional dependency
     except ImportError as exc:
@@ -153,14 +194,20 @@ def device_uuid(index: int, mig: Optional[bool] = None) -> str:
     return canonical_device_uuid(raw, platform=platform, mig=bool(mig))
 
 
-def device_capability(index: int) -> str:
+def device_capability(index: int, backend: Optional[str] = None, getenv: Getenv = None) -> str:
     """The CacheConfig device_capability of ``cuda:index``, as the daemon's
     backend reports it: "<major>.<minor>" on CUDA (e.g. "9.0" for sm_90, as
     the CUDA backend formats NVML's compute capability), the gfx target on
     ROCm (e.g. "gfx942", from gcnArchName without its feature suffixes).
+    With backend "mock" (default: $WCACHE_BACKEND) it is "mock", what the
+    mock backend reports for every device; no GPU or torch is needed.
 
-    Raises WcacheError when torch is missing or sees no GPU.
+    Raises WcacheError when torch is missing or sees no GPU (and the backend
+    is not the mock), or when a mock index is out of range.
     """
+    if _mock_backend(backend, getenv):
+        _mock_uuid(index, getenv)
+        return MOCK_CAPABILITY
     try:
         import torch  # noqa: PLC0415 - optional dependency
     except ImportError as exc:

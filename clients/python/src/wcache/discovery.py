@@ -79,7 +79,7 @@ def resolve(socket: Optional[str] = None, device_uuid: Optional[str] = None,
         uuid: Optional[str] = check_device_uuid_arg(device_uuid)
     elif device_index is not None or socket is None:
         index = device_index if device_index is not None else _current_device_index()
-        uuid = read_device_uuid(index)
+        uuid = read_device_uuid(index, getenv=getenv)
     else:
         uuid = None
     if socket is not None:

@@ -95,25 +95,42 @@ class SocketPathTooLongError(WcacheError, ValueError):
 
 
 class FieldDiff(NamedTuple):
-    """One CacheConfig field on which the daemon and the client differ."""
+    """One CacheConfig field on which the daemon and the client differ.
+
+    ``daemon`` and ``client`` are the values as given (decimal integers, raw
+    strings), or None on the side that lacks the field (an extra key only
+    the other side sets). ``truncated``: the daemon cut the field name or a
+    value to its first 256 bytes to bound the error's size.
+    """
 
     field: str
-    daemon: str
-    client: str
+    daemon: Optional[str]
+    client: Optional[str]
+    truncated: bool = False
+
+    def __str__(self) -> str:
+        def side(v: Optional[str]) -> str:
+            return "<absent>" if v is None else repr(v)
+        return (f"{self.field}: daemon={side(self.daemon)} client={side(self.client)}"
+                + (" (truncated)" if self.truncated else ""))
 
 
 class IncompatibleConfigError(WcacheError):
     """The daemon holds other weights than the client asked for.
 
-    ``diffs`` lists every differing field as FieldDiff(field, daemon, client),
-    with proto (snake_case) field names. Loading from disk would hide a
-    deployment mistake, so this is not a fallback case.
+    ``diffs`` lists the differing fields as FieldDiff(field, daemon, client,
+    truncated), with proto (snake_case) field names; ``omitted`` counts the
+    differing fields the daemon left out to bound the error's size. Loading
+    from disk would hide a deployment mistake, so this is not a fallback case.
     """
 
-    def __init__(self, diffs: List[FieldDiff], message: str = ""):
+    def __init__(self, diffs: List[FieldDiff], message: str = "", omitted: int = 0):
         self.diffs = list(diffs)
         self.message = message
-        listed = "; ".join(f"{d.field}: daemon={d.daemon!r} client={d.client!r}" for d in self.diffs)
+        self.omitted = omitted
+        listed = "; ".join(str(d) for d in self.diffs)
+        if omitted:
+            listed += ("; " if listed else "") + f"+{omitted} more"
         super().__init__("wcache daemon holds an incompatible config: " + (listed or message or "no details"))
 
 

@@ -1020,12 +1020,20 @@ func (x *StopResponse) GetLeasesAtStop() uint32 {
 	return 0
 }
 
-// FieldDiff is one differing CacheConfig field.
+// FieldDiff is one differing CacheConfig field: its proto field name
+// ("tp_rank", "extra.<key>") and both values as given (decimal integers, raw
+// strings). An extra key only one side sets is absent on the other side:
+// its *_absent flag is true and its value is "".
 type FieldDiff struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Field         string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
-	DaemonValue   string                 `protobuf:"bytes,2,opt,name=daemon_value,json=daemonValue,proto3" json:"daemon_value,omitempty"`
-	ClientValue   string                 `protobuf:"bytes,3,opt,name=client_value,json=clientValue,proto3" json:"client_value,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Field        string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	DaemonValue  string                 `protobuf:"bytes,2,opt,name=daemon_value,json=daemonValue,proto3" json:"daemon_value,omitempty"`
+	ClientValue  string                 `protobuf:"bytes,3,opt,name=client_value,json=clientValue,proto3" json:"client_value,omitempty"`
+	DaemonAbsent bool                   `protobuf:"varint,4,opt,name=daemon_absent,json=daemonAbsent,proto3" json:"daemon_absent,omitempty"`
+	ClientAbsent bool                   `protobuf:"varint,5,opt,name=client_absent,json=clientAbsent,proto3" json:"client_absent,omitempty"`
+	// The field name or a value was cut to its first 256 bytes (at a UTF-8
+	// boundary) to bound the detail.
+	Truncated     bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1081,10 +1089,35 @@ func (x *FieldDiff) GetClientValue() string {
 	return ""
 }
 
-// ConfigMismatch is the detail of a FAILED_PRECONDITION Attach error.
+func (x *FieldDiff) GetDaemonAbsent() bool {
+	if x != nil {
+		return x.DaemonAbsent
+	}
+	return false
+}
+
+func (x *FieldDiff) GetClientAbsent() bool {
+	if x != nil {
+		return x.ClientAbsent
+	}
+	return false
+}
+
+func (x *FieldDiff) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// ConfigMismatch is the detail of a FAILED_PRECONDITION Attach error. It
+// travels in the grpc-status-details-bin trailer as a google.rpc.Status
+// detail and is bounded (docs/protocol.md, "Config mismatch").
 type ConfigMismatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Diffs         []*FieldDiff           `protobuf:"bytes,1,rep,name=diffs,proto3" json:"diffs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Diffs []*FieldDiff           `protobuf:"bytes,1,rep,name=diffs,proto3" json:"diffs,omitempty"`
+	// Differing fields left out of diffs to bound the detail ("+N more").
+	Omitted       uint32 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1124,6 +1157,13 @@ func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
 		return x.Diffs
 	}
 	return nil
+}
+
+func (x *ConfigMismatch) GetOmitted() uint32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
 }
 
 var File_wcache_daemon_v1_daemon_proto protoreflect.FileDescriptor
@@ -1217,13 +1257,17 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x04R\ttimeoutMs\"4\n" +
 	"\fStopResponse\x12$\n" +
-	"\x0eleases_at_stop\x18\x01 \x01(\rR\fleasesAtStop\"g\n" +
+	"\x0eleases_at_stop\x18\x01 \x01(\rR\fleasesAtStop\"\xcf\x01\n" +
 	"\tFieldDiff\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12!\n" +
 	"\fdaemon_value\x18\x02 \x01(\tR\vdaemonValue\x12!\n" +
-	"\fclient_value\x18\x03 \x01(\tR\vclientValue\"C\n" +
+	"\fclient_value\x18\x03 \x01(\tR\vclientValue\x12#\n" +
+	"\rdaemon_absent\x18\x04 \x01(\bR\fdaemonAbsent\x12#\n" +
+	"\rclient_absent\x18\x05 \x01(\bR\fclientAbsent\x12\x1c\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"]\n" +
 	"\x0eConfigMismatch\x121\n" +
-	"\x05diffs\x18\x01 \x03(\v2\x1b.wcache.daemon.v1.FieldDiffR\x05diffs2\xe8\x01\n" +
+	"\x05diffs\x18\x01 \x03(\v2\x1b.wcache.daemon.v1.FieldDiffR\x05diffs\x12\x18\n" +
+	"\aomitted\x18\x02 \x01(\rR\aomitted2\xe8\x01\n" +
 	"\x06Daemon\x12K\n" +
 	"\x06Status\x12\x1f.wcache.daemon.v1.StatusRequest\x1a .wcache.daemon.v1.StatusResponse\x12J\n" +
 	"\x06Attach\x12\x1f.wcache.daemon.v1.AttachRequest\x1a\x1d.wcache.daemon.v1.AttachEvent0\x01\x12E\n" +

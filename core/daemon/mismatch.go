@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+)
+
+// mismatchStatus is FAILED_PRECONDITION with a ConfigMismatch detail
+// bounded by cacheconfig.BoundDiffs. The values travel once, in the detail;
+// the message only counts and names the fields (mismatchMessage).
+func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
+	kept, omitted := cacheconfig.BoundDiffs(diffs)
+	st := status.New(codes.FailedPrecondition, mismatchMessage(kept, omitted))
+	detail := &daemonv1.ConfigMismatch{Omitted: uint32(omitted)}
+	for _, df := range kept {
+		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client,
+			DaemonAbsent: df.DaemonAbsent, ClientAbsent: df.ClientAbsent, Truncated: df.Truncated})
+	}
+	withDetail, err := st.WithDetails(detail)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetail.Err()
+}
+
+// maxMismatchMessageNames bounds the field names listed in a mismatch
+// status message (bytes).
+const maxMismatchMessageNames = 512
+
+// mismatchMessage is "cache config mismatch on N fields: a, b, … (+M more);
+// values in the ConfigMismatch detail".
+func mismatchMessage(kept []cacheconfig.FieldDiff, omitted int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cache config mismatch on %d field(s): ", len(kept)+omitted)
+	listed := 0
+	for _, df := range kept {
+		if listed > 0 && b.Len()+len(df.Field) > maxMismatchMessageNames {
+			break
+		}
+		if listed > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(df.Field)
+		listed++
+	}
+	if rest := len(kept) + omitted - listed; rest > 0 {
+		fmt.Fprintf(&b, " (+%d more)", rest)
+	}
+	b.WriteString("; values in the ConfigMismatch detail")
+	return b.String()
+}
