@@ -18,9 +18,11 @@ const maxLockContent = 4096
 // Lock is a held identity lock. The daemon keeps it for its whole life; the
 // kernel releases it when the process exits, however it exits.
 type Lock struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
+	mu    sync.Mutex
+	f     *os.File
+	path  string
+	id    fileID            // the lock file's identity when taken
+	owned map[string]fileID // files recorded by Own
 }
 
 // Path returns the lock file's path.
