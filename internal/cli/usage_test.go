@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/daemonfile"
 )
 
 // TestNegativeDurationsAreUsageErrors: a negative duration exits 2 before
@@ -68,5 +74,58 @@ func TestLaunchRefusesHugeLayouts(t *testing.T) {
 		if entries, _ := os.ReadDir(run); len(entries) != 0 {
 			t.Errorf("launch %v created %v", sizes, entries)
 		}
+	}
+}
+
+// TestStatusIgnoresAReadyFilePlantedByAnotherUser: a ready file that uid
+// 65534 wrote into a shared template directory, naming a live process, is
+// not shown as a daemon, and cleanup --force signals nobody.
+func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skipf("cannot write as another uid: setpriv %v, euid %d (needs root)", err, os.Geteuid())
+	}
+	dir, err := os.MkdirTemp("", "wcs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command("sleep", "300")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+	start, err := daemonfile.ProcessStartTime(victim.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uuid = "GPU-ffc79498-8ff3-c2dc-3b0d-fafd804516ae"
+	ready := filepath.Join(dir, uuid+".ready")
+	content := fmt.Sprintf(`{"pid":%d,"start_time":%d,"device_uuid":%q}`, victim.Process.Pid, start, uuid)
+	for _, f := range []string{ready, ready + ".lock"} {
+		out, err := exec.Command(setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
+			"sh", "-c", `printf %s "$1" > "$2"`, "plant", content, f).CombinedOutput()
+		if err != nil {
+			t.Fatalf("plant %s: %v: %s", f, err, out)
+		}
+	}
+	templates := []string{"--ready-template", filepath.Join(dir, "{device_uuid}.ready"),
+		"--socket-template", filepath.Join(dir, "{device_uuid}.sock")}
+
+	stdout, stderr, code, _ := runInProcess(t, append([]string{"status", "--json"}, templates...)...)
+	if code != 0 || strings.Contains(stdout, `"alive": true`) || !strings.Contains(stdout, "uid 65534") {
+		t.Errorf("status: exit %d, stdout %s, stderr %s; want the planted file reported as another user's, no live daemon",
+			code, stdout, stderr)
+	}
+	_, stderr, code, _ = runInProcess(t, append([]string{"cleanup", "--force", "--device-uuid", uuid}, templates...)...)
+	if code != 0 {
+		t.Errorf("cleanup --force: exit %d, %s", code, stderr)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s := daemonfile.InspectProcess(victim.Process.Pid, start); s != daemonfile.ProcAlive {
+		t.Fatalf("the process named by the planted file is %s: cleanup --force signalled it", s)
 	}
 }
