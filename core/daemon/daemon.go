@@ -210,6 +210,13 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	if err := d.writeReady(); err != nil {
 		return nil, err
 	}
+	// Recorded so that shutdown removes only these very files, and Run
+	// notices when they are gone.
+	for _, f := range []string{d.info.Paths.Socket, d.info.Paths.Ready} {
+		if err := d.lock.Own(f); err != nil {
+			return nil, err
+		}
+	}
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "tensors", d.info.Tensors,
 		"bytes", d.info.Load.Bytes, "allocations", d.info.Load.Allocations)
 	return d, nil

@@ -20,8 +20,20 @@ import (
 //     DrainTimeout, end the leases left, return nil;
 //   - the plugin exited: end every lease with UNAVAILABLE, remove the files,
 //     return an error wrapping ErrPluginExited;
-//   - the gRPC server failed: return its error.
+//   - the gRPC server failed: return its error;
+//   - its socket, ready file or lock file was removed or replaced (checked
+//     every second): drain as for ctx, then return an error wrapping
+//     daemonfile.ErrFileLost. Its identity lock no longer keeps a second
+//     daemon off the device, and new clients cannot reach it.
 func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		if err, ok := <-d.lock.Watch(ctx, fileCheckInterval); ok {
+			d.log.Error("stopping: lost a daemon file", "error", err)
+			cancel(err)
+		}
+	}()
 	select {
 	case <-d.stopCh:
 		return d.shutdown(status.Error(codes.Unavailable, "daemon stopped"), true)
@@ -37,7 +49,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 			if err != nil {
 				d.log.Warn("drain timed out: ending the leases left", "error", err)
 			}
-			return d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
+			serr := d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
+			if cause := context.Cause(ctx); errors.Is(cause, daemonfile.ErrFileLost) {
+				return errors.Join(cause, serr)
+			}
+			return serr
 		case <-d.plugin.Exited():
 			return d.pluginExited()
 		}
@@ -49,6 +65,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return serr
 	}
 }
+
+// fileCheckInterval is how often Run checks that its files are in place.
+const fileCheckInterval = time.Second
 
 // pluginExited ends every lease with UNAVAILABLE and shuts down without
 // freeing (the memory went with the plugin process).
@@ -113,7 +132,7 @@ func (d *Daemon) shutdown(leaseErr error, free bool) error {
 		<-done
 	}
 	var errs []error
-	if err := daemonfile.RemoveFiles(d.info.Paths); err != nil {
+	if err := d.lock.RemoveOwned(); err != nil {
 		errs = append(errs, fmt.Errorf("removing files: %w", err))
 	}
 	if free {

@@ -37,5 +37,11 @@ func Acquire(ctx context.Context, p paths.Paths, opts CleanupOptions) (*Lock, Cl
 	// The normal outcome of every start, reported as what this process
 	// did (it is not a conflict with another one).
 	opts.logf("device %s: took the identity lock %s (pid %d)", p.DeviceUUID, p.Lock, self.PID)
-	return &Lock{f: h.f, path: p.Lock}, res, nil
+	fi, err := h.f.Stat()
+	if err != nil {
+		h.close()
+		return nil, res, fmt.Errorf("acquire device %s: stat lock file: %w", p.DeviceUUID, err)
+	}
+	id, _ := idOf(fi)
+	return &Lock{f: h.f, path: p.Lock, id: id}, res, nil
 }

@@ -16,6 +16,14 @@
 // wcache never signals a pid whose start time does not match the recorded
 // one, and never signals its own process.
 //
+// Files are only as trustworthy as their owners (trust.go): a ready or lock
+// file owned by neither root nor the effective uid names no daemon and
+// makes nobody a target (ReadReady returns *UntrustedFileError; such a lock
+// file is replaced when free and refused, never signalled, when held), and a
+// trusted file vouches only for a process running as its owner. Before any
+// signal the process must be the flock holder the kernel lists in
+// /proc/locks for this lock file, with the recorded start time.
+//
 // Cleanup decides, in this order:
 //
 //	no socket, ready or lock file          → "none", nothing touched

@@ -18,9 +18,11 @@ const maxLockContent = 4096
 // Lock is a held identity lock. The daemon keeps it for its whole life; the
 // kernel releases it when the process exits, however it exits.
 type Lock struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
+	mu    sync.Mutex
+	f     *os.File
+	path  string
+	id    fileID            // the lock file's identity when taken
+	owned map[string]fileID // files recorded by Own
 }
 
 // Path returns the lock file's path.
@@ -95,6 +97,58 @@ func (h *lockHandle) try() (bool, error) {
 		h.close()
 	}
 	return false, fmt.Errorf("lock file %s was replaced %d times while locking it", h.path, attempts)
+}
+
+// tryTrusted is try for a lock file that must be owned by root or by us
+// (TrustedOwner). It returns whether the lock was taken and the owner of
+// the lock file. An untrusted lock file that nobody holds is removed and
+// replaced by our own (logged); one that somebody holds is an
+// *UntrustedFileError naming the holder, who is never signalled.
+func (h *lockHandle) tryTrusted(logf func(string, ...any)) (bool, uint32, error) {
+	const attempts = 4
+	for range attempts {
+		locked, err := h.try()
+		if errors.Is(err, fs.ErrPermission) {
+			// Not ours to open: say whose it is.
+			if fi, lerr := os.Lstat(h.path); lerr == nil {
+				if owner, ok := fileOwner(fi); ok && !TrustedOwner(owner) {
+					return false, owner, &UntrustedFileError{Path: h.path, UID: owner}
+				}
+			}
+		}
+		if err != nil {
+			return false, 0, err
+		}
+		fi, err := h.f.Stat()
+		if err != nil {
+			return false, 0, fmt.Errorf("stat lock file %s: %w", h.path, err)
+		}
+		owner, ok := fileOwner(fi)
+		if !ok {
+			return false, 0, fmt.Errorf("lock file %s: no owner information", h.path)
+		}
+		if TrustedOwner(owner) {
+			return locked, owner, nil
+		}
+		if !locked {
+			holder := 0
+			if pids, err := flockHolders(fi); err == nil && len(pids) == 1 {
+				holder = pids[0]
+			}
+			return false, owner, &UntrustedFileError{Path: h.path, UID: owner, Holder: holder}
+		}
+		// We hold it, so nobody else does: replace it with our own.
+		if same, err := h.isCurrent(); err != nil {
+			return false, 0, err
+		} else if same {
+			if err := os.Remove(h.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return false, owner, fmt.Errorf("replace lock file: %w: %w", err, &UntrustedFileError{Path: h.path, UID: owner})
+			}
+			logf("removed lock file %s owned by uid %d (neither root nor us); creating our own", h.path, owner)
+		}
+		h.close()
+	}
+	return false, 0, fmt.Errorf("lock file %s was replaced by another user %d times while locking it", h.path, attempts)
 }
 
 // isCurrent reports whether the open file is still the one at h.path.

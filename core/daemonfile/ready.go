@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxReadySize bounds how much of a ready file ReadReady reads.
@@ -90,15 +92,45 @@ func syncDir(dir string) error {
 }
 
 // ReadReady reads and decodes a ready file. A missing file is an error
-// wrapping fs.ErrNotExist; invalid JSON, a file over 1 MiB, or a pid <= 0
-// wraps ErrMalformedReady. Unknown fields are ignored so that newer daemons
-// can add some.
+// wrapping fs.ErrNotExist; invalid JSON, a file over 1 MiB, a pid <= 0, or
+// something other than a regular file (a symlink, a FIFO: it is opened
+// without following or blocking) wraps ErrMalformedReady. A file owned by
+// neither root nor the effective uid is an *UntrustedFileError: anyone
+// sharing the directory could have written it, naming any process. Unknown
+// fields are ignored so that newer daemons can add some.
 func ReadReady(path string) (Ready, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Ready{}, fmt.Errorf("read ready file: %w", err)
+	r, _, err := readReady(path)
+	return r, err
+}
+
+// readReady is ReadReady, also returning the file's owner uid.
+func readReady(path string) (Ready, uint32, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return Ready{}, 0, fmt.Errorf("read ready file %s: a symbolic link: %w", path, ErrMalformedReady)
 	}
+	if err != nil {
+		return Ready{}, 0, fmt.Errorf("read ready file: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Ready{}, 0, fmt.Errorf("read ready file %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Ready{}, 0, fmt.Errorf("read ready file %s: not a regular file (%s): %w", path, fi.Mode().Type(), ErrMalformedReady)
+	}
+	owner, ok := fileOwner(fi)
+	if !ok || !TrustedOwner(owner) {
+		return Ready{}, owner, &UntrustedFileError{Path: path, UID: owner}
+	}
+	r, err := decodeReady(path, f)
+	return r, owner, err
+}
+
+// decodeReady decodes the ready file open as f.
+func decodeReady(path string, f *os.File) (Ready, error) {
 	data, err := io.ReadAll(io.LimitReader(f, maxReadySize+1))
 	if err != nil {
 		return Ready{}, fmt.Errorf("read ready file %s: %w", path, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,9 +17,15 @@ import (
 // settle takes the identity lock in h, dealing with whoever owns the device
 // first, and removes stale files. On success h holds the lock; on error the
 // caller closes h.
+//
+// Only trusted files count (see TrustedOwner): a lock file owned by another
+// uid is replaced when nobody holds it and refused (never signalled) when
+// somebody does; a ready file owned by another uid names no daemon. A
+// process is signalled only when the lock file, the recorded owner, the
+// kernel's flock holder and the process's uid all agree.
 func settle(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHandle) (CleanupResult, error) {
 	res := CleanupResult{Action: ActionNone}
-	locked, err := h.try()
+	locked, lockOwner, err := h.tryTrusted(opts.logf)
 	if err != nil {
 		return res, err
 	}
@@ -26,18 +33,9 @@ func settle(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHand
 		// Primary signal: the lock is held, so a daemon is alive (possibly
 		// still starting, before its ready file exists).
 		holder := h.owner()
-		target := procRef{}
-		if holder.alive() {
-			target = holder
-		}
-		reported := holder.PID
-		if r, err := ReadReady(p.Ready); err == nil {
-			if reported == 0 {
-				reported = r.PID
-			}
-			if target.PID == 0 && InspectProcess(r.PID, r.StartTime) == ProcAlive {
-				target = procRef{PID: r.PID, StartTime: r.StartTime}
-			}
+		target, reported := h.provenHolder(p, opts, lockOwner, holder)
+		if r, err := ReadReady(p.Ready); err == nil && reported == 0 {
+			reported = r.PID
 		}
 		opts.logf("device %s: lock %s is held (recorded holder pid %d)", p.DeviceUUID, p.Lock, holder.PID)
 		live := liveDaemon(p, reported)
@@ -48,23 +46,31 @@ func settle(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHand
 			return res, err
 		}
 		res.Action, res.PID = ActionTookOver, reported
-	} else if r, err := ReadReady(p.Ready); err == nil {
+	} else if r, owner, err := readReady(p.Ready); err == nil {
 		// Secondary signal: a live process in the ready file that does not
 		// hold our lock (its lock file was deleted and recreated, or it was
-		// started by a version without locks) still owns the socket.
+		// started by a version without locks) still owns the socket — if it
+		// runs as the ready file's (trusted) owner.
 		ref := procRef{PID: r.PID, StartTime: r.StartTime}
 		state := InspectProcess(ref.PID, ref.StartTime)
 		opts.logf("device %s: ready file names pid %d: %s", p.DeviceUUID, r.PID, state)
 		if state == ProcAlive && r.PID != os.Getpid() {
-			if !opts.Force {
-				return res, liveDaemon(p, r.PID)
+			if !ref.runsAs(owner) {
+				opts.logf("device %s: pid %d does not run as uid %d, the owner of %s; ignoring the ready file",
+					p.DeviceUUID, r.PID, owner, p.Ready)
+			} else {
+				if !opts.Force {
+					return res, liveDaemon(p, r.PID)
+				}
+				if err := stopAndWait(ctx, p, opts, nil, ref); err != nil {
+					return res, err
+				}
+				res.Action = ActionTookOver
 			}
-			if err := stopAndWait(ctx, p, opts, nil, ref); err != nil {
-				return res, err
-			}
-			res.Action = ActionTookOver
 		}
 		res.PID = r.PID
+	} else if errors.Is(err, ErrUntrustedFile) {
+		opts.logf("device %s: ignoring the ready file, which names no daemon: %v", p.DeviceUUID, err)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		opts.logf("device %s: treating unreadable ready file as stale: %v", p.DeviceUUID, err)
 	}
@@ -81,6 +87,47 @@ func settle(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHand
 		res.PID = 0
 	}
 	return res, nil
+}
+
+// provenHolder returns the process that may be signalled for the held lock
+// in h — the zero procRef when none is proven — and the pid to report. The
+// recorded owner (or, without one, the ready file's process) qualifies only
+// if the kernel says it holds the flock on this very lock file, its start
+// time matches, and it runs as the lock file's owner. The reported pid is
+// the recorded one, else the single flock holder.
+func (h *lockHandle) provenHolder(p paths.Paths, opts CleanupOptions, lockOwner uint32, recorded procRef) (procRef, int) {
+	fi, err := h.f.Stat()
+	if err != nil {
+		opts.logf("device %s: stat lock file: %v; not signalling", p.DeviceUUID, err)
+		return procRef{}, recorded.PID
+	}
+	holders, err := flockHolders(fi)
+	if err != nil {
+		opts.logf("device %s: %v; the lock holder cannot be proven, not signalling", p.DeviceUUID, err)
+		return procRef{}, recorded.PID
+	}
+	reported := recorded.PID
+	if reported == 0 && len(holders) == 1 {
+		reported = holders[0]
+	}
+	candidate := recorded
+	if candidate.PID == 0 {
+		if r, err := ReadReady(p.Ready); err == nil {
+			candidate = procRef{PID: r.PID, StartTime: r.StartTime}
+		}
+	}
+	switch {
+	case candidate.PID == 0:
+	case !slices.Contains(holders, candidate.PID):
+		opts.logf("device %s: pid %d is named as the daemon but the kernel lists %v as holding %s; not signalling it",
+			p.DeviceUUID, candidate.PID, holders, p.Lock)
+	case !candidate.runsAs(lockOwner):
+		opts.logf("device %s: pid %d holds %s but is not alive as recorded or does not run as uid %d, the lock file's owner; not signalling it",
+			p.DeviceUUID, candidate.PID, p.Lock, lockOwner)
+	default:
+		return candidate, reported
+	}
+	return procRef{}, reported
 }
 
 func liveDaemon(p paths.Paths, pid int) *LiveDaemonError {
@@ -114,6 +161,12 @@ func stopAndWait(ctx context.Context, p paths.Paths, opts CleanupOptions, h *loc
 		opts.logf("device %s: lock holder cannot be identified safely; not signalling, waiting for the lock", p.DeviceUUID)
 	}
 
+	// A different live owner recorded while we wait took the lock in
+	// between; the one recorded now (proven or not) is what we wait out.
+	var recorded procRef
+	if h != nil {
+		recorded = h.owner()
+	}
 	var failure error
 	done, err := pollUntil(ctx, opts.wait(), func() bool {
 		if target.PID > 0 && target.alive() {
@@ -130,7 +183,7 @@ func stopAndWait(ctx context.Context, p paths.Paths, opts CleanupOptions, h *loc
 		if locked {
 			return true
 		}
-		if o := h.owner(); o.PID != 0 && o.PID != target.PID && o.alive() {
+		if o := h.owner(); o.PID != 0 && o != recorded && o.PID != target.PID && o.alive() {
 			failure = liveDaemon(p, o.PID)
 			return true
 		}

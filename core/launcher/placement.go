@@ -80,9 +80,23 @@ func (t Topology) Split() PerNode {
 	}
 }
 
+// Limits on a Topology, checked by Validate before anything is sized by
+// them. No node has more GPUs than MaxLocalRanks; the other bounds keep
+// every product and GPU id far from overflow.
+const (
+	// MaxLocalRanks bounds the ranks (daemons, GPUs) one node hosts.
+	MaxLocalRanks = 1024
+	// MaxSize bounds tp-size, pp-size and nnodes.
+	MaxSize = 1 << 20
+	// MaxGPUID bounds base-gpu-id, gpu-id-step and explicit GPU ids.
+	MaxGPUID = 1 << 16
+)
+
 // Validate checks the sizes and ranks of t (not the explicit GPU list,
-// which Place checks against the local rank count). Every error is a
-// *TopologyError.
+// which Place checks against the local rank count). Sizes above MaxSize,
+// a base GPU id or step above MaxGPUID and more than MaxLocalRanks ranks on
+// this node are refused, so that Place allocates nothing out of proportion.
+// Every error is a *TopologyError.
 func (t Topology) Validate() error {
 	switch {
 	case t.TPSize < 1:
@@ -99,6 +113,16 @@ func (t Topology) Validate() error {
 		return topoErrorf("base-gpu-id", "must not be negative, got %d", t.BaseGPUID)
 	case t.GPUIDStep < 1:
 		return topoErrorf("gpu-id-step", "must be at least 1, got %d", t.GPUIDStep)
+	case t.TPSize > MaxSize:
+		return topoErrorf("tp-size", "%d is more than %d", t.TPSize, MaxSize)
+	case t.PPSize > MaxSize:
+		return topoErrorf("pp-size", "%d is more than %d", t.PPSize, MaxSize)
+	case t.NNodes > MaxSize:
+		return topoErrorf("nnodes", "%d is more than %d", t.NNodes, MaxSize)
+	case t.BaseGPUID > MaxGPUID:
+		return topoErrorf("base-gpu-id", "%d is more than %d", t.BaseGPUID, MaxGPUID)
+	case t.GPUIDStep > MaxGPUID:
+		return topoErrorf("gpu-id-step", "%d is more than %d", t.GPUIDStep, MaxGPUID)
 	}
 	// Nodes split either the pipeline stages (pp >= nnodes) or each stage's
 	// TP group (nnodes > pp); anything else leaves ranks on no node or on a
@@ -115,6 +139,10 @@ func (t Topology) Validate() error {
 		return topoErrorf("tp-size", "tp-size %d is not a multiple of the nodes per pipeline stage (nnodes/pp = %d)",
 			t.TPSize, s.NodesPerPP)
 	}
+	if n := s.PP * s.TP; n > MaxLocalRanks {
+		return topoErrorf("tp-size", "this node would host %d ranks (%d pp x %d tp), more than the %d GPUs a node can have",
+			n, s.PP, s.TP, MaxLocalRanks)
+	}
 	if t.GPUs != nil && (t.BaseGPUID != 0 || t.GPUIDStep != 1) {
 		return topoErrorf("gpus", "an explicit GPU list replaces base-gpu-id and gpu-id-step; leave those at 0 and 1")
 	}
@@ -129,7 +157,7 @@ func (t Topology) Validate() error {
 //
 // or t.GPUs[local] when an explicit list is given. It refuses an invalid
 // topology, a GPU list whose length is not the local rank count, negative
-// GPU ids and two ranks on one GPU (which the formula produces, for
+// or out-of-range GPU ids and two ranks on one GPU (which the formula produces, for
 // example, with gpu_id_step 2 and more than one pipeline stage per node).
 // Every error is a *TopologyError.
 func Place(t Topology) ([]Rank, error) {
@@ -151,8 +179,8 @@ func Place(t Topology) ([]Rank, error) {
 			r := Rank{Local: len(ranks), TPRank: tp, PPRank: pp}
 			if t.GPUs != nil {
 				r.GPUID = t.GPUs[r.Local]
-				if r.GPUID < 0 {
-					return nil, topoErrorf("gpus", "GPU id %d (position %d) is negative", r.GPUID, r.Local)
+				if r.GPUID < 0 || r.GPUID > MaxGPUID {
+					return nil, topoErrorf("gpus", "GPU id %d (position %d) is not in [0, %d]", r.GPUID, r.Local, MaxGPUID)
 				}
 			} else {
 				r.GPUID = t.BaseGPUID + (pp%s.PP)*s.TP + (tp%s.TP)*t.GPUIDStep

@@ -156,7 +156,16 @@ func TestPlaceRefusesBadInput(t *testing.T) {
 		{"gpu list too short", with(func(t *Topology) { t.GPUs = []int{0, 1, 2} }), "gpus", "lists 3 GPUs but this node hosts 4 ranks"},
 		{"gpu list too long", with(func(t *Topology) { t.GPUs = []int{0, 1, 2, 3, 4} }), "gpus", "lists 5 GPUs"},
 		{"gpu list duplicate", with(func(t *Topology) { t.GPUs = []int{0, 1, 1, 3} }), "gpus", "GPU 1 would host two ranks (tp 1 pp 0 and tp 2 pp 0)"},
-		{"gpu list negative", with(func(t *Topology) { t.GPUs = []int{0, -1, 2, 3} }), "gpus", "negative"},
+		{"gpu list negative", with(func(t *Topology) { t.GPUs = []int{0, -1, 2, 3} }), "gpus", "not in [0, 65536]"},
+		{"gpu list huge", with(func(t *Topology) { t.GPUs = []int{0, 1 << 40, 2, 3} }), "gpus", "not in [0, 65536]"},
+		// Huge sizes are refused before Place sizes anything by them:
+		// 1e9 ranks would be a 32 GB slice, 4294967295² overflows int.
+		{"tp huge", with(func(t *Topology) { t.TPSize = 1_000_000_000 }), "tp-size", "more than 1048576"},
+		{"tp and pp at u32 max", with(func(t *Topology) { t.TPSize = 4294967295; t.PPSize = 4294967295 }), "tp-size", "more than"},
+		{"nnodes huge", with(func(t *Topology) { t.NNodes = 1 << 40 }), "nnodes", "more than"},
+		{"more ranks than a node has GPUs", with(func(t *Topology) { t.TPSize = 1024; t.PPSize = 2 }), "tp-size", "2048 ranks"},
+		{"base huge", with(func(t *Topology) { t.BaseGPUID = 1 << 62 }), "base-gpu-id", "more than"},
+		{"step huge", with(func(t *Topology) { t.GPUIDStep = 1 << 62 }), "gpu-id-step", "more than"},
 		{"gpu list with base", with(func(t *Topology) { t.GPUs = []int{0, 1, 2, 3}; t.BaseGPUID = 1 }), "gpus", "replaces base-gpu-id"},
 		{"gpu list with step", with(func(t *Topology) { t.GPUs = []int{0, 1, 2, 3}; t.GPUIDStep = 2 }), "gpus", "replaces base-gpu-id"},
 		// SGLang's formula does not multiply the PP term by the step, so a

@@ -20,6 +20,10 @@ var (
 	ErrDirOwner = errors.New("private directory is owned by another user")
 	// ErrDirMode: the directory grants permissions to group or others.
 	ErrDirMode = errors.New("private directory is accessible to group or others")
+	// ErrUnsafeAncestor: a directory above it lets another user rename or
+	// replace it: owned by a uid other than root and us, or writable by
+	// group or others without the sticky bit.
+	ErrUnsafeAncestor = errors.New("a parent of the private directory is writable by another user")
 )
 
 // PrivateDirError reports a directory that cannot hold wcache's files safely.
@@ -56,6 +60,13 @@ func DefaultDir(getenv func(string) string) string {
 // bits for group or others. An existing directory is never chmod-ed: one that
 // fails the checks is a *PrivateDirError (ErrDirSymlink, ErrNotDir,
 // ErrDirOwner or ErrDirMode), because another user may control it.
+//
+// Every ancestor is checked as well, as OpenSSH checks the directories above
+// its key files: after resolving symlinks in the parent path, each directory
+// from the parent up to / must be owned by root or by the effective uid, and
+// must not be writable by group or others unless it has the sticky bit (as
+// /tmp has). Otherwise another user could rename the private directory away
+// and put one of their own in its place: ErrUnsafeAncestor.
 func EnsurePrivateDir(dir string) error {
 	if !filepath.IsAbs(dir) {
 		return fmt.Errorf("wcache directory %q: not an absolute path", dir)
@@ -86,7 +97,41 @@ func EnsurePrivateDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("inspect wcache directory %s: %w", dir, err)
 	}
-	return verifyPrivateDir(dir, fi)
+	if err := verifyPrivateDir(dir, fi); err != nil {
+		return err
+	}
+	return verifyAncestors(dir)
+}
+
+// verifyAncestors checks every directory above dir (see EnsurePrivateDir).
+func verifyAncestors(dir string) error {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return fmt.Errorf("resolve the parent of wcache directory %s: %w", dir, err)
+	}
+	euid := os.Geteuid()
+	for a := parent; ; a = filepath.Dir(a) {
+		fi, err := os.Lstat(a)
+		if err != nil {
+			return fmt.Errorf("inspect %s, a parent of wcache directory %s: %w", a, dir, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("inspect %s: no ownership information", a)
+		}
+		if st.Uid != 0 && int(st.Uid) != euid {
+			return &PrivateDirError{Dir: dir, Err: ErrUnsafeAncestor,
+				Detail: fmt.Sprintf("its parent %s is owned by uid %d (neither root nor us), who could rename it away", a, st.Uid)}
+		}
+		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+			return &PrivateDirError{Dir: dir, Err: ErrUnsafeAncestor,
+				Detail: fmt.Sprintf("its parent %s has mode %#o without the sticky bit, so other users could rename it away; "+
+					"use a directory whose parents only root and we can write", a, fi.Mode().Perm())}
+		}
+		if a == "/" || a == "." {
+			return nil
+		}
+	}
 }
 
 func verifyPrivateDir(dir string, fi fs.FileInfo) error {

@@ -2,7 +2,9 @@ package paths
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,4 +141,62 @@ func shortTempDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+func TestEnsurePrivateDirChecksAncestors(t *testing.T) {
+	base := t.TempDir()
+	// Traversable (t.TempDir's parent too), so another uid reaches the
+	// parents below.
+	mustChmod(t, filepath.Dir(base), 0o711)
+	mustChmod(t, base, 0o711)
+	open := filepath.Join(base, "open")
+	mustMkdir(t, open, 0o700)
+	mustChmod(t, open, 0o777)
+	sticky := filepath.Join(base, "sticky")
+	mustMkdir(t, sticky, 0o700)
+	mustChmod(t, sticky, 0o777|os.ModeSticky)
+	foreign := filepath.Join(base, "foreign")
+	mustMkdir(t, foreign, 0o755)
+	if err := os.Chown(foreign, 65534, 65534); err != nil {
+		t.Fatalf("chown to nobody (tests run as root): %v", err)
+	}
+	// A symlinked parent is judged by what it points to.
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(open, link); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, dir := range []string{filepath.Join(open, "wcache"), filepath.Join(open, "deeper", "wcache"),
+		filepath.Join(foreign, "wcache"), filepath.Join(link, "wcache2")} {
+		err := EnsurePrivateDir(dir)
+		if !errors.Is(err, ErrUnsafeAncestor) {
+			t.Errorf("%s: err = %v, want ErrUnsafeAncestor", dir, err)
+		}
+	}
+	if err := EnsurePrivateDir(filepath.Join(sticky, "wcache")); err != nil {
+		t.Errorf("under a sticky world-writable parent: %v", err)
+	}
+
+	// What the check prevents, done by another uid for real: in the
+	// non-sticky parent it renames our directory away, in the sticky one it
+	// cannot.
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Geteuid() != 0 {
+		t.Logf("skipping the rename by uid 65534: setpriv %v, euid %d", err, os.Geteuid())
+		return
+	}
+	asNobody := func(args ...string) error {
+		cmd := exec.Command(setpriv, append([]string{"--reuid", "65534", "--regid", "65534", "--clear-groups", "--"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := asNobody("mv", filepath.Join(open, "wcache"), filepath.Join(open, "stolen")); err != nil {
+		t.Errorf("uid 65534 could not rename our directory in a non-sticky world-writable parent: %v", err)
+	}
+	if err := asNobody("mv", filepath.Join(sticky, "wcache"), filepath.Join(sticky, "stolen")); err == nil {
+		t.Errorf("uid 65534 renamed our directory in a sticky parent")
+	}
 }

@@ -11,6 +11,17 @@ import (
 // metadataKey is the reserved top-level key of the string→string metadata.
 const metadataKey = "__metadata__"
 
+// MaxNestingDepth is the deepest JSON nesting a header may have, the
+// top-level object counting as 1. The reference reader's serde_json stops at
+// its recursion limit of 128 (a 128th level is an error), so 127 levels are
+// accepted and no valid file is refused; deeper input is ErrInvalidHeader
+// after reading at most 128 opening brackets, however deep it goes.
+const MaxNestingDepth = 127
+
+// fieldDepth is the nesting depth of a tensor entry's field values: the
+// header object (1) holds the entry (2), whose values start at 3.
+const fieldDepth = 3
+
 // decodeHeader decodes the raw header JSON strictly. It walks encoding/json's
 // token stream instead of unmarshalling into maps, because a map silently
 // keeps the last of two equal keys; here a repeated key at any level the
@@ -169,7 +180,7 @@ func decodeTensor(dec *json.Decoder, name string) (TensorInfo, error) {
 			}
 			t.Begin, t.End = offsets[0], offsets[1]
 		default:
-			if err := skipValue(dec); err != nil {
+			if err := skipValue(dec, fieldDepth); err != nil {
 				return t, jsonErr(name, err)
 			}
 		}
@@ -239,8 +250,10 @@ func objectKey(dec *json.Decoder, tensor string) (string, error) {
 	return key, nil
 }
 
-// skipValue consumes one JSON value of any kind, nested ones included.
-func skipValue(dec *json.Decoder) error {
+// skipValue consumes one JSON value of any kind, nested ones included. The
+// value sits at nesting depth at (see MaxNestingDepth); nesting deeper than
+// MaxNestingDepth is an error.
+func skipValue(dec *json.Decoder, at int) error {
 	depth := 0
 	for {
 		tok, err := dec.Token()
@@ -251,6 +264,9 @@ func skipValue(dec *json.Decoder) error {
 			switch d {
 			case '{', '[':
 				depth++
+				if at+depth-1 > MaxNestingDepth {
+					return fmt.Errorf("JSON nesting deeper than %d levels", MaxNestingDepth)
+				}
 			default:
 				depth--
 			}

@@ -3,7 +3,6 @@ package safetensors
 import (
 	"errors"
 	"fmt"
-	"os"
 )
 
 // File is one validated safetensors file. It holds no open descriptor.
@@ -23,20 +22,14 @@ type File struct {
 // Open reads and validates the header of the safetensors file at path (see
 // ParseHeader); it reads no tensor byte. A rule violation is a *FormatError
 // with Path set; a path that is not a regular file (after following
-// symlinks, as Hugging Face caches use them) is refused.
+// symlinks, as Hugging Face caches use them) is refused without blocking:
+// a FIFO or device is never opened for a blocking read.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("safetensors: %s: not a regular file (%s)", path, st.Mode().Type())
-	}
 	h, raw, err := ParseHeader(f, st.Size())
 	if err != nil {
 		var fe *FormatError

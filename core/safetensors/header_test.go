@@ -288,3 +288,39 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+// nested is an entry whose unknown field "x" nests arrays so that the
+// deepest one sits at depth levels, the header object counting as 1.
+func nested(depth int) []byte {
+	n := depth - 2 // the header object and the entry
+	h := `{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":` +
+		strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`
+	return safetensorstest.RawFile(h, []byte{1})
+}
+
+func TestParseHeaderNestingDepth(t *testing.T) {
+	if _, _, err := parseBytes(nested(safetensors.MaxNestingDepth)); err != nil {
+		t.Fatalf("%d levels (what the reference accepts): %v", safetensors.MaxNestingDepth, err)
+	}
+	_, _, err := parseBytes(nested(safetensors.MaxNestingDepth + 1))
+	if !errors.Is(err, safetensors.ErrInvalidHeader) || !strings.Contains(err.Error(), "nesting") {
+		t.Fatalf("%d levels: err = %v, want ErrInvalidHeader about nesting", safetensors.MaxNestingDepth+1, err)
+	}
+
+	// 5M levels: valid JSON that encoding/json would walk to the end,
+	// growing a 5M-entry stack. The cap stops at the first level too many.
+	deep := nested(5_000_000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, err = parseBytes(deep)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, safetensors.ErrInvalidHeader) || !strings.Contains(err.Error(), "nesting") {
+		t.Fatalf("5M levels: err = %v, want ErrInvalidHeader about nesting", err)
+	}
+	// The header buffer itself is 10 MB; the parse must not add a
+	// per-level cost on top of it.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 3*uint64(len(deep)) {
+		t.Errorf("5M levels: parsing allocated %d bytes for a %d-byte file", grew, len(deep))
+	}
+}

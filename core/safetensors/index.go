@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -42,7 +41,7 @@ func (ix *Index) Shards() []string {
 // ReadIndex reads and parses the index file at path (see ParseIndex). A file
 // larger than MaxIndexSize is refused with ErrInvalidIndex.
 func ReadIndex(path string) (*Index, error) {
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -113,7 +112,7 @@ func ParseIndex(data []byte) (*Index, error) {
 			}
 			ix.Metadata = raw
 		default:
-			if err := skipValue(dec); err != nil {
+			if err := skipValue(dec, 2); err != nil { // the index object is level 1
 				return nil, syntax(err)
 			}
 		}

@@ -112,6 +112,12 @@ Exit codes: 3 no daemon (the only case an engine may load from disk instead),
 		if socket != "" && uuid != "" {
 			return usageErrorf("--socket and --device-uuid exclude each other")
 		}
+		if uuid != "" {
+			// The same mistake exits 2 here as in stop and cleanup.
+			if _, err := layout.Derive(uuid); err != nil {
+				return withCode(ExitUsage, err)
+			}
+		}
 		// The backend finds the daemon when no socket or UUID is given, and
 		// imports the handles for --verify.
 		useBackend := socket == "" && uuid == "" || verify

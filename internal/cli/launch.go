@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/launcher"
+	"github.com/wcache/wcache/sdk"
 )
 
 // launchFlags are the flags of `wcache launch`.
@@ -185,6 +187,9 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	// One plugin for the whole launch, only to resolve UUIDs; closed before
 	// the daemons start their own.
 	devices, err := f.resolveDevices(ctx, e, ranks)
+	if errors.Is(err, sdk.ErrNoSuchDevice) {
+		return withCode(ExitUsage, fmt.Errorf("the layout needs more GPUs than the backend has: %w", err))
+	}
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes, documented in docs/operations.md.
@@ -92,6 +94,7 @@ func newRootCommand(e *env) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err: err} })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return refuseNegativeDurations(cmd) }
 	root.AddCommand(
 		newVersionCommand(e),
 		newLaunchCommand(e),
@@ -104,4 +107,20 @@ func newRootCommand(e *env) *cobra.Command {
 		newCleanupCommand(e),
 	)
 	return root
+}
+
+// refuseNegativeDurations makes a negative value of any duration flag a
+// usage error: no duration of wcache means anything below zero, and a
+// negative --drain-timeout used to fall back silently to the default.
+func refuseNegativeDurations(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil || f.Value.Type() != "duration" {
+			return
+		}
+		if d, perr := time.ParseDuration(f.Value.String()); perr == nil && d < 0 {
+			err = usageErrorf("--%s %s: a duration must not be negative", f.Name, f.Value)
+		}
+	})
+	return err
 }

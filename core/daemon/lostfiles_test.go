@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/paths"
+)
+
+// TestRemovedRuntimeDirectory: the runtime directory of a serving daemon is
+// removed (logind at logout) and recreated, and a second daemon starts on
+// the same GPU. The first notices that its files are gone and stops by
+// itself, removing nothing of the second's, which stays reachable.
+func TestRemovedRuntimeDirectory(t *testing.T) {
+	f := newFixture(t)
+	run := filepath.Join(f.dir, "run")
+	if err := os.Mkdir(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	layout, err := paths.NewLayout(paths.Options{
+		SocketTemplate: filepath.Join(run, "{device_uuid}.sock"),
+		ReadyTemplate:  filepath.Join(run, "{device_uuid}.ready"),
+		Getenv:         func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRun := func(o *Options) { o.Layout = layout }
+
+	first := f.start(0, inRun)
+	if err := os.RemoveAll(run); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	second := f.start(0, inRun)
+	p := second.d.Info().Paths
+	before := map[string]os.FileInfo{}
+	for _, path := range []string{p.Socket, p.Ready} {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatalf("second daemon's %s: %v", path, err)
+		}
+		before[path] = fi
+	}
+
+	// The first daemon stops by itself: its lock file, socket and ready
+	// file are gone, so it no longer owns the device.
+	select {
+	case <-first.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first daemon still runs 5s after its directory was removed")
+	}
+	if !errors.Is(first.err, daemonfile.ErrFileLost) {
+		t.Errorf("first daemon's Run = %v, want ErrFileLost", first.err)
+	}
+
+	// The second daemon's files are its own, untouched, and it serves.
+	for path, fi := range before {
+		now, err := os.Lstat(path)
+		if err != nil || !os.SameFile(fi, now) {
+			t.Fatalf("second daemon's %s was removed or replaced (%v)", path, err)
+		}
+	}
+	r, err := daemonfile.ReadReady(p.Ready)
+	if err != nil || r.PID != os.Getpid() {
+		t.Fatalf("ready file: %+v, %v", r, err)
+	}
+	second.mustAttach(t)
+	select {
+	case <-second.done:
+		t.Fatalf("the second daemon stopped: %v", second.err)
+	default:
+	}
+}
+
+// TestStopRemovesOnlyItsOwnFiles: files replaced at a daemon's paths while
+// it serves are not its own and survive its stop.
+func TestStopRemovesOnlyItsOwnFiles(t *testing.T) {
+	f := newFixture(t)
+	r := f.start(0, nil)
+	p := r.d.Info().Paths
+	// Someone replaces the ready file (same path, new inode) and the
+	// daemon is stopped before its next check.
+	if err := daemonfile.WriteReady(p.Ready, daemonfile.Ready{PID: 1, DeviceUUID: p.DeviceUUID}); err != nil {
+		t.Fatal(err)
+	}
+	r.cancel()
+	if err := r.wait(t); err != nil && !errors.Is(err, daemonfile.ErrFileLost) {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := os.Lstat(p.Ready); err != nil {
+		t.Errorf("the replaced ready file was removed: %v", err)
+	}
+	assertGone(t, p.Socket)
+}
