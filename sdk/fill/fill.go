@@ -24,8 +24,8 @@ import (
 // extents contiguous in one file and in the destination are merged.
 //
 // progress (may be nil) is called from the calling goroutine with the
-// bytes whose copies have completed, at most once per completed chunk and
-// once more with done == total at the end.
+// bytes whose copies have completed: once per completed chunk, the last
+// time (done == total) only when the fill succeeded.
 //
 // The first error (a read, Acquire, CopyAsync or Completion error, or ctx
 // ending) stops the fill: Fill returns it wrapped, after every copy
@@ -50,7 +50,7 @@ func Fill(ctx context.Context, c Copier, size uint64, extents []sdk.Extent, prog
 			_ = f.close()
 		}
 	}()
-	r := &run{copier: c, opts: opts, total: total, signal: make(chan struct{}, 1)}
+	r := &run{copier: c, opts: opts, total: total, chunkDone: make(chan int, opts.Readers*opts.Buffers)}
 	if total > 0 {
 		r.run(ctx, merged, files, progress)
 	}
@@ -139,8 +139,11 @@ type run struct {
 	copier Copier
 	opts   Options
 	total  uint64
-	landed atomic.Uint64
-	signal chan struct{} // a chunk landed; capacity 1
+	landed atomic.Uint64 // bytes whose copies completed, as reported
+	// chunkDone receives the size of each chunk whose copy completed;
+	// its buffer (Readers × Buffers) is enough that readers never wait
+	// on the Fill goroutine for long.
+	chunkDone chan int
 
 	mu    sync.Mutex
 	err   error // first error
@@ -179,16 +182,28 @@ func (r *run) run(ctx context.Context, extents []sdk.Extent, files map[string]*f
 		wg.Wait()
 		close(finished)
 	}()
-	reported := uint64(0)
+	// Report each landed chunk; the last (done == total) is reported by
+	// Fill once it knows the fill succeeded.
+	report := func(n int) {
+		if done := r.landed.Add(uint64(n)); progress != nil && done != r.total {
+			progress(done, r.total)
+		}
+	}
 	for {
 		select {
-		case <-r.signal:
-			if n := r.landed.Load(); progress != nil && n != reported && n != r.total {
-				reported = n
-				progress(n, r.total)
-			}
+		case n := <-r.chunkDone:
+			report(n)
 			continue
 		case <-finished:
+		}
+		break
+	}
+	for {
+		select {
+		case n := <-r.chunkDone:
+			report(n)
+			continue
+		default:
 		}
 		break
 	}
@@ -209,14 +224,9 @@ func (r *run) fail(cancel context.CancelCauseFunc, err error) {
 	cancel(err)
 }
 
-// land counts n bytes whose copy completed.
-func (r *run) land(n int) {
-	r.landed.Add(uint64(n))
-	select {
-	case r.signal <- struct{}{}:
-	default:
-	}
-}
+// land hands the size of a chunk whose copy completed to Fill's
+// goroutine, which counts it and reports progress.
+func (r *run) land(n int) { r.chunkDone <- n }
 
 // reader is one reader goroutine: it holds a lane, locked to its OS
 // thread, and cycles through the lane's buffers.

@@ -279,6 +279,9 @@ func TestFillRandomExtentsEveryByteOnce(t *testing.T) {
 		if written != total {
 			t.Fatalf("iteration %d: %d bytes written, want %d", iter, written, total)
 		}
+		if total > 0 && uint64(calls) != st.Chunks {
+			t.Fatalf("iteration %d: %d progress calls for %d chunks, want one each", iter, calls, st.Chunks)
+		}
 		if last != total || calls == 0 {
 			t.Fatalf("iteration %d: last progress %d of %d after %d calls", iter, last, total, calls)
 		}
