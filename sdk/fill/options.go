@@ -64,7 +64,7 @@ type Options struct {
 // withDefaults fills unset fields and validates the rest.
 func (o Options) withDefaults() (Options, error) {
 	if o.Readers == 0 {
-		o.Readers = min(MaxDefaultReaders, runtime.NumCPU())
+		o.Readers = DefaultReaders()
 	}
 	if o.Buffers == 0 {
 		o.Buffers = DefaultBuffers
@@ -84,3 +84,8 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	return o, nil
 }
+
+// DefaultReaders is the reader count of Options{}: min(MaxDefaultReaders,
+// runtime.NumCPU()). A backend that sizes a pool of lanes to the readers
+// uses it.
+func DefaultReaders() int { return min(MaxDefaultReaders, runtime.NumCPU()) }
