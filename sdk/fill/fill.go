@@ -129,9 +129,8 @@ func openFiles(extents []sdk.Extent, opts Options) (map[string]*file, error) {
 
 // job is one chunk of one file.
 type job struct {
-	f      *file
-	extent int
-	c      Chunk
+	f *file
+	c Chunk
 }
 
 // run is the state of one Fill while its readers work.
@@ -160,11 +159,11 @@ func (r *run) run(ctx context.Context, extents []sdk.Extent, files map[string]*f
 	go func() {
 		defer feedDone()
 		defer close(jobs)
-		for i, e := range extents {
+		for _, e := range extents {
 			f := files[e.Path]
 			for _, c := range Plan(e.FileOffset, e.Length, e.DestOffset, r.opts.BufferBytes, f.alignment()) {
 				select {
-				case jobs <- job{f: f, extent: i, c: c}:
+				case jobs <- job{f: f, c: c}:
 				case <-ctx.Done():
 					return
 				}
@@ -235,11 +234,10 @@ func (r *run) reader(ctx, fed context.Context, cancel context.CancelCauseFunc, j
 	defer runtime.UnlockOSThread()
 	lane, err := r.copier.Acquire(fed, r.opts.Buffers, r.opts.BufferBytes)
 	if err != nil {
-		if fed.Err() == nil || ctx.Err() != nil {
-			// A real failure, or the fill stopped: not "no work left".
-			if ctx.Err() == nil {
-				r.fail(cancel, fmt.Errorf("acquire a staging lane: %w", err))
-			}
+		// Once fed has ended (every chunk handed out, or the fill
+		// stopped), an error is only this reader giving up waiting.
+		if fed.Err() == nil {
+			r.fail(cancel, fmt.Errorf("acquire a staging lane: %w", err))
 		}
 		return
 	}
@@ -256,7 +254,9 @@ func (r *run) reader(ctx, fed context.Context, cancel context.CancelCauseFunc, j
 		*counter += time.Since(t)
 		pending[k] = nil
 		if err != nil {
-			laneErr = cmpErr(laneErr, err)
+			if laneErr == nil {
+				laneErr = err
+			}
 			r.fail(cancel, fmt.Errorf("copy of %d bytes: %w", pendingLen[k], err))
 			return
 		}
@@ -285,9 +285,8 @@ loop:
 		st.Read += time.Since(t)
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = sdk.Errorf(sdk.ErrInvalidArgument, "extent %d: %v", j.extent, err)
-			} else {
-				err = fmt.Errorf("extent %d: %w", j.extent, err)
+				// The file shrank after it was checked.
+				err = fmt.Errorf("%w: %w", err, sdk.ErrInvalidArgument)
 			}
 			r.fail(cancel, err)
 			break
@@ -297,7 +296,7 @@ loop:
 		st.Queue += time.Since(t)
 		if err != nil {
 			laneErr = err
-			r.fail(cancel, fmt.Errorf("extent %d: queue a copy of %d bytes to offset %d: %w", j.extent, j.c.Len, j.c.Dest, err))
+			r.fail(cancel, fmt.Errorf("queue a copy of %d bytes to offset %d: %w", j.c.Len, j.c.Dest, err))
 			break
 		}
 		st.Chunks++
@@ -316,12 +315,4 @@ loop:
 	r.stats.Queue += st.Queue
 	r.stats.CopyWait += st.CopyWait
 	r.mu.Unlock()
-}
-
-// cmpErr keeps the first error.
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
