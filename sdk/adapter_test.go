@@ -245,6 +245,29 @@ func TestLoadStreamsThrottledProgress(t *testing.T) {
 	}
 }
 
+func TestLoadStatsCrossTheBoundary(t *testing.T) {
+	want := sdk.LoadStats{Bytes: 300, Chunks: 3, Readers: 2, DirectFiles: 1, BufferedFiles: 1,
+		Wall: 5 * time.Millisecond, Read: 6 * time.Millisecond, BufferWait: time.Millisecond,
+		Queue: 2 * time.Microsecond, CopyWait: 3 * time.Microsecond}
+	client, _ := connect(t, &mock.Backend{
+		LoadStatsFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) (sdk.LoadStats, error) {
+			return want, nil
+		},
+	})
+	got, err := sdk.LoadWithStats(context.Background(), client, 1, []sdk.Extent{{Path: "/a", Length: 300}}, nil)
+	if err != nil || got != want {
+		t.Fatalf("LoadWithStats = %+v, %v; want %+v", got, err, want)
+	}
+	// A backend that measures nothing sends no stats: zero on arrival.
+	client, _ = connect(t, &mock.Backend{
+		LoadFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) error { return nil },
+	})
+	got, err = sdk.LoadWithStats(context.Background(), client, 1, []sdk.Extent{{Path: "/a", Length: 300}}, nil)
+	if err != nil || got != (sdk.LoadStats{}) {
+		t.Fatalf("LoadWithStats without stats = %+v, %v; want zero", got, err)
+	}
+}
+
 func TestLoadErrorAfterProgressIsTyped(t *testing.T) {
 	client, _ := connect(t, &mock.Backend{
 		LoadFunc: func(_ context.Context, _ sdk.AllocationID, _ []sdk.Extent, progress sdk.ProgressFunc) error {

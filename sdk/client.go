@@ -76,25 +76,33 @@ func (c *grpcClient) Allocate(ctx context.Context, ordinal int, bytes uint64) (A
 // for every message, from the calling goroutine, ending with done == total.
 // A stream that ends without the final message is a *TransportError.
 func (c *grpcClient) Load(ctx context.Context, id AllocationID, extents []Extent, progress ProgressFunc) error {
+	_, err := c.LoadWithStats(ctx, id, extents, progress)
+	return err
+}
+
+// LoadWithStats is Load returning the counters the plugin sent with its
+// final message (zero when it sent none: an older plugin, or one that does
+// not measure them).
+func (c *grpcClient) LoadWithStats(ctx context.Context, id AllocationID, extents []Extent, progress ProgressFunc) (LoadStats, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.rpc.Load(ctx, &backendv1.LoadRequest{AllocationId: uint64(id), Extents: extentsToProto(extents)})
 	if err != nil {
-		return fromStatus(ctx, "Load", err)
+		return LoadStats{}, fromStatus(ctx, "Load", err)
 	}
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return &TransportError{Op: "Load", Err: errors.New("progress stream ended before the load completed")}
+			return LoadStats{}, &TransportError{Op: "Load", Err: errors.New("progress stream ended before the load completed")}
 		}
 		if err != nil {
-			return fromStatus(ctx, "Load", err)
+			return LoadStats{}, fromStatus(ctx, "Load", err)
 		}
 		if progress != nil {
 			progress(msg.GetBytesDone(), msg.GetBytesTotal())
 		}
 		if msg.GetDone() {
-			return nil
+			return loadStatsFromProto(msg.GetStats()), nil
 		}
 	}
 }

@@ -3,6 +3,7 @@ package sdk
 import (
 	"fmt"
 	"math"
+	"time"
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 )
@@ -147,3 +148,49 @@ func digestsFromProto(in [][]byte, want int) ([][32]byte, error) {
 	}
 	return out, nil
 }
+
+// loadStatsToProto returns nil for zero stats (a backend that measured
+// nothing), so that the final message stays as it was.
+func loadStatsToProto(s LoadStats) *backendv1.LoadStats {
+	if s == (LoadStats{}) {
+		return nil
+	}
+	return &backendv1.LoadStats{
+		Bytes:         s.Bytes,
+		Chunks:        s.Chunks,
+		Readers:       clampUint32(s.Readers),
+		DirectFiles:   clampUint32(s.DirectFiles),
+		BufferedFiles: clampUint32(s.BufferedFiles),
+		WallNs:        durationToNs(s.Wall),
+		ReadNs:        durationToNs(s.Read),
+		BufferWaitNs:  durationToNs(s.BufferWait),
+		QueueNs:       durationToNs(s.Queue),
+		CopyWaitNs:    durationToNs(s.CopyWait),
+	}
+}
+
+func loadStatsFromProto(s *backendv1.LoadStats) LoadStats {
+	if s == nil {
+		return LoadStats{}
+	}
+	return LoadStats{
+		Bytes:         s.GetBytes(),
+		Chunks:        s.GetChunks(),
+		Readers:       int(s.GetReaders()),
+		DirectFiles:   int(s.GetDirectFiles()),
+		BufferedFiles: int(s.GetBufferedFiles()),
+		Wall:          nsToDuration(s.GetWallNs()),
+		Read:          nsToDuration(s.GetReadNs()),
+		BufferWait:    nsToDuration(s.GetBufferWaitNs()),
+		Queue:         nsToDuration(s.GetQueueNs()),
+		CopyWait:      nsToDuration(s.GetCopyWaitNs()),
+	}
+}
+
+func clampUint32(n int) uint32 {
+	return uint32(min(max(n, 0), math.MaxUint32))
+}
+
+func durationToNs(d time.Duration) uint64 { return uint64(max(d, 0)) }
+
+func nsToDuration(ns uint64) time.Duration { return time.Duration(min(ns, math.MaxInt64)) }

@@ -78,13 +78,14 @@ func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_L
 	t := newProgressThrottle(total, time.Now, func(done uint64) error {
 		return stream.Send(&backendv1.LoadProgress{BytesDone: done, BytesTotal: total})
 	})
-	if err := s.impl.Load(stream.Context(), AllocationID(req.GetAllocationId()), extents, t.report); err != nil {
+	stats, err := LoadWithStats(stream.Context(), s.impl, AllocationID(req.GetAllocationId()), extents, t.report)
+	if err != nil {
 		return toStatus(err)
 	}
 	if err := t.sendErr(); err != nil {
 		return err
 	}
-	return stream.Send(&backendv1.LoadProgress{BytesDone: total, BytesTotal: total, Done: true})
+	return stream.Send(&backendv1.LoadProgress{BytesDone: total, BytesTotal: total, Done: true, Stats: loadStatsToProto(stats)})
 }
 
 func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (*backendv1.ExportResponse, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -28,6 +29,9 @@ type LoadStats struct {
 	// checkpoint (config included), take the identity lock, Allocate and
 	// Export every arena. Zero until Start measured them.
 	Plan, Lock, Allocate, Export time.Duration
+	// Fill sums the fill pipeline's counters over the arenas (zero when
+	// the backend does not measure them; see sdk.LoadStats).
+	Fill sdk.LoadStats
 }
 
 // BytesPerSecond is the fill rate of the load.
@@ -93,24 +97,19 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 			return nil, fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
 		}
 	}
-	var base uint64
 	startLoad := time.Now()
 	allocated := startLoad.Sub(startAlloc)
-	for i, a := range pl.Allocations {
-		var progress sdk.ProgressFunc
-		if d.opts.Progress != nil {
-			offset := base
-			progress = func(done, _ uint64) { d.opts.Progress(offset+done, pl.Bytes) }
-		}
-		if err := d.backend.Load(ctx, d.allocs[i], a.Extents, progress); err != nil {
-			return nil, fmt.Errorf("arena %d of %d: %w", i+1, len(pl.Allocations), err)
-		}
-		for _, e := range a.Extents {
-			base += e.Length
-		}
+	fillStats, err := d.loadArenas(ctx, pl)
+	if err != nil {
+		return nil, err
 	}
 	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
-		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Allocate: allocated}
+		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated}
+	f := fillStats
+	d.log.Info("loaded", "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", d.info.Load.Duration.Seconds(),
+		"bytes_per_second", d.info.Load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
+		"direct_files", f.DirectFiles, "buffered_files", f.BufferedFiles, "read_s", f.Read.Seconds(),
+		"buffer_wait_s", f.BufferWait.Seconds(), "queue_s", f.Queue.Seconds(), "copy_wait_s", f.CopyWait.Seconds())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
@@ -125,6 +124,46 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 	}
 	d.info.Load.Export = time.Since(startExport)
 	return handles, nil
+}
+
+// loadArenas loads every arena at once (one Load per arena, so that the
+// backend's fill pipeline has them all in flight together), reports the
+// summed progress and returns the summed fill counters. The first error
+// cancels the other Loads; it is returned after they all ended.
+func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan) (sdk.LoadStats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		done     = make([]uint64, len(pl.Allocations))
+		sum      uint64
+		total    sdk.LoadStats
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for i, a := range pl.Allocations {
+		progress := func(n, _ uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			sum += n - done[i]
+			done[i] = n
+			if d.opts.Progress != nil {
+				d.opts.Progress(sum, pl.Bytes)
+			}
+		}
+		wg.Go(func() {
+			st, err := sdk.LoadWithStats(ctx, d.backend, d.allocs[i], a.Extents, progress)
+			mu.Lock()
+			defer mu.Unlock()
+			total.Add(st)
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("arena %d of %d: %w", i+1, len(pl.Allocations), err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return total, firstErr
 }
 
 // freeAll frees every allocation, bounded by DefaultFreeTimeout.

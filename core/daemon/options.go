@@ -89,7 +89,8 @@ type Options struct {
 	SocketGID *uint32
 
 	// Progress, when set, receives load progress over all allocations
-	// (bytes done, bytes total). It is called from the loading goroutine.
+	// (bytes done, bytes total). It is called from the goroutines loading
+	// the arenas (all at once), one call at a time.
 	Progress func(done, total uint64)
 	// Logger receives the daemon's log lines (nil: discarded).
 	Logger hclog.Logger

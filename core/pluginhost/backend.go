@@ -14,7 +14,10 @@ type backend struct {
 	p     *Plugin
 }
 
-var _ sdk.Backend = (*backend)(nil)
+var (
+	_ sdk.Backend     = (*backend)(nil)
+	_ sdk.StatsLoader = (*backend)(nil)
+)
 
 func (b *backend) Info(ctx context.Context) (sdk.Info, error) {
 	v, err := b.inner.Info(ctx)
@@ -37,7 +40,13 @@ func (b *backend) Allocate(ctx context.Context, ordinal int, bytes uint64) (sdk.
 }
 
 func (b *backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error {
-	return b.p.diedDuring("Load", b.inner.Load(ctx, id, extents, progress))
+	_, err := b.LoadWithStats(ctx, id, extents, progress)
+	return err
+}
+
+func (b *backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
+	st, err := sdk.LoadWithStats(ctx, b.inner, id, extents, progress)
+	return st, b.p.diedDuring("Load", err)
 }
 
 func (b *backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error) {

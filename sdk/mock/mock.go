@@ -27,14 +27,20 @@ type Backend struct {
 	DeviceUUIDFunc func(ctx context.Context, ordinal int) (string, error)
 	AllocateFunc   func(ctx context.Context, ordinal int, bytes uint64) (sdk.AllocationID, uint64, error)
 	LoadFunc       func(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error
-	ExportFunc     func(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error)
-	ImportFunc     func(ctx context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error)
-	ReadFunc       func(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
-	DigestFunc     func(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error)
-	FreeFunc       func(ctx context.Context, id sdk.AllocationID) error
+	// LoadStatsFunc, when set, serves Load and LoadWithStats in place of
+	// LoadFunc.
+	LoadStatsFunc func(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error)
+	ExportFunc    func(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error)
+	ImportFunc    func(ctx context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error)
+	ReadFunc      func(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
+	DigestFunc    func(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error)
+	FreeFunc      func(ctx context.Context, id sdk.AllocationID) error
 }
 
-var _ sdk.Backend = (*Backend)(nil)
+var (
+	_ sdk.Backend     = (*Backend)(nil)
+	_ sdk.StatsLoader = (*Backend)(nil)
+)
 
 func notSet(method string) error {
 	return sdk.Errorf(sdk.ErrUnsupported, "mock backend: %sFunc not set", method)
@@ -72,12 +78,22 @@ func (b *Backend) Allocate(ctx context.Context, ordinal int, bytes uint64) (sdk.
 	return b.AllocateFunc(ctx, ordinal, bytes)
 }
 
-// Load calls LoadFunc.
+// Load calls LoadStatsFunc or else LoadFunc.
 func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error {
-	if b.LoadFunc == nil {
-		return notSet("Load")
+	_, err := b.LoadWithStats(ctx, id, extents, progress)
+	return err
+}
+
+// LoadWithStats calls LoadStatsFunc, or else LoadFunc and returns zero
+// stats.
+func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
+	if b.LoadStatsFunc != nil {
+		return b.LoadStatsFunc(ctx, id, extents, progress)
 	}
-	return b.LoadFunc(ctx, id, extents, progress)
+	if b.LoadFunc == nil {
+		return sdk.LoadStats{}, notSet("Load")
+	}
+	return sdk.LoadStats{}, b.LoadFunc(ctx, id, extents, progress)
 }
 
 // Export calls ExportFunc.

@@ -41,6 +41,10 @@ type Sink struct {
 	tensors        prometheus.Gauge
 	loadDuration   prometheus.Gauge
 	loadRate       prometheus.Gauge
+	fillSeconds    *prometheus.GaugeVec
+	fillReaders    prometheus.Gauge
+	fillChunks     prometheus.Gauge
+	fillFiles      *prometheus.GaugeVec
 	state          *prometheus.GaugeVec
 
 	mu      sync.Mutex
@@ -75,6 +79,14 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 		tensors:      gauge("tensors", "Tensors served."),
 		loadDuration: gauge("load_duration_seconds", "Duration of the initial load (the backend's Load calls)."),
 		loadRate:     gauge("load_bytes_per_second", "Fill rate of the initial load: loaded bytes / load duration."),
+		fillSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("fill_phase_seconds",
+			"Time the initial load's fill readers spent, summed over readers, by phase: read (pread), buffer_wait (waiting for a staging buffer's copy), queue (queueing copies), copy_wait (waiting for the last copies). 0 when the backend does not measure it.")),
+			[]string{"phase"}),
+		fillReaders: gauge("fill_readers", "Reader goroutines of the initial load's fill (the most any arena ran)."),
+		fillChunks:  gauge("fill_chunks", "Copies the initial load's fill queued."),
+		fillFiles: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("fill_files",
+			"Checkpoint files of the initial load, summed over arenas, by how they were read: direct (O_DIRECT) or buffered.")),
+			[]string{"read"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("state",
 			"1 for the daemon's current serving state (serving, draining, stopping), 0 for the others.")),
 			[]string{"state"}),
@@ -85,8 +97,14 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 	for _, st := range allStates() {
 		s.state.WithLabelValues(st.String()).Set(0)
 	}
+	for _, p := range fillPhases() {
+		s.fillSeconds.WithLabelValues(p).Set(0)
+	}
+	s.fillFiles.WithLabelValues("direct").Set(0)
+	s.fillFiles.WithLabelValues("buffered").Set(0)
 	for _, c := range []prometheus.Collector{s.attaches, s.attachErrors, s.attachDuration, s.leases,
-		s.loadedBytes, s.tensors, s.loadDuration, s.loadRate, s.state} {
+		s.loadedBytes, s.tensors, s.loadDuration, s.loadRate, s.fillSeconds, s.fillReaders, s.fillChunks,
+		s.fillFiles, s.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics of device %s: %w", deviceUUID, err)
 		}
@@ -100,7 +118,18 @@ func (s *Sink) Loaded(stats daemon.LoadStats, tensors int) {
 	s.tensors.Set(float64(tensors))
 	s.loadDuration.Set(stats.Duration.Seconds())
 	s.loadRate.Set(stats.BytesPerSecond())
+	f := stats.Fill
+	for phase, d := range map[string]time.Duration{"read": f.Read, "buffer_wait": f.BufferWait, "queue": f.Queue, "copy_wait": f.CopyWait} {
+		s.fillSeconds.WithLabelValues(phase).Set(d.Seconds())
+	}
+	s.fillReaders.Set(float64(f.Readers))
+	s.fillChunks.Set(float64(f.Chunks))
+	s.fillFiles.WithLabelValues("direct").Set(float64(f.DirectFiles))
+	s.fillFiles.WithLabelValues("buffered").Set(float64(f.BufferedFiles))
 }
+
+// fillPhases are the values of wcache_fill_phase_seconds's phase label.
+func fillPhases() []string { return []string{"read", "buffer_wait", "queue", "copy_wait"} }
 
 // Attached implements daemon.Metrics.
 func (s *Sink) Attached(took time.Duration) {

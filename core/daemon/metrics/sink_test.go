@@ -19,6 +19,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
+	"github.com/wcache/wcache/sdk"
 )
 
 // TestSinkFollowsTheDaemon runs a real daemon against an Exporter: the load,
@@ -43,6 +44,15 @@ func TestMetricsSinkFollowsTheDaemon(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(s.loadRate); got != info.Load.BytesPerSecond() || got <= 0 {
 		t.Errorf("load_bytes_per_second = %v, want %v", got, info.Load.BytesPerSecond())
+	}
+	if f := info.Load.Fill; f.Bytes != uint64(td.model.TotalBytes) || f.Readers < 1 || f.Chunks < 1 {
+		t.Errorf("fill counters %+v, want the checkpoint's %d bytes from the mock's pipeline", f, td.model.TotalBytes)
+	}
+	if got := testutil.ToFloat64(s.fillReaders); got != float64(info.Load.Fill.Readers) || got < 1 {
+		t.Errorf("fill_readers = %v, want %d", got, info.Load.Fill.Readers)
+	}
+	if got := testutil.ToFloat64(s.fillSeconds.WithLabelValues("read")); got != info.Load.Fill.Read.Seconds() || got <= 0 {
+		t.Errorf("fill_phase_seconds{read} = %v, want %v", got, info.Load.Fill.Read.Seconds())
 	}
 
 	a, err := td.attach(t, nil)
@@ -222,5 +232,39 @@ func TestMetricsHandlerHealthAndExposition(t *testing.T) {
 	}
 	if code, _ := serve(h, "/"); code != http.StatusNotFound {
 		t.Errorf("GET / = %d, want 404", code)
+	}
+}
+
+func TestMetricsSinkExportsFillCounters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := NewSink(reg, testUUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Loaded(daemon.LoadStats{Bytes: 1 << 30, Duration: 2 * time.Second, Fill: sdk.LoadStats{
+		Bytes: 1 << 30, Chunks: 64, Readers: 8, DirectFiles: 2, BufferedFiles: 1,
+		Read: 3 * time.Second, BufferWait: 500 * time.Millisecond, Queue: 250 * time.Millisecond, CopyWait: 125 * time.Millisecond,
+	}}, 10)
+	expected := fmt.Sprintf(`
+# HELP wcache_fill_chunks Copies the initial load's fill queued.
+# TYPE wcache_fill_chunks gauge
+wcache_fill_chunks{device_uuid=%[1]q} 64
+# HELP wcache_fill_files Checkpoint files of the initial load, summed over arenas, by how they were read: direct (O_DIRECT) or buffered.
+# TYPE wcache_fill_files gauge
+wcache_fill_files{device_uuid=%[1]q,read="buffered"} 1
+wcache_fill_files{device_uuid=%[1]q,read="direct"} 2
+# HELP wcache_fill_phase_seconds Time the initial load's fill readers spent, summed over readers, by phase: read (pread), buffer_wait (waiting for a staging buffer's copy), queue (queueing copies), copy_wait (waiting for the last copies). 0 when the backend does not measure it.
+# TYPE wcache_fill_phase_seconds gauge
+wcache_fill_phase_seconds{device_uuid=%[1]q,phase="buffer_wait"} 0.5
+wcache_fill_phase_seconds{device_uuid=%[1]q,phase="copy_wait"} 0.125
+wcache_fill_phase_seconds{device_uuid=%[1]q,phase="queue"} 0.25
+wcache_fill_phase_seconds{device_uuid=%[1]q,phase="read"} 3
+# HELP wcache_fill_readers Reader goroutines of the initial load's fill (the most any arena ran).
+# TYPE wcache_fill_readers gauge
+wcache_fill_readers{device_uuid=%[1]q} 8
+`, testUUID)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		"wcache_fill_chunks", "wcache_fill_files", "wcache_fill_phase_seconds", "wcache_fill_readers"); err != nil {
+		t.Error(err)
 	}
 }

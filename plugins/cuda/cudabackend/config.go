@@ -7,9 +7,8 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
-	"github.com/wcache/wcache/plugins/cuda/staging"
-
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fill"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -21,22 +20,28 @@ const (
 	// libnvidia-ml.so.1). NVML that cannot be loaded is not an error.
 	EnvNVMLLibrary = "WCACHE_NVML_LIBRARY"
 	// EnvStagingBytes sets the size of each pinned staging buffer (default
-	// 64 MiB): a multiple of 4096, as a byte count with an optional unit
+	// 16 MiB): a multiple of 4096, as a byte count with an optional unit
 	// (see sdk.ParseSize): 4096, 16MiB, 1GiB.
 	EnvStagingBytes = "WCACHE_CUDA_STAGING_BYTES"
-	// EnvStagingBuffers sets the number of staging buffers (default 2).
+	// EnvStagingBuffers sets the number of staging buffers of each reader
+	// (default 2).
 	EnvStagingBuffers = "WCACHE_CUDA_STAGING_BUFFERS"
-	// EnvDirectIO, "0" or "false", turns O_DIRECT reads off (default on).
+	// EnvReaders sets the number of fill readers per device, each with its
+	// own OS thread, stream and staging buffers (default min(8, CPUs)).
+	EnvReaders = "WCACHE_CUDA_READERS"
+	// EnvDirectIO, "0" or "false", turns O_DIRECT reads off (default on:
+	// O_DIRECT for files whose pages are not in the page cache).
 	EnvDirectIO = "WCACHE_CUDA_DIRECT_IO"
 )
 
 // Limits on the staging configuration.
 const (
-	DefaultStagingBytes   = 64 << 20
-	MinStagingBytes       = staging.Alignment
+	DefaultStagingBytes   = 16 << 20
+	MinStagingBytes       = fill.Alignment
 	MaxStagingBytes       = 4 << 30
 	DefaultStagingBuffers = 2
 	MaxStagingBuffers     = 8
+	MaxReaders            = 64
 )
 
 // Config configures a Runtime. The zero value is not valid; start from
@@ -50,16 +55,25 @@ type Config struct {
 	// StagingBytes is the size of each pinned staging buffer: a multiple
 	// of 4096 in [MinStagingBytes, MaxStagingBytes].
 	StagingBytes int
-	// StagingBuffers is how many staging buffers rotate, in [2,
-	// MaxStagingBuffers]: while the GPU copies one, the next is read into.
+	// StagingBuffers is how many staging buffers rotate in each reader's
+	// ring, in [2, MaxStagingBuffers]: while the GPU copies one, the next
+	// is read into.
 	StagingBuffers int
+	// Readers is the number of fill readers per device, in [0,
+	// MaxReaders]; 0 selects sdk/fill's default, min(8, CPUs). Pinned
+	// staging memory per device is Readers × StagingBuffers ×
+	// StagingBytes (256 MiB with 8 readers and the defaults).
+	Readers int
 	// DirectIO reads checkpoint files with O_DIRECT where the filesystem
-	// allows it.
+	// allows it and their pages are not in the page cache.
 	DirectIO bool
+	// SysfsRoot is where sysfs is read for the GPU's NUMA node ("":
+	// /sys); tests point it elsewhere.
+	SysfsRoot string
 }
 
-// DefaultConfig returns the defaults: the system libraries, 2 × 64 MiB
-// staging, O_DIRECT on.
+// DefaultConfig returns the defaults: the system libraries, 2 × 16 MiB
+// staging per reader, the default reader count, O_DIRECT on.
 func DefaultConfig() Config {
 	return Config{
 		Library:        driver.DefaultLibrary,
@@ -95,6 +109,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.StagingBuffers = n
 	}
+	if v := strings.TrimSpace(getenv(EnvReaders)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return c, fmt.Errorf("%s=%q: want an integer", EnvReaders, v)
+		}
+		c.Readers = n
+	}
 	if v := strings.TrimSpace(getenv(EnvDirectIO)); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
@@ -107,12 +128,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 // Validate checks the staging settings.
 func (c Config) Validate() error {
-	if c.StagingBytes < MinStagingBytes || c.StagingBytes > MaxStagingBytes || c.StagingBytes%staging.Alignment != 0 {
+	if c.StagingBytes < MinStagingBytes || c.StagingBytes > MaxStagingBytes || c.StagingBytes%fill.Alignment != 0 {
 		return fmt.Errorf("staging buffer size %d: want a multiple of %d between %d and %d bytes (%s)",
-			c.StagingBytes, staging.Alignment, MinStagingBytes, MaxStagingBytes, EnvStagingBytes)
+			c.StagingBytes, fill.Alignment, MinStagingBytes, MaxStagingBytes, EnvStagingBytes)
 	}
 	if c.StagingBuffers < 2 || c.StagingBuffers > MaxStagingBuffers {
 		return fmt.Errorf("staging buffer count %d: want 2 to %d (%s)", c.StagingBuffers, MaxStagingBuffers, EnvStagingBuffers)
+	}
+	if c.Readers < 0 || c.Readers > MaxReaders {
+		return fmt.Errorf("reader count %d: want 0 (default) to %d (%s)", c.Readers, MaxReaders, EnvReaders)
 	}
 	return nil
 }

@@ -11,14 +11,14 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil || c != DefaultConfig() {
 		t.Fatalf("ConfigFromEnv(empty) = %+v, %v; want the defaults", c, err)
 	}
-	if c.StagingBytes != 64<<20 || c.StagingBuffers != 2 || !c.DirectIO || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
+	if c.StagingBytes != 16<<20 || c.StagingBuffers != 2 || !c.DirectIO || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	c, err = ConfigFromEnv(env(map[string]string{
 		EnvLibrary: "/opt/fake/libcuda.so.1", EnvNVMLLibrary: "/opt/fake/libnvidia-ml.so.1",
-		EnvStagingBytes: "16MiB", EnvStagingBuffers: "3", EnvDirectIO: "0",
+		EnvStagingBytes: "16MiB", EnvStagingBuffers: "3", EnvReaders: "5", EnvDirectIO: "0",
 	}))
-	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3}
+	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3, Readers: 5}
 	if err != nil || c != want {
 		t.Fatalf("ConfigFromEnv = %+v, %v; want %+v", c, err, want)
 	}
@@ -30,6 +30,9 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvStagingBuffers, "1"},
 		{EnvStagingBuffers, "many"},
 		{EnvDirectIO, "sometimes"},
+		{EnvReaders, "-1"},
+		{EnvReaders, "65"},
+		{EnvReaders, "few"},
 	} {
 		if _, err := ConfigFromEnv(env(map[string]string{kv[0]: kv[1]})); err == nil || !strings.Contains(err.Error(), kv[0]) {
 			t.Errorf("%s=%q: err = %v, want an error naming the variable", kv[0], kv[1], err)

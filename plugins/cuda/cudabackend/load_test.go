@@ -5,8 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/plugins/cuda/staging"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -68,8 +75,8 @@ func TestLoadThroughSmallStaging(t *testing.T) {
 				t.Fatalf("progress calls %v: want them to end at (%d, %d)", calls, total, total)
 			}
 			for i := 1; i < len(calls); i++ {
-				if calls[i][0] < calls[i-1][0]+progressStep && calls[i][0] != total {
-					t.Fatalf("progress calls %v closer than %d bytes", calls, progressStep)
+				if calls[i][0] <= calls[i-1][0] || calls[i][1] != total {
+					t.Fatalf("progress calls %v: not increasing", calls)
 				}
 			}
 		})
@@ -156,5 +163,132 @@ func TestCloseDuringLoad(t *testing.T) {
 	}
 	if err := <-result; !errors.Is(err, sdk.ErrUnavailable) {
 		t.Fatalf("Load interrupted by Close = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestLoadKeepsThePacedCopyEngineBusy runs the fill against the fake
+// driver's copy engine (FAKECUDA_COPY_GBPS): every stream of the device
+// shares one engine of that rate, so the Load can be no faster than
+// bytes/rate, and with reading overlapped with copying it must come close
+// to it. It also checks the bytes and that the counters add up.
+func TestLoadKeepsThePacedCopyEngineBusy(t *testing.T) {
+	const size, chunk = 48 << 20, 2 << 20
+	const gbps = 0.25
+	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": fmt.Sprint(gbps)}})
+	cfg.Readers = 3
+	cfg.DirectIO = false
+	b := newBackend(t, cfg)
+	ctx := context.Background()
+	path, data := writeFile(t, size, 8)
+	id, _, err := b.Allocate(ctx, 0, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first Load faults the fake's device memory (fresh shared memory,
+	// zero-filled page by page: slower than the engine on a busy
+	// machine); a GPU's memory has no such cost, so measure the second.
+	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.LoadWithStats(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := time.Duration(float64(size) / (gbps * 1e9) * float64(time.Second))
+	t.Logf("engine time %v, fill %+v (%.2f of the engine's rate)", engine, st, engine.Seconds()/st.Wall.Seconds())
+	if st.Wall < engine*95/100 {
+		t.Errorf("fill took %v, less than the paced engine's %v: the copies were not paced", st.Wall, engine)
+	}
+	if st.Wall > engine*3/2 {
+		t.Errorf("fill took %v, over 1.5× the engine's %v: reading and copying did not overlap", st.Wall, engine)
+	}
+	if st.Bytes != size || st.Readers != 3 || st.Chunks != size/chunk {
+		t.Errorf("stats %+v, want %d bytes in %d chunks by 3 readers", st, size, size/chunk)
+	}
+	if st.BufferWait+st.CopyWait < st.Read {
+		t.Errorf("readers waited %v for copies but read for %v: the engine, not reading, must be the bottleneck here", st.BufferWait+st.CopyWait, st.Read)
+	}
+	sums, err := b.Digest(ctx, id, []sdk.Range{{Length: size}})
+	if err != nil || sums[0] != sha(data) {
+		t.Fatalf("Digest after a paced load: %v", err)
+	}
+}
+
+// TestLoadsOfSeveralAllocationsShareTheLanes runs Loads into four
+// allocations at once with fewer lanes than Loads × readers.
+func TestLoadsOfSeveralAllocationsShareTheLanes(t *testing.T) {
+	cfg := fakeConfig(t, fakeOptions{staging: 64 << 10, env: map[string]string{"FAKECUDA_COPY_GBPS": "2", "FAKECUDA_COPY_DELAY_US": "50"}})
+	cfg.Readers = 2
+	b := newBackend(t, cfg)
+	ctx := context.Background()
+	path, data := writeFile(t, 3<<20+77, 9)
+	ids := make([]sdk.AllocationID, 4)
+	for i := range ids {
+		id, _, err := b.Allocate(ctx, 0, uint64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		go func() { errs <- b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil) }()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range ids {
+		sums, err := b.Digest(ctx, id, []sdk.Range{{Length: uint64(len(data))}})
+		if err != nil || sums[0] != sha(data) {
+			t.Fatalf("allocation %d: Digest %v", i, err)
+		}
+	}
+}
+
+// TestStagingPlacedOnTheGPUsNUMANode points the backend at a sysfs that
+// puts device 0 on node 0 and checks the lanes are made for that node
+// (the placement itself is set_mempolicy, tested in plugins/cuda/staging).
+func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
+	for _, tc := range []struct {
+		content string
+		want    string
+	}{{"0\n", "numa_node=0"}, {"-1\n", "numa_node=-1"}, {"", "numa_node=-1"}} {
+		cfg := fakeConfig(t, fakeOptions{})
+		b := newBackend(t, cfg)
+		devs, err := b.Devices(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.SysfsRoot = t.TempDir()
+		if tc.content != "" {
+			dir := filepath.Join(cfg.SysfsRoot, "bus", "pci", "devices", staging.SysfsBusID(devs[0].PCIBusID))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var logs bytes.Buffer
+		b2, err := New(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, data := writeFile(t, 300_000, 10)
+		id, _, err := b2.Allocate(context.Background(), 0, uint64(len(data)))
+		if err == nil {
+			err = b2.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
+		}
+		if cerr := b2.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("numa_node file %q: logs lack %q:\n%s", tc.content, tc.want, logs.String())
+		}
 	}
 }

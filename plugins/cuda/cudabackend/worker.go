@@ -26,12 +26,20 @@ type worker struct {
 	done    chan struct{} // closed when the goroutine has cleaned up
 	stopErr error         // cleanup error; read after done
 
-	// loadMu gives one Load at a time the staging buffers.
-	loadMu sync.Mutex
+	// ctx is the device's primary context, retained by the worker and
+	// made current by each fill reader on its own thread.
+	ctx driver.Context
 
-	// Owned by the worker goroutine: touched only inside jobs.
-	stream driver.Stream // non-blocking stream for host-to-device copies
-	stage  *stager       // pinned staging buffers, allocated by the first Load
+	// loadMu is held for reading by every running Load (several run at
+	// once, one per arena) and for writing by Close, which so waits for
+	// them.
+	loadMu sync.RWMutex
+
+	// lanes are the device's fill lanes (a stream, events and pinned
+	// staging buffers each), created by the first Loads and freed by
+	// cleanup.
+	lanesOnce sync.Once
+	lanes     *lanePool
 }
 
 type job struct {
@@ -40,7 +48,7 @@ type job struct {
 }
 
 // startWorker starts the device's worker goroutine and waits until it has
-// retained the primary context, made it current and created its stream.
+// retained the primary context and made it current.
 func startWorker(drv *driver.Driver, ordinal int, dev driver.Device) (*worker, error) {
 	w := &worker{
 		drv:     drv,
@@ -72,11 +80,7 @@ func (w *worker) run(ready chan<- error) {
 		ready <- errors.Join(err, w.drv.PrimaryCtxRelease(w.dev))
 		return
 	}
-	w.stream, err = w.drv.StreamCreate(driver.StreamNonBlocking)
-	if err != nil {
-		ready <- errors.Join(err, w.drv.CtxSetCurrent(driver.Context{}), w.drv.PrimaryCtxRelease(w.dev))
-		return
-	}
+	w.ctx = ctx
 	ready <- nil
 	for {
 		select {
@@ -92,11 +96,10 @@ func (w *worker) run(ready chan<- error) {
 // cleanup releases the worker's driver resources; on the worker thread.
 func (w *worker) cleanup() error {
 	var errs []error
-	if w.stage != nil {
-		errs = append(errs, w.stage.free(w.drv))
+	if w.lanes != nil {
+		errs = append(errs, w.lanes.free())
 	}
 	errs = append(errs,
-		w.drv.StreamDestroy(w.stream),
 		w.drv.CtxSetCurrent(driver.Context{}),
 		w.drv.PrimaryCtxRelease(w.dev))
 	return errors.Join(errs...)
@@ -123,8 +126,9 @@ func (w *worker) do(ctx context.Context, fn func() error) error {
 	return <-w.submit(ctx, fn)
 }
 
-// stop ends the worker after the job in progress, releases its stream,
-// staging buffers and primary context, and returns any cleanup error.
+// stop ends the worker after the job in progress, releases its fill
+// lanes and primary context, and returns any cleanup error. No Load may
+// be running (Close holds loadMu).
 func (w *worker) stop() error {
 	select {
 	case <-w.quit:

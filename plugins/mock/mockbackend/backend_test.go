@@ -286,14 +286,14 @@ func TestImportedMappingIsReadOnlyAndNotCharged(t *testing.T) {
 func TestLargeLoadIsChunkedWithProgress(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
-	path, data := randomFile(t, 3*loadChunk+12345)
-	id, _, err := b.Allocate(ctx, 0, 5*loadChunk)
+	path, data := randomFile(t, 3*loadBuffer+12345)
+	id, _, err := b.Allocate(ctx, 0, 5*loadBuffer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	extents := []sdk.Extent{
 		{Path: path, FileOffset: 0, Length: uint64(len(data)), DestOffset: 1},
-		{Path: path, FileOffset: 11, Length: loadChunk + 5, DestOffset: 3*loadChunk + 20000},
+		{Path: path, FileOffset: 11, Length: loadBuffer + 5, DestOffset: 3*loadBuffer + 20000},
 	}
 	var calls [][2]uint64
 	total := extents[0].Length + extents[1].Length
@@ -303,11 +303,11 @@ func TestLargeLoadIsChunkedWithProgress(t *testing.T) {
 	if len(calls) < 5 || calls[len(calls)-1] != [2]uint64{total, total} {
 		t.Fatalf("progress calls %v, want one per chunk ending at %d", calls, total)
 	}
-	sums, err := b.Digest(ctx, id, []sdk.Range{{Offset: 1, Length: uint64(len(data))}, {Offset: 3*loadChunk + 20000, Length: loadChunk + 5}})
+	sums, err := b.Digest(ctx, id, []sdk.Range{{Offset: 1, Length: uint64(len(data))}, {Offset: 3*loadBuffer + 20000, Length: loadBuffer + 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sums[0] != sha256.Sum256(data) || sums[1] != sha256.Sum256(data[11:11+loadChunk+5]) {
+	if sums[0] != sha256.Sum256(data) || sums[1] != sha256.Sum256(data[11:11+loadBuffer+5]) {
 		t.Fatal("loaded bytes differ from the file")
 	}
 }
@@ -321,9 +321,9 @@ func TestFaultFailAllocate(t *testing.T) {
 }
 
 func TestFaultFailLoadAfter(t *testing.T) {
-	b := newTestBackend(t, func(c *Config) { c.Faults.FailLoadAfter = 2 * loadChunk })
+	b := newTestBackend(t, func(c *Config) { c.Faults.FailLoadAfter = 2 * loadBuffer })
 	ctx := context.Background()
-	path, data := randomFile(t, 4*loadChunk)
+	path, data := randomFile(t, 4*loadBuffer)
 	id, _, err := b.Allocate(ctx, 0, uint64(len(data)))
 	if err != nil {
 		t.Fatal(err)
@@ -333,8 +333,8 @@ func TestFaultFailLoadAfter(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), EnvFailLoadAfter) {
 		t.Fatalf("Load = %v, want the injected failure", err)
 	}
-	if last < 2*loadChunk {
-		t.Errorf("failed after %d bytes, want at least %d", last, 2*loadChunk)
+	if last < 2*loadBuffer {
+		t.Errorf("failed after %d bytes, want at least %d", last, 2*loadBuffer)
 	}
 	// The backend stays usable.
 	if _, err := b.Digest(ctx, id, []sdk.Range{{Offset: 0, Length: 10}}); err != nil {
@@ -346,11 +346,11 @@ func TestFaultFailLoadAfter(t *testing.T) {
 }
 
 func TestFaultCrashLoadAfter(t *testing.T) {
-	for _, after := range []int64{0, loadChunk} {
+	for _, after := range []int64{0, loadBuffer} {
 		b := newTestBackend(t, func(c *Config) { c.Faults.CrashLoadAfter = after })
 		var codes []int
 		b.exit = func(code int) { codes = append(codes, code) }
-		path, data := randomFile(t, 2*loadChunk)
+		path, data := randomFile(t, 2*loadBuffer)
 		id, _, err := b.Allocate(context.Background(), 0, uint64(len(data)))
 		if err != nil {
 			t.Fatal(err)
@@ -445,7 +445,7 @@ func loadOn(t *testing.T, ctx context.Context, b *Backend, ordinal int, path str
 
 func TestFaultDevicesTargetOneDevice(t *testing.T) {
 	ctx := context.Background()
-	path, data := randomFile(t, 3*loadChunk/2)
+	path, data := randomFile(t, 3*loadBuffer/2)
 	onDevice1 := func(f Faults) func(*Config) {
 		return func(c *Config) {
 			f.Devices = []int{1}

@@ -177,3 +177,28 @@ func BenchmarkAllocateLoad(bm *testing.B) {
 		}
 	}
 }
+
+func TestLoadWithStatsCountsTheFill(t *testing.T) {
+	b := newTestBackend(t, nil)
+	ctx := context.Background()
+	path, data := randomFile(t, 5*loadBuffer+17)
+	id, _, err := b.Allocate(ctx, 0, uint64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sl sdk.StatsLoader = b
+	st, err := sl.LoadWithStats(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Bytes != uint64(len(data)) || st.Chunks != 6 || st.Readers < 1 || st.BufferedFiles+st.DirectFiles != 1 {
+		t.Fatalf("stats %+v, want %d bytes in 6 chunks from one file", st, len(data))
+	}
+	if st.Read <= 0 || st.Queue <= 0 || st.Wall <= 0 {
+		t.Fatalf("stats %+v: reading, copying (pwrite) and wall time must be measured", st)
+	}
+	got, err := b.Read(ctx, id, 0, uint64(len(data)))
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("Read after Load: %v, equal %v", err, string(got) == string(data))
+	}
+}

@@ -4,40 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fill"
 )
 
-// Load tuning: extents are cut into chunks of at most loadChunk bytes
-// (the unit of progress, cancellation and the load fault knobs) that up to
-// loadWorkers goroutines copy, each through its own loadBounce-byte buffer:
-// pread from the checkpoint, pwrite into the allocation file. A buffer of
-// 1 MiB stays in the CPU cache; 256 KiB (more system calls) and 4–8 MiB
-// measured slower.
-const (
-	loadChunk   = 8 << 20
-	loadWorkers = 4
-	loadBounce  = 1 << 20
-)
+// loadBuffer is the size of each staging buffer of the mock's fill, and
+// so of each chunk (the unit of progress and of the load fault knobs). A
+// buffer of 1 MiB stays in the CPU cache; 256 KiB (more system calls) and
+// 4–8 MiB measured slower.
+const loadBuffer = 1 << 20
 
-// chunk is one pread: length bytes at fileOffset of file into dest.
-type chunk struct {
-	file       int // index into the opened files
-	fileOffset uint64
-	dest       uint64
-	length     uint64
-}
-
-// Load copies each extent from its file into the allocation file, several
-// chunks in parallel, each with pread into a small reused buffer and
-// pwrite into the allocation file at the extent's offset (the mapping
+// Load copies each extent from its file into the allocation file through
+// the shared fill pipeline (sdk/fill): reader goroutines pread chunks of
+// the checkpoint into 1 MiB buffers, and the mock's "copy" is a pwrite of
+// the buffer into the allocation file at the extent's offset (the mapping
 // sees the bytes: it is the same memory). Writing through the file rather
 // than the mapping allocates each page without zero-filling it or taking
 // a page fault, and a full folder is an error (ENOSPC), not a SIGBUS. It
@@ -45,33 +30,27 @@ type chunk struct {
 // and name a regular file that holds the extent, and the extent must fit
 // the allocation; otherwise ErrInvalidArgument. A folder that runs out of
 // space (or memory) is ErrOutOfMemory; the bytes written so far stay
-// allocated until Free. Progress is reported after each chunk from the
-// calling goroutine. Cancelling ctx (or Close) stops it.
+// allocated until Free. Progress is reported from the calling goroutine.
+// Cancelling ctx (or Close) stops it.
 func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error {
+	_, err := b.LoadWithStats(ctx, id, extents, progress)
+	return err
+}
+
+// LoadWithStats is Load returning the fill pipeline's counters.
+func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
 	a, err := b.lookup(id)
 	if err != nil {
-		return err
+		return sdk.LoadStats{}, err
 	}
 	if a.imported {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "load into allocation %d: it is a read-only imported mapping", id)
+		return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "load into allocation %d: it is a read-only imported mapping", id)
 	}
-	var total uint64
 	for i, e := range extents {
-		if err := a.checkRange(fmt.Sprintf("extent %d", i), e.DestOffset, e.Length); err != nil {
-			return err
+		if !filepath.IsAbs(e.Path) {
+			return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "load into allocation %d: extent %d: path %q is not absolute", id, i, e.Path)
 		}
-		total += e.Length
 	}
-	files, byExtent, err := openExtentFiles(extents)
-	if err != nil {
-		return fmt.Errorf("load into allocation %d: %w", id, err)
-	}
-	defer func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}()
-
 	faults := b.faults(a.ordinal)
 	if d := faults.LoadDelay; d > 0 {
 		b.log.Debug("delaying load", "delay", d, "knob", EnvLoadDelay)
@@ -80,171 +59,79 @@ func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.E
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return fmt.Errorf("load into allocation %d: %w", id, ctx.Err())
+			return sdk.LoadStats{}, fmt.Errorf("load into allocation %d: %w", id, ctx.Err())
 		case <-b.closing:
-			return sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
+			return sdk.LoadStats{}, sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
 		}
 	}
-
 	if err := a.acquire(); err != nil {
-		return err
+		return sdk.LoadStats{}, err
 	}
 	defer a.mu.RUnlock()
-	return b.copyChunks(ctx, a, faults, byExtent, extents, total, progress)
-}
-
-// openExtentFiles opens every distinct path once and checks that each
-// extent lies inside its file. It returns the distinct files (to close)
-// and the file of each extent.
-func openExtentFiles(extents []sdk.Extent) (files, byExtent []*os.File, err error) {
-	byPath := map[string]*os.File{}
-	fail := func(err error) ([]*os.File, []*os.File, error) {
-		for _, f := range files {
-			_ = f.Close()
-		}
-		return nil, nil, err
+	if faults.FailLoadAfter == 0 {
+		return sdk.LoadStats{}, fmt.Errorf("load into allocation %d: injected failure after 0 bytes by %s", a.id, EnvFailLoadAfter)
 	}
-	byExtent = make([]*os.File, len(extents))
-	for i, e := range extents {
-		if !filepath.IsAbs(e.Path) {
-			return fail(sdk.Errorf(sdk.ErrInvalidArgument, "extent %d: path %q is not absolute", i, e.Path))
-		}
-		f, ok := byPath[e.Path]
-		if !ok {
-			f, err = os.Open(e.Path)
-			if err != nil {
-				return fail(fmt.Errorf("extent %d: %w: %w", i, err, sdk.ErrInvalidArgument))
-			}
-			files = append(files, f)
-			byPath[e.Path] = f
-		}
-		byExtent[i] = f
-		fi, err := f.Stat()
-		if err != nil {
-			return fail(fmt.Errorf("extent %d: %w", i, err))
-		}
-		if !fi.Mode().IsRegular() {
-			return fail(sdk.Errorf(sdk.ErrInvalidArgument, "extent %d: %s is not a regular file", i, e.Path))
-		}
-		size := uint64(fi.Size())
-		if e.FileOffset > size || e.Length > size-e.FileOffset {
-			return fail(sdk.Errorf(sdk.ErrInvalidArgument, "extent %d: [%d, +%d) lies past the end of %s (%d bytes)", i, e.FileOffset, e.Length, e.Path, size))
-		}
-	}
-	return files, byExtent, nil
-}
-
-func (b *Backend) copyChunks(ctx context.Context, a *allocation, f Faults, files []*os.File, extents []sdk.Extent, total uint64, progress sdk.ProgressFunc) error {
-	if f.FailLoadAfter == 0 {
-		return fmt.Errorf("load into allocation %d: injected failure after 0 bytes by %s", a.id, EnvFailLoadAfter)
-	}
-	if f.CrashLoadAfter == 0 {
+	if faults.CrashLoadAfter == 0 {
 		b.crash(a.id, 0)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	go func() {
 		select {
 		case <-b.closing:
-			cancel()
+			cancel(sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down"))
 		case <-ctx.Done():
 		}
 	}()
-
-	type result struct {
-		n   uint64
-		err error
-	}
-	work := make(chan chunk)
-	results := make(chan result)
-	workers := min(loadWorkers, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, loadBounce)
-			for c := range work {
-				err := copyChunk(files[c.file], extents[c.file].Path, a, c, buf)
-				results <- result{n: c.length, err: err}
-			}
-		}()
-	}
-	// Feed chunks; stop feeding when ctx ends.
-	go func() {
-		defer close(work)
-		for i, e := range extents {
-			for off := uint64(0); off < e.Length; off += loadChunk {
-				n := min(loadChunk, e.Length-off)
-				select {
-				case work <- chunk{file: i, fileOffset: e.FileOffset + off, dest: e.DestOffset + off, length: n}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	go func() {
-		wg.Wait()
-		close(results)
-	}()
-
-	// Collect results in this goroutine, which also reports progress and
-	// applies the fault knobs. Every worker result must be drained before
-	// returning so that no pwrite changes the allocation after Load
-	// returns.
-	var done uint64
-	var firstErr error
-	for r := range results {
-		if firstErr != nil {
-			continue
-		}
-		if r.err != nil {
-			firstErr = fmt.Errorf("load into allocation %d: %w", a.id, r.err)
-			cancel()
-			continue
-		}
-		done += r.n
+	var injected error // set by report, on the calling goroutine
+	report := func(done, total uint64) {
 		if progress != nil {
 			progress(done, total)
 		}
-		if f.CrashLoadAfter > 0 && done >= uint64(f.CrashLoadAfter) {
+		if faults.CrashLoadAfter > 0 && done >= uint64(faults.CrashLoadAfter) {
 			b.crash(a.id, done)
 		}
-		if f.FailLoadAfter > 0 && done >= uint64(f.FailLoadAfter) {
-			firstErr = fmt.Errorf("load into allocation %d: injected failure after %d bytes by %s", a.id, done, EnvFailLoadAfter)
-			cancel()
+		if faults.FailLoadAfter > 0 && done >= uint64(faults.FailLoadAfter) && injected == nil {
+			injected = fmt.Errorf("injected failure after %d bytes by %s", done, EnvFailLoadAfter)
+			cancel(injected)
 		}
 	}
-	if firstErr != nil {
-		return firstErr
+	st, err := fill.Fill(ctx, copier{a: a}, a.size, extents, report, fill.Options{Buffers: 1, BufferBytes: loadBuffer})
+	if err == nil && injected != nil {
+		// The knob fired on the last chunk: the fill had nothing left
+		// to stop, but the load still fails.
+		err = injected
 	}
-	if err := ctx.Err(); err != nil && done < total {
-		select {
-		case <-b.closing:
-			return sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
-		default:
-		}
-		return fmt.Errorf("load into allocation %d: %w", a.id, context.Cause(ctx))
+	if err != nil {
+		return st, fmt.Errorf("load into allocation %d: %w", id, err)
 	}
-	return nil
+	return st, nil
 }
 
-// copyChunk copies chunk c from f (the checkpoint at path) into a's file
-// through buf.
-func copyChunk(f *os.File, path string, a *allocation, c chunk, buf []byte) error {
-	for done := uint64(0); done < c.length; {
-		n := min(uint64(len(buf)), c.length-done)
-		if err := readChunk(f, buf[:n], c.fileOffset+done, path); err != nil {
-			return err
-		}
-		if err := writeChunk(a.fd, buf[:n], c.dest+done, a.path); err != nil {
-			return err
-		}
-		done += n
+// copier is the fill pipeline's view of one allocation: each lane is one
+// buffer, and its copy is a synchronous pwrite into the allocation file.
+type copier struct{ a *allocation }
+
+func (c copier) Acquire(_ context.Context, buffers, size int) (fill.Lane, error) {
+	l := &lane{a: c.a}
+	for range buffers {
+		l.bufs = append(l.bufs, make([]byte, size))
 	}
-	return nil
+	return l, nil
 }
+
+type lane struct {
+	a    *allocation
+	bufs [][]byte
+}
+
+func (l *lane) Buffer(i int) []byte { return l.bufs[i] }
+
+func (l *lane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) {
+	return fill.Done(writeChunk(l.a.fd, l.bufs[i][off:off+n], dst, l.a.path)), nil
+}
+
+func (l *lane) Release(error) {}
 
 // writeChunk writes src to fd (the allocation file at path) at off,
 // retrying short writes. A file system out of space or memory (ENOSPC,
@@ -265,27 +152,6 @@ func writeChunk(fd int, src []byte, off uint64, path string) error {
 			return fmt.Errorf("write %s at %d: no progress", path, off)
 		}
 		src = src[n:]
-		off += uint64(n)
-	}
-	return nil
-}
-
-// readChunk fills dst from f at off, retrying short reads. A file that
-// shrank under us is ErrInvalidArgument.
-func readChunk(f *os.File, dst []byte, off uint64, path string) error {
-	fd := int(f.Fd())
-	for len(dst) > 0 {
-		n, err := unix.Pread(fd, dst, int64(off))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read %s at %d: %w", path, off, err)
-		}
-		if n == 0 {
-			return sdk.Errorf(sdk.ErrInvalidArgument, "read %s at %d: file shorter than the extent", path, off)
-		}
-		dst = dst[n:]
 		off += uint64(n)
 	}
 	return nil

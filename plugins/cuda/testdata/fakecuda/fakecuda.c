@@ -29,6 +29,8 @@
  *    reading the source then, so reusing a staging buffer before its event
  *    completed corrupts the result as on hardware. The source must be
  *    pinned memory from cuMemHostAlloc unless FAKECUDA_ALLOW_PAGEABLE=1.
+ *    FAKECUDA_COPY_GBPS=<GB/s> paces the copies of all streams of a device
+ *    through one copy engine of that rate (see engine_copy).
  *    cuMemcpyDtoH_v2 does not wait for non-blocking streams.
  *  - cuIpcGetMemHandle writes magic, pid, memfd number, allocation id, size
  *    and a nonce into the 64 bytes. cuIpcOpenMemHandle_v2 in another process
@@ -537,6 +539,62 @@ CUresult cuMemFreeHost(void *p) {
     return CUDA_SUCCESS;
 }
 
+/* --------------------------------------------------------- copy engine */
+
+/*
+ * A device's host-to-device copy engine. With FAKECUDA_COPY_GBPS unset or
+ * 0, a stream thread copies as fast as memcpy goes, streams in parallel.
+ * With FAKECUDA_COPY_GBPS=<rate> (GB/s, 1e9 bytes, decimals allowed) the
+ * copies of all streams of a device share one engine of that rate: each
+ * copy reserves the engine for n/rate seconds after the copy before it,
+ * reads its source at the start of its slot and completes (its stream
+ * advances, its events fire) at the end. So overlap of reading and
+ * copying is real and measurable without a GPU.
+ */
+static pthread_mutex_t g_engine_mu = PTHREAD_MUTEX_INITIALIZER;
+static double g_engine_busy[FAKE_MAX_DEVICES]; /* CLOCK_MONOTONIC seconds */
+
+static double engine_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void engine_sleep_until(double t) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+static double engine_gbps(void) {
+    const char *v = getenv("FAKECUDA_COPY_GBPS");
+    return (v && *v) ? strtod(v, NULL) : 0;
+}
+
+/* engine_copy performs one host-to-device copy of device dev on the
+ * calling stream thread, paced by the device's engine. */
+static void engine_copy(int dev, unsigned char *dst, const unsigned char *src, size_t n) {
+    double gbps = engine_gbps();
+    if (gbps <= 0 || dev < 0 || dev >= FAKE_MAX_DEVICES) {
+        memcpy(dst, src, n);
+        return;
+    }
+    pthread_mutex_lock(&g_engine_mu);
+    double now = engine_now();
+    double start = g_engine_busy[dev] > now ? g_engine_busy[dev] : now;
+    double end = start + (double)n / (gbps * 1e9);
+    g_engine_busy[dev] = end;
+    pthread_mutex_unlock(&g_engine_mu);
+    /* Slots follow each other in virtual time: a thread that wakes late
+     * (a busy machine) does not delay the slots after its own, so the
+     * rate holds on average. memcpy slower than the rate bounds it too. */
+    engine_sleep_until(start);
+    memcpy(dst, src, n);
+    engine_sleep_until(end);
+}
+
 /* ------------------------------------------------------ streams/events */
 
 static void *stream_main(void *arg) {
@@ -549,7 +607,7 @@ static void *stream_main(void *arg) {
         struct fop *op = s->head;
         pthread_mutex_unlock(&s->mu);
         if (delay > 0) usleep((useconds_t)delay);
-        memcpy(op->dst, op->src, op->n);
+        engine_copy(s->dev, op->dst, op->src, op->n);
         pthread_mutex_lock(&s->mu);
         s->head = op->next;
         if (!s->head) s->tail = NULL;

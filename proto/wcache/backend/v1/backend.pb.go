@@ -83,7 +83,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24, 0}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type InfoRequest struct {
@@ -681,10 +681,13 @@ func (x *LoadRequest) GetExtents() []*Extent {
 }
 
 type LoadProgress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BytesDone     uint64                 `protobuf:"varint,1,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
-	BytesTotal    uint64                 `protobuf:"varint,2,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
-	Done          bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BytesDone  uint64                 `protobuf:"varint,1,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	BytesTotal uint64                 `protobuf:"varint,2,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	Done       bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	// The fill pipeline's counters; set on the final message (done) by
+	// backends that measure them, absent otherwise.
+	Stats         *LoadStats `protobuf:"bytes,4,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -740,6 +743,137 @@ func (x *LoadProgress) GetDone() bool {
 	return false
 }
 
+func (x *LoadProgress) GetStats() *LoadStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// LoadStats are the counters of one Load's fill (sdk/fill). Durations other
+// than wall_ns are summed over the reader goroutines.
+type LoadStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes that reached the allocation.
+	Bytes uint64 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Copies queued.
+	Chunks uint64 `protobuf:"varint,2,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	// Reader goroutines the fill ran.
+	Readers uint32 `protobuf:"varint,3,opt,name=readers,proto3" json:"readers,omitempty"`
+	// Source files read with O_DIRECT, and buffered (fallbacks included).
+	DirectFiles   uint32 `protobuf:"varint,4,opt,name=direct_files,json=directFiles,proto3" json:"direct_files,omitempty"`
+	BufferedFiles uint32 `protobuf:"varint,5,opt,name=buffered_files,json=bufferedFiles,proto3" json:"buffered_files,omitempty"`
+	// Nanoseconds: the whole fill; in pread; waiting for a free staging
+	// buffer; queueing copies; waiting for the last copies.
+	WallNs        uint64 `protobuf:"varint,6,opt,name=wall_ns,json=wallNs,proto3" json:"wall_ns,omitempty"`
+	ReadNs        uint64 `protobuf:"varint,7,opt,name=read_ns,json=readNs,proto3" json:"read_ns,omitempty"`
+	BufferWaitNs  uint64 `protobuf:"varint,8,opt,name=buffer_wait_ns,json=bufferWaitNs,proto3" json:"buffer_wait_ns,omitempty"`
+	QueueNs       uint64 `protobuf:"varint,9,opt,name=queue_ns,json=queueNs,proto3" json:"queue_ns,omitempty"`
+	CopyWaitNs    uint64 `protobuf:"varint,10,opt,name=copy_wait_ns,json=copyWaitNs,proto3" json:"copy_wait_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadStats) Reset() {
+	*x = LoadStats{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadStats) ProtoMessage() {}
+
+func (x *LoadStats) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadStats.ProtoReflect.Descriptor instead.
+func (*LoadStats) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LoadStats) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *LoadStats) GetChunks() uint64 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *LoadStats) GetReaders() uint32 {
+	if x != nil {
+		return x.Readers
+	}
+	return 0
+}
+
+func (x *LoadStats) GetDirectFiles() uint32 {
+	if x != nil {
+		return x.DirectFiles
+	}
+	return 0
+}
+
+func (x *LoadStats) GetBufferedFiles() uint32 {
+	if x != nil {
+		return x.BufferedFiles
+	}
+	return 0
+}
+
+func (x *LoadStats) GetWallNs() uint64 {
+	if x != nil {
+		return x.WallNs
+	}
+	return 0
+}
+
+func (x *LoadStats) GetReadNs() uint64 {
+	if x != nil {
+		return x.ReadNs
+	}
+	return 0
+}
+
+func (x *LoadStats) GetBufferWaitNs() uint64 {
+	if x != nil {
+		return x.BufferWaitNs
+	}
+	return 0
+}
+
+func (x *LoadStats) GetQueueNs() uint64 {
+	if x != nil {
+		return x.QueueNs
+	}
+	return 0
+}
+
+func (x *LoadStats) GetCopyWaitNs() uint64 {
+	if x != nil {
+		return x.CopyWaitNs
+	}
+	return 0
+}
+
 type Handle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "cuda-ipc", "hip-ipc", "posix-shm", ...
@@ -754,7 +888,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +900,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +913,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{12}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Handle) GetKind() string {
@@ -812,7 +946,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +958,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +971,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{13}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExportRequest) GetAllocationId() uint64 {
@@ -856,7 +990,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1002,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1015,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{14}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExportResponse) GetHandle() *Handle {
@@ -901,7 +1035,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1047,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1060,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{15}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ImportRequest) GetOrdinal() uint32 {
@@ -952,7 +1086,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1098,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1111,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{16}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ImportResponse) GetAllocationId() uint64 {
@@ -998,7 +1132,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1144,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1157,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{17}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadRequest) GetAllocationId() uint64 {
@@ -1056,7 +1190,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1202,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1215,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{18}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1101,7 +1235,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1247,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1260,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{19}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Range) GetOffset() uint64 {
@@ -1153,7 +1287,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1299,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1312,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{20}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DigestRequest) GetAllocationId() uint64 {
@@ -1205,7 +1339,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1351,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1364,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{21}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DigestResponse) GetSha256() [][]byte {
@@ -1249,7 +1383,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1395,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1408,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FreeRequest) GetAllocationId() uint64 {
@@ -1292,7 +1426,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1438,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1451,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
 }
 
 // ErrorDetail rides in a gRPC status so that typed errors survive the
@@ -1332,7 +1466,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1478,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1491,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -1418,13 +1552,27 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"destOffset\"g\n" +
 	"\vLoadRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\x04R\fallocationId\x123\n" +
-	"\aextents\x18\x02 \x03(\v2\x19.wcache.backend.v1.ExtentR\aextents\"b\n" +
+	"\aextents\x18\x02 \x03(\v2\x19.wcache.backend.v1.ExtentR\aextents\"\x96\x01\n" +
 	"\fLoadProgress\x12\x1d\n" +
 	"\n" +
 	"bytes_done\x18\x01 \x01(\x04R\tbytesDone\x12\x1f\n" +
 	"\vbytes_total\x18\x02 \x01(\x04R\n" +
 	"bytesTotal\x12\x12\n" +
-	"\x04done\x18\x03 \x01(\bR\x04done\"D\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x122\n" +
+	"\x05stats\x18\x04 \x01(\v2\x1c.wcache.backend.v1.LoadStatsR\x05stats\"\xb2\x02\n" +
+	"\tLoadStats\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06chunks\x18\x02 \x01(\x04R\x06chunks\x12\x18\n" +
+	"\areaders\x18\x03 \x01(\rR\areaders\x12!\n" +
+	"\fdirect_files\x18\x04 \x01(\rR\vdirectFiles\x12%\n" +
+	"\x0ebuffered_files\x18\x05 \x01(\rR\rbufferedFiles\x12\x17\n" +
+	"\awall_ns\x18\x06 \x01(\x04R\x06wallNs\x12\x17\n" +
+	"\aread_ns\x18\a \x01(\x04R\x06readNs\x12$\n" +
+	"\x0ebuffer_wait_ns\x18\b \x01(\x04R\fbufferWaitNs\x12\x19\n" +
+	"\bqueue_ns\x18\t \x01(\x04R\aqueueNs\x12 \n" +
+	"\fcopy_wait_ns\x18\n" +
+	" \x01(\x04R\n" +
+	"copyWaitNs\"D\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -1491,7 +1639,7 @@ func file_wcache_backend_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_backend_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(ErrorDetail_Reason)(0),       // 0: wcache.backend.v1.ErrorDetail.Reason
 	(*InfoRequest)(nil),           // 1: wcache.backend.v1.InfoRequest
@@ -1506,52 +1654,54 @@ var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(*Extent)(nil),                // 10: wcache.backend.v1.Extent
 	(*LoadRequest)(nil),           // 11: wcache.backend.v1.LoadRequest
 	(*LoadProgress)(nil),          // 12: wcache.backend.v1.LoadProgress
-	(*Handle)(nil),                // 13: wcache.backend.v1.Handle
-	(*ExportRequest)(nil),         // 14: wcache.backend.v1.ExportRequest
-	(*ExportResponse)(nil),        // 15: wcache.backend.v1.ExportResponse
-	(*ImportRequest)(nil),         // 16: wcache.backend.v1.ImportRequest
-	(*ImportResponse)(nil),        // 17: wcache.backend.v1.ImportResponse
-	(*ReadRequest)(nil),           // 18: wcache.backend.v1.ReadRequest
-	(*ReadResponse)(nil),          // 19: wcache.backend.v1.ReadResponse
-	(*Range)(nil),                 // 20: wcache.backend.v1.Range
-	(*DigestRequest)(nil),         // 21: wcache.backend.v1.DigestRequest
-	(*DigestResponse)(nil),        // 22: wcache.backend.v1.DigestResponse
-	(*FreeRequest)(nil),           // 23: wcache.backend.v1.FreeRequest
-	(*FreeResponse)(nil),          // 24: wcache.backend.v1.FreeResponse
-	(*ErrorDetail)(nil),           // 25: wcache.backend.v1.ErrorDetail
+	(*LoadStats)(nil),             // 13: wcache.backend.v1.LoadStats
+	(*Handle)(nil),                // 14: wcache.backend.v1.Handle
+	(*ExportRequest)(nil),         // 15: wcache.backend.v1.ExportRequest
+	(*ExportResponse)(nil),        // 16: wcache.backend.v1.ExportResponse
+	(*ImportRequest)(nil),         // 17: wcache.backend.v1.ImportRequest
+	(*ImportResponse)(nil),        // 18: wcache.backend.v1.ImportResponse
+	(*ReadRequest)(nil),           // 19: wcache.backend.v1.ReadRequest
+	(*ReadResponse)(nil),          // 20: wcache.backend.v1.ReadResponse
+	(*Range)(nil),                 // 21: wcache.backend.v1.Range
+	(*DigestRequest)(nil),         // 22: wcache.backend.v1.DigestRequest
+	(*DigestResponse)(nil),        // 23: wcache.backend.v1.DigestResponse
+	(*FreeRequest)(nil),           // 24: wcache.backend.v1.FreeRequest
+	(*FreeResponse)(nil),          // 25: wcache.backend.v1.FreeResponse
+	(*ErrorDetail)(nil),           // 26: wcache.backend.v1.ErrorDetail
 }
 var file_wcache_backend_v1_backend_proto_depIdxs = []int32{
 	3,  // 0: wcache.backend.v1.DevicesResponse.devices:type_name -> wcache.backend.v1.Device
 	10, // 1: wcache.backend.v1.LoadRequest.extents:type_name -> wcache.backend.v1.Extent
-	13, // 2: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
-	13, // 3: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
-	20, // 4: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
-	0,  // 5: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
-	1,  // 6: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
-	4,  // 7: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
-	6,  // 8: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
-	8,  // 9: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
-	11, // 10: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
-	14, // 11: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
-	16, // 12: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
-	18, // 13: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
-	21, // 14: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
-	23, // 15: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
-	2,  // 16: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
-	5,  // 17: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
-	7,  // 18: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
-	9,  // 19: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
-	12, // 20: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
-	15, // 21: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
-	17, // 22: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
-	19, // 23: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
-	22, // 24: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
-	24, // 25: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
-	16, // [16:26] is the sub-list for method output_type
-	6,  // [6:16] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	13, // 2: wcache.backend.v1.LoadProgress.stats:type_name -> wcache.backend.v1.LoadStats
+	14, // 3: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
+	14, // 4: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
+	21, // 5: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
+	0,  // 6: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
+	1,  // 7: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
+	4,  // 8: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
+	6,  // 9: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
+	8,  // 10: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
+	11, // 11: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
+	15, // 12: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
+	17, // 13: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
+	19, // 14: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
+	22, // 15: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
+	24, // 16: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
+	2,  // 17: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
+	5,  // 18: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
+	7,  // 19: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
+	9,  // 20: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
+	12, // 21: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
+	16, // 22: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
+	18, // 23: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
+	20, // 24: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
+	23, // 25: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
+	25, // 26: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_wcache_backend_v1_backend_proto_init() }
@@ -1565,7 +1715,7 @@ func file_wcache_backend_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_backend_v1_backend_proto_rawDesc), len(file_wcache_backend_v1_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

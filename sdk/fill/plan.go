@@ -1,4 +1,4 @@
-package staging
+package fill
 
 // Alignment is the file offset, length and buffer address alignment used
 // for O_DIRECT reads: 4096 satisfies every logical block size up to 4 KiB.

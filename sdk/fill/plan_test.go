@@ -1,4 +1,4 @@
-package staging
+package fill
 
 import (
 	"math/rand/v2"
