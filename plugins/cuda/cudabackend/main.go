@@ -17,7 +17,9 @@ import (
 // `wcache devices --backend cuda` prints it. Device memory, staging
 // buffers and contexts are released after the host closes the plugin; a
 // killed plugin's device memory is reclaimed by the driver when the
-// process ends, so no cleanup is left to anyone else.
+// process ends, so no cleanup is left to anyone else. A sticky CUDA error
+// (see driver.Result.Sticky) ends the process with ExitStatusSticky after
+// logging it.
 func Main() int {
 	if !sdk.StartedByHost(os.Getenv) {
 		fmt.Fprintln(os.Stderr, sdk.PluginHint("wcache-backend-cuda", "docs/cuda-backend.md"))
@@ -35,7 +37,10 @@ func Main() int {
 		sdk.ServeWith(Unavailable(err), sdk.ServeOptions{Logger: logger})
 		return 0
 	}
+	served := make(chan struct{})
+	go exitOnFatal(b.Runtime(), logger, served, os.Exit)
 	sdk.ServeWith(b, sdk.ServeOptions{Logger: logger})
+	close(served)
 	if err := b.Close(); err != nil {
 		logger.Error("release device memory", "error", err)
 		return 1
