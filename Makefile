@@ -98,8 +98,8 @@ bench: build
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
 	$(BIN)/wcache-bench -bin $(BIN) $(BENCHFLAGS)
 
-## gpu-bundle: binaries and test executables for scripts/gpu-check.sh on a
-## GPU machine without Go (see docs/cuda-backend.md).
+## gpu-bundle: the stripped binaries scripts/gpu-check.sh runs on a
+## GPU machine without Go, under 64 MiB (see docs/cuda-backend.md).
 gpu-bundle:
 	scripts/gpu/bundle.sh $(BIN)
 
