@@ -110,8 +110,8 @@ bench-docs:
 	[ $(BENCH_JSON) -ef docs/benchmarks.json ] || cp $(BENCH_JSON) docs/benchmarks.json
 	$(BIN)/wcache-bench render -in docs/benchmarks.json -out docs/benchmarks.md
 
-## gpu-bundle: binaries and test executables for scripts/gpu-check.sh on a
-## GPU machine without Go (see docs/cuda-backend.md).
+## gpu-bundle: the stripped binaries scripts/gpu-check.sh runs on a
+## GPU machine without Go, under 64 MiB (see docs/cuda-backend.md).
 gpu-bundle:
 	scripts/gpu/bundle.sh $(BIN)
 

@@ -28,7 +28,7 @@ type Device struct {
 	UUID        string // vendor canonical form: "GPU-…", "MIG-…"
 	Name        string
 	TotalMemory uint64 // bytes
-	FreeMemory  uint64 // bytes
+	FreeMemory  uint64 // bytes; 0 when unknown (a backend may not tell without creating a context)
 	PCIBusID    string // "" when unknown
 	Capability  string // "9.0", "gfx942", "mock"
 }

@@ -7,11 +7,12 @@ Every tensor is BF16. Contents are pseudo-random and differ per tensor (each
 tensor starts at its own rotation of a random block), so a loader that put a
 tensor at the wrong offset fails a byte comparison. The last tensor of every
 shard has an odd length, so no file's data ends on a 4 KiB boundary (the
-O_DIRECT tail path). Prints a JSON summary: files, tensors, bytes.
+O_DIRECT tail path). Shards are written in parallel processes. Prints a JSON summary: files, tensors, bytes.
 """
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -103,12 +104,12 @@ def main():
     os.makedirs(args.dir, exist_ok=True)
     block = os.urandom(BLOCK)
     groups = plan(args.bytes, args.shards, args.hidden)
-    files, total, count = [], 0, 0
-    for i, g in enumerate(groups):
-        path = os.path.join(args.dir, f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors")
-        total += write_shard(path, g, block, args.seed * 1000 + i)
-        files.append(path)
-        count += len(g)
+    files = [os.path.join(args.dir, f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors") for i in range(len(groups))]
+    jobs = [(files[i], g, block, args.seed * 1000 + i) for i, g in enumerate(groups)]
+    # Shards are written in parallel (fork): page allocation, not Python, bounds a tmpfs write.
+    with multiprocessing.get_context("fork").Pool(min(len(jobs), os.cpu_count() or 1)) as pool:
+        total = sum(pool.starmap(write_shard, jobs))
+    count = sum(len(g) for g in groups)
     json.dump({"dir": os.path.abspath(args.dir), "files": files, "tensors": count, "bytes": total}, sys.stdout)
     print()
 

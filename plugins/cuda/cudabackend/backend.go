@@ -71,6 +71,9 @@ func (b *Backend) Close() error {
 	clear(b.allocs)
 	b.mu.Unlock()
 	var errs []error
+	if b.rt.FatalError() != nil {
+		mems = nil // every driver call fails after a sticky error; see Runtime.Close
+	}
 	for _, m := range mems {
 		errs = append(errs, b.rt.drop(m))
 	}

@@ -23,6 +23,7 @@ type deviceInfo struct {
 	capability  string
 	fromNVML    bool // NVML knew the UUID
 	kindSource  string
+	computeMode driver.ComputeMode
 }
 
 // enumerate lists the devices the CUDA driver shows this process (after
@@ -68,6 +69,11 @@ func describe(drv *driver.Driver, nv *nvmlinfo.Library, ordinal int) (deviceInfo
 		}
 		return v, nil
 	}
+	mode, err := attr(driver.AttrComputeMode)
+	if err != nil {
+		return d, err
+	}
+	d.computeMode = driver.ComputeMode(mode)
 	major, err := attr(driver.AttrComputeCapabilityMajor)
 	if err != nil {
 		return d, err

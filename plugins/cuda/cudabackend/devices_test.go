@@ -116,9 +116,11 @@ func TestMetadataJoinedByUUIDNotIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Without NVML and before any worker holds a context, free memory
+		// is unknown (0): listing devices creates no context.
 		want := []sdk.Device{
-			{Ordinal: 0, UUID: devM, Name: "Fake CUDA Device 2", TotalMemory: fakeMemory, FreeMemory: fakeMemory, PCIBusID: "0000:30:00.0", Capability: "9.0"},
-			{Ordinal: 1, UUID: devA, Name: "Fake CUDA Device 0", TotalMemory: fakeMemory, FreeMemory: fakeMemory, PCIBusID: "0000:10:00.0", Capability: "9.0"},
+			{Ordinal: 0, UUID: devM, Name: "Fake CUDA Device 2", TotalMemory: fakeMemory, FreeMemory: 0, PCIBusID: "0000:30:00.0", Capability: "9.0"},
+			{Ordinal: 1, UUID: devA, Name: "Fake CUDA Device 0", TotalMemory: fakeMemory, FreeMemory: 0, PCIBusID: "0000:10:00.0", Capability: "9.0"},
 		}
 		if !slices.Equal(devs, want) {
 			t.Fatalf("Devices =\n%+v\nwant\n%+v", devs, want)

@@ -19,7 +19,9 @@ import (
 // `wcache devices --backend cuda` prints it. Device memory, staging
 // buffers and contexts are released after the host closes the plugin; a
 // killed plugin's device memory is reclaimed by the driver when the
-// process ends, so no cleanup is left to anyone else.
+// process ends, so no cleanup is left to anyone else. A sticky CUDA error
+// (see driver.Result.Sticky) ends the process with ExitStatusSticky after
+// logging it.
 func Main() int {
 	return sdk.MainWith(Name, func(logger hclog.Logger) (sdk.Backend, error) {
 		cfg, err := ConfigFromEnv(os.Getenv)
@@ -31,6 +33,9 @@ func Main() int {
 			logger.Error("CUDA backend unavailable", "error", err)
 			return Unavailable(err), nil
 		}
+		// Runs until the process ends: a sticky error during serving or
+		// Close exits with ExitStatusSticky.
+		go exitOnFatal(b.Runtime(), logger, nil, os.Exit)
 		return b, nil
 	}, sdk.MainOptions{Doc: "docs/cuda-backend.md"})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -90,11 +91,17 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 		rt.nvml = nv
 	}
 	rt.devices, err = enumerate(drv, rt.nvml)
+	if err == nil {
+		err = checkComputeModes(rt.devices, os.Getenv)
+	}
 	if err != nil {
 		rt.closeNVML()
 		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
 	}
-	logger.Info("CUDA driver loaded", "library", drv.Path(), "driver_version", version,
+	if fb := drv.FellBack(); len(fb) > 0 {
+		logger.Warn("cuGetProcAddress lacks entry points at the CUDA 12.0 ABI; found them with dlsym", "symbols", fb)
+	}
+	logger.Info("CUDA driver loaded", "library", drv.Path(), "driver_version", version, "resolver", drv.Resolver(),
 		"nvml", rt.nvml != nil, "devices", len(rt.devices), "uuid_v2", drv.HasUUIDV2(),
 		"staging_bytes", cfg.StagingBytes, "staging_buffers", cfg.StagingBuffers, "direct_io", cfg.DirectIO)
 	for _, d := range rt.devices {
@@ -104,7 +111,20 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	return rt, nil
 }
 
-// DriverVersion returns cuDriverGetVersion, e.g. 12060.
+// Fatal is closed when a driver call returned a sticky error (see
+// driver.Result.Sticky): the CUDA context is corrupt and the process must
+// exit; FatalError says why. Every later call fails with ErrUnavailable.
+func (rt *Runtime) Fatal() <-chan struct{} { return rt.drv.StickyDone() }
+
+// FatalError returns the sticky error that closed Fatal, or nil.
+func (rt *Runtime) FatalError() error {
+	if e := rt.drv.Sticky(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// DriverVersion returns cuDriverGetVersion, e.g. 13000.
 func (rt *Runtime) DriverVersion() int { return rt.version }
 
 // HasNVML reports whether NVML is loaded.
@@ -172,8 +192,10 @@ func (rt *Runtime) runningWorker(ordinal int) *worker {
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
 // workers (releasing their staging buffers and primary contexts) and shuts
-// NVML down. Backends sharing the Runtime fail with ErrUnavailable
-// afterwards. Close is idempotent.
+// NVML down. After a sticky error (see Fatal) it releases nothing on the
+// device, since every call would fail and the process exit frees it all.
+// Backends sharing the Runtime fail with ErrUnavailable afterwards. Close
+// is idempotent.
 func (rt *Runtime) Close() error {
 	rt.mu.Lock()
 	if rt.closed {
@@ -193,6 +215,11 @@ func (rt *Runtime) Close() error {
 	rt.workers = map[int]*worker{}
 	rt.mu.Unlock()
 
+	if rt.drv.Sticky() != nil {
+		// Every driver call fails now; the process exit frees the device
+		// memory, staging buffers and contexts.
+		return rt.closeNVML()
+	}
 	// Running Loads see closing between chunks and return after draining
 	// their stream; wait for them, so that no copy targets freed memory.
 	for _, w := range workers {

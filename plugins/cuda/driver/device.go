@@ -4,6 +4,7 @@ package driver
 import "C"
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/wcache/wcache/plugins/cuda/gpuid"
@@ -18,6 +19,7 @@ type Attribute int32
 
 // Device attributes the backend reads (cuda.h).
 const (
+	AttrComputeMode            Attribute = 20
 	AttrPCIBusID               Attribute = 33
 	AttrPCIDeviceID            Attribute = 34
 	AttrUnifiedAddressing      Attribute = 41
@@ -26,6 +28,29 @@ const (
 	AttrComputeCapabilityMinor Attribute = 76
 )
 
+// ComputeMode is a CUcomputemode, the value of AttrComputeMode.
+type ComputeMode int
+
+// Compute modes (cuda.h; 1, EXCLUSIVE_THREAD, was removed in CUDA 8).
+const (
+	ComputeModeDefault          ComputeMode = 0 // any number of contexts, from any process
+	ComputeModeProhibited       ComputeMode = 2 // no context can be created
+	ComputeModeExclusiveProcess ComputeMode = 3 // contexts of one process only (MPS lifts this)
+)
+
+// String returns the nvidia-smi name of the mode.
+func (m ComputeMode) String() string {
+	switch m {
+	case ComputeModeDefault:
+		return "Default"
+	case ComputeModeProhibited:
+		return "Prohibited"
+	case ComputeModeExclusiveProcess:
+		return "Exclusive_Process"
+	}
+	return "ComputeMode(" + strconv.Itoa(int(m)) + ")"
+}
+
 // Init calls cuInit(0). The driver reads CUDA_VISIBLE_DEVICES and
 // CUDA_DEVICE_ORDER now; later changes to them have no effect. It must
 // precede every other call except ErrorName/ErrorString.
@@ -33,7 +58,7 @@ func (d *Driver) Init() error {
 	return d.check(symInit, C.wc_init(d.fn[symInit], 0))
 }
 
-// Version returns cuDriverGetVersion (e.g. 12060 for 12.6).
+// Version returns cuDriverGetVersion (e.g. 12060 for 12.6, 13000 for 13.0).
 func (d *Driver) Version() (int, error) {
 	var v C.int
 	if err := d.check(symDriverGetVersion, C.wc_int_out(d.fn[symDriverGetVersion], &v)); err != nil {

@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 			"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
 			"nouuid":    {"FAKECUDA_OMIT_cuDeviceGetUuid_v2", "FAKECUDA_OMIT_cuDeviceGetUuid"},
 			"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
+			"noproc":    {"FAKECUDA_OMIT_cuGetProcAddress"},
 		} {
 			if _, err := fakelib.CUDA("..", dir, variant, defines...); err != nil {
 				fmt.Fprintln(os.Stderr, "driver tests:", err)
@@ -366,6 +367,9 @@ func runHelper(t *testing.T, lib string, args ...string) string {
 // helperMain runs in a child process: "open <hex handle> <size>" opens the
 // handle twice (refcounted), prints the sha256 of its bytes, closes twice.
 func helperMain() int {
+	if os.Args[len(os.Args)-1] == "export" {
+		return exportHelper()
+	}
 	args := os.Args[len(os.Args)-3:]
 	d, err := Open(os.Getenv(helperEnv))
 	if err == nil {

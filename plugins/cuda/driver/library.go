@@ -22,14 +22,31 @@ const DefaultLibrary = "libcuda.so.1"
 // never closed: unloading the driver while its threads run is unsafe, and
 // the process holds it for its whole life.
 type Driver struct {
-	path string
-	fn   [numSymbols]unsafe.Pointer
+	path     string
+	fn       [numSymbols]unsafe.Pointer
+	resolver string   // how the entry points were found; see Resolver
+	fellBack []string // symbols cuGetProcAddress did not give, found by dlsym
+	sticky   stickyLatch
 }
 
+// Resolver names how Open found the entry points: "cuGetProcAddress_v2"
+// (CUDA 12.0+ drivers) or "cuGetProcAddress" (11.3+), both asked for the
+// CUDA 12.0 ABI (version 12000, default flags), or "dlsym" of the exported
+// _v2 names when the driver has neither.
+const (
+	ResolverProcAddressV2 = "cuGetProcAddress_v2"
+	ResolverProcAddress   = "cuGetProcAddress"
+	ResolverDlsym         = "dlsym"
+)
+
 // Open loads the driver library (DefaultLibrary when path is "") with
-// RTLD_NOW|RTLD_LOCAL and resolves every entry point. It fails with a
-// *LoadError (wrapping sdk.ErrUnavailable) naming the library and every
-// missing symbol. It does not call cuInit.
+// RTLD_NOW|RTLD_LOCAL and resolves every entry point: through
+// cuGetProcAddress_v2 (or cuGetProcAddress) pinned to the CUDA 12.0 ABI
+// where the driver has it, so that a newer driver (CUDA 13) still hands
+// out the signatures this package was written for, falling back to dlsym
+// of the exported versioned names per symbol. It fails with a *LoadError
+// (wrapping sdk.ErrUnavailable) naming the library and every missing
+// symbol. It does not call cuInit.
 func Open(path string) (*Driver, error) {
 	if path == "" {
 		path = DefaultLibrary
@@ -44,16 +61,37 @@ func Open(path string) (*Driver, error) {
 	if h == nil {
 		return nil, &LoadError{Library: path, Reason: dlerror()}
 	}
-	d := &Driver{path: path}
+	d := &Driver{path: path, resolver: ResolverDlsym}
+	procV2 := lookup(h, ResolverProcAddressV2)
+	procV1 := lookup(h, ResolverProcAddress)
+	switch {
+	case procV2 != nil:
+		d.resolver = ResolverProcAddressV2
+	case procV1 != nil:
+		d.resolver = ResolverProcAddress
+	}
 	var missing []string
 	for s := symbol(0); s < numSymbols; s++ {
-		cname := C.CString(s.String())
-		p := C.dlsym(h, cname)
-		C.free(unsafe.Pointer(cname))
+		e := entries[s]
+		var p unsafe.Pointer
+		if d.resolver != ResolverDlsym {
+			p = procAddress(procV2, procV1, e.base, e.version)
+			if p == nil {
+				d.fellBack = append(d.fellBack, e.export)
+			}
+		}
+		if p == nil {
+			p = lookup(h, e.export)
+		}
 		if p == nil && !s.optional() {
 			missing = append(missing, s.String())
 		}
 		d.fn[s] = p
+	}
+	if d.fn[symDeviceGetUUIDV2] == d.fn[symDeviceGetUUID] {
+		// A driver older than 11.4 answers cuGetProcAddress("cuDeviceGetUuid",
+		// 12000) with v1, the newest it has: that is no v2.
+		d.fn[symDeviceGetUUIDV2] = nil
 	}
 	if d.fn[symDeviceGetUUIDV2] == nil && d.fn[symDeviceGetUUID] == nil {
 		missing = append(missing, symDeviceGetUUIDV2.String()+" (or "+symDeviceGetUUID.String()+")")
@@ -65,6 +103,35 @@ func Open(path string) (*Driver, error) {
 	return d, nil
 }
 
+// lookup is dlsym; nil when the library lacks the symbol.
+func lookup(h unsafe.Pointer, name string) unsafe.Pointer {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return C.dlsym(h, cname)
+}
+
+// procAddress asks the driver for base at an ABI version with default
+// flags (CU_GET_PROC_ADDRESS_DEFAULT); nil when it has no such entry point.
+func procAddress(v2, v1 unsafe.Pointer, base string, version int) unsafe.Pointer {
+	cname := C.CString(base)
+	defer C.free(unsafe.Pointer(cname))
+	var p unsafe.Pointer
+	var r C.CUresult
+	if v2 != nil {
+		var status C.int
+		r = C.wc_get_proc_address_v2(v2, cname, &p, C.int(version), 0, &status)
+		if status != 0 {
+			return nil
+		}
+	} else {
+		r = C.wc_get_proc_address(v1, cname, &p, C.int(version), 0)
+	}
+	if r != 0 {
+		return nil
+	}
+	return p
+}
+
 func dlerror() string {
 	if e := C.dlerror(); e != nil {
 		return C.GoString(e)
@@ -74,6 +141,14 @@ func dlerror() string {
 
 // Path returns the library path or name Open loaded.
 func (d *Driver) Path() string { return d.path }
+
+// Resolver returns how Open found the entry points (ResolverProcAddressV2,
+// ResolverProcAddress or ResolverDlsym).
+func (d *Driver) Resolver() string { return d.resolver }
+
+// FellBack lists the symbols the driver's cuGetProcAddress did not give at
+// the pinned ABI and Open found with dlsym instead; empty normally.
+func (d *Driver) FellBack() []string { return d.fellBack }
 
 // HasUUIDV2 reports whether the driver exports cuDeviceGetUuid_v2.
 func (d *Driver) HasUUIDV2() bool { return d.fn[symDeviceGetUUIDV2] != nil }
@@ -87,7 +162,11 @@ func (d *Driver) check(s symbol, r C.CUresult) error {
 		return nil
 	}
 	code := Result(r)
-	return &Error{Func: s.String(), Code: code, Name: d.ErrorName(code), Desc: d.ErrorString(code)}
+	err := &Error{Func: s.String(), Code: code, Name: d.ErrorName(code), Desc: d.ErrorString(code)}
+	if code.Sticky() {
+		d.sticky.latch(err)
+	}
+	return err
 }
 
 // ErrorName returns cuGetErrorName for a code, or "" when the driver does

@@ -40,6 +40,7 @@ const (
 //	COMPAT_NOT_SUPPORTED_ON_DEVICE                 → sdk.ErrUnavailable
 //	INVALID_VALUE, INVALID_HANDLE                  → sdk.ErrInvalidArgument
 //	NOT_SUPPORTED                                  → sdk.ErrUnsupported
+//	sticky codes (see Sticky: 214, 700, 719, 999 …) → sdk.ErrUnavailable
 //
 // Anything else (and Success) maps to nil.
 func (r Result) Kind() error {
@@ -57,6 +58,9 @@ func (r Result) Kind() error {
 		return sdk.ErrInvalidArgument
 	case ErrorNotSupported:
 		return sdk.ErrUnsupported
+	}
+	if r.Sticky() {
+		return sdk.ErrUnavailable
 	}
 	return nil
 }

@@ -40,47 +40,63 @@ const (
 	numSymbols
 )
 
+// abi is the CUDA ABI version every entry point is resolved at through
+// cuGetProcAddress: the CUDA 12.0 signatures this package declares in
+// trampolines.h. A newer driver (CUDA 13 changed several signatures) still
+// hands out these versions when asked for them.
+const abi = 12000
+
+// entry is how one symbol is found: by base name and ABI version through
+// cuGetProcAddress, or by its exported (versioned) name through dlsym.
+type entry struct {
+	export  string // dlsym name, e.g. "cuMemAlloc_v2"
+	base    string // cuGetProcAddress name, e.g. "cuMemAlloc"
+	version int    // cuGetProcAddress cudaVersion
+}
+
+var entries = [numSymbols]entry{
+	symInit:               {"cuInit", "cuInit", abi},
+	symDriverGetVersion:   {"cuDriverGetVersion", "cuDriverGetVersion", abi},
+	symDeviceGetCount:     {"cuDeviceGetCount", "cuDeviceGetCount", abi},
+	symDeviceGet:          {"cuDeviceGet", "cuDeviceGet", abi},
+	symDeviceGetName:      {"cuDeviceGetName", "cuDeviceGetName", abi},
+	symDeviceTotalMem:     {"cuDeviceTotalMem_v2", "cuDeviceTotalMem", abi},
+	symDeviceGetAttribute: {"cuDeviceGetAttribute", "cuDeviceGetAttribute", abi},
+	symDeviceGetUUIDV2:    {"cuDeviceGetUuid_v2", "cuDeviceGetUuid", abi},
+	// v1 is the pre-11.4 entry point (physical GPU UUID in MIG mode).
+	symDeviceGetUUID:      {"cuDeviceGetUuid", "cuDeviceGetUuid", 9020},
+	symPrimaryCtxRetain:   {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", abi},
+	symPrimaryCtxRelease:  {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", abi},
+	symCtxSetCurrent:      {"cuCtxSetCurrent", "cuCtxSetCurrent", abi},
+	symCtxSynchronize:     {"cuCtxSynchronize", "cuCtxSynchronize", abi},
+	symMemGetInfo:         {"cuMemGetInfo_v2", "cuMemGetInfo", abi},
+	symMemAlloc:           {"cuMemAlloc_v2", "cuMemAlloc", abi},
+	symMemFree:            {"cuMemFree_v2", "cuMemFree", abi},
+	symMemGetAddressRange: {"cuMemGetAddressRange_v2", "cuMemGetAddressRange", abi},
+	symMemHostAlloc:       {"cuMemHostAlloc", "cuMemHostAlloc", abi},
+	symMemFreeHost:        {"cuMemFreeHost", "cuMemFreeHost", abi},
+	symStreamCreate:       {"cuStreamCreate", "cuStreamCreate", abi},
+	symStreamDestroy:      {"cuStreamDestroy_v2", "cuStreamDestroy", abi},
+	symStreamSynchronize:  {"cuStreamSynchronize", "cuStreamSynchronize", abi},
+	symEventCreate:        {"cuEventCreate", "cuEventCreate", abi},
+	symEventDestroy:       {"cuEventDestroy_v2", "cuEventDestroy", abi},
+	symEventRecord:        {"cuEventRecord", "cuEventRecord", abi},
+	symEventSynchronize:   {"cuEventSynchronize", "cuEventSynchronize", abi},
+	symMemcpyHtoDAsync:    {"cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync", abi},
+	symMemcpyDtoH:         {"cuMemcpyDtoH_v2", "cuMemcpyDtoH", abi},
+	symIpcGetMemHandle:    {"cuIpcGetMemHandle", "cuIpcGetMemHandle", abi},
+	symIpcOpenMemHandle:   {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", abi},
+	symIpcCloseMemHandle:  {"cuIpcCloseMemHandle", "cuIpcCloseMemHandle", abi},
+	symGetErrorName:       {"cuGetErrorName", "cuGetErrorName", abi},
+	symGetErrorString:     {"cuGetErrorString", "cuGetErrorString", abi},
+}
+
 // String returns the exported (versioned) symbol name.
 func (s symbol) String() string {
-	names := [numSymbols]string{
-		symInit:               "cuInit",
-		symDriverGetVersion:   "cuDriverGetVersion",
-		symDeviceGetCount:     "cuDeviceGetCount",
-		symDeviceGet:          "cuDeviceGet",
-		symDeviceGetName:      "cuDeviceGetName",
-		symDeviceTotalMem:     "cuDeviceTotalMem_v2",
-		symDeviceGetAttribute: "cuDeviceGetAttribute",
-		symDeviceGetUUIDV2:    "cuDeviceGetUuid_v2",
-		symDeviceGetUUID:      "cuDeviceGetUuid",
-		symPrimaryCtxRetain:   "cuDevicePrimaryCtxRetain",
-		symPrimaryCtxRelease:  "cuDevicePrimaryCtxRelease_v2",
-		symCtxSetCurrent:      "cuCtxSetCurrent",
-		symCtxSynchronize:     "cuCtxSynchronize",
-		symMemGetInfo:         "cuMemGetInfo_v2",
-		symMemAlloc:           "cuMemAlloc_v2",
-		symMemFree:            "cuMemFree_v2",
-		symMemGetAddressRange: "cuMemGetAddressRange_v2",
-		symMemHostAlloc:       "cuMemHostAlloc",
-		symMemFreeHost:        "cuMemFreeHost",
-		symStreamCreate:       "cuStreamCreate",
-		symStreamDestroy:      "cuStreamDestroy_v2",
-		symStreamSynchronize:  "cuStreamSynchronize",
-		symEventCreate:        "cuEventCreate",
-		symEventDestroy:       "cuEventDestroy_v2",
-		symEventRecord:        "cuEventRecord",
-		symEventSynchronize:   "cuEventSynchronize",
-		symMemcpyHtoDAsync:    "cuMemcpyHtoDAsync_v2",
-		symMemcpyDtoH:         "cuMemcpyDtoH_v2",
-		symIpcGetMemHandle:    "cuIpcGetMemHandle",
-		symIpcOpenMemHandle:   "cuIpcOpenMemHandle_v2",
-		symIpcCloseMemHandle:  "cuIpcCloseMemHandle",
-		symGetErrorName:       "cuGetErrorName",
-		symGetErrorString:     "cuGetErrorString",
-	}
 	if s < 0 || s >= numSymbols {
 		return "cu?"
 	}
-	return names[s]
+	return entries[s].export
 }
 
 // optional reports whether Open tolerates the symbol's absence: the two

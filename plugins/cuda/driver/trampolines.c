@@ -96,3 +96,15 @@ CUresult wc_ipc_open_mem_handle(void *f, CUdeviceptr *p, const unsigned char *in
 CUresult wc_get_error_text(void *f, CUresult e, const char **s) {
 	return ((CUresult (*)(CUresult, const char **))f)(e, s);
 }
+
+// cuGetProcAddress_v2 (CUDA 12.0+) adds the symbolStatus out-parameter.
+CUresult wc_get_proc_address_v2(void *f, const char *name, void **pfn, int version,
+                                unsigned long long flags, int *status) {
+	return ((CUresult (*)(const char *, void **, int, unsigned long long, int *))f)(name, pfn, version, flags, status);
+}
+
+// cuGetProcAddress as exported since CUDA 11.3.
+CUresult wc_get_proc_address(void *f, const char *name, void **pfn, int version,
+                             unsigned long long flags) {
+	return ((CUresult (*)(const char *, void **, int, unsigned long long))f)(name, pfn, version, flags);
+}

@@ -39,5 +39,9 @@ CUresult wc_memcpy_dtoh(void *f, void *dst, CUdeviceptr src, size_t n);
 CUresult wc_ipc_get_mem_handle(void *f, unsigned char *out64, CUdeviceptr p);
 CUresult wc_ipc_open_mem_handle(void *f, CUdeviceptr *p, const unsigned char *in64, unsigned flags);
 CUresult wc_get_error_text(void *f, CUresult e, const char **s);
+CUresult wc_get_proc_address_v2(void *f, const char *name, void **pfn, int version,
+                                unsigned long long flags, int *status);
+CUresult wc_get_proc_address(void *f, const char *name, void **pfn, int version,
+                             unsigned long long flags);
 
 #endif

@@ -14,6 +14,15 @@ Two ways to open:
   and ROCm builds (hipified). Tensors are ``set_`` onto that storage. The
   storage's deleter tries to decrement a torch IPC refcount file; wcache passes
   a name that does not exist, and torch ignores the failure by design.
+  ``torch.cuda.init()`` runs first: since torch 2.5 ``_new_shared_cuda``
+  dereferences per-device state that only CUDA lazy initialisation fills, so
+  a process that touched no CUDA tensor yet would crash there.
+* With PyTorch under ``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``, where
+  ``_new_shared_cuda`` refuses (the async allocator has no IPC cache): the
+  handle is opened through the driver with ctypes (below) in the primary
+  context PyTorch uses, and wrapped zero-copy as a torch uint8 tensor through
+  ``__cuda_array_interface__``; the tensors are views of it. The torch storage
+  holds the opened mapping, which is closed when the last tensor is gone.
 * Without PyTorch (CUDA only): the driver API through ctypes on
   ``libcuda.so.1`` (cuIpcOpenMemHandle_v2 with lazy peer access in the GPU's
   primary context). Tensors come back as DeviceArray views — a pointer, a byte
@@ -69,6 +78,18 @@ def view_in_storage(torch, storage, spec: TensorSpec):
     return t.set_(storage, spec.offset // elsize, shape, contiguous_strides(shape))
 
 
+def torch_uses_cuda_malloc_async(torch) -> bool:
+    """Whether this PyTorch allocates with cudaMallocAsync (then it cannot open IPC handles)."""
+    backend = getattr(torch.cuda, "get_allocator_backend", None)
+    if backend is not None:
+        try:
+            return backend() == "cudaMallocAsync"
+        except RuntimeError:
+            pass
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    return any(part.strip().replace(" ", "") == "backend:cudaMallocAsync" for part in conf.split(","))
+
+
 class TorchIpcRegion:
     """An IPC handle opened through PyTorch: ``storage`` spans the whole allocation."""
 
@@ -76,12 +97,50 @@ class TorchIpcRegion:
         self.index = index
         self.size = handle.size
         self.device_index = device_index
+        # torch >= 2.5: _new_shared_cuda needs the lazily initialised per-device state.
+        torch.cuda.init()
         try:
             self.storage = torch.UntypedStorage._new_shared_cuda(
                 device_index, handle.data, handle.size, 0, _NO_REFCOUNT, 0, bytes(64), False)
         except RuntimeError as exc:
             raise WcacheError(f"handle {index} ({handle.kind}): open IPC handle on cuda:{device_index}: {exc}") from exc
         self.address = self.storage.data_ptr()
+
+    def tensor(self, torch, spec: TensorSpec):
+        return view_in_storage(torch, self.storage, spec)
+
+
+class _RegionBytes:
+    """The whole of a DriverIpcRegion as one ``__cuda_array_interface__`` byte
+    array; the tensor torch builds from it holds this object, and so the mapping."""
+
+    def __init__(self, region: "DriverIpcRegion"):
+        self.region = region
+        self.__cuda_array_interface__ = {"shape": (region.size,), "typestr": "|u1",
+                                         "data": (region.pointer, False), "strides": None, "version": 3}
+
+
+class TorchDriverIpcRegion:
+    """An IPC handle opened through the driver (ctypes) and wrapped zero-copy as
+    torch memory: for engines whose PyTorch uses cudaMallocAsync.
+
+    ``storage`` is the torch UntypedStorage over the mapping; it keeps the
+    DriverIpcRegion (and so the mapping) alive until the last tensor is gone.
+    """
+
+    def __init__(self, index: int, handle: HandleSpec, device_index: int, torch, driver: "CudaDriver"):
+        self.index = index
+        self.size = handle.size
+        self.device_index = device_index
+        torch.cuda.init()  # the primary context the driver path opens in is torch's
+        self._driver = driver
+        region = DriverIpcRegion(index, handle, device_index, driver)
+        with torch.cuda.device(device_index):
+            whole = torch.as_tensor(_RegionBytes(region), device=f"cuda:{device_index}")
+        if whole.data_ptr() != region.pointer:
+            raise WcacheError(f"handle {index} (cuda-ipc): torch copied the mapping instead of wrapping it")
+        self.storage = whole.untyped_storage()
+        self.address = region.pointer
 
     def tensor(self, torch, spec: TensorSpec):
         return view_in_storage(torch, self.storage, spec)
@@ -134,6 +193,13 @@ class _CUuuid(ctypes.Structure):
 
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1
 
+# CUresults after which the process's CUDA context is unusable (cuda.h).
+STICKY_CURESULTS = {214: "CUDA_ERROR_ECC_UNCORRECTABLE", 220: "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+                    700: "CUDA_ERROR_ILLEGAL_ADDRESS", 702: "CUDA_ERROR_LAUNCH_TIMEOUT",
+                    714: "CUDA_ERROR_HARDWARE_STACK_ERROR", 715: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                    716: "CUDA_ERROR_MISALIGNED_ADDRESS", 717: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+                    718: "CUDA_ERROR_INVALID_PC", 719: "CUDA_ERROR_LAUNCH_FAILED", 999: "CUDA_ERROR_UNKNOWN"}
+
 
 class CudaDriver:
     """The few CUDA driver entry points the torch-less path needs, via ctypes.
@@ -175,6 +241,9 @@ class CudaDriver:
     def call(self, name: str, *args) -> None:
         symbol, fn = self._fn[name]
         rc = fn(*args)
+        if rc in STICKY_CURESULTS:
+            raise WcacheError(f"{symbol} failed with CUresult {rc} ({STICKY_CURESULTS[rc]}): a sticky error, "
+                              "CUDA is unusable in this process until it exits")
         if rc != 0:
             raise WcacheError(f"{symbol} failed with CUresult {rc}")
 

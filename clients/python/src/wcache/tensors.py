@@ -25,7 +25,8 @@ from typing import Dict, List, Optional
 
 from . import dtypes
 from .errors import ProtocolError, WcacheError
-from .ipc import CudaDriver, DriverIpcRegion, TorchIpcRegion, torch_device_index, view_in_storage
+from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
+                  torch_uses_cuda_malloc_async, view_in_storage)
 from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_POSIX_SHM, HandleSpec, TensorSpec, parse_manifest
 from .shm import ShmRegion, map_shm
 
@@ -136,7 +137,7 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
                 storage = _torch_shm_storage(torch, region)
         elif h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC):
             region = _open_ipc(i, h, manifest.device_uuid, torch, device_index, cuda_library, driver)
-            if isinstance(region, DriverIpcRegion):
+            if isinstance(region, (DriverIpcRegion, TorchDriverIpcRegion)):
                 driver = region._driver
         else:
             raise ProtocolError(f"handle {i}: unknown kind {h.kind!r} (this client knows "
@@ -156,7 +157,7 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
                 out[spec.name] = _torch_shm_tensor(torch, region, storages[spec.handle_index], spec)
             else:
                 out[spec.name] = _numpy_shm_array(numpy, region, spec)
-        elif isinstance(region, TorchIpcRegion):
+        elif isinstance(region, (TorchIpcRegion, TorchDriverIpcRegion)):
             out[spec.name] = region.tensor(torch, spec)
         else:
             out[spec.name] = region.tensor(spec)
@@ -173,7 +174,10 @@ def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Op
             raise WcacheError(f"handle {index} is {handle.kind} but this PyTorch is a {build} build")
         if not torch.cuda.is_available():
             raise WcacheError(f"handle {index} ({handle.kind}): PyTorch sees no GPU")
-        return TorchIpcRegion(index, handle, torch_device_index(torch, uuid, device_index), torch)
+        ordinal = torch_device_index(torch, uuid, device_index)
+        if handle.kind == HANDLE_CUDA_IPC and torch_uses_cuda_malloc_async(torch):
+            return TorchDriverIpcRegion(index, handle, ordinal, torch, driver or CudaDriver(cuda_library))
+        return TorchIpcRegion(index, handle, ordinal, torch)
     if handle.kind == HANDLE_HIP_IPC:
         raise WcacheError(f"handle {index}: hip-ipc handles need PyTorch (a ROCm build)")
     if driver is None:

@@ -36,7 +36,35 @@
  *    and a nonce into the 64 bytes. cuIpcOpenMemHandle_v2 in another process
  *    maps /proc/<pid>/fd/<fd> after checking the memfd's name; opening in
  *    the exporting process fails with CUDA_ERROR_INVALID_CONTEXT; repeated
- *    opens are reference counted and return the same address.
+ *    opens are reference counted and return the same address (what the
+ *    real driver documents for cuIpcOpenMemHandle; opening in the exporter is
+ *    CUDA_ERROR_INVALID_CONTEXT, as ROCm's HIP states explicitly and CUDA's
+ *    "invalid device context" reports show).
+ *  - A mapping dies with its exporter: reading an imported allocation whose
+ *    exporting process has exited fails with CUDA_ERROR_ILLEGAL_ADDRESS (700),
+ *    which is sticky, as a kernel faulting on the vanished memory would be.
+ *  - The last cuDevicePrimaryCtxRelease_v2 destroys the primary context and
+ *    frees every allocation and mapping made in it; a later retain creates a
+ *    fresh one.
+ *  - Sticky errors stick: once one happened (FAKECUDA_STICKY_FILE names a
+ *    file; when it exists and holds a CUresult, the next call that needs a
+ *    context fails with that code), every call that needs a context or a
+ *    device returns the same code for the rest of the process.
+ *  - cuDriverGetVersion reports 13000 (driver 580, CUDA 13), or
+ *    FAKECUDA_DRIVER_VERSION.
+ *  - cuGetProcAddress_v2 (CUDA 12 signature, with the symbolStatus argument)
+ *    and cuGetProcAddress (CUDA 11.3 signature) resolve base names by ABI
+ *    version: cuDeviceGetUuid at >= 11040 is cuDeviceGetUuid_v2, below it
+ *    v1; every versioned name maps to its _v2 export for versions >= 12000;
+ *    asking for a version above the driver's is CUDA_ERROR_INVALID_VALUE
+ *    with VERSION_NOT_SUFFICIENT, and at versions >= 13000 cuMemGetInfo
+ *    resolves to a stand-in for a changed CUDA 13 ABI that fails with
+ *    CUDA_ERROR_NOT_SUPPORTED, so a caller that does not pin 12000 is caught.
+ *    -DFAKECUDA_OMIT_cuGetProcAddress leaves both out (dlsym fallback).
+ *  - CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (20) is FAKECUDA_COMPUTE_MODE (a
+ *    single value for every device; default 0, DEFAULT). FAKECUDA_RETAIN_ERROR
+ *    makes cuDevicePrimaryCtxRetain fail with that code (a device another
+ *    process holds in EXCLUSIVE_PROCESS mode answers 46 on real drivers).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -69,6 +97,7 @@ enum {
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_UNKNOWN = 999,
@@ -144,6 +173,36 @@ static struct fstream *g_streams;
 static uint64_t g_next_id = 1;
 static CUdeviceptr g_next_va = 0x100000000000ULL; /* 16 TiB: never a host pointer here */
 static __thread struct fctx *t_ctx;
+static CUresult g_sticky; /* first sticky error; returned by every later call */
+
+/* sticky_check returns the process's sticky error, latching one from
+ * FAKECUDA_STICKY_FILE when that file exists and holds a code. */
+static CUresult sticky_check(void) {
+    if (g_sticky) return g_sticky;
+    const char *f = getenv("FAKECUDA_STICKY_FILE");
+    if (f && *f) {
+        FILE *fp = fopen(f, "r");
+        if (fp) {
+            int code = 0;
+            if (fscanf(fp, "%d", &code) == 1 && code != 0) {
+                pthread_mutex_lock(&g_mu);
+                if (!g_sticky) g_sticky = code;
+                pthread_mutex_unlock(&g_mu);
+            }
+            fclose(fp);
+        }
+    }
+    return g_sticky;
+}
+
+/* exporter_gone reports whether an imported mapping's exporting process
+ * has exited (its memfd is no longer reachable). */
+static int exporter_gone(const struct falloc *a) {
+    if (!a->imported) return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)a->owner);
+    return access(path, F_OK) != 0;
+}
 
 /* ------------------------------------------------------------- helpers */
 
@@ -160,6 +219,8 @@ static struct fctx *current(void) {
 
 static CUresult need_ctx(struct fctx **out) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult sticky = sticky_check();
+    if (sticky) return sticky;
     if (t_ctx != NULL && t_ctx->refs <= 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if ((*out = current()) == NULL) return CUDA_ERROR_INVALID_CONTEXT;
     return CUDA_SUCCESS;
@@ -297,9 +358,11 @@ CUresult cuInit(unsigned int flags) {
     return r;
 }
 
+static int driver_version(void) { return env_int("FAKECUDA_DRIVER_VERSION", 13000); }
+
 CUresult cuDriverGetVersion(int *v) {
     if (!v) return CUDA_ERROR_INVALID_VALUE;
-    *v = 12060;
+    *v = driver_version();
     return CUDA_SUCCESS;
 }
 
@@ -312,6 +375,7 @@ CUresult cuDeviceGetCount(int *n) {
 
 static CUresult check_dev(CUdevice d) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (g_sticky) return g_sticky;
     if (d < 0 || d >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
@@ -351,6 +415,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     case 75: *v = 9; break;                 /* COMPUTE_CAPABILITY_MAJOR */
     case 76: *v = 0; break;                 /* COMPUTE_CAPABILITY_MINOR */
     case 41: *v = 1; break;                 /* UNIFIED_ADDRESSING */
+    case 20: *v = env_int("FAKECUDA_COMPUTE_MODE", 0); break; /* COMPUTE_MODE */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -383,6 +448,8 @@ CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
     CUresult r = check_dev(d);
     if (r) return r;
     if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    int fail = env_int("FAKECUDA_RETAIN_ERROR", 0);
+    if (fail) return fail;
     pthread_mutex_lock(&g_mu);
     g_dev[d].ctx.refs++;
     pthread_mutex_unlock(&g_mu);
@@ -393,10 +460,32 @@ CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     CUresult r = check_dev(d);
     if (r) return r;
+    struct falloc *dead = NULL;
     pthread_mutex_lock(&g_mu);
     if (g_dev[d].ctx.refs <= 0) r = CUDA_ERROR_INVALID_CONTEXT;
-    else g_dev[d].ctx.refs--;
+    else if (--g_dev[d].ctx.refs == 0) {
+        /* The last release destroys the context and everything in it. */
+        struct falloc **pp = &g_allocs;
+        while (*pp) {
+            struct falloc *a = *pp;
+            if (a->dev != d) {
+                pp = &a->next;
+                continue;
+            }
+            *pp = a->next;
+            a->next = dead;
+            dead = a;
+        }
+        g_dev[d].used = 0;
+    }
     pthread_mutex_unlock(&g_mu);
+    while (dead) {
+        struct falloc *a = dead;
+        dead = a->next;
+        munmap(a->host, a->size);
+        if (a->fd >= 0) close(a->fd);
+        free(a);
+    }
     return r;
 }
 
@@ -810,8 +899,10 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     if (!dst) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_mu);
     struct falloc *a = find_range(src, n);
+    if (a && exporter_gone(a) && !g_sticky) g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
     pthread_mutex_unlock(&g_mu);
     if (!a) return CUDA_ERROR_INVALID_VALUE;
+    if (g_sticky) return g_sticky;
     memcpy(dst, a->host + (src - a->base), n);
     return CUDA_SUCCESS;
 }
@@ -954,10 +1045,13 @@ static const struct { int code; const char *name, *desc; } g_errors[] = {
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {214, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
     {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -985,3 +1079,108 @@ CUresult cuGetErrorString(CUresult e, const char **s) {
     *s = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
+
+/* ------------------------------------------------------- entry points */
+
+#ifndef FAKECUDA_OMIT_cuGetProcAddress
+/* cuMemGetInfo_v13 stands in for an entry point whose ABI changed in CUDA
+ * 13: a caller that asks for version >= 13000 gets it and fails. */
+static CUresult cuMemGetInfo_v13(size_t *free_b, size_t *total_b) {
+    (void)free_b;
+    (void)total_b;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+struct proc_entry {
+    const char *name;
+    int version; /* the lowest ABI version this entry serves */
+    void *fn;
+};
+
+#define PROC(n, v, f) {n, v, (void *)f}
+static const struct proc_entry g_procs[] = {
+    PROC("cuInit", 2000, cuInit),
+    PROC("cuDriverGetVersion", 2020, cuDriverGetVersion),
+    PROC("cuDeviceGetCount", 2000, cuDeviceGetCount),
+    PROC("cuDeviceGet", 2000, cuDeviceGet),
+    PROC("cuDeviceGetName", 2000, cuDeviceGetName),
+    PROC("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
+    PROC("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
+#ifndef FAKECUDA_OMIT_cuDeviceGetUuid
+    PROC("cuDeviceGetUuid", 9020, cuDeviceGetUuid),
+#endif
+#ifndef FAKECUDA_OMIT_cuDeviceGetUuid_v2
+    PROC("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
+#endif
+    PROC("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+    PROC("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    PROC("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
+    PROC("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    PROC("cuMemGetInfo", 3020, cuMemGetInfo_v2),
+    PROC("cuMemGetInfo", 13000, cuMemGetInfo_v13),
+    PROC("cuMemAlloc", 3020, cuMemAlloc_v2),
+    PROC("cuMemFree", 3020, cuMemFree_v2),
+    PROC("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
+    PROC("cuMemHostAlloc", 2020, cuMemHostAlloc),
+    PROC("cuMemFreeHost", 2000, cuMemFreeHost),
+    PROC("cuStreamCreate", 2000, cuStreamCreate),
+    PROC("cuStreamDestroy", 4000, cuStreamDestroy_v2),
+    PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    PROC("cuEventCreate", 2000, cuEventCreate),
+    PROC("cuEventDestroy", 4000, cuEventDestroy_v2),
+    PROC("cuEventRecord", 2000, cuEventRecord),
+    PROC("cuEventSynchronize", 2000, cuEventSynchronize),
+    PROC("cuMemcpyHtoDAsync", 3020, cuMemcpyHtoDAsync_v2),
+    PROC("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
+    PROC("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+#ifndef FAKECUDA_OMIT_cuIpcOpenMemHandle_v2
+    PROC("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+#endif
+    PROC("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    PROC("cuGetErrorName", 6000, cuGetErrorName),
+    PROC("cuGetErrorString", 6000, cuGetErrorString),
+};
+#undef PROC
+
+enum { PROC_SUCCESS = 0, PROC_SYMBOL_NOT_FOUND = 1, PROC_VERSION_NOT_SUFFICIENT = 2 };
+
+/* proc_lookup returns the newest entry of name whose version <= version. */
+static CUresult proc_lookup(const char *name, void **pfn, int version, int *status) {
+    if (!name || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    *pfn = NULL;
+    if (version > driver_version()) {
+        *status = PROC_VERSION_NOT_SUFFICIENT;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const struct proc_entry *best = NULL;
+    int found = 0;
+    for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++) {
+        if (strcmp(g_procs[i].name, name) != 0) continue;
+        found = 1;
+        if (g_procs[i].version <= version && (!best || g_procs[i].version > best->version)) best = &g_procs[i];
+    }
+    if (!best) {
+        *status = found ? PROC_VERSION_NOT_SUFFICIENT : PROC_SYMBOL_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    *pfn = best->fn;
+    *status = PROC_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 12.0+: cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus). */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *symbolStatus) {
+    if (flags & ~7ULL) return CUDA_ERROR_INVALID_VALUE;
+    int status = 0;
+    CUresult r = proc_lookup(symbol, pfn, version, &status);
+    if (symbolStatus) *symbolStatus = status;
+    return r;
+}
+
+/* CUDA 11.3: cuGetProcAddress(symbol, pfn, cudaVersion, flags). */
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    if (flags & ~7ULL) return CUDA_ERROR_INVALID_VALUE;
+    int status = 0;
+    return proc_lookup(symbol, pfn, version, &status);
+}
+#endif

@@ -1,0 +1,83 @@
+"""A stand-in for the slice of PyTorch wcache.ipc touches on a GPU, to test the
+call order and the zero-copy wrapping without a GPU (and without torch).
+
+Like torch >= 2.5, ``UntypedStorage._new_shared_cuda`` fails unless
+``torch.cuda.init()`` ran first, and refuses under the cudaMallocAsync
+allocator. ``as_tensor`` consumes ``__cuda_array_interface__`` without copying
+and its storage holds the source object, as torch's does.
+"""
+
+from __future__ import annotations
+
+import types
+from contextlib import contextmanager
+
+_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "uint8": 1, "int8": 1}
+
+
+class FakeStorage:
+    def __init__(self, ptr, nbytes, device, owner=None):
+        self._ptr, self.nbytes, self.device, self.owner = ptr, nbytes, device, owner
+
+    def data_ptr(self):
+        return self._ptr
+
+
+class FakeTensor:
+    def __init__(self, dtype, device, storage=None, offset=0, shape=(0,)):
+        self.dtype, self.device, self.storage, self.offset, self.shape = dtype, device, storage, offset, tuple(shape)
+
+    def element_size(self):
+        return _SIZES[self.dtype]
+
+    def set_(self, storage, offset, shape, strides):
+        return FakeTensor(self.dtype, self.device, storage, offset, shape)
+
+    def data_ptr(self):
+        return self.storage.data_ptr() + self.offset * self.element_size()
+
+    def untyped_storage(self):
+        return self.storage
+
+
+class FakeTorch(types.SimpleNamespace):
+    def __init__(self, allocator="native"):
+        super().__init__()
+        for name in _SIZES:
+            setattr(self, name, name)
+        self.version = types.SimpleNamespace(hip=None, cuda="13.0")
+        self.calls = []
+        torch = self
+
+        class _Storage:
+            @staticmethod
+            def _new_shared_cuda(device, handle, size, offset, refcount, ref_offset, event, event_sync):
+                torch.calls.append("_new_shared_cuda")
+                if "init" not in torch.calls:
+                    raise RuntimeError("per-device state not initialised (torch >= 2.5 without lazy init)")
+                if allocator == "cudaMallocAsync":
+                    raise RuntimeError("cudaMallocAsync does not yet support shareIpcHandle")
+                return FakeStorage(0x7000_0000_0000 + device, size, f"cuda:{device}")
+
+        @contextmanager
+        def device(index):
+            torch.calls.append(f"device({index})")
+            yield
+
+        self.UntypedStorage = _Storage
+        self.cuda = types.SimpleNamespace(
+            init=lambda: torch.calls.append("init"),
+            is_available=lambda: True,
+            get_allocator_backend=lambda: allocator,
+            device=device,
+        )
+
+    def empty(self, shape, dtype=None, device="cpu"):
+        return FakeTensor(dtype, device, shape=shape)
+
+    def as_tensor(self, obj, device=None):
+        self.calls.append("as_tensor")
+        cai = obj.__cuda_array_interface__
+        assert cai["typestr"] == "|u1" and cai["version"] == 3 and cai["strides"] is None
+        (n,) = cai["shape"]
+        return FakeTensor("uint8", device, FakeStorage(cai["data"][0], n, device, owner=obj), 0, (n,))

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/sdk"
+)
+
+// TestStickyErrorEndsThePlugin: after a sticky CUDA error the plugin
+// reports ErrUnavailable and exits, so every later call fails. (That the
+// host's exit error carries the CUDA error is the daemon's plugin-exit path,
+// covered by core/pluginhost's crash tests.)
+func TestStickyErrorEndsThePlugin(t *testing.T) {
+	if fakelib.Real(os.Getenv) {
+		t.Skip("needs the fake driver's fault injection")
+	}
+	trigger := filepath.Join(t.TempDir(), "sticky")
+	b := start(t, pluginEnv(t, "", "FAKECUDA_STICKY_FILE="+trigger))
+	ctx := context.Background()
+	id, _, err := b.Allocate(ctx, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(trigger, []byte("700"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Read(ctx, id, 0, 16); !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "700") {
+		t.Fatalf("Read after the fault = %v, want ErrUnavailable naming error 700", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := b.Info(ctx); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin still answers 20 s after a sticky error")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
