@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/wcache/wcache/sdk/fill"
 	"io"
 	"os"
 	"path/filepath"
@@ -232,63 +233,60 @@ func inside(off, n, size uint64) bool { return off <= size && n <= size-off }
 // the allocation's end, a missing file or a range past a file's end is
 // ErrInvalidArgument, and so is loading into an imported mapping.
 func (m *Memory) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error {
+	_, err := m.LoadWithStats(ctx, id, extents, progress)
+	return err
+}
+
+// LoadWithStats is Load through the shared fill pipeline (sdk/fill) with a
+// pwrite into the allocation's file as the "copy", so tests that use
+// Memory exercise the same pipeline as the real backends and get its
+// counters.
+func (m *Memory) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
 	a, err := m.lookup(id)
 	if err != nil {
-		return err
+		return sdk.LoadStats{}, err
 	}
 	defer a.mu.RUnlock()
 	if a.imported {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "load into imported mapping %d", id)
+		return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "load into imported mapping %d", id)
 	}
-	var total uint64
 	for i, e := range extents {
 		if !inside(e.DestOffset, e.Length, a.size) {
-			return sdk.Errorf(sdk.ErrInvalidArgument, "extent %d [%d, +%d) outside the %d-byte allocation", i, e.DestOffset, e.Length, a.size)
-		}
-		total += e.Length
-	}
-	var done uint64
-	for i, e := range extents {
-		if err := copyExtent(ctx, a.f, e, func(n uint64) {
-			done += n
-			if progress != nil {
-				progress(done, total)
-			}
-		}); err != nil {
-			return fmt.Errorf("load extent %d (%s): %w", i, e.Path, err)
+			return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "extent %d [%d, +%d) outside the %d-byte allocation", i, e.DestOffset, e.Length, a.size)
 		}
 	}
-	return nil
+	st, err := fill.Fill(ctx, fileCopier{a.f}, a.size, extents, progress, fill.Options{Buffers: 1, BufferBytes: copyChunk})
+	if err != nil {
+		return st, fmt.Errorf("load into allocation %d: %w", id, err)
+	}
+	return st, nil
 }
 
-// copyExtent copies one extent into dst in copyChunk pieces.
-func copyExtent(ctx context.Context, dst *os.File, e sdk.Extent, copied func(uint64)) error {
-	src, err := os.Open(e.Path)
-	if err != nil {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "%v", err)
+// fileCopier is sdk/fill's view of one allocation file: a lane is one
+// host buffer and its "copy" a synchronous write at the destination offset.
+type fileCopier struct{ f *os.File }
+
+func (c fileCopier) Acquire(_ context.Context, buffers, size int) (fill.Lane, error) {
+	l := &fileLane{f: c.f}
+	for range buffers {
+		l.bufs = append(l.bufs, make([]byte, size))
 	}
-	defer src.Close()
-	st, err := src.Stat()
-	if err != nil {
-		return err
-	}
-	if !inside(e.FileOffset, e.Length, uint64(st.Size())) {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "[%d, +%d) past the file's %d bytes", e.FileOffset, e.Length, st.Size())
-	}
-	for off := uint64(0); off < e.Length; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(e.Length-off, copyChunk)
-		w := io.NewOffsetWriter(dst, int64(e.DestOffset+off))
-		if _, err := io.Copy(w, io.NewSectionReader(src, int64(e.FileOffset+off), int64(n))); err != nil {
-			return err
-		}
-		off += n
-		copied(n)
-	}
-	return nil
+	return l, nil
 }
+
+type fileLane struct {
+	f    *os.File
+	bufs [][]byte
+}
+
+func (l *fileLane) Buffer(i int) []byte { return l.bufs[i] }
+
+func (l *fileLane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) {
+	_, err := l.f.WriteAt(l.bufs[i][off:off+n], int64(dst))
+	return fill.Done(err), nil
+}
+
+func (l *fileLane) Release(error) {}
 
 // Export returns the allocation's file as a FileHandleKind handle.
 func (m *Memory) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, error) {
