@@ -20,6 +20,7 @@ all: build
 ## no CUDA toolkit: it dlopens the driver at run time.
 build:
 	@mkdir -p $(BIN)
+	@echo "building bin/wcache and the backends (the first build fetches and compiles dependencies: about a minute)..."
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache ./cmd/wcache
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-backend-mock ./plugins/mock
 	@if [ -d plugins/cuda ]; then CGO_ENABLED=1 $(GO) build -o $(BIN)/wcache-backend-cuda ./plugins/cuda; fi
