@@ -14,11 +14,12 @@ import (
 type configFlags struct {
 	c     cacheconfig.Config
 	extra []string
+	fs    *pflag.FlagSet
 }
 
 // addConfigFlags registers the CacheConfig flags on fs.
 func addConfigFlags(fs *pflag.FlagSet) *configFlags {
-	f := &configFlags{c: cacheconfig.Default()}
+	f := &configFlags{c: cacheconfig.Default(), fs: fs}
 	c := &f.c
 	fs.Uint32Var(&c.TPSize, "tp-size", c.TPSize, "tensor-parallel size")
 	fs.Uint32Var(&c.TPRank, "tp-rank", c.TPRank, "tensor-parallel rank")
@@ -58,6 +59,16 @@ func (f *configFlags) config() (cacheconfig.Config, error) {
 				return cacheconfig.Config{}, usageErrorf("--extra %s given twice", k)
 			}
 			c.Extra[k] = v
+		}
+	}
+	// A rank without its size is the likelier mistake than a rank too big
+	// for a size of 1: say that the size is missing.
+	for _, p := range []struct {
+		rank, size string
+		r          uint32
+	}{{"tp-rank", "tp-size", c.TPRank}, {"pp-rank", "pp-size", c.PPRank}, {"dp-rank", "dp-size", c.DPRank}, {"ep-rank", "ep-size", c.EPRank}} {
+		if f.fs != nil && f.fs.Changed(p.rank) && !f.fs.Changed(p.size) && p.r > 0 {
+			return cacheconfig.Config{}, usageErrorf("--%s %d needs --%s (%s must be below %s, which defaults to 1)", p.rank, p.r, p.size, strings.ReplaceAll(p.rank, "-", "_"), strings.ReplaceAll(p.size, "-", "_"))
 		}
 	}
 	// Validate the layout now (a usage error); what names the weights is

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -63,5 +64,16 @@ func TestConfigFlagsUsageErrors(t *testing.T) {
 		if !errors.As(err, &xe) || xe.code != ExitUsage {
 			t.Errorf("%v: err = %v, want a usage error (exit 2)", args, err)
 		}
+	}
+}
+
+func TestConfigFlagsRankWithoutSizeNamesTheMissingSize(t *testing.T) {
+	_, err := parseConfigFlags(t, "--tp-rank", "1")
+	var ce *exitError
+	if err == nil || !errors.As(err, &ce) || ce.code != ExitUsage || !strings.Contains(err.Error(), "--tp-rank 1 needs --tp-size") {
+		t.Fatalf("--tp-rank 1 alone: %v, want a usage error naming --tp-size", err)
+	}
+	if _, err := parseConfigFlags(t, "--tp-rank", "1", "--tp-size", "2"); err != nil {
+		t.Fatalf("--tp-rank 1 --tp-size 2: %v", err)
 	}
 }
