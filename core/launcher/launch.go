@@ -311,13 +311,20 @@ func (g *Group) Daemons() []Daemon {
 // Supervise blocks until ctx is done or a daemon exits. When ctx is done
 // (the launcher got SIGTERM or SIGINT), it stops every daemon and returns
 // nil if they all stopped cleanly, else a *StopError. When a daemon exits
-// on its own — crash, plugin death, `wcache stop` on one GPU — the layout
-// is incomplete and no engine can use it, so Supervise stops the others and
-// returns a *DaemonError (ErrDaemonDied) naming the one that exited.
-// Call it once, after Launch.
+// on its own, the layout is incomplete and no engine can use it, so
+// Supervise stops the others. A daemon that exited with status 0 was
+// stopped on request (`wcache stop`, on one GPU or --all): that is a clean
+// stop of the layout, and Supervise returns what stopping the others
+// returns (nil when they stop cleanly). Any other exit — crash, plugin
+// death — returns a *DaemonError (ErrDaemonDied) naming the one that
+// exited. Call it once, after Launch.
 func (g *Group) Supervise(ctx context.Context) error {
 	select {
 	case c := <-g.exits:
+		if c.status.Success() {
+			g.o.Logf("%s: stopped on request (%s); stopping the other daemons", c.rank, c.status)
+			return g.Stop()
+		}
 		de := c.failure(ErrDaemonDied)
 		g.o.Logf("%s: %v (%s); stopping the other daemons", c.rank, ErrDaemonDied, de.Status)
 		return errors.Join(de, g.Stop())

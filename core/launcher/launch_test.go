@@ -509,3 +509,23 @@ func TestServeCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestSuperviseRequestedStopIsClean: `wcache stop` makes a daemon exit 0;
+// the launcher stops the rest and reports a clean stop, not a death.
+func TestSuperviseRequestedStopIsClean(t *testing.T) {
+	w := newFakeWorld(t, 2)
+	g, err := Launch(context.Background(), w.options(2, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := w.started()
+	errc := make(chan error, 1)
+	go func() { errc <- g.Supervise(context.Background()) }()
+	procs[0].exit(ExitStatus{Code: 0})
+	if err := <-errc; err != nil {
+		t.Fatalf("Supervise after a daemon exited 0 = %v, want nil", err)
+	}
+	if !procs[1].exited || !slices.Equal(procs[1].gotSignals(), []syscall.Signal{syscall.SIGTERM}) {
+		t.Errorf("the other daemon was not stopped: %v", procs[1].gotSignals())
+	}
+}
