@@ -25,6 +25,36 @@ type Tensor struct {
 	Handle int
 	Offset uint64
 	Length uint64
+	// Layout is how a published tensor views its bytes; nil for weights
+	// loaded from files and tensors published without one (row-major
+	// contiguous at Offset).
+	Layout *Layout
+}
+
+// Layout is a published tensor's view of its storage. Tensors with the
+// same non-empty Storage share one byte range (same Handle, Offset and
+// Length: the storage's bytes); Strides (in elements, empty: row-major) and
+// StorageOffset (in elements) say how the tensor views it.
+type Layout struct {
+	Storage       string
+	Strides       []int64
+	StorageOffset uint64
+}
+
+// layoutFromProto converts a wire layout (nil stays nil).
+func layoutFromProto(l *daemonv1.TensorLayout) *Layout {
+	if l == nil {
+		return nil
+	}
+	return &Layout{Storage: l.GetStorage(), Strides: l.GetStrides(), StorageOffset: l.GetStorageOffset()}
+}
+
+// toProto converts a layout for the wire (nil stays nil).
+func (l *Layout) toProto() *daemonv1.TensorLayout {
+	if l == nil {
+		return nil
+	}
+	return &daemonv1.TensorLayout{Storage: l.Storage, Strides: l.Strides, StorageOffset: l.StorageOffset}
 }
 
 // Manifest is what a daemon holds, as sent on attach.
@@ -38,6 +68,9 @@ type Manifest struct {
 	Tensors         []Tensor
 	LeaseID         uint64
 	ProtocolVersion uint32
+	// Metadata is the metadata map of published weights (nil for file
+	// loads).
+	Metadata map[string]string
 }
 
 // Bytes is the sum of every tensor's length.
@@ -55,26 +88,38 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 	m := &Manifest{
 		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
 		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
-		Handles: make([]Handle, len(pm.GetHandles())), Tensors: make([]Tensor, len(pm.GetTensors())),
+		Metadata: pm.GetMetadata(),
 	}
 	if pm.GetConfig() != nil {
 		m.Config = cacheconfig.FromProto(pm.GetConfig())
 	}
-	for i, h := range pm.GetHandles() {
+	var err error
+	if m.Handles, m.Tensors, err = placesFromProto(pm.GetHandles(), pm.GetTensors()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// placesFromProto converts and checks handles and tensor places (of a
+// manifest or a publish plan): every tensor must name an existing handle
+// and lie inside it.
+func placesFromProto(ph []*daemonv1.Handle, pt []*daemonv1.Tensor) ([]Handle, []Tensor, error) {
+	m := &Manifest{Handles: make([]Handle, len(ph)), Tensors: make([]Tensor, len(pt))}
+	for i, h := range ph {
 		m.Handles[i] = Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize()}
 	}
-	for i, t := range pm.GetTensors() {
+	for i, t := range pt {
 		hi := int(t.GetHandleIndex())
 		if hi >= len(m.Handles) {
-			return nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
+			return nil, nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
 		}
 		size := m.Handles[hi].Size
 		if t.GetOffset() > size || t.GetLength() > size-t.GetOffset() {
-			return nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
+			return nil, nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
 				t.GetName(), t.GetOffset(), t.GetLength(), hi, size, ErrBadManifest)
 		}
 		m.Tensors[i] = Tensor{Name: t.GetName(), DType: t.GetDtype(), Shape: t.GetShape(), Handle: hi,
-			Offset: t.GetOffset(), Length: t.GetLength()}
+			Offset: t.GetOffset(), Length: t.GetLength(), Layout: layoutFromProto(t.GetLayout())}
 	}
-	return m, nil
+	return m.Handles, m.Tensors, nil
 }

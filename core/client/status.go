@@ -33,10 +33,14 @@ type Status struct {
 	Started         time.Time
 	Leases          []LeaseInfo
 	Version         string
-	State           string // "serving" or "draining"
+	State           string // "empty", "publishing", "serving", "draining" or "stopping"
 	ProtocolVersion uint32
 	Goroutines      int
 	OpenFDs         int
+	// PublisherPID is the publishing client while State is "publishing".
+	PublisherPID int32
+	// Metadata is the metadata map of published weights.
+	Metadata map[string]string
 }
 
 // Status asks the daemon to describe itself.
@@ -49,7 +53,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		ConfigDigest: r.GetConfigDigest(), Bytes: r.GetBytes(), Tensors: int(r.GetTensors()),
 		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
 		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
-		OpenFDs: int(r.GetOpenFds())}
+		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata()}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}

@@ -92,15 +92,8 @@ func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint)
 
 // fill allocates every arena of the plan, loads it and exports it.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) {
-	for i, a := range pl.Allocations {
-		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
-		}
-		d.allocs = append(d.allocs, id)
-		if got < a.Bytes {
-			return nil, fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
-		}
+	if err := d.allocate(ctx, pl, &d.allocs); err != nil {
+		return nil, err
 	}
 	var base uint64
 	startLoad := time.Now()
@@ -122,8 +115,30 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
-	handles := make([]sdk.Handle, len(d.allocs))
-	for i, id := range d.allocs {
+	return d.export(ctx, d.allocs)
+}
+
+// allocate reserves every arena of pl, appending each id to *ids as soon as
+// it exists (so that the caller frees what was reserved when a later one
+// fails).
+func (d *Daemon) allocate(ctx context.Context, pl *plan.Plan, ids *[]sdk.AllocationID) error {
+	for i, a := range pl.Allocations {
+		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
+		if err != nil {
+			return fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
+		}
+		*ids = append(*ids, id)
+		if got < a.Bytes {
+			return fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
+		}
+	}
+	return nil
+}
+
+// export exports every allocation, in order.
+func (d *Daemon) export(ctx context.Context, ids []sdk.AllocationID) ([]sdk.Handle, error) {
+	handles := make([]sdk.Handle, len(ids))
+	for i, id := range ids {
 		h, err := d.backend.Export(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("export arena %d: %w", i+1, err)
@@ -133,14 +148,22 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 	return handles, nil
 }
 
-// freeAll frees every allocation, bounded by DefaultFreeTimeout.
+// freeAll frees every allocation the daemon holds.
 func (d *Daemon) freeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.freeAllocs(d.allocs)
+	d.allocs = nil
+}
+
+// freeAllocs frees allocations, bounded by DefaultFreeTimeout; a failure is
+// logged (the memory goes with the plugin process at the latest).
+func (d *Daemon) freeAllocs(ids []sdk.AllocationID) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultFreeTimeout)
 	defer cancel()
-	for _, id := range d.allocs {
+	for _, id := range ids {
 		if err := d.backend.Free(ctx, id); err != nil {
 			d.log.Warn("freeing an allocation", "allocation", id, "error", err)
 		}
 	}
-	d.allocs = nil
 }

@@ -21,6 +21,8 @@ type manifest struct {
 	generation uint64
 	handles    []*daemonv1.Handle
 	tensors    []*daemonv1.Tensor
+	// metadata is a publish's metadata map (nil for file loads).
+	metadata map[string]string
 }
 
 // newManifest converts a plan and the exported handles (one per
@@ -61,5 +63,6 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 		Tensors:         m.tensors,
 		LeaseId:         leaseID,
 		ProtocolVersion: version.ProtocolVersion,
+		Metadata:        m.metadata,
 	}}}
 }

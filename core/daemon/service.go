@@ -58,12 +58,19 @@ type service struct {
 // Status describes the daemon.
 func (s *service) Status(context.Context, *daemonv1.StatusRequest) (*daemonv1.StatusResponse, error) {
 	d := s.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	state, publisherPID := d.reg.stateAndPublisher()
 	resp := &daemonv1.StatusResponse{
 		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
 		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
-		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: version.ProtocolVersion,
+		Version: version.Version, State: state.String(), ProtocolVersion: version.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
+		DaemonState: stateProto(state), PublisherPid: publisherPID,
+	}
+	if d.manifest != nil {
+		resp.Metadata = d.manifest.metadata
 	}
 	for _, l := range d.leaseInfos() {
 		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
@@ -91,7 +98,16 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachOther)
 		return status.Error(codes.InvalidArgument, "attach request carries no config")
 	}
+	// What the daemon holds cannot change between the state check, the
+	// comparison and the lease (a Publish or Evict takes d.mu to change it).
+	d.mu.RLock()
+	if st, pid := d.reg.stateAndPublisher(); st == StateEmpty || st == StatePublishing {
+		d.mu.RUnlock()
+		d.metrics.AttachFailed(AttachEmpty)
+		return noWeightsStatus(d.info.DeviceUUID, st, pid)
+	}
 	if diffs := cacheconfig.Compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
+		d.mu.RUnlock()
 		d.metrics.AttachFailed(AttachConfigMismatch)
 		return mismatchStatus(diffs)
 	}
@@ -101,13 +117,15 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		name = name[:maxClientNameLen]
 	}
 	l, st := d.reg.add(p, name, time.Now())
+	m := d.manifest
+	d.mu.RUnlock()
 	if l == nil {
 		d.metrics.AttachFailed(AttachDraining)
 		return status.Errorf(codes.Unavailable, "daemon of %s is %s and accepts no new lease", d.info.DeviceUUID, st)
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
-	if err := stream.Send(d.manifest.forLease(l.id)); err != nil {
+	if err := stream.Send(m.forLease(l.id)); err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return err
 	}
