@@ -50,18 +50,27 @@ func (s *daemonSelector) add(fs *pflag.FlagSet, verb string) {
 // set reports whether the selector names a daemon at all.
 func (s *daemonSelector) set() bool { return s.socket != "" || s.uuid != "" || s.gpu >= 0 }
 
-// target resolves the selector; with --gpu-id it starts the backend plugin
-// (closed by the returned func).
-func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, func(), error) {
+// check refuses more than one way of naming the daemon (a usage error).
+func (s *daemonSelector) check() error {
 	n := 0
 	for _, set := range []bool{s.socket != "", s.uuid != "", s.gpu >= 0} {
 		if set {
 			n++
 		}
 	}
+	if n > 1 {
+		return usageErrorf("--socket, --device-uuid and --gpu-id exclude each other")
+	}
+	return nil
+}
+
+// target resolves the selector; with --gpu-id it starts the backend plugin
+// (closed by the returned func).
+func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, func(), error) {
+	if err := s.check(); err != nil {
+		return client.Target{}, nil, err
+	}
 	switch {
-	case n > 1:
-		return client.Target{}, nil, usageErrorf("--socket, --device-uuid and --gpu-id exclude each other")
 	case s.socket != "":
 		return client.BySocket(s.socket), func() {}, nil
 	case s.uuid != "":
@@ -129,6 +138,9 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		}
 		if !sel.set() {
 			return usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
+		}
+		if err := sel.check(); err != nil {
+			return err
 		}
 		ck, err := openCheckpointFiles(model, shardPattern, cfg)
 		if err != nil {
