@@ -229,6 +229,11 @@ func TestEvictWaitsForLeases(t *testing.T) {
 	if len(shmFiles(t, f.shm)) == 0 {
 		t.Fatal("memory freed under a live lease")
 	}
+	select { // the timed-out evict's notice
+	case <-a.Lease.Notices():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no drain notice from the evict")
+	}
 	go func() {
 		select {
 		case <-a.Lease.Notices():
