@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,5 +255,36 @@ func TestEvictWaitsForLeases(t *testing.T) {
 	}
 	if _, err := c.Publish(ctx, publication(), client.ShmFill(fillBytes, false)); err != nil {
 		t.Errorf("publish after evict: %v", err)
+	}
+}
+
+// TestPublishLargeTableIsChunked: a table larger than the daemon's 1 MiB
+// request limit travels as begin + tensors messages and arrives whole.
+func TestPublishLargeTableIsChunked(t *testing.T) {
+	f := newFixture(t)
+	r := f.startEmpty(nil)
+	c := r.dial(t)
+	pub := publication()
+	pub.Tensors = nil
+	const n = 12000 // ~100 bytes of name each: over 1 MiB in all
+	for i := range n {
+		pub.Tensors = append(pub.Tensors, client.TensorSpec{
+			Name:  fmt.Sprintf("model.layers.%05d.%s", i, strings.Repeat("x", 80)),
+			DType: "U8", Shape: []uint64{16}, Length: 16})
+	}
+	res, err := c.Publish(context.Background(), pub, client.ShmFill(fillBytes, false))
+	if err != nil {
+		t.Fatalf("publish of %d tensors: %v", n, err)
+	}
+	if res.Tensors != n || res.Bytes != 16*n {
+		t.Errorf("publish result = %+v, want %d tensors of 16 bytes", res, n)
+	}
+	a, err := client.Attach(context.Background(), client.BySocket(r.d.Info().Paths.Socket), pub.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Lease.Close()
+	if last := a.Manifest.Tensors[n-1]; last.Name != pub.Tensors[n-1].Name {
+		t.Errorf("last tensor = %q, want %q", last.Name, pub.Tensors[n-1].Name)
 	}
 }
