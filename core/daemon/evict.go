@@ -53,6 +53,7 @@ func (d *Daemon) Evict(ctx context.Context, timeout time.Duration) (leases int, 
 	d.info.Model, d.info.Files, d.info.Config, d.info.ConfigDigest = "", nil, cacheconfig.Config{}, ""
 	d.info.Tensors, d.info.Load = 0, LoadStats{}
 	d.reg.endEvict()
+	d.metrics.Loaded(LoadStats{}, 0) // nothing loaded any more
 	if err := d.writeReady(); err != nil {
 		d.log.Warn("rewriting the ready file after an evict", "error", err)
 	}

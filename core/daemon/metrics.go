@@ -16,7 +16,7 @@ type Metrics interface {
 	// Loaded reports the initial load, once, after the last byte was
 	// loaded and before the daemon listens: the stats Info().Load reports
 	// and the number of tensors served. A daemon started empty reports
-	// every committed publish instead.
+	// every committed publish instead, and an evict reports zero stats.
 	Loaded(stats LoadStats, tensors int)
 	// Attached reports an attach that became a lease: took is the
 	// server-side time from the request reaching the Attach handler to the
