@@ -26,8 +26,9 @@ type Attachment struct {
 // *cacheconfig.MismatchError with every differing field; a manifest that
 // does not hold together is ErrBadManifest, and one for another device
 // than the UUID the client was dialed by (ByDeviceUUID, ByOrdinal) a
-// *DeviceMismatchError (also ErrBadManifest); other refusals keep their
-// gRPC status (status.Code works on them).
+// *DeviceMismatchError (also ErrBadManifest); a daemon that holds no
+// weights an *EmptyError (ErrEmpty: load from disk); other refusals keep
+// their gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName})
@@ -74,9 +75,17 @@ func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachmen
 }
 
 // attachError converts an Attach failure: a ConfigMismatch detail becomes
-// a *cacheconfig.MismatchError.
+// a *cacheconfig.MismatchError, a NoWeights detail an *EmptyError.
 func (c *Client) attachError(err error) error {
 	st, ok := status.FromError(err)
+	if ok && st.Code() == codes.NotFound {
+		for _, d := range st.Details() {
+			if nw, ok := d.(*daemonv1.NoWeights); ok {
+				return &EmptyError{Socket: c.socket, PublisherPID: nw.GetPublisherPid(),
+					Publishing: nw.GetState() == daemonv1.DaemonState_DAEMON_STATE_PUBLISHING}
+			}
+		}
+	}
 	if ok && st.Code() == codes.FailedPrecondition {
 		for _, d := range st.Details() {
 			if cm, ok := d.(*daemonv1.ConfigMismatch); ok {

@@ -5,9 +5,35 @@ import (
 	"fmt"
 )
 
-// ErrNoDaemon: no socket exists at the daemon's path. It is the only error
-// after which a caller may fall back to loading weights from disk.
+// ErrNoDaemon: no socket exists at the daemon's path. With ErrEmpty it is
+// the only error after which a caller may fall back to loading weights from
+// disk.
 var ErrNoDaemon = errors.New("no wcache daemon")
+
+// ErrEmpty: the daemon runs but holds no weights (it was started without a
+// model, evicted, or a publish is in progress). Like ErrNoDaemon, the caller
+// loads from disk (and may publish, see Client.Publish). Matched by every
+// *EmptyError.
+var ErrEmpty = errors.New("no cached weights: load from disk")
+
+// EmptyError: an Attach found the daemon empty (NOT_FOUND with a NoWeights
+// detail). It matches ErrEmpty.
+type EmptyError struct {
+	Socket string
+	// Publishing is true while another client publishes into the daemon
+	// (PublisherPID); false when it simply holds nothing.
+	Publishing   bool
+	PublisherPID int32
+}
+
+func (e *EmptyError) Error() string {
+	if e.Publishing {
+		return fmt.Sprintf("daemon at %s: %v (publish in progress by pid %d)", e.Socket, ErrEmpty, e.PublisherPID)
+	}
+	return fmt.Sprintf("daemon at %s is empty: %v", e.Socket, ErrEmpty)
+}
+
+func (e *EmptyError) Unwrap() error { return ErrEmpty }
 
 // ErrUnsafeSocket is matched by every *UnsafeSocketError.
 var ErrUnsafeSocket = errors.New("refusing unsafe daemon socket")

@@ -18,28 +18,48 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 	m := &Manifest{
 		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
 		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
-		Handles: make([]Handle, len(pm.GetHandles())), Tensors: make([]Tensor, len(pm.GetTensors())),
+		Metadata: pm.GetMetadata(),
 	}
 	if pm.GetConfig() != nil {
 		m.Config = cacheconfig.FromProto(pm.GetConfig())
 	}
-	for i, h := range pm.GetHandles() {
+	var err error
+	if m.Handles, m.Tensors, err = placesFromProto(pm.GetHandles(), pm.GetTensors()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// placesFromProto converts and checks handles and tensor places (of a
+// manifest or a publish plan): every tensor must name an existing handle
+// and lie inside it.
+func placesFromProto(ph []*daemonv1.Handle, pt []*daemonv1.Tensor) ([]Handle, []Tensor, error) {
+	m := &Manifest{Handles: make([]Handle, len(ph)), Tensors: make([]Tensor, len(pt))}
+	for i, h := range ph {
 		m.Handles[i] = Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize()}
 	}
-	for i, t := range pm.GetTensors() {
+	for i, t := range pt {
 		hi := int(t.GetHandleIndex())
 		if hi >= len(m.Handles) {
-			return nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
+			return nil, nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
 		}
 		size := m.Handles[hi].Size
 		if t.GetOffset() > size || t.GetLength() > size-t.GetOffset() {
-			return nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
+			return nil, nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
 				t.GetName(), t.GetOffset(), t.GetLength(), hi, size, ErrBadManifest)
 		}
 		m.Tensors[i] = Tensor{Name: t.GetName(), DType: t.GetDtype(), Shape: t.GetShape(), Handle: hi,
-			Offset: t.GetOffset(), Length: t.GetLength()}
+			Offset: t.GetOffset(), Length: t.GetLength(), Layout: layoutFromProto(t.GetLayout())}
 	}
-	return m, nil
+	return m.Handles, m.Tensors, nil
+}
+
+// layoutFromProto converts a wire layout (nil stays nil).
+func layoutFromProto(l *daemonv1.TensorLayout) *Layout {
+	if l == nil {
+		return nil
+	}
+	return &Layout{Storage: l.GetStorage(), Strides: l.GetStrides(), StorageOffset: l.GetStorageOffset()}
 }
 
 // statusFromProto converts a Status answer.
@@ -48,7 +68,7 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		ConfigDigest: r.GetConfigDigest(), Bytes: r.GetBytes(), Tensors: int(r.GetTensors()),
 		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
 		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
-		OpenFDs: int(r.GetOpenFds())}
+		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata()}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}

@@ -1,6 +1,8 @@
 package client
 
 import (
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
@@ -21,6 +23,28 @@ type Tensor struct {
 	Handle int
 	Offset uint64
 	Length uint64
+	// Layout is how a published tensor views its bytes; nil for weights
+	// loaded from files and tensors published without one (row-major
+	// contiguous at Offset).
+	Layout *Layout
+}
+
+// Layout is a published tensor's view of its storage. Tensors with the
+// same non-empty Storage share one byte range (same Handle, Offset and
+// Length: the storage's bytes); Strides (in elements, empty: row-major) and
+// StorageOffset (in elements) say how the tensor views it.
+type Layout struct {
+	Storage       string
+	Strides       []int64
+	StorageOffset uint64
+}
+
+// toProto converts a layout for the wire (nil stays nil).
+func (l *Layout) toProto() *daemonv1.TensorLayout {
+	if l == nil {
+		return nil
+	}
+	return &daemonv1.TensorLayout{Storage: l.Storage, Strides: l.Strides, StorageOffset: l.StorageOffset}
 }
 
 // Manifest is what a daemon holds, as sent on attach.
@@ -34,6 +58,9 @@ type Manifest struct {
 	Tensors         []Tensor
 	LeaseID         uint64
 	ProtocolVersion uint32
+	// Metadata is the metadata map of published weights (nil for file
+	// loads).
+	Metadata map[string]string
 }
 
 // Bytes is the sum of every tensor's length.

@@ -33,12 +33,16 @@ type Status struct {
 	Started         time.Time
 	Leases          []LeaseInfo
 	Version         string
-	State           string // "serving" or "draining"
+	State           string // "empty", "publishing", "serving", "draining" or "stopping"
 	ProtocolVersion uint32
 	Goroutines      int
 	OpenFDs         int
 	// StartPhases are the daemon's own timings of its start-up.
 	StartPhases StartPhases
+	// PublisherPID is the publishing client while State is "publishing".
+	PublisherPID int32
+	// Metadata is the metadata map of published weights.
+	Metadata map[string]string
 }
 
 // StartPhases are the durations of a daemon's start-up as the daemon

@@ -32,6 +32,12 @@ type Daemon struct {
 	backend sdk.Backend
 	log     hclog.Logger
 
+	// mu guards what the daemon holds, which a Publish or an Evict
+	// replaces: info's Model, Files, Config, ConfigDigest, Tensors and Load,
+	// and config, configProto, allocs, manifest and generation. Readers
+	// that also check the registry's state (Attach) hold it across both so
+	// that they see one generation.
+	mu          sync.RWMutex
 	info        Info
 	config      cacheconfig.Config
 	configProto *configv1.CacheConfig
@@ -75,7 +81,9 @@ type Info struct {
 // UUID, open and plan the checkpoint, complete the config, take the identity
 // lock (daemonfile.Acquire: a live daemon is *daemonfile.LiveDaemonError
 // unless opts.Force), allocate, load (opts.Progress), export, build the
-// manifest, listen, serve, write the ready file.
+// manifest, listen, serve, write the ready file. Without opts.Model the
+// checkpoint steps are skipped: the daemon starts empty (StateEmpty) and
+// waits for a Publish.
 //
 // Start takes ownership of plugin: when it fails, everything it did is
 // undone (allocations freed, files removed, lock released) and the plugin is
@@ -152,18 +160,20 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 
 	startPlan := time.Now()
-	ck, err := d.openCheckpoint()
-	if err != nil {
-		return nil, err
+	var pl *plan.Plan
+	if opts.Model != "" {
+		ck, err := d.openCheckpoint()
+		if err != nil {
+			return nil, err
+		}
+		if pl, err = plan.Build(ck, opts.Plan); err != nil {
+			return nil, fmt.Errorf("plan %s: %w", opts.Model, err)
+		}
+		if err := d.completeConfig(ctx, ck); err != nil {
+			return nil, pluginErr("config", err)
+		}
+		d.info.Tensors = len(pl.Tensors)
 	}
-	pl, err := plan.Build(ck, opts.Plan)
-	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", opts.Model, err)
-	}
-	if err := d.completeConfig(ctx, ck); err != nil {
-		return nil, pluginErr("config", err)
-	}
-	d.info.Tensors = len(pl.Tensors)
 	planned := time.Since(startPlan)
 
 	lock, res, err := daemonfile.Acquire(ctx, d.info.Paths, daemonfile.CleanupOptions{
@@ -182,15 +192,20 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	})
 
 	undo = append(undo, func() { d.freeAll() })
-	handles, err := d.fill(ctx, pl)
-	if err != nil {
-		return nil, pluginErr("load", err)
-	}
-	d.info.Load.Plan, d.info.Load.Lock = planned, locked
-	d.metrics.Loaded(d.info.Load, d.info.Tensors)
 	d.started = time.Now()
-	d.generation = uint64(d.started.UnixNano())
-	d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
+	if pl != nil {
+		handles, err := d.fill(ctx, pl)
+		if err != nil {
+			return nil, pluginErr("load", err)
+		}
+		d.info.Load.Plan, d.info.Load.Lock = planned, locked
+		d.metrics.Loaded(d.info.Load, d.info.Tensors)
+		d.started = time.Now()
+		d.generation = uint64(d.started.UnixNano())
+		d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
+	} else {
+		d.reg.setState(StateEmpty)
+	}
 	d.reg.setMetrics(d.metrics)
 
 	if d.lis, err = ListenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {
@@ -222,8 +237,12 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	return d, nil
 }
 
-// Info describes the daemon.
-func (d *Daemon) Info() Info { return d.info }
+// Info describes the daemon and what it holds now.
+func (d *Daemon) Info() Info {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.info
+}
 
 // newGRPCServer builds the daemon.v1 server with peer-credential checks and
 // deadlines.
@@ -245,6 +264,13 @@ func (d *Daemon) newGRPCServer() *grpc.Server {
 	)
 	daemonv1.RegisterDaemonServer(srv, &service{d: d})
 	return srv
+}
+
+// rewriteReady rewrites the ready file when a Publish or an Evict changed
+// what the daemon holds (the caller holds d.mu), and records the new file as
+// the daemon's own so that Run's file watch does not take it for lost.
+func (d *Daemon) rewriteReady() error {
+	return d.lock.Replace(d.info.Paths.Ready, d.writeReady)
 }
 
 // writeReady writes the ready file: the daemon is listening.

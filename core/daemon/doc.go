@@ -21,6 +21,16 @@
 //   - Every connection's peer credentials (SO_PEERCRED) are checked: the
 //     daemon's own uid by default, more only through AllowUIDs/AllowGIDs.
 //
+// Without Options.Model the daemon starts empty (StateEmpty): attaches are
+// NOT_FOUND with a NoWeights detail until a client publishes. Publish
+// (publish.go) plans the client's tensor table with plan.BuildTable,
+// allocates and exports the arenas, hands the client writable handles and
+// serves the new generation at the commit; a publish that ends any other
+// way frees its allocations and the daemon is empty again (one publisher at
+// a time, publishstate.go). Evict (evict.go) drains like Stop, frees the
+// weights and leaves the daemon empty; it never frees under a live lease.
+// Only the daemon's uid and AllowUIDs may publish or evict.
+//
 // Cancelling Run's context (SIGTERM in the serve command) drains for
 // DrainTimeout and then stops anyway. If the plugin process exits, the device
 // memory it held is gone: every lease ends with UNAVAILABLE "backend plugin

@@ -19,16 +19,26 @@ const (
 	StateDraining
 	// StateStopping: shutting down; attaches are refused, leases ended.
 	StateStopping
+	// StateEmpty: the daemon holds no weights; attaches are NOT_FOUND, a
+	// Publish may begin.
+	StateEmpty
+	// StatePublishing: a Publish is filling the daemon; attaches are
+	// NOT_FOUND, other publishers ABORTED.
+	StatePublishing
 )
 
-// String is the state's name as Status reports it: "serving",
-// "draining" or "stopping".
+// String is the state's name as Status reports it: "empty", "publishing",
+// "serving", "draining" or "stopping".
 func (s State) String() string {
 	switch s {
 	case StateServing:
 		return "serving"
 	case StateDraining:
 		return "draining"
+	case StateEmpty:
+		return "empty"
+	case StatePublishing:
+		return "publishing"
 	default:
 		return "stopping"
 	}
@@ -65,6 +75,9 @@ type registry struct {
 	// metrics receives the lease count and the state on every change,
 	// under mu (never nil; set before the daemon serves).
 	metrics Metrics
+	// publisher is the publish in progress while state is
+	// StatePublishing (see publishstate.go).
+	publisher *publisher
 }
 
 func newRegistry() *registry {
@@ -151,6 +164,7 @@ func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
 		return false
 	}
 	r.drainers++
+	r.endPublisherLocked() // a stop ends a publish in progress
 	if r.state != StateDraining {
 		r.setStateLocked(StateDraining)
 	}
@@ -189,6 +203,7 @@ func (r *registry) stop(err error) int {
 	if r.state != StateStopping {
 		r.setStateLocked(StateStopping)
 	}
+	r.endPublisherLocked()
 	n := 0
 	for _, l := range r.leases {
 		select {

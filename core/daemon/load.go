@@ -87,15 +87,8 @@ func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint)
 // fill allocates every arena of the plan, loads it and exports it.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
-	for i, a := range pl.Allocations {
-		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
-		}
-		d.allocs = append(d.allocs, id)
-		if got < a.Bytes {
-			return nil, fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
-		}
+	if err := d.allocate(ctx, pl, &d.allocs); err != nil {
+		return nil, err
 	}
 	startLoad := time.Now()
 	allocated := startLoad.Sub(startAlloc)
@@ -114,15 +107,41 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
 	startExport := time.Now()
-	handles := make([]sdk.Handle, len(d.allocs))
-	for i, id := range d.allocs {
+	handles, err := d.export(ctx, d.allocs)
+	if err != nil {
+		return nil, err
+	}
+	d.info.Load.Export = time.Since(startExport)
+	return handles, nil
+}
+
+// allocate reserves every arena of pl, appending each id to *ids as soon as
+// it exists (so that the caller frees what was reserved when a later one
+// fails).
+func (d *Daemon) allocate(ctx context.Context, pl *plan.Plan, ids *[]sdk.AllocationID) error {
+	for i, a := range pl.Allocations {
+		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
+		if err != nil {
+			return fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
+		}
+		*ids = append(*ids, id)
+		if got < a.Bytes {
+			return fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
+		}
+	}
+	return nil
+}
+
+// export exports every allocation, in order.
+func (d *Daemon) export(ctx context.Context, ids []sdk.AllocationID) ([]sdk.Handle, error) {
+	handles := make([]sdk.Handle, len(ids))
+	for i, id := range ids {
 		h, err := d.backend.Export(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("export arena %d: %w", i+1, err)
 		}
 		handles[i] = h
 	}
-	d.info.Load.Export = time.Since(startExport)
 	return handles, nil
 }
 
@@ -166,14 +185,22 @@ func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan) (sdk.LoadStats, 
 	return total, firstErr
 }
 
-// freeAll frees every allocation, bounded by DefaultFreeTimeout.
+// freeAll frees every allocation the daemon holds.
 func (d *Daemon) freeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.freeAllocs(d.allocs)
+	d.allocs = nil
+}
+
+// freeAllocs frees allocations, bounded by DefaultFreeTimeout; a failure is
+// logged (the memory goes with the plugin process at the latest).
+func (d *Daemon) freeAllocs(ids []sdk.AllocationID) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultFreeTimeout)
 	defer cancel()
-	for _, id := range d.allocs {
+	for _, id := range ids {
 		if err := d.backend.Free(ctx, id); err != nil {
 			d.log.Warn("freeing an allocation", "allocation", id, "error", err)
 		}
 	}
-	d.allocs = nil
 }

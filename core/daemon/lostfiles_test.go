@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 )
@@ -98,4 +100,37 @@ func TestStopRemovesOnlyItsOwnFiles(t *testing.T) {
 		t.Errorf("the replaced ready file was removed: %v", err)
 	}
 	assertGone(t, p.Socket)
+}
+
+// TestRewrittenReadyFileIsNotLost: a Publish and an Evict replace the ready
+// file; the daemon keeps it as its own and serves on past its file checks.
+func TestRewrittenReadyFileIsNotLost(t *testing.T) {
+	f := newFixture(t)
+	r := f.startEmpty(nil)
+	c := r.dial(t)
+	ctx := context.Background()
+	stillRuns := func(after string) {
+		t.Helper()
+		select {
+		case <-r.done:
+			t.Fatalf("the daemon stopped after %s: %v", after, r.err)
+		case <-time.After(3 * fileCheckInterval):
+		}
+	}
+	res, err := c.Publish(ctx, publication(), client.ShmFill(fillBytes, false))
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	stillRuns("a publish")
+	ready, err := daemonfile.ReadReady(r.d.Info().Paths.Ready)
+	if err != nil || ready.ConfigDigest != res.ConfigDigest {
+		t.Fatalf("ready file after a publish = %+v, %v; want digest %s", ready, err, res.ConfigDigest)
+	}
+	if _, _, err := c.Evict(ctx, time.Second); err != nil {
+		t.Fatalf("evict: %v", err)
+	}
+	stillRuns("an evict")
+	if st, err := c.Status(ctx); err != nil || st.State != "empty" {
+		t.Fatalf("status after evict = %+v, %v", st, err)
+	}
 }

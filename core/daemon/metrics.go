@@ -15,7 +15,8 @@ import "time"
 type Metrics interface {
 	// Loaded reports the initial load, once, after the last byte was
 	// loaded and before the daemon listens: the stats Info().Load reports
-	// and the number of tensors served.
+	// and the number of tensors served. A daemon started empty reports
+	// every committed publish instead, and an evict reports zero stats.
 	Loaded(stats LoadStats, tensors int)
 	// Attached reports an attach that became a lease: took is the
 	// server-side time from the request reaching the Attach handler to the
@@ -44,6 +45,9 @@ const (
 	// AttachDraining: the daemon is draining or stopping and accepts no
 	// new lease.
 	AttachDraining AttachFailure = "draining"
+	// AttachEmpty: the daemon holds no weights (empty or being published
+	// into): NOT_FOUND with a NoWeights detail.
+	AttachEmpty AttachFailure = "empty"
 	// AttachOther: anything else (a request without a config, the manifest
 	// could not be sent).
 	AttachOther AttachFailure = "other"
@@ -52,7 +56,7 @@ const (
 // AttachFailures lists every AttachFailure, for exporters that initialise
 // one series per reason.
 func AttachFailures() []AttachFailure {
-	return []AttachFailure{AttachConfigMismatch, AttachPermissionDenied, AttachDraining, AttachOther}
+	return []AttachFailure{AttachConfigMismatch, AttachPermissionDenied, AttachDraining, AttachEmpty, AttachOther}
 }
 
 // MetricsFactory makes the Metrics of one daemon. Start calls it once, as

@@ -34,6 +34,8 @@ const (
 	DefaultKeepaliveTimeout = 5 * time.Second
 	// DefaultFreeTimeout bounds freeing the allocations at shutdown.
 	DefaultFreeTimeout = 30 * time.Second
+	// DefaultPublishTimeout bounds a publish from its begin to its commit.
+	DefaultPublishTimeout = 10 * time.Minute
 	// MaxStopTimeout caps the drain timeout a Stop request may ask for.
 	MaxStopTimeout = 10 * time.Minute
 	// gracefulStopTimeout bounds waiting for in-flight RPCs at shutdown
@@ -45,12 +47,14 @@ const (
 	maxRecvMsgSize = 1 << 20
 )
 
-// Options configure a daemon. GPU, Model and Layout are required.
+// Options configure a daemon. GPU and Layout are required; without Model the
+// daemon starts empty and waits for a Publish.
 type Options struct {
 	// GPU is the device ordinal as this process (and the plugin it started)
 	// sees it: CUDA_VISIBLE_DEVICES and friends apply.
 	GPU int
-	// Model is the checkpoint directory.
+	// Model is the checkpoint directory. Empty: the daemon holds nothing
+	// until a client publishes (see Publish in docs/protocol.md).
 	Model string
 	// ShardPattern, when set, selects pre-sharded per-rank files inside
 	// Model (plan.ShardFiles), e.g. "model-rank-{tp_rank}-part-*.safetensors",
@@ -100,6 +104,14 @@ type Options struct {
 	// core/daemon/metrics implements it for Prometheus.
 	Metrics MetricsFactory
 
+	// VerifyPublish makes a publish's commit carry a SHA-256 per tensor,
+	// checked through the backend's Digest before the weights are served.
+	VerifyPublish bool
+	// PublishTimeout bounds a publish from its first message to its commit
+	// (default 10 min); a publisher slower than that is aborted and the
+	// daemon is empty again.
+	PublishTimeout time.Duration
+
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client
 	// connection after KeepaliveTime and closes it (ending its lease) when
 	// the ping is not answered within KeepaliveTimeout, so a dead or stopped
@@ -109,16 +121,18 @@ type Options struct {
 
 // withDefaults fills zero fields and checks required ones.
 func (o Options) withDefaults() (Options, error) {
-	if o.Model == "" {
-		return o, fmt.Errorf("daemon: no model directory")
+	if o.Model != "" {
+		// The backend plugin reads the files itself, and a plugin need not
+		// run in the daemon's working directory: it is always given
+		// absolute paths.
+		abs, err := filepath.Abs(o.Model)
+		if err != nil {
+			return o, fmt.Errorf("daemon: model directory %s: %w", o.Model, err)
+		}
+		o.Model = abs
+	} else if o.ShardPattern != "" {
+		return o, fmt.Errorf("daemon: a shard pattern without a model directory")
 	}
-	// The backend plugin reads the files itself, and a plugin need not run
-	// in the daemon's working directory: it is always given absolute paths.
-	abs, err := filepath.Abs(o.Model)
-	if err != nil {
-		return o, fmt.Errorf("daemon: model directory %s: %w", o.Model, err)
-	}
-	o.Model = abs
 	if o.GPU < 0 {
 		return o, fmt.Errorf("daemon: GPU ordinal %d is negative", o.GPU)
 	}
@@ -127,6 +141,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
 	}
 	if o.KeepaliveTime <= 0 {
 		o.KeepaliveTime = DefaultKeepaliveTime

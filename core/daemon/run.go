@@ -95,26 +95,38 @@ func (d *Daemon) Stop(ctx context.Context, force bool, timeout time.Duration) (i
 		d.requestShutdown()
 		return n, nil
 	}
+	drained, err := d.drain(ctx, timeout, "is stopping")
+	if err != nil || !drained {
+		return n, err // timed out, or already stopping
+	}
+	d.reg.stop(status.Error(codes.Unavailable, "daemon stopped"))
+	d.reg.endDrain()
+	d.requestShutdown()
+	return n, nil
+}
+
+// drain notifies every lease that the daemon "<what>" and waits up to
+// timeout (0: DrainTimeout) for them to go. It reports true with the drain
+// still counted (the caller ends it), false when the daemon is already
+// stopping, or a *DrainTimeoutError (drain ended, the daemon serves again).
+func (d *Daemon) drain(ctx context.Context, timeout time.Duration, what string) (bool, error) {
 	if timeout <= 0 {
 		timeout = d.opts.DrainTimeout
 	}
 	deadline := time.Now().Add(timeout)
-	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s is stopping: release the lease within %s",
-		d.info.DeviceUUID, timeout))
+	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s %s: release the lease within %s",
+		d.info.DeviceUUID, what, timeout))
 	if !d.reg.beginDrain(notice) {
-		return n, nil // already stopping
+		return false, nil
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if d.reg.waitEmpty(wctx) {
-		d.reg.stop(status.Error(codes.Unavailable, "daemon stopped"))
-		d.reg.endDrain()
-		d.requestShutdown()
-		return n, nil
+		return true, nil
 	}
 	left := d.leaseInfos()
 	d.reg.endDrain()
-	return n, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
+	return false, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
 }
 
 // shutdown ends what is left and releases everything, in order.

@@ -77,7 +77,16 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachOther)
 		return status.Error(codes.InvalidArgument, "attach request carries no config")
 	}
+	// What the daemon holds cannot change between the state check, the
+	// comparison and the lease (a Publish or Evict takes d.mu to change it).
+	d.mu.RLock()
+	if st, pid := d.reg.stateAndPublisher(); st == StateEmpty || st == StatePublishing {
+		d.mu.RUnlock()
+		d.metrics.AttachFailed(AttachEmpty)
+		return noWeightsStatus(d.info.DeviceUUID, st, pid)
+	}
 	if diffs := cacheconfig.Compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
+		d.mu.RUnlock()
 		d.metrics.AttachFailed(AttachConfigMismatch)
 		return mismatchStatus(diffs)
 	}
@@ -87,13 +96,15 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		name = name[:maxClientNameLen]
 	}
 	l, st := d.reg.add(p, name, time.Now())
+	m := d.manifest
+	d.mu.RUnlock()
 	if l == nil {
 		d.metrics.AttachFailed(AttachDraining)
 		return status.Errorf(codes.Unavailable, "daemon of %s is %s and accepts no new lease", d.info.DeviceUUID, st)
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
-	if err := stream.Send(d.manifest.forLease(l.id)); err != nil {
+	if err := stream.Send(m.forLease(l.id)); err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return err
 	}

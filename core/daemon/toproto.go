@@ -28,6 +28,8 @@ type manifest struct {
 	generation uint64
 	handles    []*daemonv1.Handle
 	tensors    []*daemonv1.Tensor
+	// metadata is a publish's metadata map (nil for file loads).
+	metadata map[string]string
 }
 
 // newManifest converts a plan and the exported handles (one per
@@ -68,18 +70,27 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 		Tensors:         m.tensors,
 		LeaseId:         leaseID,
 		ProtocolVersion: daemonv1.ProtocolVersion,
+		Metadata:        m.metadata,
 	}}}
 }
 
-// statusProto is the daemon's Status answer.
+// statusProto is the daemon's Status answer. It reads what the daemon
+// holds under d.mu.
 func (d *Daemon) statusProto() *daemonv1.StatusResponse {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	state, publisherPID := d.reg.stateAndPublisher()
 	resp := &daemonv1.StatusResponse{
 		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
 		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
-		Version: version.Version, State: d.reg.currentState().String(), ProtocolVersion: daemonv1.ProtocolVersion,
+		Version: version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
 		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration),
+		DaemonState: stateProto(state), PublisherPid: publisherPID,
+	}
+	if d.manifest != nil {
+		resp.Metadata = d.manifest.metadata
 	}
 	for _, l := range d.leaseInfos() {
 		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,

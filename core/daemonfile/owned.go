@@ -60,6 +60,27 @@ func (l *Lock) Own(path string) error {
 	return nil
 }
 
+// Replace runs write, which replaces the owned file at path with a new one
+// (the ready file rewritten after a publish or an evict), and records the
+// new file as owned. Lost, and so Watch, never sees the file in between as
+// lost. When write fails, the record is left as it was.
+func (l *Lock) Replace(path string, write func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := write(); err != nil {
+		return err
+	}
+	id, ok := lstatID(path)
+	if !ok {
+		return fmt.Errorf("record daemon file %s: it does not exist", path)
+	}
+	if l.owned == nil {
+		l.owned = make(map[string]fileID)
+	}
+	l.owned[path] = id
+	return nil
+}
+
 // RemoveOwned removes each file recorded by Own that is still the same file
 // (same device and inode). A file that is gone, or was replaced by someone
 // else's (a second daemon after the directory was removed and recreated), is

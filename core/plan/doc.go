@@ -24,6 +24,11 @@
 //   - A single tensor larger than MaxArenaBytes cannot be placed: that is a
 //     *TooLargeError (raise MaxArenaBytes).
 //
+// BuildTable plans a tensor table instead of a checkpoint (a publish: the
+// client holds the tensors and fills the arenas itself): the same arenas,
+// each entry at a TensorAlignment boundary, entries that share a storage
+// placed once.
+//
 // A plan holds only offsets and names: nothing proportional to the model's
 // bytes.
 package plan

@@ -76,7 +76,8 @@ into this process, others imported through the backend and compared by
 SHA-256. --hold keeps the lease open (releasing it early when the daemon
 drains, unless --release-on-drain=false).
 
-Exit codes: 3 no daemon (the only case an engine may load from disk instead),
+Exit codes: 3 no daemon, or an empty one (the only cases in which an engine
+may load from disk instead),
 4 incompatible config (every differing field is listed), 1 anything else.`,
 		Args: cobra.NoArgs,
 	}
@@ -230,7 +231,7 @@ func deviceCapability(ctx context.Context, b sdk.Backend, gpu int, c *client.Cli
 // attachExit maps discovery and attach errors to exit codes.
 func attachExit(err error) error {
 	switch {
-	case errors.Is(err, client.ErrNoDaemon):
+	case errors.Is(err, client.ErrNoDaemon), errors.Is(err, client.ErrEmpty):
 		return withCode(ExitNoDaemon, err)
 	case errors.Is(err, cacheconfig.ErrMismatch):
 		return withCode(ExitIncompatible, err)

@@ -36,6 +36,7 @@ type launchFlags struct {
 	gpus                 string
 	timeout, stopGrace   time.Duration
 	force                bool
+	replicate            bool
 }
 
 // stopGraceMargin is what the default --stop-grace adds to --drain-timeout:
@@ -46,13 +47,13 @@ const stopGraceMargin = 15 * time.Second
 // launchOnlyFlags are the flags of launch that are not passed on to the
 // daemons; launcher.OwnedServeFlags are set per daemon by the launcher.
 func launchOnlyFlags() []string {
-	return []string{"nnodes", "node-rank", "base-gpu-id", "gpu-id-step", "gpus", "timeout", "stop-grace", "force"}
+	return []string{"nnodes", "node-rank", "base-gpu-id", "gpu-id-step", "gpus", "timeout", "stop-grace", "force", "replicate"}
 }
 
 func newLaunchCommand(e *env) *cobra.Command {
 	f := &launchFlags{}
 	cmd := &cobra.Command{
-		Use:   "launch --backend NAME --model DIR --tp-size T [flags] [-- SERVE ARGS...]",
+		Use:   "launch --backend NAME [--model DIR] --tp-size T [flags] [-- SERVE ARGS...]",
 		Short: "Start one daemon per local GPU of a TP x PP layout and supervise them",
 		Long: `Start one wcache daemon per local GPU of a tensor-parallel x pipeline-parallel
 layout, on the GPU where the engine will run each rank (SGLang's placement:
@@ -64,9 +65,15 @@ ready, or --timeout passes, it stops all the others before it reports which
 one failed. If a daemon exits while serving it stops the others and exits 1.
 SIGTERM or SIGINT stops every daemon (grace --stop-grace, then SIGKILL).
 
+Without --model the daemons start empty: each engine rank loads its own
+shard the first time and publishes it (docs/publish.md), which suits any
+checkpoint and parallel layout. With --model and a TP size above 1 the
+checkpoint must be pre-sharded (--shard-pattern): a whole checkpoint on every
+GPU is refused unless --replicate says a full copy per GPU is wanted.
+
 Every flag except the launcher's own (--nnodes --node-rank --base-gpu-id
---gpu-id-step --gpus --timeout --stop-grace --force) is passed on to each
-'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
+--gpu-id-step --gpus --timeout --stop-grace --force --replicate) is passed on
+to each 'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usageErrorf("unexpected argument %q (arguments for the daemons go after --)", args[0])
@@ -81,7 +88,7 @@ Every flag except the launcher's own (--nnodes --node-rank --base-gpu-id
 	f.backend = addBackendFlags(fs)
 	f.config = addConfigFlags(fs)
 	f.layout = addLayoutFlags(fs)
-	fs.StringVar(&f.model, "model", "", "checkpoint directory every daemon loads (required)")
+	fs.StringVar(&f.model, "model", "", "checkpoint directory every daemon loads; empty: start empty daemons for engines to publish into")
 	fs.StringVar(&f.shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -96,6 +103,8 @@ Every flag except the launcher's own (--nnodes --node-rank --base-gpu-id
 	fs.DurationVar(&f.stopGrace, "stop-grace", 0,
 		"how long stopping daemons may take after SIGTERM before SIGKILL (default --drain-timeout + 15s)")
 	fs.BoolVar(&f.force, "force", false, "terminate live daemons found on the GPUs and take over")
+	fs.BoolVar(&f.replicate, "replicate", false,
+		"with --tp-size above 1 and no --shard-pattern, load the whole checkpoint on every GPU (a full copy per GPU)")
 	return cmd
 }
 
@@ -147,9 +156,6 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 			return usageErrorf("--%s is assigned by the launcher to each daemon; give --tp-size/--pp-size only", name)
 		}
 	}
-	if f.model == "" {
-		return usageErrorf("--model is required")
-	}
 	cfg, err := f.config.config()
 	if err != nil {
 		return err
@@ -168,10 +174,17 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	if st, err := os.Stat(f.model); err != nil {
-		return usageErrorf("--model: not a checkpoint directory: %v", err)
-	} else if !st.IsDir() {
-		return usageErrorf("--model %s: not a checkpoint directory", f.model)
+	if f.model != "" {
+		if st, err := os.Stat(f.model); err != nil {
+			return usageErrorf("--model: not a checkpoint directory: %v", err)
+		} else if !st.IsDir() {
+			return usageErrorf("--model %s: not a checkpoint directory", f.model)
+		}
+		if err := f.checkReplication(cfg.TPSize); err != nil {
+			return err
+		}
+	} else if f.shardPattern != "" || f.replicate {
+		return usageErrorf("--shard-pattern and --replicate need --model (without it the daemons start empty)")
 	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -224,6 +237,20 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	return nil
 }
 
+// checkReplication refuses to load a whole checkpoint on each of tp > 1
+// GPUs unless --replicate: tensor parallelism wants each rank's slice, and a
+// silent full copy per GPU wastes (tp-1)/tp of the memory.
+func (f *launchFlags) checkReplication(tp uint32) error {
+	if tp <= 1 || f.shardPattern != "" || f.replicate {
+		return nil
+	}
+	return usageErrorf("--tp-size %d with --model %s and no --shard-pattern would load the WHOLE checkpoint on every "+
+		"one of the %d GPUs. Either start empty daemons (omit --model) and let each engine rank publish its own "+
+		"shard (docs/publish.md), or point --shard-pattern at a pre-sharded checkpoint "+
+		"(e.g. 'model-rank-{tp_rank}-part-*.safetensors'); pass --replicate if a full copy per GPU is really wanted",
+		tp, f.model, tp)
+}
+
 // resolveDevices starts the backend plugin once and maps every GPU of the
 // layout to its UUID.
 func (f *launchFlags) resolveDevices(ctx context.Context, e *env, ranks []launcher.Rank) (launcher.DeviceMap, error) {
@@ -237,6 +264,9 @@ func (f *launchFlags) resolveDevices(ctx context.Context, e *env, ranks []launch
 
 // printDaemons prints one line per ready daemon.
 func printDaemons(e *env, ds []launcher.Daemon, backend, model string, took time.Duration) {
+	if model == "" {
+		model = "none: empty, waiting for publishes"
+	}
 	fmt.Fprintf(e.stdout, "%d daemons ready in %s (backend %s, model %s)\n",
 		len(ds), took.Round(time.Millisecond), backend, model)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

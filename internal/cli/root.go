@@ -104,6 +104,8 @@ func newRootCommand(e *env) *cobra.Command {
 		newAttachCommand(e),
 		newStatusCommand(e),
 		newStopCommand(e),
+		newPublishCommand(e),
+		newEvictCommand(e),
 		newCleanupCommand(e),
 	)
 	return root

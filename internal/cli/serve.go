@@ -31,9 +31,10 @@ func newServeCommand(e *env) *cobra.Command {
 		logLevel     string
 		metricsAddr  string
 		metricsAny   bool
+		publish      publishFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --backend NAME --gpu-id N --model DIR",
+		Use:   "serve --backend NAME --gpu-id N [--model DIR]",
 		Short: "Run the daemon of one GPU: load the weights once, serve attaches until stopped",
 		Long: `Serve runs the wcache daemon of one GPU. It resolves the GPU's UUID through
 the backend plugin, takes the device's identity lock (refusing a live daemon
@@ -43,6 +44,11 @@ wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
 stop anyway). If the backend plugin dies, serve removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
 cleanly.
+
+Without --model the daemon starts empty: attaches are answered "empty" (the
+engine loads from disk) until a client publishes its own weights (wcache
+publish, or an engine through the client libraries; see docs/publish.md).
+wcache evict empties it again.
 
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
@@ -55,7 +61,8 @@ has stopped.`,
 	cf := addConfigFlags(fs)
 	lf := addLayoutFlags(fs)
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
-	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors)")
+	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors); empty: start empty and wait for a publish")
+	publish.add(fs)
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
 	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over")
@@ -89,8 +96,8 @@ has stopped.`,
 		if gpu < 0 {
 			return usageErrorf("--gpu-id is required")
 		}
-		if model == "" {
-			return usageErrorf("--model is required")
+		if model == "" && shardPattern != "" {
+			return usageErrorf("--shard-pattern needs --model")
 		}
 		level := hclog.LevelFromString(logLevel)
 		if level == hclog.NoLevel {
@@ -102,7 +109,8 @@ has stopped.`,
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
-			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log}
+			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log,
+			VerifyPublish: publish.verify, PublishTimeout: publish.timeout}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
@@ -152,9 +160,14 @@ has stopped.`,
 			}
 		}
 		info := d.Info()
-		fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
-			info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
-			info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+		if model == "" {
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
+				info.DeviceUUID, info.Backend, info.Paths.Socket)
+		} else {
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
+				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+		}
 		if info.Cleanup.Action != "" && info.Cleanup.Action != "none" {
 			log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,
 				"removed", strings.Join(info.Cleanup.Removed, ","))

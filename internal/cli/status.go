@@ -31,8 +31,9 @@ type daemonStatus struct {
 	// Process is daemonfile's verdict on the pid: alive, dead, zombie, reused.
 	Process string `json:"process"`
 	Alive   bool   `json:"alive"`
-	// State is "serving" or "draining" for a live daemon, "stale" when the
-	// process is gone, "unreachable" when it runs but does not answer.
+	// State is "empty", "publishing", "serving", "draining" or "stopping"
+	// for a live daemon, "stale" when the process is gone, "unreachable"
+	// when it runs but does not answer.
 	State         string        `json:"state"`
 	Backend       string        `json:"backend"`
 	Model         string        `json:"model"`
@@ -42,7 +43,9 @@ type daemonStatus struct {
 	Leases        []statusLease `json:"leases"`
 	UptimeSeconds float64       `json:"uptime_seconds"`
 	Version       string        `json:"version"`
-	Error         string        `json:"error,omitempty"`
+	// PublisherPID is the publishing client while State is "publishing".
+	PublisherPID int32  `json:"publisher_pid,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 type statusLease struct {
@@ -154,6 +157,10 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 	}
 	row.State, row.Bytes, row.Tensors = st.State, st.Bytes, st.Tensors
 	row.Backend, row.Model, row.ConfigDigest, row.Version = st.Backend, st.Model, st.ConfigDigest, st.Version
+	if row.Model == "" && st.ConfigDigest != "" {
+		row.Model = st.Config.Model + " (published)"
+	}
+	row.PublisherPID = st.PublisherPID
 	row.UptimeSeconds = time.Since(st.Started).Seconds()
 	for _, l := range st.Leases {
 		row.Leases = append(row.Leases, statusLease{ID: l.ID, PID: l.PID, UID: l.UID, ClientName: l.ClientName,
@@ -187,8 +194,11 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 	fmt.Fprintln(tw, "DEVICE\tPID\tSTATE\tBACKEND\tTENSORS\tBYTES\tLEASES\tUPTIME\tMODEL")
 	for _, r := range rows {
 		state := r.State
-		if r.State == "stale" {
+		switch {
+		case r.State == "stale":
 			state = "stale (" + r.Process + ")"
+		case r.PublisherPID != 0:
+			state = fmt.Sprintf("publishing (pid %d)", r.PublisherPID)
 		}
 		leases := "-"
 		if len(r.Leases) > 0 {

@@ -54,6 +54,9 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	if helper := os.Getenv(helperEnv); helper != "" {
+		return runHelper(helper)
+	}
 	if dir := os.Getenv(binDirEnv); dir != "" {
 		return m.Run()
 	}

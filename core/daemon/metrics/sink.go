@@ -27,7 +27,7 @@ func AttachDurationBuckets() []float64 {
 
 // allStates are the values of the state label, in daemon.State order.
 func allStates() []daemon.State {
-	return []daemon.State{daemon.StateServing, daemon.StateDraining, daemon.StateStopping}
+	return []daemon.State{daemon.StateServing, daemon.StateDraining, daemon.StateStopping, daemon.StateEmpty, daemon.StatePublishing}
 }
 
 // Sink is a daemon.Metrics that records into Prometheus collectors. It is
@@ -69,7 +69,7 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 		attaches: prometheus.NewCounter(prometheus.CounterOpts(opts("attaches_total",
 			"Attaches that became a lease (manifest sent)."))),
 		attachErrors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("attach_errors_total",
-			"Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, other.")),
+			"Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, empty, other.")),
 			[]string{"reason"}),
 		attachDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
 			Name: "attach_duration_seconds", ConstLabels: labels, Buckets: AttachDurationBuckets(),
@@ -88,7 +88,7 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 			"Checkpoint files of the initial load, summed over arenas, by how they were read: direct (O_DIRECT) or buffered.")),
 			[]string{"read"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("state",
-			"1 for the daemon's current serving state (serving, draining, stopping), 0 for the others.")),
+			"1 for the daemon's current state (empty, publishing, serving, draining, stopping), 0 for the others.")),
 			[]string{"state"}),
 	}
 	for _, r := range daemon.AttachFailures() {

@@ -74,10 +74,11 @@ func TestMetricsSinkFollowsTheDaemon(t *testing.T) {
 	waitFor(t, "the lease gauge to drop", func() bool { return testutil.ToFloat64(s.leases) == 1 })
 
 	expected := fmt.Sprintf(`
-# HELP wcache_attach_errors_total Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, other.
+# HELP wcache_attach_errors_total Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, empty, other.
 # TYPE wcache_attach_errors_total counter
 wcache_attach_errors_total{device_uuid=%[1]q,reason="config_mismatch"} 1
 wcache_attach_errors_total{device_uuid=%[1]q,reason="draining"} 0
+wcache_attach_errors_total{device_uuid=%[1]q,reason="empty"} 0
 wcache_attach_errors_total{device_uuid=%[1]q,reason="other"} 0
 wcache_attach_errors_total{device_uuid=%[1]q,reason="permission_denied"} 0
 # HELP wcache_attaches_total Attaches that became a lease (manifest sent).
@@ -86,9 +87,11 @@ wcache_attaches_total{device_uuid=%[1]q} 2
 # HELP wcache_leases Live leases (attached clients).
 # TYPE wcache_leases gauge
 wcache_leases{device_uuid=%[1]q} 1
-# HELP wcache_state 1 for the daemon's current serving state (serving, draining, stopping), 0 for the others.
+# HELP wcache_state 1 for the daemon's current state (empty, publishing, serving, draining, stopping), 0 for the others.
 # TYPE wcache_state gauge
 wcache_state{device_uuid=%[1]q,state="draining"} 0
+wcache_state{device_uuid=%[1]q,state="empty"} 0
+wcache_state{device_uuid=%[1]q,state="publishing"} 0
 wcache_state{device_uuid=%[1]q,state="serving"} 1
 wcache_state{device_uuid=%[1]q,state="stopping"} 0
 `, testUUID)

@@ -25,6 +25,72 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DaemonState is what a daemon is doing with its device memory.
+type DaemonState int32
+
+const (
+	DaemonState_DAEMON_STATE_UNSPECIFIED DaemonState = 0
+	// Holds nothing: attaches get NOT_FOUND with a NoWeights detail; a
+	// Publish may begin.
+	DaemonState_DAEMON_STATE_EMPTY DaemonState = 1
+	// A Publish is between PublishBegin and PublishDone: attaches get
+	// NOT_FOUND with a NoWeights detail, other publishers ABORTED.
+	DaemonState_DAEMON_STATE_PUBLISHING DaemonState = 2
+	// Holds weights and accepts attaches.
+	DaemonState_DAEMON_STATE_SERVING DaemonState = 3
+	// A Stop or Evict waits for leases; attaches get UNAVAILABLE.
+	DaemonState_DAEMON_STATE_DRAINING DaemonState = 4
+	// Shutting down.
+	DaemonState_DAEMON_STATE_STOPPING DaemonState = 5
+)
+
+// Enum value maps for DaemonState.
+var (
+	DaemonState_name = map[int32]string{
+		0: "DAEMON_STATE_UNSPECIFIED",
+		1: "DAEMON_STATE_EMPTY",
+		2: "DAEMON_STATE_PUBLISHING",
+		3: "DAEMON_STATE_SERVING",
+		4: "DAEMON_STATE_DRAINING",
+		5: "DAEMON_STATE_STOPPING",
+	}
+	DaemonState_value = map[string]int32{
+		"DAEMON_STATE_UNSPECIFIED": 0,
+		"DAEMON_STATE_EMPTY":       1,
+		"DAEMON_STATE_PUBLISHING":  2,
+		"DAEMON_STATE_SERVING":     3,
+		"DAEMON_STATE_DRAINING":    4,
+		"DAEMON_STATE_STOPPING":    5,
+	}
+)
+
+func (x DaemonState) Enum() *DaemonState {
+	p := new(DaemonState)
+	*p = x
+	return p
+}
+
+func (x DaemonState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DaemonState) Descriptor() protoreflect.EnumDescriptor {
+	return file_wcache_daemon_v1_daemon_proto_enumTypes[0].Descriptor()
+}
+
+func (DaemonState) Type() protoreflect.EnumType {
+	return &file_wcache_daemon_v1_daemon_proto_enumTypes[0]
+}
+
+func (x DaemonState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DaemonState.Descriptor instead.
+func (DaemonState) EnumDescriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{0}
+}
+
 type Notice_Kind int32
 
 const (
@@ -56,11 +122,11 @@ func (x Notice_Kind) String() string {
 }
 
 func (Notice_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_wcache_daemon_v1_daemon_proto_enumTypes[0].Descriptor()
+	return file_wcache_daemon_v1_daemon_proto_enumTypes[1].Descriptor()
 }
 
 func (Notice_Kind) Type() protoreflect.EnumType {
-	return &file_wcache_daemon_v1_daemon_proto_enumTypes[0]
+	return &file_wcache_daemon_v1_daemon_proto_enumTypes[1]
 }
 
 func (x Notice_Kind) Number() protoreflect.EnumNumber {
@@ -69,7 +135,59 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9, 0}
+}
+
+type PublishConflict_Reason int32
+
+const (
+	PublishConflict_REASON_UNSPECIFIED   PublishConflict_Reason = 0
+	PublishConflict_REASON_IN_PROGRESS   PublishConflict_Reason = 1
+	PublishConflict_REASON_HOLDS_WEIGHTS PublishConflict_Reason = 2
+	PublishConflict_REASON_BUSY          PublishConflict_Reason = 3
+)
+
+// Enum value maps for PublishConflict_Reason.
+var (
+	PublishConflict_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_IN_PROGRESS",
+		2: "REASON_HOLDS_WEIGHTS",
+		3: "REASON_BUSY",
+	}
+	PublishConflict_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":   0,
+		"REASON_IN_PROGRESS":   1,
+		"REASON_HOLDS_WEIGHTS": 2,
+		"REASON_BUSY":          3,
+	}
+)
+
+func (x PublishConflict_Reason) Enum() *PublishConflict_Reason {
+	p := new(PublishConflict_Reason)
+	*p = x
+	return p
+}
+
+func (x PublishConflict_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PublishConflict_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_wcache_daemon_v1_daemon_proto_enumTypes[2].Descriptor()
+}
+
+func (PublishConflict_Reason) Type() protoreflect.EnumType {
+	return &file_wcache_daemon_v1_daemon_proto_enumTypes[2]
+}
+
+func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PublishConflict_Reason.Descriptor instead.
+func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type StatusRequest struct {
@@ -198,7 +316,8 @@ type StatusResponse struct {
 	StartedUnixMs int64                  `protobuf:"varint,10,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Leases        []*Lease               `protobuf:"bytes,11,rep,name=leases,proto3" json:"leases,omitempty"`
 	Version       string                 `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
-	// "serving" or "draining".
+	// "empty", "publishing", "serving", "draining" or "stopping" (the
+	// lower-case name of daemon_state without its prefix).
 	State           string `protobuf:"bytes,13,opt,name=state,proto3" json:"state,omitempty"`
 	ProtocolVersion uint32 `protobuf:"varint,14,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// Diagnostics of the daemon process, for leak checks and debugging:
@@ -206,7 +325,14 @@ type StatusResponse struct {
 	Goroutines uint32 `protobuf:"varint,15,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
 	OpenFds    uint32 `protobuf:"varint,16,opt,name=open_fds,json=openFds,proto3" json:"open_fds,omitempty"`
 	// How the daemon's start went, as the daemon measured it.
-	StartPhases   *StartPhases `protobuf:"bytes,17,opt,name=start_phases,json=startPhases,proto3" json:"start_phases,omitempty"`
+	StartPhases *StartPhases `protobuf:"bytes,17,opt,name=start_phases,json=startPhases,proto3" json:"start_phases,omitempty"`
+	// Publish mode (numbers from 30 on). daemon_state is state as an enum;
+	// publisher_pid is the publishing client's pid while daemon_state is
+	// PUBLISHING (0 otherwise); metadata is the published metadata map
+	// (empty for weights loaded from files).
+	DaemonState   DaemonState       `protobuf:"varint,30,opt,name=daemon_state,json=daemonState,proto3,enum=wcache.daemon.v1.DaemonState" json:"daemon_state,omitempty"`
+	PublisherPid  int32             `protobuf:"varint,31,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,32,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +482,27 @@ func (x *StatusResponse) GetOpenFds() uint32 {
 func (x *StatusResponse) GetStartPhases() *StartPhases {
 	if x != nil {
 		return x.StartPhases
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetDaemonState() DaemonState {
+	if x != nil {
+		return x.DaemonState
+	}
+	return DaemonState_DAEMON_STATE_UNSPECIFIED
+}
+
+func (x *StatusResponse) GetPublisherPid() int32 {
+	if x != nil {
+		return x.PublisherPid
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
 	}
 	return nil
 }
@@ -592,11 +739,14 @@ type Tensor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// safetensors dtype string: "BF16", "F32", ...
-	Dtype         string   `protobuf:"bytes,2,opt,name=dtype,proto3" json:"dtype,omitempty"`
-	Shape         []uint64 `protobuf:"varint,3,rep,packed,name=shape,proto3" json:"shape,omitempty"`
-	HandleIndex   uint32   `protobuf:"varint,4,opt,name=handle_index,json=handleIndex,proto3" json:"handle_index,omitempty"`
-	Offset        uint64   `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
-	Length        uint64   `protobuf:"varint,6,opt,name=length,proto3" json:"length,omitempty"`
+	Dtype       string   `protobuf:"bytes,2,opt,name=dtype,proto3" json:"dtype,omitempty"`
+	Shape       []uint64 `protobuf:"varint,3,rep,packed,name=shape,proto3" json:"shape,omitempty"`
+	HandleIndex uint32   `protobuf:"varint,4,opt,name=handle_index,json=handleIndex,proto3" json:"handle_index,omitempty"`
+	Offset      uint64   `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length      uint64   `protobuf:"varint,6,opt,name=length,proto3" json:"length,omitempty"`
+	// How a published tensor views its bytes (absent for weights loaded from
+	// files and for tensors published without one).
+	Layout        *TensorLayout `protobuf:"bytes,7,opt,name=layout,proto3" json:"layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -673,6 +823,82 @@ func (x *Tensor) GetLength() uint64 {
 	return 0
 }
 
+func (x *Tensor) GetLayout() *TensorLayout {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
+// TensorLayout is a published tensor's view of its storage. The daemon
+// reads only storage: tensors that name the same non-empty storage share
+// one byte range (handle_index, offset, length equal), so views of one
+// buffer come back as views of one buffer. strides and storage_offset are
+// carried for the client and returned unchanged.
+type TensorLayout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Storage key, unique per buffer within one publish ("" : the tensor has
+	// a byte range of its own).
+	Storage string `protobuf:"bytes,1,opt,name=storage,proto3" json:"storage,omitempty"`
+	// Strides in elements, one per dimension (empty: row-major contiguous).
+	Strides []int64 `protobuf:"varint,2,rep,packed,name=strides,proto3" json:"strides,omitempty"`
+	// Offset of the tensor's first element within its storage, in elements.
+	StorageOffset uint64 `protobuf:"varint,3,opt,name=storage_offset,json=storageOffset,proto3" json:"storage_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorLayout) Reset() {
+	*x = TensorLayout{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorLayout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorLayout) ProtoMessage() {}
+
+func (x *TensorLayout) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorLayout.ProtoReflect.Descriptor instead.
+func (*TensorLayout) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TensorLayout) GetStorage() string {
+	if x != nil {
+		return x.Storage
+	}
+	return ""
+}
+
+func (x *TensorLayout) GetStrides() []int64 {
+	if x != nil {
+		return x.Strides
+	}
+	return nil
+}
+
+func (x *TensorLayout) GetStorageOffset() uint64 {
+	if x != nil {
+		return x.StorageOffset
+	}
+	return 0
+}
+
 type Manifest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	DeviceUuid      string                 `protobuf:"bytes,1,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`
@@ -684,13 +910,15 @@ type Manifest struct {
 	Tensors         []*Tensor              `protobuf:"bytes,7,rep,name=tensors,proto3" json:"tensors,omitempty"`
 	LeaseId         uint64                 `protobuf:"varint,8,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	ProtocolVersion uint32                 `protobuf:"varint,9,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The metadata map of a publish (empty for weights loaded from files).
+	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +930,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +943,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Manifest) GetDeviceUuid() string {
@@ -781,6 +1009,13 @@ func (x *Manifest) GetProtocolVersion() uint32 {
 	return 0
 }
 
+func (x *Manifest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 type Notice struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Kind           Notice_Kind            `protobuf:"varint,1,opt,name=kind,proto3,enum=wcache.daemon.v1.Notice_Kind" json:"kind,omitempty"`
@@ -792,7 +1027,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +1039,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +1052,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -854,7 +1089,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1101,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1114,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -934,7 +1169,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1181,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1194,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -985,7 +1220,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1232,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1245,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -1040,7 +1275,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1287,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1300,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -1124,7 +1359,7 @@ type ConfigMismatch struct {
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1371,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1384,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1166,6 +1401,829 @@ func (x *ConfigMismatch) GetOmitted() uint32 {
 	return 0
 }
 
+// NoWeights is the detail of a NOT_FOUND Attach error: the daemon holds no
+// weights (state EMPTY) or is being published into (state PUBLISHING, with
+// the publisher's pid). A client falls back to loading from disk; it is the
+// one case besides an absent socket where that is right.
+type NoWeights struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         DaemonState            `protobuf:"varint,1,opt,name=state,proto3,enum=wcache.daemon.v1.DaemonState" json:"state,omitempty"`
+	PublisherPid  int32                  `protobuf:"varint,2,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NoWeights) Reset() {
+	*x = NoWeights{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NoWeights) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NoWeights) ProtoMessage() {}
+
+func (x *NoWeights) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
+func (*NoWeights) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NoWeights) GetState() DaemonState {
+	if x != nil {
+		return x.State
+	}
+	return DaemonState_DAEMON_STATE_UNSPECIFIED
+}
+
+func (x *NoWeights) GetPublisherPid() int32 {
+	if x != nil {
+		return x.PublisherPid
+	}
+	return 0
+}
+
+// TensorSpec is one entry of a publish's tensor table.
+type TensorSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Element type, safetensors spelling where it has one ("BF16",
+	// "F8_E4M3", ...); any other non-empty string is carried as is.
+	Dtype string   `protobuf:"bytes,2,opt,name=dtype,proto3" json:"dtype,omitempty"`
+	Shape []uint64 `protobuf:"varint,3,rep,packed,name=shape,proto3" json:"shape,omitempty"`
+	// Bytes to reserve: the tensor's bytes, or with a layout.storage the
+	// whole storage's bytes (equal for every tensor of the storage).
+	Length        uint64        `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	Layout        *TensorLayout `protobuf:"bytes,5,opt,name=layout,proto3" json:"layout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorSpec) Reset() {
+	*x = TensorSpec{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorSpec) ProtoMessage() {}
+
+func (x *TensorSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
+func (*TensorSpec) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TensorSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TensorSpec) GetDtype() string {
+	if x != nil {
+		return x.Dtype
+	}
+	return ""
+}
+
+func (x *TensorSpec) GetShape() []uint64 {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
+func (x *TensorSpec) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *TensorSpec) GetLayout() *TensorLayout {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
+// PublishBegin is the first message of a Publish stream.
+type PublishBegin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity of the published weights; later attaches compare theirs
+	// with it. The daemon fills protocol_version (when 0) and
+	// device_capability (when empty) as for file loads, then validates it.
+	Config *v1.CacheConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// Free-form name shown by `wcache status` while publishing.
+	ClientName string `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// Returned unchanged in every Manifest (at most 1 MiB in all, like any
+	// request).
+	Metadata map[string]string `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Number of TensorSpec entries in the whole table: tensors below plus
+	// every PublishTensors message that follows. At least 1.
+	TensorCount uint32 `protobuf:"varint,4,opt,name=tensor_count,json=tensorCount,proto3" json:"tensor_count,omitempty"`
+	// The first entries of the table (all of them when they fit the 1 MiB
+	// request limit).
+	Tensors       []*TensorSpec `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishBegin) Reset() {
+	*x = PublishBegin{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishBegin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishBegin) ProtoMessage() {}
+
+func (x *PublishBegin) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
+func (*PublishBegin) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PublishBegin) GetConfig() *v1.CacheConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *PublishBegin) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *PublishBegin) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PublishBegin) GetTensorCount() uint32 {
+	if x != nil {
+		return x.TensorCount
+	}
+	return 0
+}
+
+func (x *PublishBegin) GetTensors() []*TensorSpec {
+	if x != nil {
+		return x.Tensors
+	}
+	return nil
+}
+
+// PublishTensors continues the table after PublishBegin until
+// tensor_count entries have been sent.
+type PublishTensors struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tensors       []*TensorSpec          `protobuf:"bytes,1,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishTensors) Reset() {
+	*x = PublishTensors{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishTensors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishTensors) ProtoMessage() {}
+
+func (x *PublishTensors) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
+func (*PublishTensors) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PublishTensors) GetTensors() []*TensorSpec {
+	if x != nil {
+		return x.Tensors
+	}
+	return nil
+}
+
+// PublishCommit says every tensor's bytes are in place.
+type PublishCommit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty, or the SHA-256 (32 bytes) of every table entry's byte range
+	// [offset, offset+length), in table order. Required when the daemon runs
+	// with --verify-publish, which checks them through the backend's Digest;
+	// otherwise ignored.
+	Sha256        [][]byte `protobuf:"bytes,1,rep,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishCommit) Reset() {
+	*x = PublishCommit{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishCommit) ProtoMessage() {}
+
+func (x *PublishCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
+func (*PublishCommit) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PublishCommit) GetSha256() [][]byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+type PublishRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*PublishRequest_Begin
+	//	*PublishRequest_Tensors
+	//	*PublishRequest_Commit
+	Msg           isPublishRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishRequest) Reset() {
+	*x = PublishRequest{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishRequest) ProtoMessage() {}
+
+func (x *PublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
+func (*PublishRequest) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetBegin() *PublishBegin {
+	if x != nil {
+		if x, ok := x.Msg.(*PublishRequest_Begin); ok {
+			return x.Begin
+		}
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetTensors() *PublishTensors {
+	if x != nil {
+		if x, ok := x.Msg.(*PublishRequest_Tensors); ok {
+			return x.Tensors
+		}
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetCommit() *PublishCommit {
+	if x != nil {
+		if x, ok := x.Msg.(*PublishRequest_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+type isPublishRequest_Msg interface {
+	isPublishRequest_Msg()
+}
+
+type PublishRequest_Begin struct {
+	Begin *PublishBegin `protobuf:"bytes,1,opt,name=begin,proto3,oneof"`
+}
+
+type PublishRequest_Tensors struct {
+	Tensors *PublishTensors `protobuf:"bytes,2,opt,name=tensors,proto3,oneof"`
+}
+
+type PublishRequest_Commit struct {
+	Commit *PublishCommit `protobuf:"bytes,3,opt,name=commit,proto3,oneof"`
+}
+
+func (*PublishRequest_Begin) isPublishRequest_Msg() {}
+
+func (*PublishRequest_Tensors) isPublishRequest_Msg() {}
+
+func (*PublishRequest_Commit) isPublishRequest_Msg() {}
+
+// PublishPlan answers the complete table: where to write.
+type PublishPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Writable handles, one per arena: the publisher maps them for writing
+	// (posix-shm: open O_RDWR, mmap PROT_READ|PROT_WRITE; cuda-ipc:
+	// cudaIpcOpenMemHandle, device-to-device copy).
+	Handles []*Handle `protobuf:"bytes,1,rep,name=handles,proto3" json:"handles,omitempty"`
+	// One place per table entry, in table order (name, dtype, shape and
+	// layout echoed).
+	Tensors []*Tensor `protobuf:"bytes,2,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	// The generation the daemon will serve after the commit.
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	DeviceUuid    string `protobuf:"bytes,4,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishPlan) Reset() {
+	*x = PublishPlan{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishPlan) ProtoMessage() {}
+
+func (x *PublishPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
+func (*PublishPlan) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PublishPlan) GetHandles() []*Handle {
+	if x != nil {
+		return x.Handles
+	}
+	return nil
+}
+
+func (x *PublishPlan) GetTensors() []*Tensor {
+	if x != nil {
+		return x.Tensors
+	}
+	return nil
+}
+
+func (x *PublishPlan) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PublishPlan) GetDeviceUuid() string {
+	if x != nil {
+		return x.DeviceUuid
+	}
+	return ""
+}
+
+// PublishDone: the daemon serves the published weights.
+type PublishDone struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Generation   uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	ConfigDigest string                 `protobuf:"bytes,2,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	Bytes        uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Tensors      uint32                 `protobuf:"varint,4,opt,name=tensors,proto3" json:"tensors,omitempty"`
+	// True when the daemon checked every SHA-256 of the commit.
+	Verified      bool `protobuf:"varint,5,opt,name=verified,proto3" json:"verified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishDone) Reset() {
+	*x = PublishDone{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishDone) ProtoMessage() {}
+
+func (x *PublishDone) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
+func (*PublishDone) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PublishDone) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PublishDone) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *PublishDone) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *PublishDone) GetTensors() uint32 {
+	if x != nil {
+		return x.Tensors
+	}
+	return 0
+}
+
+func (x *PublishDone) GetVerified() bool {
+	if x != nil {
+		return x.Verified
+	}
+	return false
+}
+
+type PublishResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*PublishResponse_Plan
+	//	*PublishResponse_Done
+	Msg           isPublishResponse_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishResponse) Reset() {
+	*x = PublishResponse{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishResponse) ProtoMessage() {}
+
+func (x *PublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
+func (*PublishResponse) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *PublishResponse) GetPlan() *PublishPlan {
+	if x != nil {
+		if x, ok := x.Msg.(*PublishResponse_Plan); ok {
+			return x.Plan
+		}
+	}
+	return nil
+}
+
+func (x *PublishResponse) GetDone() *PublishDone {
+	if x != nil {
+		if x, ok := x.Msg.(*PublishResponse_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isPublishResponse_Msg interface {
+	isPublishResponse_Msg()
+}
+
+type PublishResponse_Plan struct {
+	Plan *PublishPlan `protobuf:"bytes,1,opt,name=plan,proto3,oneof"`
+}
+
+type PublishResponse_Done struct {
+	Done *PublishDone `protobuf:"bytes,2,opt,name=done,proto3,oneof"`
+}
+
+func (*PublishResponse_Plan) isPublishResponse_Msg() {}
+
+func (*PublishResponse_Done) isPublishResponse_Msg() {}
+
+// PublishConflict is the detail of a Publish refused because of the
+// daemon's state: ABORTED with reason IN_PROGRESS (another client is
+// publishing: publisher_pid), FAILED_PRECONDITION with HOLDS_WEIGHTS (evict
+// first; config_digest names what it holds) or BUSY (draining or stopping).
+type PublishConflict struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        PublishConflict_Reason `protobuf:"varint,1,opt,name=reason,proto3,enum=wcache.daemon.v1.PublishConflict_Reason" json:"reason,omitempty"`
+	PublisherPid  int32                  `protobuf:"varint,2,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	ConfigDigest  string                 `protobuf:"bytes,3,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	State         DaemonState            `protobuf:"varint,4,opt,name=state,proto3,enum=wcache.daemon.v1.DaemonState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishConflict) Reset() {
+	*x = PublishConflict{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishConflict) ProtoMessage() {}
+
+func (x *PublishConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
+func (*PublishConflict) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PublishConflict) GetReason() PublishConflict_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return PublishConflict_REASON_UNSPECIFIED
+}
+
+func (x *PublishConflict) GetPublisherPid() int32 {
+	if x != nil {
+		return x.PublisherPid
+	}
+	return 0
+}
+
+func (x *PublishConflict) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *PublishConflict) GetState() DaemonState {
+	if x != nil {
+		return x.State
+	}
+	return DaemonState_DAEMON_STATE_UNSPECIFIED
+}
+
+type EvictRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long to wait for leases (0: the daemon's --drain-timeout; at most
+	// 10 min).
+	TimeoutMs     uint64 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictRequest) Reset() {
+	*x = EvictRequest{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictRequest) ProtoMessage() {}
+
+func (x *EvictRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
+func (*EvictRequest) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *EvictRequest) GetTimeoutMs() uint64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type EvictResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeasesAtEvict uint32                 `protobuf:"varint,1,opt,name=leases_at_evict,json=leasesAtEvict,proto3" json:"leases_at_evict,omitempty"`
+	// Tensor bytes the daemon held (0 when it was already empty).
+	BytesFreed    uint64 `protobuf:"varint,2,opt,name=bytes_freed,json=bytesFreed,proto3" json:"bytes_freed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictResponse) Reset() {
+	*x = EvictResponse{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictResponse) ProtoMessage() {}
+
+func (x *EvictResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
+func (*EvictResponse) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EvictResponse) GetLeasesAtEvict() uint32 {
+	if x != nil {
+		return x.LeasesAtEvict
+	}
+	return 0
+}
+
+func (x *EvictResponse) GetBytesFreed() uint64 {
+	if x != nil {
+		return x.BytesFreed
+	}
+	return 0
+}
+
 var File_wcache_daemon_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
@@ -1178,7 +2236,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xd0\x04\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xc0\x06\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -1202,7 +2260,13 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"goroutines\x18\x0f \x01(\rR\n" +
 	"goroutines\x12\x19\n" +
 	"\bopen_fds\x18\x10 \x01(\rR\aopenFds\x12@\n" +
-	"\fstart_phases\x18\x11 \x01(\v2\x1d.wcache.daemon.v1.StartPhasesR\vstartPhases\"\xfd\x01\n" +
+	"\fstart_phases\x18\x11 \x01(\v2\x1d.wcache.daemon.v1.StartPhasesR\vstartPhases\x12@\n" +
+	"\fdaemon_state\x18\x1e \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\vdaemonState\x12#\n" +
+	"\rpublisher_pid\x18\x1f \x01(\x05R\fpublisherPid\x12J\n" +
+	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x01\n" +
 	"\vStartPhases\x12\x17\n" +
 	"\aplan_ns\x18\x01 \x01(\x03R\x06planNs\x12\x17\n" +
 	"\alock_ns\x18\x02 \x01(\x03R\x06lockNs\x12\x1f\n" +
@@ -1220,14 +2284,19 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x04R\x04size\"\x9b\x01\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"\xd3\x01\n" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05dtype\x18\x02 \x01(\tR\x05dtype\x12\x14\n" +
 	"\x05shape\x18\x03 \x03(\x04R\x05shape\x12!\n" +
 	"\fhandle_index\x18\x04 \x01(\rR\vhandleIndex\x12\x16\n" +
 	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x06 \x01(\x04R\x06length\"\xef\x02\n" +
+	"\x06length\x18\x06 \x01(\x04R\x06length\x126\n" +
+	"\x06layout\x18\a \x01(\v2\x1e.wcache.daemon.v1.TensorLayoutR\x06layout\"i\n" +
+	"\fTensorLayout\x12\x18\n" +
+	"\astorage\x18\x01 \x01(\tR\astorage\x12\x18\n" +
+	"\astrides\x18\x02 \x03(\x03R\astrides\x12%\n" +
+	"\x0estorage_offset\x18\x03 \x01(\x04R\rstorageOffset\"\xf2\x03\n" +
 	"\bManifest\x12\x1f\n" +
 	"\vdevice_uuid\x18\x01 \x01(\tR\n" +
 	"deviceUuid\x12\x18\n" +
@@ -1240,7 +2309,12 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\ahandles\x18\x06 \x03(\v2\x18.wcache.daemon.v1.HandleR\ahandles\x122\n" +
 	"\atensors\x18\a \x03(\v2\x18.wcache.daemon.v1.TensorR\atensors\x12\x19\n" +
 	"\blease_id\x18\b \x01(\x04R\aleaseId\x12)\n" +
-	"\x10protocol_version\x18\t \x01(\rR\x0fprotocolVersion\"\xb0\x01\n" +
+	"\x10protocol_version\x18\t \x01(\rR\x0fprotocolVersion\x12D\n" +
+	"\bmetadata\x18\n" +
+	" \x03(\v2(.wcache.daemon.v1.Manifest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
 	"\x06Notice\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.wcache.daemon.v1.Notice.KindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12(\n" +
@@ -1267,11 +2341,86 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"]\n" +
 	"\x0eConfigMismatch\x121\n" +
 	"\x05diffs\x18\x01 \x03(\v2\x1b.wcache.daemon.v1.FieldDiffR\x05diffs\x12\x18\n" +
-	"\aomitted\x18\x02 \x01(\rR\aomitted2\xe8\x01\n" +
+	"\aomitted\x18\x02 \x01(\rR\aomitted\"e\n" +
+	"\tNoWeights\x123\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\x05state\x12#\n" +
+	"\rpublisher_pid\x18\x02 \x01(\x05R\fpublisherPid\"\x9c\x01\n" +
+	"\n" +
+	"TensorSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05dtype\x18\x02 \x01(\tR\x05dtype\x12\x14\n" +
+	"\x05shape\x18\x03 \x03(\x04R\x05shape\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x04R\x06length\x126\n" +
+	"\x06layout\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.TensorLayoutR\x06layout\"\xc8\x02\n" +
+	"\fPublishBegin\x125\n" +
+	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
+	"\vclient_name\x18\x02 \x01(\tR\n" +
+	"clientName\x12H\n" +
+	"\bmetadata\x18\x03 \x03(\v2,.wcache.daemon.v1.PublishBegin.MetadataEntryR\bmetadata\x12!\n" +
+	"\ftensor_count\x18\x04 \x01(\rR\vtensorCount\x126\n" +
+	"\atensors\x18\x05 \x03(\v2\x1c.wcache.daemon.v1.TensorSpecR\atensors\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\x0ePublishTensors\x126\n" +
+	"\atensors\x18\x01 \x03(\v2\x1c.wcache.daemon.v1.TensorSpecR\atensors\"'\n" +
+	"\rPublishCommit\x12\x16\n" +
+	"\x06sha256\x18\x01 \x03(\fR\x06sha256\"\xc8\x01\n" +
+	"\x0ePublishRequest\x126\n" +
+	"\x05begin\x18\x01 \x01(\v2\x1e.wcache.daemon.v1.PublishBeginH\x00R\x05begin\x12<\n" +
+	"\atensors\x18\x02 \x01(\v2 .wcache.daemon.v1.PublishTensorsH\x00R\atensors\x129\n" +
+	"\x06commit\x18\x03 \x01(\v2\x1f.wcache.daemon.v1.PublishCommitH\x00R\x06commitB\x05\n" +
+	"\x03msg\"\xb6\x01\n" +
+	"\vPublishPlan\x122\n" +
+	"\ahandles\x18\x01 \x03(\v2\x18.wcache.daemon.v1.HandleR\ahandles\x122\n" +
+	"\atensors\x18\x02 \x03(\v2\x18.wcache.daemon.v1.TensorR\atensors\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12\x1f\n" +
+	"\vdevice_uuid\x18\x04 \x01(\tR\n" +
+	"deviceUuid\"\x9e\x01\n" +
+	"\vPublishDone\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12#\n" +
+	"\rconfig_digest\x18\x02 \x01(\tR\fconfigDigest\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x18\n" +
+	"\atensors\x18\x04 \x01(\rR\atensors\x12\x1a\n" +
+	"\bverified\x18\x05 \x01(\bR\bverified\"\x82\x01\n" +
+	"\x0fPublishResponse\x123\n" +
+	"\x04plan\x18\x01 \x01(\v2\x1d.wcache.daemon.v1.PublishPlanH\x00R\x04plan\x123\n" +
+	"\x04done\x18\x02 \x01(\v2\x1d.wcache.daemon.v1.PublishDoneH\x00R\x04doneB\x05\n" +
+	"\x03msg\"\xb7\x02\n" +
+	"\x0fPublishConflict\x12@\n" +
+	"\x06reason\x18\x01 \x01(\x0e2(.wcache.daemon.v1.PublishConflict.ReasonR\x06reason\x12#\n" +
+	"\rpublisher_pid\x18\x02 \x01(\x05R\fpublisherPid\x12#\n" +
+	"\rconfig_digest\x18\x03 \x01(\tR\fconfigDigest\x123\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\x05state\"c\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12REASON_IN_PROGRESS\x10\x01\x12\x18\n" +
+	"\x14REASON_HOLDS_WEIGHTS\x10\x02\x12\x0f\n" +
+	"\vREASON_BUSY\x10\x03\"-\n" +
+	"\fEvictRequest\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x01 \x01(\x04R\ttimeoutMs\"X\n" +
+	"\rEvictResponse\x12&\n" +
+	"\x0fleases_at_evict\x18\x01 \x01(\rR\rleasesAtEvict\x12\x1f\n" +
+	"\vbytes_freed\x18\x02 \x01(\x04R\n" +
+	"bytesFreed*\xb0\x01\n" +
+	"\vDaemonState\x12\x1c\n" +
+	"\x18DAEMON_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12DAEMON_STATE_EMPTY\x10\x01\x12\x1b\n" +
+	"\x17DAEMON_STATE_PUBLISHING\x10\x02\x12\x18\n" +
+	"\x14DAEMON_STATE_SERVING\x10\x03\x12\x19\n" +
+	"\x15DAEMON_STATE_DRAINING\x10\x04\x12\x19\n" +
+	"\x15DAEMON_STATE_STOPPING\x10\x052\x86\x03\n" +
 	"\x06Daemon\x12K\n" +
 	"\x06Status\x12\x1f.wcache.daemon.v1.StatusRequest\x1a .wcache.daemon.v1.StatusResponse\x12J\n" +
 	"\x06Attach\x12\x1f.wcache.daemon.v1.AttachRequest\x1a\x1d.wcache.daemon.v1.AttachEvent0\x01\x12E\n" +
-	"\x04Stop\x12\x1d.wcache.daemon.v1.StopRequest\x1a\x1e.wcache.daemon.v1.StopResponseB:Z8github.com/wcache/wcache/proto/wcache/daemon/v1;daemonv1b\x06proto3"
+	"\x04Stop\x12\x1d.wcache.daemon.v1.StopRequest\x1a\x1e.wcache.daemon.v1.StopResponse\x12R\n" +
+	"\aPublish\x12 .wcache.daemon.v1.PublishRequest\x1a!.wcache.daemon.v1.PublishResponse(\x010\x01\x12H\n" +
+	"\x05Evict\x12\x1e.wcache.daemon.v1.EvictRequest\x1a\x1f.wcache.daemon.v1.EvictResponseB:Z8github.com/wcache/wcache/proto/wcache/daemon/v1;daemonv1b\x06proto3"
 
 var (
 	file_wcache_daemon_v1_daemon_proto_rawDescOnce sync.Once
@@ -1285,49 +2434,90 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_wcache_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
-	(Notice_Kind)(0),       // 0: wcache.daemon.v1.Notice.Kind
-	(*StatusRequest)(nil),  // 1: wcache.daemon.v1.StatusRequest
-	(*Lease)(nil),          // 2: wcache.daemon.v1.Lease
-	(*StatusResponse)(nil), // 3: wcache.daemon.v1.StatusResponse
-	(*StartPhases)(nil),    // 4: wcache.daemon.v1.StartPhases
-	(*AttachRequest)(nil),  // 5: wcache.daemon.v1.AttachRequest
-	(*Handle)(nil),         // 6: wcache.daemon.v1.Handle
-	(*Tensor)(nil),         // 7: wcache.daemon.v1.Tensor
-	(*Manifest)(nil),       // 8: wcache.daemon.v1.Manifest
-	(*Notice)(nil),         // 9: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),    // 10: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),    // 11: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),   // 12: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),      // 13: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil), // 14: wcache.daemon.v1.ConfigMismatch
-	(*v1.CacheConfig)(nil), // 15: wcache.config.v1.CacheConfig
+	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
+	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
+	(PublishConflict_Reason)(0), // 2: wcache.daemon.v1.PublishConflict.Reason
+	(*StatusRequest)(nil),       // 3: wcache.daemon.v1.StatusRequest
+	(*Lease)(nil),               // 4: wcache.daemon.v1.Lease
+	(*StatusResponse)(nil),      // 5: wcache.daemon.v1.StatusResponse
+	(*StartPhases)(nil),         // 6: wcache.daemon.v1.StartPhases
+	(*AttachRequest)(nil),       // 7: wcache.daemon.v1.AttachRequest
+	(*Handle)(nil),              // 8: wcache.daemon.v1.Handle
+	(*Tensor)(nil),              // 9: wcache.daemon.v1.Tensor
+	(*TensorLayout)(nil),        // 10: wcache.daemon.v1.TensorLayout
+	(*Manifest)(nil),            // 11: wcache.daemon.v1.Manifest
+	(*Notice)(nil),              // 12: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 13: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 14: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 15: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 16: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 17: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 18: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 19: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 20: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 21: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 22: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 23: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 24: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 25: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 26: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 27: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 28: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 29: wcache.daemon.v1.EvictResponse
+	nil,                         // 30: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 31: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 32: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 33: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	15, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
-	2,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
-	4,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
-	15, // 3: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	15, // 4: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	6,  // 5: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	7,  // 6: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	0,  // 7: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	8,  // 8: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	9,  // 9: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	13, // 10: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	1,  // 11: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	5,  // 12: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	11, // 13: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	3,  // 14: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	10, // 15: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	12, // 16: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	33, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
+	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
+	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
+	30, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	33, // 5: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	10, // 6: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
+	33, // 7: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	8,  // 8: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 9: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	31, // 10: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	1,  // 11: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	11, // 12: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	12, // 13: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	16, // 14: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 15: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	10, // 16: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	33, // 17: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	32, // 18: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	19, // 19: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	19, // 20: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	20, // 21: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	21, // 22: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	22, // 23: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	8,  // 24: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 25: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	24, // 26: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	25, // 27: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 28: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 29: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 30: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	7,  // 31: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	14, // 32: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	23, // 33: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	28, // 34: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	5,  // 35: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	13, // 36: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	15, // 37: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	26, // 38: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	29, // 39: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	35, // [35:40] is the sub-list for method output_type
+	30, // [30:35] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -1335,17 +2525,26 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[9].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[10].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
+	}
+	file_wcache_daemon_v1_daemon_proto_msgTypes[20].OneofWrappers = []any{
+		(*PublishRequest_Begin)(nil),
+		(*PublishRequest_Tensors)(nil),
+		(*PublishRequest_Commit)(nil),
+	}
+	file_wcache_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
+		(*PublishResponse_Plan)(nil),
+		(*PublishResponse_Done)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   14,
+			NumEnums:      3,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,9 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Daemon_Status_FullMethodName = "/wcache.daemon.v1.Daemon/Status"
-	Daemon_Attach_FullMethodName = "/wcache.daemon.v1.Daemon/Attach"
-	Daemon_Stop_FullMethodName   = "/wcache.daemon.v1.Daemon/Stop"
+	Daemon_Status_FullMethodName  = "/wcache.daemon.v1.Daemon/Status"
+	Daemon_Attach_FullMethodName  = "/wcache.daemon.v1.Daemon/Attach"
+	Daemon_Stop_FullMethodName    = "/wcache.daemon.v1.Daemon/Stop"
+	Daemon_Publish_FullMethodName = "/wcache.daemon.v1.Daemon/Publish"
+	Daemon_Evict_FullMethodName   = "/wcache.daemon.v1.Daemon/Evict"
 )
 
 // DaemonClient is the client API for Daemon service.
@@ -41,6 +43,19 @@ type DaemonClient interface {
 	// Stop drains (waits for leases up to a timeout) or, with force, ends
 	// every lease at once, then frees device memory and exits.
 	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*StopResponse, error)
+	// Publish fills an empty daemon with a client's own tensors (see
+	// docs/protocol.md, "Publish", for the message order): the client sends
+	// PublishBegin (+ PublishTensors), the daemon answers PublishPlan with
+	// writable handles, the client copies its bytes in and sends
+	// PublishCommit, the daemon answers PublishDone and serves the new
+	// generation. A stream that ends before PublishDone leaves the daemon
+	// empty. Only the daemon's uid and --allow-uid peers may publish.
+	Publish(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error)
+	// Evict drains the leases (like Stop without force), frees the weights
+	// and leaves the daemon running and empty. Never frees memory under a
+	// live lease: a drain that times out is FAILED_PRECONDITION and the
+	// daemon keeps serving.
+	Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictResponse, error)
 }
 
 type daemonClient struct {
@@ -90,6 +105,29 @@ func (c *daemonClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *daemonClient) Publish(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Daemon_ServiceDesc.Streams[1], Daemon_Publish_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PublishRequest, PublishResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Daemon_PublishClient = grpc.BidiStreamingClient[PublishRequest, PublishResponse]
+
+func (c *daemonClient) Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvictResponse)
+	err := c.cc.Invoke(ctx, Daemon_Evict_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DaemonServer is the server API for Daemon service.
 // All implementations must embed UnimplementedDaemonServer
 // for forward compatibility.
@@ -104,6 +142,19 @@ type DaemonServer interface {
 	// Stop drains (waits for leases up to a timeout) or, with force, ends
 	// every lease at once, then frees device memory and exits.
 	Stop(context.Context, *StopRequest) (*StopResponse, error)
+	// Publish fills an empty daemon with a client's own tensors (see
+	// docs/protocol.md, "Publish", for the message order): the client sends
+	// PublishBegin (+ PublishTensors), the daemon answers PublishPlan with
+	// writable handles, the client copies its bytes in and sends
+	// PublishCommit, the daemon answers PublishDone and serves the new
+	// generation. A stream that ends before PublishDone leaves the daemon
+	// empty. Only the daemon's uid and --allow-uid peers may publish.
+	Publish(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error
+	// Evict drains the leases (like Stop without force), frees the weights
+	// and leaves the daemon running and empty. Never frees memory under a
+	// live lease: a drain that times out is FAILED_PRECONDITION and the
+	// daemon keeps serving.
+	Evict(context.Context, *EvictRequest) (*EvictResponse, error)
 	mustEmbedUnimplementedDaemonServer()
 }
 
@@ -122,6 +173,12 @@ func (UnimplementedDaemonServer) Attach(*AttachRequest, grpc.ServerStreamingServ
 }
 func (UnimplementedDaemonServer) Stop(context.Context, *StopRequest) (*StopResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stop not implemented")
+}
+func (UnimplementedDaemonServer) Publish(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error {
+	return status.Error(codes.Unimplemented, "method Publish not implemented")
+}
+func (UnimplementedDaemonServer) Evict(context.Context, *EvictRequest) (*EvictResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Evict not implemented")
 }
 func (UnimplementedDaemonServer) mustEmbedUnimplementedDaemonServer() {}
 func (UnimplementedDaemonServer) testEmbeddedByValue()                {}
@@ -191,6 +248,31 @@ func _Daemon_Stop_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Daemon_Publish_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DaemonServer).Publish(&grpc.GenericServerStream[PublishRequest, PublishResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Daemon_PublishServer = grpc.BidiStreamingServer[PublishRequest, PublishResponse]
+
+func _Daemon_Evict_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvictRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonServer).Evict(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Daemon_Evict_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonServer).Evict(ctx, req.(*EvictRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Daemon_ServiceDesc is the grpc.ServiceDesc for Daemon service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -206,12 +288,22 @@ var Daemon_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Stop",
 			Handler:    _Daemon_Stop_Handler,
 		},
+		{
+			MethodName: "Evict",
+			Handler:    _Daemon_Evict_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Attach",
 			Handler:       _Daemon_Attach_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Publish",
+			Handler:       _Daemon_Publish_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "wcache/daemon/v1/daemon.proto",

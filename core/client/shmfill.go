@@ -1,0 +1,98 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// HandleKindPosixShm is the handle kind of host shared-memory files (the
+// mock backend): Data is the file's absolute path.
+const HandleKindPosixShm = "posix-shm"
+
+// CopyFunc writes table entry i's bytes into dst, which is exactly the
+// entry's Length bytes of mapped, writable daemon memory.
+type CopyFunc func(i int, dst []byte) error
+
+// ShmFill is a FillFunc for posix-shm handles: it maps every handle
+// writable (open O_RDWR, mmap PROT_READ|PROT_WRITE, MAP_SHARED), calls copy
+// once per distinct range (tensors of one storage share theirs), unmaps,
+// and with digest returns the SHA-256 of every entry's range. Another
+// handle kind (device memory) is an error: fill it with a FillFunc of the
+// device's own API.
+func ShmFill(copy CopyFunc, digest bool) FillFunc {
+	return func(ctx context.Context, plan *PublishPlan) ([][]byte, error) {
+		maps := make([][]byte, len(plan.Handles))
+		defer func() {
+			for _, m := range maps {
+				if m != nil {
+					_ = unix.Munmap(m)
+				}
+			}
+		}()
+		for i, h := range plan.Handles {
+			if h.Kind != HandleKindPosixShm {
+				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s handles only", i, h.Kind, HandleKindPosixShm)
+			}
+			m, err := mapWritable(string(h.Data), h.Size)
+			if err != nil {
+				return nil, fmt.Errorf("handle %d: %w", i, err)
+			}
+			maps[i] = m
+		}
+		type rangeKey struct {
+			handle         int
+			offset, length uint64
+		}
+		done := map[rangeKey]int{}
+		var sums [][]byte
+		if digest {
+			sums = make([][]byte, len(plan.Tensors))
+		}
+		for i, t := range plan.Tensors {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			k := rangeKey{t.Handle, t.Offset, t.Length}
+			dst := maps[t.Handle][t.Offset : t.Offset+t.Length]
+			if j, ok := done[k]; ok {
+				if digest {
+					sums[i] = sums[j]
+				}
+				continue
+			}
+			done[k] = i
+			if err := copy(i, dst); err != nil {
+				return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+			}
+			if digest {
+				s := sha256.Sum256(dst)
+				sums[i] = s[:]
+			}
+		}
+		return sums, nil
+	}
+}
+
+// mapWritable maps a posix-shm file of size bytes for writing.
+func mapWritable(path string, size uint64) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s for writing: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != size {
+		return nil, fmt.Errorf("%s: want a regular file of %d bytes, found mode %o size %d", path, size, st.Mode, st.Size)
+	}
+	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	return m, nil
+}

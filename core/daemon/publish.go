@@ -1,0 +1,365 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/sdk"
+)
+
+// maxPublishTensors bounds a publish's tensor_count.
+const maxPublishTensors = 1 << 20
+
+// Publish fills an empty daemon with a client's tensors, in the order of
+// docs/protocol.md ("Publish"): begin (+ tensors) → plan → commit → done.
+// Whatever ends the stream before the commit is installed frees the
+// allocations and leaves the daemon empty.
+func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
+	d := s.d
+	ctx := stream.Context()
+	p, _ := peerFrom(ctx)
+	if err := d.mayChangeWeights(p); err != nil {
+		return err
+	}
+	deadline := time.NewTimer(d.opts.PublishTimeout)
+	defer deadline.Stop()
+	msgs := receiveAll(ctx, stream)
+	next := func(pub *publisher) (*daemonv1.PublishRequest, error) {
+		var ended <-chan struct{}
+		if pub != nil {
+			ended = pub.ended
+		}
+		select {
+		case r := <-msgs:
+			if r.err != nil {
+				return nil, r.err
+			}
+			return r.req, nil
+		case <-deadline.C:
+			return nil, status.Errorf(codes.DeadlineExceeded, "publish did not commit within %s", d.opts.PublishTimeout)
+		case <-ended:
+			return nil, status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+
+	first, err := next(nil)
+	if err != nil {
+		return err
+	}
+	begin := first.GetBegin()
+	switch {
+	case begin == nil:
+		return status.Error(codes.InvalidArgument, "publish: the first message must be begin")
+	case begin.GetConfig() == nil:
+		return status.Error(codes.InvalidArgument, "publish: begin carries no config")
+	case begin.GetTensorCount() == 0 || begin.GetTensorCount() > maxPublishTensors:
+		return status.Errorf(codes.InvalidArgument, "publish: tensor_count %d: want 1 to %d", begin.GetTensorCount(), maxPublishTensors)
+	}
+	d.mu.RLock()
+	digest := d.info.ConfigDigest
+	d.mu.RUnlock()
+	name := begin.GetClientName()
+	if len(name) > maxClientNameLen {
+		name = name[:maxClientNameLen]
+	}
+	pub, err := d.reg.beginPublish(p, name, digest, time.Now())
+	if err != nil {
+		return conflictStatus(err)
+	}
+	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name)
+	var ids []sdk.AllocationID
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		d.freeAllocs(ids)
+		if d.reg.finishPublish(pub, StateEmpty) {
+			d.log.Warn("publish aborted: the daemon is empty again", "pid", p.PID, "allocations_freed", len(ids))
+		}
+	}()
+
+	specs := begin.GetTensors()
+	for uint32(len(specs)) < begin.GetTensorCount() {
+		req, err := next(pub)
+		if err != nil {
+			return err
+		}
+		more := req.GetTensors()
+		if more == nil {
+			return status.Errorf(codes.InvalidArgument, "publish: %d of %d table entries received, then a message that is not tensors",
+				len(specs), begin.GetTensorCount())
+		}
+		specs = append(specs, more.GetTensors()...)
+	}
+	if uint32(len(specs)) != begin.GetTensorCount() {
+		return status.Errorf(codes.InvalidArgument, "publish: tensor_count is %d, the table has %d entries", begin.GetTensorCount(), len(specs))
+	}
+	cfg, err := d.publishConfig(ctx, cacheconfig.FromProto(begin.GetConfig()))
+	if err != nil {
+		return err
+	}
+	pl, err := plan.BuildTable(tableEntries(specs), d.opts.Plan)
+	if err != nil {
+		code := codes.InvalidArgument
+		if errors.Is(err, plan.ErrInvalidOptions) {
+			code = codes.Internal
+		}
+		return status.Errorf(code, "publish: %v", err)
+	}
+	begun := time.Now()
+	if err := d.allocate(ctx, pl, &ids); err != nil {
+		return backendStatus("publish", err)
+	}
+	handles, err := d.export(ctx, ids)
+	if err != nil {
+		return backendStatus("publish", err)
+	}
+	generation := uint64(time.Now().UnixNano())
+	m := newManifest(d.info.DeviceUUID, d.info.Backend, cfg.ToProto(), cfg.Digest(), generation, pl, handles)
+	for i, spec := range specs {
+		m.tensors[i].Layout = spec.GetLayout()
+	}
+	m.metadata = begin.GetMetadata()
+	if err := stream.Send(&daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Plan{Plan: &daemonv1.PublishPlan{
+		Handles: m.handles, Tensors: m.tensors, Generation: generation, DeviceUuid: d.info.DeviceUUID}}}); err != nil {
+		return err
+	}
+
+	req, err := next(pub)
+	if err != nil {
+		return err
+	}
+	commit := req.GetCommit()
+	if commit == nil {
+		return status.Error(codes.InvalidArgument, "publish: the message after the plan must be commit")
+	}
+	verified, err := d.verifyPublish(ctx, pl, ids, commit.GetSha256())
+	if err != nil {
+		return err
+	}
+	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
+		Duration: time.Since(begun)}
+	if err := d.install(pub, cfg, ids, m, stats); err != nil {
+		return err
+	}
+	committed = true
+	d.metrics.Loaded(stats, len(pl.Tensors))
+	d.log.Info("published", "pid", p.PID, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
+		"allocations", len(ids), "verified", verified, "config_digest", m.digest)
+	return stream.Send(&daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Done{Done: &daemonv1.PublishDone{
+		Generation: generation, ConfigDigest: m.digest, Bytes: pl.Bytes, Tensors: uint32(len(pl.Tensors)), Verified: verified}}})
+}
+
+// received is one message (or the error ending the stream) of a publisher.
+type received struct {
+	req *daemonv1.PublishRequest
+	err error
+}
+
+// receiveAll receives the stream's messages in a goroutine of their own, so
+// that the handler can wait for them with a deadline. The goroutine ends
+// with the stream (the handler returning cancels ctx).
+func receiveAll(ctx context.Context, stream daemonv1.Daemon_PublishServer) <-chan received {
+	out := make(chan received)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			select {
+			case out <- received{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// mayChangeWeights: only the daemon's own uid and AllowUIDs may publish or
+// evict (AllowGIDs admits attaches only).
+func (d *Daemon) mayChangeWeights(p PeerInfo) error {
+	if p.UID == uint32(os.Geteuid()) || slices.Contains(d.opts.AllowUIDs, p.UID) {
+		return nil
+	}
+	return status.Errorf(codes.PermissionDenied,
+		"peer uid %d (pid %d) may not publish or evict: only uid %d and --allow-uid peers may", p.UID, p.PID, os.Geteuid())
+}
+
+// publishConfig completes a publisher's config as file loads are completed
+// (protocol version, device capability) and validates it.
+func (d *Daemon) publishConfig(ctx context.Context, c cacheconfig.Config) (cacheconfig.Config, error) {
+	if c.ProtocolVersion == 0 {
+		c.ProtocolVersion = daemonv1.ProtocolVersion
+	}
+	if c.DeviceCapability == "" {
+		devs, err := d.backend.Devices(ctx)
+		if err != nil {
+			return c, backendStatus("publish: device capability", err)
+		}
+		for _, dev := range devs {
+			if dev.Ordinal == d.opts.GPU {
+				c.DeviceCapability = dev.Capability
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, status.Errorf(codes.InvalidArgument, "publish: %v", err)
+	}
+	return c, nil
+}
+
+// tableEntries converts the wire table for the planner.
+func tableEntries(specs []*daemonv1.TensorSpec) []plan.Entry {
+	out := make([]plan.Entry, len(specs))
+	for i, s := range specs {
+		out[i] = plan.Entry{Name: s.GetName(), DType: s.GetDtype(), Shape: s.GetShape(), Length: s.GetLength(),
+			Storage: s.GetLayout().GetStorage()}
+	}
+	return out
+}
+
+// verifyPublish checks a commit's digests. Without VerifyPublish they are
+// ignored (false, nil); with it they are required and every distinct range
+// is digested by the backend: a difference is DATA_LOSS.
+func (d *Daemon) verifyPublish(ctx context.Context, pl *plan.Plan, ids []sdk.AllocationID, sums [][]byte) (bool, error) {
+	if len(sums) != 0 && len(sums) != len(pl.Tensors) {
+		return false, status.Errorf(codes.InvalidArgument, "publish: commit carries %d digests for %d tensors", len(sums), len(pl.Tensors))
+	}
+	if !d.opts.VerifyPublish {
+		return false, nil
+	}
+	if len(sums) == 0 {
+		return false, status.Error(codes.InvalidArgument, "publish: this daemon runs with --verify-publish: the commit must carry a SHA-256 per tensor")
+	}
+	type rangeKey struct {
+		handle         uint32
+		offset, length uint64
+	}
+	// Per arena: the distinct ranges and, for each, the first tensor
+	// that names it.
+	ranges := make([][]sdk.Range, len(ids))
+	owners := make([][]int, len(ids))
+	seen := map[rangeKey]int{}
+	for i, t := range pl.Tensors {
+		k := rangeKey{t.Handle, t.Offset, t.Length}
+		if j, ok := seen[k]; ok {
+			if !bytes.Equal(sums[i], sums[j]) {
+				return false, status.Errorf(codes.DataLoss, "publish: tensors %q and %q share a storage but their digests differ", pl.Tensors[j].Name, t.Name)
+			}
+			continue
+		}
+		seen[k] = i
+		ranges[t.Handle] = append(ranges[t.Handle], sdk.Range{Offset: t.Offset, Length: t.Length})
+		owners[t.Handle] = append(owners[t.Handle], i)
+	}
+	for a, id := range ids {
+		if len(ranges[a]) == 0 {
+			continue
+		}
+		got, err := d.backend.Digest(ctx, id, ranges[a])
+		if err != nil {
+			return false, backendStatus("publish: digest", err)
+		}
+		for r, sum := range got {
+			i := owners[a][r]
+			if !bytes.Equal(sum[:], sums[i]) {
+				return false, status.Errorf(codes.DataLoss, "publish: tensor %q: SHA-256 in memory is %x, the commit says %x", pl.Tensors[i].Name, sum, sums[i])
+			}
+		}
+	}
+	return true, nil
+}
+
+// install makes the committed publish what the daemon serves, unless the
+// daemon began stopping under it.
+func (d *Daemon) install(pub *publisher, cfg cacheconfig.Config, ids []sdk.AllocationID, m *manifest, stats LoadStats) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := d.info
+	d.config, d.configProto = cfg, m.config
+	d.allocs, d.manifest, d.generation = ids, m, m.generation
+	d.info.Model, d.info.Files = "", nil
+	d.info.Config, d.info.ConfigDigest = cfg, m.digest
+	d.info.Tensors, d.info.Load = len(m.tensors), stats
+	if !d.reg.finishPublish(pub, StateServing) {
+		d.info, d.allocs, d.manifest, d.config, d.configProto = old, nil, nil, cacheconfig.Config{}, nil
+		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)
+	}
+	if err := d.rewriteReady(); err != nil {
+		// The ready file still says what it said: the daemon serves all the
+		// same, discovery goes by the socket.
+		d.log.Warn("rewriting the ready file after a publish", "error", err)
+	}
+	return nil
+}
+
+// backendStatus converts a backend failure into a gRPC status: out of memory
+// is RESOURCE_EXHAUSTED, a plugin that is gone UNAVAILABLE, the rest
+// INTERNAL.
+func backendStatus(what string, err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, sdk.ErrOutOfMemory):
+		code = codes.ResourceExhausted
+	case errors.Is(err, sdk.ErrUnavailable), errors.Is(err, ErrPluginExited):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// noWeightsStatus is the NOT_FOUND answer of an Attach to a daemon that
+// holds no weights.
+func noWeightsStatus(deviceUUID string, st State, publisherPID int32) error {
+	msg := fmt.Sprintf("daemon of %s is empty: no cached weights", deviceUUID)
+	if st == StatePublishing {
+		msg = fmt.Sprintf("daemon of %s holds no weights yet (empty): publish in progress by pid %d", deviceUUID, publisherPID)
+	}
+	s := status.New(codes.NotFound, msg)
+	withDetail, err := s.WithDetails(&daemonv1.NoWeights{State: stateProto(st), PublisherPid: publisherPID})
+	if err != nil {
+		return s.Err()
+	}
+	return withDetail.Err()
+}
+
+// conflictStatus converts a *PublishConflictError into its status with a
+// PublishConflict detail; other errors become INTERNAL.
+func conflictStatus(err error) error {
+	var ce *PublishConflictError
+	if !errors.As(err, &ce) {
+		return status.Error(codes.Internal, err.Error())
+	}
+	code, reason := codes.FailedPrecondition, daemonv1.PublishConflict_REASON_BUSY
+	switch ce.Reason {
+	case ConflictInProgress:
+		code, reason = codes.Aborted, daemonv1.PublishConflict_REASON_IN_PROGRESS
+	case ConflictHoldsWeights:
+		reason = daemonv1.PublishConflict_REASON_HOLDS_WEIGHTS
+	}
+	s := status.New(code, err.Error())
+	withDetail, derr := s.WithDetails(&daemonv1.PublishConflict{Reason: reason, PublisherPid: ce.PublisherPID,
+		ConfigDigest: ce.ConfigDigest, State: stateProto(ce.State)})
+	if derr != nil {
+		return s.Err()
+	}
+	return withDetail.Err()
+}

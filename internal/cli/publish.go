@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon"
+	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/safetensors"
+)
+
+// publishFlags are serve's publish-mode flags.
+type publishFlags struct {
+	verify  bool
+	timeout time.Duration
+}
+
+func (f *publishFlags) add(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.verify, "verify-publish", false,
+		"require a SHA-256 per tensor with every publish and check it through the backend before serving")
+	fs.DurationVar(&f.timeout, "publish-timeout", daemon.DefaultPublishTimeout,
+		"abort a publish (freeing its memory) that has not committed this long after it began")
+}
+
+// daemonSelector is how publish and evict name one daemon: --socket,
+// --device-uuid, or --gpu-id through the backend.
+type daemonSelector struct {
+	socket, uuid string
+	gpu          int
+}
+
+func (s *daemonSelector) add(fs *pflag.FlagSet, verb string) {
+	fs.StringVar(&s.socket, "socket", "", verb+" the daemon at this socket path")
+	fs.StringVar(&s.uuid, "device-uuid", "", verb+" the daemon of this device UUID")
+	fs.IntVar(&s.gpu, "gpu-id", -1, verb+" the daemon of the GPU the backend sees as this ordinal")
+}
+
+// set reports whether the selector names a daemon at all.
+func (s *daemonSelector) set() bool { return s.socket != "" || s.uuid != "" || s.gpu >= 0 }
+
+// check refuses more than one way of naming the daemon (a usage error).
+func (s *daemonSelector) check() error {
+	n := 0
+	for _, set := range []bool{s.socket != "", s.uuid != "", s.gpu >= 0} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return usageErrorf("--socket, --device-uuid and --gpu-id exclude each other")
+	}
+	return nil
+}
+
+// target resolves the selector; with --gpu-id it starts the backend plugin
+// (closed by the returned func).
+func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, func(), error) {
+	if err := s.check(); err != nil {
+		return client.Target{}, nil, err
+	}
+	switch {
+	case s.socket != "":
+		return client.BySocket(s.socket), func() {}, nil
+	case s.uuid != "":
+		return client.ByDeviceUUID(layout, s.uuid), func() {}, nil
+	case s.gpu >= 0:
+		plugin, err := bf.start(ctx, e)
+		if err != nil {
+			return client.Target{}, nil, err
+		}
+		return client.ByOrdinal(layout, plugin.Backend(), s.gpu), func() { plugin.Close() }, nil
+	}
+	return client.Target{}, nil, usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
+}
+
+func newPublishCommand(e *env) *cobra.Command {
+	var (
+		sel          daemonSelector
+		model        string
+		shardPattern string
+		digest       bool
+		clientName   string
+	)
+	cmd := &cobra.Command{
+		Use:   "publish (--gpu-id N | --device-uuid UUID | --socket PATH) --model DIR [config flags]",
+		Short: "Publish a checkpoint's tensors into an empty daemon from this process",
+		Long: `Publish fills an empty daemon (wcache serve without --model, or one emptied
+by wcache evict) with the tensors of a safetensors checkpoint, from this
+client process: the daemon plans and allocates, this process maps the
+writable handles and copies the file bytes in, then commits. The daemon then
+serves them under the CacheConfig built from the flags and the checkpoint's
+header digest, so that wcache attach --model DIR with the same flags finds
+them. It is the path for tools that pre-process weights offline and for
+tests; engines publish their own post-processed tensors through the client
+libraries (docs/publish.md). Only host-mappable handles (the mock's
+posix-shm) can be filled by this command.
+
+--sha256 sends a SHA-256 per tensor with the commit (required by a daemon
+run with --verify-publish).
+
+Exit codes: 3 no daemon, 1 anything else (a publish in progress names the
+publisher's pid; a daemon that already holds weights must be evicted first).`,
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	bf := addBackendFlags(fs)
+	cf := addConfigFlags(fs)
+	lf := addLayoutFlags(fs)
+	sel.add(fs, "publish to")
+	fs.StringVar(&model, "model", "", "checkpoint directory whose tensors to publish")
+	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
+	fs.BoolVar(&digest, "sha256", false, "send a SHA-256 per tensor with the commit")
+	fs.StringVar(&clientName, "client-name", "wcache-publish", "name shown by wcache status while publishing")
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		layout, err := lf.layout()
+		if err != nil {
+			return err
+		}
+		cfg, err := cf.config()
+		if err != nil {
+			return err
+		}
+		if model == "" {
+			return usageErrorf("--model is required")
+		}
+		if !sel.set() {
+			return usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
+		}
+		if err := sel.check(); err != nil {
+			return err
+		}
+		ck, err := openCheckpointFiles(model, shardPattern, cfg)
+		if err != nil {
+			return err
+		}
+		// The same identity as `wcache serve --model DIR` and `wcache
+		// attach --model DIR` with these flags.
+		cfg.Model = filepath.Clean(model)
+		cfg.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
+
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		target, closeTarget, err := sel.target(ctx, e, bf, layout)
+		if err != nil {
+			return err
+		}
+		defer closeTarget()
+		c, err := client.Dial(ctx, target, client.Options{ClientName: clientName})
+		if err != nil {
+			return attachExit(err)
+		}
+		defer c.Close()
+		pub, srcs, files, err := checkpointPublication(ck, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeAll(files)
+		begin := time.Now()
+		res, err := c.Publish(ctx, pub, client.ShmFill(func(i int, dst []byte) error {
+			return srcs[i].readAt(dst)
+		}, digest))
+		if err != nil {
+			return err
+		}
+		verified := ""
+		if res.Verified {
+			verified = ", verified by the daemon"
+		}
+		fmt.Fprintf(e.stdout, "published %d tensors (%s) to %s in %s: generation %d, config digest %s%s\n",
+			res.Tensors, humanBytes(res.Bytes), c.Socket(), time.Since(begin).Round(time.Millisecond),
+			res.Generation, res.ConfigDigest, verified)
+		return nil
+	}
+	return cmd
+}
+
+// tensorSource reads one tensor's bytes from its file.
+type tensorSource struct {
+	f      *os.File
+	offset int64
+	length int64
+	path   string
+}
+
+func (s tensorSource) readAt(dst []byte) error {
+	if int64(len(dst)) != s.length {
+		return fmt.Errorf("%s: %d bytes to fill, the tensor has %d", s.path, len(dst), s.length)
+	}
+	if _, err := s.f.ReadAt(dst, s.offset); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// closeAll closes files.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// checkpointPublication is a checkpoint's tensor table (checkpoint order),
+// for each tensor where its bytes are, and the files opened (the caller
+// closes them).
+func checkpointPublication(ck *safetensors.Checkpoint, cfg cacheconfig.Config) (client.Publication, []tensorSource, []*os.File, error) {
+	pub := client.Publication{Config: cfg}
+	var srcs []tensorSource
+	var files []*os.File
+	for _, f := range ck.Files {
+		fh, err := os.Open(f.Path)
+		if err != nil {
+			closeAll(files)
+			return pub, nil, nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		files = append(files, fh)
+		for _, t := range f.Header.Tensors {
+			pub.Tensors = append(pub.Tensors, client.TensorSpec{Name: t.Name, DType: string(t.DType), Shape: t.Shape, Length: t.Len()})
+			srcs = append(srcs, tensorSource{f: fh, offset: f.Offset(t), length: int64(t.Len()), path: f.Path})
+		}
+	}
+	return pub, srcs, files, nil
+}
