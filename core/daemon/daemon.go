@@ -280,7 +280,7 @@ func (d *Daemon) writeReady() error {
 	if err != nil {
 		return fmt.Errorf("ready file: own start time: %w", err)
 	}
-	r := daemonfile.Ready{PID: pid, StartTime: st, DeviceUUID: d.info.DeviceUUID, Socket: d.info.Paths.Socket,
+	r := daemonfile.Ready{PID: pid, StartTime: st, DeviceUUID: d.info.DeviceUUID, GPU: d.opts.GPU, Socket: d.info.Paths.Socket,
 		Backend: d.info.Backend, Model: d.info.Model, ConfigDigest: d.info.ConfigDigest, Version: version.Version,
 		CreatedUnixMS: time.Now().UnixMilli()}
 	if err := daemonfile.WriteReady(d.info.Paths.Ready, r); err != nil {

@@ -22,9 +22,14 @@ var ErrMalformedReady = errors.New("malformed ready file")
 // listens. Clients and `wcache status` read it; stale cleanup uses PID and
 // StartTime to tell a live daemon from a dead one.
 type Ready struct {
-	PID           int    `json:"pid"`
-	StartTime     uint64 `json:"start_time"` // /proc/<pid>/stat field 22
-	DeviceUUID    string `json:"device_uuid"`
+	PID        int    `json:"pid"`
+	StartTime  uint64 `json:"start_time"` // /proc/<pid>/stat field 22
+	DeviceUUID string `json:"device_uuid"`
+	// GPU is the device ordinal as the daemon (and its plugin) saw it:
+	// what `wcache serve --gpu-id` named. Another process with other
+	// visibility settings may number the device differently; the UUID is
+	// the identity.
+	GPU           int    `json:"gpu"`
 	Socket        string `json:"socket"`
 	Backend       string `json:"backend"`
 	Model         string `json:"model"`

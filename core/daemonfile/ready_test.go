@@ -50,7 +50,7 @@ func TestReadyRoundTrip(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	wantKeys := []string{"backend", "config_digest", "created_unix_ms", "device_uuid", "model", "pid", "socket", "start_time", "version"}
+	wantKeys := []string{"backend", "config_digest", "created_unix_ms", "device_uuid", "gpu", "model", "pid", "socket", "start_time", "version"}
 	if !reflect.DeepEqual(keys, wantKeys) {
 		t.Fatalf("ready file keys %v, want %v", keys, wantKeys)
 	}

@@ -25,6 +25,11 @@ const statusTimeout = 3 * time.Second
 // daemonStatus is one row of `wcache status` (and its JSON form).
 type daemonStatus struct {
 	DeviceUUID string `json:"device_uuid"`
+	GPU        int    `json:"gpu"`
+	TPRank     uint32 `json:"tp_rank"`
+	TPSize     uint32 `json:"tp_size"`
+	PPRank     uint32 `json:"pp_rank"`
+	PPSize     uint32 `json:"pp_size"`
 	ReadyFile  string `json:"ready_file"`
 	Socket     string `json:"socket"`
 	PID        int    `json:"pid"`
@@ -134,6 +139,7 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 		row.State, row.Error = "unreadable", err.Error()
 		return row
 	}
+	row.GPU = r.GPU
 	row.PID, row.Backend, row.Model, row.ConfigDigest, row.Version = r.PID, r.Backend, r.Model, r.ConfigDigest, r.Version
 	ps := daemonfile.InspectProcess(r.PID, r.StartTime)
 	row.Process = processName(ps)
@@ -161,6 +167,7 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 		row.Model = st.Config.Model + " (published)"
 	}
 	row.PublisherPID = st.PublisherPID
+	row.TPRank, row.TPSize, row.PPRank, row.PPSize = st.Config.TPRank, st.Config.TPSize, st.Config.PPRank, st.Config.PPSize
 	row.UptimeSeconds = time.Since(st.Started).Seconds()
 	for _, l := range st.Leases {
 		row.Leases = append(row.Leases, statusLease{ID: l.ID, PID: l.PID, UID: l.UID, ClientName: l.ClientName,
@@ -191,7 +198,7 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tPID\tSTATE\tBACKEND\tTENSORS\tBYTES\tLEASES\tUPTIME\tMODEL")
+	fmt.Fprintln(tw, "GPU\tDEVICE\tTP\tPP\tPID\tSTATE\tBACKEND\tTENSORS\tBYTES\tLEASES\tUPTIME\tMODEL")
 	for _, r := range rows {
 		state := r.State
 		switch {
@@ -212,7 +219,11 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 		if r.UptimeSeconds > 0 {
 			uptime = (time.Duration(r.UptimeSeconds) * time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.DeviceUUID, r.PID, state, r.Backend, r.Tensors,
+		tp, pp := "-", "-"
+		if r.TPSize > 0 {
+			tp, pp = fmt.Sprintf("%d/%d", r.TPRank, r.TPSize), fmt.Sprintf("%d/%d", r.PPRank, r.PPSize)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.GPU, r.DeviceUUID, tp, pp, r.PID, state, r.Backend, r.Tensors,
 			humanBytes(r.Bytes), leases, uptime, r.Model)
 		if r.Error != "" {
 			fmt.Fprintf(tw, "\terror: %s\n", r.Error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -268,6 +269,24 @@ func TestStatusAndCleanup(t *testing.T) {
 		if !strings.Contains(res.Stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, res)
 		}
+	}
+	var rows []struct {
+		DeviceUUID string `json:"device_uuid"`
+		GPU        int    `json:"gpu"`
+		TPRank     uint32 `json:"tp_rank"`
+		TPSize     uint32 `json:"tp_size"`
+		PPSize     uint32 `json:"pp_size"`
+	}
+	if err := json.Unmarshal([]byte(h.mustRun("status", "--json").Stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if want := slices.Index(h.UUIDs, r.DeviceUUID); r.GPU != want || r.TPSize != 1 || r.PPSize != 1 || r.TPRank != 0 {
+			t.Errorf("status --json row %+v: want gpu %d, tp 0/1, pp size 1", r, want)
+		}
+	}
+	if !strings.Contains(res.Stdout, "GPU") || !strings.Contains(res.Stdout, "0/1") {
+		t.Errorf("status table lacks the GPU and TP/PP columns:\n%s", res)
 	}
 	res = h.run("cleanup", "--device-uuid", h.UUIDs[0])
 	if res.Code != 1 || !strings.Contains(res.Stderr, fmt.Sprintf("pid %d", d0.PID())) {
