@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
@@ -32,6 +33,10 @@ const (
 	// EnvDirectIO, "0" or "false", turns O_DIRECT reads off (default on:
 	// O_DIRECT for files whose pages are not in the page cache).
 	EnvDirectIO = "WCACHE_CUDA_DIRECT_IO"
+	// EnvHealthInterval sets how often each device context is probed for
+	// a sticky error (a Go duration; default DefaultHealthInterval, "0"
+	// off).
+	EnvHealthInterval = "WCACHE_CUDA_HEALTH_INTERVAL"
 )
 
 // Limits on the staging configuration.
@@ -67,6 +72,9 @@ type Config struct {
 	// DirectIO reads checkpoint files with O_DIRECT where the filesystem
 	// allows it and their pages are not in the page cache.
 	DirectIO bool
+	// HealthInterval is how often Main probes each device context for a
+	// sticky error (see Runtime.watchHealth); 0 turns the probe off.
+	HealthInterval time.Duration
 	// SysfsRoot is where sysfs is read for the GPU's NUMA node ("":
 	// /sys); tests point it elsewhere.
 	SysfsRoot string
@@ -81,6 +89,7 @@ func DefaultConfig() Config {
 		StagingBytes:   DefaultStagingBytes,
 		StagingBuffers: DefaultStagingBuffers,
 		DirectIO:       true,
+		HealthInterval: DefaultHealthInterval,
 	}
 }
 
@@ -122,6 +131,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("%s=%q: want 1 or 0", EnvDirectIO, v)
 		}
 		c.DirectIO = on
+	}
+	if v := strings.TrimSpace(getenv(EnvHealthInterval)); v != "" {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return c, fmt.Errorf("%s=%q: want a duration such as 5s, or 0 (off)", EnvHealthInterval, v)
+		}
+		c.HealthInterval = d
 	}
 	return c, c.Validate()
 }

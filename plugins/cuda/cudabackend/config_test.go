@@ -3,6 +3,7 @@ package cudabackend
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -11,14 +12,22 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil || c != DefaultConfig() {
 		t.Fatalf("ConfigFromEnv(empty) = %+v, %v; want the defaults", c, err)
 	}
+	if c.HealthInterval != DefaultHealthInterval {
+		t.Fatalf("default health interval = %v", c.HealthInterval)
+	}
+	if c, err := ConfigFromEnv(env(map[string]string{EnvHealthInterval: "0"})); err != nil || c.HealthInterval != 0 {
+		t.Fatalf("%s=0: %+v, %v; want the probe off", EnvHealthInterval, c, err)
+	}
 	if c.StagingBytes != 16<<20 || c.StagingBuffers != 2 || !c.DirectIO || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	c, err = ConfigFromEnv(env(map[string]string{
 		EnvLibrary: "/opt/fake/libcuda.so.1", EnvNVMLLibrary: "/opt/fake/libnvidia-ml.so.1",
 		EnvStagingBytes: "16MiB", EnvStagingBuffers: "3", EnvReaders: "5", EnvDirectIO: "0",
+		EnvHealthInterval: "250ms",
 	}))
-	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3, Readers: 5}
+	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3, Readers: 5,
+		HealthInterval: 250 * time.Millisecond}
 	if err != nil || c != want {
 		t.Fatalf("ConfigFromEnv = %+v, %v; want %+v", c, err, want)
 	}
@@ -33,6 +42,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvReaders, "-1"},
 		{EnvReaders, "65"},
 		{EnvReaders, "few"},
+		{EnvHealthInterval, "often"},
+		{EnvHealthInterval, "-1s"},
 	} {
 		if _, err := ConfigFromEnv(env(map[string]string{kv[0]: kv[1]})); err == nil || !strings.Contains(err.Error(), kv[0]) {
 			t.Errorf("%s=%q: err = %v, want an error naming the variable", kv[0], kv[1], err)

@@ -21,7 +21,8 @@ import (
 // killed plugin's device memory is reclaimed by the driver when the
 // process ends, so no cleanup is left to anyone else. A sticky CUDA error
 // (see driver.Result.Sticky) ends the process with ExitStatusSticky after
-// logging it.
+// logging it; every cfg.HealthInterval each device context is probed, so
+// one is noticed even while the daemon makes no driver call.
 func Main() int {
 	return sdk.MainWith(Name, func(logger hclog.Logger) (sdk.Backend, error) {
 		cfg, err := ConfigFromEnv(os.Getenv)
@@ -36,6 +37,7 @@ func Main() int {
 		// Runs until the process ends: a sticky error during serving or
 		// Close exits with ExitStatusSticky.
 		go exitOnFatal(b.Runtime(), logger, nil, os.Exit)
+		go b.Runtime().watchHealth(cfg.HealthInterval, nil)
 		return b, nil
 	}, sdk.MainOptions{Doc: "docs/cuda-backend.md"})
 }
