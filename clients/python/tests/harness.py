@@ -95,13 +95,15 @@ class World:
     def wcache_json(self, *args: str, timeout: float = 60.0):
         return json.loads(self.wcache(*args, timeout=timeout).stdout)
 
-    def serve(self, gpu: int, model: str, *extra: str) -> Daemon:
-        """Start `wcache serve` on mock device gpu and wait until its ready file names it."""
+    def serve(self, gpu: int, model: Optional[str], *extra: str) -> Daemon:
+        """Start `wcache serve` on mock device gpu (without --model when model
+        is None: an empty daemon) and wait until its ready file names it."""
         uuid = self.uuids[gpu]
         log_path = os.path.join(self.root, f"serve-{gpu}-{len(self.daemons)}.log")
         log = open(log_path, "wb")
+        model_args = ["--model", model] if model is not None else []
         proc = subprocess.Popen([os.path.join(bin_dir(), "wcache"), "serve", "--backend", "mock",
-                                 "--gpu-id", str(gpu), "--model", model, *extra],
+                                 "--gpu-id", str(gpu), *model_args, *extra],
                                 env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         d = Daemon(proc, uuid, log_path)

@@ -4,10 +4,15 @@ Main entry points:
 
 * ``attach(config, socket=None, device_uuid=None, device_index=None, ...)`` →
   Attachment (a lease; ``.tensors()`` gives zero-copy tensors, ``.release()``).
+* ``load_or_publish(config, load, device_index=None)`` → Weights: attach, or
+  publish what the engine's own ``load()`` returns into an empty daemon, or
+  (no daemon) return it unchanged; ``publish(config, tensors, ...)``.
 * ``CacheConfig`` and ``checkpoint_digest(dir)``: what the engine expects.
 * ``device_uuid(index)`` / ``canonical_device_uuid(raw, platform)``: the
   physical GPU identity daemons are keyed by.
-* Errors: NoDaemonError (the only case to load from disk), UnsafeSocketError,
+* Errors: NoDaemonError (the only case to load from disk; EmptyDaemonError, a
+  daemon without weights, is one), PublishInProgressError, HoldsWeightsError,
+  PublishConflictError, UnsafeSocketError,
   DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError,
   ProtocolError, all WcacheError.
 
@@ -33,11 +38,15 @@ from .errors import (
     CheckpointError,
     DaemonDeadError,
     DaemonError,
+    EmptyDaemonError,
     FieldDiff,
+    HoldsWeightsError,
     IncompatibleConfigError,
     InvalidUUIDError,
     NoDaemonError,
     ProtocolError,
+    PublishConflictError,
+    PublishInProgressError,
     SocketPathTooLongError,
     TemplateError,
     UnsafeSocketError,
@@ -45,6 +54,7 @@ from .errors import (
 )
 from .manifest import TensorSpec
 from .paths import Layout, default_dir, parse_template, validate_device_uuid
+from .publish import PublishResult, Weights, load_or_publish, publish
 from .vocab import normalize_dtype, normalize_quantization
 
 __version__ = "0.1.0.dev0"
@@ -53,6 +63,8 @@ NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
 __all__ = [
     "Attachment", "CacheConfig", "CheckpointError", "DaemonDeadError", "DaemonError", "DaemonGone",
+    "EmptyDaemonError", "HoldsWeightsError", "PublishConflictError", "PublishInProgressError", "PublishResult",
+    "Weights", "load_or_publish", "publish",
     "FieldDiff", "IncompatibleConfigError", "MOCK_CAPABILITY", "mock_device_uuids", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",

@@ -32,7 +32,9 @@ import grpc
 from . import pb
 from .config import CacheConfig
 from .discovery import Target, check_socket, probe, resolve
-from .errors import DaemonDeadError, DaemonError, FieldDiff, IncompatibleConfigError, ProtocolError, WcacheError
+from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HoldsWeightsError,
+                     IncompatibleConfigError, ProtocolError, PublishConflictError, PublishInProgressError,
+                     WcacheError)
 from .manifest import TensorSpec
 from .paths import Getenv
 from .tensors import LIBRARY_AUTO, Materialized, materialize
@@ -97,11 +99,11 @@ def _config_message(config: Union[CacheConfig, "pb.CacheConfig"]):
     raise TypeError(f"config must be a wcache.CacheConfig or wcache.pb.CacheConfig, not {type(config).__name__}")
 
 
-def mismatch_from_error(err: grpc.RpcError) -> Optional[Tuple[List[FieldDiff], int]]:
-    """The FieldDiffs of a ConfigMismatch detail in err's grpc-status-details-bin
-    trailer and the number of fields the daemon omitted, or None when there is
-    no such detail."""
+def status_detail(err: grpc.RpcError, message_class):
+    """The first detail of type message_class (a wcache.pb class) in err's
+    grpc-status-details-bin trailer, decoded, or None when there is none."""
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    name = message_class.DESCRIPTOR.full_name
     for key, value in trailers or ():
         if key != STATUS_DETAILS_KEY:
             continue
@@ -110,12 +112,26 @@ def mismatch_from_error(err: grpc.RpcError) -> Optional[Tuple[List[FieldDiff], i
         except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError subclasses per runtime
             raise ProtocolError(f"cannot decode {STATUS_DETAILS_KEY}: {exc}") from exc
         for detail in status.details:
-            if detail.type_url.rsplit("/", 1)[-1] == pb.DAEMON_PACKAGE + ".ConfigMismatch":
-                mismatch = pb.ConfigMismatch.FromString(detail.value)
-                return [FieldDiff(d.field, None if d.daemon_absent else d.daemon_value,
-                                  None if d.client_absent else d.client_value, d.truncated)
-                        for d in mismatch.diffs], mismatch.omitted
+            if detail.type_url.rsplit("/", 1)[-1] == name:
+                return message_class.FromString(detail.value)
     return None
+
+
+def mismatch_from_error(err: grpc.RpcError) -> Optional[Tuple[List[FieldDiff], int]]:
+    """The FieldDiffs of a ConfigMismatch detail in err's grpc-status-details-bin
+    trailer and the number of fields the daemon omitted, or None when there is
+    no such detail."""
+    mismatch = status_detail(err, pb.ConfigMismatch)
+    if mismatch is None:
+        return None
+    return [FieldDiff(d.field, None if d.daemon_absent else d.daemon_value,
+                      None if d.client_absent else d.client_value, d.truncated)
+            for d in mismatch.diffs], mismatch.omitted
+
+
+_CONFLICTS = {pb.PUBLISH_CONFLICT_IN_PROGRESS: ("in-progress", PublishInProgressError),
+              pb.PUBLISH_CONFLICT_HOLDS_WEIGHTS: ("holds-weights", HoldsWeightsError),
+              pb.PUBLISH_CONFLICT_BUSY: ("busy", PublishConflictError)}
 
 
 def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheError:
@@ -125,6 +141,18 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
         mismatch = mismatch_from_error(err)
         if mismatch is not None:
             return IncompatibleConfigError(mismatch[0], details or "", omitted=mismatch[1])
+    if code == grpc.StatusCode.NOT_FOUND:
+        empty = status_detail(err, pb.NoWeights)
+        if empty is not None:
+            state = "publishing" if empty.state == pb.DAEMON_STATE_PUBLISHING else "empty"
+            return EmptyDaemonError(target.socket, target.device_uuid, state, int(empty.publisher_pid),
+                                    details or "")
+    if code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
+        conflict = status_detail(err, pb.PublishConflict)
+        if conflict is not None:
+            reason, cls = _CONFLICTS.get(conflict.reason, ("unknown", PublishConflictError))
+            return cls(target.socket, reason, int(conflict.publisher_pid), conflict.config_digest,
+                       details or "")
     if code == grpc.StatusCode.UNAVAILABLE and details and "refused" in details.lower():
         return DaemonDeadError(target.socket, details)
     return DaemonError(operation, code, details or "")
@@ -134,7 +162,8 @@ class Attachment:
     """A lease on a daemon's weights. Create with wcache.attach().
 
     Attributes: ``manifest`` (wcache.pb.Manifest), ``config`` (the daemon's
-    CacheConfig), ``device_uuid``, ``socket``, ``lease_id``, ``generation``,
+    CacheConfig), ``metadata`` (the publisher's metadata map, empty for
+    weights loaded from files), ``device_uuid``, ``socket``, ``lease_id``, ``generation``,
     ``draining`` and ``gone`` (threading.Event set when the daemon announced a
     drain / when the lease ended), ``gone_reason`` (DaemonGone or None).
 
@@ -156,6 +185,7 @@ class Attachment:
         self.generation = manifest.generation
         self.config = CacheConfig.from_proto(manifest.config)
         self.config_digest = manifest.config_digest
+        self.metadata: Dict[str, str] = dict(manifest.metadata)
         self._on_daemon_gone = on_daemon_gone
         self._on_notice = on_notice
         self._device_index = device_index
@@ -292,7 +322,8 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     own (a daemon run by a service account).
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
-    any connection), NoDaemonError (no socket: load from disk), UnsafeSocketError,
+    any connection), NoDaemonError (no socket: load from disk; its subclass
+    EmptyDaemonError when the daemon holds no weights yet), UnsafeSocketError,
     DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError (other
     RPC errors), ProtocolError (unusable answer, or a daemon serving another
     GPU than the one asked for), and TemplateError / InvalidUUIDError /

@@ -10,7 +10,7 @@ raw bytes: a 1-D uint8 tensor (or array) of ``length`` bytes.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 # safetensors dtype → bits per element (safetensors/src/tensor.rs Dtype).
 BITS: Dict[str, int] = {
@@ -56,13 +56,41 @@ def byte_length(dtype: str, shape: Sequence[int]) -> Optional[int]:
     return total // 8
 
 
+# Prefix of a published dtype that has no safetensors spelling: "torch.<name>".
+TORCH_PREFIX = "torch."
+
+
 def torch_dtype(dtype: str, torch_module):
-    """The torch dtype for a safetensors dtype, or None when this torch has none."""
+    """The torch dtype for a safetensors dtype (or a published "torch.<name>"),
+    or None when this torch has none."""
+    if dtype.startswith(TORCH_PREFIX):
+        found = getattr(torch_module, dtype[len(TORCH_PREFIX):], None)
+        return found if isinstance(found, torch_module.dtype) else None
     name = _TORCH_NAMES.get(dtype)
     return getattr(torch_module, name, None) if name else None
+
+
+def safetensors_dtype(tdtype, torch_module) -> str:
+    """The dtype string a torch dtype is published as: its safetensors
+    spelling, or "torch.<name>" for one safetensors lacks (quantized and
+    bit-packed types, e.g. "torch.quint8", "torch.uint4")."""
+    for st, name in _TORCH_NAMES.items():
+        if getattr(torch_module, name, None) == tdtype:
+            return st
+    return TORCH_PREFIX + str(tdtype).rsplit(".", 1)[-1]
 
 
 def numpy_dtype(dtype: str, numpy_module):
     """The numpy dtype for a safetensors dtype, or None when numpy has none."""
     name = _NUMPY_NAMES.get(dtype)
     return numpy_module.dtype(getattr(numpy_module, name)) if name else None
+
+
+def contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
+    """Row-major element strides of shape."""
+    strides = []
+    acc = 1
+    for d in reversed(tuple(shape)):
+        strides.append(acc)
+        acc *= max(int(d), 1)
+    return tuple(reversed(strides))

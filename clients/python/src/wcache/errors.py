@@ -1,8 +1,9 @@
 """Exceptions raised by the wcache client.
 
 Every exception derives from WcacheError. Only NoDaemonError means "there is
-no daemon for this GPU": it is the one case in which an engine may fall back
-to loading from disk. Every other error means a daemon (or something posing
+no daemon for this GPU" (or, as its subclass EmptyDaemonError, a daemon that
+holds no weights yet): the one case in which an engine may fall back to
+loading from disk. Every other error means a daemon (or something posing
 as one) is there but cannot be used safely, and must surface to the operator.
 """
 
@@ -26,6 +27,26 @@ class NoDaemonError(WcacheError):
         self.device_uuid = device_uuid
         who = f" for device {device_uuid}" if device_uuid else ""
         super().__init__(f"no wcache daemon{who}: socket {socket_path} does not exist")
+
+
+class EmptyDaemonError(NoDaemonError):
+    """The daemon is there but holds no weights: it is empty (started without
+    a model, or evicted) or another client is publishing into it.
+
+    A NoDaemonError, so code that loads from disk on NoDaemonError keeps doing
+    the right thing: "no cached weights: load from disk". ``state`` is
+    "empty" or "publishing", ``publisher_pid`` the publishing client's pid
+    (0 when none). wcache.load_or_publish publishes into an empty daemon.
+    """
+
+    def __init__(self, socket_path: str, device_uuid: Optional[str], state: str, publisher_pid: int,
+                 details: str = ""):
+        WcacheError.__init__(self, f"no cached weights: load from disk (wcache daemon at {socket_path}: "
+                                   f"{details or state})")
+        self.socket_path = socket_path
+        self.device_uuid = device_uuid
+        self.state = state
+        self.publisher_pid = publisher_pid
 
 
 class UnsafeSocketError(WcacheError):
@@ -161,3 +182,29 @@ class CheckpointError(WcacheError, ValueError):
         self.path = path
         self.detail = detail
         super().__init__(f"{path}: {detail}")
+
+
+class PublishConflictError(WcacheError):
+    """The daemon's state refused a publish (or an evict).
+
+    ``reason`` is "in-progress" (another client is publishing:
+    ``publisher_pid``; load on your own), "holds-weights" (the daemon already
+    serves weights, ``config_digest``: attach, or ``wcache evict`` first) or
+    "busy" (draining or stopping); ``details`` is the daemon's message.
+    """
+
+    def __init__(self, socket_path: str, reason: str, publisher_pid: int, config_digest: str, details: str):
+        self.socket_path = socket_path
+        self.reason = reason
+        self.publisher_pid = publisher_pid
+        self.config_digest = config_digest
+        self.details = details
+        super().__init__(f"wcache daemon at {socket_path}: {details}")
+
+
+class PublishInProgressError(PublishConflictError):
+    """Another client is publishing into this daemon (``publisher_pid``)."""
+
+
+class HoldsWeightsError(PublishConflictError):
+    """The daemon already serves weights: attach to them, or evict first."""

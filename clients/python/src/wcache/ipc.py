@@ -39,6 +39,7 @@ import os
 from typing import Optional, Tuple
 
 from . import dtypes
+from .dtypes import contiguous_strides
 from .errors import ProtocolError, WcacheError
 from .manifest import HandleSpec, TensorSpec
 
@@ -47,35 +48,28 @@ from .manifest import HandleSpec, TensorSpec
 _NO_REFCOUNT = ("/wcache-no-refcount-" + os.urandom(8).hex()).encode()
 
 
-def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
-    """Row-major element strides of shape."""
-    strides = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(d), 1)
-    return tuple(reversed(strides))
-
-
 def view_in_storage(torch, storage, spec: TensorSpec):
     """A tensor over bytes [spec.offset, spec.offset+spec.length) of an UntypedStorage.
 
-    The dtype and shape of spec are applied when this torch supports the dtype;
-    otherwise the tensor is the raw bytes (1-D uint8). Raises ProtocolError
-    when the offset is not a multiple of the element size (the memory cannot
-    be viewed as that dtype in place).
+    The dtype and shape of spec are applied when this torch supports the dtype
+    (with a published layout: its strides and storage offset, so that tensors
+    of one storage are views of the same memory); otherwise the tensor is the
+    raw bytes (1-D uint8). Raises ProtocolError when the offset is not a
+    multiple of the element size (the memory cannot be viewed as that dtype in
+    place).
     """
     tdtype = dtypes.torch_dtype(spec.dtype, torch)
     if tdtype is None:
-        tdtype, shape = torch.uint8, (spec.length,)
+        tdtype, shape, strides, extra = torch.uint8, (spec.length,), None, 0
     else:
-        shape = spec.shape
+        shape, strides, extra = spec.shape, spec.strides, spec.storage_offset
     elsize = torch.empty((), dtype=tdtype).element_size()
     if spec.offset % elsize:
         raise ProtocolError(f"tensor {spec.name!r}: offset {spec.offset} is not a multiple of the "
                             f"{elsize}-byte element size of {spec.dtype}")
     t = torch.empty((0,), dtype=tdtype, device=storage.device)
-    return t.set_(storage, spec.offset // elsize, shape, contiguous_strides(shape))
+    return t.set_(storage, spec.offset // elsize + extra, shape,
+                  strides if strides is not None else contiguous_strides(shape))
 
 
 def torch_uses_cuda_malloc_async(torch) -> bool:

@@ -26,6 +26,8 @@ DAEMON_SERVICE = DAEMON_PACKAGE + ".Daemon"
 METHOD_STATUS = "/" + DAEMON_SERVICE + "/Status"
 METHOD_ATTACH = "/" + DAEMON_SERVICE + "/Attach"
 METHOD_STOP = "/" + DAEMON_SERVICE + "/Stop"
+METHOD_PUBLISH = "/" + DAEMON_SERVICE + "/Publish"
+METHOD_EVICT = "/" + DAEMON_SERVICE + "/Evict"
 
 # The type URL grpc-go's status.WithDetails gives a ConfigMismatch detail.
 CONFIG_MISMATCH_TYPE_URL = "type.googleapis.com/" + DAEMON_PACKAGE + ".ConfigMismatch"
@@ -69,9 +71,32 @@ StopRequest = _message_class(DAEMON_PACKAGE + ".StopRequest")
 StopResponse = _message_class(DAEMON_PACKAGE + ".StopResponse")
 FieldDiff = _message_class(DAEMON_PACKAGE + ".FieldDiff")
 ConfigMismatch = _message_class(DAEMON_PACKAGE + ".ConfigMismatch")
+TensorLayout = _message_class(DAEMON_PACKAGE + ".TensorLayout")
+NoWeights = _message_class(DAEMON_PACKAGE + ".NoWeights")
+PublishTensorSpec = _message_class(DAEMON_PACKAGE + ".TensorSpec")
+PublishBegin = _message_class(DAEMON_PACKAGE + ".PublishBegin")
+PublishTensors = _message_class(DAEMON_PACKAGE + ".PublishTensors")
+PublishCommit = _message_class(DAEMON_PACKAGE + ".PublishCommit")
+PublishRequest = _message_class(DAEMON_PACKAGE + ".PublishRequest")
+PublishPlan = _message_class(DAEMON_PACKAGE + ".PublishPlan")
+PublishDone = _message_class(DAEMON_PACKAGE + ".PublishDone")
+PublishResponse = _message_class(DAEMON_PACKAGE + ".PublishResponse")
+PublishConflict = _message_class(DAEMON_PACKAGE + ".PublishConflict")
 
 RpcStatus = _message_class("google.rpc.Status")
 
 # Notice.Kind values.
 NOTICE_KIND_UNSPECIFIED = 0
 NOTICE_KIND_DRAINING = 1
+
+# DaemonState values.
+DAEMON_STATE_EMPTY = 1
+DAEMON_STATE_PUBLISHING = 2
+DAEMON_STATE_SERVING = 3
+DAEMON_STATE_DRAINING = 4
+DAEMON_STATE_STOPPING = 5
+
+# PublishConflict.Reason values.
+PUBLISH_CONFLICT_IN_PROGRESS = 1
+PUBLISH_CONFLICT_HOLDS_WEIGHTS = 2
+PUBLISH_CONFLICT_BUSY = 3

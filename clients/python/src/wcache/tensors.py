@@ -12,7 +12,9 @@ cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
 hip-ipc           ROCm torch.Tensor            not supported (WcacheError)
 ================  ===========================  ==================================
 
-Nothing is copied. dtype and shape come from the manifest; a dtype the
+Nothing is copied. dtype and shape come from the manifest (and, for a
+published tensor, its strides and storage offset: tensors published as views
+of one storage come back as views of one storage); a dtype the
 library cannot represent (e.g. F4, or BF16 in numpy) is returned as its raw
 bytes, a 1-D uint8 tensor or array of ``length`` bytes. Empty tensors have no
 backing bytes and are fresh empty tensors.
@@ -67,10 +69,21 @@ def _torch_shm_storage(torch, region: ShmRegion):
     return base.storage().untyped()  # torch < 2.0
 
 
+def _torch_shm_range(torch, region: ShmRegion, offset: int, length: int):
+    """An UntypedStorage over bytes [offset, offset+length) of a read-only
+    mapping: a published storage, so that its views keep their storage offsets."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        part = torch.frombuffer(region.buffer, dtype=torch.uint8, count=length, offset=offset)
+    if hasattr(part, "untyped_storage"):
+        return part.untyped_storage()
+    return part.storage().untyped()  # torch < 2.0
+
+
 def _torch_shm_tensor(torch, region: ShmRegion, storage, spec: TensorSpec):
     tdtype = dtypes.torch_dtype(spec.dtype, torch)
     elsize = torch.empty((), dtype=tdtype).element_size() if tdtype is not None else 1
-    if spec.offset % elsize == 0:
+    if spec.offset % elsize == 0 or spec.has_layout:
         return view_in_storage(torch, storage, spec)
     # Misaligned for its dtype: a storage of its own, still over the same mapping.
     with warnings.catch_warnings():
@@ -84,7 +97,13 @@ def _numpy_shm_array(numpy, region: ShmRegion, spec: TensorSpec):
     if np_dtype is None:
         return numpy.frombuffer(region.buffer, dtype=numpy.uint8, count=spec.length, offset=spec.offset)
     count = spec.length // np_dtype.itemsize
-    return numpy.frombuffer(region.buffer, dtype=np_dtype, count=count, offset=spec.offset).reshape(spec.shape)
+    flat = numpy.frombuffer(region.buffer, dtype=np_dtype, count=count, offset=spec.offset)
+    if not spec.has_layout:
+        return flat.reshape(spec.shape)
+    strides = spec.strides if spec.strides is not None else dtypes.contiguous_strides(spec.shape)
+    view = numpy.lib.stride_tricks.as_strided(flat[spec.storage_offset:], shape=spec.shape,
+                                              strides=[s * np_dtype.itemsize for s in strides], writeable=False)
+    return view
 
 
 def _empty(torch, numpy, spec: TensorSpec, device):
@@ -147,12 +166,19 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
 
     out: Dict[str, object] = {}
     by_name: Dict[str, TensorSpec] = {}
+    # Published storages: one torch storage per byte range, shared by its views.
+    ranges: Dict[tuple, object] = {}
     for spec in specs:
         region = regions[spec.handle_index]
         by_name[spec.name] = spec
         if isinstance(region, ShmRegion):
             if spec.length == 0:
                 out[spec.name] = _empty(torch, numpy, spec, "cpu")
+            elif torch is not None and spec.storage:
+                key = (spec.handle_index, spec.offset, spec.length)
+                if key not in ranges:
+                    ranges[key] = _torch_shm_range(torch, region, spec.offset, spec.length)
+                out[spec.name] = view_in_storage(torch, ranges[key], spec._replace(offset=0))
             elif torch is not None:
                 out[spec.name] = _torch_shm_tensor(torch, region, storages[spec.handle_index], spec)
             else:

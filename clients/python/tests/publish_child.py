@@ -1,0 +1,126 @@
+"""A separate engine process for the publish tests (run by test_publish.py).
+
+    publish_child.py load-or-publish --model DIR [--fail-load] [--tp-rank R]
+        wcache.load_or_publish with a loader that reads the safetensors
+        checkpoint and transforms it (every 2-D tensor transposed, as a view,
+        and everything scaled by 2), or fails when called (--fail-load).
+    publish_child.py publish-layout [--hold]
+        publishes layout_tensors(); with --hold prints "filled" after the copy
+        and waits for a line "commit" on stdin before it commits.
+    publish_child.py attach-layout
+        attaches and describes every tensor.
+
+Discovery comes from the environment (XDG_RUNTIME_DIR, WCACHE_MOCK_*) the
+test's harness.World sets; the device is the mock's device 0 (--uuid).
+Prints one JSON object on stdout: source, reason and, per tensor, shape,
+stride, storage offset, storage address and the SHA-256 of its values as
+contiguous float32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+
+import wcache  # noqa: E402
+
+
+def config(tp_rank: int = 0) -> wcache.CacheConfig:
+    return wcache.CacheConfig(model="publish-test", engine_name="publish-child", engine_version="1",
+                              tp_size=2, tp_rank=tp_rank, device_capability="mock")
+
+
+def read_safetensors(path: str):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = meta["data_offsets"]
+        raw = torch.frombuffer(bytearray(data[lo:hi]), dtype=torch.uint8) if hi > lo else \
+            torch.empty(0, dtype=torch.uint8)
+        out[name] = raw.view(names[meta["dtype"]]).reshape(meta["shape"])
+    return out
+
+
+def transformed(model: str):
+    """The engine's post-processing: scale by 2, transpose 2-D tensors (a view)."""
+    out = {}
+    for f in sorted(os.listdir(model)):
+        if f.endswith(".safetensors"):
+            for name, t in read_safetensors(os.path.join(model, f)).items():
+                t = t.float() * 2
+                out[name] = t.T if t.dim() == 2 else t
+    return out
+
+
+def layout_tensors():
+    """A transposed view, two views of one fused storage, a tensor with a storage offset, a plain one."""
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    fused = torch.arange(100, 148, dtype=torch.float32).reshape(8, 6)
+    tail = torch.arange(200, 230, dtype=torch.int32)
+    return {"transposed": base.T, "q": fused[:4], "k": fused[4:], "tail": tail[10:], "plain": torch.ones(5)}
+
+
+def describe(tensors) -> dict:
+    return {name: {"shape": list(t.shape), "stride": list(t.stride()), "offset": t.storage_offset(),
+                   "storage": (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).data_ptr(), "device": str(t.device),
+                   "sha256": hashlib.sha256(t.float().contiguous().numpy().tobytes()).hexdigest()}
+            for name, t in tensors.items()}
+
+
+def main(argv) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["load-or-publish", "publish-layout", "attach-layout"])
+    p.add_argument("--model")
+    p.add_argument("--uuid", required=True)
+    p.add_argument("--fail-load", action="store_true")
+    p.add_argument("--tp-rank", type=int, default=0)
+    p.add_argument("--hold", action="store_true")
+    a = p.parse_args(argv)
+    out: dict = {"pid": os.getpid()}
+    try:
+        if a.mode == "load-or-publish":
+            calls = []
+
+            def load():
+                calls.append(1)
+                if a.fail_load:
+                    raise AssertionError("load() called although the daemon holds the weights")
+                return transformed(a.model), {"layout": "transposed", "scale": "2"}
+
+            w = wcache.load_or_publish(config(a.tp_rank), load, device_uuid=a.uuid)
+            out.update(source=w.source, reason=w.reason, metadata=w.metadata, loads=len(calls),
+                       tensors=describe(w))
+        elif a.mode == "publish-layout":
+            def hold():
+                print("filled", flush=True)
+                if sys.stdin.readline().strip() != "commit":
+                    raise RuntimeError("told not to commit")
+
+            res = wcache.publish(config(), layout_tensors(), device_uuid=a.uuid, metadata={"k": "v"},
+                                 sha256=True, before_commit=hold if a.hold else None)
+            out.update(published=res.tensors, bytes=res.bytes, verified=res.verified)
+        else:
+            att = wcache.attach(config(), device_uuid=a.uuid)
+            out.update(metadata=att.metadata, tensors=describe(att.tensors()))
+    except wcache.WcacheError as exc:
+        out.update(error=type(exc).__name__, message=str(exc),
+                   diffs=[d.field for d in getattr(exc, "diffs", [])])
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
