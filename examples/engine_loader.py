@@ -3,25 +3,34 @@
 
 On every (re)start the loader:
 
-1. computes the CacheConfig it expects — the checkpoint digest of its model
-   directory, its parallel layout, dtype, engine, device capability;
-2. attaches to the daemon of the GPU it actually runs on (discovery by the
-   GPU's UUID, never by rank);
-3. puts the daemon's tensors into the model — zero-copy (the parameters alias
-   the daemon's memory) or copied to where the model lives;
-4. holds the lease for the life of the process;
-5. falls back to reading the checkpoint from disk *only* on NoDaemonError.
-   Every other error (unsafe socket, dead daemon, incompatible config) stops
-   the engine: loading from disk would hide a deployment mistake.
+1. computes the CacheConfig it expects: the checkpoint digest of its model
+   directory, its parallel layout, dtype, engine name and version, device
+   capability;
+2. calls wcache.load_or_publish(cfg, load) with its own loader: the daemon of
+   the GPU it actually runs on (discovery by the GPU's UUID, never by rank)
+   either holds the weights already (attach: milliseconds), or is empty
+   (load() runs — read the checkpoint and post-process it, here a cast to the
+   engine's dtype — and its result is published into the daemon, so that the
+   next start attaches), or there is no daemon (load()'s tensors are used);
+3. puts the tensors into the model: zero-copy (the parameters alias the
+   daemon's memory) or copied to where the model lives;
+4. holds the lease for the life of the process.
+   Every error other than "no daemon" / "empty daemon" (unsafe socket, dead
+   daemon, incompatible config) stops the engine: loading from disk would
+   hide a deployment mistake.
 
-Run it against a mock daemon (see docs/python-client.md, "Try it"):
+Run it against a mock daemon (see docs/publish.md and docs/python-client.md):
 
-    wcache serve --backend mock --gpu-id 0 --model /tmp/ckpt &
-    examples/engine_loader.py --model /tmp/ckpt --device-uuid "$(wcache devices --backend mock --json | ...)" \\
-        --device-capability mock
+    wcache serve --backend mock --gpu-id 0 &          # an empty daemon
+    UUID=$(wcache devices --backend mock --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["uuid"])')
+    ARGS="--model /tmp/ckpt --device-uuid $UUID --device-capability mock --engine-name example --engine-version 1"
+    examples/engine_loader.py $ARGS     # the daemon is empty: loads, post-processes, publishes
+    examples/engine_loader.py $ARGS     # attaches to what the first run published
 
-On a GPU node, leave out --device-uuid: the loader derives it from
-torch.cuda.current_device() (or --device-index).
+The same loader attaches to a daemon that loaded the files itself (`wcache
+serve --model /tmp/ckpt`, same --dtype and engine flags). On a GPU node, leave
+out --device-uuid: the loader derives it from torch.cuda.current_device() (or
+--device-index).
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ from wcache.dtypes import torch_dtype
 
 log = logging.getLogger("engine_loader")
 
+# CacheConfig dtype (canonical) → the safetensors spelling torch_dtype knows.
+_SAFETENSORS_DTYPES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32", "fp64": "F64"}
+
 
 # --- 1. what the engine expects ----------------------------------------------------------------
 
@@ -56,10 +68,10 @@ def expected_config(model_dir: str, *, tp_size: int = 1, tp_rank: int = 0, pp_si
 
     checkpoint_digest reads only the safetensors headers (cheap even for a
     1 TB checkpoint) and makes the same weights match wherever they live.
-    device_capability must be what the daemon's backend reports:
-    wcache.device_capability(index) on a GPU ("9.0", "gfx942"). Every field
-    must equal what the daemon was started with (`wcache serve --tp-size …
-    --dtype … --engine-name …`): the daemon compares them all.
+    dtype is the engine's (its post-processing casts to it); engine_name and
+    engine_version name whose post-processing the bytes are. device_capability
+    must be what the daemon's backend reports: wcache.device_capability(index)
+    on a GPU ("9.0", "gfx942"). The daemon compares every field.
     """
     return wcache.CacheConfig(
         model=os.path.abspath(model_dir),
@@ -70,10 +82,10 @@ def expected_config(model_dir: str, *, tp_size: int = 1, tp_rank: int = 0, pp_si
     )
 
 
-# --- 2. + 5. weights from the daemon, or from disk when there is none --------------------------
+# --- 2. the engine's own loader, and the one wcache call around it -------------------------------
 
 def load_from_disk(model_dir: str) -> Dict[str, torch.Tensor]:
-    """The fallback: read every tensor of the checkpoint (copies into this process)."""
+    """Read every tensor of the checkpoint (copies into this process)."""
     out: Dict[str, torch.Tensor] = {}
     files, _ = checkpoint_files(model_dir)
     for path in files:
@@ -88,9 +100,24 @@ def load_from_disk(model_dir: str) -> Dict[str, torch.Tensor]:
     return out
 
 
+def post_process(state: Dict[str, torch.Tensor], dtype: str) -> Dict[str, torch.Tensor]:
+    """The engine's post-processing, here a cast of floating-point tensors to
+    its dtype ("auto": as in the files). A real engine fuses, shards,
+    transposes or repacks here; whatever it returns is what gets published."""
+    canonical = wcache.normalize_dtype(dtype)
+    if canonical == "auto":
+        return state
+    target = torch_dtype(_SAFETENSORS_DTYPES.get(canonical, ""), torch)
+    if target is None:
+        raise ValueError(f"this example cannot cast to {dtype!r}")
+    return {n: t.to(target) if t.is_floating_point() else t for n, t in state.items()}
+
+
 def weights(cfg: wcache.CacheConfig, *, socket: Optional[str] = None, device_uuid: Optional[str] = None,
-            device_index: Optional[int] = None) -> Tuple[Dict[str, torch.Tensor], Optional[wcache.Attachment]]:
-    """The model's tensors and the lease that keeps them valid (None when read from disk)."""
+            device_index: Optional[int] = None) -> wcache.Weights:
+    """The model's tensors: the daemon's (attached, or published just now by
+    this process) or, without a daemon, this process's own. Weights.attachment
+    is the lease that keeps the daemon's memory valid (None for "loaded")."""
     def on_daemon_gone(gone: wcache.DaemonGone) -> None:
         # CUDA IPC memory lives in the daemon's process: once it is gone the
         # parameters are dangling, so a real engine must stop serving. (posix-shm
@@ -104,16 +131,16 @@ def weights(cfg: wcache.CacheConfig, *, socket: Optional[str] = None, device_uui
             # exits (or restarts) before notice.deadline_unix_ms.
             log.warning("wcache daemon draining: %s", notice.message)
 
-    try:
-        lease = wcache.attach(cfg, socket=socket, device_uuid=device_uuid, device_index=device_index,
-                              client_name=f"example-engine (pid {os.getpid()})",
-                              on_daemon_gone=on_daemon_gone, on_notice=on_notice)
-    except wcache.NoDaemonError as exc:
-        log.info("%s; loading from disk", exc)
-        return load_from_disk(cfg.model), None
-    # Any other WcacheError propagates: IncompatibleConfigError lists exactly
-    # which fields differ (exc.diffs), the rest name the socket and the cause.
-    return lease.tensors(), lease
+    def load() -> Dict[str, torch.Tensor]:
+        # The engine's unchanged loading path: called only when the daemon has
+        # nothing for cfg (empty, or no daemon at all).
+        return post_process(load_from_disk(cfg.model), cfg.dtype)
+
+    # IncompatibleConfigError (the daemon holds other weights) and every other
+    # WcacheError propagate: exc.diffs lists exactly which fields differ.
+    return wcache.load_or_publish(cfg, load, device_index=device_index, socket=socket, device_uuid=device_uuid,
+                                  client_name=f"example-engine (pid {os.getpid()})",
+                                  on_daemon_gone=on_daemon_gone, on_notice=on_notice)
 
 
 # --- 3. into the model -------------------------------------------------------------------------
@@ -172,8 +199,9 @@ def main(argv=None) -> int:
     p.add_argument("--tp-size", type=int, default=1)
     p.add_argument("--tp-rank", type=int, default=0)
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--engine-name", default="", help="as given to wcache serve --engine-name")
-    p.add_argument("--engine-version", default="", help="as given to wcache serve --engine-version")
+    p.add_argument("--engine-name", default="", help="whose post-processing the weights are (set it when "
+                   "publishing; a daemon serving files needs the same `wcache serve --engine-name`)")
+    p.add_argument("--engine-version", default="")
     p.add_argument("--target", default="auto", help="device for the parameters: auto (where the weights are), "
                                                      "cpu, cuda:N")
     args = p.parse_args(argv)
@@ -190,7 +218,7 @@ def main(argv=None) -> int:
         cfg = expected_config(args.model, tp_size=args.tp_size, tp_rank=args.tp_rank, dtype=args.dtype,
                               device_capability=capability, engine_name=args.engine_name,
                               engine_version=args.engine_version)
-        state, lease = weights(cfg, socket=args.socket, device_uuid=args.device_uuid, device_index=args.device_index)
+        state = weights(cfg, socket=args.socket, device_uuid=args.device_uuid, device_index=args.device_index)
     except wcache.IncompatibleConfigError as exc:
         for d in exc.diffs:
             log.error("config mismatch: %s: daemon=%r engine=%r", d.field, d.daemon, d.client)
@@ -209,14 +237,18 @@ def main(argv=None) -> int:
     t2 = time.monotonic()
 
     total = sum(t.numel() * t.element_size() for t in state.values())
-    source = f"wcache daemon {lease.device_uuid} (lease {lease.lease_id})" if lease else "disk"
-    print(f"{len(state)} tensors, {total} bytes from {source} in {t1 - t0:.3f}s; "
+    lease = state.attachment
+    if lease is None:
+        source = f"from disk ({state.reason})"
+    else:
+        how = "published to" if state.source == "published" else "attached from"
+        source = f"{how} wcache daemon {lease.device_uuid} (lease {lease.lease_id})"
+    print(f"{len(state)} tensors, {total} bytes {source} in {t1 - t0:.3f}s; "
           f"model filled on {device} in {t2 - t1:.3f}s, {copied} bytes copied")
-    # The lease is held for as long as the engine serves: `lease` stays
+    # The lease is held for as long as the engine serves: `state` stays
     # referenced by the engine (here: until main returns and the process exits,
     # which closes the connection and releases it).
-    if lease is not None:
-        lease.release()
+    state.release()
     return 0
 
 
