@@ -1,24 +1,22 @@
 package bench
 
-// Every child process the harness starts: `wcache serve` daemons, fresh Go
-// helper processes (this binary re-executed) and Python scripts. Kept in
-// this one file so that it can move onto a shared child-process harness.
+// Every child process the harness starts: `wcache serve` daemons (on the
+// child-process harness shared with the e2e tests, internal/testproc),
+// fresh Go helper processes (this binary re-executed) and Python scripts.
 
 import (
 	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/internal/testproc"
 )
 
 // Timeouts of daemon processes: generous, a healthy daemon of a few GiB is
@@ -30,115 +28,52 @@ const (
 	readyPoll    = 250 * time.Microsecond
 )
 
-// daemonProc is a running `wcache serve`, in its own process group so that
-// its plugin goes with it.
+// daemonProc is a running `wcache serve` (a testproc.Process, in its own
+// process group so that its plugin goes with it).
 type daemonProc struct {
-	w   *world
-	cmd *exec.Cmd
-	// Started is just before fork/exec; ReadyAt when the ready file was
-	// first seen naming this process.
-	Started, ReadyAt time.Time
-	// log holds what the daemon writes to stdout and stderr.
-	log     string
-	done    chan struct{}
-	waitErr error
+	*testproc.Process
+	w *world
+	// ReadyAt is when the ready file was first seen naming this process
+	// (Started is just before fork/exec).
+	ReadyAt time.Time
 }
 
 // startServe starts `wcache serve` of model on the world's mock device
 // and returns once its ready file names it (an error if it exits first or
 // readyTimeout passes). onStart, when set, runs right after fork/exec.
 func (w *world) startServe(ctx context.Context, model string, onStart func(pid int)) (*daemonProc, error) {
-	bin := filepath.Join(w.o.BinDir, "wcache")
-	d := &daemonProc{w: w, done: make(chan struct{}), log: filepath.Join(w.Root, "serve.log")}
-	out, err := os.Create(d.log)
+	args := []string{"serve", "--backend", w.backend(), "--gpu-id", "0"}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	p, err := testproc.Start(testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"), Args: args,
+		Env: w.Env(), Poll: readyPoll})
 	if err != nil {
-		return nil, fmt.Errorf("daemon log: %w", err)
+		return nil, err
 	}
-	defer out.Close() // the child has its own descriptor
-	d.cmd = exec.Command(bin, "serve", "--backend", "mock", "--gpu-id", "0", "--model", model)
-	d.cmd.Env = w.Env()
-	d.cmd.Stdout, d.cmd.Stderr = out, out
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	d.Started = time.Now()
-	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		d.waitErr = d.cmd.Wait()
-		close(d.done)
-	}()
+	d := &daemonProc{Process: p, w: w}
 	if onStart != nil {
 		onStart(d.PID())
 	}
-	if err := d.waitReady(ctx); err != nil {
-		d.kill()
+	if _, err := p.WaitReady(ctx, w.Paths.Ready, readyTimeout); err != nil {
+		p.Kill()
 		return nil, err
 	}
+	d.ReadyAt = time.Now()
 	return d, nil
 }
 
-// PID is the daemon's process id.
-func (d *daemonProc) PID() int { return d.cmd.Process.Pid }
-
-// waitReady polls for the ready file until it names this process.
-func (d *daemonProc) waitReady(ctx context.Context) error {
-	deadline := time.Now().Add(readyTimeout)
-	t := time.NewTicker(readyPoll)
-	defer t.Stop()
-	for {
-		if _, err := os.Stat(d.w.Paths.Ready); err == nil {
-			now := time.Now()
-			if r, err := daemonfile.ReadReady(d.w.Paths.Ready); err == nil && r.PID == d.PID() {
-				d.ReadyAt = now
-				return nil
-			}
-		}
-		select {
-		case <-d.done:
-			return fmt.Errorf("wcache serve exited before it was ready (%v):\n%s", d.waitErr, d.output())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("wcache serve not ready after %s:\n%s", readyTimeout, d.output())
-		}
-	}
-}
-
 // Stop sends SIGTERM and waits for the daemon to drain and exit; after
-// stopTimeout it kills the whole process group. It returns the daemon's
-// exit error (nil for a clean exit); a second Stop returns the same.
-func (d *daemonProc) Stop() error {
-	select {
-	case <-d.done:
-		return d.waitErr
-	default:
-	}
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop wcache serve: %w", err)
-	}
-	select {
-	case <-d.done:
-		return d.withOutput(d.waitErr)
-	case <-time.After(stopTimeout):
-		d.kill()
-		return fmt.Errorf("wcache serve (pid %d) still running %s after SIGTERM: killed", d.PID(), stopTimeout)
-	}
-}
-
-// kill ends the process group at once (plugin included) and waits.
-func (d *daemonProc) kill() {
-	_ = syscall.Kill(-d.PID(), syscall.SIGKILL)
-	<-d.done
-}
+// stopTimeout it kills the whole process group. It returns nil for a
+// clean exit, else an error with the daemon's output.
+func (d *daemonProc) Stop() error { return d.Process.Stop(stopTimeout) }
 
 // withOutput adds the tail of the daemon's output to err (nil stays nil).
 func (d *daemonProc) withOutput(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), d.output())
+	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), tail(d.Output()))
 }
 
 // PluginPID finds the daemon's backend plugin: its child process.
@@ -151,12 +86,6 @@ func (d *daemonProc) PluginPID() (int, error) {
 		return 0, fmt.Errorf("pid %d has children %v, want one backend plugin", d.PID(), kids)
 	}
 	return kids[0], nil
-}
-
-// output is the tail of what the daemon wrote so far.
-func (d *daemonProc) output() string {
-	b, _ := os.ReadFile(d.log)
-	return tail(string(b))
 }
 
 // tail is the last 3000 bytes of s.

@@ -27,8 +27,22 @@ type world struct {
 	UUID       string
 	Paths      paths.Paths
 	Layout     paths.Layout
-	env        map[string]string
+	// Backend is what `wcache serve` runs ("": the mock); Setenv adds to
+	// the environment of every process started afterwards.
+	Backend string
+	env     map[string]string
 }
+
+// backend is the --backend of the world's daemons.
+func (w *world) backend() string {
+	if w.Backend == "" {
+		return "mock"
+	}
+	return w.Backend
+}
+
+// Setenv sets key for every process the world starts from now on.
+func (w *world) Setenv(key, value string) { w.env[key] = value }
 
 // newWorld creates the directories of a world named name; the mock
 // backend's device holds mockMemory bytes.

@@ -28,6 +28,9 @@ type Options struct {
 	// Edit, when set, adjusts the command just before it starts
 	// (credentials, extra files). It must keep SysProcAttr.Setpgid.
 	Edit func(*exec.Cmd)
+	// Poll is how often the waits look again (default 20 ms); a benchmark
+	// that times start to ready polls finer.
+	Poll time.Duration
 }
 
 // Process is a started child. Its methods are safe for concurrent use.
@@ -40,6 +43,7 @@ type Process struct {
 	Started time.Time
 
 	name                   string
+	poll                   time.Duration
 	stdout, stderr, output *Buffer
 	done                   chan struct{}
 	err                    error // valid after done
@@ -50,8 +54,11 @@ type Process struct {
 func Start(o Options) (*Process, error) {
 	cmd := exec.Command(o.Path, o.Args...)
 	cmd.Env, cmd.Dir = o.Env, o.Dir
-	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), stdout: &Buffer{}, stderr: &Buffer{},
-		output: &Buffer{}, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), poll: o.Poll, stdout: &Buffer{},
+		stderr: &Buffer{}, output: &Buffer{}, done: make(chan struct{})}
+	if p.poll <= 0 {
+		p.poll = pollInterval
+	}
 	cmd.Stdout = teeWriter{p.stdout, p.output, o.Echo}
 	cmd.Stderr = teeWriter{p.stderr, p.output, o.Echo}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -10,7 +10,7 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 )
 
-// pollInterval is how often the waits look again.
+// pollInterval is how often the waits look again by default (Options.Poll).
 const pollInterval = 20 * time.Millisecond
 
 // ErrExited: the process exited before what was waited for happened.
@@ -21,7 +21,7 @@ var ErrExited = errors.New("process exited")
 // first (ErrExited), after timeout, or when ctx ends.
 func (p *Process) WaitReady(ctx context.Context, path string, timeout time.Duration) (daemonfile.Ready, error) {
 	var r daemonfile.Ready
-	err := p.poll(ctx, timeout, "ready file "+path, func() bool {
+	err := p.pollUntil(ctx, timeout, "ready file "+path, func() bool {
 		got, err := daemonfile.ReadReady(path)
 		if err == nil && got.PID == p.PID() {
 			r = got
@@ -35,7 +35,7 @@ func (p *Process) WaitReady(ctx context.Context, path string, timeout time.Durat
 // WaitOutput waits until the process's output (stdout and stderr) contains
 // want, with the same failures as WaitReady.
 func (p *Process) WaitOutput(ctx context.Context, want string, timeout time.Duration) error {
-	return p.poll(ctx, timeout, fmt.Sprintf("output %q", want), func() bool {
+	return p.pollUntil(ctx, timeout, fmt.Sprintf("output %q", want), func() bool {
 		return strings.Contains(p.Output(), want)
 	})
 }
@@ -43,14 +43,14 @@ func (p *Process) WaitOutput(ctx context.Context, want string, timeout time.Dura
 // WaitFor waits until cond holds, with the same failures as WaitReady;
 // what names the wait in errors.
 func (p *Process) WaitFor(ctx context.Context, what string, timeout time.Duration, cond func() bool) error {
-	return p.poll(ctx, timeout, what, cond)
+	return p.pollUntil(ctx, timeout, what, cond)
 }
 
-// poll checks cond every pollInterval.
-func (p *Process) poll(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+// poll checks cond every Options.Poll.
+func (p *Process) pollUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(p.poll)
 	defer tick.Stop()
 	for {
 		if cond() {
