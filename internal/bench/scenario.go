@@ -25,6 +25,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		{"restart", runRestart},
 		{"fill", runFill},
+		{"publish", runPublish},
 		{"attach", runAttach},
 		{"concurrency", runConcurrency},
 		{"startup", runStartup},

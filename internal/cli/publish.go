@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -18,7 +15,6 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/core/safetensors"
 )
 
 // publishFlags are serve's publish-mode flags.
@@ -163,15 +159,13 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 			return attachExit(err)
 		}
 		defer c.Close()
-		pub, srcs, files, err := checkpointPublication(ck, cfg)
+		pub, src, err := client.OpenCheckpointPublication(ck, cfg)
 		if err != nil {
 			return err
 		}
-		defer closeAll(files)
+		defer src.Close()
 		begin := time.Now()
-		res, err := c.Publish(ctx, pub, client.ShmFill(func(i int, dst []byte) error {
-			return srcs[i].readAt(dst)
-		}, digest))
+		res, err := c.Publish(ctx, pub, client.ShmFill(src.Copy, digest))
 		if err != nil {
 			return err
 		}
@@ -185,51 +179,4 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		return nil
 	}
 	return cmd
-}
-
-// tensorSource reads one tensor's bytes from its file.
-type tensorSource struct {
-	f      *os.File
-	offset int64
-	length int64
-	path   string
-}
-
-func (s tensorSource) readAt(dst []byte) error {
-	if int64(len(dst)) != s.length {
-		return fmt.Errorf("%s: %d bytes to fill, the tensor has %d", s.path, len(dst), s.length)
-	}
-	if _, err := s.f.ReadAt(dst, s.offset); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read %s: %w", s.path, err)
-	}
-	return nil
-}
-
-// closeAll closes files.
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
-}
-
-// checkpointPublication is a checkpoint's tensor table (checkpoint order),
-// for each tensor where its bytes are, and the files opened (the caller
-// closes them).
-func checkpointPublication(ck *safetensors.Checkpoint, cfg cacheconfig.Config) (client.Publication, []tensorSource, []*os.File, error) {
-	pub := client.Publication{Config: cfg}
-	var srcs []tensorSource
-	var files []*os.File
-	for _, f := range ck.Files {
-		fh, err := os.Open(f.Path)
-		if err != nil {
-			closeAll(files)
-			return pub, nil, nil, fmt.Errorf("checkpoint: %w", err)
-		}
-		files = append(files, fh)
-		for _, t := range f.Header.Tensors {
-			pub.Tensors = append(pub.Tensors, client.TensorSpec{Name: t.Name, DType: string(t.DType), Shape: t.Shape, Length: t.Len()})
-			srcs = append(srcs, tensorSource{f: fh, offset: f.Offset(t), length: int64(t.Len()), path: f.Path})
-		}
-	}
-	return pub, srcs, files, nil
 }

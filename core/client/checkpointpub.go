@@ -1,0 +1,76 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/safetensors"
+)
+
+// CheckpointSource reads the tensors of a checkpoint from its files for a
+// publish of them as they are (`wcache publish`, the benchmarks). Create it
+// with OpenCheckpointPublication; Close closes the files.
+type CheckpointSource struct {
+	files []*os.File
+	srcs  []tensorSource
+}
+
+// tensorSource is where one table entry's bytes are.
+type tensorSource struct {
+	f      *os.File
+	offset int64
+	length int64
+}
+
+// OpenCheckpointPublication returns the publication of ck's tensors under
+// cfg, in checkpoint order (the order of a daemon's manifest of the same
+// files), and the source of their bytes: pass src.Copy to ShmFill. The
+// config is used as given (set Model and CheckpointDigest as `wcache serve
+// --model` would to make `wcache attach --model` find the weights). Errors:
+// a file that cannot be opened (the files opened so far are closed).
+func OpenCheckpointPublication(ck *safetensors.Checkpoint, cfg cacheconfig.Config) (Publication, *CheckpointSource, error) {
+	pub := Publication{Config: cfg}
+	src := &CheckpointSource{}
+	for _, f := range ck.Files {
+		fh, err := os.Open(f.Path)
+		if err != nil {
+			_ = src.Close()
+			return Publication{}, nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		src.files = append(src.files, fh)
+		for _, t := range f.Header.Tensors {
+			pub.Tensors = append(pub.Tensors, TensorSpec{Name: t.Name, DType: string(t.DType), Shape: t.Shape, Length: t.Len()})
+			src.srcs = append(src.srcs, tensorSource{f: fh, offset: f.Offset(t), length: int64(t.Len())})
+		}
+	}
+	return pub, src, nil
+}
+
+// Copy reads table entry i's bytes from its file into dst (a CopyFunc).
+// dst must be exactly the tensor's length.
+func (s *CheckpointSource) Copy(i int, dst []byte) error {
+	if i < 0 || i >= len(s.srcs) {
+		return fmt.Errorf("checkpoint has no table entry %d", i)
+	}
+	t := s.srcs[i]
+	if int64(len(dst)) != t.length {
+		return fmt.Errorf("%s: %d bytes to fill, the tensor has %d", t.f.Name(), len(dst), t.length)
+	}
+	if _, err := t.f.ReadAt(dst, t.offset); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read %s: %w", t.f.Name(), err)
+	}
+	return nil
+}
+
+// Close closes the checkpoint's files.
+func (s *CheckpointSource) Close() error {
+	var errs []error
+	for _, f := range s.files {
+		errs = append(errs, f.Close())
+	}
+	s.files = nil
+	return errors.Join(errs...)
+}
