@@ -1,15 +1,18 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fill"
 )
 
 // Fills of fresh shared memory without wcache: the baselines that locate
@@ -18,19 +21,19 @@ import (
 // it; creating, sizing and mapping the file is timed apart from the fill,
 // as the mock's Allocate is apart from its Load.
 
-// The mock backend's Load tuning (plugins/mock/mockbackend/load.go:
-// loadChunk, loadBounce, loadWorkers), mirrored so that the bare pattern
-// is the mock's own.
+// The mock backend's Load tuning (plugins/mock/mockbackend/load.go: the
+// sdk/fill pipeline with its default readers and one 1 MiB buffer each),
+// mirrored so that the bare pattern is the mock's own; the other probes
+// cut their work into mockChunk pieces.
 const (
-	mockChunk      = 8 << 20
-	mockBounce     = 1 << 20
-	mockMaxWorkers = 4
+	mockChunk  = 8 << 20
+	mockBounce = 1 << 20
 	// pageSize is the page size faults and allocation costs count in.
 	pageSize = 4096
 )
 
-// mockLoadWorkers is how many goroutines the mock backend's Load uses.
-func mockLoadWorkers() int { return min(mockMaxWorkers, runtime.GOMAXPROCS(0)) }
+// mockLoadWorkers is how many readers the mock backend's Load uses.
+func mockLoadWorkers() int { return fill.DefaultReaders() }
 
 // Probe is one way of filling fresh shared memory, medians over Runs.
 type Probe struct {
@@ -184,55 +187,69 @@ func runChunks(chunks []fillChunk, workers, bufSize int, work func(buf []byte, c
 }
 
 // mockPattern fills fresh shared memory as the mock backend does:
-// ftruncate a new file and map it (Alloc), then workers copy each chunk
-// through a mockBounce-byte buffer of their own, pread from the checkpoint
-// and pwrite into the file (Fill). The writes allocate the pages.
+// ftruncate a new file and map it (Alloc), then the shared fill pipeline
+// (sdk/fill, the mock's options) preads each chunk of the checkpoint into
+// a 1 MiB buffer per reader and pwrites it into the file (Fill). The
+// writes allocate the pages.
 func mockPattern(dir string, files []string, workers int) (fillTiming, error) {
-	var srcs []*os.File
-	defer func() {
-		for _, f := range srcs {
-			f.Close()
-		}
-	}()
-	var sizes []int64
-	var total int64
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
-		}
-		srcs = append(srcs, f)
-		fi, err := f.Stat()
-		if err != nil {
-			return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
-		}
-		sizes, total = append(sizes, fi.Size()), total+fi.Size()
+	extents, total, err := extentsOf(files)
+	if err != nil {
+		return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
 	}
-	ts, err := fillFresh(dir, total, func(dst *shmFile) error { return copyThrough(srcs, chunksOf(sizes), dst.f, workers) })
+	ts, err := fillFresh(dir, int64(total), func(dst *shmFile) error {
+		_, err := fill.Fill(context.Background(), hostCopier{dst.f}, total, extents, nil,
+			fill.Options{Readers: workers, Buffers: 1, BufferBytes: mockBounce})
+		return err
+	})
 	if err != nil {
 		return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
 	}
 	return ts[0], nil
 }
 
-// copyThrough copies every chunk from its source into dst at the chunk's
-// destination through a mockBounce-byte buffer per worker: the mock's
-// Load loop.
-func copyThrough(srcs []*os.File, chunks []fillChunk, dst *os.File, workers int) error {
-	return runChunks(chunks, workers, mockBounce, func(buf []byte, c fillChunk) error {
-		for done := int64(0); done < c.n; {
-			b := buf[:min(int64(len(buf)), c.n-done)]
-			if _, err := srcs[c.file].ReadAt(b, c.off+done); err != nil {
-				return err
-			}
-			if _, err := dst.WriteAt(b, c.dest+done); err != nil {
-				return err
-			}
-			done += int64(len(b))
+// extentsOf is the whole of every file, laid end to end in a destination
+// of total bytes.
+func extentsOf(files []string) (extents []sdk.Extent, total uint64, err error) {
+	for _, path := range files {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, 0, err
 		}
-		return nil
-	})
+		extents = append(extents, sdk.Extent{Path: path, Length: uint64(fi.Size()), DestOffset: total})
+		total += uint64(fi.Size())
+	}
+	return extents, total, nil
 }
+
+// hostCopier is a copy for sdk/fill without a device: a synchronous
+// pwrite of the staging buffer into dst (the mock's copy), or, with a nil
+// dst, nothing (the pipeline's read rate alone).
+type hostCopier struct{ dst *os.File }
+
+func (c hostCopier) Acquire(_ context.Context, buffers, size int) (fill.Lane, error) {
+	l := hostLane{dst: c.dst}
+	for range buffers {
+		l.bufs = append(l.bufs, make([]byte, size))
+	}
+	return l, nil
+}
+
+type hostLane struct {
+	dst  *os.File
+	bufs [][]byte
+}
+
+func (l hostLane) Buffer(i int) []byte { return l.bufs[i] }
+
+func (l hostLane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) {
+	if l.dst == nil {
+		return fill.Done(nil), nil
+	}
+	_, err := l.dst.WriteAt(l.bufs[i][off:off+n], int64(dst))
+	return fill.Done(err), nil
+}
+
+func (l hostLane) Release(error) {}
 
 // freshMemcpy copies total bytes from a prefaulted copyChunk-byte source
 // into the mapping of a new sparse file in dir, in mockChunk pieces on

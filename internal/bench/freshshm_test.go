@@ -2,10 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/wcache/wcache/sdk/fill"
 )
 
 // shmTestDir is a private folder on /dev/shm when there is one (the file
@@ -82,34 +85,24 @@ func TestChunksOfLaysFilesEndToEndInMockSizedPieces(t *testing.T) {
 
 // The mock's bare pattern must copy the checkpoint exactly, or its rate
 // means nothing.
-func TestCopyThroughCopiesEveryByte(t *testing.T) {
+func TestHostCopierCopiesEveryByte(t *testing.T) {
 	paths, want := sourceFiles(t, 3<<20+123, mockChunk+mockBounce+7, 1)
-	srcs, sizes, total := openSources(t, paths)
+	_, _, total := openSources(t, paths)
 	dst, err := newShmFile(shmTestDir(t), total)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	if err := copyThrough(srcs, chunksOf(sizes), dst.f, 3); err != nil {
-		t.Fatalf("copyThrough: %v", err)
-	}
-	if !bytes.Equal(dst.data, want) {
-		t.Fatal("copyThrough: the file's bytes differ from the sources'")
-	}
-}
-
-func TestCopyThroughReportsAShortSource(t *testing.T) {
-	paths, _ := sourceFiles(t, 4096)
-	srcs, _, _ := openSources(t, paths)
-	dst, err := newShmFile(shmTestDir(t), 8192)
+	extents, _, err := extentsOf(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dst.Close()
-	// A chunk that claims more than the file holds.
-	err = copyThrough(srcs, []fillChunk{{file: 0, n: 8192}}, dst.f, 2)
-	if err == nil {
-		t.Fatal("copyThrough past the end of the source succeeded")
+	if _, err := fill.Fill(context.Background(), hostCopier{dst.f}, uint64(total), extents, nil,
+		fill.Options{Readers: 3, Buffers: 1, BufferBytes: mockBounce}); err != nil {
+		t.Fatalf("fill: %v", err)
+	}
+	if !bytes.Equal(dst.data, want) {
+		t.Fatal("the file's bytes differ from the sources'")
 	}
 }
 

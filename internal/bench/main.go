@@ -104,7 +104,7 @@ writes OUT/benchmarks.json; it modifies nothing else. render fills the docs
 template (internal/bench/benchmarks.md.tmpl) from such a report. Flags
 (environment in brackets):
 
-  -bin DIR            wcache and wcache-backend-mock (default bin)
+  -bin DIR            wcache, wcache-backend-mock and (for pipeline) wcache-backend-cuda (default bin)
   -repo DIR           source tree: git commit, clients/python/src, micro-benchmarks (default .)
   -out DIR            results folder [WCACHE_BENCH_OUT] (default bench-results)
   -gib N              large checkpoint, GiB [WCACHE_BENCH_GIB] (default 4)
@@ -118,7 +118,7 @@ template (internal/bench/benchmarks.md.tmpl) from such a report. Flags
   -tmpdir DIR         where checkpoints are generated, a disk [WCACHE_BENCH_TMPDIR]
   -shmdir DIR         parent of the mock's shared-memory folders (default /dev/shm)
   -python PATH        interpreter with numpy and torch [WCACHE_BENCH_PYTHON] (default /usr/bin/python3)
-  -only LIST          scenarios: restart,fill,publish,attach,concurrency,startup,micro [WCACHE_BENCH_ONLY]
+  -only LIST          scenarios: restart,fill,publish,pipeline,attach,concurrency,startup,micro [WCACHE_BENCH_ONLY]
   -cold=false         skip the page-cache-cold fill (needs root to drop caches)
   -benchtime D        -benchtime of the micro-benchmarks (default 1s)
   -keep               keep the generated checkpoints`

@@ -22,8 +22,9 @@ func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
-// runTests builds wcache and the mock plugin (as make build does) for the
-// end-to-end test, runs the tests and removes the binaries.
+// runTests builds wcache, the mock plugin and, with gcc, the CUDA plugin
+// (as make build does) for the end-to-end test, runs the tests and removes
+// the binaries.
 func runTests(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "wcache-bench-test-bin-")
 	if err != nil {
@@ -36,10 +37,15 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	for _, b := range []struct{ out, pkg string }{{"wcache", "./cmd/wcache"}, {"wcache-backend-mock", "./plugins/mock"}} {
+	builds := []struct{ out, pkg, cgo string }{{"wcache", "./cmd/wcache", "0"}, {"wcache-backend-mock", "./plugins/mock", "0"}}
+	if _, err := exec.LookPath("gcc"); err == nil {
+		// The pipeline scenario runs the CUDA plugin on the fake driver.
+		builds = append(builds, struct{ out, pkg, cgo string }{cudaPlugin, "./plugins/cuda", "1"})
+	}
+	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
 		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
 			return 1

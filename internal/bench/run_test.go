@@ -17,7 +17,7 @@ func tinyOptions(t *testing.T) Options {
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3",
-		"-cold=false", "-tmpdir", t.TempDir(), "-only", "restart,fill,publish,attach,concurrency,startup",
+		"-cold=false", "-tmpdir", t.TempDir(), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +67,21 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	}
 	if fill.Cold != nil || !strings.Contains(fill.ColdNote, "-cold=false") {
 		t.Errorf("cold fill ran although disabled: %q", fill.ColdNote)
+	}
+	pub := r.Results["publish"].(*PublishResult)
+	if pub.Runs != 1 || pub.PublishGiBps <= 0 || pub.FillGiBps < pub.PublishGiBps || pub.FreshMemcpyGiBps <= 0 ||
+		pub.Ratio <= 0 || pub.Attach.N != publishAttachIters {
+		t.Errorf("publish: %+v", pub)
+	}
+	pipe := r.Results["pipeline"].(*PipelineResult)
+	if _, err := os.Stat(filepath.Join(os.Getenv(testBinEnv), cudaPlugin)); err == nil {
+		if pipe.NotMeasured != "" || pipe.Read1GiBps <= 0 || pipe.ReadNGiBps <= 0 || pipe.Fill1GiBps <= 0 ||
+			pipe.FillNGiBps <= 0 || pipe.PacedGiBps <= 0 || pipe.CopyGiBps <= 0 || pipe.Ratio <= 0 ||
+			pipe.PacedGiBps > pipe.CopyGiBps*1.2 {
+			t.Errorf("pipeline: %+v", pipe)
+		}
+	} else if pipe.NotMeasured == "" {
+		t.Errorf("pipeline without the CUDA plugin does not say why it measured nothing: %+v", pipe)
 	}
 	attach := r.Results["attach"].(*AttachResult)
 	if len(attach.Cases) != 4 || len(attach.Flatness) != 2 {

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +28,7 @@ func Scenarios() []Scenario {
 		{"restart", runRestart},
 		{"fill", runFill},
 		{"publish", runPublish},
+		{"pipeline", runPipeline},
 		{"attach", runAttach},
 		{"concurrency", runConcurrency},
 		{"startup", runStartup},
@@ -136,8 +139,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// benchBinaries are the binaries the scenarios run.
-func benchBinaries() []string { return []string{"wcache", "wcache-backend-mock"} }
+// benchBinaries are the binaries the scenarios run; optionalBinaries are
+// copied when they exist (the pipeline scenario says it did not measure
+// without them).
+func benchBinaries() []string    { return []string{"wcache", "wcache-backend-mock"} }
+func optionalBinaries() []string { return []string{cudaPlugin} }
 
 // snapshotBinaries copies the binaries of dir into a new private temporary
 // folder and returns it; a missing binary is an error naming the fix.
@@ -146,8 +152,11 @@ func snapshotBinaries(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("snapshot binaries: %w", err)
 	}
-	for _, b := range benchBinaries() {
+	for _, b := range append(benchBinaries(), optionalBinaries()...) {
 		data, err := os.ReadFile(filepath.Join(dir, b))
+		if err != nil && slices.Contains(optionalBinaries(), b) && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			os.RemoveAll(snap)
 			return "", fmt.Errorf("%s: %w (run `make build` first, or pass -bin)", filepath.Join(dir, b), err)

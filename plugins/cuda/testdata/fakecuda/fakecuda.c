@@ -31,6 +31,8 @@
  *    pinned memory from cuMemHostAlloc unless FAKECUDA_ALLOW_PAGEABLE=1.
  *    FAKECUDA_COPY_GBPS=<GB/s> paces the copies of all streams of a device
  *    through one copy engine of that rate (see engine_copy).
+ *    FAKECUDA_PREFAULT=1 makes cuMemAlloc_v2 and cuMemHostAlloc allocate
+ *    every page at once, as a GPU's memory and pinned memory are.
  *    cuMemcpyDtoH_v2 does not wait for non-blocking streams.
  *  - cuIpcGetMemHandle writes magic, pid, memfd number, allocation id, size
  *    and a nonce into the 64 bytes. cuIpcOpenMemHandle_v2 in another process
@@ -539,7 +541,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
         pthread_mutex_unlock(&g_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    a->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+    /* FAKECUDA_PREFAULT=1 allocates the pages here, as a GPU's memory is
+     * there before the first copy (benchmarks of the fill then time the
+     * copy engine, not the kernel's page allocation). */
+    int populate = env_int("FAKECUDA_PREFAULT", 0) ? MAP_POPULATE : 0;
+    a->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, a->fd, 0);
     if (a->host == MAP_FAILED) {
         close(a->fd);
         free(a);
@@ -599,7 +605,10 @@ CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags) {
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!p || size == 0 || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Pinned memory is resident from the start; with FAKECUDA_PREFAULT the
+     * fake's is too (see cuMemAlloc_v2). */
+    int populate = env_int("FAKECUDA_PREFAULT", 0) ? MAP_POPULATE : 0;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
     if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     struct fpinned *q = calloc(1, sizeof *q);
     q->p = m;
