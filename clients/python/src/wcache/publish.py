@@ -30,10 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import mmap
-import os
 import queue
-import stat
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -46,6 +43,7 @@ from .discovery import check_socket, probe, resolve
 from .errors import EmptyDaemonError, NoDaemonError, ProtocolError, PublishInProgressError, WcacheError
 from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_POSIX_SHM, HandleSpec
 from .paths import Getenv
+from .shm import map_shm
 
 log = logging.getLogger("wcache")
 
@@ -179,25 +177,7 @@ class _WritableShm:
     """A posix-shm handle of a publish plan, mapped for writing."""
 
     def __init__(self, index: int, handle: HandleSpec):
-        try:
-            path = handle.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProtocolError(f"plan handle {index} (posix-shm): path is not UTF-8") from exc
-        if not path.startswith("/") or "\x00" in path:
-            raise ProtocolError(f"plan handle {index} (posix-shm): {path!r} is not an absolute path")
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise WcacheError(f"plan handle {index} (posix-shm): open {path} for writing: {exc.strerror}") from exc
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size < handle.size:
-                raise ProtocolError(f"plan handle {index} (posix-shm): {path} is not a regular file of "
-                                    f"{handle.size} bytes")
-            self.buffer = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED,
-                                    prot=mmap.PROT_READ | mmap.PROT_WRITE) if handle.size else None
-        finally:
-            os.close(fd)
+        self.buffer = map_shm(index, handle, writable=True).buffer
 
     def write(self, torch, src, offset: int, nbytes: int) -> bytes:
         """Copy the uint8 tensor src to [offset, offset+nbytes); return its SHA-256."""
@@ -285,6 +265,21 @@ def _fill(torch, plan, storages: List[_Storage], n_entries: int, device_index: O
     return sums if want_sha256 else []
 
 
+def _receive(call, target, want: str, answering: str):
+    """The daemon's next message, which must be want ("plan" or "done")."""
+    try:
+        msg = next(call)
+    except StopIteration:
+        raise ProtocolError(f"wcache daemon at {target.socket} ended the publish without answering "
+                            f"{answering}") from None
+    except grpc.RpcError as err:
+        raise _translate("publish", target, err) from None
+    if msg.WhichOneof("msg") != want:
+        raise ProtocolError(f"wcache daemon at {target.socket} answered {answering} with "
+                            f"{msg.WhichOneof('msg')!r} instead of {want}")
+    return getattr(msg, want)
+
+
 def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, object],
             device_index: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None,
             socket: Optional[str] = None, device_uuid: Optional[str] = None, client_name: Optional[str] = None,
@@ -339,14 +334,7 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
         call = rpc(outgoing(), timeout=timeout)
         for r in _requests(begin, specs):
             requests.put(r)
-        try:
-            first = next(call)
-        except grpc.RpcError as err:
-            raise _translate("publish", target, err) from None
-        if first.WhichOneof("msg") != "plan":
-            raise ProtocolError(f"wcache daemon at {target.socket} answered the table with "
-                                f"{first.WhichOneof('msg')!r} instead of a plan")
-        plan = first.plan
+        plan = _receive(call, target, "plan", "the table")
         if target.device_uuid is not None and plan.device_uuid != target.device_uuid:
             raise ProtocolError(f"wcache daemon at {target.socket} serves device {plan.device_uuid!r}, "
                                 f"not {target.device_uuid!r}: refusing to publish into another GPU")
@@ -354,14 +342,7 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
         if before_commit is not None:
             before_commit()
         requests.put(pb.PublishRequest(commit=pb.PublishCommit(sha256=sums)))
-        try:
-            second = next(call)
-        except grpc.RpcError as err:
-            raise _translate("publish", target, err) from None
-        if second.WhichOneof("msg") != "done":
-            raise ProtocolError(f"wcache daemon at {target.socket} answered the commit with "
-                                f"{second.WhichOneof('msg')!r} instead of done")
-        d = second.done
+        d = _receive(call, target, "done", "the commit")
         return PublishResult(int(d.generation), d.config_digest, int(d.bytes), int(d.tensors), bool(d.verified))
     finally:
         requests.put(None)

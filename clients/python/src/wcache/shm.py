@@ -87,12 +87,12 @@ def _buffer_address(buf) -> int:
         release(ctypes.byref(view))
 
 
-def map_shm(index: int, handle: HandleSpec) -> ShmRegion:
-    """Map posix-shm handle number index read-only.
+def open_handle_file(index: int, handle: HandleSpec, writable: bool = False):
+    """Open the file of posix-shm handle number index: (path, fd).
 
     Raises ProtocolError when the handle's path is not absolute UTF-8 or the
     file is not a regular file of at least handle.size bytes, and WcacheError
-    (with the OSError as cause) when it cannot be opened or mapped.
+    (with the OSError as cause) when it cannot be opened. The caller closes fd.
     """
     try:
         path = handle.data.decode("utf-8")
@@ -100,10 +100,12 @@ def map_shm(index: int, handle: HandleSpec) -> ShmRegion:
         raise ProtocolError(f"handle {index} (posix-shm): path is not UTF-8") from exc
     if not path.startswith("/") or "\x00" in path:
         raise ProtocolError(f"handle {index} (posix-shm): {path!r} is not an absolute path")
+    mode = os.O_RDWR if writable else os.O_RDONLY
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, mode | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as exc:
-        raise WcacheError(f"handle {index} (posix-shm): open {path}: {exc.strerror}") from exc
+        how = " for writing" if writable else ""
+        raise WcacheError(f"handle {index} (posix-shm): open {path}{how}: {exc.strerror}") from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -111,10 +113,27 @@ def map_shm(index: int, handle: HandleSpec) -> ShmRegion:
         if st.st_size < handle.size:
             raise ProtocolError(f"handle {index} (posix-shm): {path} has {st.st_size} bytes, "
                                 f"the handle says {handle.size}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return path, fd
+
+
+def map_shm(index: int, handle: HandleSpec, writable: bool = False) -> ShmRegion:
+    """Map posix-shm handle number index, read-only (or, for a publisher,
+    writable).
+
+    Raises ProtocolError when the handle's path is not absolute UTF-8 or the
+    file is not a regular file of at least handle.size bytes, and WcacheError
+    (with the OSError as cause) when it cannot be opened or mapped.
+    """
+    path, fd = open_handle_file(index, handle, writable)
+    try:
         if handle.size == 0:
             return ShmRegion(path, 0, None)
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         try:
-            buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=prot)
         except OSError as exc:
             raise WcacheError(f"handle {index} (posix-shm): mmap {path}: {exc.strerror}") from exc
         return ShmRegion(path, handle.size, buf)
