@@ -240,7 +240,7 @@ func TestPluginExitEndsLeasesAndFails(t *testing.T) {
 	f := newFixture(t)
 	r := f.start(0, nil)
 	a := r.mustAttach(t)
-	r.p.crash("signal: killed")
+	r.p.Crash("signal: killed")
 	err := r.wait(t)
 	if !errors.Is(err, ErrPluginExited) || !strings.Contains(err.Error(), "signal: killed") {
 		t.Fatalf("run = %v, want ErrPluginExited with the exit reason", err)
@@ -264,7 +264,7 @@ func TestStartFailureUndoesEverything(t *testing.T) {
 		t.Fatalf("start = %v, want the export failure", err)
 	}
 	select {
-	case <-p.closed:
+	case <-p.Closed():
 	default:
 		t.Error("the plugin was not closed")
 	}
@@ -454,7 +454,7 @@ func TestPluginExitDuringDrainStopsAtOnce(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no drain notice")
 	}
-	r.p.crash("signal: killed")
+	r.p.Crash("signal: killed")
 	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
 		t.Fatalf("run = %v, want ErrPluginExited without waiting for the drain", err)
 	}

@@ -5,51 +5,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
 )
-
-// testPlugin is an in-process mock backend with a process life the test
-// controls: crash closes Exited as a dying plugin process would. (Tests
-// outside this package use daemontest.Plugin, which imports this package.)
-type testPlugin struct {
-	b      sdk.Backend
-	mem    *mock.Memory
-	exited chan struct{}
-	once   sync.Once
-	err    error
-	closed chan struct{}
-}
-
-func (p *testPlugin) Backend() sdk.Backend    { return p.b }
-func (p *testPlugin) Exited() <-chan struct{} { return p.exited }
-func (p *testPlugin) ExitError() error        { return p.err }
-
-func (p *testPlugin) Close() error {
-	err := p.mem.Close()
-	p.once.Do(func() {
-		p.err = errors.New("closed")
-		close(p.exited)
-		close(p.closed)
-	})
-	return err
-}
-
-// crash simulates the plugin process dying.
-func (p *testPlugin) crash(why string) {
-	p.once.Do(func() {
-		p.err = errors.New(why)
-		close(p.exited)
-	})
-}
 
 // fixture is one test's world: a short private directory, a layout inside
 // it, a generated checkpoint and a mock backend of two devices.
@@ -88,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 // plugin returns a plugin over an sdk/mock.Memory of the fixture's
 // devices (1 GiB each, files in f.shm); inject, when set, replaces some of
 // its calls (to make them fail).
-func (f *fixture) plugin(inject func(*mock.Backend)) *testPlugin {
+func (f *fixture) plugin(inject func(*mock.Backend)) *testplugin.Plugin {
 	f.t.Helper()
 	mem, err := mock.NewMemory(mock.MemoryOptions{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm})
 	if err != nil {
@@ -98,7 +63,7 @@ func (f *fixture) plugin(inject func(*mock.Backend)) *testPlugin {
 	if inject != nil {
 		inject(b)
 	}
-	return &testPlugin{b: b, mem: mem, exited: make(chan struct{}), closed: make(chan struct{})}
+	return testplugin.New(b, mem)
 }
 
 func (f *fixture) options(gpu int) Options {
@@ -109,7 +74,7 @@ func (f *fixture) options(gpu int) Options {
 // running is a daemon whose Run goroutine the test watches.
 type running struct {
 	d      *Daemon
-	p      *testPlugin
+	p      *testplugin.Plugin
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error // Run's result, once done is closed

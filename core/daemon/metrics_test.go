@@ -191,7 +191,7 @@ func TestMetricsFactoryErrorFailsStart(t *testing.T) {
 	if !errors.Is(err, errNoSink) {
 		t.Fatalf("start = %v, want the factory's error", err)
 	}
-	<-p.closed
+	<-p.Closed()
 	p0, err := f.layout.For(f.uuids[0])
 	if err != nil {
 		t.Fatal(err)

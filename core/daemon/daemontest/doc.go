@@ -10,5 +10,6 @@
 // test controls (Crash), for tests that build the daemon themselves.
 //
 // Tests of core/daemon itself cannot import this package (it imports
-// core/daemon); they use sdk/mock directly.
+// core/daemon); they use its leaf testplugin (the same Plugin) and sdk/mock
+// directly.
 package daemontest
