@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -108,16 +107,11 @@ func TestEmptyDaemonPublishThenAttach(t *testing.T) {
 	}
 	// The bytes a reader maps read-only are those the publisher wrote.
 	h := m.Handles[0]
-	fd, err := unix.Open(string(h.Data), unix.O_RDONLY, 0)
+	mem, err := client.MapShm(string(h.Data), h.Size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
-	mem, err := unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
+	defer client.Unmap(mem)
 	for i, tn := range m.Tensors {
 		want := make([]byte, tn.Length)
 		src := i

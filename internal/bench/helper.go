@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
@@ -149,20 +147,14 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	}
 	defer att.Lease.Close()
 	attached := time.Since(start)
-	var maps [][]byte
-	defer func() {
-		for _, m := range maps {
-			if m != nil {
-				_ = unix.Munmap(m)
-			}
-		}
-	}()
-	if err := mapHandles(att.Manifest.Handles, &maps); err != nil {
+	mapped, err := client.Map(att.Manifest)
+	if err != nil {
 		return HelperResult{}, err
 	}
-	tensors := make(map[string][]byte, len(att.Manifest.Tensors))
-	for _, t := range att.Manifest.Tensors {
-		tensors[t.Name] = maps[t.Handle][t.Offset : t.Offset+t.Length]
+	defer mapped.Close()
+	tensors := make(map[string][]byte, mapped.Len())
+	for _, t := range mapped.All() {
+		tensors[t.Name] = t.Data
 	}
 	work := time.Since(start)
 	res := HelperResult{WorkNS: int64(work), Tensors: len(tensors), Bytes: att.Manifest.Bytes(),
@@ -178,29 +170,4 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 		res.TouchNS, res.Checksum = int64(time.Since(t0)), sum
 	}
 	return res, nil
-}
-
-// mapHandles maps every posix-shm handle read-only and shared; the
-// maps are added to *maps as they are made, so that the caller unmaps
-// them whatever happens.
-func mapHandles(hs []client.Handle, maps *[][]byte) error {
-	for i, h := range hs {
-		if h.Kind != "posix-shm" {
-			return fmt.Errorf("handle %d is %q: the bench maps posix-shm handles only", i, h.Kind)
-		}
-		var m []byte
-		if h.Size > 0 {
-			fd, err := unix.Open(string(h.Data), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-			if err != nil {
-				return fmt.Errorf("handle %d: open %s: %w", i, h.Data, err)
-			}
-			m, err = unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
-			unix.Close(fd)
-			if err != nil {
-				return fmt.Errorf("handle %d: map %s (%d bytes): %w", i, h.Data, h.Size, err)
-			}
-		}
-		*maps = append(*maps, m)
-	}
-	return nil
 }
