@@ -1,8 +1,6 @@
 package client
 
 import (
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
@@ -37,14 +35,6 @@ type Layout struct {
 	Storage       string
 	Strides       []int64
 	StorageOffset uint64
-}
-
-// toProto converts a layout for the wire (nil stays nil).
-func (l *Layout) toProto() *daemonv1.TensorLayout {
-	if l == nil {
-		return nil
-	}
-	return &daemonv1.TensorLayout{Storage: l.Storage, Strides: l.Strides, StorageOffset: l.StorageOffset}
 }
 
 // Manifest is what a daemon holds, as sent on attach.

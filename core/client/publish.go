@@ -168,7 +168,7 @@ func publishRequests(pub Publication, clientName string) []*daemonv1.PublishRequ
 	var cur []*daemonv1.TensorSpec
 	size := 0
 	for _, t := range pub.Tensors {
-		spec := &daemonv1.TensorSpec{Name: t.Name, Dtype: t.DType, Shape: t.Shape, Length: t.Length, Layout: t.Layout.toProto()}
+		spec := t.toProto()
 		n := proto.Size(spec) + 8
 		if size+n > maxTableChunkBytes && len(cur) > 0 {
 			chunks = append(chunks, cur)

@@ -7,8 +7,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
@@ -18,12 +16,7 @@ import (
 func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
 	kept, omitted := cacheconfig.BoundDiffs(diffs)
 	st := status.New(codes.FailedPrecondition, mismatchMessage(kept, omitted))
-	detail := &daemonv1.ConfigMismatch{Omitted: uint32(omitted)}
-	for _, df := range kept {
-		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client,
-			DaemonAbsent: df.DaemonAbsent, ClientAbsent: df.ClientAbsent, Truncated: df.Truncated})
-	}
-	withDetail, err := st.WithDetails(detail)
+	withDetail, err := st.WithDetails(mismatchToProto(kept, omitted))
 	if err != nil {
 		return st.Err()
 	}

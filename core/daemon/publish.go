@@ -135,8 +135,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		m.tensors[i].Layout = spec.GetLayout()
 	}
 	m.metadata = begin.GetMetadata()
-	if err := stream.Send(&daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Plan{Plan: &daemonv1.PublishPlan{
-		Handles: m.handles, Tensors: m.tensors, Generation: generation, DeviceUuid: d.info.DeviceUUID}}}); err != nil {
+	if err := stream.Send(m.publishPlan()); err != nil {
 		return err
 	}
 
@@ -161,8 +160,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	d.metrics.Loaded(stats, len(pl.Tensors))
 	d.log.Info("published", "pid", p.PID, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
 		"allocations", len(ids), "verified", verified, "config_digest", m.digest)
-	return stream.Send(&daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Done{Done: &daemonv1.PublishDone{
-		Generation: generation, ConfigDigest: m.digest, Bytes: pl.Bytes, Tensors: uint32(len(pl.Tensors)), Verified: verified}}})
+	return stream.Send(m.publishDone(pl.Bytes, verified))
 }
 
 // received is one message (or the error ending the stream) of a publisher.
@@ -334,7 +332,7 @@ func noWeightsStatus(deviceUUID string, st State, publisherPID int32) error {
 		msg = fmt.Sprintf("daemon of %s holds no weights yet (empty): publish in progress by pid %d", deviceUUID, publisherPID)
 	}
 	s := status.New(codes.NotFound, msg)
-	withDetail, err := s.WithDetails(&daemonv1.NoWeights{State: stateProto(st), PublisherPid: publisherPID})
+	withDetail, err := s.WithDetails(noWeightsToProto(st, publisherPID))
 	if err != nil {
 		return s.Err()
 	}
@@ -348,16 +346,12 @@ func conflictStatus(err error) error {
 	if !errors.As(err, &ce) {
 		return status.Error(codes.Internal, err.Error())
 	}
-	code, reason := codes.FailedPrecondition, daemonv1.PublishConflict_REASON_BUSY
-	switch ce.Reason {
-	case ConflictInProgress:
-		code, reason = codes.Aborted, daemonv1.PublishConflict_REASON_IN_PROGRESS
-	case ConflictHoldsWeights:
-		reason = daemonv1.PublishConflict_REASON_HOLDS_WEIGHTS
+	code := codes.FailedPrecondition
+	if ce.Reason == ConflictInProgress {
+		code = codes.Aborted
 	}
 	s := status.New(code, err.Error())
-	withDetail, derr := s.WithDetails(&daemonv1.PublishConflict{Reason: reason, PublisherPid: ce.PublisherPID,
-		ConfigDigest: ce.ConfigDigest, State: stateProto(ce.State)})
+	withDetail, derr := s.WithDetails(conflictToProto(ce))
 	if derr != nil {
 		return s.Err()
 	}

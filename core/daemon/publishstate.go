@@ -3,8 +3,6 @@ package daemon
 import (
 	"fmt"
 	"time"
-
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
 // publisher is the client filling the daemon while it is StatePublishing.
@@ -49,22 +47,6 @@ func (e *PublishConflictError) Error() string {
 		return fmt.Sprintf("daemon already holds weights (config %s): attach to them, or `wcache evict` first", e.ConfigDigest)
 	default:
 		return fmt.Sprintf("daemon is %s", e.State)
-	}
-}
-
-// stateProto is s as the wire enum.
-func stateProto(s State) daemonv1.DaemonState {
-	switch s {
-	case StateEmpty:
-		return daemonv1.DaemonState_DAEMON_STATE_EMPTY
-	case StatePublishing:
-		return daemonv1.DaemonState_DAEMON_STATE_PUBLISHING
-	case StateServing:
-		return daemonv1.DaemonState_DAEMON_STATE_SERVING
-	case StateDraining:
-		return daemonv1.DaemonState_DAEMON_STATE_DRAINING
-	default:
-		return daemonv1.DaemonState_DAEMON_STATE_STOPPING
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/version"
@@ -110,4 +111,62 @@ func startPhasesToProto(s LoadStats, total time.Duration) *daemonv1.StartPhases 
 	return &daemonv1.StartPhases{PlanNs: int64(s.Plan), LockNs: int64(s.Lock), AllocateNs: int64(s.Allocate),
 		LoadNs: int64(s.Duration), ExportNs: int64(s.Export), TotalNs: int64(total),
 		BytesLoaded: s.Bytes, BytesAllocated: s.AllocatedBytes}
+}
+
+// publishPlan is the answer to a publish's table: m's writable handles and
+// places.
+func (m *manifest) publishPlan() *daemonv1.PublishResponse {
+	return &daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Plan{Plan: &daemonv1.PublishPlan{
+		Handles: m.handles, Tensors: m.tensors, Generation: m.generation, DeviceUuid: m.deviceUUID}}}
+}
+
+// publishDone is the answer to a publish's commit.
+func (m *manifest) publishDone(bytes uint64, verified bool) *daemonv1.PublishResponse {
+	return &daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Done{Done: &daemonv1.PublishDone{
+		Generation: m.generation, ConfigDigest: m.digest, Bytes: bytes, Tensors: uint32(len(m.tensors)),
+		Verified: verified}}}
+}
+
+// mismatchToProto is the ConfigMismatch detail of the kept diffs.
+func mismatchToProto(kept []cacheconfig.FieldDiff, omitted int) *daemonv1.ConfigMismatch {
+	detail := &daemonv1.ConfigMismatch{Omitted: uint32(omitted)}
+	for _, df := range kept {
+		detail.Diffs = append(detail.Diffs, &daemonv1.FieldDiff{Field: df.Field, DaemonValue: df.Daemon, ClientValue: df.Client,
+			DaemonAbsent: df.DaemonAbsent, ClientAbsent: df.ClientAbsent, Truncated: df.Truncated})
+	}
+	return detail
+}
+
+// noWeightsToProto is the NoWeights detail of an empty or publishing daemon.
+func noWeightsToProto(st State, publisherPID int32) *daemonv1.NoWeights {
+	return &daemonv1.NoWeights{State: stateProto(st), PublisherPid: publisherPID}
+}
+
+// conflictToProto is the PublishConflict detail of ce.
+func conflictToProto(ce *PublishConflictError) *daemonv1.PublishConflict {
+	reason := daemonv1.PublishConflict_REASON_BUSY
+	switch ce.Reason {
+	case ConflictInProgress:
+		reason = daemonv1.PublishConflict_REASON_IN_PROGRESS
+	case ConflictHoldsWeights:
+		reason = daemonv1.PublishConflict_REASON_HOLDS_WEIGHTS
+	}
+	return &daemonv1.PublishConflict{Reason: reason, PublisherPid: ce.PublisherPID, ConfigDigest: ce.ConfigDigest,
+		State: stateProto(ce.State)}
+}
+
+// stateProto is s as the wire enum.
+func stateProto(s State) daemonv1.DaemonState {
+	switch s {
+	case StateEmpty:
+		return daemonv1.DaemonState_DAEMON_STATE_EMPTY
+	case StatePublishing:
+		return daemonv1.DaemonState_DAEMON_STATE_PUBLISHING
+	case StateServing:
+		return daemonv1.DaemonState_DAEMON_STATE_SERVING
+	case StateDraining:
+		return daemonv1.DaemonState_DAEMON_STATE_DRAINING
+	default:
+		return daemonv1.DaemonState_DAEMON_STATE_STOPPING
+	}
 }
