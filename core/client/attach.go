@@ -81,8 +81,7 @@ func (c *Client) attachError(err error) error {
 	if ok && st.Code() == codes.NotFound {
 		for _, d := range st.Details() {
 			if nw, ok := d.(*daemonv1.NoWeights); ok {
-				return &EmptyError{Socket: c.socket, PublisherPID: nw.GetPublisherPid(),
-					Publishing: nw.GetState() == daemonv1.DaemonState_DAEMON_STATE_PUBLISHING}
+				return emptyFromProto(c.socket, nw)
 			}
 		}
 	}

@@ -103,3 +103,32 @@ func noticeFromProto(n *daemonv1.Notice) Notice {
 	}
 	return notice
 }
+
+// planFromProto converts and checks a publish plan.
+func planFromProto(pp *daemonv1.PublishPlan) (*PublishPlan, error) {
+	plan := &PublishPlan{DeviceUUID: pp.GetDeviceUuid(), Generation: pp.GetGeneration()}
+	var err error
+	if plan.Handles, plan.Tensors, err = placesFromProto(pp.GetHandles(), pp.GetTensors()); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// doneFromProto converts the daemon's confirmation of a publish.
+func doneFromProto(d *daemonv1.PublishDone) *PublishResult {
+	return &PublishResult{Generation: d.GetGeneration(), ConfigDigest: d.GetConfigDigest(),
+		Bytes: d.GetBytes(), Tensors: int(d.GetTensors()), Verified: d.GetVerified()}
+}
+
+// emptyFromProto converts the NoWeights detail of the daemon at socket.
+func emptyFromProto(socket string, nw *daemonv1.NoWeights) *EmptyError {
+	return &EmptyError{Socket: socket, PublisherPID: nw.GetPublisherPid(),
+		Publishing: nw.GetState() == daemonv1.DaemonState_DAEMON_STATE_PUBLISHING}
+}
+
+// conflictFromProto converts the PublishConflict detail of the daemon at
+// socket, whose status message was message.
+func conflictFromProto(socket string, pc *daemonv1.PublishConflict, message string) *PublishConflictError {
+	return &PublishConflictError{Socket: socket, Reason: pc.GetReason(), State: pc.GetState(),
+		PublisherPID: pc.GetPublisherPid(), ConfigDigest: pc.GetConfigDigest(), Message: message}
+}

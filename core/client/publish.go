@@ -133,8 +133,8 @@ func (c *Client) Publish(ctx context.Context, pub Publication, fill FillFunc) (*
 	if pp == nil {
 		return nil, fmt.Errorf("publish to %s: the daemon's answer to the table is not a plan: %w", c.socket, ErrBadManifest)
 	}
-	plan := &PublishPlan{DeviceUUID: pp.GetDeviceUuid(), Generation: pp.GetGeneration()}
-	if plan.Handles, plan.Tensors, err = placesFromProto(pp.GetHandles(), pp.GetTensors()); err != nil {
+	plan, err := planFromProto(pp)
+	if err != nil {
 		return nil, fmt.Errorf("publish to %s: plan: %w", c.socket, err)
 	}
 	if len(plan.Tensors) != len(pub.Tensors) {
@@ -157,8 +157,7 @@ func (c *Client) Publish(ctx context.Context, pub Publication, fill FillFunc) (*
 		return nil, fmt.Errorf("publish to %s: the daemon's answer to the commit is not done", c.socket)
 	}
 	_ = stream.CloseSend()
-	return &PublishResult{Generation: done.GetGeneration(), ConfigDigest: done.GetConfigDigest(),
-		Bytes: done.GetBytes(), Tensors: int(done.GetTensors()), Verified: done.GetVerified()}, nil
+	return doneFromProto(done), nil
 }
 
 // publishRequests is the begin message followed by as many tensors
@@ -203,8 +202,7 @@ func (c *Client) publishError(err error) error {
 	if st, ok := status.FromError(err); ok && (st.Code() == codes.Aborted || st.Code() == codes.FailedPrecondition) {
 		for _, d := range st.Details() {
 			if pc, ok := d.(*daemonv1.PublishConflict); ok {
-				return &PublishConflictError{Socket: c.socket, Reason: pc.GetReason(), State: pc.GetState(),
-					PublisherPID: pc.GetPublisherPid(), ConfigDigest: pc.GetConfigDigest(), Message: st.Message()}
+				return conflictFromProto(c.socket, pc, st.Message())
 			}
 		}
 	}
