@@ -18,7 +18,7 @@ import st_writer
 from faketorch import FakeTorch
 from test_ipc_driver import ipc_manifest
 from wcache import WcacheError
-from wcache.ipc import CudaDriver, TorchDriverIpcRegion, TorchIpcRegion
+from wcache.ipc import CudaDriver, TorchDriverIpcRegion, TorchIpcRegion, _CUipcMemHandle
 from wcache.tensors import materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +74,23 @@ def test_repeated_opens_are_reference_counted(short_tmp, strict_libcuda):
     del first, arr
     gc.collect()
     assert lib.fake_mapped() == 0 and lib.fake_closes() == 2 and lib.fake_retains() == 0
+
+
+def test_last_primary_release_destroys_the_context(short_tmp, strict_libcuda):
+    """The fake is as strict as the driver: the last release of a primary
+    context destroys it with its mappings, and calls in it fail (709), so a
+    client that released too early is caught."""
+    lib = ctypes.CDLL(strict_libcuda)
+    m = ipc_manifest(short_tmp, tensors())
+    ctx, ptr = ctypes.c_void_p(), ctypes.c_uint64()
+    handle = _CUipcMemHandle.from_buffer_copy(bytes(m.handles[0].data))  # passed by value
+    lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _CUipcMemHandle, ctypes.c_uint]
+    assert lib.cuInit(0) == 0 and lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 1) == 0
+    assert lib.cuCtxPushCurrent_v2(ctx) == 0
+    assert lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1) == 0 and lib.fake_mapped() == 1
+    assert lib.cuDevicePrimaryCtxRelease_v2(1) == 0
+    assert lib.fake_retains() == 0 and lib.fake_mapped() == 0, "the mapping outlived its context"
+    assert lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1) == 709  # CUDA_ERROR_CONTEXT_IS_DESTROYED
 
 
 def test_sticky_errors_are_named(short_tmp, strict_libcuda):
