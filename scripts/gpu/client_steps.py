@@ -20,6 +20,10 @@ client, torch or grpcio cannot be imported):
                   SIGKILL; what the importer sees within 10 s
   big-arena       the largest arena (>= --min-arena bytes) imported in torch;
                   its last byte read and written
+  publish         into an empty daemon: wcache.publish of --publish-bytes made on
+                  the GPU (a transposed view and two views of one storage
+                  included): its rate against a torch device-to-device copy of
+                  the same bytes, then attach and compare bytes and layouts
   import-once     (internal) attach, check a few tensors against the files, print JSON
 """
 
@@ -276,9 +280,60 @@ def step_import_once(args, torch, wcache, res):
     return 0
 
 
+def step_publish(args, torch, wcache, res):
+    torch.cuda.init()
+    dev = torch.device(f"cuda:{args.gpu_id}")
+    env = {"WCACHE_SOCKET_TEMPLATE": args.socket_template, "WCACHE_READY_TEMPLATE": args.ready_template}
+    cfg = wcache.CacheConfig(model="gpu-check-publish", engine_name="gpu-check", engine_version="1",
+                             device_capability=wcache.device_capability(args.gpu_id))
+    n = 8
+    per = args.publish_bytes // n
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(7)
+    tensors = {f"w{i}": torch.randint(0, 256, (per,), dtype=torch.uint8, device=dev, generator=gen) for i in range(n)}
+    base = torch.arange(64 * 128, dtype=torch.float32, device=dev).reshape(64, 128)
+    tensors.update({"transposed": base.T, "q": base[:32], "k": base[32:]})
+    # A device-to-device copy of the same bytes: the rate to compare with.
+    dst = torch.empty(per, dtype=torch.uint8, device=dev)
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    for i in range(n):
+        dst.copy_(tensors[f"w{i}"])
+    torch.cuda.synchronize()
+    res["d2d_copy_gb_per_s"] = per * n / (time.monotonic() - t0) / 1e9
+    del dst
+    filled = {}
+
+    def before_commit():
+        torch.cuda.synchronize()
+        filled["t"] = time.monotonic()
+
+    t0 = time.monotonic()
+    r = wcache.publish(cfg, tensors, device_index=args.gpu_id, getenv=env, before_commit=before_commit,
+                       client_name=f"gpu-check publish (pid {os.getpid()})")
+    took = time.monotonic() - t0
+    res.update(published_bytes=r.bytes, tensors=r.tensors, publish_s=took,
+               publish_gb_per_s=r.bytes / took / 1e9, until_commit_gb_per_s=r.bytes / (filled["t"] - t0) / 1e9)
+    res["publish_over_d2d"] = res["publish_gb_per_s"] / res["d2d_copy_gb_per_s"]
+    lease = wcache.attach(cfg, device_index=args.gpu_id, getenv=env)
+    try:
+        got = lease.tensors()
+        for name, want in tensors.items():
+            g = got[name]
+            if (tuple(g.shape), g.stride()) != (tuple(want.shape), want.stride()) or not torch.equal(g, want):
+                res["errors"].append(f"{name}: attached tensor differs from the published one")
+            res["checked"] += 1
+        if got["q"].untyped_storage().data_ptr() != got["k"].untyped_storage().data_ptr():
+            res["errors"].append("q and k no longer share a storage")
+        del got
+    finally:
+        lease.release()
+    return 0
+
+
 STEPS = {"attach-p50": step_attach_p50, "zero-copy": step_zero_copy, "two-importers": step_two_importers,
          "reattach": step_reattach, "malloc-async": step_malloc_async, "sigkill": step_sigkill,
-         "big-arena": step_big_arena, "import-once": step_import_once}
+         "big-arena": step_big_arena, "publish": step_publish, "import-once": step_import_once}
 
 
 def main():
@@ -293,6 +348,7 @@ def main():
     ap.add_argument("--daemon-pid", type=int, default=0)
     ap.add_argument("--min-arena", type=int, default=100 << 30)
     ap.add_argument("--hold", action="store_true")
+    ap.add_argument("--publish-bytes", type=int, default=4 << 30)
     args = ap.parse_args()
     res = {"step": args.step, "errors": [], "checked": 0}
     try:

@@ -61,6 +61,11 @@ def render(res):
     if z:
         lines.append(f"- zero-copy: device memory moved by {fmt(z.get('moved_fraction'), '.4f')} of the arena bytes on open; "
                      f"importer's write seen by the daemon: {not (z.get('verify_after_write') or {}).get('verified', True)}")
+    p = (res.get("client") or {}).get("publish") or {}
+    if p.get("publish_gb_per_s"):
+        lines.append(f"- publish of {fmt((p.get('published_bytes') or 0) / 2**30, '.1f', ' GiB')} from GPU tensors: "
+                     f"{fmt(p.get('publish_gb_per_s'), '.1f', ' GB/s')}, {fmt(p.get('publish_over_d2d'), '.2f')} of a "
+                     f"torch device-to-device copy ({fmt(p.get('d2d_copy_gb_per_s'), '.1f', ' GB/s')})")
     k = (res.get("client") or {}).get("sigkill") or {}
     if k:
         lines.append(f"- SIGKILL of the daemon, what the importer saw: `{json.dumps((k.get('importer') or {}).get('observed'))}`")
