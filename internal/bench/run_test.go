@@ -10,14 +10,15 @@ import (
 )
 
 // tinyOptions runs scenarios on checkpoints of a few MiB, through the real
-// binaries TestMain built, in a few seconds.
+// binaries TestMain built, in a few seconds, with shared-memory folders in
+// a private parent (another run on the machine cannot make them look leaked).
 func tinyOptions(t *testing.T) Options {
 	t.Helper()
 	o, err := ParseOptions([]string{
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3",
-		"-cold=false", "-tmpdir", t.TempDir(), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
