@@ -24,14 +24,21 @@ class FakeStorage:
 
 
 class FakeTensor:
-    def __init__(self, dtype, device, storage=None, offset=0, shape=(0,)):
+    def __init__(self, dtype, device, storage=None, offset=0, shape=(0,), torch=None):
         self.dtype, self.device, self.storage, self.offset, self.shape = dtype, device, storage, offset, tuple(shape)
+        self.torch = torch
 
     def element_size(self):
         return _SIZES[self.dtype]
 
     def set_(self, storage, offset, shape, strides):
-        return FakeTensor(self.dtype, self.device, storage, offset, shape)
+        return FakeTensor(self.dtype, self.device, storage, offset, shape, self.torch)
+
+    def copy_(self, src):
+        """Records ("copy", destination address, source address, bytes) in the torch's calls."""
+        assert self.shape == src.shape and self.dtype == src.dtype == "uint8"
+        self.torch.calls.append(("copy", self.data_ptr(), src.data_ptr(), self.shape[0]))
+        return self
 
     def data_ptr(self):
         return self.storage.data_ptr() + self.offset * self.element_size()
@@ -70,10 +77,11 @@ class FakeTorch(types.SimpleNamespace):
             is_available=lambda: True,
             get_allocator_backend=lambda: allocator,
             device=device,
+            synchronize=lambda: torch.calls.append("synchronize"),
         )
 
     def empty(self, shape, dtype=None, device="cpu"):
-        return FakeTensor(dtype, device, shape=shape)
+        return FakeTensor(dtype, device, shape=shape, torch=self)
 
     def as_tensor(self, obj, device=None):
         self.calls.append("as_tensor")

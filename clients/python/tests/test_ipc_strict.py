@@ -148,3 +148,32 @@ def test_cuda_malloc_async_detected_from_the_environment(monkeypatch):
     assert not torch_uses_cuda_malloc_async(torch)
 
 
+
+
+def test_publish_copies_each_storage_device_to_device_into_ipc_handles():
+    """The GPU publish path (cuda-ipc plan handles): each handle opened once
+    through torch, each storage copied once, device to device, to its place,
+    and the device synchronised before the commit."""
+    from faketorch import FakeStorage  # noqa: PLC0415
+    from wcache import pb  # noqa: PLC0415
+    from wcache.publish import _fill, _Storage  # noqa: PLC0415
+
+    torch = FakeTorch()
+    torch.cuda.init()
+    plan = pb.PublishPlan(device_uuid="GPU-x", handles=[pb.Handle(kind="cuda-ipc", data=bytes(64), size=4096)],
+                          tensors=[pb.Tensor(name="a", handle_index=0, offset=0, length=512),
+                                   pb.Tensor(name="q", handle_index=0, offset=1024, length=2048),
+                                   pb.Tensor(name="k", handle_index=0, offset=1024, length=2048)])
+    a, fused = FakeStorage(0x1000, 512, "cuda:1"), FakeStorage(0x9000, 2048, "cuda:1")
+    sums = _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False)
+    base = 0x7000_0000_0000 + 1  # FakeTorch's _new_shared_cuda address of device 1
+    copies = [c for c in torch.calls if isinstance(c, tuple)]
+    assert copies == [("copy", base, 0x1000, 512), ("copy", base + 1024, 0x9000, 2048)]
+    assert torch.calls.count("_new_shared_cuda") == 1 and torch.calls[-1] == "synchronize"
+    assert sums == []
+    # A plan that places two views of one storage apart is refused before any open or copy.
+    plan.tensors[2].offset = 3072 - 1024
+    torch.calls.clear()
+    with pytest.raises(WcacheError, match="share a storage"):
+        _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False)
+    assert not [c for c in torch.calls if isinstance(c, tuple)] and "_new_shared_cuda" not in torch.calls

@@ -236,20 +236,21 @@ def _fill(torch, plan, storages: List[_Storage], n_entries: int, device_index: O
     (empty list unless want_sha256)."""
     if len(plan.tensors) != n_entries:
         raise ProtocolError(f"the plan has {len(plan.tensors)} places for {n_entries} tensors")
+    for s in storages:  # check every place before anything is opened or copied
+        place = plan.tensors[s.entries[0]]
+        if place.handle_index >= len(plan.handles) or place.length != s.nbytes or \
+                place.offset + place.length > plan.handles[place.handle_index].size:
+            raise ProtocolError(f"plan place of tensor {place.name!r} does not fit its {s.nbytes} bytes")
+        for i in s.entries[1:]:
+            other = plan.tensors[i]
+            if (other.handle_index, other.offset, other.length) != (place.handle_index, place.offset, place.length):
+                raise ProtocolError(f"tensors {place.name!r} and {other.name!r} share a storage "
+                                    "but the plan places them apart")
     regions = _open_writable(torch, plan, device_index)
     sums: List[bytes] = [hashlib.sha256(b"").digest()] * n_entries
     try:
         for s in storages:
             place = plan.tensors[s.entries[0]]
-            if place.handle_index >= len(regions) or place.length != s.nbytes or \
-                    place.offset + place.length > plan.handles[place.handle_index].size:
-                raise ProtocolError(f"plan place of tensor {place.name!r} does not fit its {s.nbytes} bytes")
-            for i in s.entries[1:]:
-                other = plan.tensors[i]
-                if (other.handle_index, other.offset, other.length) != \
-                        (place.handle_index, place.offset, place.length):
-                    raise ProtocolError(f"tensors {place.name!r} and {other.name!r} share a storage "
-                                        "but the plan places them apart")
             src = _byte_view(torch, s.storage, s.nbytes)
             digest = regions[place.handle_index].write(torch, src, int(place.offset), s.nbytes)
             if want_sha256:
