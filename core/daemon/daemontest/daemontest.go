@@ -66,11 +66,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	layout, err := paths.NewLayout(paths.Options{
-		SocketTemplate: filepath.Join(dir, "{device_uuid}.sock"),
-		ReadyTemplate:  filepath.Join(dir, "{device_uuid}.ready"),
-		Getenv:         func(string) string { return "" },
-	})
+	layout, err := paths.InDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
