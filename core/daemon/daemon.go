@@ -255,6 +255,7 @@ func (d *Daemon) newGRPCServer() *grpc.Server {
 		}}
 	srv := grpc.NewServer(
 		grpc.Creds(peerCredentials{}),
+		grpc.ForceServerCodecV2(newWireCodec()),
 		grpc.UnaryInterceptor(auth.unary),
 		grpc.StreamInterceptor(auth.stream),
 		grpc.ConnectionTimeout(connectionTimeout),
