@@ -218,8 +218,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 	})
 	d.info.StartDuration = time.Since(begin)
-	d.srv = d.newGRPCServer()
-	go func() { d.serveErr <- d.srv.Serve(d.lis) }()
+	var auth authorizer
+	d.srv, auth = d.newGRPCServer()
+	lis := newPeerListener(d.lis, auth.allows, d.log)
+	go func() { d.serveErr <- d.srv.Serve(lis) }()
 	undo = append(undo, func() { d.srv.Stop() })
 
 	if err := d.writeReady(); err != nil {
@@ -244,9 +246,10 @@ func (d *Daemon) Info() Info {
 	return d.info
 }
 
-// newGRPCServer builds the daemon.v1 server with peer-credential checks and
-// deadlines.
-func (d *Daemon) newGRPCServer() *grpc.Server {
+// newGRPCServer builds the daemon.v1 server with peer-credential checks,
+// deadlines and limits (connlimit.go), and returns its authorizer for the
+// listener's per-uid limits.
+func (d *Daemon) newGRPCServer() (*grpc.Server, authorizer) {
 	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs,
 		denied: func(method string) {
 			if method == daemonv1.Daemon_Attach_FullMethodName {
@@ -260,11 +263,14 @@ func (d *Daemon) newGRPCServer() *grpc.Server {
 		grpc.StreamInterceptor(auth.stream),
 		grpc.ConnectionTimeout(connectionTimeout),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: d.opts.KeepaliveTime, Timeout: d.opts.KeepaliveTimeout}),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: d.opts.KeepaliveTime, Timeout: d.opts.KeepaliveTimeout,
+			MaxConnectionIdle: maxConnectionIdle}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: d.opts.KeepaliveTime / 2, PermitWithoutStream: true}),
 	)
 	daemonv1.RegisterDaemonServer(srv, &service{d: d})
-	return srv
+	return srv, auth
 }
 
 // rewriteReady rewrites the ready file when a Publish or an Evict changed
