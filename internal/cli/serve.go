@@ -40,7 +40,7 @@ func newServeCommand(e *env) *cobra.Command {
 the backend plugin, takes the device's identity lock (refusing a live daemon
 unless --force), loads the checkpoint into a few large device allocations,
 listens on the device's socket and writes its ready file. It serves until
-wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
+wcache stop, SIGTERM, SIGINT or SIGHUP (which drain leases for --drain-timeout, then
 stop anyway). If the backend plugin dies, serve removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
 cleanly.
@@ -133,7 +133,10 @@ has stopped.`,
 			opts.Metrics = endpoint.Metrics
 		}
 
-		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+		// SIGHUP (a closed terminal, logind) drains like SIGTERM: a daemon
+		// has no configuration to reload, and dying without a drain would
+		// leave stale files and cut its leases off.
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		defer stop()
 		// A daemon must outlive whoever reads its output: under a launcher
 		// killed with SIGKILL, stderr is a pipe without a reader, and the
