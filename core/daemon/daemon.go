@@ -20,6 +20,7 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/version"
 )
@@ -161,8 +162,9 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 
 	startPlan := time.Now()
 	var pl *plan.Plan
+	var ck *safetensors.Checkpoint
 	if opts.Model != "" {
-		ck, err := d.openCheckpoint()
+		ck, err = d.openCheckpoint()
 		if err != nil {
 			return nil, err
 		}
@@ -197,6 +199,9 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		handles, err := d.fill(ctx, pl)
 		if err != nil {
 			return nil, pluginErr("load", err)
+		}
+		if err := unchanged(ck); err != nil {
+			return nil, err
 		}
 		d.info.Load.Plan, d.info.Load.Lock = planned, locked
 		d.metrics.Loaded(d.info.Load, d.info.Tensors)
