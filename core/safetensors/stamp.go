@@ -11,10 +11,10 @@ import (
 // replaced by a rename has another inode; one written in place has another
 // size, mtime or ctime (ctime cannot be set back by a user, unlike mtime).
 type Stamp struct {
-	Dev, Ino     uint64
-	Size         int64
-	MtimeNs      int64
-	CtimeNs      int64
+	Dev, Ino uint64
+	Size     int64
+	MtimeNs  int64
+	CtimeNs  int64
 }
 
 // stampOf is the Stamp of a stat result (zero on a system without
