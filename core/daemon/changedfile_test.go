@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,49 @@ func TestCheckpointChangedDuringLoadIsRefused(t *testing.T) {
 			}
 			assertGone(t, ps.Socket, ps.Ready)
 		})
+	}
+}
+
+// TestVerifyLoad: with VerifyLoad a load whose memory matches the files
+// serves; one whose memory differs from the files (here a byte flipped in
+// the mock's memory after its Load) fails with ErrLoadMismatch naming the
+// file, and nothing is served.
+func TestVerifyLoad(t *testing.T) {
+	f := newFixture(t)
+	r := f.start(0, func(o *Options) { o.VerifyLoad = true })
+	if r.d.Info().Tensors == 0 {
+		t.Fatal("no tensors")
+	}
+
+	g := newFixture(t)
+	p := g.plugin(func(b *mock.Backend) {
+		load := b.LoadFunc
+		b.LoadFunc = func(ctx context.Context, id sdk.AllocationID, ext []sdk.Extent, progress sdk.ProgressFunc) error {
+			if err := load(ctx, id, ext, progress); err != nil {
+				return err
+			}
+			for _, shm := range shmFiles(t, g.shm) {
+				fd, err := os.OpenFile(shm, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				one := []byte{0}
+				fd.ReadAt(one, int64(ext[0].DestOffset))
+				one[0] ^= 0xff
+				fd.WriteAt(one, int64(ext[0].DestOffset))
+				fd.Close()
+			}
+			return nil
+		}
+	})
+	o := g.options(0)
+	o.VerifyLoad = true
+	d, err := Start(context.Background(), p, o)
+	if err == nil {
+		d.Stop(context.Background(), true, 0)
+		t.Fatal("a load whose memory differs from the files was served")
+	}
+	if !errors.Is(err, ErrLoadMismatch) || !strings.Contains(err.Error(), g.model.Dir) {
+		t.Fatalf("start = %v, want ErrLoadMismatch naming a checkpoint file", err)
 	}
 }

@@ -203,6 +203,12 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		if err := unchanged(ck); err != nil {
 			return nil, err
 		}
+		if opts.VerifyLoad {
+			if err := d.verifyLoad(ctx, pl, ck); err != nil {
+				return nil, pluginErr("verify", err)
+			}
+			d.log.Info("verified the load against the checkpoint", "bytes", pl.Bytes)
+		}
 		d.info.Load.Plan, d.info.Load.Lock = planned, locked
 		d.metrics.Loaded(d.info.Load, d.info.Tensors)
 		d.started = time.Now()

@@ -46,13 +46,36 @@ func (e *ChangedError) Error() string {
 // removed, replaced, resized or written to. Call it after the file's bytes
 // were read by whoever reads them by path: if it reports nothing, the bytes
 // read were the bytes whose header was digested (unless the file was
-// changed and its times set back by root).
+// written within the file system's timestamp granularity of the header
+// read without a change of size, or changed and its times set back by
+// root).
 func (f *File) Changed() error {
 	st, err := os.Stat(f.Path)
 	if err != nil {
 		return &ChangedError{Path: f.Path, What: fmt.Sprintf("no longer there (%v)", err)}
 	}
-	now, was := stampOf(st), f.Stamp
+	return f.compare(stampOf(st))
+}
+
+// OpenUnchanged opens f.Path again as Open does (a regular file, without
+// blocking) and returns the descriptor if it is the file, in the state,
+// whose header was read; else a *ChangedError. Bytes read through it are
+// the checkpoint's bytes, whatever happens to the path afterwards.
+func (f *File) OpenUnchanged() (*os.File, error) {
+	fd, st, err := openRegular(f.Path)
+	if err != nil {
+		return nil, &ChangedError{Path: f.Path, What: fmt.Sprintf("cannot be opened again (%v)", err)}
+	}
+	if err := f.compare(stampOf(st)); err != nil {
+		fd.Close()
+		return nil, err
+	}
+	return fd, nil
+}
+
+// compare returns a *ChangedError when now is not f.Stamp.
+func (f *File) compare(now Stamp) error {
+	was := f.Stamp
 	switch {
 	case now.Dev != was.Dev || now.Ino != was.Ino:
 		return &ChangedError{Path: f.Path, What: fmt.Sprintf("replaced (device %d inode %d, was device %d inode %d)", now.Dev, now.Ino, was.Dev, was.Ino)}

@@ -22,6 +22,7 @@ func newServeCommand(e *env) *cobra.Command {
 		model        string
 		shardPattern string
 		force        bool
+		verifyLoad   bool
 		drainTimeout time.Duration
 		allowUIDs    []uint
 		allowGIDs    []uint
@@ -66,6 +67,8 @@ has stopped.`,
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
 	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over")
+	fs.BoolVar(&verifyLoad, "verify", false,
+		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
 		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
 	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid (repeatable)")
@@ -110,7 +113,7 @@ has stopped.`,
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log,
-			VerifyPublish: publish.verify, PublishTimeout: publish.timeout}
+			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}

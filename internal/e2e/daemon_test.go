@@ -355,3 +355,15 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestServeVerifyComparesTheLoad: `serve --verify` hashes every file's
+// bytes in the plugin's memory and in the file before it serves.
+func TestServeVerifyComparesTheLoad(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	d := h.startServe(0, model.Dir, "--verify")
+	h.waitReady(d, h.Paths(h.UUIDs[0]).Ready)
+	if !strings.Contains(d.Stderr(), "verified the load against the checkpoint") {
+		t.Errorf("serve --verify did not verify:\n%s", d)
+	}
+}
