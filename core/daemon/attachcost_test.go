@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,5 +85,40 @@ func BenchmarkAttach(b *testing.B) {
 			}
 			b.ReportMetric(float64(sink.total.Load())/float64(b.N), "server-ns/op")
 		})
+	}
+}
+
+// BenchmarkAttachConcurrent16 is 16 clients attaching at once to a daemon
+// of 100k tensors; p50-ms and p99-ms are the wall time of one attach
+// (client decoding included, all in one process).
+func BenchmarkAttachConcurrent16(b *testing.B) {
+	const n, clients = 100_000, 16
+	r, pub := publishN(b, n, nil)
+	var took []time.Duration
+	var mu sync.Mutex
+	b.ResetTimer()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Go(func() {
+				begin := time.Now()
+				a, err := client.Attach(context.Background(), client.BySocket(r.d.Info().Paths.Socket), pub.Config, client.Options{})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				d := time.Since(begin)
+				a.Lease.Close()
+				mu.Lock()
+				took = append(took, d)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	slices.Sort(took)
+	if len(took) > 0 {
+		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 	}
 }
