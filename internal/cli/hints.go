@@ -35,15 +35,18 @@ func hints(cmd *cobra.Command, err error) []string {
 
 // backendHint explains a backend that is unavailable or not installed: how
 // the backend was chosen, which backends are installed, and how to choose
-// one. A plugin that died (a *sdk.TransportError) gets no hint: choosing
-// another backend is not the answer to a crash.
+// one. A plugin that crashed or failed to start (*pluginhost.ExitError,
+// *sdk.TransportError, both ErrUnavailable too) gets no hint: its own log
+// lines explain it, and another backend is not the answer to a crash.
 func backendHint(cmd *cobra.Command, err error) string {
 	f := cmd.Flags().Lookup("backend")
 	if f == nil {
 		return ""
 	}
 	var te *sdk.TransportError
-	if errors.As(err, &te) || !errors.Is(err, sdk.ErrUnavailable) && !errors.Is(err, pluginhost.ErrPluginNotFound) {
+	var xe *pluginhost.ExitError
+	if errors.As(err, &te) || errors.As(err, &xe) ||
+		!errors.Is(err, sdk.ErrUnavailable) && !errors.Is(err, pluginhost.ErrPluginNotFound) {
 		return ""
 	}
 	name := f.Value.String()

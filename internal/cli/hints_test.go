@@ -51,3 +51,16 @@ func TestPickleCheckpointHint(t *testing.T) {
 		t.Errorf("an empty folder got a hint: %q", stderr)
 	}
 }
+
+// TestNoBackendHintForAPluginThatFailed: a plugin that exits before the
+// handshake explains itself; choosing another backend is no answer.
+func TestNoBackendHintForAPluginThatFailed(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "wcache-backend-mock"), []byte("#!/bin/sh\necho broken >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code, _ := runInProcess(t, "devices", "--backend", "mock", "--plugin-dir", dir)
+	if code != ExitFailure || !strings.Contains(stderr, "failed to start") || strings.Contains(stderr, "hint") {
+		t.Errorf("a plugin that exits at once: exit %d, stderr %q; want exit 1, its failure, no hint", code, stderr)
+	}
+}
