@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
@@ -84,5 +86,29 @@ func underTerminal(t *testing.T) func(*exec.Cmd) {
 			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 		cmd.Path, cmd.Args = script, []string{"script", "-qec", strings.Join(quoted, " "), "/dev/null"}
+	}
+}
+
+// TestStatusShowsDraining: while a stop waits for a lease, status (table
+// and JSON) says "draining"; once the client lets go the stop completes.
+func TestStatusShowsDraining(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	d := h.startServe(0, model.Dir)
+	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
+	h.waitOutput(holder, "holding lease")
+	stop := h.start("stop", "--device-uuid", h.UUIDs[0], "--timeout", "20s")
+	h.waitState(h.UUIDs[0], "draining")
+	if res := h.mustRun("status"); !strings.Contains(res.Stdout, "draining") || !strings.Contains(res.Stdout, "STATE") {
+		t.Errorf("status table during a drain:\n%s", res)
+	}
+	if err := holder.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(stop, 20*time.Second); code != 0 {
+		t.Errorf("stop exited %d once the lease was released:\n%s", code, stop)
+	}
+	if code := h.waitExit(d, 10*time.Second); code != 0 {
+		t.Errorf("daemon exit %d:\n%s", code, d)
 	}
 }
