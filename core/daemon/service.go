@@ -104,7 +104,7 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
-	ev, err := m.leaseEvent(l.id)
+	ev, err := m.leaseEvent(l.id, req.GetTensorTable())
 	if err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)

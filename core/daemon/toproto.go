@@ -3,7 +3,6 @@ package daemon
 import (
 	"os"
 	"runtime"
-	"sync"
 	"time"
 
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
@@ -32,11 +31,9 @@ type manifest struct {
 	// metadata is a publish's metadata map (nil for file loads).
 	metadata map[string]string
 
-	// once builds wire (or wireErr): the marshalled manifest without a
-	// lease id (encoded).
-	once    sync.Once
-	wire    []byte
-	wireErr error
+	// wire holds the marshalled manifest without a lease id (encoded):
+	// [0] with Manifest.tensors, [1] with a TensorTable.
+	wire [2]wireForm
 }
 
 // newManifest converts a plan and the exported handles (one per

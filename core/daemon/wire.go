@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -47,24 +48,44 @@ func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto
 
 func (c wireCodec) Name() string { return c.proto.Name() }
 
-// encoded returns the manifest marshalled without a lease id, built on the
-// first call (the first attach of the generation). A Publish finishes
-// editing the manifest (layouts, metadata) before it installs it, so the
-// bytes are built from the final messages.
-func (m *manifest) encoded() ([]byte, error) {
-	m.once.Do(func() {
-		m.wire, m.wireErr = proto.MarshalOptions{Deterministic: true}.Marshal(m.forLease(0).GetManifest())
-		if m.wireErr != nil {
-			m.wireErr = fmt.Errorf("marshal the manifest: %w", m.wireErr)
+// encoded returns the manifest marshalled without a lease id, with its
+// tensors as Manifest.tensors or, with table (the client decodes it), as a
+// TensorTable when the tensors fit one (no layouts). Each form is built on
+// its first use in the generation. A Publish finishes editing the manifest
+// (layouts, metadata) before it installs it, so the bytes are built from
+// the final messages.
+func (m *manifest) encoded(table bool) ([]byte, error) {
+	w := &m.wire[0]
+	if table {
+		w = &m.wire[1]
+	}
+	w.once.Do(func() {
+		msg := m.forLease(0).GetManifest()
+		if table {
+			if t, ok := daemonv1.NewTensorTable(m.tensors); ok {
+				msg.Tensors, msg.TensorTable = nil, t
+			}
+		}
+		w.bytes, w.err = proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+		if w.err != nil {
+			w.err = fmt.Errorf("marshal the manifest: %w", w.err)
 		}
 	})
-	return m.wire, m.wireErr
+	return w.bytes, w.err
 }
 
-// leaseEvent is forLease(leaseID) in its wire form, sharing the manifest's
+// wireForm is one marshalled form of a manifest.
+type wireForm struct {
+	once  sync.Once
+	bytes []byte
+	err   error
+}
+
+// leaseEvent is forLease(leaseID) in its wire form (with table: the
+// tensors as a TensorTable where they fit one), sharing the manifest's
 // bytes: what an attach costs does not grow with the tensor count.
-func (m *manifest) leaseEvent(leaseID uint64) (*preEncoded, error) {
-	body, err := m.encoded()
+func (m *manifest) leaseEvent(leaseID uint64, table bool) (*preEncoded, error) {
+	body, err := m.encoded(table)
 	if err != nil {
 		return nil, err
 	}
