@@ -40,6 +40,15 @@ func (c *grpcClient) Info(ctx context.Context) (Info, error) {
 	return info, nil
 }
 
+// ConfigureValues sends the host's values; the plugin resolves them. A
+// plugin that predates Configure answers ErrUnsupported.
+func (c *grpcClient) ConfigureValues(ctx context.Context, values map[string]string) error {
+	if _, err := c.rpc.Configure(ctx, &backendv1.ConfigureRequest{Values: values}); err != nil {
+		return fromStatus(ctx, "Configure", err)
+	}
+	return nil
+}
+
 func (c *grpcClient) Devices(ctx context.Context) ([]Device, error) {
 	resp, err := c.rpc.Devices(ctx, &backendv1.DevicesRequest{})
 	if err != nil {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 // Names and places.
@@ -55,6 +57,16 @@ type Options struct {
 	Env []string
 	// StartTimeout bounds the handshake. 0 → DefaultStartTimeout.
 	StartTimeout time.Duration
+	// BackendOptions are the --backend-opt KEY=VALUE pairs, sent with the
+	// Configure call right after the handshake. The plugin checks them
+	// against the schema it declares (unknown keys are refused with the
+	// list of known ones: *ConfigureError). A plugin of API version 1
+	// takes none (*ConfigureError when any are given). nil → none.
+	BackendOptions map[string]string
+	// APIVersions are the backend API versions offered in the handshake;
+	// the newest one the plugin speaks too is used. nil →
+	// sdk.APIVersions(). Tests narrow it to check negotiation.
+	APIVersions []int
 	// SocketDir is where the plugin's Unix socket folder is created.
 	// "" → os.TempDir(), or /tmp when that path is too long for a socket
 	// (sun_path holds 107 bytes).
@@ -67,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: hclog.Info, Output: os.Stderr})
+	}
+	if o.APIVersions == nil {
+		o.APIVersions = sdk.APIVersions()
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultStartTimeout
