@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -74,7 +75,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	p := &Plugin{
 		name:      name,
 		path:      path,
-		ring:      newLogRing(LogLines),
+		ring:      newLogRing(LogLines, newLogForwarder(opts.Logger.Named(filepath.Base(path))).forward),
 		socketDir: socketDir,
 		logger:    opts.Logger,
 		exited:    make(chan struct{}),
@@ -101,7 +102,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 			return r, nil
 		},
 		SkipHostEnv:      true,
-		Logger:           quietLogger{opts.Logger},
+		Logger:           quietLogger{Logger: opts.Logger, binary: filepath.Base(path)},
 		Stderr:           p.ring,
 		StartTimeout:     opts.StartTimeout,
 		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: socketDir},
