@@ -117,4 +117,3 @@ func typedValue(v any) any {
 	}
 	return s
 }
-
