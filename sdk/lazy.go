@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"sync"
 
@@ -26,8 +27,8 @@ type ConfigFactory func(logger hclog.Logger, cfg Config) (Backend, error)
 // with schema as the backend's Options. A host that never calls Configure
 // (API version 1, or a test through backendtest.StartPlugin) gets the
 // backend built from the environment and the defaults at its first call. A
-// second Configure is ErrInvalidArgument: options are applied once, at
-// start. A schema that ValidateSchema refuses ends the plugin with status
+// later Configure with other values is ErrInvalidArgument: options are
+// applied once, at start (the same values again are accepted). A schema that ValidateSchema refuses ends the plugin with status
 // 1.
 func MainConfigured(name string, schema []Option, factory ConfigFactory, opts MainOptions) int {
 	return mainWith(name, opts, func(logger hclog.Logger) (*GRPCPlugin, io.Closer, error) {
@@ -50,11 +51,11 @@ type lazyServer struct {
 	schema []Option
 	build  func(Config) (Backend, error)
 
-	mu         sync.Mutex
-	impl       Backend
-	inner      backendv1.BackendServer
-	err        error // the build's error, returned to every later call
-	configured bool
+	mu    sync.Mutex
+	impl  Backend
+	inner backendv1.BackendServer
+	built Config // what impl was built with
+	err   error  // the build's error, returned to every later call
 }
 
 // get returns the adapter, building the backend from the environment and
@@ -80,7 +81,7 @@ func (l *lazyServer) buildLocked(cfg Config) error {
 	if b == nil {
 		return errors.New("the backend's factory returned no backend")
 	}
-	l.impl, l.inner = b, NewGRPCServer(b)
+	l.impl, l.inner, l.built = b, NewGRPCServer(b), cfg
 	return nil
 }
 
@@ -95,17 +96,21 @@ func (l *lazyServer) Close() error {
 }
 
 func (l *lazyServer) Configure(ctx context.Context, req *backendv1.ConfigureRequest) (*backendv1.ConfigureResponse, error) {
+	cfg, err := ResolveConfig(l.schema, req.GetValues(), os.Getenv)
+	if err != nil {
+		return nil, toStatus(err) // refused before anything is built
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.configured || l.inner != nil || l.err != nil {
-		return nil, toStatus(Errorf(ErrInvalidArgument, "the backend is already configured: options are applied once, at start"))
+	switch {
+	case l.err != nil:
+		return nil, toStatus(l.err)
+	case l.inner != nil && maps.Equal(cfg.values, l.built.values):
+		return &backendv1.ConfigureResponse{}, nil // what it was built with
+	case l.inner != nil:
+		return nil, toStatus(Errorf(ErrInvalidArgument, "the backend is already built with another configuration: options are applied once, at start"))
 	}
-	l.configured = true
-	cfg, err := ResolveConfig(l.schema, req.GetValues(), os.Getenv)
-	if err == nil {
-		err = l.buildLocked(cfg)
-	}
-	if err != nil {
+	if err := l.buildLocked(cfg); err != nil {
 		l.err = err
 		return nil, toStatus(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
 )
 
@@ -92,4 +93,20 @@ func mapShmHandle(h Handle) (Mapping, error) {
 		return Mapping{}, err
 	}
 	return Mapping{Data: data, Release: func() error { return Unmap(data) }}, nil
+}
+
+// MapSDKHandle maps a backend's handle with the registered mappers, for
+// sdk/backendtest's Options.MapHandle (the suite checks that what a
+// backend exports is mappable by this client): the bytes, their release,
+// or the *NotMappableError / the mapper's error.
+func (r *Mappers) MapSDKHandle(h sdk.Handle) ([]byte, func() error, error) {
+	m, ok := r.Lookup(h.Kind)
+	if !ok {
+		return nil, nil, &NotMappableError{Kind: h.Kind, Registered: r.Kinds()}
+	}
+	mapping, err := m.Map(Handle{Kind: h.Kind, Data: h.Data, Size: h.Size})
+	if err != nil {
+		return nil, nil, fmt.Errorf("map a %s handle: %w", h.Kind, err)
+	}
+	return mapping.Data, mapping.Release, nil
 }

@@ -18,6 +18,8 @@ package backendtest
 import (
 	"regexp"
 	"time"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 // Vendor UUID forms a backend may pin with Options.UUIDPatterns.
@@ -48,6 +50,13 @@ type Options struct {
 	Concurrency int
 	// CallTimeout bounds every backend call. Default 2 minutes.
 	CallTimeout time.Duration
+	// MapHandle, when set, maps an exported handle into the test process
+	// as a client would, for ExportImport/MappableByClient: the bytes must
+	// be the loaded ones. The sdk cannot import the core, so a test that
+	// can (core/ or a backend's own module) passes the real Go client's
+	// registry, client.Mappers.MapSDKHandle, with the backend's vendor
+	// Mapper registered. nil: the subtest is skipped, saying why.
+	MapHandle func(h sdk.Handle) (data []byte, release func() error, err error)
 }
 
 func (o Options) withDefaults() Options {
