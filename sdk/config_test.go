@@ -96,7 +96,9 @@ func TestValidateSchemaRefusesBadSchemas(t *testing.T) {
 func TestConfigureAcrossTheAdapters(t *testing.T) {
 	var got sdk.Config
 	impl := &mock.Backend{
-		InfoFunc:      func(context.Context) (sdk.Info, error) { return sdk.Info{Name: "acme", HandleKinds: []string{"x-acme-buf"}}, nil },
+		InfoFunc: func(context.Context) (sdk.Info, error) {
+			return sdk.Info{Name: "acme", HandleKinds: []string{"x-acme-buf"}}, nil
+		},
 		OptionsFunc:   func() []sdk.Option { return schema },
 		ConfigureFunc: func(_ context.Context, cfg sdk.Config) error { got = cfg; return nil },
 	}
