@@ -152,6 +152,9 @@ func testdataMains(t *testing.T, root string) []string {
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "clients") {
 			return filepath.SkipDir
 		}
+		if d.IsDir() && path != root && isModule(path) {
+			return filepath.SkipDir // another module: TestNestedModulesImportOnlyTheSDK
+		}
 		if !d.IsDir() && strings.HasSuffix(path, ".go") && strings.Contains(path, string(filepath.Separator)+"testdata"+string(filepath.Separator)) {
 			rel, err := filepath.Rel(root, filepath.Dir(path))
 			if err != nil {
@@ -170,6 +173,53 @@ func testdataMains(t *testing.T, root string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// isModule reports whether dir holds a go.mod of its own.
+func isModule(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// TestNestedModulesImportOnlyTheSDK checks the modules under testdata/ (an
+// outside vendor's plugin, built by a test): of wcache they may import
+// the sdk alone, as a separately released plugin can.
+func TestNestedModulesImportOnlyTheSDK(t *testing.T) {
+	root := moduleRoot(t)
+	var mods []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "clients" || d.Name() == "tools") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && path != root && strings.Contains(path, string(filepath.Separator)+"testdata"+string(filepath.Separator)) && isModule(path) {
+			mods = append(mods, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range mods {
+		cmd := exec.Command("go", "list", "-e", "-test", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}", "./...")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v", dir, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, imports, _ := strings.Cut(line, "|")
+			for _, imp := range strings.Split(imports, ",") {
+				if strings.HasPrefix(imp, module+"/") && !under(imp, "sdk") {
+					t.Errorf("%s (module in %s) imports %s: an outside plugin may import only the sdk", pkg, dir, imp)
+				}
+			}
+		}
+	}
 }
 
 // moduleRoot is the folder holding go.mod, above this package.
