@@ -112,7 +112,9 @@ func (f *backendFlags) startPlugin(ctx context.Context, logger hclog.Logger) (*p
 		if errors.Is(err, pluginhost.ErrPluginNotFound) {
 			return nil, fmt.Errorf("backend %q: %w", name, err)
 		}
-		if errors.Is(err, pluginhost.ErrConfigure) && errors.Is(err, sdk.ErrInvalidArgument) {
+		if len(opts) > 0 && errors.Is(err, pluginhost.ErrConfigure) && errors.Is(err, sdk.ErrInvalidArgument) {
+			// The plugin refused what was given (an unknown key, a malformed
+			// value): a usage error. A bad variable alone stays exit 1.
 			return nil, withCode(ExitUsage, fmt.Errorf("--backend-opt: backend %q: %w", name, err))
 		}
 		return nil, fmt.Errorf("start backend %q: %w", name, err)
