@@ -23,6 +23,12 @@ const maxForwardLine = 64 << 10
 // plugin that died. go-plugin hands it every raw stderr line (it is
 // ClientConfig.Stderr); hclog JSON lines are shortened to
 // "[LEVEL] message key=value". It is safe for concurrent use.
+//
+// A Go crash dump ("panic: …" or "fatal error: …" and the goroutine
+// stacks after it) is kept short: its first line, the first stack's
+// header and top frame, then one line counting the rest. The forwarder
+// has logged the whole dump already, so an *ExitError that prints the
+// kept lines does not print it a second time.
 type logRing struct {
 	*linewriter.Writer // splits the stream (Write) and calls push
 
@@ -30,7 +36,13 @@ type logRing struct {
 	max     int
 	lines   []string
 	forward func(line string, cut bool) // nil: none
+
+	dump       int // lines of the crash dump seen so far; 0: not in one
+	dumpHidden int // of those, not kept
 }
+
+// dumpKept is how many lines of a crash dump the ring keeps.
+const dumpKept = 4
 
 // newLogRing keeps the last max lines and hands every line to forward
 // (nil: none) first.
@@ -51,6 +63,23 @@ func (r *logRing) push(line string, cut bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+		r.dump, r.dumpHidden = 1, 0
+	} else if r.dump > 0 && !strings.HasPrefix(line, "{") {
+		r.dump++
+		if r.dump > dumpKept {
+			r.dumpHidden++
+			summary := fmt.Sprintf("… %d more lines of the stack trace (logged in full as the plugin wrote them)", r.dumpHidden)
+			if r.dumpHidden == 1 {
+				r.lines = append(r.lines, summary)
+			} else {
+				r.lines[len(r.lines)-1] = summary
+			}
+			return
+		}
+	} else {
+		r.dump = 0
+	}
 	r.lines = append(r.lines, cutLine(formatLogLine(line)))
 	if len(r.lines) > r.max {
 		r.lines = slices.Delete(r.lines, 0, len(r.lines)-r.max)
@@ -101,6 +130,11 @@ func formatLogLine(line string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s] %s", strings.ToUpper(levelText), msg)
 	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "stack" {
+			// A recovered panic's stack: logged in full once, not kept.
+			b.WriteString(" stack=(in the log)")
+			continue
+		}
 		fmt.Fprintf(&b, " %s=%v", args[i], args[i+1])
 	}
 	return b.String()

@@ -144,3 +144,39 @@ func TestFatalInAHandlerEndsThePlugin(t *testing.T) {
 		t.Fatalf("ExitError = %v, want exit status %d", xerr, sdk.ExitFatal)
 	}
 }
+
+// A plugin that crashes with a Go panic (on a goroutine nothing recovers)
+// has its dump forwarded once, whole; the *ExitError keeps only its head.
+func TestCrashDumpIsPrintedOnce(t *testing.T) {
+	var out syncBuffer
+	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: hclog.Warn, Output: &out})
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: logger,
+		Env: mockEnv(filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_PANIC_DIGEST=crash")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	b := p.Backend()
+	id, _, err := b.Allocate(t.Context(), 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Digest(t.Context(), id, []sdk.Range{{Offset: 0, Length: 16}})
+	var xe *ExitError
+	if !errors.As(err, &xe) {
+		t.Fatalf("Digest = %v, want the *ExitError of the crashed plugin", err)
+	}
+	msg := xe.Error()
+	if !strings.Contains(msg, "panic: injected crash in a goroutine") || !strings.Contains(msg, "more lines of the stack trace") {
+		t.Fatalf("ExitError does not show the dump's head and a count of the rest:\n%s", msg)
+	}
+	logs := out.String()
+	if !strings.Contains(logs, "panic: injected crash in a goroutine") || !strings.Contains(logs, "main.newBackend") {
+		t.Fatalf("the host's log lacks the dump:\n%s", logs)
+	}
+	// Past the few lines the error keeps, every line of the dump appears
+	// once in the log and the error together.
+	if n := strings.Count(logs+msg, "created by main.newBackend"); n != 1 {
+		t.Fatalf("a frame of the dump appears %d times in the log and the error:\n%s\n----\n%s", n, logs, msg)
+	}
+}

@@ -8,7 +8,9 @@
 //	WCACHE_MOCK_CRASH_LOAD_AFTER  exit with status 3, logging "injected crash
 //	                              during load", once Loads copied this many bytes
 //	WCACHE_MOCK_PANIC_DIGEST      "panic": Digest panics (recovered by sdk.Serve);
-//	                              "fatal": Digest calls sdk.Fatal
+//	                              "fatal": Digest calls sdk.Fatal;
+//	                              "crash": Digest panics on a goroutine of its own
+//	                              (nothing can recover that: the process dies)
 package main
 
 import (
@@ -93,6 +95,13 @@ func newBackend(logger hclog.Logger) (sdk.Backend, error) {
 	case "panic":
 		b.DigestFunc = func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
 			panic("injected panic in digest")
+		}
+	case "crash":
+		b.DigestFunc = func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
+			done := make(chan struct{})
+			go func() { panic("injected crash in a goroutine") }()
+			<-done
+			return nil, nil
 		}
 	case "fatal":
 		b.DigestFunc = func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
