@@ -27,10 +27,8 @@ from __future__ import annotations
 from typing import Callable, Dict, List, NamedTuple, Optional
 
 from .errors import ProtocolError
+from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_POSIX_SHM
 
-HANDLE_POSIX_SHM = "posix-shm"
-HANDLE_CUDA_IPC = "cuda-ipc"
-HANDLE_HIP_IPC = "hip-ipc"
 HANDLE_MEMFD = "memfd"
 HANDLE_CUDA_VMM_FD = "cuda-vmm-fd"
 
