@@ -3,13 +3,17 @@
 // gRPC protocol through hashicorp/go-plugin.
 //
 // Guarantees:
-//   - only gRPC is accepted, and the plugin must announce
-//     sdk.APIVersion (else *APIVersionError);
+//   - only gRPC is accepted; the backend API version is negotiated with
+//     go-plugin's VersionedPlugins (the newest of Options.APIVersions the
+//     plugin speaks too; none: *APIVersionError), and from version 2 on the
+//     plugin is configured (Options.BackendOptions) before any other call
+//     (a refusal: *ConfigureError);
 //   - a plugin file, or the folder holding it, that others can write is
 //     refused (*InsecurePluginError); an optional SHA-256 pin is checked
 //     before start (ErrChecksumMismatch);
-//   - plugin logs are forwarded through go-hclog, and the last lines are
-//     kept to explain a plugin that dies (*ExitError);
+//   - plugin logs are forwarded through go-hclog with their field types
+//     (logForwarder), and the last lines are kept to explain a plugin that
+//     dies (*ExitError), a Go crash dump shortened to its head;
 //   - no plugin outlives its host: Close kills it, and the plugin is started
 //     with Pdeathsig=SIGKILL from a thread that lives as long as the plugin,
 //     so even a SIGKILLed host leaves no orphan; the socket folder such a

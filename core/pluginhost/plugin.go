@@ -52,7 +52,9 @@ type Plugin struct {
 // is set, starts the process and completes the handshake. Errors:
 // *NotFoundError, *InsecurePluginError, *ChecksumError, *APIVersionError,
 // *ExitError (the plugin exited or failed before the handshake, with its
-// last log lines), or ctx's error. The caller must Close the Plugin.
+// last log lines), *ConfigureError (the plugin refused
+// Options.BackendOptions, or speaks API version 1 and some were given), or
+// ctx's error. The caller must Close the Plugin.
 func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	opts = opts.withDefaults()
 	path, err := Resolve(name, opts)

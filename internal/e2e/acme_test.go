@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -106,6 +107,21 @@ func TestOutsidePluginServesAnAttachThroughItsMapper(t *testing.T) {
 			if !strings.Contains(res.Stdout, want) {
 				t.Errorf("devices --describe lacks %q:\n%s", want, res.Stdout)
 			}
+		}
+		res = h.mustRun(append([]string{"devices", "--describe", "--json"}, opts...)...)
+		var d struct {
+			APIVersion  int      `json:"api_version"`
+			HandleKinds []string `json:"handle_kinds"`
+			Options     []struct {
+				Name, Type, Default, Env string
+			} `json:"options"`
+		}
+		if err := json.Unmarshal([]byte(res.Stdout), &d); err != nil {
+			t.Fatalf("devices --describe --json: %v\n%s", err, res.Stdout)
+		}
+		if d.APIVersion != 2 || len(d.HandleKinds) != 1 || d.HandleKinds[0] != acmeKind || len(d.Options) != 4 ||
+			d.Options[1].Name != "memory" || d.Options[1].Type != "size" || d.Options[1].Default != "256MiB" || d.Options[1].Env != "ACME_MEMORY" {
+			t.Errorf("devices --describe --json = %+v", d)
 		}
 	})
 	t.Run("OptionsWinOverVariables", func(t *testing.T) {
