@@ -51,7 +51,11 @@ func describeBackend(ctx context.Context, w io.Writer, p *pluginhost.Plugin, asJ
 	}
 	fmt.Fprintf(w, "backend %s %s (platform %s, backend API version %d)\n", info.Name, info.Version, info.Platform, p.APIVersion())
 	fmt.Fprintf(w, "plugin: %s\nhandle kinds: %s\n", p.Path(), strings.Join(info.HandleKinds, ", "))
-	if len(info.Options) == 0 {
+	switch {
+	case p.APIVersion() < 2:
+		fmt.Fprintf(w, "options: none (the plugin speaks backend API version %d, which has no --backend-opt)\n", p.APIVersion())
+		return nil
+	case len(info.Options) == 0:
 		fmt.Fprintln(w, "options: none (the plugin declares no --backend-opt keys)")
 		return nil
 	}
