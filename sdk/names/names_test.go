@@ -1,7 +1,11 @@
 package names
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,15 +26,31 @@ func TestValidateDeviceUUID(t *testing.T) {
 	}
 }
 
-// The vectors are mirrored in clients/python/tests/test_mappers.py.
-var (
-	goodKinds = []string{"posix-shm", "cuda-ipc", "hip-ipc", "memfd", "cuda-vmm-fd", "x-acme-buf", "x-acme-dma-buf",
-		"x-a1-b2", "x-" + strings.Repeat("a", 30) + "-" + strings.Repeat("b", 31)}
-	badKinds = []string{"", "shm", "posix_shm", "x-acme", "x-", "x--buf", "x-acme-", "x-Acme-buf", "x-acme_buf",
-		"X-acme-buf", "x-acme-buf/..", "x-acme-bü", "x-" + strings.Repeat("a", 31) + "-" + strings.Repeat("b", 31)}
-)
+// kindVectors are the vectors shared with the Python client
+// (clients/python/tests/test_mappers.py reads the same file).
+func kindVectors(t *testing.T) (good, bad []string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "handle-kinds.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ Good, Bad []string }
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Good) == 0 || len(v.Bad) == 0 {
+		t.Fatal("handle-kinds.json holds no vectors")
+	}
+	return v.Good, v.Bad
+}
 
 func TestValidateHandleKind(t *testing.T) {
+	goodKinds, badKinds := kindVectors(t)
+	for _, k := range CoreKinds() {
+		if !slices.Contains(goodKinds, k) {
+			t.Errorf("core kind %q is missing from the shared vectors", k)
+		}
+	}
 	for _, k := range goodKinds {
 		if err := ValidateHandleKind(k); err != nil {
 			t.Errorf("ValidateHandleKind(%q) = %v", k, err)

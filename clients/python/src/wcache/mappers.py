@@ -4,8 +4,8 @@ The core's kinds (``posix-shm``, ``cuda-ipc``, ``hip-ipc``, and the
 descriptor kinds ``memfd`` and ``cuda-vmm-fd``) are built into this client.
 Every other kind is a vendor kind named ``x-VENDOR-NAME`` (lowercase letters
 and digits in '-'-separated words, at most 64 characters: ``x-acme-buf``);
-the rule is sdk/names in the Go tree, and tests/test_mappers.py repeats its
-vectors. A vendor whose backend exports its own kind ships a mapper, and the
+the rule is sdk/names in the Go tree, and both are tested against the vectors in
+sdk/names/testdata/handle-kinds.json. A vendor whose backend exports its own kind ships a mapper, and the
 engine registers it::
 
     mappers = wcache.HandleMappers()
