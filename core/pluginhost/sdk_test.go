@@ -180,3 +180,20 @@ func TestCrashDumpIsPrintedOnce(t *testing.T) {
 		t.Fatalf("a frame of the dump appears %d times in the log and the error:\n%s\n----\n%s", n, logs, msg)
 	}
 }
+
+// A plugin and a host that share no version: the error names both sides
+// and says what an outside author does about it.
+func TestNoCommonAPIVersionIsExplained(t *testing.T) {
+	_, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: hclog.NewNullLogger(),
+		Env: mockEnv(filepath.Join(t.TempDir(), "shm")), APIVersions: []int{7}})
+	var ve *APIVersionError
+	if !errors.As(err, &ve) || ve.Got != 1 || ve.Expected != 7 {
+		t.Fatalf("Start with a host of version 7 = %v, want an *APIVersionError (got 1, expected 7)", err)
+	}
+	for _, want := range []string{"speaks backend API version 1", "expects version 7", "github.com/wcache/wcache/sdk",
+		"docs/writing-a-backend.md"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
