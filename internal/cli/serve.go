@@ -29,6 +29,7 @@ func newServeCommand(e *env) *cobra.Command {
 		maxArena     uint64
 		hugePages    bool
 		logLevel     string
+		logFormat    string
 		metricsAddr  string
 		metricsAny   bool
 		publish      publishFlags
@@ -44,6 +45,10 @@ wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
 stop anyway). If the backend plugin dies, serve removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
 cleanly.
+
+While it loads, serve shows a progress bar with rate and ETA when stderr is
+a terminal; otherwise (a pipe, a journal, or --log-format json) it logs a
+"loading" line every 10% with percent, bytes, total, rate and eta.
 
 Without --model the daemon starts empty: attaches are answered "empty" (the
 engine loads from disk) until a client publishes its own weights (wcache
@@ -76,6 +81,8 @@ has stopped.`,
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text",
+		"text (with a progress bar while loading when stderr is a terminal) or json (one JSON object per line, no bar)")
 	fs.StringVar(&metricsAddr, "metrics-listen", "",
 		"serve GET /metrics and /healthz on unix:/path (a 0600 socket) or host:port (loopback only, "+
 			"unless --metrics-allow-remote); empty: no metrics endpoint")
@@ -103,11 +110,14 @@ has stopped.`,
 		if level == hclog.NoLevel {
 			return usageErrorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
 		}
+		if logFormat != "text" && logFormat != "json" {
+			return usageErrorf("--log-format %q: want text or json", logFormat)
+		}
 		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
 		if err != nil {
 			return err
 		}
-		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
+		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout}
@@ -146,7 +156,7 @@ has stopped.`,
 		if err != nil {
 			return err
 		}
-		bar := newProgress(e.stderr, log)
+		bar := newProgress("loading", e.stderr, log, logFormat == "text" && isTerminal(e.stderr))
 		opts.Progress = bar.update
 		d, err := daemon.Start(ctx, plugin, opts)
 		bar.finish()
