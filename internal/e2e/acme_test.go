@@ -51,16 +51,69 @@ func acmeMappers(t *testing.T) *client.Mappers {
 	return reg
 }
 
-// buildAcme builds the outside plugin in its own module, offline: the
-// modules come from the cache that building this repository filled.
+// buildAcme builds the outside plugin as a module of its own, offline: the
+// modules come from the cache that building this repository filled
+// (GOPROXY=off). It builds a copy: the committed go.mod pins what this
+// repository required when it was written, and the copy's requirements
+// are brought up to this checkout's (GOFLAGS=-mod=mod, go.sum from the
+// repository), as an outside author does after `go get` of a new wcache
+// release, so that a dependency bump here does not break the test.
 func buildAcme(t *testing.T) string {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return backendtest.BuildPluginT(t, "acme", filepath.Join(root, "internal", "e2e", "testdata", "acme"),
-		"CGO_ENABLED=0", "GOPROXY=off")
+	src := filepath.Join(root, "internal", "e2e", "testdata", "acme")
+	dst := filepath.Join(t.TempDir(), "acme")
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gomod, err := os.ReadFile(filepath.Join(src, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const replace = "replace github.com/wcache/wcache => ../../../.."
+	if !strings.Contains(string(gomod), replace) {
+		t.Fatalf("%s/go.mod lacks %q", src, replace)
+	}
+	// The module and go lines as committed; the requirements from this
+	// checkout (the committed ones may name versions it no longer has).
+	var head []string
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if strings.HasPrefix(line, "module ") || strings.HasPrefix(line, "go ") {
+			head = append(head, line)
+		}
+	}
+	gomod = []byte(strings.Join(head, "\n") + "\n\nrequire github.com/wcache/wcache v0.0.0-00010101000000-000000000000\n\n" +
+		"replace github.com/wcache/wcache => " + root + "\n")
+	gosum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "go.mod"), gomod, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "go.sum"), gosum, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return backendtest.BuildPluginT(t, "acme", dst, "CGO_ENABLED=0", "GOPROXY=off", "GOFLAGS=-mod=mod")
 }
 
 func TestOutsidePluginPassesTheConformanceSuite(t *testing.T) {
