@@ -18,8 +18,13 @@ type Info struct {
 	Version  string // the plugin's own version
 	Platform string // "cuda", "rocm" or "mock"
 	// HandleKinds lists the handle kinds Export produces ("cuda-ipc",
-	// "hip-ipc", "posix-shm").
+	// "hip-ipc", "posix-shm", or a vendor kind "x-VENDOR-NAME": see
+	// sdk/names).
 	HandleKinds []string
+	// Options is the configuration schema (see Option). A backend leaves it
+	// empty: the sdk fills it from Configurable.Options or MainConfigured's
+	// schema, and the host reads it here.
+	Options []Option
 }
 
 // Device is one device as the plugin process sees it.

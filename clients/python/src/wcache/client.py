@@ -37,6 +37,7 @@ from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, 
                      WcacheError)
 from .manifest import TensorSpec
 from .paths import Getenv
+from .mappers import HandleMappers
 from .tensors import LIBRARY_AUTO, Materialized, materialize
 
 log = logging.getLogger("wcache")
@@ -175,7 +176,7 @@ class Attachment:
     def __init__(self, channel: grpc.Channel, call, manifest, target: Target,
                  on_daemon_gone: Optional[Callable[[DaemonGone], None]],
                  on_notice: Optional[Callable[[object], None]],
-                 device_index: Optional[int], library: str):
+                 device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None):
         self._channel = channel
         self._call = call
         self.manifest = manifest
@@ -190,6 +191,7 @@ class Attachment:
         self._on_notice = on_notice
         self._device_index = device_index
         self._library = library
+        self._mappers = mappers
         self._lock = threading.Lock()
         self._released = False
         self._materialized: Optional[Materialized] = None
@@ -212,7 +214,7 @@ class Attachment:
                 raise WcacheError("the lease was released; attach again")
             if self._materialized is None:
                 self._materialized = materialize(self.manifest, library=self._library,
-                                                 device_index=self._device_index)
+                                                 device_index=self._device_index, mappers=self._mappers)
             return self._materialized.tensors
 
     @property
@@ -305,7 +307,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            on_daemon_gone: Optional[Callable[[DaemonGone], None]] = None,
            on_notice: Optional[Callable[[object], None]] = None,
            timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
-           allow_owners: Iterable[int] = ()) -> Attachment:
+           allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -319,7 +321,9 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     timeout: seconds to wait for the manifest. library: "auto", "torch" or
     "numpy" for tensors(). getenv: a mapping or function replacing os.environ
     for the templates. allow_owners: socket owner uids accepted besides our
-    own (a daemon run by a service account).
+    own (a daemon run by a service account). mappers: a
+    wcache.HandleMappers with the mappers of vendor handle kinds
+    (x-VENDOR-NAME) for tensors(); None: the built-in kinds only.
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk; its subclass
@@ -374,7 +378,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     except BaseException:
         channel.close()
         raise
-    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library)
+    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers)
 
 
 def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
