@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,16 +37,29 @@ func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachmen
 		cancel()
 		return nil, c.attachError(err)
 	}
-	got := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
+	// ctx bounds the wait for the manifest only: once it has arrived, the
+	// lease lives until Close, whatever happens to ctx. (A select on both
+	// ctx.Done and a "got it" channel is not enough: when both are ready it
+	// picks at random, and a caller that cancels ctx right after Attach
+	// returned would lose its lease half of the time.)
+	var mu sync.Mutex
+	received := false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !received {
 			cancel()
-		case <-got:
 		}
-	}()
+	})
 	ev, err := stream.Recv()
-	close(got)
+	mu.Lock()
+	received = true
+	mu.Unlock()
+	stop()
+	if err == nil && sctx.Err() != nil {
+		// ctx ended just as the manifest arrived: the stream is cancelled.
+		err = sctx.Err()
+	}
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil {
