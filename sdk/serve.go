@@ -70,9 +70,16 @@ func ServeWith(impl Backend, opts ServeOptions) {
 		logger = NewLogger("backend")
 	}
 	serverOpts := opts.GRPCServerOptions
+	fds, err := OpenFDChannel(os.Getenv)
+	if err != nil {
+		logger.Warn("no descriptor channel: descriptor handles cannot reach the host", "error", err)
+	}
+	if fds != nil {
+		defer fds.Close()
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: HandshakeConfig(),
-		Plugins:         plugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl}},
+		Plugins:         plugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl, FDs: fds}},
 		GRPCServer: func(extra []grpc.ServerOption) *grpc.Server {
 			all := append(extra, grpc.MaxRecvMsgSize(MaxRequestBytes))
 			return grpc.NewServer(append(all, serverOpts...)...)

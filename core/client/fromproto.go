@@ -18,7 +18,7 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 	m := &Manifest{
 		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
 		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
-		Metadata: pm.GetMetadata(),
+		Metadata: pm.GetMetadata(), FDToken: pm.GetFdToken(),
 	}
 	if pm.GetConfig() != nil {
 		m.Config = cacheconfig.FromProto(pm.GetConfig())

@@ -17,7 +17,7 @@ type NotMappableError struct {
 }
 
 func (e *NotMappableError) Error() string {
-	return fmt.Sprintf("handle %d is %q: only %s handles can be mapped by this process", e.Handle, e.Kind, HandlePosixShm)
+	return fmt.Sprintf("handle %d is %q: only %s and %s handles can be mapped by this process", e.Handle, e.Kind, HandleMemfd, HandlePosixShm)
 }
 
 func (e *NotMappableError) Unwrap() error { return ErrNotMappable }
@@ -44,21 +44,22 @@ type Tensors struct {
 }
 
 // Map maps every handle of m read-only (each once, whatever its tensor
-// count) and returns its tensors in manifest order. Only posix-shm handles
-// can be mapped by a Go process; a manifest with another kind is a
+// count) and returns its tensors in manifest order. Only posix-shm and
+// memfd handles (their descriptors, received by Attach) can be mapped by a
+// Go process; a manifest with another kind is a
 // *NotMappableError (ErrNotMappable) and maps nothing. Keep the lease open
 // while the tensors are used: after it ends the daemon may free the memory
 // (the mapping stays readable, but the daemon no longer vouches for it).
 func Map(m *Manifest) (*Tensors, error) {
 	for i, h := range m.Handles {
-		if h.Kind != HandlePosixShm {
+		if !mappable(h.Kind) {
 			return nil, &NotMappableError{Handle: i, Kind: h.Kind}
 		}
 	}
 	ts := &Tensors{list: make([]MappedTensor, len(m.Tensors)), byName: make(map[string]int, len(m.Tensors)),
 		maps: make([][]byte, len(m.Handles))}
 	for i, h := range m.Handles {
-		data, err := MapShm(string(h.Data), h.Size)
+		data, err := MapHandle(i, h)
 		if err != nil {
 			_ = ts.Close()
 			return nil, fmt.Errorf("map handle %d: %w", i, err)

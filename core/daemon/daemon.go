@@ -18,6 +18,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
@@ -47,10 +48,12 @@ type Daemon struct {
 	started     time.Time
 	generation  uint64
 
-	reg      *registry
-	metrics  Metrics
-	srv      *grpc.Server
-	lis      *net.UnixListener
+	reg     *registry
+	metrics Metrics
+	srv     *grpc.Server
+	lis     *net.UnixListener
+	// fdLis is the descriptor channel (fdserver.go).
+	fdLis    *net.UnixListener
 	serveErr chan error
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -217,6 +220,16 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 			d.log.Warn("removing the socket", "error", err)
 		}
 	})
+	if d.fdLis, err = d.listenFDChannel(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() {
+		d.fdLis.Close()
+		if err := os.Remove(fdchannel.Path(d.info.Paths.Socket)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("removing the descriptor channel", "error", err)
+		}
+	})
+	go d.serveFDChannel(d.fdLis)
 	d.info.StartDuration = time.Since(begin)
 	d.srv = d.newGRPCServer()
 	go func() { d.serveErr <- d.srv.Serve(d.lis) }()
@@ -227,7 +240,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 	// Recorded so that shutdown removes only these very files, and Run
 	// notices when they are gone.
-	for _, f := range []string{d.info.Paths.Socket, d.info.Paths.Ready} {
+	for _, f := range []string{d.info.Paths.Socket, fdchannel.Path(d.info.Paths.Socket), d.info.Paths.Ready} {
 		if err := d.lock.Own(f); err != nil {
 			return nil, err
 		}

@@ -138,6 +138,7 @@ func (d *Daemon) export(ctx context.Context, ids []sdk.AllocationID) ([]sdk.Hand
 	for i, id := range ids {
 		h, err := d.backend.Export(ctx, id)
 		if err != nil {
+			closeHandleFiles(handles[:i])
 			return nil, fmt.Errorf("export arena %d: %w", i+1, err)
 		}
 		handles[i] = h
@@ -191,6 +192,9 @@ func (d *Daemon) freeAll() {
 	defer d.mu.Unlock()
 	d.freeAllocs(d.allocs)
 	d.allocs = nil
+	if d.manifest != nil {
+		d.manifest.files.close()
+	}
 }
 
 // freeAllocs frees allocations, bounded by DefaultFreeTimeout; a failure is

@@ -26,7 +26,7 @@ func TestManifestForLeaseSharesTensors(t *testing.T) {
 	cfg.Model = "/m"
 	m := newManifest("GPU-1", "mock", cfg.ToProto(), cfg.Digest(), 7, planOf(3),
 		[]sdk.Handle{{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: 3 * 8192}})
-	a, b := m.forLease(1).GetManifest(), m.forLease(2).GetManifest()
+	a, b := m.forLease(1, nil).GetManifest(), m.forLease(2, nil).GetManifest()
 	if a.GetLeaseId() != 1 || b.GetLeaseId() != 2 || a.GetGeneration() != 7 || a.GetDeviceUuid() != "GPU-1" {
 		t.Fatalf("manifests %v / %v", a, b)
 	}
@@ -50,7 +50,7 @@ func BenchmarkAttachManifest3000(b *testing.B) {
 	var id uint64
 	for b.Loop() {
 		id++
-		if _, err := proto.Marshal(m.forLease(id)); err != nil {
+		if _, err := proto.Marshal(m.forLease(id, nil)); err != nil {
 			b.Fatal(err)
 		}
 	}

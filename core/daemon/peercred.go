@@ -114,12 +114,21 @@ func (a authorizer) check(ctx context.Context) error {
 	if !ok {
 		return status.Error(codes.PermissionDenied, errNoPeerCred.Error())
 	}
-	if p.UID == a.ownUID || slices.Contains(a.allowUIDs, p.UID) || slices.Contains(a.allowGIDs, p.GID) {
+	if a.allowed(p) {
 		return nil
 	}
-	return status.Errorf(codes.PermissionDenied,
-		"peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
-			"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
+	return status.Error(codes.PermissionDenied, a.deniedMessage(p))
+}
+
+// allowed reports whether peer p may use the daemon.
+func (a authorizer) allowed(p PeerInfo) bool {
+	return p.UID == a.ownUID || slices.Contains(a.allowUIDs, p.UID) || slices.Contains(a.allowGIDs, p.GID)
+}
+
+// deniedMessage explains a refusal of p.
+func (a authorizer) deniedMessage(p PeerInfo) string {
+	return fmt.Sprintf("peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
+		"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
 }
 
 // unary is the unary interceptor: authorization, then a panic guard so that

@@ -143,6 +143,7 @@ func (d *Daemon) shutdown(leaseErr error, free bool) error {
 		d.srv.Stop()
 		<-done
 	}
+	d.fdLis.Close()
 	var errs []error
 	if err := d.lock.RemoveOwned(); err != nil {
 		errs = append(errs, fmt.Errorf("removing files: %w", err))

@@ -30,6 +30,10 @@ type manifest struct {
 	tensors    []*daemonv1.Tensor
 	// metadata is a publish's metadata map (nil for file loads).
 	metadata map[string]string
+	// files holds the descriptors of the descriptor handles (index = handle
+	// index, nil for a name handle); see descriptors.go. nil when no
+	// handle is a descriptor.
+	files *handleFiles
 }
 
 // newManifest converts a plan and the exported handles (one per
@@ -43,6 +47,7 @@ func newManifest(deviceUUID, backend string, cfg *configv1.CacheConfig, digest s
 	for i, h := range handles {
 		m.handles[i] = &daemonv1.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size}
 	}
+	m.files = newHandleFiles(handles)
 	// One backing array for every tensor message: one allocation instead
 	// of one per tensor.
 	backing := make([]daemonv1.Tensor, len(p.Tensors))
@@ -58,9 +63,14 @@ func newManifest(deviceUUID, backend string, cfg *configv1.CacheConfig, digest s
 	return m
 }
 
-// forLease is the manifest message of one lease.
-func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
+// forLease is the manifest message of one lease; token is the lease's
+// descriptor channel secret, sent only when the manifest has descriptors.
+func (m *manifest) forLease(leaseID uint64, token []byte) *daemonv1.AttachEvent {
+	if m.files == nil {
+		token = nil
+	}
 	return &daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Manifest{Manifest: &daemonv1.Manifest{
+		FdToken:         token,
 		DeviceUuid:      m.deviceUUID,
 		Backend:         m.backend,
 		Config:          m.config,

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // exitWait bounds how long a failed call waits for the plugin process to be
@@ -37,6 +38,9 @@ type Plugin struct {
 	client  *plugin.Client
 	runner  *procRunner
 	backend sdk.Backend
+	// fds is the plugin descriptor channel: descriptor handles (memfd,
+	// cuda-vmm-fd) cross on it (see fdchannel.go).
+	fds *fdpass.Channel
 
 	exited    chan struct{}
 	mu        sync.Mutex
@@ -80,12 +84,23 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	// Later entries win: the caller's Env overrides the host environment
 	// and the log level, and go-plugin's variables override everything.
 	env := slices.Concat(os.Environ(), []string{sdk.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
+	fdsConn, remote, err := fdpass.Socketpair()
+	if err != nil {
+		_ = os.RemoveAll(socketDir)
+		return nil, fmt.Errorf("start backend plugin %s: descriptor channel: %w", path, err)
+	}
+	// The child's copy is its descriptor 3 (ExtraFiles); ours goes once the
+	// handshake is over, so that a dead plugin closes the channel.
+	defer remote.Close()
+	p.fds = fdpass.NewChannel(fdsConn)
+	env = append(env, sdk.EnvFDChannel+"=3")
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.HandshakeConfig(),
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
+		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: p.fds}},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			c := exec.Command(path)
+			c.ExtraFiles = []*os.File{remote}
 			c.Env = slices.Concat(env, cmd.Env)
 			r := newProcRunner(l, c, p.onExit)
 			p.mu.Lock()
@@ -227,6 +242,7 @@ func (p *Plugin) abort() {
 	p.closing = true
 	p.mu.Unlock()
 	p.client.Kill()
+	_ = p.fds.Close()
 	_ = os.RemoveAll(p.socketDir)
 }
 
@@ -295,6 +311,7 @@ func (p *Plugin) Close() error {
 		case <-time.After(10 * time.Second):
 			p.logger.Warn("backend plugin did not report its exit", "path", p.path, "pid", p.PID())
 		}
+		_ = p.fds.Close()
 		if err := os.RemoveAll(p.socketDir); err != nil {
 			p.logger.Warn("cannot remove the plugin socket folder", "dir", p.socketDir, "error", err)
 		}

@@ -28,7 +28,7 @@ const (
 	// own heap buffer, the way a safetensors loader does.
 	helperReadFiles = "read-files"
 	// helperAttach attaches to the daemon of a device (discovery by UUID
-	// through the environment's layout), maps every posix-shm handle
+	// through the environment's layout), maps every handle
 	// read-only and builds one slice per tensor.
 	helperAttach = "attach"
 )
@@ -180,25 +180,14 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	return res, nil
 }
 
-// mapHandles maps every posix-shm handle read-only and shared; the
-// maps are added to *maps as they are made, so that the caller unmaps
-// them whatever happens.
+// mapHandles maps every handle read-only and shared (posix-shm files and
+// memfd descriptors, client.MapHandle); the maps are added to *maps as they
+// are made, so that the caller unmaps them whatever happens.
 func mapHandles(hs []client.Handle, maps *[][]byte) error {
 	for i, h := range hs {
-		if h.Kind != "posix-shm" {
-			return fmt.Errorf("handle %d is %q: the bench maps posix-shm handles only", i, h.Kind)
-		}
-		var m []byte
-		if h.Size > 0 {
-			fd, err := unix.Open(string(h.Data), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-			if err != nil {
-				return fmt.Errorf("handle %d: open %s: %w", i, h.Data, err)
-			}
-			m, err = unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
-			unix.Close(fd)
-			if err != nil {
-				return fmt.Errorf("handle %d: map %s (%d bytes): %w", i, h.Data, h.Size, err)
-			}
+		m, err := client.MapHandle(i, h)
+		if err != nil {
+			return fmt.Errorf("handle %d: %w", i, err)
 		}
 		*maps = append(*maps, m)
 	}

@@ -13,6 +13,7 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // BuildPlugin builds the main package pkg (as `go build` names it: "." or
@@ -46,10 +47,20 @@ func StartPlugin(t testing.TB, path string, env ...string) sdk.Backend {
 	t.Helper()
 	cmd := exec.Command(path)
 	cmd.Env = append(os.Environ(), env...)
+	// The plugin descriptor channel, as core/pluginhost opens it, so that
+	// descriptor handles (memfd) cross the boundary too.
+	fdsConn, remote, err := fdpass.Socketpair()
+	if err != nil {
+		t.Fatalf("start plugin %s: %v", path, err)
+	}
+	defer remote.Close()
+	fds := fdpass.NewChannel(fdsConn)
+	cmd.ExtraFiles = []*os.File{remote}
+	cmd.Env = append(cmd.Env, sdk.EnvFDChannel+"=3")
 	logs := &testWriter{t: t}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.HandshakeConfig(),
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}},
+		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: fds}},
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger: hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Info,
@@ -57,6 +68,7 @@ func StartPlugin(t testing.TB, path string, env ...string) sdk.Backend {
 	})
 	t.Cleanup(func() {
 		client.Kill()
+		_ = fds.Close()
 		logs.stop()
 	})
 	rpc, err := client.Client()
