@@ -8,6 +8,8 @@ from . import dtypes
 from .errors import ProtocolError
 
 HANDLE_POSIX_SHM = "posix-shm"
+HANDLE_MEMFD = "memfd"  # a descriptor, received on the daemon's descriptor channel (wcache.fdchannel)
+DESCRIPTOR_KINDS = (HANDLE_MEMFD, "cuda-vmm-fd")
 HANDLE_CUDA_IPC = "cuda-ipc"
 HANDLE_HIP_IPC = "hip-ipc"
 

@@ -87,6 +87,35 @@ def _buffer_address(buf) -> int:
         release(ctypes.byref(view))
 
 
+def map_memfd(index: int, handle: HandleSpec, fd: int) -> ShmRegion:
+    """Map memfd handle number index read-only from its descriptor fd.
+
+    The descriptor (received on the descriptor channel, read-only) is not
+    closed here: the Attachment owns it. The mapping stays valid after it is
+    closed, after the daemon and its plugin are gone: the memory lives until
+    the last descriptor and mapping of it go. Raises ProtocolError when the
+    descriptor is not a regular file of at least handle.size bytes,
+    WcacheError when it cannot be mapped.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size < handle.size:
+        raise ProtocolError(f"handle {index} (memfd): descriptor of mode {st.st_mode:o} and {st.st_size} bytes, "
+                            f"the handle says {handle.size}")
+    # The name /proc/self/maps shows for the mapping ("/memfd:NAME"), for
+    # diagnostics; a memfd has no path anyone can open.
+    try:
+        name = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+    except OSError:
+        name = f"memfd:{index}"
+    if handle.size == 0:
+        return ShmRegion(name, 0, None)
+    try:
+        buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    except OSError as exc:
+        raise WcacheError(f"handle {index} (memfd): mmap: {exc.strerror}") from exc
+    return ShmRegion(name, handle.size, buf)
+
+
 def map_shm(index: int, handle: HandleSpec) -> ShmRegion:
     """Map posix-shm handle number index read-only.
 
