@@ -76,7 +76,9 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		s.StartPhases = StartPhases{Plan: time.Duration(p.GetPlanNs()), Lock: time.Duration(p.GetLockNs()),
 			Allocate: time.Duration(p.GetAllocateNs()), Load: time.Duration(p.GetLoadNs()),
 			Export: time.Duration(p.GetExportNs()), Total: time.Duration(p.GetTotalNs()),
-			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated()}
+			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated(),
+			BytesAdopted: p.GetBytesAdopted(), Source: p.GetSource(), PluginRestarts: int(p.GetPluginRestarts()),
+			LastRestart: time.Duration(p.GetLastRestartNs())}
 	}
 	for _, l := range r.GetLeases() {
 		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),

@@ -47,6 +47,8 @@ type Daemon struct {
 	lock        *daemonfile.Lock
 	started     time.Time
 	generation  uint64
+	// restarts count the plugins replaced (restart.go).
+	restarts restartStats
 
 	reg     *registry
 	metrics Metrics

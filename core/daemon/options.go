@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -103,6 +104,14 @@ type Options struct {
 	// it once with the device UUID. nil: nothing is recorded.
 	// core/daemon/metrics implements it for Prometheus.
 	Metrics MetricsFactory
+
+	// RestartPlugin, when set, starts a replacement for a backend plugin
+	// that exited while the daemon serves descriptor handles (memfd,
+	// cuda-vmm-fd): the daemon holds a descriptor of every allocation, the
+	// new plugin imports them, and the same generation is served without
+	// reading the disk. nil, or name handles (cuda-ipc, posix-shm): a plugin
+	// exit is fatal (invariant 8, docs/architecture.md).
+	RestartPlugin func(ctx context.Context) (Plugin, error)
 
 	// VerifyPublish makes a publish's commit carry a SHA-256 per tensor,
 	// checked through the backend's Digest before the weights are served.

@@ -96,7 +96,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
 		Version: version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
-		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration),
+		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration, d.restarts),
 		DaemonState: stateProto(state), PublisherPid: publisherPID,
 	}
 	if d.manifest != nil {
@@ -116,8 +116,9 @@ func drainNotice(deadline time.Time, message string) *daemonv1.Notice {
 
 // startPhasesToProto reports the start-up's phases and bytes; total is
 // Info.StartDuration.
-func startPhasesToProto(s LoadStats, total time.Duration) *daemonv1.StartPhases {
+func startPhasesToProto(s LoadStats, total time.Duration, r restartStats) *daemonv1.StartPhases {
 	return &daemonv1.StartPhases{PlanNs: int64(s.Plan), LockNs: int64(s.Lock), AllocateNs: int64(s.Allocate),
 		LoadNs: int64(s.Duration), ExportNs: int64(s.Export), TotalNs: int64(total),
-		BytesLoaded: s.Bytes, BytesAllocated: s.AllocatedBytes}
+		BytesLoaded: s.Bytes - min(s.Bytes, s.Adopted), BytesAllocated: s.AllocatedBytes,
+		BytesAdopted: s.Adopted, Source: s.Source, PluginRestarts: uint32(r.count), LastRestartNs: int64(r.last)}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/signal"
@@ -41,7 +42,10 @@ the backend plugin, takes the device's identity lock (refusing a live daemon
 unless --force), loads the checkpoint into a few large device allocations,
 listens on the device's socket and writes its ready file. It serves until
 wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
-stop anyway). If the backend plugin dies, serve removes its files and exits 1.
+stop anyway). If the backend plugin dies and its handles are descriptors
+(memfd, cuda-vmm-fd), serve starts a new plugin that imports the daemon's
+descriptors and serves on without reading the disk; with name handles
+(cuda-ipc, posix-shm) it removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
 cleanly.
 
@@ -146,6 +150,8 @@ has stopped.`,
 		if err != nil {
 			return err
 		}
+		// With descriptor handles a dead plugin is replaced, not fatal.
+		opts.RestartPlugin = func(ctx context.Context) (daemon.Plugin, error) { return bf.startPlugin(ctx, log) }
 		bar := newProgress(e.stderr, log)
 		opts.Progress = bar.update
 		d, err := daemon.Start(ctx, plugin, opts)

@@ -33,6 +33,9 @@ const (
 // committing). Tests SIGKILL it while it blocks, or let it commit while
 // another publisher tries.
 func runHelper(name string) int {
+	if name == "fd-fetch" {
+		return runFDFetchHelper()
+	}
 	if name != "publish-hold" {
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 		return 2
