@@ -181,8 +181,28 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 	planned := time.Since(startPlan)
 
+	var took *takeover
+	if opts.Takeover {
+		if took, err = d.takeOver(ctx); err != nil {
+			return nil, pluginErr("takeover", err)
+		}
+		if took == nil {
+			d.log.Info("takeover: no daemon on the device's socket, starting as usual")
+		} else {
+			pl = nil // nothing to load: the memory is here
+			undo = append(undo, func() {
+				if d.manifest != took.manifest { // else freeAll does it
+					d.freeAllocs(took.ids)
+					took.manifest.files.close()
+				}
+			})
+		}
+	}
+
 	lock, res, err := daemonfile.Acquire(ctx, d.info.Paths, daemonfile.CleanupOptions{
-		Force: opts.Force, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
+		// The daemon taken over exits by itself once it handed over; Force
+		// waits for it (and ends it, should it linger).
+		Force: opts.Force || took != nil, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
 		Logf: func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {
@@ -208,6 +228,9 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		d.started = time.Now()
 		d.generation = uint64(d.started.UnixNano())
 		d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
+	} else if took != nil {
+		d.adopt(took, planned, locked)
+		d.metrics.Loaded(d.info.Load, d.info.Tensors)
 	} else {
 		d.reg.setState(StateEmpty)
 	}

@@ -87,6 +87,9 @@ func (d *Daemon) answerFDRequest(c *net.UnixConn) {
 		}
 	}
 	d.log.Debug("descriptor channel: descriptors sent", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "count", len(descs))
+	if req.Op == fdchannel.OpTakeover {
+		d.handOver(p)
+	}
 }
 
 // fdAnswer decides a well-formed request of peer p: the descriptors to send,
@@ -139,7 +142,13 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 
 // takeoverDescriptors answers a successor's takeover request (lease l is
 // the successor's own attach): the writable descriptors of l's generation,
-// after which this daemon hands over (see takeover.go).
+// when every handle is a descriptor; answerFDRequest then hands over
+// (takeover.go).
 func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {
-	return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: "takeover is not implemented yet"}
+	ds := l.m.files.descriptors(true)
+	if len(ds) == 0 || len(ds) != len(l.m.handles) {
+		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable,
+			Message: "this daemon's handles are names, not descriptors: its memory cannot change hands"}
+	}
+	return ds, fdchannel.Reply{}
 }

@@ -75,6 +75,14 @@ type Options struct {
 	// Force takes over a live daemon of the same device (TERM, grace, KILL)
 	// instead of refusing with *daemonfile.LiveDaemonError.
 	Force bool
+	// Takeover receives the memory of the live daemon of the device
+	// instead of loading (serve --takeover): over its descriptor channel,
+	// without reading a tensor byte; that daemon then ends its leases (the
+	// clients' mappings stay valid) and exits. With Model, its weights must
+	// be Model's (the attach compares the configs); without, whatever it
+	// serves is taken. Its handles must be descriptors (else ErrNoTakeover,
+	// and it is left alone). No daemon there: a normal start.
+	Takeover bool
 	// TakeoverGrace and TakeoverWait tune the takeover (daemonfile
 	// defaults when zero: 10 s and 30 s).
 	TakeoverGrace, TakeoverWait time.Duration

@@ -23,6 +23,7 @@ func newServeCommand(e *env) *cobra.Command {
 		model        string
 		shardPattern string
 		force        bool
+		takeover     bool
 		drainTimeout time.Duration
 		allowUIDs    []uint
 		allowGIDs    []uint
@@ -69,7 +70,10 @@ has stopped.`,
 	publish.add(fs)
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
-	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over")
+	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over (reloading the weights)")
+	fs.BoolVar(&takeover, "takeover", false,
+		"receive the memory of a live daemon of the same GPU over its descriptor channel and serve the same "+
+			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
 		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
 	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid (repeatable)")
@@ -113,7 +117,7 @@ has stopped.`,
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
-			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log,
+			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
@@ -166,10 +170,15 @@ has stopped.`,
 			}
 		}
 		info := d.Info()
-		if model == "" {
+		switch {
+		case info.Load.Source == daemon.SourceTakeover:
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
+				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+				info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
+		case model == "":
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket)
-		} else {
+		default:
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
