@@ -48,6 +48,12 @@ type daemonProc struct {
 // and returns once its ready file names it (an error if it exits first or
 // readyTimeout passes). onStart, when set, runs right after fork/exec.
 func (w *world) startServe(ctx context.Context, model string, onStart func(pid int)) (*daemonProc, error) {
+	return w.startServeArgs(ctx, []string{"--model", model}, onStart)
+}
+
+// startServeArgs is startServe with serve's arguments after --gpu-id
+// (--model DIR, or --takeover).
+func (w *world) startServeArgs(ctx context.Context, args []string, onStart func(pid int)) (*daemonProc, error) {
 	bin := filepath.Join(w.o.BinDir, "wcache")
 	d := &daemonProc{w: w, done: make(chan struct{}), log: filepath.Join(w.Root, "serve.log")}
 	out, err := os.Create(d.log)
@@ -55,7 +61,7 @@ func (w *world) startServe(ctx context.Context, model string, onStart func(pid i
 		return nil, fmt.Errorf("daemon log: %w", err)
 	}
 	defer out.Close() // the child has its own descriptor
-	d.cmd = exec.Command(bin, "serve", "--backend", "mock", "--gpu-id", "0", "--model", model)
+	d.cmd = exec.Command(bin, append([]string{"serve", "--backend", "mock", "--gpu-id", "0"}, args...)...)
 	d.cmd.Env = w.Env()
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
