@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -17,6 +19,9 @@ import (
 // successor daemon imports them, and clients receive them on the
 // descriptor channel.
 type handleFiles struct {
+	// mu guards own and client against close while a request duplicates
+	// them.
+	mu sync.RWMutex
 	// own are the descriptors Export returned (writable).
 	own []*os.File
 	// client are what a lease receives: a memfd reopened read-only through
@@ -58,23 +63,68 @@ func reopenReadOnly(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), f.Name()+" (read-only)"), nil
 }
 
-// descriptors lists the client (or, writable, the own) descriptors with
-// their handle index and size, in handle order. A nil receiver has none.
-func (hf *handleFiles) descriptors(writable bool) []fdchannel.Descriptor {
+// errFilesClosed: the generation's descriptors were closed (freed).
+var errFilesClosed = errors.New("the descriptors were released (the daemon is stopping or evicted)")
+
+// descriptors returns duplicates of the client (or, writable, the own)
+// descriptors with their handle index and size, in handle order; the
+// caller closes them (fdchannel.CloseAll). A nil receiver has none; after
+// close it is errFilesClosed.
+func (hf *handleFiles) descriptors(writable bool) ([]fdchannel.Descriptor, error) {
 	if hf == nil {
-		return nil
+		return nil, nil
 	}
+	hf.mu.RLock()
+	defer hf.mu.RUnlock()
 	files := hf.client
 	if writable {
 		files = hf.own
 	}
+	if files == nil {
+		return nil, errFilesClosed
+	}
 	var out []fdchannel.Descriptor
 	for i, f := range files {
+		if f == nil {
+			continue
+		}
+		dup, err := sdk.DupFile(f)
+		if err != nil {
+			fdchannel.CloseAll(out)
+			return nil, err
+		}
+		out = append(out, fdchannel.Descriptor{Handle: uint32(i), Size: hf.sizes[i], File: dup})
+	}
+	return out, nil
+}
+
+// count is the number of descriptor handles (0 once closed).
+func (hf *handleFiles) count() int {
+	if hf == nil {
+		return 0
+	}
+	hf.mu.RLock()
+	defer hf.mu.RUnlock()
+	n := 0
+	for _, f := range hf.own {
 		if f != nil {
-			out = append(out, fdchannel.Descriptor{Handle: uint32(i), Size: hf.sizes[i], File: f})
+			n++
 		}
 	}
-	return out
+	return n
+}
+
+// ownFile returns handle i's own descriptor, or nil (a name handle, or closed).
+func (hf *handleFiles) ownFile(i int) *os.File {
+	if hf == nil {
+		return nil
+	}
+	hf.mu.RLock()
+	defer hf.mu.RUnlock()
+	if i >= len(hf.own) {
+		return nil
+	}
+	return hf.own[i]
 }
 
 // close closes every descriptor; the memory goes when the last other holder
@@ -83,6 +133,8 @@ func (hf *handleFiles) close() {
 	if hf == nil {
 		return
 	}
+	hf.mu.Lock()
+	defer hf.mu.Unlock()
 	for i := range hf.own {
 		if hf.client[i] != nil && hf.client[i] != hf.own[i] {
 			_ = hf.client[i].Close()

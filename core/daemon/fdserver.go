@@ -68,6 +68,7 @@ func (d *Daemon) answerFDRequest(c *net.UnixConn) {
 	} else {
 		descs, reply = d.fdAnswer(p, req)
 	}
+	defer fdchannel.CloseAll(descs) // duplicates: the daemon keeps its own
 	if reply.Status != fdchannel.StatusOK {
 		d.log.Info("descriptor channel: request refused", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "uid", p.UID,
 			"status", reply.Status.String(), "reason", reply.Message)
@@ -115,7 +116,7 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 			return nil, fdchannel.Reply{Status: fdchannel.StatusBadToken, Message: fmt.Sprintf("not the fd_token of lease %d", req.ID)}
 		}
 		if req.Op == fdchannel.OpLease {
-			return l.m.files.descriptors(false), fdchannel.Reply{}
+			return descriptorsReply(l.m.files.descriptors(false))
 		}
 		// A takeover gets the writable descriptors: only the daemon's own
 		// uid may serve the memory on.
@@ -135,7 +136,7 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 		case subtle.ConstantTimeCompare(pub.token[:], req.Token[:]) != 1:
 			return nil, fdchannel.Reply{Status: fdchannel.StatusBadToken, Message: fmt.Sprintf("not the fd_token of publish %d", req.ID)}
 		}
-		return files.descriptors(true), fdchannel.Reply{}
+		return descriptorsReply(files.descriptors(true))
 	}
 	return nil, fdchannel.Reply{Status: fdchannel.StatusBadRequest, Message: "unknown op"}
 }
@@ -145,10 +146,17 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 // when every handle is a descriptor; answerFDRequest then hands over
 // (takeover.go).
 func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {
-	ds := l.m.files.descriptors(true)
-	if len(ds) == 0 || len(ds) != len(l.m.handles) {
+	if n := l.m.files.count(); n == 0 || n != len(l.m.handles) {
 		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable,
 			Message: "this daemon's handles are names, not descriptors: its memory cannot change hands"}
+	}
+	return descriptorsReply(l.m.files.descriptors(true))
+}
+
+// descriptorsReply turns descriptors' result into fdAnswer's.
+func descriptorsReply(ds []fdchannel.Descriptor, err error) ([]fdchannel.Descriptor, fdchannel.Reply) {
+	if err != nil {
+		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: err.Error()}
 	}
 	return ds, fdchannel.Reply{}
 }

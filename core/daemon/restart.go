@@ -38,7 +38,7 @@ func (d *Daemon) canRecover() string {
 		return ""
 	}
 	for i, h := range d.manifest.handles {
-		if d.manifest.files == nil || d.manifest.files.own[i] == nil {
+		if d.manifest.files.ownFile(i) == nil {
 			return fmt.Sprintf("handle %d is %q, a name whose memory lived in the plugin process", i, h.Kind)
 		}
 	}
@@ -67,7 +67,7 @@ func (d *Daemon) recoverPlugin(ctx context.Context) error {
 	var ids []sdk.AllocationID
 	if m := d.manifest; m != nil {
 		for i, h := range m.handles {
-			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.own[i]})
+			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.ownFile(i)})
 			if err != nil {
 				_ = p.Close()
 				return fmt.Errorf("import allocation %d into the new plugin: %w", i+1, err)

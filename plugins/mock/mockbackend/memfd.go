@@ -11,11 +11,8 @@ import (
 	"github.com/wcache/wcache/sdk"
 )
 
-// memfdSeals are the seals of every allocation memfd: its size is fixed
-// (no holder can shrink it under another's mapping, which would make that
-// mapping fault with SIGBUS, nor grow it), and no further seal can be added
-// (no holder can forbid writes to the others).
-const memfdSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+// memfdSeals are the seals of every allocation memfd (sdk.MemfdSeals).
+const memfdSeals = sdk.MemfdSeals
 
 // createMemfd creates an anonymous memfd of size bytes (no name in any
 // folder: the memory lives as long as a descriptor or a mapping of it),
@@ -23,19 +20,19 @@ const memfdSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 // until Load writes it.
 func (b *Backend) createMemfd(id sdk.AllocationID, ordinal int, size uint64) (*allocation, error) {
 	name := fmt.Sprintf("wcache-mock-%s-%d", b.nonce, id)
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	f, err := sdk.NewMemfd(name, size)
 	if err != nil {
-		return nil, fmt.Errorf("memfd_create %s: %w", name, err)
+		return nil, err
+	}
+	// The allocation keeps a raw descriptor (closed by release), not f.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("dup memfd %s: %w", name, err)
 	}
 	fail := func(err error) (*allocation, error) {
 		_ = unix.Close(fd)
 		return nil, err
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return fail(fmt.Errorf("size memfd %s to %d bytes: %w", name, size, err))
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, memfdSeals); err != nil {
-		return fail(fmt.Errorf("seal memfd %s: %w", name, err))
 	}
 	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -47,27 +44,8 @@ func (b *Backend) createMemfd(id sdk.AllocationID, ordinal int, size uint64) (*a
 	return &allocation{id: id, ordinal: ordinal, size: size, path: "memfd:" + name, memfd: true, data: data, fd: fd}, nil
 }
 
-// CheckMemfd verifies that f is a memfd of exactly size bytes whose size is
-// sealed (F_SEAL_SHRINK: no holder can make a mapping of it fault).
-// Anything else is ErrInvalidArgument.
-func CheckMemfd(f *os.File, size uint64) error {
-	fd := int(f.Fd())
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "descriptor is not a memfd (F_GET_SEALS: %v)", err)
-	}
-	if seals&unix.F_SEAL_SHRINK == 0 {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "memfd is not sealed against shrinking (seals %#x)", seals)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat memfd: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(size) {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "memfd of %d bytes (mode %o), the handle says %d", st.Size, st.Mode, size)
-	}
-	return nil
-}
+// CheckMemfd is sdk.CheckMemfd.
+func CheckMemfd(f *os.File, size uint64) error { return sdk.CheckMemfd(f, size) }
 
 // importMemfd adopts a memfd handle: the descriptor is checked (a sealed
 // memfd of the handle's size), duplicated and mapped, read-write when the
