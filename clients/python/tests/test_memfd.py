@@ -166,3 +166,46 @@ def test_mapping_outlives_daemon_and_plugin_and_memory_goes_with_the_last_holder
         print(f"Shmem {shmem_held} KiB with the client, {_shmem_kib()} KiB after it exited")
     finally:
         w.close()
+
+
+def test_descriptor_channel_refuses_a_wrong_token_and_an_ended_lease():
+    from wcache import fdchannel  # noqa: PLC0415
+    import wcache  # noqa: PLC0415
+
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        model = os.path.join(w.root, "model")
+        st_writer.make_checkpoint(model, n_tensors=8, n_shards=1)
+        w.serve(0, model)
+        sock = w.socket_path(w.uuids[0])
+        cfg = wcache.CacheConfig(model=model, checkpoint_digest=wcache.checkpoint_digest(model), device_capability="mock")
+        att = wcache.attach(cfg, socket=sock, library="numpy")
+        m = att.manifest
+        assert len(m.fd_token) == fdchannel.TOKEN_SIZE
+        got = fdchannel.fetch(sock, fdchannel.OP_LEASE, m.lease_id, bytes(m.fd_token))
+        try:
+            assert sorted(got) == list(range(len(m.handles)))
+            assert all(size == m.handles[i].size for i, (size, _) in got.items())
+        finally:
+            for _, fd in got.values():
+                os.close(fd)
+        wrong = bytes([m.fd_token[0] ^ 1]) + bytes(m.fd_token[1:])
+        with pytest.raises(fdchannel.RefusedError) as exc:
+            fdchannel.fetch(sock, fdchannel.OP_LEASE, m.lease_id, wrong)
+        assert exc.value.status == 4 and "wrong token" in str(exc.value)
+        att.release()
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                for _, fd in fdchannel.fetch(sock, fdchannel.OP_LEASE, m.lease_id, bytes(m.fd_token)).values():
+                    os.close(fd)
+            except fdchannel.RefusedError as err:
+                assert err.status == 3, err
+                break
+            assert time.monotonic() < deadline, "an ended lease still gets its descriptors"
+            time.sleep(0.02)
+    finally:
+        w.close()
