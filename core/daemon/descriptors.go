@@ -34,11 +34,11 @@ type handleFiles struct {
 
 // newHandleFiles takes over the Files of handles; nil when none has one.
 func newHandleFiles(handles []sdk.Handle) *handleFiles {
-	any := false
+	hasFile := false
 	for _, h := range handles {
-		any = any || h.File != nil
+		hasFile = hasFile || h.File != nil
 	}
-	if !any {
+	if !hasFile {
 		return nil
 	}
 	hf := &handleFiles{own: make([]*os.File, len(handles)), client: make([]*os.File, len(handles)), sizes: make([]uint64, len(handles))}
