@@ -9,6 +9,8 @@ package sdk
 import (
 	"context"
 	"os"
+
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // AllocationID names an allocation (or an imported mapping) inside one
@@ -21,8 +23,13 @@ type Info struct {
 	Version  string // the plugin's own version
 	Platform string // "cuda", "rocm" or "mock"
 	// HandleKinds lists the handle kinds Export produces ("cuda-ipc",
-	// "hip-ipc", "posix-shm").
+	// "hip-ipc", "posix-shm", or a vendor kind "x-VENDOR-NAME": see
+	// sdk/names).
 	HandleKinds []string
+	// Options is the configuration schema (see Option). A backend leaves it
+	// empty: the sdk fills it from Configurable.Options or MainConfigured's
+	// schema, and the host reads it here.
+	Options []Option
 }
 
 // Device is one device as the plugin process sees it.
@@ -65,10 +72,10 @@ type Handle struct {
 const (
 	// HandleMemfd: a memfd (memfd_create) sealed against shrinking, mapped
 	// with mmap; Data is empty. The mock backend's default.
-	HandleMemfd = "memfd"
+	HandleMemfd = names.KindMemfd
 	// HandleCUDAVMMFD: a CUDA VMM allocation exported as a POSIX file
 	// descriptor (cuMemExportToShareableHandle).
-	HandleCUDAVMMFD = "cuda-vmm-fd"
+	HandleCUDAVMMFD = names.KindCUDAVMMFD
 )
 
 // IsDescriptorKind reports whether a handle kind is carried as a file

@@ -12,6 +12,7 @@ import (
 	"github.com/wcache/wcache/sdk/fdpass"
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // grpcClient is the host-side Backend that talks to a plugin over gRPC.
@@ -46,7 +47,22 @@ func (c *grpcClient) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, fromStatus(ctx, "Info", err)
 	}
-	return infoFromProto(resp), nil
+	info := infoFromProto(resp)
+	for _, k := range info.HandleKinds {
+		if err := names.ValidateHandleKind(k); err != nil {
+			return Info{}, fmt.Errorf("backend announced a handle kind the core cannot name: %w: protocol violation", err)
+		}
+	}
+	return info, nil
+}
+
+// ConfigureValues sends the host's values; the plugin resolves them. A
+// plugin that predates Configure answers ErrUnsupported.
+func (c *grpcClient) ConfigureValues(ctx context.Context, values map[string]string) error {
+	if _, err := c.rpc.Configure(ctx, &backendv1.ConfigureRequest{Values: values}); err != nil {
+		return fromStatus(ctx, "Configure", err)
+	}
+	return nil
 }
 
 func (c *grpcClient) Devices(ctx context.Context) ([]Device, error) {
@@ -145,6 +161,12 @@ func (c *grpcClient) Export(ctx context.Context, id AllocationID) (Handle, error
 		h.File = f
 	} else if IsDescriptorKind(h.Kind) {
 		return Handle{}, fmt.Errorf("backend exported a %s handle without its descriptor: protocol violation", h.Kind)
+	}
+	if err := names.ValidateHandleKind(h.Kind); err != nil {
+		if h.File != nil {
+			h.File.Close()
+		}
+		return Handle{}, fmt.Errorf("backend exported a handle the core cannot name: %w: protocol violation", err)
 	}
 	return h, nil
 }

@@ -18,6 +18,7 @@ func infoToProto(in Info) *backendv1.InfoResponse {
 		Version:     in.Version,
 		Platform:    in.Platform,
 		HandleKinds: append([]string(nil), in.HandleKinds...),
+		Options:     optionsToProto(in.Options),
 	}
 }
 
@@ -27,7 +28,32 @@ func infoFromProto(in *backendv1.InfoResponse) Info {
 		Version:     in.GetVersion(),
 		Platform:    in.GetPlatform(),
 		HandleKinds: append([]string(nil), in.GetHandleKinds()...),
+		Options:     optionsFromProto(in.GetOptions()),
 	}
+}
+
+func optionsToProto(in []Option) []*backendv1.ConfigOption {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*backendv1.ConfigOption, len(in))
+	for i, o := range in {
+		out[i] = &backendv1.ConfigOption{Name: o.Name, Type: string(o.Type), DefaultValue: o.Default,
+			Description: o.Description, Env: o.Env}
+	}
+	return out
+}
+
+func optionsFromProto(in []*backendv1.ConfigOption) []Option {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Option, len(in))
+	for i, o := range in {
+		out[i] = Option{Name: o.GetName(), Type: OptionType(o.GetType()), Default: o.GetDefaultValue(),
+			Description: o.GetDescription(), Env: o.GetEnv()}
+	}
+	return out
 }
 
 func deviceToProto(d Device) (*backendv1.Device, error) {

@@ -20,9 +20,10 @@ const (
 const PluginName = "backend"
 
 // HandshakeConfig returns the go-plugin handshake shared by wcache and every
-// backend: the magic cookie above and ProtocolVersion =
-// APIVersion. A host refuses a plugin that answers with a
-// different API version.
+// backend: the magic cookie above and ProtocolVersion = APIVersion. Both
+// sides offer every version of APIVersions through go-plugin's
+// VersionedPlugins and settle on the newest they share; a host refuses a
+// plugin that shares none.
 func HandshakeConfig() plugin.HandshakeConfig {
 	return plugin.HandshakeConfig{
 		ProtocolVersion:  APIVersion,

@@ -52,6 +52,19 @@ func Main(name string, factory Factory) int {
 
 // MainWith is Main with options.
 func MainWith(name string, factory Factory, opts MainOptions) int {
+	return mainWith(name, opts, func(logger hclog.Logger) (*GRPCPlugin, io.Closer, error) {
+		b, err := factory(logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		closer, _ := b.(io.Closer)
+		return &GRPCPlugin{Impl: b}, closer, nil
+	})
+}
+
+// mainWith is Main's body: makePlugin builds what is served and what is
+// closed at the end (nil: nothing).
+func mainWith(name string, opts MainOptions, makePlugin func(hclog.Logger) (*GRPCPlugin, io.Closer, error)) int {
 	binary := "wcache-backend-" + name
 	if !StartedByHost(os.Getenv) {
 		doc := opts.Doc
@@ -62,12 +75,11 @@ func MainWith(name string, factory Factory, opts MainOptions) int {
 		return 1
 	}
 	logger := NewLogger(name)
-	b, err := factory(logger)
+	p, closer, err := makePlugin(logger)
 	if err != nil {
 		logger.Error("cannot start", "error", err)
 		return 1
 	}
-	closer, _ := b.(io.Closer)
 	if opts.CloseOnTermination && closer != nil {
 		closeOnTermination(closer, logger)
 	}
@@ -75,7 +87,7 @@ func MainWith(name string, factory Factory, opts MainOptions) int {
 	if serve.Logger == nil {
 		serve.Logger = logger
 	}
-	ServeWith(b, serve)
+	servePlugin(p, serve)
 	if closer != nil {
 		if err := closer.Close(); err != nil {
 			logger.Error("release the backend", "error", err)

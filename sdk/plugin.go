@@ -22,12 +22,19 @@ type GRPCPlugin struct {
 	// FDs is the plugin descriptor channel, on either side (nil: none;
 	// descriptor handles then cannot cross).
 	FDs *fdpass.Channel
+	// server, when set (MainConfigured), is registered instead of
+	// NewGRPCServer(Impl).
+	server backendv1.BackendServer
 }
 
 var _ plugin.GRPCPlugin = (*GRPCPlugin)(nil)
 
 // GRPCServer registers Impl on s. It fails when Impl is nil.
 func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	if p.server != nil {
+		backendv1.RegisterBackendServer(s, p.server)
+		return nil
+	}
 	if p.Impl == nil {
 		return errors.New("sdk.GRPCPlugin: no backend implementation to serve")
 	}

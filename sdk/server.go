@@ -46,7 +46,19 @@ func (s *grpcServer) Info(ctx context.Context, _ *backendv1.InfoRequest) (*backe
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if c, ok := s.impl.(Configurable); ok {
+		info.Options = c.Options()
+	}
 	return infoToProto(info), nil
+}
+
+// Configure resolves the host's values against the backend's schema (none
+// when it is not Configurable) and applies them.
+func (s *grpcServer) Configure(ctx context.Context, req *backendv1.ConfigureRequest) (*backendv1.ConfigureResponse, error) {
+	if err := Configure(ctx, s.impl, req.GetValues()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &backendv1.ConfigureResponse{}, nil
 }
 
 func (s *grpcServer) Devices(ctx context.Context, _ *backendv1.DevicesRequest) (*backendv1.DevicesResponse, error) {

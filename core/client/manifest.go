@@ -3,6 +3,8 @@ package client
 import (
 	"os"
 
+	"github.com/wcache/wcache/sdk/names"
+
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -27,15 +29,14 @@ type Handle struct {
 // descriptor.
 func (h Handle) IsDescriptor() bool { return h.Kind == HandleMemfd || h.Kind == HandleCUDAVMMFD }
 
-// Descriptor handle kinds (the same names as sdk.HandleMemfd and
-// sdk.HandleCUDAVMMFD; core/client does not import the sdk).
+// Descriptor handle kinds (sdk/names).
 const (
 	// HandleMemfd: a memfd sealed against shrinking; a Go process maps it
 	// (Map, MapFile).
-	HandleMemfd = "memfd"
+	HandleMemfd = names.KindMemfd
 	// HandleCUDAVMMFD: a CUDA VMM allocation as a POSIX descriptor (needs
 	// the CUDA driver to map).
-	HandleCUDAVMMFD = "cuda-vmm-fd"
+	HandleCUDAVMMFD = names.KindCUDAVMMFD
 )
 
 // Tensor says where one tensor lives: bytes [Offset, Offset+Length) of

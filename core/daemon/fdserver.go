@@ -98,7 +98,7 @@ func (d *Daemon) answerFDRequest(c *net.UnixConn) {
 // the peer).
 func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descriptor, fdchannel.Reply) {
 	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs}
-	if !auth.allowed(p) {
+	if !auth.allows(p) {
 		return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied, Message: auth.deniedMessage(p)}
 	}
 	switch req.Op {

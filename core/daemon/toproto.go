@@ -16,10 +16,10 @@ import (
 // This file holds every domain → daemon.v1 conversion of the daemon; the
 // client's daemon.v1 → domain conversions are in core/client/fromproto.go.
 
-// manifest is the attach answer, built once at startup. Every attach sends a
-// shallow copy that shares the handle and tensor messages (protobuf
-// marshalling only reads them), so an attach costs its serialisation and
-// nothing proportional to the tensor count beyond it.
+// manifest is the attach answer, built once per generation (at startup, or
+// by a Publish). Its wire form is marshalled once, on the first attach, and
+// shared by every lease (wire.go): an attach costs nothing proportional to
+// the tensor count on the daemon's side. A manifest is used by pointer only.
 type manifest struct {
 	deviceUUID string
 	backend    string
@@ -34,6 +34,10 @@ type manifest struct {
 	// index, nil for a name handle); see descriptors.go. nil when no
 	// handle is a descriptor.
 	files *handleFiles
+
+	// wire holds the marshalled manifest without a lease id (encoded):
+	// [0] with Manifest.tensors, [1] with a TensorTable.
+	wire [2]wireForm
 }
 
 // newManifest converts a plan and the exported handles (one per
@@ -63,14 +67,10 @@ func newManifest(deviceUUID, backend string, cfg *configv1.CacheConfig, digest s
 	return m
 }
 
-// forLease is the manifest message of one lease; token is the lease's
-// descriptor channel secret, sent only when the manifest has descriptors.
-func (m *manifest) forLease(leaseID uint64, token []byte) *daemonv1.AttachEvent {
-	if m.files == nil {
-		token = nil
-	}
+// forLease is the manifest message of one lease (without its fd_token,
+// which leaseEvent adds).
+func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 	return &daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Manifest{Manifest: &daemonv1.Manifest{
-		FdToken:         token,
 		DeviceUuid:      m.deviceUUID,
 		Backend:         m.backend,
 		Config:          m.config,

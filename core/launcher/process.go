@@ -105,6 +105,26 @@ func (s *ExecStarter) loop() {
 	// Never unlocked: returning while locked retires this thread, which is
 	// what delivers Pdeathsig to anything still running.
 	runtime.LockOSThread()
+	if syscall.Gettid() == syscall.Getpid() {
+		// The process's main thread: the runtime never exits it (it parks
+		// it instead), so Close would deliver no Pdeathsig. Hand the loop
+		// to a goroutine on another thread; while this one holds the main
+		// thread locked, the new goroutine cannot be scheduled on it.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			s.serve()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+		return
+	}
+	s.serve()
+}
+
+// serve forks children on the calling goroutine's locked thread until Close.
+func (s *ExecStarter) serve() {
 	defer close(s.exited)
 	for {
 		select {

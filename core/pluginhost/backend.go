@@ -15,9 +15,14 @@ type backend struct {
 }
 
 var (
-	_ sdk.Backend     = (*backend)(nil)
-	_ sdk.StatsLoader = (*backend)(nil)
+	_ sdk.Backend         = (*backend)(nil)
+	_ sdk.StatsLoader     = (*backend)(nil)
+	_ sdk.ValueConfigurer = (*backend)(nil)
 )
+
+func (b *backend) ConfigureValues(ctx context.Context, values map[string]string) error {
+	return b.p.diedDuring("Configure", sdk.Configure(ctx, b.inner, values))
+}
 
 func (b *backend) Info(ctx context.Context) (sdk.Info, error) {
 	v, err := b.inner.Info(ctx)

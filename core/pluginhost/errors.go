@@ -3,6 +3,7 @@ package pluginhost
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/wcache/wcache/sdk"
@@ -21,6 +22,8 @@ var (
 	ErrChecksumMismatch = errors.New("backend plugin checksum mismatch")
 	// ErrAPIVersion: the plugin speaks another backend API version.
 	ErrAPIVersion = errors.New("backend plugin API version mismatch")
+	// ErrConfigure: the plugin refused --backend-opt (*ConfigureError).
+	ErrConfigure = errors.New("backend plugin configuration refused")
 )
 
 // NotFoundError lists where a plugin was looked for.
@@ -64,20 +67,48 @@ func (e *ChecksumError) Error() string {
 // Unwrap returns ErrChecksumMismatch.
 func (e *ChecksumError) Unwrap() error { return ErrChecksumMismatch }
 
-// APIVersionError reports a plugin built for another backend API.
+// APIVersionError reports a plugin that speaks none of the backend API
+// versions this host offers.
 type APIVersionError struct {
-	Path     string
-	Expected int // this wcache's sdk.APIVersion
-	Got      int // what the plugin announced
+	Path      string
+	Expected  int   // the newest version this host speaks
+	Got       int   // what the plugin announced
+	Supported []int // every version this host speaks
 }
 
 func (e *APIVersionError) Error() string {
-	return fmt.Sprintf("%s: %s speaks backend API version %d, this wcache expects version %d; install the plugin built with this wcache release",
-		ErrAPIVersion, e.Path, e.Got, e.Expected)
+	supported := e.Supported
+	if len(supported) == 0 {
+		supported = []int{e.Expected}
+	}
+	vs := make([]string, len(supported))
+	for i, v := range supported {
+		vs[i] = strconv.Itoa(v)
+	}
+	return fmt.Sprintf("%s: %s speaks backend API version %d, this wcache expects version %d (it speaks %s). "+
+		"If you installed the plugin, install the release built for this wcache. If you build it, "+
+		"build it with the github.com/wcache/wcache/sdk of this wcache release, whose sdk.Serve offers every version it speaks "+
+		"(sdk.APIVersions; narrow them only with ServeOptions.APIVersions), see docs/writing-a-backend.md, \"API versions\"",
+		ErrAPIVersion, e.Path, e.Got, e.Expected, strings.Join(vs, ", "))
 }
 
 // Unwrap returns ErrAPIVersion.
 func (e *APIVersionError) Unwrap() error { return ErrAPIVersion }
+
+// ConfigureError reports a plugin that refused its configuration (an
+// unknown key, a malformed value, a factory that failed) or cannot take
+// one. It matches ErrConfigure and the plugin's error (sdk kinds too).
+type ConfigureError struct {
+	Path string
+	Err  error
+}
+
+func (e *ConfigureError) Error() string {
+	return fmt.Sprintf("configure backend plugin %s: %v", e.Path, e.Err)
+}
+
+// Unwrap lets errors.Is match ErrConfigure and the cause.
+func (e *ConfigureError) Unwrap() []error { return []error{ErrConfigure, e.Err} }
 
 // ExitError reports a plugin process that ended on its own (crashed,
 // exited, was killed by someone else), or that failed before the handshake

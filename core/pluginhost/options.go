@@ -3,13 +3,17 @@
 // gRPC protocol through hashicorp/go-plugin.
 //
 // Guarantees:
-//   - only gRPC is accepted, and the plugin must announce
-//     sdk.APIVersion (else *APIVersionError);
+//   - only gRPC is accepted; the backend API version is negotiated with
+//     go-plugin's VersionedPlugins (the newest of Options.APIVersions the
+//     plugin speaks too; none: *APIVersionError), and from version 2 on the
+//     plugin is configured (Options.BackendOptions) before any other call
+//     (a refusal: *ConfigureError);
 //   - a plugin file, or the folder holding it, that others can write is
 //     refused (*InsecurePluginError); an optional SHA-256 pin is checked
 //     before start (ErrChecksumMismatch);
-//   - plugin logs are forwarded through go-hclog, and the last lines are
-//     kept to explain a plugin that dies (*ExitError);
+//   - plugin logs are forwarded through go-hclog with their field types
+//     (logForwarder), and the last lines are kept to explain a plugin that
+//     dies (*ExitError), a Go crash dump shortened to its head;
 //   - no plugin outlives its host: Close kills it, and the plugin is started
 //     with Pdeathsig=SIGKILL from a thread that lives as long as the plugin,
 //     so even a SIGKILLed host leaves no orphan; the socket folder such a
@@ -21,6 +25,8 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 // Names and places.
@@ -55,6 +61,16 @@ type Options struct {
 	Env []string
 	// StartTimeout bounds the handshake. 0 → DefaultStartTimeout.
 	StartTimeout time.Duration
+	// BackendOptions are the --backend-opt KEY=VALUE pairs, sent with the
+	// Configure call right after the handshake. The plugin checks them
+	// against the schema it declares (unknown keys are refused with the
+	// list of known ones: *ConfigureError). A plugin of API version 1
+	// takes none (*ConfigureError when any are given). nil → none.
+	BackendOptions map[string]string
+	// APIVersions are the backend API versions offered in the handshake;
+	// the newest one the plugin speaks too is used. nil →
+	// sdk.APIVersions(). Tests narrow it to check negotiation.
+	APIVersions []int
 	// SocketDir is where the plugin's Unix socket folder is created.
 	// "" → os.TempDir(), or /tmp when that path is too long for a socket
 	// (sun_path holds 107 bytes).
@@ -67,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: hclog.Info, Output: os.Stderr})
+	}
+	if o.APIVersions == nil {
+		o.APIVersions = sdk.APIVersions()
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultStartTimeout

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -35,11 +36,13 @@ type Plugin struct {
 	socketDir string
 	logger    hclog.Logger
 
-	client  *plugin.Client
-	runner  *procRunner
-	backend sdk.Backend
+	client     *plugin.Client
+	runner     *procRunner
+	backend    sdk.Backend
+	versions   []int // the API versions offered
+	apiVersion int   // negotiated
 	// fds is the plugin descriptor channel: descriptor handles (memfd,
-	// cuda-vmm-fd) cross on it (see fdchannel.go).
+	// cuda-vmm-fd) cross on it (see docs/protocol.md).
 	fds *fdpass.Channel
 
 	exited    chan struct{}
@@ -53,7 +56,9 @@ type Plugin struct {
 // is set, starts the process and completes the handshake. Errors:
 // *NotFoundError, *InsecurePluginError, *ChecksumError, *APIVersionError,
 // *ExitError (the plugin exited or failed before the handshake, with its
-// last log lines), or ctx's error. The caller must Close the Plugin.
+// last log lines), *ConfigureError (the plugin refused
+// Options.BackendOptions, or speaks API version 1 and some were given), or
+// ctx's error. The caller must Close the Plugin.
 func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	opts = opts.withDefaults()
 	path, err := Resolve(name, opts)
@@ -76,7 +81,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	p := &Plugin{
 		name:      name,
 		path:      path,
-		ring:      newLogRing(LogLines),
+		ring:      newLogRing(LogLines, newLogForwarder(opts.Logger.Named(filepath.Base(path))).forward),
 		socketDir: socketDir,
 		logger:    opts.Logger,
 		exited:    make(chan struct{}),
@@ -94,9 +99,14 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	defer remote.Close()
 	p.fds = fdpass.NewChannel(fdsConn)
 	env = append(env, sdk.EnvFDChannel+"=3")
+	sets := map[int]plugin.PluginSet{}
+	for _, v := range opts.APIVersions {
+		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: p.fds}}
+	}
+	p.versions = opts.APIVersions
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.HandshakeConfig(),
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: p.fds}},
+		VersionedPlugins: sets,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			c := exec.Command(path)
@@ -109,7 +119,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 			return r, nil
 		},
 		SkipHostEnv:      true,
-		Logger:           quietLogger{opts.Logger},
+		Logger:           quietLogger{Logger: opts.Logger, binary: filepath.Base(path)},
 		Stderr:           p.ring,
 		StartTimeout:     opts.StartTimeout,
 		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: socketDir},
@@ -152,9 +162,35 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 		return nil, fmt.Errorf("start backend plugin %s: dispensed %T, not a backend", path, raw)
 	}
 	p.backend = &backend{inner: inner, p: p}
-	opts.Logger.Debug("backend plugin started", "path", path, "pid", p.PID())
+	p.apiVersion = p.client.NegotiatedVersion()
+	if err := p.configure(ctx, opts.BackendOptions); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	opts.Logger.Debug("backend plugin started", "path", path, "pid", p.PID(), "api_version", p.apiVersion)
 	return p, nil
 }
+
+// configure sends the --backend-opt values: through Configure from API
+// version 2 on (always, so that the plugin knows its configuration before
+// any other call); a plugin of version 1 takes none.
+func (p *Plugin) configure(ctx context.Context, values map[string]string) error {
+	if p.apiVersion < 2 {
+		if len(values) > 0 {
+			return &ConfigureError{Path: p.path, Err: fmt.Errorf("the plugin speaks backend API version %d, which has no options "+
+				"(Configure came with version 2): rebuild it with a current github.com/wcache/wcache/sdk, or drop --backend-opt", p.apiVersion)}
+		}
+		return nil
+	}
+	if err := sdk.Configure(ctx, p.backend, values); err != nil {
+		return &ConfigureError{Path: p.path, Err: err}
+	}
+	return nil
+}
+
+// APIVersion is the backend API version negotiated in the handshake: the
+// newest that this host and the plugin both speak.
+func (p *Plugin) APIVersion() int { return p.apiVersion }
 
 // pluginLogLevel is the level the plugin logs at: the host's level, but at
 // least info, so that a crash report has context even when the host
@@ -202,8 +238,8 @@ func (p *Plugin) startError(err error) error {
 	if r == nil || r.pid == 0 {
 		return &ExitError{Path: p.path, Err: err, Logs: p.ring.Lines()}
 	}
-	if got, ok := r.stdout.apiVersion(); ok && got != sdk.APIVersion {
-		return &APIVersionError{Path: p.path, Expected: sdk.APIVersion, Got: got}
+	if got, ok := r.stdout.apiVersion(); ok && !slices.Contains(p.versions, got) {
+		return &APIVersionError{Path: p.path, Expected: slices.Max(p.versions), Got: got, Supported: slices.Clone(p.versions)}
 	}
 	select {
 	case <-r.reaped:

@@ -21,6 +21,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
@@ -29,7 +30,7 @@ func TestConformanceThroughSubprocess(t *testing.T) {
 	shm := filepath.Join(t.TempDir(), "shm")
 	backendtest.Run(t, func(t *testing.T) sdk.Backend {
 		return startMock(t, shm).Backend()
-	}, backendtest.Options{})
+	}, backendtest.Options{MapHandle: client.DefaultMappers().MapSDKHandle})
 }
 
 func TestResolveReportsEveryFolderSearched(t *testing.T) {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -152,6 +155,9 @@ func testdataMains(t *testing.T, root string) []string {
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "clients") {
 			return filepath.SkipDir
 		}
+		if d.IsDir() && path != root && isModule(path) {
+			return filepath.SkipDir // another module: TestNestedModulesImportOnlyTheSDK
+		}
 		if !d.IsDir() && strings.HasSuffix(path, ".go") && strings.Contains(path, string(filepath.Separator)+"testdata"+string(filepath.Separator)) {
 			rel, err := filepath.Rel(root, filepath.Dir(path))
 			if err != nil {
@@ -170,6 +176,67 @@ func testdataMains(t *testing.T, root string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// isModule reports whether dir holds a go.mod of its own.
+func isModule(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// TestNestedModulesImportOnlyTheSDK checks the modules under testdata/ (an
+// outside vendor's plugin, built by a test): of wcache they may import
+// the sdk alone, as a separately released plugin can.
+func TestNestedModulesImportOnlyTheSDK(t *testing.T) {
+	root := moduleRoot(t)
+	var mods []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "clients" || d.Name() == "tools") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && path != root && strings.Contains(path, string(filepath.Separator)+"testdata"+string(filepath.Separator)) && isModule(path) {
+			mods = append(mods, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mods) == 0 {
+		t.Fatal("no module under testdata/: the check is not looking at the outside plugin")
+	}
+	// The imports are read from the sources (tests included), not through
+	// go list: the nested module's requirements may lag behind this
+	// checkout's, and resolving them is the e2e test's business.
+	fset := token.NewFileSet()
+	for _, dir := range mods {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, spec := range f.Imports {
+				imp, err := strconv.Unquote(spec.Path.Value)
+				if err != nil {
+					return err
+				}
+				if strings.HasPrefix(imp, module+"/") && !under(imp, "sdk") {
+					t.Errorf("%s (module %s) imports %s: an outside plugin may import only the sdk", path, dir, imp)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // moduleRoot is the folder holding go.mod, above this package.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wcache/wcache/core/pluginhost"
+	"github.com/wcache/wcache/sdk"
 )
 
 // Environment defaults of the backend flags.
@@ -28,6 +29,7 @@ const (
 // (devices, serve, launch, attach).
 type backendFlags struct {
 	name, pluginDir, sha256 string
+	opts                    []string // --backend-opt KEY=VALUE, as given
 }
 
 // addBackendFlags registers --backend, --plugin-dir and --plugin-sha256.
@@ -45,7 +47,31 @@ func addBackendFlags(fs *pflag.FlagSet) *backendFlags {
 		"folder searched first for backend plugins (then $"+pluginhost.EnvPluginDir+", the folder of wcache, "+pluginhost.SystemPluginDir+")")
 	fs.StringVar(&f.sha256, "plugin-sha256", "",
 		"refuse to start the backend plugin unless its SHA-256 is this (64 hex digits)")
+	fs.StringArrayVar(&f.opts, "backend-opt", nil,
+		"KEY=VALUE option for the backend plugin, repeatable; wins over the option's environment variable "+
+			"(the keys, types and defaults: wcache devices --backend NAME --describe)")
 	return f
+}
+
+// backendOptions parses --backend-opt: KEY=VALUE each, KEY not empty and
+// given once. The plugin checks the keys against its schema.
+func (f *backendFlags) backendOptions() (map[string]string, error) {
+	if len(f.opts) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(f.opts))
+	for _, kv := range f.opts {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usageErrorf("--backend-opt %q: want KEY=VALUE", kv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, usageErrorf("--backend-opt %s given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // backendName is the backend the flags select (--backend, else
@@ -72,14 +98,24 @@ func (f *backendFlags) startPlugin(ctx context.Context, logger hclog.Logger) (*p
 	if f.sha256 != "" && !isHexSHA256(f.sha256) {
 		return nil, usageErrorf("--plugin-sha256 %q: want 64 hex digits", f.sha256)
 	}
+	opts, err := f.backendOptions()
+	if err != nil {
+		return nil, err
+	}
 	p, err := pluginhost.Start(ctx, name, pluginhost.Options{
-		PluginDir: f.pluginDir,
-		SHA256:    f.sha256,
-		Logger:    logger,
+		PluginDir:      f.pluginDir,
+		SHA256:         f.sha256,
+		Logger:         logger,
+		BackendOptions: opts,
 	})
 	if err != nil {
 		if errors.Is(err, pluginhost.ErrPluginNotFound) {
 			return nil, fmt.Errorf("backend %q: %w", name, err)
+		}
+		if len(opts) > 0 && errors.Is(err, pluginhost.ErrConfigure) && errors.Is(err, sdk.ErrInvalidArgument) {
+			// The plugin refused what was given (an unknown key, a malformed
+			// value): a usage error. A bad variable alone stays exit 1.
+			return nil, withCode(ExitUsage, fmt.Errorf("--backend-opt: backend %q: %w", name, err))
 		}
 		return nil, fmt.Errorf("start backend %q: %w", name, err)
 	}
@@ -93,6 +129,13 @@ func hostLogger(e *env) hclog.Logger {
 		level = hclog.Warn
 	}
 	return hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
+}
+
+// progressLogger logs a command's progress lines (not a daemon's: serve
+// has its own) to e.stderr at info, whatever $WCACHE_LOG_LEVEL says about
+// plugin logs.
+func progressLogger(e *env) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: hclog.Info, Output: e.stderr})
 }
 
 func isHexSHA256(s string) bool {

@@ -23,7 +23,7 @@ type deviceJSON struct {
 }
 
 func newDevicesCommand(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, describe bool
 	cmd := &cobra.Command{
 		Use:   "devices",
 		Short: "List the devices a backend sees: ordinal, UUID, name, memory",
@@ -33,6 +33,8 @@ func newDevicesCommand(e *env) *cobra.Command {
 	}
 	backend := addBackendFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
+	cmd.Flags().BoolVar(&describe, "describe", false,
+		"describe the backend instead: version, API version, handle kinds and the --backend-opt keys with their types, defaults and variables")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		p, err := backend.start(ctx, e)
@@ -40,6 +42,9 @@ func newDevicesCommand(e *env) *cobra.Command {
 			return err
 		}
 		defer p.Close()
+		if describe {
+			return describeBackend(ctx, e.stdout, p, asJSON)
+		}
 		devs, err := p.Backend().Devices(ctx)
 		if err != nil {
 			return fmt.Errorf("list devices of backend %q: %w", p.Name(), err)

@@ -83,13 +83,14 @@ func TestLaunchPassesFlagsThroughToServe(t *testing.T) {
 		"--dtype", "bf16", "--extra", "a=1", "--extra", "b=2 3", "--socket-template", "/r/{device_uuid}.sock",
 		"--shard-pattern", "model-rank-{tp_rank}-part-*.safetensors", "--drain-timeout", "5s",
 		"--nnodes", "2", "--node-rank", "1", "--gpu-id-step", "1", "--timeout", "1m", "--stop-grace", "3s", "--force",
+		"--backend-opt", "memory=1GiB", "--backend-opt", "devices=a,b",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := serveArgs(cmd.Flags(), []string{"--log-level", "debug"})
 	want := []string{
-		"--backend=mock", "--drain-timeout=5s", "--dtype=bf16", "--extra=a=1", "--extra=b=2 3", "--model=/m",
+		"--backend=mock", "--backend-opt=memory=1GiB", "--backend-opt=devices=a,b", "--drain-timeout=5s", "--dtype=bf16", "--extra=a=1", "--extra=b=2 3", "--model=/m",
 		"--plugin-dir=/opt/p", "--shard-pattern=model-rank-{tp_rank}-part-*.safetensors",
 		"--socket-template=/r/{device_uuid}.sock", "--log-level", "debug",
 	}

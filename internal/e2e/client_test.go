@@ -91,7 +91,13 @@ func (h *harness) attachGo(uuid string, cfg cacheconfig.Config) (*client.Attachm
 // the checkpoint's bytes for rank.
 func checkBytes(t *testing.T, m *client.Manifest, model *safetensorstest.Result, rank int) {
 	t.Helper()
-	ts, err := client.Map(m)
+	checkBytesWith(t, client.DefaultMappers(), m, model, rank)
+}
+
+// checkBytesWith is checkBytes mapping with the mappers of reg.
+func checkBytesWith(t *testing.T, reg *client.Mappers, m *client.Manifest, model *safetensorstest.Result, rank int) {
+	t.Helper()
+	ts, err := reg.Map(m)
 	if err != nil {
 		t.Fatalf("map the manifest: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -104,7 +105,7 @@ func TestConformanceSubprocess(t *testing.T) {
 	env := pluginEnv(t, "")
 	backendtest.Run(t, func(t *testing.T) sdk.Backend {
 		return start(t, env)
-	}, backendtest.Options{})
+	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
 }
 
 func TestUnavailableDriverReachesTheHostTyped(t *testing.T) {

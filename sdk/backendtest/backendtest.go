@@ -18,15 +18,16 @@ package backendtest
 import (
 	"regexp"
 	"time"
+
+	"github.com/wcache/wcache/sdk"
 )
 
-// UUID forms accepted by default and offered for widening.
+// Vendor UUID forms a backend may pin with Options.UUIDPatterns.
 const (
 	// NVIDIAUUIDPattern: GPU-/MIG- followed by the 8-4-4-4-12 lowercase hex
 	// form (what nvidia-smi -L and cuDeviceGetUuid_v2 formatting give).
 	NVIDIAUUIDPattern = `^(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
-	// AMDUUIDPattern: GPU- and 16 hex digits (the HIP UUID); pass it in
-	// Options.ExtraUUIDPatterns for ROCm backends.
+	// AMDUUIDPattern: GPU- and 16 hex digits (the HIP UUID).
 	AMDUUIDPattern = `^GPU-[0-9a-fA-F]{16}$`
 )
 
@@ -35,10 +36,13 @@ const (
 type Options struct {
 	// Ordinal is the device the suite works on. Default 0.
 	Ordinal int
-	// ExtraUUIDPatterns are accepted in addition to NVIDIAUUIDPattern.
-	// Every UUID must also pass the core's rule (letters, digits, '-',
-	// 1..128 characters), whatever the patterns say.
-	ExtraUUIDPatterns []*regexp.Regexp
+	// Every UUID must pass the core's rule (names.ValidateDeviceUUID:
+	// ASCII letters, digits and '-', 1 to 128 characters), the only rule by
+	// default. UUIDPrefix, when set, pins a vendor prefix every UUID must
+	// start with ("GPU-", "ACME-"); UUIDPatterns, when set, are the forms
+	// one of which every UUID must match (NVIDIAUUIDPattern, say).
+	UUIDPrefix   string
+	UUIDPatterns []*regexp.Regexp
 	// OOMSize is an allocation size that must fail with ErrOutOfMemory.
 	// Default: the device's TotalMemory + 1.
 	OOMSize uint64
@@ -46,6 +50,13 @@ type Options struct {
 	Concurrency int
 	// CallTimeout bounds every backend call. Default 2 minutes.
 	CallTimeout time.Duration
+	// MapHandle, when set, maps an exported handle into the test process
+	// as a client would, for ExportImport/MappableByClient: the bytes must
+	// be the loaded ones. The sdk cannot import the core, so a test that
+	// can (core/ or a backend's own module) passes the real Go client's
+	// registry, client.Mappers.MapSDKHandle, with the backend's vendor
+	// Mapper registered. nil: the subtest is skipped, saying why.
+	MapHandle func(h sdk.Handle) (data []byte, release func() error, err error)
 }
 
 func (o Options) withDefaults() Options {

@@ -1,31 +1,34 @@
 package backendtest
 
 import (
-	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
-// coreUUIDRule is the core's rule for anything that goes into a path.
-var coreUUIDRule = regexp.MustCompile(`^[A-Za-z0-9-]{1,128}$`)
-
+// checkUUID applies the core's rule, then the prefix and the patterns the
+// backend pinned.
 func (s *suite) checkUUID(t *testing.T, uuid string) {
 	t.Helper()
-	if !coreUUIDRule.MatchString(uuid) {
-		t.Errorf("UUID %q breaks the core's rule (letters, digits, '-', 1..128 characters)", uuid)
+	if err := names.ValidateDeviceUUID(uuid); err != nil {
+		t.Errorf("the core would refuse this UUID: %v", err)
 		return
 	}
-	if regexp.MustCompile(NVIDIAUUIDPattern).MatchString(uuid) {
+	if p := s.opts.UUIDPrefix; p != "" && !strings.HasPrefix(uuid, p) {
+		t.Errorf("UUID %q does not start with the pinned vendor prefix %q (Options.UUIDPrefix)", uuid, p)
+	}
+	if len(s.opts.UUIDPatterns) == 0 {
 		return
 	}
-	for _, p := range s.opts.ExtraUUIDPatterns {
+	for _, p := range s.opts.UUIDPatterns {
 		if p.MatchString(uuid) {
 			return
 		}
 	}
-	t.Errorf("UUID %q matches neither %s nor Options.ExtraUUIDPatterns", uuid, NVIDIAUUIDPattern)
+	t.Errorf("UUID %q matches none of Options.UUIDPatterns %v", uuid, s.opts.UUIDPatterns)
 }
 
 func (s *suite) testInfo(t *testing.T) {
@@ -39,6 +42,11 @@ func (s *suite) testInfo(t *testing.T) {
 	}
 	if len(info.HandleKinds) == 0 {
 		t.Errorf("Info = %+v: HandleKinds must name the kinds Export produces", info)
+	}
+	for _, k := range info.HandleKinds {
+		if err := names.ValidateHandleKind(k); err != nil {
+			t.Errorf("Info.HandleKinds: %v", err)
+		}
 	}
 }
 

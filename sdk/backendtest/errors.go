@@ -153,7 +153,7 @@ func (s *suite) testImportGarbage(t *testing.T) {
 
 func (s *suite) testImportUnknownKind(t *testing.T) {
 	b := s.newBackend(t)
-	_, err := b.Import(s.ctx(t), s.opts.Ordinal, sdk.Handle{Kind: "no-such-kind", Data: []byte{1, 2, 3}, Size: 4096})
+	_, err := b.Import(s.ctx(t), s.opts.Ordinal, sdk.Handle{Kind: "x-backendtest-nosuchkind", Data: []byte{1, 2, 3}, Size: 4096})
 	wantKind(t, "Import of an unknown handle kind", err, sdk.ErrUnsupported)
 	s.assertUsable(t, b)
 }

@@ -165,3 +165,36 @@ func (s *suite) testExportImport(t *testing.T) {
 	// The exporter's allocation is untouched by the importer's Free.
 	s.verify(t, exporter, id, l)
 }
+
+func (s *suite) testMappableByClient(t *testing.T) {
+	if s.opts.MapHandle == nil {
+		t.Skip("Options.MapHandle is not set: pass the Go client's mappers (client.Mappers.MapSDKHandle) to check that exported handles map")
+	}
+	b := s.newBackend(t)
+	ctx := s.ctx(t)
+	l := newLayout(t)
+	id := s.load(t, b, l, nil)
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	data, release, err := s.opts.MapHandle(h)
+	if err != nil {
+		t.Fatalf("the client cannot map a %q handle: %v", h.Kind, err)
+	}
+	defer func() {
+		if release != nil {
+			if err := release(); err != nil {
+				t.Errorf("release the mapping: %v", err)
+			}
+		}
+	}()
+	if uint64(len(data)) < l.size {
+		t.Fatalf("the client mapped %d bytes of a %d-byte allocation", len(data), l.size)
+	}
+	for i, e := range l.extents {
+		if !bytes.Equal(data[e.DestOffset:e.DestOffset+e.Length], l.want(i)) {
+			t.Fatalf("extent %d: the client's mapping differs from the loaded bytes", i)
+		}
+	}
+}

@@ -19,17 +19,66 @@ import (
 // BuildPlugin builds the main package pkg (as `go build` names it: "." or
 // an import path) into dir as wcache-backend-NAME and returns the binary's
 // path. env is added to the build's environment (e.g. "CGO_ENABLED=1").
+//
+// pkg may also be the folder of a separate module (it holds a go.mod), as
+// an outside author's plugin is: the build then runs in that module with
+// GOWORK=off and GOFLAGS=-mod=readonly, so that the module's own go.mod and
+// go.sum decide every version and nothing is rewritten; modules come from
+// the module cache (GOFLAGS=-mod=mod or GOPROXY=off in env change that).
+//
 // It takes no *testing.T so that a TestMain can build once for all tests,
 // into a folder it made with os.MkdirTemp and removes after m.Run. The
 // error carries the compiler's output.
 func BuildPlugin(dir, name, pkg string, env ...string) (string, error) {
-	bin := filepath.Join(dir, "wcache-backend-"+name)
+	bin, err := filepath.Abs(filepath.Join(dir, "wcache-backend-"+name))
+	if err != nil {
+		return "", err
+	}
 	cmd := exec.Command("go", "build", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = os.Environ()
+	if st, err := os.Stat(filepath.Join(pkg, "go.mod")); err == nil && st.Mode().IsRegular() {
+		cmd.Dir, cmd.Args[len(cmd.Args)-1] = pkg, "."
+		cmd.Env = append(cmd.Env, "GOWORK=off", "GOFLAGS=-mod=readonly")
+	}
+	cmd.Env = append(cmd.Env, env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
+}
+
+// BuildPluginT is BuildPlugin into a private folder of the test (mode
+// 0700, removed when the test ends), failing the test when the build
+// fails. With StartPlugin and Run it runs the suite through the plugin
+// boundary:
+//
+//	bin := backendtest.BuildPluginT(t, "acme", ".")
+//	backendtest.Run(t, func(t *testing.T) sdk.Backend { return backendtest.StartPlugin(t, bin) }, opts)
+func BuildPluginT(t testing.TB, name, pkg string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := BuildPlugin(dir, name, pkg, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// StartOptions tune StartPluginWith.
+type StartOptions struct {
+	// Env is added to this process's environment for the plugin.
+	Env []string
+	// APIVersions are offered in the handshake (the plugin picks the
+	// newest it speaks too). nil → sdk.APIVersions().
+	APIVersions []int
+	// Options, when not nil, are sent with Configure right after the
+	// handshake, as a host sends --backend-opt (a refusal fails the test).
+	// nil: no Configure call, so a plugin built with sdk.MainConfigured
+	// builds its backend from the environment at the first call.
+	Options map[string]string
 }
 
 // StartPlugin starts the backend plugin binary at path as a wcache host
@@ -45,8 +94,16 @@ func BuildPlugin(dir, name, pkg string, env ...string) (string, error) {
 // plugin running.
 func StartPlugin(t testing.TB, path string, env ...string) sdk.Backend {
 	t.Helper()
+	b, _ := StartPluginWith(t, path, StartOptions{Env: env})
+	return b
+}
+
+// StartPluginWith is StartPlugin with options; it also returns the
+// backend API version the handshake settled on.
+func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend, int) {
+	t.Helper()
 	cmd := exec.Command(path)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), opts.Env...)
 	// The plugin descriptor channel, as core/pluginhost opens it, so that
 	// descriptor handles (memfd) cross the boundary too.
 	fdsConn, remote, err := fdpass.Socketpair()
@@ -58,9 +115,17 @@ func StartPlugin(t testing.TB, path string, env ...string) sdk.Backend {
 	cmd.ExtraFiles = []*os.File{remote}
 	cmd.Env = append(cmd.Env, sdk.EnvFDChannel+"=3")
 	logs := &testWriter{t: t}
+	versions := opts.APIVersions
+	if versions == nil {
+		versions = sdk.APIVersions()
+	}
+	sets := map[int]plugin.PluginSet{}
+	for _, v := range versions {
+		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: fds}}
+	}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.HandshakeConfig(),
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: fds}},
+		VersionedPlugins: sets,
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger: hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Info,
@@ -83,7 +148,12 @@ func StartPlugin(t testing.TB, path string, env ...string) sdk.Backend {
 	if !ok {
 		t.Fatalf("plugin %s: dispensed %T, not an sdk.Backend", path, raw)
 	}
-	return b
+	if opts.Options != nil {
+		if err := sdk.Configure(t.Context(), b, opts.Options); err != nil {
+			t.Fatalf("plugin %s: Configure(%v): %v", path, opts.Options, err)
+		}
+	}
+	return b, client.NegotiatedVersion()
 }
 
 // testWriter writes log lines to t.Log until stop: t.Log after the test

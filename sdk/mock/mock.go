@@ -35,12 +35,35 @@ type Backend struct {
 	ReadFunc      func(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
 	DigestFunc    func(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error)
 	FreeFunc      func(ctx context.Context, id sdk.AllocationID) error
+	// OptionsFunc is the schema (sdk.Configurable); nil: no options.
+	OptionsFunc func() []sdk.Option
+	// ConfigureFunc receives the resolved configuration; nil: accepted.
+	// Unknown keys and malformed values never reach it (the sdk refuses
+	// them against OptionsFunc's schema).
+	ConfigureFunc func(ctx context.Context, cfg sdk.Config) error
 }
 
 var (
-	_ sdk.Backend     = (*Backend)(nil)
-	_ sdk.StatsLoader = (*Backend)(nil)
+	_ sdk.Backend      = (*Backend)(nil)
+	_ sdk.StatsLoader  = (*Backend)(nil)
+	_ sdk.Configurable = (*Backend)(nil)
 )
+
+// Options calls OptionsFunc, or returns nil.
+func (b *Backend) Options() []sdk.Option {
+	if b.OptionsFunc == nil {
+		return nil
+	}
+	return b.OptionsFunc()
+}
+
+// Configure calls ConfigureFunc, or accepts cfg.
+func (b *Backend) Configure(ctx context.Context, cfg sdk.Config) error {
+	if b.ConfigureFunc == nil {
+		return nil
+	}
+	return b.ConfigureFunc(ctx, cfg)
+}
 
 func notSet(method string) error {
 	return sdk.Errorf(sdk.ErrUnsupported, "mock backend: %sFunc not set", method)

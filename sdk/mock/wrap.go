@@ -9,7 +9,17 @@ import "github.com/wcache/wcache/sdk"
 //	m.ExportFunc = func(context.Context, sdk.AllocationID) (sdk.Handle, error) {
 //		return sdk.Handle{}, sdk.Errorf(sdk.ErrUnsupported, "injected")
 //	}
+//
+// A b that is sdk.Configurable keeps its options and Configure.
 func Wrap(b sdk.Backend) *Backend {
+	w := wrap(b)
+	if c, ok := b.(sdk.Configurable); ok {
+		w.OptionsFunc, w.ConfigureFunc = c.Options, c.Configure
+	}
+	return w
+}
+
+func wrap(b sdk.Backend) *Backend {
 	return &Backend{
 		InfoFunc:       b.Info,
 		DevicesFunc:    b.Devices,

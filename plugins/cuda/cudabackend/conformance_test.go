@@ -2,6 +2,7 @@ package cudabackend
 
 import (
 	"os"
+	"regexp"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
@@ -47,5 +48,5 @@ func TestConformanceInProcess(t *testing.T) {
 			}
 		})
 		return b
-	}, backendtest.Options{})
+	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
 }

@@ -1,7 +1,6 @@
 package cudabackend
 
 import (
-	"fmt"
 	"os"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -23,15 +22,22 @@ import (
 // (see driver.Result.Sticky) ends the process with ExitStatusSticky after
 // logging it; every cfg.HealthInterval each device context is probed, so
 // one is noticed even while the daemon makes no driver call.
+//
+// The configuration comes from the host's --backend-opt keys (Options),
+// falling back to the WCACHE_CUDA_* variables; the backend is built when
+// the host's Configure arrives (sdk.MainConfigured), and an invalid value
+// is the answer to it.
 func Main() int {
-	return sdk.MainWith(Name, func(logger hclog.Logger) (sdk.Backend, error) {
-		cfg, err := ConfigFromEnv(os.Getenv)
+	return sdk.MainConfigured(Name, Options(), func(logger hclog.Logger, opts sdk.Config) (sdk.Backend, error) {
+		cfg, err := ConfigFromEnv(opts.Getenv)
 		if err != nil {
-			return nil, fmt.Errorf("invalid configuration: %w", err)
+			return nil, sdk.Errorf(sdk.ErrInvalidArgument, "invalid configuration: %v", err)
 		}
 		b, err := New(cfg, logger)
 		if err != nil {
-			logger.Error("CUDA backend unavailable", "error", err)
+			// Debug, not Error: every call answers with err, and the host
+			// prints it once (a second, logged copy was the same line twice).
+			logger.Debug("CUDA backend unavailable", "error", err)
 			return Unavailable(err), nil
 		}
 		// Runs until the process ends: a sticky error during serving or

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -258,18 +259,9 @@ func parseFaultDevices(v string, uuids []string) ([]int, error) {
 }
 
 // validateUUID applies the core's rule for anything that may end up in a
-// path: letters, digits and '-', 1 to 128 characters.
-func validateUUID(u string) error {
-	if u == "" || len(u) > 128 {
-		return fmt.Errorf("device UUID %q must have 1 to 128 characters", u)
-	}
-	for _, r := range u {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-			return fmt.Errorf("device UUID %q may contain only letters, digits and '-'", u)
-		}
-	}
-	return nil
-}
+// path (sdk/names, the rule's single source): letters, digits and '-', 1
+// to 128 characters.
+func validateUUID(u string) error { return names.ValidateDeviceUUID(u) }
 
 func parseFlag(getenv func(string) string, name string) (bool, error) {
 	v := strings.TrimSpace(getenv(name))

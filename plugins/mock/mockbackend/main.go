@@ -1,9 +1,6 @@
 package mockbackend
 
 import (
-	"fmt"
-	"os"
-
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
@@ -23,11 +20,15 @@ import (
 // same folder removes them. Replacing the signal works only when Main runs
 // on the main thread: call it from main with the main goroutine locked
 // there by runtime.LockOSThread in an init function.
+//
+// The configuration comes from the host's --backend-opt keys (Options),
+// falling back to the WCACHE_MOCK_* variables: the backend is built when
+// the host's Configure arrives (sdk.MainConfigured).
 func Main() int {
-	return sdk.MainWith("mock", func(logger hclog.Logger) (sdk.Backend, error) {
-		cfg, err := ConfigFromEnv(os.Getenv)
+	return sdk.MainConfigured("mock", Options(), func(logger hclog.Logger, opts sdk.Config) (sdk.Backend, error) {
+		cfg, err := ConfigFromEnv(opts.Getenv)
 		if err != nil {
-			return nil, fmt.Errorf("invalid configuration: %w", err)
+			return nil, sdk.Errorf(sdk.ErrInvalidArgument, "invalid configuration: %v", err)
 		}
 		return New(cfg, logger)
 	}, sdk.MainOptions{Doc: "docs/mock-backend.md", CloseOnTermination: true})

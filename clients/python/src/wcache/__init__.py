@@ -7,9 +7,12 @@ Main entry points:
 * ``CacheConfig`` and ``checkpoint_digest(dir)``: what the engine expects.
 * ``device_uuid(index)`` / ``canonical_device_uuid(raw, platform)``: the
   physical GPU identity daemons are keyed by.
+* ``HandleMappers``: where a vendor's mapper for its handle kind
+  (``x-VENDOR-NAME``) is registered, passed to ``attach(..., mappers=)``.
 * Errors: NoDaemonError (the only case to load from disk), UnsafeSocketError,
   DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError,
-  ProtocolError, all WcacheError.
+  ProtocolError (UnknownHandleKindError: no mapper for a handle's kind),
+  all WcacheError.
 
 See docs/python-client.md.
 """
@@ -44,6 +47,7 @@ from .errors import (
     WcacheError,
 )
 from .manifest import TensorSpec
+from .mappers import HandleMappers, MapContext, UnknownHandleKindError, is_vendor_kind, validate_handle_kind
 from .paths import Layout, default_dir, parse_template, validate_device_uuid
 from .vocab import normalize_dtype, normalize_quantization
 
@@ -53,7 +57,8 @@ NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
 __all__ = [
     "Attachment", "CacheConfig", "CheckpointError", "DaemonDeadError", "DaemonError", "DaemonGone",
-    "FieldDiff", "IncompatibleConfigError", "MOCK_CAPABILITY", "mock_device_uuids", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
+    "FieldDiff", "HandleMappers", "IncompatibleConfigError", "MapContext", "UnknownHandleKindError",
+    "is_vendor_kind", "validate_handle_kind", "MOCK_CAPABILITY", "mock_device_uuids", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
     "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "normalize_dtype",

@@ -35,6 +35,7 @@ from .discovery import Target, check_socket, probe, resolve
 from .errors import DaemonDeadError, DaemonError, FieldDiff, IncompatibleConfigError, ProtocolError, WcacheError
 from .manifest import DESCRIPTOR_KINDS, TensorSpec
 from .paths import Getenv
+from .mappers import HandleMappers
 from .tensors import LIBRARY_AUTO, Materialized, materialize
 
 log = logging.getLogger("wcache")
@@ -146,7 +147,8 @@ class Attachment:
     def __init__(self, channel: grpc.Channel, call, manifest, target: Target,
                  on_daemon_gone: Optional[Callable[[DaemonGone], None]],
                  on_notice: Optional[Callable[[object], None]],
-                 device_index: Optional[int], library: str, descriptors: Optional[Dict[int, int]] = None):
+                 device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None,
+                 descriptors: Optional[Dict[int, int]] = None):
         self._channel = channel
         # handle index → descriptor of a descriptor handle (memfd), closed by release().
         self._descriptors: Dict[int, int] = dict(descriptors or {})
@@ -162,6 +164,7 @@ class Attachment:
         self._on_notice = on_notice
         self._device_index = device_index
         self._library = library
+        self._mappers = mappers
         self._lock = threading.Lock()
         self._released = False
         self._materialized: Optional[Materialized] = None
@@ -184,7 +187,8 @@ class Attachment:
                 raise WcacheError("the lease was released; attach again")
             if self._materialized is None:
                 self._materialized = materialize(self.manifest, library=self._library,
-                                                 device_index=self._device_index, descriptors=self._descriptors)
+                                                 device_index=self._device_index, mappers=self._mappers,
+                                                 descriptors=self._descriptors)
             return self._materialized.tensors
 
     @property
@@ -280,7 +284,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            on_daemon_gone: Optional[Callable[[DaemonGone], None]] = None,
            on_notice: Optional[Callable[[object], None]] = None,
            timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
-           allow_owners: Iterable[int] = ()) -> Attachment:
+           allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -294,7 +298,9 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     timeout: seconds to wait for the manifest. library: "auto", "torch" or
     "numpy" for tensors(). getenv: a mapping or function replacing os.environ
     for the templates. allow_owners: socket owner uids accepted besides our
-    own (a daemon run by a service account).
+    own (a daemon run by a service account). mappers: a
+    wcache.HandleMappers with the mappers of vendor handle kinds
+    (x-VENDOR-NAME) for tensors(); None: the built-in kinds only.
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk), UnsafeSocketError,
@@ -349,7 +355,8 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     except BaseException:
         channel.close()
         raise
-    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, descriptors)
+    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
+                      descriptors)
 
 
 def _fetch_descriptors(socket_path: str, manifest, call, timeout: float) -> Dict[int, int]:

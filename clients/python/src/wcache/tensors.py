@@ -12,6 +12,8 @@ memfd             as posix-shm, mapped from    as posix-shm
 cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
                                                libcuda.so.1)
 hip-ipc           ROCm torch.Tensor            not supported (WcacheError)
+x-VENDOR-NAME     whatever the vendor's mapper returns (wcache.mappers: register it in a
+                  HandleMappers and pass that to materialize / attach)
 ================  ===========================  ==================================
 
 Nothing is copied. dtype and shape come from the manifest; a dtype the
@@ -26,11 +28,12 @@ import warnings
 from typing import Dict, List, Optional
 
 from . import dtypes
-from .errors import ProtocolError, WcacheError
+from .errors import WcacheError
 from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
                   torch_uses_cuda_malloc_async, view_in_storage)
 from .manifest import (HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec, TensorSpec,
                        parse_manifest)
+from .mappers import HandleMappers, MapContext, UnknownHandleKindError
 from .shm import ShmRegion, map_memfd, map_shm
 
 LIBRARY_AUTO = "auto"
@@ -103,18 +106,23 @@ def _empty(torch, numpy, spec: TensorSpec, device):
 
 
 def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[int] = None,
-                cuda_library: str = "libcuda.so.1", descriptors: Optional[Dict[int, int]] = None) -> Materialized:
+                cuda_library: str = "libcuda.so.1", mappers: Optional[HandleMappers] = None,
+                descriptors: Optional[Dict[int, int]] = None) -> Materialized:
     """Open every handle of manifest once and build a zero-copy view per tensor.
 
     library: "torch", "numpy" (posix-shm only; cuda-ipc gives DeviceArray) or
     "auto" (torch when importable, else numpy). device_index: the ordinal,
     as this process sees it, of the manifest's GPU for IPC handles; None
     looks it up by UUID. cuda_library: the driver dlopened for cuda-ipc
-    without torch. descriptors: handle index → descriptor of the memfd
-    handles (received by attach on the descriptor channel).
+    without torch. mappers: the mappers of vendor handle kinds
+    (wcache.mappers.HandleMappers); None: none. descriptors: handle index →
+    descriptor of the memfd handles (received by attach on the descriptor
+    channel).
 
-    Raises ProtocolError for a malformed manifest or unknown handle kind,
-    WcacheError when a handle cannot be opened.
+    Raises ProtocolError for a malformed manifest, UnknownHandleKindError (a
+    ProtocolError naming the kind and how to register a mapper) for a kind
+    that is neither built in nor registered, WcacheError when a handle
+    cannot be opened.
     """
     handles, specs = parse_manifest(manifest)
     torch = numpy = None
@@ -150,8 +158,13 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
             if isinstance(region, (DriverIpcRegion, TorchDriverIpcRegion)):
                 driver = region._driver
         else:
-            raise ProtocolError(f"handle {i}: unknown kind {h.kind!r} (this client knows "
-                                f"{HANDLE_POSIX_SHM}, {HANDLE_MEMFD}, {HANDLE_CUDA_IPC}, {HANDLE_HIP_IPC})")
+            mapper = mappers.lookup(h.kind) if mappers is not None else None
+            if mapper is None:
+                raise UnknownHandleKindError(i, h.kind, mappers.kinds() if mappers is not None else [])
+            region = mapper(i, h, MapContext(manifest.device_uuid, device_index, torch, numpy))
+            if not callable(getattr(region, "tensor", None)):
+                raise WcacheError(f"handle {i} ({h.kind}): the mapper returned {type(region).__name__}, "
+                                  "which has no tensor(spec) method")
         regions.append(region)
         storages.append(storage)
 

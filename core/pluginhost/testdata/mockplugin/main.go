@@ -7,6 +7,10 @@
 //	WCACHE_MOCK_MEMORY            bytes per device (sdk.ParseSize; default 64MiB)
 //	WCACHE_MOCK_CRASH_LOAD_AFTER  exit with status 3, logging "injected crash
 //	                              during load", once Loads copied this many bytes
+//	WCACHE_MOCK_PANIC_DIGEST      "panic": Digest panics (recovered by sdk.Serve);
+//	                              "fatal": Digest calls sdk.Fatal;
+//	                              "crash": Digest panics on a goroutine of its own
+//	                              (nothing can recover that: the process dies)
 package main
 
 import (
@@ -85,6 +89,24 @@ func newBackend(logger hclog.Logger) (sdk.Backend, error) {
 					progress(done, total)
 				}
 			})
+		}
+	}
+	switch os.Getenv("WCACHE_MOCK_PANIC_DIGEST") {
+	case "panic":
+		b.DigestFunc = func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
+			panic("injected panic in digest")
+		}
+	case "crash":
+		b.DigestFunc = func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
+			done := make(chan struct{})
+			go func() { panic("injected crash in a goroutine") }()
+			<-done
+			return nil, nil
+		}
+	case "fatal":
+		b.DigestFunc = func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
+			sdk.Fatal(errors.New("injected driver failure"))
+			return nil, nil
 		}
 	}
 	return closingBackend{Backend: b, Closer: mem}, nil

@@ -83,7 +83,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25, 0}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28, 0}
 }
 
 type InfoRequest struct {
@@ -128,8 +128,11 @@ type InfoResponse struct {
 	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// "cuda", "rocm" or "mock".
 	Platform string `protobuf:"bytes,3,opt,name=platform,proto3" json:"platform,omitempty"`
-	// Handle kinds Export produces, e.g. "cuda-ipc", "hip-ipc", "posix-shm".
-	HandleKinds   []string `protobuf:"bytes,4,rep,name=handle_kinds,json=handleKinds,proto3" json:"handle_kinds,omitempty"`
+	// Handle kinds Export produces, e.g. "cuda-ipc", "hip-ipc", "posix-shm",
+	// or a vendor kind "x-VENDOR-NAME" (see docs/protocol.md).
+	HandleKinds []string `protobuf:"bytes,4,rep,name=handle_kinds,json=handleKinds,proto3" json:"handle_kinds,omitempty"`
+	// The options Configure accepts (API version 2; empty: none).
+	Options       []*ConfigOption `protobuf:"bytes,5,rep,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +195,176 @@ func (x *InfoResponse) GetHandleKinds() []string {
 	return nil
 }
 
+func (x *InfoResponse) GetOptions() []*ConfigOption {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+// ConfigOption is one key of a plugin's configuration schema.
+type ConfigOption struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The KEY of --backend-opt KEY=VALUE: lowercase letters, digits, '-'.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How the value is parsed: "string", "int", "bool", "size" (bytes with an
+	// optional unit: 16MiB), "duration" (Go syntax: 30s).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The value used when neither the option nor its variable is set, as
+	// text ("" when there is none or it is computed at run time).
+	DefaultValue string `protobuf:"bytes,3,opt,name=default_value,json=defaultValue,proto3" json:"default_value,omitempty"`
+	Description  string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// The environment variable read when the option is not given ("": none).
+	Env           string `protobuf:"bytes,5,opt,name=env,proto3" json:"env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigOption) Reset() {
+	*x = ConfigOption{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigOption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigOption) ProtoMessage() {}
+
+func (x *ConfigOption) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigOption.ProtoReflect.Descriptor instead.
+func (*ConfigOption) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConfigOption) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetDefaultValue() string {
+	if x != nil {
+		return x.DefaultValue
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ConfigOption) GetEnv() string {
+	if x != nil {
+		return x.Env
+	}
+	return ""
+}
+
+type ConfigureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        map[string]string      `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureRequest) Reset() {
+	*x = ConfigureRequest{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureRequest) ProtoMessage() {}
+
+func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureRequest) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConfigureRequest) GetValues() map[string]string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type ConfigureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureResponse) Reset() {
+	*x = ConfigureResponse{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureResponse) ProtoMessage() {}
+
+func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureResponse) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{4}
+}
+
 type Device struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Ordinal          uint32                 `protobuf:"varint,1,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
@@ -208,7 +381,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[2]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +393,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[2]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +406,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{2}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Device) GetOrdinal() uint32 {
@@ -293,7 +466,7 @@ type DevicesRequest struct {
 
 func (x *DevicesRequest) Reset() {
 	*x = DevicesRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[3]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +478,7 @@ func (x *DevicesRequest) String() string {
 func (*DevicesRequest) ProtoMessage() {}
 
 func (x *DevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[3]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +491,7 @@ func (x *DevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicesRequest.ProtoReflect.Descriptor instead.
 func (*DevicesRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{3}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{6}
 }
 
 type DevicesResponse struct {
@@ -330,7 +503,7 @@ type DevicesResponse struct {
 
 func (x *DevicesResponse) Reset() {
 	*x = DevicesResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[4]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +515,7 @@ func (x *DevicesResponse) String() string {
 func (*DevicesResponse) ProtoMessage() {}
 
 func (x *DevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[4]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +528,7 @@ func (x *DevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicesResponse.ProtoReflect.Descriptor instead.
 func (*DevicesResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{4}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DevicesResponse) GetDevices() []*Device {
@@ -374,7 +547,7 @@ type GetDeviceUUIDRequest struct {
 
 func (x *GetDeviceUUIDRequest) Reset() {
 	*x = GetDeviceUUIDRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[5]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +559,7 @@ func (x *GetDeviceUUIDRequest) String() string {
 func (*GetDeviceUUIDRequest) ProtoMessage() {}
 
 func (x *GetDeviceUUIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[5]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +572,7 @@ func (x *GetDeviceUUIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeviceUUIDRequest.ProtoReflect.Descriptor instead.
 func (*GetDeviceUUIDRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{5}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetDeviceUUIDRequest) GetOrdinal() uint32 {
@@ -418,7 +591,7 @@ type GetDeviceUUIDResponse struct {
 
 func (x *GetDeviceUUIDResponse) Reset() {
 	*x = GetDeviceUUIDResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[6]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +603,7 @@ func (x *GetDeviceUUIDResponse) String() string {
 func (*GetDeviceUUIDResponse) ProtoMessage() {}
 
 func (x *GetDeviceUUIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[6]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +616,7 @@ func (x *GetDeviceUUIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeviceUUIDResponse.ProtoReflect.Descriptor instead.
 func (*GetDeviceUUIDResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{6}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetDeviceUUIDResponse) GetUuid() string {
@@ -463,7 +636,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[7]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +648,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[7]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +661,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{7}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AllocateRequest) GetOrdinal() uint32 {
@@ -516,7 +689,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[8]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +701,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[8]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +714,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{8}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AllocateResponse) GetAllocationId() uint64 {
@@ -572,7 +745,7 @@ type Extent struct {
 
 func (x *Extent) Reset() {
 	*x = Extent{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[9]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +757,7 @@ func (x *Extent) String() string {
 func (*Extent) ProtoMessage() {}
 
 func (x *Extent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[9]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +770,7 @@ func (x *Extent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extent.ProtoReflect.Descriptor instead.
 func (*Extent) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{9}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Extent) GetPath() string {
@@ -638,7 +811,7 @@ type LoadRequest struct {
 
 func (x *LoadRequest) Reset() {
 	*x = LoadRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[10]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +823,7 @@ func (x *LoadRequest) String() string {
 func (*LoadRequest) ProtoMessage() {}
 
 func (x *LoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[10]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +836,7 @@ func (x *LoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadRequest.ProtoReflect.Descriptor instead.
 func (*LoadRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{10}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LoadRequest) GetAllocationId() uint64 {
@@ -694,7 +867,7 @@ type LoadProgress struct {
 
 func (x *LoadProgress) Reset() {
 	*x = LoadProgress{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[11]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +879,7 @@ func (x *LoadProgress) String() string {
 func (*LoadProgress) ProtoMessage() {}
 
 func (x *LoadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[11]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +892,7 @@ func (x *LoadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadProgress.ProtoReflect.Descriptor instead.
 func (*LoadProgress) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{11}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LoadProgress) GetBytesDone() uint64 {
@@ -776,7 +949,7 @@ type LoadStats struct {
 
 func (x *LoadStats) Reset() {
 	*x = LoadStats{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +961,7 @@ func (x *LoadStats) String() string {
 func (*LoadStats) ProtoMessage() {}
 
 func (x *LoadStats) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[12]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +974,7 @@ func (x *LoadStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadStats.ProtoReflect.Descriptor instead.
 func (*LoadStats) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{12}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LoadStats) GetBytes() uint64 {
@@ -894,7 +1067,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1079,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[13]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1092,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{13}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Handle) GetKind() string {
@@ -959,7 +1132,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1144,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[14]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1157,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{14}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExportRequest) GetAllocationId() uint64 {
@@ -1003,7 +1176,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1188,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[15]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1201,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{15}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExportResponse) GetHandle() *Handle {
@@ -1048,7 +1221,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1233,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1246,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{16}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ImportRequest) GetOrdinal() uint32 {
@@ -1099,7 +1272,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1284,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1297,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{17}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ImportResponse) GetAllocationId() uint64 {
@@ -1145,7 +1318,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1330,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1343,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{18}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadRequest) GetAllocationId() uint64 {
@@ -1203,7 +1376,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1388,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1401,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{19}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1248,7 +1421,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1433,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1446,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{20}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Range) GetOffset() uint64 {
@@ -1300,7 +1473,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1485,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1498,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{21}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DigestRequest) GetAllocationId() uint64 {
@@ -1352,7 +1525,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1537,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1550,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DigestResponse) GetSha256() [][]byte {
@@ -1396,7 +1569,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1581,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1594,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FreeRequest) GetAllocationId() uint64 {
@@ -1439,7 +1612,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1624,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1637,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{27}
 }
 
 // ErrorDetail rides in a gRPC status so that typed errors survive the
@@ -1479,7 +1652,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1664,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1677,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -1526,12 +1699,25 @@ var File_wcache_backend_v1_backend_proto protoreflect.FileDescriptor
 const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\n" +
 	"\x1fwcache/backend/v1/backend.proto\x12\x11wcache.backend.v1\"\r\n" +
-	"\vInfoRequest\"{\n" +
+	"\vInfoRequest\"\xb6\x01\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bplatform\x18\x03 \x01(\tR\bplatform\x12!\n" +
-	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\"\xe2\x01\n" +
+	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\x129\n" +
+	"\aoptions\x18\x05 \x03(\v2\x1f.wcache.backend.v1.ConfigOptionR\aoptions\"\x8f\x01\n" +
+	"\fConfigOption\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12#\n" +
+	"\rdefault_value\x18\x03 \x01(\tR\fdefaultValue\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x10\n" +
+	"\x03env\x18\x05 \x01(\tR\x03env\"\x96\x01\n" +
+	"\x10ConfigureRequest\x12G\n" +
+	"\x06values\x18\x01 \x03(\v2/.wcache.backend.v1.ConfigureRequest.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x13\n" +
+	"\x11ConfigureResponse\"\xe2\x01\n" +
 	"\x06Device\x12\x18\n" +
 	"\aordinal\x18\x01 \x01(\rR\aordinal\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x12\n" +
@@ -1627,7 +1813,7 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\x12REASON_UNSUPPORTED\x10\x03\x12\x16\n" +
 	"\x12REASON_UNAVAILABLE\x10\x04\x12\x1b\n" +
 	"\x17REASON_INVALID_ARGUMENT\x10\x05\x12\x1d\n" +
-	"\x19REASON_NO_SUCH_ALLOCATION\x10\x062\xa7\x06\n" +
+	"\x19REASON_NO_SUCH_ALLOCATION\x10\x062\xff\x06\n" +
 	"\aBackend\x12G\n" +
 	"\x04Info\x12\x1e.wcache.backend.v1.InfoRequest\x1a\x1f.wcache.backend.v1.InfoResponse\x12P\n" +
 	"\aDevices\x12!.wcache.backend.v1.DevicesRequest\x1a\".wcache.backend.v1.DevicesResponse\x12b\n" +
@@ -1638,7 +1824,8 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\x06Import\x12 .wcache.backend.v1.ImportRequest\x1a!.wcache.backend.v1.ImportResponse\x12G\n" +
 	"\x04Read\x12\x1e.wcache.backend.v1.ReadRequest\x1a\x1f.wcache.backend.v1.ReadResponse\x12M\n" +
 	"\x06Digest\x12 .wcache.backend.v1.DigestRequest\x1a!.wcache.backend.v1.DigestResponse\x12G\n" +
-	"\x04Free\x12\x1e.wcache.backend.v1.FreeRequest\x1a\x1f.wcache.backend.v1.FreeResponseB<Z:github.com/wcache/wcache/proto/wcache/backend/v1;backendv1b\x06proto3"
+	"\x04Free\x12\x1e.wcache.backend.v1.FreeRequest\x1a\x1f.wcache.backend.v1.FreeResponse\x12V\n" +
+	"\tConfigure\x12#.wcache.backend.v1.ConfigureRequest\x1a$.wcache.backend.v1.ConfigureResponseB<Z:github.com/wcache/wcache/proto/wcache/backend/v1;backendv1b\x06proto3"
 
 var (
 	file_wcache_backend_v1_backend_proto_rawDescOnce sync.Once
@@ -1653,69 +1840,77 @@ func file_wcache_backend_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_backend_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(ErrorDetail_Reason)(0),       // 0: wcache.backend.v1.ErrorDetail.Reason
 	(*InfoRequest)(nil),           // 1: wcache.backend.v1.InfoRequest
 	(*InfoResponse)(nil),          // 2: wcache.backend.v1.InfoResponse
-	(*Device)(nil),                // 3: wcache.backend.v1.Device
-	(*DevicesRequest)(nil),        // 4: wcache.backend.v1.DevicesRequest
-	(*DevicesResponse)(nil),       // 5: wcache.backend.v1.DevicesResponse
-	(*GetDeviceUUIDRequest)(nil),  // 6: wcache.backend.v1.GetDeviceUUIDRequest
-	(*GetDeviceUUIDResponse)(nil), // 7: wcache.backend.v1.GetDeviceUUIDResponse
-	(*AllocateRequest)(nil),       // 8: wcache.backend.v1.AllocateRequest
-	(*AllocateResponse)(nil),      // 9: wcache.backend.v1.AllocateResponse
-	(*Extent)(nil),                // 10: wcache.backend.v1.Extent
-	(*LoadRequest)(nil),           // 11: wcache.backend.v1.LoadRequest
-	(*LoadProgress)(nil),          // 12: wcache.backend.v1.LoadProgress
-	(*LoadStats)(nil),             // 13: wcache.backend.v1.LoadStats
-	(*Handle)(nil),                // 14: wcache.backend.v1.Handle
-	(*ExportRequest)(nil),         // 15: wcache.backend.v1.ExportRequest
-	(*ExportResponse)(nil),        // 16: wcache.backend.v1.ExportResponse
-	(*ImportRequest)(nil),         // 17: wcache.backend.v1.ImportRequest
-	(*ImportResponse)(nil),        // 18: wcache.backend.v1.ImportResponse
-	(*ReadRequest)(nil),           // 19: wcache.backend.v1.ReadRequest
-	(*ReadResponse)(nil),          // 20: wcache.backend.v1.ReadResponse
-	(*Range)(nil),                 // 21: wcache.backend.v1.Range
-	(*DigestRequest)(nil),         // 22: wcache.backend.v1.DigestRequest
-	(*DigestResponse)(nil),        // 23: wcache.backend.v1.DigestResponse
-	(*FreeRequest)(nil),           // 24: wcache.backend.v1.FreeRequest
-	(*FreeResponse)(nil),          // 25: wcache.backend.v1.FreeResponse
-	(*ErrorDetail)(nil),           // 26: wcache.backend.v1.ErrorDetail
+	(*ConfigOption)(nil),          // 3: wcache.backend.v1.ConfigOption
+	(*ConfigureRequest)(nil),      // 4: wcache.backend.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),     // 5: wcache.backend.v1.ConfigureResponse
+	(*Device)(nil),                // 6: wcache.backend.v1.Device
+	(*DevicesRequest)(nil),        // 7: wcache.backend.v1.DevicesRequest
+	(*DevicesResponse)(nil),       // 8: wcache.backend.v1.DevicesResponse
+	(*GetDeviceUUIDRequest)(nil),  // 9: wcache.backend.v1.GetDeviceUUIDRequest
+	(*GetDeviceUUIDResponse)(nil), // 10: wcache.backend.v1.GetDeviceUUIDResponse
+	(*AllocateRequest)(nil),       // 11: wcache.backend.v1.AllocateRequest
+	(*AllocateResponse)(nil),      // 12: wcache.backend.v1.AllocateResponse
+	(*Extent)(nil),                // 13: wcache.backend.v1.Extent
+	(*LoadRequest)(nil),           // 14: wcache.backend.v1.LoadRequest
+	(*LoadProgress)(nil),          // 15: wcache.backend.v1.LoadProgress
+	(*LoadStats)(nil),             // 16: wcache.backend.v1.LoadStats
+	(*Handle)(nil),                // 17: wcache.backend.v1.Handle
+	(*ExportRequest)(nil),         // 18: wcache.backend.v1.ExportRequest
+	(*ExportResponse)(nil),        // 19: wcache.backend.v1.ExportResponse
+	(*ImportRequest)(nil),         // 20: wcache.backend.v1.ImportRequest
+	(*ImportResponse)(nil),        // 21: wcache.backend.v1.ImportResponse
+	(*ReadRequest)(nil),           // 22: wcache.backend.v1.ReadRequest
+	(*ReadResponse)(nil),          // 23: wcache.backend.v1.ReadResponse
+	(*Range)(nil),                 // 24: wcache.backend.v1.Range
+	(*DigestRequest)(nil),         // 25: wcache.backend.v1.DigestRequest
+	(*DigestResponse)(nil),        // 26: wcache.backend.v1.DigestResponse
+	(*FreeRequest)(nil),           // 27: wcache.backend.v1.FreeRequest
+	(*FreeResponse)(nil),          // 28: wcache.backend.v1.FreeResponse
+	(*ErrorDetail)(nil),           // 29: wcache.backend.v1.ErrorDetail
+	nil,                           // 30: wcache.backend.v1.ConfigureRequest.ValuesEntry
 }
 var file_wcache_backend_v1_backend_proto_depIdxs = []int32{
-	3,  // 0: wcache.backend.v1.DevicesResponse.devices:type_name -> wcache.backend.v1.Device
-	10, // 1: wcache.backend.v1.LoadRequest.extents:type_name -> wcache.backend.v1.Extent
-	13, // 2: wcache.backend.v1.LoadProgress.stats:type_name -> wcache.backend.v1.LoadStats
-	14, // 3: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
-	14, // 4: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
-	21, // 5: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
-	0,  // 6: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
-	1,  // 7: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
-	4,  // 8: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
-	6,  // 9: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
-	8,  // 10: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
-	11, // 11: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
-	15, // 12: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
-	17, // 13: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
-	19, // 14: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
-	22, // 15: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
-	24, // 16: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
-	2,  // 17: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
-	5,  // 18: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
-	7,  // 19: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
-	9,  // 20: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
-	12, // 21: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
-	16, // 22: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
-	18, // 23: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
-	20, // 24: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
-	23, // 25: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
-	25, // 26: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	3,  // 0: wcache.backend.v1.InfoResponse.options:type_name -> wcache.backend.v1.ConfigOption
+	30, // 1: wcache.backend.v1.ConfigureRequest.values:type_name -> wcache.backend.v1.ConfigureRequest.ValuesEntry
+	6,  // 2: wcache.backend.v1.DevicesResponse.devices:type_name -> wcache.backend.v1.Device
+	13, // 3: wcache.backend.v1.LoadRequest.extents:type_name -> wcache.backend.v1.Extent
+	16, // 4: wcache.backend.v1.LoadProgress.stats:type_name -> wcache.backend.v1.LoadStats
+	17, // 5: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
+	17, // 6: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
+	24, // 7: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
+	0,  // 8: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
+	1,  // 9: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
+	7,  // 10: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
+	9,  // 11: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
+	11, // 12: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
+	14, // 13: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
+	18, // 14: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
+	20, // 15: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
+	22, // 16: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
+	25, // 17: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
+	27, // 18: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
+	4,  // 19: wcache.backend.v1.Backend.Configure:input_type -> wcache.backend.v1.ConfigureRequest
+	2,  // 20: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
+	8,  // 21: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
+	10, // 22: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
+	12, // 23: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
+	15, // 24: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
+	19, // 25: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
+	21, // 26: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
+	23, // 27: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
+	26, // 28: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
+	28, // 29: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
+	5,  // 30: wcache.backend.v1.Backend.Configure:output_type -> wcache.backend.v1.ConfigureResponse
+	20, // [20:31] is the sub-list for method output_type
+	9,  // [9:20] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_wcache_backend_v1_backend_proto_init() }
@@ -1729,7 +1924,7 @@ func file_wcache_backend_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_backend_v1_backend_proto_rawDesc), len(file_wcache_backend_v1_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Backend_Read_FullMethodName          = "/wcache.backend.v1.Backend/Read"
 	Backend_Digest_FullMethodName        = "/wcache.backend.v1.Backend/Digest"
 	Backend_Free_FullMethodName          = "/wcache.backend.v1.Backend/Free"
+	Backend_Configure_FullMethodName     = "/wcache.backend.v1.Backend/Configure"
 )
 
 // BackendClient is the client API for Backend service.
@@ -63,6 +64,14 @@ type BackendClient interface {
 	Digest(ctx context.Context, in *DigestRequest, opts ...grpc.CallOption) (*DigestResponse, error)
 	// Free releases an allocation (or unmaps an imported one).
 	Free(ctx context.Context, in *FreeRequest, opts ...grpc.CallOption) (*FreeResponse, error)
+	// Configure (backend API version 2) hands the plugin the host's
+	// --backend-opt KEY=VALUE pairs. The plugin resolves them against the
+	// schema it announces in InfoResponse.options (a value given here wins
+	// over the option's environment variable, which wins over its default);
+	// an unknown key or a malformed value is INVALID_ARGUMENT naming the
+	// known keys. A host of version 2 calls it once, right after the
+	// handshake and before any other call, also with no values.
+	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 }
 
 type backendClient struct {
@@ -182,6 +191,16 @@ func (c *backendClient) Free(ctx context.Context, in *FreeRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *backendClient) Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureResponse)
+	err := c.cc.Invoke(ctx, Backend_Configure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -210,6 +229,14 @@ type BackendServer interface {
 	Digest(context.Context, *DigestRequest) (*DigestResponse, error)
 	// Free releases an allocation (or unmaps an imported one).
 	Free(context.Context, *FreeRequest) (*FreeResponse, error)
+	// Configure (backend API version 2) hands the plugin the host's
+	// --backend-opt KEY=VALUE pairs. The plugin resolves them against the
+	// schema it announces in InfoResponse.options (a value given here wins
+	// over the option's environment variable, which wins over its default);
+	// an unknown key or a malformed value is INVALID_ARGUMENT naming the
+	// known keys. A host of version 2 calls it once, right after the
+	// handshake and before any other call, also with no values.
+	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -249,6 +276,9 @@ func (UnimplementedBackendServer) Digest(context.Context, *DigestRequest) (*Dige
 }
 func (UnimplementedBackendServer) Free(context.Context, *FreeRequest) (*FreeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Free not implemented")
+}
+func (UnimplementedBackendServer) Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Configure not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -444,6 +474,24 @@ func _Backend_Free_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_Configure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Configure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Configure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Configure(ctx, req.(*ConfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -486,6 +534,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Free",
 			Handler:    _Backend_Free_Handler,
+		},
+		{
+			MethodName: "Configure",
+			Handler:    _Backend_Configure_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
