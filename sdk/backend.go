@@ -6,7 +6,12 @@
 // sdk.Serve(impl). See docs/writing-a-backend.md.
 package sdk
 
-import "context"
+import (
+	"context"
+	"os"
+
+	"github.com/wcache/wcache/sdk/names"
+)
 
 // AllocationID names an allocation (or an imported mapping) inside one
 // backend process. IDs are never reused within a process lifetime.
@@ -49,9 +54,34 @@ type Extent struct {
 
 // Handle is an exported allocation that another process can map.
 type Handle struct {
-	Kind string // "cuda-ipc", "hip-ipc", "posix-shm", ...
+	Kind string // "cuda-ipc", "hip-ipc", "posix-shm", "memfd", ...
 	Data []byte // kind-specific: a 64-byte cudaIpcMemHandle, a shm path, ...
 	Size uint64 // bytes of the exported region
+	// File is the descriptor of a descriptor handle (kinds "memfd",
+	// "cuda-vmm-fd"); nil for a name handle. Across the plugin boundary it
+	// travels with SCM_RIGHTS on the plugin descriptor channel (see
+	// fdpass and docs/protocol.md). Ownership: a File returned by Export
+	// belongs to the caller (a backend returns a fresh duplicate every
+	// time); a File passed to Import is borrowed for the call (a backend
+	// that keeps the memory duplicates it).
+	File *os.File
+}
+
+// Descriptor handle kinds: the memory is reached through the descriptor
+// itself, which lives as long as any process holds it.
+const (
+	// HandleMemfd: a memfd (memfd_create) sealed against shrinking, mapped
+	// with mmap; Data is empty. The mock backend's default.
+	HandleMemfd = names.KindMemfd
+	// HandleCUDAVMMFD: a CUDA VMM allocation exported as a POSIX file
+	// descriptor (cuMemExportToShareableHandle).
+	HandleCUDAVMMFD = names.KindCUDAVMMFD
+)
+
+// IsDescriptorKind reports whether a handle kind is carried as a file
+// descriptor rather than a name.
+func IsDescriptorKind(kind string) bool {
+	return kind == HandleMemfd || kind == HandleCUDAVMMFD
 }
 
 // Range is a byte range of an allocation.

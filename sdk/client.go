@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/wcache/wcache/sdk/fdpass"
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 	"github.com/wcache/wcache/sdk/names"
@@ -15,7 +18,13 @@ import (
 // grpcClient is the host-side Backend that talks to a plugin over gRPC.
 type grpcClient struct {
 	rpc backendv1.BackendClient
+	fds *fdpass.Channel // nil: the plugin has no descriptor channel
 }
+
+// FDWait bounds how long one side of the plugin descriptor channel waits
+// for a descriptor whose token it was told (it was sent before the token,
+// so it is normally there already).
+const FDWait = 10 * time.Second
 
 // NewGRPCClient returns a Backend that forwards every call over conn to a
 // plugin served by Serve. Errors come back as *RemoteError wrapping the
@@ -24,6 +33,13 @@ type grpcClient struct {
 // the connection).
 func NewGRPCClient(conn grpc.ClientConnInterface) Backend {
 	return &grpcClient{rpc: backendv1.NewBackendClient(conn)}
+}
+
+// NewGRPCClientWithFDs is NewGRPCClient for a plugin started with a
+// descriptor channel (fds): Export returns descriptor handles with their
+// File, and Import sends the File of one.
+func NewGRPCClientWithFDs(conn grpc.ClientConnInterface, fds *fdpass.Channel) Backend {
+	return &grpcClient{rpc: backendv1.NewBackendClient(conn), fds: fds}
 }
 
 func (c *grpcClient) Info(ctx context.Context) (Info, error) {
@@ -132,7 +148,24 @@ func (c *grpcClient) Export(ctx context.Context, id AllocationID) (Handle, error
 		return Handle{}, errors.New("backend exported no handle: protocol violation")
 	}
 	h := handleFromProto(resp.GetHandle())
+	if token := resp.GetHandle().GetFdToken(); token != 0 {
+		if c.fds == nil {
+			return Handle{}, fmt.Errorf("backend exported a %s handle with descriptor %d, but this host has no descriptor channel: protocol violation", h.Kind, token)
+		}
+		tctx, cancel := context.WithTimeout(ctx, FDWait)
+		defer cancel()
+		f, err := c.fds.Take(tctx, token)
+		if err != nil {
+			return Handle{}, &TransportError{Op: "Export", Err: err}
+		}
+		h.File = f
+	} else if IsDescriptorKind(h.Kind) {
+		return Handle{}, fmt.Errorf("backend exported a %s handle without its descriptor: protocol violation", h.Kind)
+	}
 	if err := names.ValidateHandleKind(h.Kind); err != nil {
+		if h.File != nil {
+			h.File.Close()
+		}
 		return Handle{}, fmt.Errorf("backend exported a handle the core cannot name: %w: protocol violation", err)
 	}
 	return h, nil
@@ -143,7 +176,16 @@ func (c *grpcClient) Import(ctx context.Context, ordinal int, h Handle) (Allocat
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.rpc.Import(ctx, &backendv1.ImportRequest{Ordinal: ord, Handle: handleToProto(h)})
+	ph := handleToProto(h)
+	if h.File != nil {
+		if c.fds == nil {
+			return 0, Errorf(ErrUnsupported, "import a %s handle: the plugin has no descriptor channel", h.Kind)
+		}
+		if ph.FdToken, err = c.fds.Send(h.File); err != nil {
+			return 0, &TransportError{Op: "Import", Err: err}
+		}
+	}
+	resp, err := c.rpc.Import(ctx, &backendv1.ImportRequest{Ordinal: ord, Handle: ph})
 	if err != nil {
 		return 0, fromStatus(ctx, "Import", err)
 	}

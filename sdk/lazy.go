@@ -11,6 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // ConfigFactory builds the backend a plugin serves from its resolved
@@ -50,6 +51,9 @@ type lazyServer struct {
 	backendv1.UnsafeBackendServer
 	schema []Option
 	build  func(Config) (Backend, error)
+	// fds is the plugin descriptor channel (set by servePlugin before it
+	// serves; nil: none).
+	fds *fdpass.Channel
 
 	mu    sync.Mutex
 	impl  Backend
@@ -81,7 +85,7 @@ func (l *lazyServer) buildLocked(cfg Config) error {
 	if b == nil {
 		return errors.New("the backend's factory returned no backend")
 	}
-	l.impl, l.inner, l.built = b, NewGRPCServer(b), cfg
+	l.impl, l.inner, l.built = b, NewGRPCServerWithFDs(b, l.fds), cfg
 	return nil
 }
 

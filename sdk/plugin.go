@@ -7,6 +7,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/wcache/wcache/sdk/fdpass"
+
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 )
 
@@ -17,6 +19,9 @@ import (
 type GRPCPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Backend
+	// FDs is the plugin descriptor channel, on either side (nil: none;
+	// descriptor handles then cannot cross).
+	FDs *fdpass.Channel
 	// server, when set (MainConfigured), is registered instead of
 	// NewGRPCServer(Impl).
 	server backendv1.BackendServer
@@ -33,11 +38,11 @@ func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if p.Impl == nil {
 		return errors.New("sdk.GRPCPlugin: no backend implementation to serve")
 	}
-	backendv1.RegisterBackendServer(s, NewGRPCServer(p.Impl))
+	backendv1.RegisterBackendServer(s, NewGRPCServerWithFDs(p.Impl, p.FDs))
 	return nil
 }
 
 // GRPCClient returns the host-side Backend for conn.
 func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return NewGRPCClient(conn), nil
+	return NewGRPCClientWithFDs(conn, p.FDs), nil
 }

@@ -101,6 +101,18 @@ func servePlugin(p *GRPCPlugin, opts ServeOptions) {
 		os.Exit(1)
 	}
 	serverOpts := opts.GRPCServerOptions
+	fds, err := OpenFDChannel(os.Getenv)
+	if err != nil {
+		logger.Warn("no descriptor channel: descriptor handles cannot reach the host", "error", err)
+	}
+	if fds != nil {
+		defer fds.Close()
+	}
+	// Set before serving: every version's set shares p.
+	p.FDs = fds
+	if l, ok := p.server.(*lazyServer); ok {
+		l.fds = fds
+	}
 	rec := &recoverer{logger: logger, exit: os.Exit}
 	hs := HandshakeConfig()
 	hs.ProtocolVersion = 0 // the versions are VersionedPlugins' keys

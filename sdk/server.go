@@ -6,6 +6,7 @@ import (
 	"time"
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // Load progress over gRPC is throttled: a message goes out when at least
@@ -20,6 +21,9 @@ const (
 type grpcServer struct {
 	backendv1.UnimplementedBackendServer
 	impl Backend
+	// fds carries descriptor handles to and from the host (nil: the host
+	// opened no descriptor channel).
+	fds *fdpass.Channel
 }
 
 // NewGRPCServer adapts impl to the generated gRPC server interface. Errors
@@ -27,6 +31,14 @@ type grpcServer struct {
 // the client adapter can rebuild an error wrapping the same sentinel.
 func NewGRPCServer(impl Backend) backendv1.BackendServer {
 	return &grpcServer{impl: impl}
+}
+
+// NewGRPCServerWithFDs is NewGRPCServer for a plugin whose host opened a
+// descriptor channel (fds, see OpenFDChannel): the File of an exported
+// handle goes to the host on it, and the descriptor of an imported handle
+// comes from it.
+func NewGRPCServerWithFDs(impl Backend, fds *fdpass.Channel) backendv1.BackendServer {
+	return &grpcServer{impl: impl, fds: fds}
 }
 
 func (s *grpcServer) Info(ctx context.Context, _ *backendv1.InfoRequest) (*backendv1.InfoResponse, error) {
@@ -105,14 +117,40 @@ func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &backendv1.ExportResponse{Handle: handleToProto(h)}, nil
+	ph := handleToProto(h)
+	if h.File != nil {
+		// Sent before the answer, so the descriptor is in the host's socket
+		// buffer by the time the host reads the token.
+		defer h.File.Close()
+		if s.fds == nil {
+			return nil, toStatus(Errorf(ErrUnsupported, "export a %s handle: the host opened no descriptor channel (a wcache older than this plugin?)", h.Kind))
+		}
+		if ph.FdToken, err = s.fds.Send(h.File); err != nil {
+			return nil, toStatus(Errorf(ErrUnavailable, "export a %s handle: %v", h.Kind, err))
+		}
+	}
+	return &backendv1.ExportResponse{Handle: ph}, nil
 }
 
 func (s *grpcServer) Import(ctx context.Context, req *backendv1.ImportRequest) (*backendv1.ImportResponse, error) {
 	if req.GetHandle() == nil {
 		return nil, toStatus(Errorf(ErrInvalidArgument, "import without a handle"))
 	}
-	id, err := s.impl.Import(ctx, int(req.GetOrdinal()), handleFromProto(req.GetHandle()))
+	h := handleFromProto(req.GetHandle())
+	if token := req.GetHandle().GetFdToken(); token != 0 {
+		if s.fds == nil {
+			return nil, toStatus(Errorf(ErrInvalidArgument, "import a %s handle with descriptor %d: no descriptor channel", h.Kind, token))
+		}
+		tctx, cancel := context.WithTimeout(ctx, FDWait)
+		f, err := s.fds.Take(tctx, token)
+		cancel()
+		if err != nil {
+			return nil, toStatus(Errorf(ErrInvalidArgument, "import a %s handle: %v", h.Kind, err))
+		}
+		defer f.Close()
+		h.File = f
+	}
+	id, err := s.impl.Import(ctx, int(req.GetOrdinal()), h)
 	if err != nil {
 		return nil, toStatus(err)
 	}

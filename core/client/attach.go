@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/fdchannel"
 )
 
 // Attachment is a successful attach: the manifest and the lease that keeps
@@ -83,7 +85,14 @@ func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachmen
 		cancel()
 		return nil, &DeviceMismatchError{Socket: c.socket, Want: c.deviceUUID, Got: m.DeviceUUID}
 	}
-	l := &Lease{id: m.LeaseID, cancel: cancel, done: make(chan struct{}), notices: make(chan Notice, noticeBuffer)}
+	var files []*os.File
+	if descriptorHandles(m.Handles) > 0 {
+		if files, err = c.fetchDescriptors(ctx, fdchannel.OpLease, m.LeaseID, m.FDToken, m.Handles); err != nil {
+			cancel()
+			return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
+		}
+	}
+	l := &Lease{id: m.LeaseID, cancel: cancel, done: make(chan struct{}), notices: make(chan Notice, noticeBuffer), files: files}
 	go l.run(stream)
 	return &Attachment{Manifest: m, Lease: l}, nil
 }

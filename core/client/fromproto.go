@@ -19,7 +19,7 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 	m := &Manifest{
 		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
 		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
-		Metadata: pm.GetMetadata(),
+		Metadata: pm.GetMetadata(), FDToken: pm.GetFdToken(),
 	}
 	if pm.GetConfig() != nil {
 		m.Config = cacheconfig.FromProto(pm.GetConfig())
@@ -121,7 +121,9 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		s.StartPhases = StartPhases{Plan: time.Duration(p.GetPlanNs()), Lock: time.Duration(p.GetLockNs()),
 			Allocate: time.Duration(p.GetAllocateNs()), Load: time.Duration(p.GetLoadNs()),
 			Export: time.Duration(p.GetExportNs()), Total: time.Duration(p.GetTotalNs()),
-			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated()}
+			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated(),
+			BytesAdopted: p.GetBytesAdopted(), Source: p.GetSource(), PluginRestarts: int(p.GetPluginRestarts()),
+			LastRestart: time.Duration(p.GetLastRestartNs())}
 	}
 	for _, l := range r.GetLeases() {
 		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type Lease struct {
 	done      chan struct{}
 	notices   chan Notice
 	closeConn func() error
+	// files are the manifest's descriptors (descriptor handles), closed
+	// by Close.
+	files []*os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -73,6 +77,10 @@ func (l *Lease) Close() error {
 	l.mu.Unlock()
 	l.cancel()
 	<-l.done
+	l.mu.Lock()
+	closeHandleFiles(l.files)
+	l.files = nil
+	l.mu.Unlock()
 	if l.closeConn != nil {
 		return l.closeConn()
 	}

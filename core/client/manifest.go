@@ -1,16 +1,41 @@
 package client
 
 import (
+	"os"
+
+	"github.com/wcache/wcache/sdk/names"
+
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
 // Handle is an exported allocation of the daemon: kind-specific bytes a
-// client maps ("posix-shm": a file path; "cuda-ipc": a cudaIpcMemHandle).
+// client maps ("posix-shm": a file path; "cuda-ipc": a cudaIpcMemHandle),
+// or a descriptor ("memfd", "cuda-vmm-fd").
 type Handle struct {
 	Kind string
 	Data []byte
 	Size uint64
+	// File is the descriptor of a descriptor handle, received on the
+	// daemon's descriptor channel by Attach (read-only for a memfd) or by
+	// Publish (writable); nil for a name handle. It belongs to the lease
+	// (closed by Lease.Close) or to the publish; a mapping made from it
+	// stays valid after it is closed.
+	File *os.File
 }
+
+// IsDescriptor reports whether the handle's kind is passed as a
+// descriptor.
+func (h Handle) IsDescriptor() bool { return h.Kind == HandleMemfd || h.Kind == HandleCUDAVMMFD }
+
+// Descriptor handle kinds (sdk/names).
+const (
+	// HandleMemfd: a memfd sealed against shrinking; a Go process maps it
+	// (Map, MapFile).
+	HandleMemfd = names.KindMemfd
+	// HandleCUDAVMMFD: a CUDA VMM allocation as a POSIX descriptor (needs
+	// the CUDA driver to map).
+	HandleCUDAVMMFD = names.KindCUDAVMMFD
+)
 
 // Tensor says where one tensor lives: bytes [Offset, Offset+Length) of
 // Handles[Handle].
@@ -48,6 +73,9 @@ type Manifest struct {
 	Tensors         []Tensor
 	LeaseID         uint64
 	ProtocolVersion uint32
+	// FDToken is the lease's descriptor channel secret (empty when no
+	// handle is a descriptor).
+	FDToken []byte
 	// Metadata is the metadata map of published weights (nil for file
 	// loads).
 	Metadata map[string]string

@@ -51,11 +51,13 @@ type Mappers struct {
 func NewMappers() *Mappers { return &Mappers{byKind: map[string]Mapper{}} }
 
 // DefaultMappers returns a registry holding the mappers the core ships:
-// posix-shm (MapShm). cuda-ipc, hip-ipc and the descriptor kinds need a
-// GPU runtime or the fd channel and have none here.
+// posix-shm (MapShm) and memfd (MapFile of the descriptor Attach received
+// on the daemon's descriptor channel). cuda-ipc, hip-ipc and cuda-vmm-fd
+// need a GPU runtime and have none here.
 func DefaultMappers() *Mappers {
 	r := NewMappers()
 	r.byKind[HandlePosixShm] = MapperFunc(mapShmHandle)
+	r.byKind[HandleMemfd] = MapperFunc(mapMemfdHandle)
 	return r
 }
 
@@ -95,6 +97,15 @@ func mapShmHandle(h Handle) (Mapping, error) {
 	return Mapping{Data: data, Release: func() error { return Unmap(data) }}, nil
 }
 
+// mapMemfdHandle is the memfd Mapper: File is the descriptor.
+func mapMemfdHandle(h Handle) (Mapping, error) {
+	data, err := MapHandle(0, h)
+	if err != nil {
+		return Mapping{}, err
+	}
+	return Mapping{Data: data, Release: func() error { return Unmap(data) }}, nil
+}
+
 // MapSDKHandle maps a backend's handle with the registered mappers, for
 // sdk/backendtest's Options.MapHandle (the suite checks that what a
 // backend exports is mappable by this client): the bytes, their release,
@@ -104,7 +115,7 @@ func (r *Mappers) MapSDKHandle(h sdk.Handle) ([]byte, func() error, error) {
 	if !ok {
 		return nil, nil, &NotMappableError{Kind: h.Kind, Registered: r.Kinds()}
 	}
-	mapping, err := m.Map(Handle{Kind: h.Kind, Data: h.Data, Size: h.Size})
+	mapping, err := m.Map(Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
 	if err != nil {
 		return nil, nil, fmt.Errorf("map a %s handle: %w", h.Kind, err)
 	}

@@ -57,7 +57,7 @@ func TestRegisteredVendorMapperMapsItsKind(t *testing.T) {
 	if err := reg.Register(acmeKind, acme); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(reg.Kinds(), ","); got != "posix-shm,x-acme-buf" {
+	if got := strings.Join(reg.Kinds(), ","); got != "memfd,posix-shm,x-acme-buf" {
 		t.Errorf("Kinds = %s", got)
 	}
 	ts, err := reg.Map(&m)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wcache/wcache/core/fdchannel"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -139,6 +140,13 @@ func (c *Client) Publish(ctx context.Context, pub Publication, fill FillFunc) (*
 	}
 	if len(plan.Tensors) != len(pub.Tensors) {
 		return nil, fmt.Errorf("publish to %s: plan has %d places for %d tensors: %w", c.socket, len(plan.Tensors), len(pub.Tensors), ErrBadManifest)
+	}
+	if descriptorHandles(plan.Handles) > 0 {
+		files, err := c.fetchDescriptors(ctx, fdchannel.OpPublish, pp.GetPublishId(), pp.GetFdToken(), plan.Handles)
+		if err != nil {
+			return nil, fmt.Errorf("publish to %s: %w", c.socket, err)
+		}
+		defer closeHandleFiles(files)
 	}
 	sums, err := fill(ctx, plan)
 	if err != nil {

@@ -33,10 +33,16 @@ func ShmFill(copy CopyFunc, digest bool) FillFunc {
 			}
 		}()
 		for i, h := range plan.Handles {
-			if h.Kind != HandleKindPosixShm {
-				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s handles only", i, h.Kind, HandleKindPosixShm)
+			var m []byte
+			var err error
+			switch {
+			case h.Kind == HandleKindPosixShm:
+				m, err = mapWritable(string(h.Data), h.Size)
+			case h.Kind == HandleMemfd && h.File != nil:
+				m, err = mapWritableFile(h.File, h.Size)
+			default:
+				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s and %s handles only", i, h.Kind, HandleKindPosixShm, HandleMemfd)
 			}
-			m, err := mapWritable(string(h.Data), h.Size)
 			if err != nil {
 				return nil, fmt.Errorf("handle %d: %w", i, err)
 			}

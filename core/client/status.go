@@ -53,6 +53,15 @@ type Status struct {
 type StartPhases struct {
 	Plan, Lock, Allocate, Load, Export, Total time.Duration
 	BytesLoaded, BytesAllocated               uint64
+	// BytesAdopted were taken over as descriptors (serve --takeover)
+	// instead of read; Source is "files", "takeover" or "" (empty or
+	// published).
+	BytesAdopted uint64
+	Source       string
+	// PluginRestarts counts the backend plugins the daemon replaced with
+	// descriptor handles (no reload); LastRestart is the last one's time.
+	PluginRestarts int
+	LastRestart    time.Duration
 }
 
 // Status asks the daemon to describe itself.

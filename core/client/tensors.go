@@ -63,7 +63,7 @@ type Tensors struct {
 	releases []func() error
 }
 
-// Map is DefaultMappers().Map(m): only posix-shm handles can be mapped.
+// Map is DefaultMappers().Map(m): posix-shm and memfd handles can be mapped.
 func Map(m *Manifest) (*Tensors, error) { return DefaultMappers().Map(m) }
 
 // Map maps every handle of m read-only (each once, whatever its tensor

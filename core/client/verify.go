@@ -55,7 +55,7 @@ type VerifyResult struct {
 const maxDigestRanges = 1024
 
 // Verify checks that m holds exactly ck's tensors, with the same dtype,
-// shape and bytes. posix-shm handles are mapped read-only, as an engine maps
+// shape and bytes. posix-shm and memfd handles are mapped read-only, as an engine maps
 // them, and compared byte for byte with the files; other kinds go through
 // opts.Importer (a *NotMappableError without one). The first difference is
 // an error naming the tensor that matches ErrVerify; a failure to read,
@@ -77,7 +77,7 @@ func Verify(ctx context.Context, m *Manifest, ck *safetensors.Checkpoint, opts V
 			return VerifyResult{}, fmt.Errorf("verify: %w", err)
 		}
 		switch {
-		case h.Kind == HandlePosixShm:
+		case mappable(h.Kind):
 			err = verifyMapped(m, hi, byHandle[hi], srcs, files)
 		case opts.Importer != nil:
 			err = verifyImported(ctx, opts, m, hi, byHandle[hi], srcs, files)
@@ -129,8 +129,7 @@ func checkTensors(m *Manifest, ck *safetensors.Checkpoint) ([]source, error) {
 // verifyMapped maps handle hi and compares the bytes of its tensors idx
 // with the files.
 func verifyMapped(m *Manifest, hi int, idx []int, srcs []source, files *fileReader) error {
-	h := m.Handles[hi]
-	data, err := MapShm(string(h.Data), h.Size)
+	data, err := MapHandle(hi, m.Handles[hi])
 	if err != nil {
 		return fmt.Errorf("verify: handle %d: %w", hi, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
@@ -47,11 +48,15 @@ type Daemon struct {
 	lock        *daemonfile.Lock
 	started     time.Time
 	generation  uint64
+	// restarts count the plugins replaced (restart.go).
+	restarts restartStats
 
-	reg      *registry
-	metrics  Metrics
-	srv      *grpc.Server
-	lis      *net.UnixListener
+	reg     *registry
+	metrics Metrics
+	srv     *grpc.Server
+	lis     *net.UnixListener
+	// fdLis is the descriptor channel (fdserver.go).
+	fdLis    *net.UnixListener
 	serveErr chan error
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -178,8 +183,28 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 	planned := time.Since(startPlan)
 
+	var took *takeover
+	if opts.Takeover {
+		if took, err = d.takeOver(ctx); err != nil {
+			return nil, pluginErr("takeover", err)
+		}
+		if took == nil {
+			d.log.Info("takeover: no daemon on the device's socket, starting as usual")
+		} else {
+			pl = nil // nothing to load: the memory is here
+			undo = append(undo, func() {
+				if d.manifest != took.manifest { // else freeAll does it
+					d.freeAllocs(took.ids)
+					took.manifest.files.close()
+				}
+			})
+		}
+	}
+
 	lock, res, err := daemonfile.Acquire(ctx, d.info.Paths, daemonfile.CleanupOptions{
-		Force: opts.Force, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
+		// The daemon taken over exits by itself once it handed over; Force
+		// waits for it (and ends it, should it linger).
+		Force: opts.Force || took != nil, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
 		Logf: func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {
@@ -214,6 +239,9 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		d.started = time.Now()
 		d.generation = uint64(d.started.UnixNano())
 		d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
+	} else if took != nil {
+		d.adopt(took, planned, locked)
+		d.metrics.Loaded(d.info.Load, d.info.Tensors)
 	} else {
 		d.reg.setState(StateEmpty)
 	}
@@ -228,6 +256,16 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 			d.log.Warn("removing the socket", "error", err)
 		}
 	})
+	if d.fdLis, err = d.listenFDChannel(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() {
+		d.fdLis.Close()
+		if err := os.Remove(fdchannel.Path(d.info.Paths.Socket)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("removing the descriptor channel", "error", err)
+		}
+	})
+	go d.serveFDChannel(d.fdLis)
 	d.info.StartDuration = time.Since(begin)
 	var auth authorizer
 	d.srv, auth = d.newGRPCServer()
@@ -240,7 +278,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 	// Recorded so that shutdown removes only these very files, and Run
 	// notices when they are gone.
-	for _, f := range []string{d.info.Paths.Socket, d.info.Paths.Ready} {
+	for _, f := range []string{d.info.Paths.Socket, fdchannel.Path(d.info.Paths.Socket), d.info.Paths.Ready} {
 		if err := d.lock.Own(f); err != nil {
 			return nil, err
 		}

@@ -48,6 +48,9 @@ func (d *Daemon) Evict(ctx context.Context, timeout time.Duration) (leases int, 
 	// so that a publish never allocates next to the old weights.
 	freed = d.info.Load.Bytes
 	d.freeAllocs(d.allocs)
+	if d.manifest != nil {
+		d.manifest.files.close()
+	}
 	d.allocs, d.manifest, d.generation = nil, nil, 0
 	d.config, d.configProto = cacheconfig.Config{}, nil
 	d.info.Model, d.info.Files, d.info.Config, d.info.ConfigDigest = "", nil, cacheconfig.Config{}, ""

@@ -25,6 +25,8 @@ type fixture struct {
 	model  *safetensorstest.Result
 	shm    string
 	uuids  []string
+	// memfd makes plugin's backends export memfd descriptor handles.
+	memfd bool
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -51,7 +53,7 @@ func newFixture(t testing.TB) *fixture {
 // its calls (to make them fail).
 func (f *fixture) plugin(inject func(*mock.Backend)) *testplugin.Plugin {
 	f.t.Helper()
-	mem, err := mock.NewMemory(mock.MemoryOptions{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm})
+	mem, err := mock.NewMemory(mock.MemoryOptions{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm, Memfd: f.memfd})
 	if err != nil {
 		f.t.Fatal(err)
 	}

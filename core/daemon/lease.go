@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"sort"
 	"sync"
 	"time"
 
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/fdchannel"
 )
 
 // State is the daemon's serving state.
@@ -60,6 +63,10 @@ type lease struct {
 	// noticed is true once the current drain notified this lease
 	// (guarded by registry.mu).
 	noticed bool
+	// token is the lease's descriptor channel secret, and m the manifest
+	// it was given (whose descriptors the channel hands out).
+	token [fdchannel.TokenSize]byte
+	m     *manifest
 }
 
 // registry holds the leases and the serving state.
@@ -110,7 +117,7 @@ func (r *registry) broadcastLocked() {
 
 // add registers a new lease, unless the daemon is draining or stopping (the
 // state is returned then, with a nil lease).
-func (r *registry) add(p PeerInfo, clientName string, now time.Time) (*lease, State) {
+func (r *registry) add(p PeerInfo, clientName string, now time.Time, m *manifest) (*lease, State) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state != StateServing {
@@ -118,10 +125,18 @@ func (r *registry) add(p PeerInfo, clientName string, now time.Time) (*lease, St
 	}
 	r.next++
 	l := &lease{id: r.next, peer: p, clientName: clientName, since: now,
-		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{})}
+		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{}), m: m}
+	rand.Read(l.token[:]) // never fails (crypto/rand since Go 1.24)
 	r.leases[l.id] = l
 	r.metrics.Leases(len(r.leases))
 	return l, StateServing
+}
+
+// lookup returns the live lease id, or nil.
+func (r *registry) lookup(id uint64) *lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leases[id]
 }
 
 // remove forgets a lease (its stream ended).

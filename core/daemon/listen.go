@@ -25,6 +25,15 @@ import (
 // path must exist and be writable. The returned listener does not unlink
 // the path on Close: the caller removes it when done.
 func ListenUnix(path string, gid *uint32) (*net.UnixListener, error) {
+	return listenUnix("unix", path, gid)
+}
+
+// listenUnix is ListenUnix for network "unix" (stream) or "unixpacket"
+// (SOCK_SEQPACKET: the descriptor channel).
+func listenUnix(network, path string, gid *uint32) (*net.UnixListener, error) {
+	if err := paths.CheckSocketPath(path); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != fs.ModeSocket {
 		return nil, fmt.Errorf("socket path %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
 	}
@@ -37,7 +46,7 @@ func ListenUnix(path string, gid *uint32) (*net.UnixListener, error) {
 	if err := paths.CheckSocketPath(tmp); err != nil {
 		return nil, fmt.Errorf("listen on %s: temporary bind path: %w", path, err)
 	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	l, err := net.ListenUnix(network, &net.UnixAddr{Name: tmp, Net: network})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}

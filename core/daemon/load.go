@@ -33,7 +33,18 @@ type LoadStats struct {
 	// Fill sums the fill pipeline's counters over the arenas (zero when
 	// the backend does not measure them; see sdk.LoadStats).
 	Fill sdk.LoadStats
+	// Adopted is the part of Bytes taken over as descriptors instead of
+	// read from files (a takeover); Source says how the weights came:
+	// SourceFiles, SourceTakeover, or "" (empty, published).
+	Adopted uint64
+	Source  string
 }
+
+// Sources of LoadStats.Source.
+const (
+	SourceFiles    = "files"
+	SourceTakeover = "takeover"
+)
 
 // BytesPerSecond is the fill rate of the load.
 func (s LoadStats) BytesPerSecond() float64 {
@@ -117,7 +128,7 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 		return nil, err
 	}
 	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
-		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated}
+		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated, Source: SourceFiles}
 	f := fillStats
 	d.log.Info("loaded", "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", d.info.Load.Duration.Seconds(),
 		"bytes_per_second", d.info.Load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
@@ -158,6 +169,7 @@ func (d *Daemon) export(ctx context.Context, ids []sdk.AllocationID) ([]sdk.Hand
 	for i, id := range ids {
 		h, err := d.backend.Export(ctx, id)
 		if err != nil {
+			closeHandleFiles(handles[:i])
 			return nil, fmt.Errorf("export arena %d: %w", i+1, err)
 		}
 		handles[i] = h
@@ -211,6 +223,9 @@ func (d *Daemon) freeAll() {
 	defer d.mu.Unlock()
 	d.freeAllocs(d.allocs)
 	d.allocs = nil
+	if d.manifest != nil {
+		d.manifest.files.close()
+	}
 }
 
 // freeAllocs frees allocations, bounded by DefaultFreeTimeout; a failure is

@@ -57,7 +57,7 @@ func TestLeaseEventIsForLeaseOnTheWire(t *testing.T) {
 	m.metadata = map[string]string{"quant": "fp8", "b": "2"}
 	for _, id := range []uint64{0, 1, 300, 1 << 63} {
 		// A table cannot carry the layout: both forms are Manifest.tensors.
-		ev, err := m.leaseEvent(id, id%2 == 1)
+		ev, err := m.leaseEvent(id, nil, id%2 == 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestLeaseEventTable(t *testing.T) {
 	p.Tensors[4].DType = "F32"
 	m := newManifest("GPU-1", "mock", cfg.ToProto(), cfg.Digest(), 1, p,
 		[]sdk.Handle{{Kind: "posix-shm", Data: []byte("/x"), Size: 1000 * 8192}})
-	ev, err := m.leaseEvent(9, true)
+	ev, err := m.leaseEvent(9, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,14 +121,14 @@ func TestLeaseEventDoesNotGrowWithTensors(t *testing.T) {
 	cfg := cacheconfig.Default()
 	m := newManifest("GPU-1", "mock", cfg.ToProto(), cfg.Digest(), 1, planOf(100_000),
 		[]sdk.Handle{{Kind: "cuda-ipc", Data: make([]byte, 64), Size: 100_000 * 8192}})
-	first, err := m.leaseEvent(1, true)
+	first, err := m.leaseEvent(1, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var id uint64 = 1
 	allocs := testing.AllocsPerRun(100, func() {
 		id++
-		ev, err := m.leaseEvent(id, true)
+		ev, err := m.leaseEvent(id, nil, true)
 		if err != nil || &ev.frames[1].ReadOnlyData()[0] != &first.frames[1].ReadOnlyData()[0] {
 			t.Fatalf("lease %d: %v, or the manifest bytes were not shared", id, err)
 		}
@@ -137,7 +137,7 @@ func TestLeaseEventDoesNotGrowWithTensors(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for range 20 {
 		id++
-		if _, err := m.leaseEvent(id, true); err != nil {
+		if _, err := m.leaseEvent(id, nil, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func BenchmarkLeaseEvent(b *testing.B) {
 			var id uint64
 			for b.Loop() {
 				id++
-				if _, err := m.leaseEvent(id, true); err != nil {
+				if _, err := m.leaseEvent(id, nil, true); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -74,6 +75,14 @@ type Options struct {
 	// Force takes over a live daemon of the same device (TERM, grace, KILL)
 	// instead of refusing with *daemonfile.LiveDaemonError.
 	Force bool
+	// Takeover receives the memory of the live daemon of the device
+	// instead of loading (serve --takeover): over its descriptor channel,
+	// without reading a tensor byte; that daemon then ends its leases (the
+	// clients' mappings stay valid) and exits. With Model, its weights must
+	// be Model's (the attach compares the configs); without, whatever it
+	// serves is taken. Its handles must be descriptors (else ErrNoTakeover,
+	// and it is left alone). No daemon there: a normal start.
+	Takeover bool
 	// TakeoverGrace and TakeoverWait tune the takeover (daemonfile
 	// defaults when zero: 10 s and 30 s).
 	TakeoverGrace, TakeoverWait time.Duration
@@ -103,6 +112,14 @@ type Options struct {
 	// it once with the device UUID. nil: nothing is recorded.
 	// core/daemon/metrics implements it for Prometheus.
 	Metrics MetricsFactory
+
+	// RestartPlugin, when set, starts a replacement for a backend plugin
+	// that exited while the daemon serves descriptor handles (memfd,
+	// cuda-vmm-fd): the daemon holds a descriptor of every allocation, the
+	// new plugin imports them, and the same generation is served without
+	// reading the disk. nil, or name handles (cuda-ipc, posix-shm): a plugin
+	// exit is fatal (invariant 8, docs/architecture.md).
+	RestartPlugin func(ctx context.Context) (Plugin, error)
 
 	// VerifyLoad makes Start compare, after the load, the SHA-256 of every
 	// file extent in device memory (the backend's Digest) with the file's

@@ -121,9 +121,13 @@ func (a authorizer) check(ctx context.Context) error {
 	if a.allows(p) {
 		return nil
 	}
-	return status.Errorf(codes.PermissionDenied,
-		"peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
-			"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
+	return status.Error(codes.PermissionDenied, a.deniedMessage(p))
+}
+
+// deniedMessage explains a refusal of p.
+func (a authorizer) deniedMessage(p PeerInfo) string {
+	return fmt.Sprintf("peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
+		"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
 }
 
 // allows reports whether peer p may use the daemon: the daemon's own uid, an

@@ -82,12 +82,16 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	}
 	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name)
 	var ids []sdk.AllocationID
+	var m *manifest
 	committed := false
 	defer func() {
 		if committed {
 			return
 		}
 		d.freeAllocs(ids)
+		if m != nil {
+			m.files.close()
+		}
 		if d.reg.finishPublish(pub, StateEmpty) {
 			d.log.Warn("publish aborted: the daemon is empty again", "pid", p.PID, "allocations_freed", len(ids))
 		}
@@ -130,12 +134,18 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		return backendStatus("publish", err)
 	}
 	generation := uint64(time.Now().UnixNano())
-	m := newManifest(d.info.DeviceUUID, d.info.Backend, cfg.ToProto(), cfg.Digest(), generation, pl, handles)
+	m = newManifest(d.info.DeviceUUID, d.info.Backend, cfg.ToProto(), cfg.Digest(), generation, pl, handles)
+	var publishID uint64
+	var fdToken []byte
+	if m.files != nil {
+		d.reg.setPublishFiles(pub, m.files)
+		publishID, fdToken = pub.id, pub.token[:]
+	}
 	for i, spec := range specs {
 		m.tensors[i].Layout = spec.GetLayout()
 	}
 	m.metadata = begin.GetMetadata()
-	if err := stream.Send(m.publishPlan()); err != nil {
+	if err := stream.Send(m.publishPlan(publishID, fdToken)); err != nil {
 		return err
 	}
 

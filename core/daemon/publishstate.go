@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"crypto/rand"
 	"fmt"
 	"time"
+
+	"github.com/wcache/wcache/core/fdchannel"
 )
 
 // publisher is the client filling the daemon while it is StatePublishing.
@@ -12,6 +15,12 @@ type publisher struct {
 	since      time.Time
 	// ended is closed when the daemon stops under the publish.
 	ended chan struct{}
+	// id and token let the publisher fetch the plan's writable
+	// descriptors on the descriptor channel (OpPublish); files are set
+	// once the plan is made (guarded by registry.mu).
+	id    uint64
+	token [fdchannel.TokenSize]byte
+	files *handleFiles
 }
 
 // ConflictReason says why a Publish or an Evict was refused because of the
@@ -83,9 +92,29 @@ func (r *registry) beginPublish(p PeerInfo, clientName, digest string, now time.
 	default:
 		return nil, &PublishConflictError{Reason: ConflictBusy, State: r.state}
 	}
-	r.publisher = &publisher{peer: p, clientName: clientName, since: now, ended: make(chan struct{})}
+	r.next++
+	r.publisher = &publisher{peer: p, clientName: clientName, since: now, ended: make(chan struct{}), id: r.next}
+	rand.Read(r.publisher.token[:]) // never fails (crypto/rand since Go 1.24)
 	r.setStateLocked(StatePublishing)
 	return r.publisher, nil
+}
+
+// setPublishFiles makes files what the publish's descriptor requests get.
+func (r *registry) setPublishFiles(pub *publisher, files *handleFiles) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pub.files = files
+}
+
+// publishFor returns the publish in progress whose id is id, and its
+// descriptors, or nil.
+func (r *registry) publishFor(id uint64) (*publisher, *handleFiles) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != StatePublishing || r.publisher == nil || r.publisher.id != id {
+		return nil, nil
+	}
+	return r.publisher, r.publisher.files
 }
 
 // finishPublish ends pub's publish with the state to: StateServing on a

@@ -18,8 +18,10 @@ import (
 //   - a Stop that drained or was forced: Run returns nil;
 //   - ctx cancelled (SIGTERM/SIGINT in the serve command): drain for
 //     DrainTimeout, end the leases left, return nil;
-//   - the plugin exited: end every lease with UNAVAILABLE, remove the files,
-//     return an error wrapping ErrPluginExited;
+//   - the plugin exited: with descriptor handles and Options.RestartPlugin,
+//     start a new plugin, import every allocation into it and serve on
+//     (replacePlugin); otherwise end every lease with UNAVAILABLE, remove
+//     the files, return an error wrapping ErrPluginExited;
 //   - the gRPC server failed: return its error;
 //   - its socket, ready file or lock file was removed or replaced (checked
 //     every second): drain as for ctx, then return an error wrapping
@@ -34,35 +36,40 @@ func (d *Daemon) Run(ctx context.Context) error {
 			cancel(err)
 		}
 	}()
-	select {
-	case <-d.stopCh:
-		return d.shutdown(status.Error(codes.Unavailable, "daemon stopped"), true)
-	case <-ctx.Done():
-		d.log.Info("stop requested: draining", "timeout", d.opts.DrainTimeout)
-		drained := make(chan error, 1)
-		go func() {
-			_, err := d.Stop(context.Background(), false, d.opts.DrainTimeout)
-			drained <- err
-		}()
+	for {
 		select {
-		case err := <-drained:
-			if err != nil {
-				d.log.Warn("drain timed out: ending the leases left", "error", err)
+		case <-d.stopCh:
+			return d.shutdown(status.Error(codes.Unavailable, "daemon stopped"), true)
+		case <-ctx.Done():
+			d.log.Info("stop requested: draining", "timeout", d.opts.DrainTimeout)
+			drained := make(chan error, 1)
+			go func() {
+				_, err := d.Stop(context.Background(), false, d.opts.DrainTimeout)
+				drained <- err
+			}()
+			select {
+			case err := <-drained:
+				if err != nil {
+					d.log.Warn("drain timed out: ending the leases left", "error", err)
+				}
+				serr := d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
+				if cause := context.Cause(ctx); errors.Is(cause, daemonfile.ErrFileLost) {
+					return errors.Join(cause, serr)
+				}
+				return serr
+			case <-d.plugin.Exited():
+				return d.pluginExited()
 			}
-			serr := d.shutdown(status.Error(codes.Unavailable, "daemon stopped: drain timeout passed"), true)
-			if cause := context.Cause(ctx); errors.Is(cause, daemonfile.ErrFileLost) {
-				return errors.Join(cause, serr)
-			}
-			return serr
 		case <-d.plugin.Exited():
+			if d.replacePlugin(ctx) {
+				continue
+			}
 			return d.pluginExited()
+		case err := <-d.serveErr:
+			serr := fmt.Errorf("serving on %s: %w", d.info.Paths.Socket, err)
+			_ = d.shutdown(status.Error(codes.Unavailable, "daemon failed: "+serr.Error()), true)
+			return serr
 		}
-	case <-d.plugin.Exited():
-		return d.pluginExited()
-	case err := <-d.serveErr:
-		serr := fmt.Errorf("serving on %s: %w", d.info.Paths.Socket, err)
-		_ = d.shutdown(status.Error(codes.Unavailable, "daemon failed: "+serr.Error()), true)
-		return serr
 	}
 }
 
@@ -143,6 +150,7 @@ func (d *Daemon) shutdown(leaseErr error, free bool) error {
 		d.srv.Stop()
 		<-done
 	}
+	d.fdLis.Close()
 	var errs []error
 	if err := d.lock.RemoveOwned(); err != nil {
 		errs = append(errs, fmt.Errorf("removing files: %w", err))

@@ -95,8 +95,8 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	if len(name) > maxClientNameLen {
 		name = name[:maxClientNameLen]
 	}
-	l, st := d.reg.add(p, name, time.Now())
 	m := d.manifest
+	l, st := d.reg.add(p, name, time.Now(), m)
 	d.mu.RUnlock()
 	if l == nil {
 		d.metrics.AttachFailed(AttachDraining)
@@ -104,7 +104,7 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
-	ev, err := m.leaseEvent(l.id, req.GetTensorTable())
+	ev, err := m.leaseEvent(l.id, l.token[:], req.GetTensorTable())
 	if err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)

@@ -31,6 +31,10 @@ type manifest struct {
 	tensors    []*daemonv1.Tensor
 	// metadata is a publish's metadata map (nil for file loads).
 	metadata map[string]string
+	// files holds the descriptors of the descriptor handles (index = handle
+	// index, nil for a name handle); see descriptors.go. nil when no
+	// handle is a descriptor.
+	files *handleFiles
 
 	// wire holds the marshalled manifest without a lease id (encoded):
 	// [0] with Manifest.tensors, [1] with a TensorTable.
@@ -48,6 +52,7 @@ func newManifest(deviceUUID, backend string, cfg *configv1.CacheConfig, digest s
 	for i, h := range handles {
 		m.handles[i] = &daemonv1.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size}
 	}
+	m.files = newHandleFiles(handles)
 	// One backing array for every tensor message: one allocation instead
 	// of one per tensor.
 	backing := make([]daemonv1.Tensor, len(p.Tensors))
@@ -63,7 +68,8 @@ func newManifest(deviceUUID, backend string, cfg *configv1.CacheConfig, digest s
 	return m
 }
 
-// forLease is the manifest message of one lease.
+// forLease is the manifest message of one lease (without its fd_token,
+// which leaseEvent adds).
 func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 	return &daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Manifest{Manifest: &daemonv1.Manifest{
 		DeviceUuid:      m.deviceUUID,
@@ -91,7 +97,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
 		Version: version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
-		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration),
+		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration, d.restarts),
 		DaemonState: stateProto(state), PublisherPid: publisherPID,
 	}
 	if d.manifest != nil {
@@ -111,17 +117,20 @@ func drainNotice(deadline time.Time, message string) *daemonv1.Notice {
 
 // startPhasesToProto reports the start-up's phases and bytes; total is
 // Info.StartDuration.
-func startPhasesToProto(s LoadStats, total time.Duration) *daemonv1.StartPhases {
+func startPhasesToProto(s LoadStats, total time.Duration, r restartStats) *daemonv1.StartPhases {
 	return &daemonv1.StartPhases{PlanNs: int64(s.Plan), LockNs: int64(s.Lock), AllocateNs: int64(s.Allocate),
 		LoadNs: int64(s.Duration), ExportNs: int64(s.Export), TotalNs: int64(total),
-		BytesLoaded: s.Bytes, BytesAllocated: s.AllocatedBytes}
+		BytesLoaded: s.Bytes - min(s.Bytes, s.Adopted), BytesAllocated: s.AllocatedBytes,
+		BytesAdopted: s.Adopted, Source: s.Source, PluginRestarts: uint32(r.count), LastRestartNs: int64(r.last)}
 }
 
 // publishPlan is the answer to a publish's table: m's writable handles and
-// places.
-func (m *manifest) publishPlan() *daemonv1.PublishResponse {
+// places; publishID and fdToken (nil for name handles) let the publisher
+// fetch the writable descriptors on the descriptor channel.
+func (m *manifest) publishPlan(publishID uint64, fdToken []byte) *daemonv1.PublishResponse {
 	return &daemonv1.PublishResponse{Msg: &daemonv1.PublishResponse_Plan{Plan: &daemonv1.PublishPlan{
-		Handles: m.handles, Tensors: m.tensors, Generation: m.generation, DeviceUuid: m.deviceUUID}}}
+		Handles: m.handles, Tensors: m.tensors, Generation: m.generation, DeviceUuid: m.deviceUUID,
+		PublishId: publishID, FdToken: fdToken}}}
 }
 
 // publishDone is the answer to a publish's commit.

@@ -81,10 +81,11 @@ type wireForm struct {
 	err   error
 }
 
-// leaseEvent is forLease(leaseID) in its wire form (with table: the
+// leaseEvent is forLease(leaseID), plus token as fd_token when the manifest
+// has descriptor handles, in its wire form (with table: the
 // tensors as a TensorTable where they fit one), sharing the manifest's
 // bytes: what an attach costs does not grow with the tensor count.
-func (m *manifest) leaseEvent(leaseID uint64, table bool) (*preEncoded, error) {
+func (m *manifest) leaseEvent(leaseID uint64, token []byte, table bool) (*preEncoded, error) {
 	body, err := m.encoded(table)
 	if err != nil {
 		return nil, err
@@ -95,6 +96,11 @@ func (m *manifest) leaseEvent(leaseID uint64, table bool) (*preEncoded, error) {
 	if leaseID != 0 {
 		tail = protowire.AppendTag(tail, manifestFields.ByName("lease_id").Number(), protowire.VarintType)
 		tail = protowire.AppendVarint(tail, leaseID)
+	}
+	if m.files != nil && len(token) > 0 {
+		// The lease's descriptor channel secret, only with descriptors.
+		tail = protowire.AppendTag(tail, manifestFields.ByName("fd_token").Number(), protowire.BytesType)
+		tail = protowire.AppendBytes(tail, token)
 	}
 	head := protowire.AppendTag(nil, eventFields.ByName("manifest").Number(), protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(len(body)+len(tail)))

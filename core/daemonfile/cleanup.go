@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
 )
 
@@ -146,6 +147,10 @@ func removeStale(p paths.Paths, opts CleanupOptions) ([]string, error) {
 	}
 	isSocket := func(m fs.FileMode) bool { return m&fs.ModeSocket != 0 }
 	if err := remove(p.Socket, isSocket, "socket"); err != nil {
+		return removed, err
+	}
+	// The descriptor channel beside the socket (core/fdchannel).
+	if err := remove(fdchannel.Path(p.Socket), isSocket, "socket"); err != nil {
 		return removed, err
 	}
 	if err := remove(p.Ready, fs.FileMode.IsRegular, "regular file"); err != nil {

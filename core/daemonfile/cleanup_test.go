@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/core/fdchannel"
 )
 
 func TestCleanupNothingThere(t *testing.T) {
@@ -107,6 +109,19 @@ func TestCleanupStaleSocketWithoutReady(t *testing.T) {
 		t.Fatalf("Cleanup = %+v, %v", res, err)
 	}
 	mustNotExist(t, p.Socket)
+}
+
+// TestCleanupRemovesTheDescriptorChannel: a dead daemon's descriptor
+// channel beside its socket goes with the socket.
+func TestCleanupRemovesTheDescriptorChannel(t *testing.T) {
+	p := testPaths(t)
+	makeSocketFile(t, p.Socket)
+	makeSocketFile(t, fdchannel.Path(p.Socket))
+	res, err := Cleanup(context.Background(), p, fastOpts(false))
+	if err != nil || !reflect.DeepEqual(res.Removed, []string{p.Socket, fdchannel.Path(p.Socket)}) {
+		t.Fatalf("Cleanup = %+v, %v", res, err)
+	}
+	mustNotExist(t, fdchannel.Path(p.Socket))
 }
 
 func TestCleanupRefusesToRemoveNonSocket(t *testing.T) {

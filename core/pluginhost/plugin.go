@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // exitWait bounds how long a failed call waits for the plugin process to be
@@ -40,6 +41,9 @@ type Plugin struct {
 	backend    sdk.Backend
 	versions   []int // the API versions offered
 	apiVersion int   // negotiated
+	// fds is the plugin descriptor channel: descriptor handles (memfd,
+	// cuda-vmm-fd) cross on it (see docs/protocol.md).
+	fds *fdpass.Channel
 
 	exited    chan struct{}
 	mu        sync.Mutex
@@ -85,9 +89,19 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	// Later entries win: the caller's Env overrides the host environment
 	// and the log level, and go-plugin's variables override everything.
 	env := slices.Concat(os.Environ(), []string{sdk.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
+	fdsConn, remote, err := fdpass.Socketpair()
+	if err != nil {
+		_ = os.RemoveAll(socketDir)
+		return nil, fmt.Errorf("start backend plugin %s: descriptor channel: %w", path, err)
+	}
+	// The child's copy is its descriptor 3 (ExtraFiles); ours goes once the
+	// handshake is over, so that a dead plugin closes the channel.
+	defer remote.Close()
+	p.fds = fdpass.NewChannel(fdsConn)
+	env = append(env, sdk.EnvFDChannel+"=3")
 	sets := map[int]plugin.PluginSet{}
 	for _, v := range opts.APIVersions {
-		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}}
+		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: p.fds}}
 	}
 	p.versions = opts.APIVersions
 	p.client = plugin.NewClient(&plugin.ClientConfig{
@@ -96,6 +110,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			c := exec.Command(path)
+			c.ExtraFiles = []*os.File{remote}
 			c.Env = slices.Concat(env, cmd.Env)
 			r := newProcRunner(l, c, p.onExit)
 			p.mu.Lock()
@@ -263,6 +278,7 @@ func (p *Plugin) abort() {
 	p.closing = true
 	p.mu.Unlock()
 	p.client.Kill()
+	_ = p.fds.Close()
 	_ = os.RemoveAll(p.socketDir)
 }
 
@@ -331,6 +347,7 @@ func (p *Plugin) Close() error {
 		case <-time.After(10 * time.Second):
 			p.logger.Warn("backend plugin did not report its exit", "path", p.path, "pid", p.PID())
 		}
+		_ = p.fds.Close()
 		if err := os.RemoveAll(p.socketDir); err != nil {
 			p.logger.Warn("cannot remove the plugin socket folder", "dir", p.socketDir, "error", err)
 		}

@@ -42,10 +42,17 @@ type daemonProc struct {
 // and returns once its ready file names it (an error if it exits first or
 // readyTimeout passes). onStart, when set, runs right after fork/exec.
 func (w *world) startServe(ctx context.Context, model string, onStart func(pid int)) (*daemonProc, error) {
-	args := []string{"serve", "--backend", w.backend(), "--gpu-id", "0"}
+	var args []string
 	if model != "" {
-		args = append(args, "--model", model)
+		args = []string{"--model", model}
 	}
+	return w.startServeArgs(ctx, args, onStart)
+}
+
+// startServeArgs is startServe with serve's arguments after --gpu-id
+// (--model DIR, or --takeover).
+func (w *world) startServeArgs(ctx context.Context, extra []string, onStart func(pid int)) (*daemonProc, error) {
+	args := append([]string{"serve", "--backend", w.backend(), "--gpu-id", "0"}, extra...)
 	p, err := testproc.Start(testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"), Args: args,
 		Env: w.Env(), Poll: readyPoll})
 	if err != nil {

@@ -26,7 +26,7 @@ const (
 	// own heap buffer, the way a safetensors loader does.
 	helperReadFiles = "read-files"
 	// helperAttach attaches to the daemon of a device (discovery by UUID
-	// through the environment's layout), maps every posix-shm handle
+	// through the environment's layout), maps every handle
 	// read-only and builds one slice per tensor.
 	helperAttach = "attach"
 )

@@ -18,7 +18,7 @@ func tinyOptions(t *testing.T) Options {
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3",
-		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| restart | Go read/attach, in-process | ≥ 100 × |", "Flat in bytes", "Daemon total"} {
+	for _, want := range []string{"| restart | Go read/attach, in-process | ≥ 100 × |", "Flat in bytes", "Daemon total",
+		"| takeover | serve --takeover start to ready, median,"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("rendered docs lack %q", want)
 		}

@@ -32,6 +32,7 @@ func Scenarios() []Scenario {
 		{"attach", runAttach},
 		{"concurrency", runConcurrency},
 		{"startup", runStartup},
+		{"takeover", runTakeover},
 		{"micro", runMicro},
 	}
 }

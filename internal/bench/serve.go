@@ -23,8 +23,9 @@ type serveRun struct {
 	Peak, Steady map[string]ProcMemory
 	// PluginFaults are the plugin's page faults from its start to ready.
 	PluginFaults Faults
-	// ShmFiles is the memory held by the mock's shared-memory files once
-	// ready (allocated blocks): where the cached weights are.
+	// ShmFiles is the memory held by the mock's allocations once ready
+	// (allocated blocks of its files or memfds): where the cached weights
+	// are.
 	ShmFiles uint64
 	// Resident is the fraction of the checkpoint's pages in the page cache
 	// just before the start (after dropping caches for a cold run).
@@ -68,7 +69,7 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 	if run.PluginFaults, err = ReadFaults(pluginPID); err != nil {
 		return serveRun{}, err
 	}
-	if run.ShmFiles, err = w.ShmAllocated(); err != nil {
+	if run.ShmFiles, err = w.ShmAllocated(d.PID(), pluginPID); err != nil {
 		return serveRun{}, err
 	}
 	run.Steady = map[string]ProcMemory{}

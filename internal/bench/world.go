@@ -118,15 +118,36 @@ func (w *world) Env(extra ...string) []string {
 	return append(out, extra...)
 }
 
-// ShmAllocated is the memory held by the files of the world's mock
-// shared-memory folder: the sum of their allocated blocks (a sparse file
-// counts only the pages written).
-func (w *world) ShmAllocated() (uint64, error) {
+// ShmAllocated is the memory held by the mock's allocations: the files of
+// the world's shared-memory folder (posix-shm handles) and the memfds that
+// the processes pids hold open (memfd handles, each inode once), by their
+// allocated blocks (a sparse file counts only the pages written).
+func (w *world) ShmAllocated(pids ...int) (uint64, error) {
 	entries, err := os.ReadDir(w.MockDir)
 	if err != nil {
 		return 0, fmt.Errorf("shared-memory files: %w", err)
 	}
 	var total uint64
+	seen := map[uint64]bool{}
+	for _, pid := range pids {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			return 0, fmt.Errorf("memfds of pid %d: %w", pid, err)
+		}
+		for _, fd := range fds {
+			link := fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())
+			target, err := os.Readlink(link)
+			if err != nil || !strings.HasPrefix(target, "/memfd:") {
+				continue
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(link, &st); err != nil || seen[st.Ino] {
+				continue
+			}
+			seen[st.Ino] = true
+			total += uint64(st.Blocks) * 512
+		}
+	}
 	for _, e := range entries {
 		var st unix.Stat_t
 		if err := unix.Lstat(filepath.Join(w.MockDir, e.Name()), &st); err != nil {

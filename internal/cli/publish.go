@@ -101,7 +101,7 @@ header digest, so that wcache attach --model DIR with the same flags finds
 them. It is the path for tools that pre-process weights offline and for
 tests; engines publish their own post-processed tensors through the client
 libraries (docs/publish.md). Only host-mappable handles (the mock's
-posix-shm) can be filled by this command.
+memfd and posix-shm) can be filled by this command.
 
 --sha256 sends a SHA-256 per tensor with the commit (required by a daemon
 run with --verify-publish).

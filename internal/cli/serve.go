@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/signal"
@@ -22,6 +23,7 @@ func newServeCommand(e *env) *cobra.Command {
 		model        string
 		shardPattern string
 		force        bool
+		takeover     bool
 		verifyLoad   bool
 		drainTimeout time.Duration
 		allowUIDs    []uint
@@ -43,7 +45,10 @@ the backend plugin, takes the device's identity lock (refusing a live daemon
 unless --force), loads the checkpoint into a few large device allocations,
 listens on the device's socket and writes its ready file. It serves until
 wcache stop, SIGTERM, SIGINT or SIGHUP (which drain leases for --drain-timeout, then
-stop anyway). If the backend plugin dies, serve removes its files and exits 1.
+stop anyway). If the backend plugin dies and its handles are descriptors
+(memfd, cuda-vmm-fd), serve starts a new plugin that imports the daemon's
+descriptors and serves on without reading the disk; with name handles
+(cuda-ipc, posix-shm) it removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
 cleanly.
 
@@ -71,7 +76,10 @@ has stopped.`,
 	publish.add(fs)
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
-	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over")
+	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over (reloading the weights)")
+	fs.BoolVar(&takeover, "takeover", false,
+		"receive the memory of a live daemon of the same GPU over its descriptor channel and serve the same "+
+			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
 	fs.BoolVar(&verifyLoad, "verify", false,
 		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -122,7 +130,7 @@ has stopped.`,
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
-			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log,
+			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
@@ -162,6 +170,8 @@ has stopped.`,
 		if err != nil {
 			return err
 		}
+		// With descriptor handles a dead plugin is replaced, not fatal.
+		opts.RestartPlugin = func(ctx context.Context) (daemon.Plugin, error) { return bf.startPlugin(ctx, log) }
 		bar := newProgress("loading", e.stderr, log, logFormat == "text" && isTerminal(e.stderr))
 		opts.Progress = bar.update
 		d, err := daemon.Start(ctx, plugin, opts)
@@ -176,10 +186,15 @@ has stopped.`,
 			}
 		}
 		info := d.Info()
-		if model == "" {
+		switch {
+		case info.Load.Source == daemon.SourceTakeover:
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
+				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+				info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
+		case model == "":
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket)
-		} else {
+		default:
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))

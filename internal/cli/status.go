@@ -49,8 +49,14 @@ type daemonStatus struct {
 	UptimeSeconds float64       `json:"uptime_seconds"`
 	Version       string        `json:"version"`
 	// PublisherPID is the publishing client while State is "publishing".
-	PublisherPID int32  `json:"publisher_pid,omitempty"`
-	Error        string `json:"error,omitempty"`
+	PublisherPID int32 `json:"publisher_pid,omitempty"`
+	// Source is how the weights came ("files", "takeover"; "" empty or
+	// published); BytesLoaded what was read from files; PluginRestarts the
+	// backend plugins replaced under descriptor handles.
+	Source         string `json:"source,omitempty"`
+	BytesLoaded    uint64 `json:"bytes_loaded"`
+	PluginRestarts int    `json:"plugin_restarts,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 type statusLease struct {
@@ -167,6 +173,7 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 		row.Model = st.Config.Model + " (published)"
 	}
 	row.PublisherPID = st.PublisherPID
+	row.Source, row.BytesLoaded, row.PluginRestarts = st.StartPhases.Source, st.StartPhases.BytesLoaded, st.StartPhases.PluginRestarts
 	row.TPRank, row.TPSize, row.PPRank, row.PPSize = st.Config.TPRank, st.Config.TPSize, st.Config.PPRank, st.Config.PPSize
 	row.UptimeSeconds = time.Since(st.Started).Seconds()
 	for _, l := range st.Leases {

@@ -229,10 +229,12 @@ func TestSIGTERMDrainsThenStops(t *testing.T) {
 	assertGone(t, p.Socket, p.Ready)
 }
 
-// TestPluginCrashEndsDaemon: when the backend plugin dies its device memory
-// is gone; the daemon ends every lease, removes its files and exits non-zero.
+// TestPluginCrashEndsDaemon: with name handles (posix-shm here, cuda-ipc
+// on a GPU) the backend plugin's death takes its memory: the daemon ends
+// every lease, removes its files and exits non-zero. (Descriptor handles
+// survive it: TestPluginKilledDaemonServesOn.)
 func TestPluginCrashEndsDaemon(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
+	h := newHarness(t, shmFileHarness)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)

@@ -33,6 +33,9 @@ const (
 // committing). Tests SIGKILL it while it blocks, or let it commit while
 // another publisher tries.
 func runHelper(name string) int {
+	if name == "fd-fetch" {
+		return runFDFetchHelper()
+	}
 	if name != "publish-hold" {
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 		return 2
@@ -150,7 +153,12 @@ func (h *harness) waitState(uuid, state string) statusRow {
 	}
 }
 
-// shmFiles lists the mock's allocation files.
+// shmFileHarness is one mock device exporting posix-shm handles: tests
+// that count allocations by their files use it (memfds have no name; see
+// memfd_test.go for how their memory is accounted).
+var shmFileHarness = harnessOptions{Devices: 1, Env: []string{"WCACHE_MOCK_HANDLE=posix-shm"}}
+
+// shmFiles lists the mock's allocation files (posix-shm handles only).
 func (h *harness) shmFiles() []string {
 	h.t.Helper()
 	m, err := filepath.Glob(filepath.Join(h.MockDir, "*.shm"))
@@ -165,7 +173,7 @@ func (h *harness) shmFiles() []string {
 // attach --verify` then finds every byte of the files, and a client of
 // another rank is refused field by field.
 func TestPublishThenAttachVerify(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
+	h := newHarness(t, shmFileHarness)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2})
 	h.startEmpty(0, "--verify-publish")
 	if r := h.status(h.UUIDs[0]); r.State != "empty" || r.Tensors != 0 {
@@ -207,7 +215,7 @@ func TestPublishThenAttachVerify(t *testing.T) {
 // publish-hold helper blocked between its fill and its commit.
 func publishingWorld(t *testing.T) (*harness, *safetensorstest.Result, *process, io.WriteCloser) {
 	t.Helper()
-	h := newHarness(t, harnessOptions{Devices: 1})
+	h := newHarness(t, shmFileHarness)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	h.startEmpty(0)
 	helper, stdin := h.startHelper(0)
@@ -270,7 +278,7 @@ func TestTwoPublishersOneWins(t *testing.T) {
 // ends, it waits for it, then the daemon is empty (files freed) and
 // accepts the next publish.
 func TestEvictWaitsForLease(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
+	h := newHarness(t, shmFileHarness)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d := h.startServe(0, model.Dir)
 	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false", "--hold", "3s")...)

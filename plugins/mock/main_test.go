@@ -41,12 +41,18 @@ func testMain(m *testing.M) int {
 // TestConformanceSubprocess runs the conformance suite through the real
 // plugin binary: every instance is its own wcache-backend-mock process
 // sharing one folder, so ExportImport/RoundTrip opens the handle in another
-// process.
+// process. Both handle kinds: memfd descriptors cross the plugin
+// descriptor channel both ways, posix-shm paths the gRPC messages.
 func TestConformanceSubprocess(t *testing.T) {
-	env := []string{mockbackend.EnvDir + "=" + filepath.Join(t.TempDir(), "shm"), mockbackend.EnvMemory + "=64MiB"}
-	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		return backendtest.StartPlugin(t, os.Getenv(pluginEnv), env...)
-	}, backendtest.Options{})
+	dir := filepath.Join(t.TempDir(), "shm")
+	for _, kind := range []string{mockbackend.HandleMemfd, mockbackend.HandlePosixShm} {
+		t.Run(kind, func(t *testing.T) {
+			env := []string{mockbackend.EnvDir + "=" + dir, mockbackend.EnvMemory + "=64MiB", mockbackend.EnvHandle + "=" + kind}
+			backendtest.Run(t, func(t *testing.T) sdk.Backend {
+				return backendtest.StartPlugin(t, os.Getenv(pluginEnv), env...)
+			}, backendtest.Options{})
+		})
+	}
 }
 
 func TestRunByHandExplains(t *testing.T) {

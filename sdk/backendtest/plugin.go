@@ -13,6 +13,7 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // BuildPlugin builds the main package pkg (as `go build` names it: "." or
@@ -103,6 +104,16 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	t.Helper()
 	cmd := exec.Command(path)
 	cmd.Env = append(os.Environ(), opts.Env...)
+	// The plugin descriptor channel, as core/pluginhost opens it, so that
+	// descriptor handles (memfd) cross the boundary too.
+	fdsConn, remote, err := fdpass.Socketpair()
+	if err != nil {
+		t.Fatalf("start plugin %s: %v", path, err)
+	}
+	defer remote.Close()
+	fds := fdpass.NewChannel(fdsConn)
+	cmd.ExtraFiles = []*os.File{remote}
+	cmd.Env = append(cmd.Env, sdk.EnvFDChannel+"=3")
 	logs := &testWriter{t: t}
 	versions := opts.APIVersions
 	if versions == nil {
@@ -110,7 +121,7 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	}
 	sets := map[int]plugin.PluginSet{}
 	for _, v := range versions {
-		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{}}
+		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: fds}}
 	}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.HandshakeConfig(),
@@ -122,6 +133,7 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	})
 	t.Cleanup(func() {
 		client.Kill()
+		_ = fds.Close()
 		logs.stop()
 	})
 	rpc, err := client.Client()

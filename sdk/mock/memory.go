@@ -46,6 +46,10 @@ type MemoryOptions struct {
 	DeviceUUIDs []string
 	// Memory is each device's capacity in bytes. Default 1 GiB.
 	Memory uint64
+	// Memfd makes allocations sealed memfds exported as sdk.HandleMemfd
+	// descriptor handles (what the mock plugin does by default) instead of
+	// files in Dir exported by path. Dir is then still required but unused.
+	Memfd bool
 }
 
 // Memory is a working in-process sdk.Backend for tests of code that uses
@@ -82,6 +86,9 @@ type memAlloc struct {
 	ordinal  int
 	size     uint64
 	imported bool // read-only, not charged, file not removed
+	// memfd: f is a memfd (exported as a descriptor, nothing to remove);
+	// an imported memfd is adopted: exportable again, not charged.
+	memfd bool
 }
 
 // NewMemory creates the folder when missing, removes allocation files
@@ -143,7 +150,11 @@ func (m *Memory) Dir() string { return m.opts.Dir }
 
 // Info names the backend "mock" on platform "mock".
 func (m *Memory) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "mock", Version: "sdk-mock", Platform: "mock", HandleKinds: []string{FileHandleKind}}, nil
+	kind := FileHandleKind
+	if m.opts.Memfd {
+		kind = sdk.HandleMemfd
+	}
+	return sdk.Info{Name: "mock", Version: "sdk-mock", Platform: "mock", HandleKinds: []string{kind}}, nil
 }
 
 // Devices lists the devices with their free memory.
@@ -195,20 +206,35 @@ func (m *Memory) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.All
 			size, m.opts.Memory-m.used[ordinal], m.opts.Memory, ordinal)
 	}
 	id := m.nextID
-	path := filepath.Join(m.opts.Dir, fmt.Sprintf("%d-%s-%d%s", m.pid, m.nonce, id, fileSuffix))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return 0, 0, fmt.Errorf("mock memory: allocate: %w", err)
+	var f *os.File
+	var err error
+	if m.opts.Memfd {
+		f, err = sdk.NewMemfd(fmt.Sprintf("sdk-mock-%s-%d", m.nonce, id), size)
+	} else {
+		f, err = m.createFile(id, size)
 	}
-	if err := f.Truncate(int64(size)); err != nil {
-		f.Close()
-		os.Remove(path)
+	if err != nil {
 		return 0, 0, fmt.Errorf("mock memory: allocate: %w", err)
 	}
 	m.nextID++
 	m.used[ordinal] += size
-	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: size}
+	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: size, memfd: m.opts.Memfd}
 	return id, size, nil
+}
+
+// createFile creates allocation file id of size bytes in Dir.
+func (m *Memory) createFile(id sdk.AllocationID, size uint64) (*os.File, error) {
+	path := filepath.Join(m.opts.Dir, fmt.Sprintf("%d-%s-%d%s", m.pid, m.nonce, id, fileSuffix))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return f, nil
 }
 
 // lookup returns a live allocation, read-locked; the caller unlocks.
@@ -247,7 +273,7 @@ func (m *Memory) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents
 		return sdk.LoadStats{}, err
 	}
 	defer a.mu.RUnlock()
-	if a.imported {
+	if a.imported && !a.memfd {
 		return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "load into imported mapping %d", id)
 	}
 	for i, e := range extents {
@@ -295,6 +321,13 @@ func (m *Memory) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, err
 		return sdk.Handle{}, err
 	}
 	defer a.mu.RUnlock()
+	if a.memfd {
+		f, err := sdk.DupFile(a.f)
+		if err != nil {
+			return sdk.Handle{}, fmt.Errorf("mock memory: export: %w", err)
+		}
+		return sdk.Handle{Kind: sdk.HandleMemfd, Size: a.size, File: f}, nil
+	}
 	return sdk.Handle{Kind: FileHandleKind, Data: []byte(a.f.Name()), Size: a.size}, nil
 }
 
@@ -304,6 +337,9 @@ func (m *Memory) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, err
 func (m *Memory) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
 	if err := m.checkOrdinal(ordinal); err != nil {
 		return 0, err
+	}
+	if h.Kind == sdk.HandleMemfd {
+		return m.importMemfd(ordinal, h)
 	}
 	if h.Kind != FileHandleKind {
 		return 0, sdk.Errorf(sdk.ErrUnsupported, "handle kind %q (mock memory imports %q)", h.Kind, FileHandleKind)
@@ -330,6 +366,31 @@ func (m *Memory) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.Alloc
 	id := m.nextID
 	m.nextID++
 	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: h.Size, imported: true}
+	return id, nil
+}
+
+// importMemfd adopts a sealed memfd of the handle's size (a duplicate of
+// its descriptor): the same memory, exportable again, not charged.
+func (m *Memory) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
+	if h.File == nil || h.Size == 0 {
+		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import a memfd handle of %d bytes without a descriptor", h.Size)
+	}
+	if err := sdk.CheckMemfd(h.File, h.Size); err != nil {
+		return 0, fmt.Errorf("mock memory: import: %w", err)
+	}
+	f, err := sdk.DupFile(h.File)
+	if err != nil {
+		return 0, fmt.Errorf("mock memory: import: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		f.Close()
+		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock memory is closed")
+	}
+	id := m.nextID
+	m.nextID++
+	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: h.Size, memfd: true, imported: true}
 	return id, nil
 }
 
@@ -393,7 +454,7 @@ func (a *memAlloc) release() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	err := a.f.Close()
-	if !a.imported {
+	if !a.imported && !a.memfd {
 		if rerr := os.Remove(a.f.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}

@@ -57,16 +57,20 @@ func TestSetFuncsAreCalledWithArguments(t *testing.T) {
 }
 
 func TestMemoryConformance(t *testing.T) {
-	dir := t.TempDir()
-	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		m, err := mock.NewMemory(mock.MemoryOptions{Dir: dir, Memory: 64 << 20,
-			DeviceUUIDs: []string{"GPU-11111111-2222-4333-8444-555555555555", "GPU-66666666-7777-4888-8999-000000000000"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}, backendtest.Options{})
+	for _, memfd := range []bool{false, true} {
+		t.Run(map[bool]string{false: "files", true: "memfd"}[memfd], func(t *testing.T) {
+			dir := t.TempDir()
+			backendtest.Run(t, func(t *testing.T) sdk.Backend {
+				m, err := mock.NewMemory(mock.MemoryOptions{Dir: dir, Memory: 64 << 20, Memfd: memfd,
+					DeviceUUIDs: []string{"GPU-11111111-2222-4333-8444-555555555555", "GPU-66666666-7777-4888-8999-000000000000"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { m.Close() })
+				return m
+			}, backendtest.Options{})
+		})
+	}
 }
 
 func TestMemoryCloseRemovesFilesAndWrapInjects(t *testing.T) {

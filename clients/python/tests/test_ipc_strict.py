@@ -165,7 +165,8 @@ def test_publish_copies_each_storage_device_to_device_into_ipc_handles():
                                    pb.Tensor(name="q", handle_index=0, offset=1024, length=2048),
                                    pb.Tensor(name="k", handle_index=0, offset=1024, length=2048)])
     a, fused = FakeStorage(0x1000, 512, "cuda:1"), FakeStorage(0x9000, 2048, "cuda:1")
-    sums = _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False)
+    sums = _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False,
+                 "/nonexistent.sock")  # no memfd handle: the descriptor channel is not asked
     base = 0x7000_0000_0000 + 1  # FakeTorch's _new_shared_cuda address of device 1
     copies = [c for c in torch.calls if isinstance(c, tuple)]
     assert copies == [("copy", base, 0x1000, 512), ("copy", base + 1024, 0x9000, 2048)]
@@ -175,5 +176,5 @@ def test_publish_copies_each_storage_device_to_device_into_ipc_handles():
     plan.tensors[2].offset = 3072 - 1024
     torch.calls.clear()
     with pytest.raises(WcacheError, match="share a storage"):
-        _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False)
+        _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False, "/nonexistent.sock")
     assert not [c for c in torch.calls if isinstance(c, tuple)] and "_new_shared_cuda" not in torch.calls

@@ -62,6 +62,12 @@ def status(world):
     return world.wcache_json("status", "--json")[0]
 
 
+# Tests that count the allocation files in the mock's folder pin the
+# posix-shm handles (memfds, the default, are named nowhere; test_memfd.py
+# checks their release through the descriptor tables instead).
+POSIX_SHM = ("--backend-opt", "handle=posix-shm")
+
+
 def shm_files(world):
     return sorted(f for f in os.listdir(world.mock_dir) if not f.startswith("."))
 
@@ -135,7 +141,7 @@ def test_layout_strides_offsets_and_shared_storages(world):
 
 
 def test_publisher_killed_mid_publish_leaves_the_daemon_empty(world):
-    world.serve(0, None)
+    world.serve(0, None, *POSIX_SHM)
     holder = start_holder(world)
     try:
         s = status(world)
@@ -179,7 +185,7 @@ def test_two_publishers_one_wins_and_another_rank_is_refused(world):
 
 
 def test_evict_waits_for_a_python_lease_then_the_daemon_is_empty(world):
-    world.serve(0, None)
+    world.serve(0, None, *POSIX_SHM)
     assert child(world, "publish-layout").get("published") == 5
     import publish_child  # noqa: PLC0415
 
@@ -210,7 +216,7 @@ def test_evict_waits_for_a_python_lease_then_the_daemon_is_empty(world):
 
 
 def test_publish_errors_are_typed(world):
-    world.serve(0, None)
+    world.serve(0, None, *POSIX_SHM)
     import publish_child  # noqa: PLC0415
 
     cfg = publish_child.config()

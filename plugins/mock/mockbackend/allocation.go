@@ -16,13 +16,18 @@ import (
 )
 
 // allocation is one mapped file: an allocation this backend created
-// (read-write, owns the file) or an imported handle (read-only).
+// (read-write, owns the file or the memfd), an imported posix-shm handle
+// (read-only), or an adopted memfd (an imported memfd handle: the same
+// memory as its exporter's, exported again as it is; see Import).
 type allocation struct {
 	id       sdk.AllocationID
 	ordinal  int
 	size     uint64
-	path     string
+	path     string // the file, or "memfd:<name>"
 	imported bool
+	// memfd: the memory is a memfd (nothing to delete on release);
+	// adopted: it came from Import (not counted against the capacity).
+	memfd, adopted bool
 
 	// mu guards data and fd: calls that touch the bytes hold it for
 	// reading; release takes it for writing, so memory is never unmapped
@@ -53,7 +58,7 @@ func (a *allocation) release() error {
 		}
 		a.fd = -1
 	}
-	if !a.imported {
+	if !a.imported && !a.memfd {
 		if err := os.Remove(a.path); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", a.path, err))
 		}
@@ -114,16 +119,22 @@ func (b *Backend) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.Al
 		b.mu.Unlock()
 		return 0, 0, sdk.Errorf(sdk.ErrOutOfMemory, "allocate %d bytes on mock device %d: %d of %d bytes free", bytes, ordinal, free, b.cfg.Memory)
 	}
-	if err := b.checkFolderSpaceLocked(size); err != nil {
-		b.mu.Unlock()
-		return 0, 0, fmt.Errorf("allocate %d bytes on mock device %d: %w", bytes, ordinal, err)
+	if b.cfg.Handle == HandlePosixShm {
+		if err := b.checkFolderSpaceLocked(size); err != nil {
+			b.mu.Unlock()
+			return 0, 0, fmt.Errorf("allocate %d bytes on mock device %d: %w", bytes, ordinal, err)
+		}
 	}
 	b.used[ordinal] += size
 	id := b.nextID
 	b.nextID++
 	b.mu.Unlock()
 
-	a, err := b.createFile(id, ordinal, size)
+	create := b.createFile
+	if b.cfg.Handle == HandleMemfd {
+		create = b.createMemfd
+	}
+	a, err := create(id, ordinal, size)
 	if err != nil {
 		b.mu.Lock()
 		b.used[ordinal] -= size
@@ -168,9 +179,10 @@ func (b *Backend) createFile(id sdk.AllocationID, ordinal int, size uint64) (*al
 	return &allocation{id: id, ordinal: ordinal, size: size, path: path, data: data, fd: fd}, nil
 }
 
-// Export returns the posix-shm handle of an allocation: its file path and
-// size. Writes through the mapping are visible to any process that maps
-// the file, so nothing needs flushing.
+// Export returns the handle of an allocation: posix-shm, its file path and
+// size; memfd, a duplicate of its descriptor (the caller's to close).
+// Writes through the mapping are visible to any process that maps the
+// memory, so nothing needs flushing. An adopted memfd exports as well.
 func (b *Backend) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, error) {
 	a, err := b.lookup(id)
 	if err != nil {
@@ -186,7 +198,14 @@ func (b *Backend) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, er
 		return sdk.Handle{}, err
 	}
 	defer a.mu.RUnlock()
-	return sdk.Handle{Kind: HandleKind, Data: []byte(a.path), Size: a.size}, nil
+	if a.memfd {
+		fd, err := unix.FcntlInt(uintptr(a.fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return sdk.Handle{}, fmt.Errorf("export allocation %d: dup %s: %w", id, a.path, err)
+		}
+		return sdk.Handle{Kind: HandleMemfd, Size: a.size, File: os.NewFile(uintptr(fd), a.path)}, nil
+	}
+	return sdk.Handle{Kind: HandlePosixShm, Data: []byte(a.path), Size: a.size}, nil
 }
 
 // Import maps a posix-shm handle read-only. The path must name a regular
@@ -197,8 +216,11 @@ func (b *Backend) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.Allo
 	if err := b.checkOrdinal(ordinal); err != nil {
 		return 0, err
 	}
-	if h.Kind != HandleKind {
-		return 0, sdk.Errorf(sdk.ErrUnsupported, "import handle of kind %q: the mock backend handles only %q", h.Kind, HandleKind)
+	if h.Kind == HandleMemfd {
+		return b.importMemfd(ordinal, h)
+	}
+	if h.Kind != HandlePosixShm {
+		return 0, sdk.Errorf(sdk.ErrUnsupported, "import handle of kind %q: the mock backend handles %q and %q", h.Kind, HandleMemfd, HandlePosixShm)
 	}
 	path := string(h.Data)
 	if !filepath.IsAbs(path) || filepath.Clean(path) != path || filepath.Dir(path) != b.dir ||

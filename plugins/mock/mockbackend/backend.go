@@ -15,10 +15,17 @@ import (
 	"github.com/wcache/wcache/version"
 )
 
-// HandleKind is the only handle kind the mock exports and imports: Data is
-// the absolute path of the allocation file, Size its length. Another
-// process of the same uid maps it with mmap(PROT_READ, MAP_SHARED).
-const HandleKind = "posix-shm"
+// Handle kinds of the mock. HandlePosixShm: Data is the absolute path of
+// the allocation file, Size its length; another process of the same uid
+// maps it with mmap(PROT_READ, MAP_SHARED). HandleMemfd (the default):
+// the allocation is a memfd sealed against shrinking and growing, passed as
+// a descriptor (sdk.Handle.File); Data is empty.
+const (
+	HandlePosixShm = "posix-shm"
+	HandleMemfd    = sdk.HandleMemfd
+	// HandleKind is HandlePosixShm, the kind of earlier versions.
+	HandleKind = HandlePosixShm
+)
 
 // Backend is the mock sdk.Backend. Every device is a capacity counter;
 // every allocation is a sparse file in a private folder, sized with
@@ -67,12 +74,21 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 			return nil, fmt.Errorf("mock backend: fault device ordinal %d: the backend has %d devices", o, len(cfg.DeviceUUIDs))
 		}
 	}
+	switch cfg.Handle {
+	case "":
+		cfg.Handle = HandleMemfd
+	case HandleMemfd, HandlePosixShm:
+	default:
+		return nil, fmt.Errorf("mock backend: handle kind %q: want %q or %q", cfg.Handle, HandleMemfd, HandlePosixShm)
+	}
 	dir := cfg.Dir
 	if dir == "" {
 		dir = DefaultDir()
 	}
-	if err := ensurePrivateDir(dir); err != nil {
-		return nil, fmt.Errorf("mock backend: %w", err)
+	if cfg.Handle == HandlePosixShm {
+		if err := ensurePrivateDir(dir); err != nil {
+			return nil, fmt.Errorf("mock backend: %w", err)
+		}
 	}
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
@@ -90,18 +106,24 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 		allocs:  make(map[sdk.AllocationID]*allocation),
 		used:    make([]uint64, len(cfg.DeviceUUIDs)),
 	}
-	removeStaleFiles(dir, b.pid, logger)
-	logger.Debug("mock backend ready", "dir", dir, "devices", len(cfg.DeviceUUIDs), "memory_per_device", cfg.Memory,
+	if cfg.Handle == HandlePosixShm {
+		removeStaleFiles(dir, b.pid, logger)
+	}
+	logger.Debug("mock backend ready", "handle", cfg.Handle, "dir", dir, "devices", len(cfg.DeviceUUIDs), "memory_per_device", cfg.Memory,
 		"fault_devices", cfg.Faults.Devices)
 	return b, nil
 }
 
-// Dir is the folder that holds this backend's allocation files.
+// Dir is the folder that holds this backend's allocation files (posix-shm
+// handles; with memfd handles nothing is created there).
 func (b *Backend) Dir() string { return b.dir }
+
+// HandleKind is the kind Export produces.
+func (b *Backend) HandleKind() string { return b.cfg.Handle }
 
 // Info describes the mock backend.
 func (b *Backend) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "mock", Version: version.Version, Platform: "mock", HandleKinds: []string{HandleKind}}, nil
+	return sdk.Info{Name: "mock", Version: version.Version, Platform: "mock", HandleKinds: []string{b.cfg.Handle}}, nil
 }
 
 // Devices lists the configured devices with their free memory.
@@ -167,7 +189,7 @@ func (b *Backend) Free(_ context.Context, id sdk.AllocationID) error {
 	a, ok := b.allocs[id]
 	if ok {
 		delete(b.allocs, id)
-		if !a.imported {
+		if !a.imported && !a.adopted {
 			b.used[a.ordinal] -= a.size
 		}
 	}

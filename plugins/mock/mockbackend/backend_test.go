@@ -25,6 +25,9 @@ func newTestBackend(t *testing.T, mutate func(*Config)) *Backend {
 	cfg := DefaultConfig()
 	cfg.Memory = 256 << 20
 	cfg.Dir = filepath.Join(t.TempDir(), "shm")
+	// These tests are about the posix-shm files; memfd_test.go covers the
+	// default kind.
+	cfg.Handle = HandlePosixShm
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -125,6 +128,7 @@ func TestRefusesAFolderOthersCanUse(t *testing.T) {
 	}
 	for _, dir := range []string{open, link, "relative/dir"} {
 		cfg := DefaultConfig()
+		cfg.Handle = HandlePosixShm
 		cfg.Dir = dir
 		if _, err := New(cfg, nil); err == nil {
 			t.Errorf("New accepted folder %s", dir)

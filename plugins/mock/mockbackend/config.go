@@ -28,8 +28,13 @@ const (
 	// EnvMemory: capacity of every device, bytes or a size with a unit
 	// (8GiB, 512MiB, 1G). Default 8GiB.
 	EnvMemory = "WCACHE_MOCK_MEMORY"
-	// EnvDir: the folder holding the allocation files. Default DefaultDir().
+	// EnvDir: the folder holding the allocation files of posix-shm
+	// handles. Default DefaultDir(). Unused (never created) with memfd.
 	EnvDir = "WCACHE_MOCK_DIR"
+	// EnvHandle: the handle kind the mock exports, "memfd" (the default:
+	// anonymous memfds passed as descriptors, nothing named in /dev/shm)
+	// or "posix-shm" (files in the folder, passed by path).
+	EnvHandle = "WCACHE_MOCK_HANDLE"
 
 	// EnvFailAllocate=1: every Allocate fails with ErrOutOfMemory.
 	EnvFailAllocate = "WCACHE_MOCK_FAIL_ALLOCATE"
@@ -68,8 +73,12 @@ type Config struct {
 	DeviceUUIDs []string
 	// Memory is the capacity of each device in bytes.
 	Memory uint64
-	// Dir holds the allocation files; "" means DefaultDir().
-	Dir    string
+	// Dir holds the allocation files of posix-shm handles; "" means
+	// DefaultDir(). Not used with memfd handles.
+	Dir string
+	// Handle is the kind Export produces: HandleMemfd (the default, also
+	// for "") or HandlePosixShm.
+	Handle string
 	Faults Faults
 }
 
@@ -100,7 +109,7 @@ func NoFaults() Faults { return Faults{FailLoadAfter: -1, CrashLoadAfter: -1} }
 // DefaultConfig is DefaultDeviceCount devices of DefaultMemory bytes, the
 // default folder and no faults.
 func DefaultConfig() Config {
-	return Config{DeviceUUIDs: DeviceUUIDs(DefaultDeviceCount), Memory: DefaultMemory, Faults: NoFaults()}
+	return Config{DeviceUUIDs: DeviceUUIDs(DefaultDeviceCount), Memory: DefaultMemory, Handle: HandleMemfd, Faults: NoFaults()}
 }
 
 // DeviceUUID is the UUID of mock device ordinal when WCACHE_MOCK_DEVICES
@@ -151,6 +160,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		cfg.Memory = n
 	}
 	cfg.Dir = getenv(EnvDir)
+	if v := strings.TrimSpace(getenv(EnvHandle)); v != "" {
+		if v != HandleMemfd && v != HandlePosixShm {
+			errs = append(errs, fmt.Errorf("%s=%q: want %q or %q", EnvHandle, v, HandleMemfd, HandlePosixShm))
+		}
+		cfg.Handle = v
+	}
 	var err error
 	if cfg.Faults.FailAllocate, err = parseFlag(getenv, EnvFailAllocate); err != nil {
 		errs = append(errs, err)

@@ -15,10 +15,17 @@ import (
 func TestConformanceInProcess(t *testing.T) {
 	// One folder for all instances, as mock processes of one user share one.
 	dir := filepath.Join(t.TempDir(), "shm")
+	for _, kind := range []string{mockbackend.HandleMemfd, mockbackend.HandlePosixShm} {
+		t.Run(kind, func(t *testing.T) { conformanceInProcess(t, dir, kind) })
+	}
+}
+
+func conformanceInProcess(t *testing.T, dir, kind string) {
 	backendtest.Run(t, func(t *testing.T) sdk.Backend {
 		cfg := mockbackend.DefaultConfig()
 		cfg.Memory = 64 << 20
 		cfg.Dir = dir
+		cfg.Handle = kind
 		b, err := mockbackend.New(cfg, nil)
 		if err != nil {
 			t.Fatalf("New: %v", err)

@@ -29,7 +29,7 @@ func (b *Backend) checkFolderSpaceLocked(size uint64) error {
 	avail := st.Bavail * uint64(st.Bsize)
 	var pending uint64
 	for _, a := range b.allocs {
-		if a.imported {
+		if a.imported || a.memfd {
 			continue
 		}
 		var fst unix.Stat_t

@@ -29,13 +29,13 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import grpc
 
-from . import pb
+from . import fdchannel, pb
 from .config import CacheConfig
 from .discovery import Target, check_socket, probe, resolve
 from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HoldsWeightsError,
                      IncompatibleConfigError, ProtocolError, PublishConflictError, PublishInProgressError,
                      WcacheError)
-from .manifest import TensorSpec
+from .manifest import DESCRIPTOR_KINDS, TensorSpec
 from .paths import Getenv
 from .mappers import HandleMappers
 from .tensors import LIBRARY_AUTO, Materialized, materialize
@@ -176,8 +176,11 @@ class Attachment:
     def __init__(self, channel: grpc.Channel, call, manifest, target: Target,
                  on_daemon_gone: Optional[Callable[[DaemonGone], None]],
                  on_notice: Optional[Callable[[object], None]],
-                 device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None):
+                 device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None,
+                 descriptors: Optional[Dict[int, int]] = None):
         self._channel = channel
+        # handle index → descriptor of a descriptor handle (memfd), closed by release().
+        self._descriptors: Dict[int, int] = dict(descriptors or {})
         self._call = call
         self.manifest = manifest
         self.socket = target.socket
@@ -214,7 +217,8 @@ class Attachment:
                 raise WcacheError("the lease was released; attach again")
             if self._materialized is None:
                 self._materialized = materialize(self.manifest, library=self._library,
-                                                 device_index=self._device_index, mappers=self._mappers)
+                                                 device_index=self._device_index, mappers=self._mappers,
+                                                 descriptors=self._descriptors)
             return self._materialized.tensors
 
     @property
@@ -248,6 +252,9 @@ class Attachment:
                 return
             self._released = True
             self._materialized = None
+            descriptors, self._descriptors = self._descriptors, {}
+        for fd in descriptors.values():  # mappings made from them stay valid
+            os.close(fd)
         self._call.cancel()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
@@ -375,10 +382,33 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
             call.cancel()
             raise ProtocolError(f"wcache daemon at {target.socket} serves device {manifest.device_uuid!r}, "
                                 f"not {target.device_uuid!r}: refusing another GPU's weights")
+        descriptors = _fetch_descriptors(target.socket, manifest, call, timeout)
     except BaseException:
         channel.close()
         raise
-    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers)
+    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
+                      descriptors)
+
+
+def _fetch_descriptors(socket_path: str, manifest, call, timeout: float) -> Dict[int, int]:
+    """Receive the descriptors of the manifest's descriptor handles (exactly one per such handle, of its size)."""
+    wanted = {i: h.size for i, h in enumerate(manifest.handles) if h.kind in DESCRIPTOR_KINDS}
+    if not wanted:
+        return {}
+    try:
+        got = fdchannel.fetch(socket_path, fdchannel.OP_LEASE, manifest.lease_id, bytes(manifest.fd_token),
+                              timeout=min(timeout, 10.0))
+    except BaseException:
+        call.cancel()
+        raise
+    bad = sorted(set(got) ^ set(wanted)) or [i for i in got if got[i][0] != wanted[i]]
+    if bad:
+        for _, fd in got.values():
+            os.close(fd)
+        call.cancel()
+        raise ProtocolError(f"descriptor channel of {socket_path} sent descriptors for handles {sorted(got)}, "
+                            f"the manifest's descriptor handles are {sorted(wanted)} (mismatch at {bad})")
+    return {i: fd for i, (_, fd) in got.items()}
 
 
 def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,

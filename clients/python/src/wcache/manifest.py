@@ -8,6 +8,10 @@ from . import dtypes
 from .errors import ProtocolError
 
 HANDLE_POSIX_SHM = "posix-shm"
+# Descriptor kinds: received on the daemon's descriptor channel (wcache.fdchannel).
+HANDLE_MEMFD = "memfd"
+HANDLE_CUDA_VMM_FD = "cuda-vmm-fd"
+DESCRIPTOR_KINDS = (HANDLE_MEMFD, HANDLE_CUDA_VMM_FD)
 HANDLE_CUDA_IPC = "cuda-ipc"
 HANDLE_HIP_IPC = "hip-ipc"
 

@@ -20,8 +20,10 @@ tensor has the shape, strides and storage offset it was published with, and
 tensors that shared a storage share one again (a storage of the attached
 process's own over that byte range; see wcache.tensors).
 
-Handle kinds: ``posix-shm`` (the mock backend) is mapped writable and filled
-with a memcpy from CPU memory (a GPU tensor is copied to the host first);
+Handle kinds: ``memfd`` (the mock backend's default; the writable descriptors
+come from the daemon's descriptor channel with the plan's publish id and
+token) and ``posix-shm`` are mapped writable and filled with a memcpy from
+CPU memory (a GPU tensor is copied to the host first);
 ``cuda-ipc``/``hip-ipc`` handles are opened through PyTorch and filled with a
 device-to-device ``copy_``, then the device is synchronised before the commit.
 """
@@ -36,14 +38,16 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Uni
 
 import grpc
 
-from . import dtypes, pb
+import os
+
+from . import dtypes, fdchannel, pb
 from .client import _channel, _config_message, _translate, attach, default_client_name
 from .config import CacheConfig
 from .discovery import check_socket, probe, resolve
 from .errors import EmptyDaemonError, NoDaemonError, ProtocolError, PublishInProgressError, WcacheError
-from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_POSIX_SHM, HandleSpec
+from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec
 from .paths import Getenv
-from .shm import map_shm
+from .shm import map_memfd, map_shm
 
 log = logging.getLogger("wcache")
 
@@ -174,10 +178,14 @@ def _requests(begin_fields: dict, specs: List[object]) -> List[object]:
 
 
 class _WritableShm:
-    """A posix-shm handle of a publish plan, mapped for writing."""
+    """A posix-shm (or, given its writable descriptor, memfd) handle of a
+    publish plan, mapped for writing."""
 
-    def __init__(self, index: int, handle: HandleSpec):
-        self.buffer = map_shm(index, handle, writable=True).buffer
+    def __init__(self, index: int, handle: HandleSpec, fd: Optional[int] = None):
+        if fd is None:
+            self.buffer = map_shm(index, handle, writable=True).buffer
+        else:
+            self.buffer = map_memfd(index, handle, fd, writable=True).buffer
 
     def write(self, torch, src, offset: int, nbytes: int) -> bytes:
         """Copy the uint8 tensor src to [offset, offset+nbytes); return its SHA-256."""
@@ -212,13 +220,31 @@ class _WritableIpc:
         self.region = None
 
 
-def _open_writable(torch, plan, device_index: Optional[int]) -> List[object]:
+def _plan_descriptors(socket_path: str, plan) -> dict:
+    """The writable descriptors of the plan's memfd handles: index → fd (the caller closes them)."""
+    wanted = {i: int(h.size) for i, h in enumerate(plan.handles) if h.kind == HANDLE_MEMFD}
+    if not wanted:
+        return {}
+    got = fdchannel.fetch(socket_path, fdchannel.OP_PUBLISH, int(plan.publish_id), bytes(plan.fd_token))
+    bad = sorted(set(got) ^ set(wanted)) or [i for i in got if got[i][0] != wanted[i]]
+    if bad:
+        for _, fd in got.values():
+            os.close(fd)
+        raise ProtocolError(f"descriptor channel of {socket_path} sent descriptors for plan handles {sorted(got)}, "
+                            f"the plan's memfd handles are {sorted(wanted)} (mismatch at {bad})")
+    return {i: fd for i, (_, fd) in got.items()}
+
+
+def _open_writable(torch, plan, device_index: Optional[int], socket_path: str) -> List[object]:
     regions: List[object] = []
+    fds = _plan_descriptors(socket_path, plan)
     try:
         for i, h in enumerate(plan.handles):
             spec = HandleSpec(h.kind, bytes(h.data), int(h.size))
             if h.kind == HANDLE_POSIX_SHM:
                 regions.append(_WritableShm(i, spec))
+            elif h.kind == HANDLE_MEMFD:
+                regions.append(_WritableShm(i, spec, fds[i]))
             elif h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC):
                 regions.append(_WritableIpc(i, spec, plan.device_uuid, torch, device_index))
             else:
@@ -227,11 +253,14 @@ def _open_writable(torch, plan, device_index: Optional[int]) -> List[object]:
         for r in regions:
             r.close()
         raise
+    finally:
+        for fd in fds.values():  # a mapping outlives its descriptor
+            os.close(fd)
     return regions
 
 
 def _fill(torch, plan, storages: List[_Storage], n_entries: int, device_index: Optional[int],
-          want_sha256: bool) -> List[bytes]:
+          want_sha256: bool, socket_path: str) -> List[bytes]:
     """Copy every storage to its place in plan; return one SHA-256 per entry
     (empty list unless want_sha256)."""
     if len(plan.tensors) != n_entries:
@@ -246,7 +275,7 @@ def _fill(torch, plan, storages: List[_Storage], n_entries: int, device_index: O
             if (other.handle_index, other.offset, other.length) != (place.handle_index, place.offset, place.length):
                 raise ProtocolError(f"tensors {place.name!r} and {other.name!r} share a storage "
                                     "but the plan places them apart")
-    regions = _open_writable(torch, plan, device_index)
+    regions = _open_writable(torch, plan, device_index, socket_path)
     sums: List[bytes] = [hashlib.sha256(b"").digest()] * n_entries
     try:
         for s in storages:
@@ -339,7 +368,7 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
         if target.device_uuid is not None and plan.device_uuid != target.device_uuid:
             raise ProtocolError(f"wcache daemon at {target.socket} serves device {plan.device_uuid!r}, "
                                 f"not {target.device_uuid!r}: refusing to publish into another GPU")
-        sums = _fill(torch, plan, storages, len(specs), device_index, sha256)
+        sums = _fill(torch, plan, storages, len(specs), device_index, sha256, target.socket)
         if before_commit is not None:
             before_commit()
         requests.put(pb.PublishRequest(commit=pb.PublishCommit(sha256=sums)))

@@ -87,6 +87,37 @@ def _buffer_address(buf) -> int:
         release(ctypes.byref(view))
 
 
+def map_memfd(index: int, handle: HandleSpec, fd: int, writable: bool = False) -> ShmRegion:
+    """Map memfd handle number index from its descriptor fd, read-only (or,
+    for a publisher holding a writable descriptor, writable).
+
+    The descriptor (received on the descriptor channel) is not
+    closed here: the Attachment owns it. The mapping stays valid after it is
+    closed, after the daemon and its plugin are gone: the memory lives until
+    the last descriptor and mapping of it go. Raises ProtocolError when the
+    descriptor is not a regular file of at least handle.size bytes,
+    WcacheError when it cannot be mapped.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size < handle.size:
+        raise ProtocolError(f"handle {index} (memfd): descriptor of mode {st.st_mode:o} and {st.st_size} bytes, "
+                            f"the handle says {handle.size}")
+    # The name /proc/self/maps shows for the mapping ("/memfd:NAME"), for
+    # diagnostics; a memfd has no path anyone can open.
+    try:
+        name = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+    except OSError:
+        name = f"memfd:{index}"
+    if handle.size == 0:
+        return ShmRegion(name, 0, None)
+    try:
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=prot)
+    except OSError as exc:
+        raise WcacheError(f"handle {index} (memfd): mmap: {exc.strerror}") from exc
+    return ShmRegion(name, handle.size, buf)
+
+
 def open_handle_file(index: int, handle: HandleSpec, writable: bool = False):
     """Open the file of posix-shm handle number index: (path, fd).
 

@@ -7,6 +7,8 @@ handle kind       with PyTorch                 without PyTorch
 ================  ===========================  ==================================
 posix-shm         CPU torch.Tensor (read-only  read-only numpy.ndarray
                   mapping, see wcache.shm)
+memfd             as posix-shm, mapped from    as posix-shm
+                  its descriptor
 cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
                                                libcuda.so.1)
 hip-ipc           ROCm torch.Tensor            not supported (WcacheError)
@@ -31,9 +33,10 @@ from . import dtypes
 from .errors import WcacheError
 from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
                   torch_uses_cuda_malloc_async, view_in_storage)
-from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_POSIX_SHM, HandleSpec, TensorSpec, parse_manifest
+from .manifest import (HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec, TensorSpec,
+                       parse_manifest)
 from .mappers import HandleMappers, MapContext, UnknownHandleKindError
-from .shm import ShmRegion, map_shm
+from .shm import ShmRegion, map_memfd, map_shm
 
 LIBRARY_AUTO = "auto"
 LIBRARY_TORCH = "torch"
@@ -122,7 +125,8 @@ def _empty(torch, numpy, spec: TensorSpec, device):
 
 
 def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[int] = None,
-                cuda_library: str = "libcuda.so.1", mappers: Optional[HandleMappers] = None) -> Materialized:
+                cuda_library: str = "libcuda.so.1", mappers: Optional[HandleMappers] = None,
+                descriptors: Optional[Dict[int, int]] = None) -> Materialized:
     """Open every handle of manifest once and build a zero-copy view per tensor.
 
     library: "torch", "numpy" (posix-shm only; cuda-ipc gives DeviceArray) or
@@ -130,7 +134,9 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
     as this process sees it, of the manifest's GPU for IPC handles; None
     looks it up by UUID. cuda_library: the driver dlopened for cuda-ipc
     without torch. mappers: the mappers of vendor handle kinds
-    (wcache.mappers.HandleMappers); None: none.
+    (wcache.mappers.HandleMappers); None: none. descriptors: handle index →
+    descriptor of the memfd handles (received by attach on the descriptor
+    channel).
 
     Raises ProtocolError for a malformed manifest, UnknownHandleKindError (a
     ProtocolError naming the kind and how to register a mapper) for a kind
@@ -156,8 +162,14 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
     driver = None
     for i, h in enumerate(handles):
         region, storage = None, None
-        if h.kind == HANDLE_POSIX_SHM:
-            region = map_shm(i, h)
+        if h.kind in (HANDLE_POSIX_SHM, HANDLE_MEMFD):
+            if h.kind == HANDLE_MEMFD:
+                if descriptors is None or i not in descriptors:
+                    raise ProtocolError(f"handle {i} (memfd): no descriptor (attach receives it on the daemon's "
+                                        "descriptor channel)")
+                region = map_memfd(i, h, descriptors[i])
+            else:
+                region = map_shm(i, h)
             if torch is not None and region.buffer is not None:
                 storage = _torch_shm_storage(torch, region)
         elif h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC):

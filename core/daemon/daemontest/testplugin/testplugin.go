@@ -76,6 +76,19 @@ func (p *Plugin) Close() error {
 // backend is left as it is.
 func (p *Plugin) Crash(why string) { p.end(errors.New(why)) }
 
+// Die simulates the plugin process dying with why and taking its resources
+// along (a real plugin's descriptors and mappings end with its process):
+// the closer is closed, then Exited closes as with Crash. It returns the
+// closer's error.
+func (p *Plugin) Die(why string) error {
+	var err error
+	if p.closer != nil {
+		err = p.closer.Close()
+	}
+	p.end(errors.New(why))
+	return err
+}
+
 func (p *Plugin) end(err error) {
 	p.once.Do(func() {
 		p.err = err

@@ -1054,7 +1054,13 @@ type Handle struct {
 	// Kind-specific bytes: a 64-byte cudaIpcMemHandle, a shm path, ...
 	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	// Size of the exported region in bytes.
-	Size          uint64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Size uint64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// Descriptor handles (kinds "memfd", "cuda-vmm-fd"): the handle's file
+	// descriptor travels on the plugin's descriptor channel (a socketpair the
+	// host creates at plugin start, see docs/protocol.md "Plugin descriptor
+	// channel"), in the message tagged with this token. 0: the handle has no
+	// descriptor (a name handle: cuda-ipc, posix-shm).
+	FdToken       uint64 `protobuf:"varint,4,opt,name=fd_token,json=fdToken,proto3" json:"fd_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1106,6 +1112,13 @@ func (x *Handle) GetData() []byte {
 func (x *Handle) GetSize() uint64 {
 	if x != nil {
 		return x.Size
+	}
+	return 0
+}
+
+func (x *Handle) GetFdToken() uint64 {
+	if x != nil {
+		return x.FdToken
 	}
 	return 0
 }
@@ -1758,11 +1771,12 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\bqueue_ns\x18\t \x01(\x04R\aqueueNs\x12 \n" +
 	"\fcopy_wait_ns\x18\n" +
 	" \x01(\x04R\n" +
-	"copyWaitNs\"D\n" +
+	"copyWaitNs\"_\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x04R\x04size\"4\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x19\n" +
+	"\bfd_token\x18\x04 \x01(\x04R\afdToken\"4\n" +
 	"\rExportRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\x04R\fallocationId\"C\n" +
 	"\x0eExportResponse\x121\n" +

@@ -532,6 +532,18 @@ type StartPhases struct {
 	// (padding included).
 	BytesLoaded    uint64 `protobuf:"varint,7,opt,name=bytes_loaded,json=bytesLoaded,proto3" json:"bytes_loaded,omitempty"`
 	BytesAllocated uint64 `protobuf:"varint,8,opt,name=bytes_allocated,json=bytesAllocated,proto3" json:"bytes_allocated,omitempty"`
+	// Bytes the daemon took over as descriptors instead of loading them:
+	// from the daemon it replaced (serve --takeover), or re-imported into a
+	// restarted plugin. bytes_loaded is 0 when all of them were adopted.
+	BytesAdopted uint64 `protobuf:"varint,9,opt,name=bytes_adopted,json=bytesAdopted,proto3" json:"bytes_adopted,omitempty"`
+	// How the weights came: "files" (loaded), "takeover" (descriptors of the
+	// previous daemon), "" (empty or published).
+	Source string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
+	// Backend plugin restarts survived with descriptor handles (each
+	// re-imported every allocation without reading the disk), and the
+	// duration of the last one.
+	PluginRestarts uint32 `protobuf:"varint,11,opt,name=plugin_restarts,json=pluginRestarts,proto3" json:"plugin_restarts,omitempty"`
+	LastRestartNs  int64  `protobuf:"varint,12,opt,name=last_restart_ns,json=lastRestartNs,proto3" json:"last_restart_ns,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -618,6 +630,34 @@ func (x *StartPhases) GetBytesLoaded() uint64 {
 func (x *StartPhases) GetBytesAllocated() uint64 {
 	if x != nil {
 		return x.BytesAllocated
+	}
+	return 0
+}
+
+func (x *StartPhases) GetBytesAdopted() uint64 {
+	if x != nil {
+		return x.BytesAdopted
+	}
+	return 0
+}
+
+func (x *StartPhases) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *StartPhases) GetPluginRestarts() uint32 {
+	if x != nil {
+		return x.PluginRestarts
+	}
+	return 0
+}
+
+func (x *StartPhases) GetLastRestartNs() int64 {
+	if x != nil {
+		return x.LastRestartNs
 	}
 	return 0
 }
@@ -1049,7 +1089,14 @@ type Manifest struct {
 	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The tensors in compact form, instead of tensors, when the attach asked
 	// for it (AttachRequest.tensor_table).
-	TensorTable   *TensorTable `protobuf:"bytes,11,opt,name=tensor_table,json=tensorTable,proto3" json:"tensor_table,omitempty"`
+	TensorTable *TensorTable `protobuf:"bytes,11,opt,name=tensor_table,json=tensorTable,proto3" json:"tensor_table,omitempty"`
+	// The lease's secret for the daemon's descriptor channel (32 random
+	// bytes, one per lease): a client whose handles are descriptors
+	// ("memfd", "cuda-vmm-fd") sends lease_id and fd_token on the channel
+	// beside the daemon's socket and receives the descriptors with
+	// SCM_RIGHTS (docs/protocol.md, "Descriptor channel"). Empty when the
+	// manifest has no descriptor handle.
+	FdToken       []byte `protobuf:"bytes,12,opt,name=fd_token,json=fdToken,proto3" json:"fd_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1157,6 +1204,13 @@ func (x *Manifest) GetMetadata() map[string]string {
 func (x *Manifest) GetTensorTable() *TensorTable {
 	if x != nil {
 		return x.TensorTable
+	}
+	return nil
+}
+
+func (x *Manifest) GetFdToken() []byte {
+	if x != nil {
+		return x.FdToken
 	}
 	return nil
 }
@@ -1974,8 +2028,14 @@ type PublishPlan struct {
 	// layout echoed).
 	Tensors []*Tensor `protobuf:"bytes,2,rep,name=tensors,proto3" json:"tensors,omitempty"`
 	// The generation the daemon will serve after the commit.
-	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	DeviceUuid    string `protobuf:"bytes,4,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`
+	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	DeviceUuid string `protobuf:"bytes,4,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`
+	// Descriptor handles (memfd, cuda-vmm-fd): the publisher receives their
+	// writable descriptors on the daemon's descriptor channel with op
+	// PUBLISH, publish_id and fd_token (docs/protocol.md, "Descriptor
+	// channel"). Both are 0/empty when the plan has no descriptor handle.
+	PublishId     uint64 `protobuf:"varint,5,opt,name=publish_id,json=publishId,proto3" json:"publish_id,omitempty"`
+	FdToken       []byte `protobuf:"bytes,6,opt,name=fd_token,json=fdToken,proto3" json:"fd_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2036,6 +2096,20 @@ func (x *PublishPlan) GetDeviceUuid() string {
 		return x.DeviceUuid
 	}
 	return ""
+}
+
+func (x *PublishPlan) GetPublishId() uint64 {
+	if x != nil {
+		return x.PublishId
+	}
+	return 0
+}
+
+func (x *PublishPlan) GetFdToken() []byte {
+	if x != nil {
+		return x.FdToken
+	}
+	return nil
 }
 
 // PublishDone: the daemon serves the published weights.
@@ -2411,7 +2485,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
 	"\vStartPhases\x12\x17\n" +
 	"\aplan_ns\x18\x01 \x01(\x03R\x06planNs\x12\x17\n" +
 	"\alock_ns\x18\x02 \x01(\x03R\x06lockNs\x12\x1f\n" +
@@ -2421,7 +2495,12 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\texport_ns\x18\x05 \x01(\x03R\bexportNs\x12\x19\n" +
 	"\btotal_ns\x18\x06 \x01(\x03R\atotalNs\x12!\n" +
 	"\fbytes_loaded\x18\a \x01(\x04R\vbytesLoaded\x12'\n" +
-	"\x0fbytes_allocated\x18\b \x01(\x04R\x0ebytesAllocated\"\x8a\x01\n" +
+	"\x0fbytes_allocated\x18\b \x01(\x04R\x0ebytesAllocated\x12#\n" +
+	"\rbytes_adopted\x18\t \x01(\x04R\fbytesAdopted\x12\x16\n" +
+	"\x06source\x18\n" +
+	" \x01(\tR\x06source\x12'\n" +
+	"\x0fplugin_restarts\x18\v \x01(\rR\x0epluginRestarts\x12&\n" +
+	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\"\x8a\x01\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
@@ -2455,7 +2534,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fhandle_index\x18\b \x03(\rR\vhandleIndex\x12\x16\n" +
 	"\x06offset\x18\t \x03(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\n" +
-	" \x03(\x04R\x06length\"\xb4\x04\n" +
+	" \x03(\x04R\x06length\"\xcf\x04\n" +
 	"\bManifest\x12\x1f\n" +
 	"\vdevice_uuid\x18\x01 \x01(\tR\n" +
 	"deviceUuid\x12\x18\n" +
@@ -2471,7 +2550,8 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x10protocol_version\x18\t \x01(\rR\x0fprotocolVersion\x12D\n" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2(.wcache.daemon.v1.Manifest.MetadataEntryR\bmetadata\x12@\n" +
-	"\ftensor_table\x18\v \x01(\v2\x1d.wcache.daemon.v1.TensorTableR\vtensorTable\x1a;\n" +
+	"\ftensor_table\x18\v \x01(\v2\x1d.wcache.daemon.v1.TensorTableR\vtensorTable\x12\x19\n" +
+	"\bfd_token\x18\f \x01(\fR\afdToken\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
@@ -2530,7 +2610,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05begin\x18\x01 \x01(\v2\x1e.wcache.daemon.v1.PublishBeginH\x00R\x05begin\x12<\n" +
 	"\atensors\x18\x02 \x01(\v2 .wcache.daemon.v1.PublishTensorsH\x00R\atensors\x129\n" +
 	"\x06commit\x18\x03 \x01(\v2\x1f.wcache.daemon.v1.PublishCommitH\x00R\x06commitB\x05\n" +
-	"\x03msg\"\xb6\x01\n" +
+	"\x03msg\"\xf0\x01\n" +
 	"\vPublishPlan\x122\n" +
 	"\ahandles\x18\x01 \x03(\v2\x18.wcache.daemon.v1.HandleR\ahandles\x122\n" +
 	"\atensors\x18\x02 \x03(\v2\x18.wcache.daemon.v1.TensorR\atensors\x12\x1e\n" +
@@ -2538,7 +2618,10 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1f\n" +
 	"\vdevice_uuid\x18\x04 \x01(\tR\n" +
-	"deviceUuid\"\x9e\x01\n" +
+	"deviceUuid\x12\x1d\n" +
+	"\n" +
+	"publish_id\x18\x05 \x01(\x04R\tpublishId\x12\x19\n" +
+	"\bfd_token\x18\x06 \x01(\fR\afdToken\"\x9e\x01\n" +
 	"\vPublishDone\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

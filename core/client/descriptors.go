@@ -1,0 +1,127 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/core/fdchannel"
+)
+
+// descriptorHandles counts the descriptor handles of hs.
+func descriptorHandles(hs []Handle) int {
+	n := 0
+	for _, h := range hs {
+		if h.IsDescriptor() {
+			n++
+		}
+	}
+	return n
+}
+
+// fetchDescriptors receives the descriptors of hs's descriptor handles on
+// the daemon's descriptor channel (op, id and token from the manifest or
+// plan) and sets each handle's File. The daemon must send exactly one
+// descriptor per descriptor handle, of the handle's size, and nothing for
+// name handles: anything else is ErrBadManifest and nothing is kept. The
+// returned files are the caller's to close (closeHandleFiles).
+func (c *Client) fetchDescriptors(ctx context.Context, op fdchannel.Op, id uint64, token []byte, hs []Handle) ([]*os.File, error) {
+	if len(token) != fdchannel.TokenSize {
+		return nil, fmt.Errorf("descriptor handles without a %d-byte fd_token (got %d bytes): %w", fdchannel.TokenSize, len(token), ErrBadManifest)
+	}
+	req := fdchannel.Request{Op: op, ID: id}
+	copy(req.Token[:], token)
+	got, err := fdchannel.Fetch(ctx, fdchannel.Path(c.socket), req)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]*os.File, 0, len(got))
+	seen := make(map[uint32]bool, len(got))
+	for _, d := range got {
+		files = append(files, d.File)
+		switch {
+		case int(d.Handle) >= len(hs) || !hs[d.Handle].IsDescriptor():
+			err = fmt.Errorf("descriptor channel sent a descriptor for handle %d, which is not a descriptor handle: %w", d.Handle, ErrBadManifest)
+		case seen[d.Handle]:
+			err = fmt.Errorf("descriptor channel sent handle %d twice: %w", d.Handle, ErrBadManifest)
+		case d.Size != hs[d.Handle].Size:
+			err = fmt.Errorf("descriptor of handle %d: %d bytes, the manifest says %d: %w", d.Handle, d.Size, hs[d.Handle].Size, ErrBadManifest)
+		}
+		if err != nil {
+			closeHandleFiles(files)
+			return nil, err
+		}
+		seen[d.Handle] = true
+	}
+	if want := descriptorHandles(hs); len(got) != want {
+		closeHandleFiles(files)
+		return nil, fmt.Errorf("descriptor channel sent %d descriptors for %d descriptor handles: %w", len(got), want, ErrBadManifest)
+	}
+	for _, d := range got {
+		hs[d.Handle].File = d.File
+	}
+	return files, nil
+}
+
+// closeHandleFiles closes descriptors received for handles.
+func closeHandleFiles(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// MapFile maps size bytes of a descriptor (a memfd handle's File)
+// read-only and shared. The descriptor may be closed afterwards: the
+// mapping keeps the memory until Unmap. A size of 0 maps nothing.
+func MapFile(f *os.File, size uint64) ([]byte, error) {
+	if size == 0 {
+		return []byte{}, nil
+	}
+	if size > uint64(maxInt) {
+		return nil, fmt.Errorf("map descriptor: %d bytes do not fit in this address space", size)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("map descriptor: stat: %w", err)
+	}
+	if uint64(st.Size) < size {
+		return nil, fmt.Errorf("map descriptor: it has %d bytes, the handle %d: %w", st.Size, size, ErrBadManifest)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap descriptor (%d bytes): %w", size, err)
+	}
+	return data, nil
+}
+
+// mapWritableFile maps a writable descriptor (a publish plan's memfd) for
+// writing.
+func mapWritableFile(f *os.File, size uint64) ([]byte, error) {
+	if size > uint64(maxInt) {
+		return nil, fmt.Errorf("map descriptor: %d bytes do not fit in this address space", size)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap descriptor (%d bytes) for writing: %w", size, err)
+	}
+	return data, nil
+}
+
+// MapHandle maps handle i of a manifest read-only: a posix-shm file, or a
+// memfd's descriptor. Other kinds are a *NotMappableError.
+func MapHandle(i int, h Handle) ([]byte, error) {
+	switch {
+	case h.Kind == HandlePosixShm:
+		return MapShm(string(h.Data), h.Size)
+	case h.Kind == HandleMemfd && h.File != nil:
+		return MapFile(h.File, h.Size)
+	case h.Kind == HandleMemfd:
+		return nil, fmt.Errorf("memfd handle %d has no descriptor (attach receives it; a hand-built manifest must set File): %w", i, ErrBadManifest)
+	}
+	return nil, &NotMappableError{Handle: i, Kind: h.Kind}
+}
+
+// mappable reports whether this process maps handles of kind itself.
+func mappable(kind string) bool { return kind == HandlePosixShm || kind == HandleMemfd }

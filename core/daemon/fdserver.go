@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/sdk/fdpass"
+)
+
+// fdRequestTimeout bounds one descriptor channel connection: a client that
+// connects and says nothing cannot hold a goroutine.
+const fdRequestTimeout = 5 * time.Second
+
+// listenFDChannel listens on the descriptor channel beside the daemon's
+// socket (fdchannel.Path), with the socket's mode and group.
+func (d *Daemon) listenFDChannel() (*net.UnixListener, error) {
+	l, err := listenUnix("unixpacket", fdchannel.Path(d.info.Paths.Socket), d.opts.SocketGID)
+	if err != nil {
+		return nil, fmt.Errorf("descriptor channel: %w", err)
+	}
+	return l, nil
+}
+
+// serveFDChannel answers descriptor channel connections, one request each,
+// until l is closed.
+func (d *Daemon) serveFDChannel(l *net.UnixListener) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				d.log.Warn("descriptor channel: accept", "error", err)
+			}
+			return
+		}
+		go d.answerFDRequest(c)
+	}
+}
+
+// answerFDRequest checks the peer and the request, and answers with the
+// reply and, when it is OK, the descriptors (docs/protocol.md, "Descriptor
+// channel"). Every refusal is logged with the peer.
+func (d *Daemon) answerFDRequest(c *net.UnixConn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(fdRequestTimeout))
+	p, err := readPeerCred(c)
+	if err != nil {
+		d.log.Warn("descriptor channel: no peer credentials", "error", err)
+		return
+	}
+	buf := make([]byte, fdchannel.RequestSize+1)
+	n, files, err := fdpass.Recv(c, buf, 0)
+	for _, f := range files {
+		_ = f.Close()
+	}
+	var req fdchannel.Request
+	if err == nil {
+		req, err = fdchannel.ParseRequest(buf[:n])
+	}
+	var descs []fdchannel.Descriptor
+	reply := fdchannel.Reply{Status: fdchannel.StatusBadRequest}
+	if err != nil {
+		reply.Message = err.Error()
+	} else {
+		descs, reply = d.fdAnswer(p, req)
+	}
+	defer fdchannel.CloseAll(descs) // duplicates: the daemon keeps its own
+	if reply.Status != fdchannel.StatusOK {
+		d.log.Info("descriptor channel: request refused", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "uid", p.UID,
+			"status", reply.Status.String(), "reason", reply.Message)
+		_ = fdpass.Send(c, reply.Marshal())
+		return
+	}
+	reply.Count = uint32(len(descs))
+	if err := fdpass.Send(c, reply.Marshal()); err != nil {
+		d.log.Warn("descriptor channel: reply", "pid", p.PID, "error", err)
+		return
+	}
+	for _, ds := range descs {
+		h := fdchannel.DescriptorHeader{Handle: ds.Handle, Size: ds.Size}
+		if err := fdpass.Send(c, h.Marshal(), ds.File); err != nil {
+			d.log.Warn("descriptor channel: send descriptor", "pid", p.PID, "handle", ds.Handle, "error", err)
+			return
+		}
+	}
+	d.log.Debug("descriptor channel: descriptors sent", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "count", len(descs))
+	if req.Op == fdchannel.OpTakeover {
+		d.handOver(p)
+	}
+}
+
+// fdAnswer decides a well-formed request of peer p: the descriptors to send,
+// or a refusal. The descriptors stay the daemon's (Send duplicates them into
+// the peer).
+func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descriptor, fdchannel.Reply) {
+	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs}
+	if !auth.allows(p) {
+		return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied, Message: auth.deniedMessage(p)}
+	}
+	switch req.Op {
+	case fdchannel.OpLease, fdchannel.OpTakeover:
+		l := d.reg.lookup(req.ID)
+		if l == nil {
+			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease,
+				Message: fmt.Sprintf("no open lease %d: attach first, and keep the lease open while fetching", req.ID)}
+		}
+		if l.peer.UID != p.UID {
+			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
+				Message: fmt.Sprintf("lease %d belongs to uid %d, the request comes from uid %d", req.ID, l.peer.UID, p.UID)}
+		}
+		if subtle.ConstantTimeCompare(l.token[:], req.Token[:]) != 1 {
+			return nil, fdchannel.Reply{Status: fdchannel.StatusBadToken, Message: fmt.Sprintf("not the fd_token of lease %d", req.ID)}
+		}
+		if req.Op == fdchannel.OpLease {
+			return descriptorsReply(l.m.files.descriptors(false))
+		}
+		// A takeover gets the writable descriptors: only the daemon's own
+		// uid may serve the memory on.
+		if p.UID != auth.ownUID {
+			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
+				Message: fmt.Sprintf("a takeover must run as the daemon's uid %d, not %d", auth.ownUID, p.UID)}
+		}
+		return d.takeoverDescriptors(l)
+	case fdchannel.OpPublish:
+		pub, files := d.reg.publishFor(req.ID)
+		switch {
+		case pub == nil:
+			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease, Message: fmt.Sprintf("no publish %d in progress", req.ID)}
+		case pub.peer.UID != p.UID:
+			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
+				Message: fmt.Sprintf("publish %d belongs to uid %d, the request comes from uid %d", req.ID, pub.peer.UID, p.UID)}
+		case subtle.ConstantTimeCompare(pub.token[:], req.Token[:]) != 1:
+			return nil, fdchannel.Reply{Status: fdchannel.StatusBadToken, Message: fmt.Sprintf("not the fd_token of publish %d", req.ID)}
+		}
+		return descriptorsReply(files.descriptors(true))
+	}
+	return nil, fdchannel.Reply{Status: fdchannel.StatusBadRequest, Message: "unknown op"}
+}
+
+// takeoverDescriptors answers a successor's takeover request (lease l is
+// the successor's own attach): the writable descriptors of l's generation,
+// when every handle is a descriptor; answerFDRequest then hands over
+// (takeover.go).
+func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {
+	if n := l.m.files.count(); n == 0 || n != len(l.m.handles) {
+		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable,
+			Message: "this daemon's handles are names, not descriptors: its memory cannot change hands"}
+	}
+	return descriptorsReply(l.m.files.descriptors(true))
+}
+
+// descriptorsReply turns descriptors' result into fdAnswer's.
+func descriptorsReply(ds []fdchannel.Descriptor, err error) ([]fdchannel.Descriptor, fdchannel.Reply) {
+	if err != nil {
+		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: err.Error()}
+	}
+	return ds, fdchannel.Reply{}
+}

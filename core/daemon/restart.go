@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// DefaultRestartTimeout bounds starting a replacement plugin and importing
+// every allocation into it.
+const DefaultRestartTimeout = 60 * time.Second
+
+// restartStats count the plugin restarts a daemon survived.
+type restartStats struct {
+	count int
+	last  time.Duration
+}
+
+// canRecover reports why the plugin's exit is fatal ("" when it is not):
+// only descriptor handles (the daemon holds the memory itself) survive it,
+// only while the daemon serves them or holds nothing, and only when the
+// daemon knows how to start a new plugin.
+func (d *Daemon) canRecover() string {
+	if d.opts.RestartPlugin == nil {
+		return "no way to start a new plugin (Options.RestartPlugin)"
+	}
+	switch st := d.reg.currentState(); st {
+	case StateServing, StateEmpty:
+	default:
+		return fmt.Sprintf("the daemon is %s", st)
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.manifest == nil {
+		return ""
+	}
+	for i, h := range d.manifest.handles {
+		if d.manifest.files.ownFile(i) == nil {
+			return fmt.Sprintf("handle %d is %q, a name whose memory lived in the plugin process", i, h.Kind)
+		}
+	}
+	return ""
+}
+
+// recoverPlugin replaces a dead plugin: it starts a new one and imports the
+// descriptor of every allocation into it, so that the daemon serves the
+// same generation without reading the disk. Leases are untouched (their
+// mappings never depended on the plugin). An error leaves the daemon to
+// shut down as for any fatal plugin exit.
+func (d *Daemon) recoverPlugin(ctx context.Context) error {
+	begin := time.Now()
+	old := d.plugin
+	d.log.Warn("backend plugin exited: starting a new one and importing the allocations", "error", old.ExitError())
+	_ = old.Close()
+	ctx, cancel := context.WithTimeout(ctx, DefaultRestartTimeout)
+	defer cancel()
+	p, err := d.opts.RestartPlugin(ctx)
+	if err != nil {
+		return fmt.Errorf("start a new backend plugin: %w", err)
+	}
+	b := p.Backend()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []sdk.AllocationID
+	if m := d.manifest; m != nil {
+		for i, h := range m.handles {
+			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.ownFile(i)})
+			if err != nil {
+				_ = p.Close()
+				return fmt.Errorf("import allocation %d into the new plugin: %w", i+1, err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	d.plugin, d.backend, d.allocs = p, b, ids
+	d.restarts.count++
+	d.restarts.last = time.Since(begin)
+	d.log.Info("backend plugin replaced: serving the same generation", "generation", d.generation,
+		"allocations", len(ids), "seconds", d.restarts.last.Seconds(), "restarts", d.restarts.count)
+	return nil
+}
+
+// errRecoveryFailed wraps why a dead plugin could not be replaced.
+var errRecoveryFailed = errors.New("plugin recovery failed")
+
+// replacePlugin handles the plugin's exit while serving: true when a new
+// plugin took over, false when the exit is fatal (logged with the reason).
+func (d *Daemon) replacePlugin(ctx context.Context) bool {
+	if why := d.canRecover(); why != "" {
+		d.log.Error("backend plugin exited and cannot be replaced", "reason", why)
+		return false
+	}
+	if err := d.recoverPlugin(ctx); err != nil {
+		d.log.Error("backend plugin exited and could not be replaced", "error", fmt.Errorf("%w: %w", errRecoveryFailed, err))
+		return false
+	}
+	return true
+}

@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/sdk"
+)
+
+// ErrNoTakeover: serve --takeover found a daemon whose memory cannot be
+// taken over (its handles are names, not descriptors). It was left alone.
+var ErrNoTakeover = errors.New("cannot take over")
+
+// takeoverTimeout bounds the successor's talk with the daemon it replaces.
+const takeoverTimeout = 30 * time.Second
+
+// takeover is what a successor got from the daemon it replaces.
+type takeover struct {
+	manifest *manifest
+	config   cacheconfig.Config
+	model    string
+	ids      []sdk.AllocationID
+	bytes    uint64
+	sizes    uint64
+}
+
+// takeOver receives the memory of the live daemon on the device's socket
+// (Options.Takeover): it attaches with the config that daemon serves (after
+// comparing it with opts.Config's checkpoint when a model was given: the
+// attach refuses other weights), asks the descriptor channel for the
+// writable descriptors (op TAKEOVER, which tells that daemon to hand over
+// and exit), and imports every one into this daemon's plugin. It reads no
+// tensor byte. (nil, nil): no daemon there; the caller starts as usual.
+func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
+	ctx, cancel := context.WithTimeout(ctx, takeoverTimeout)
+	defer cancel()
+	sock := d.info.Paths.Socket
+	c, err := client.Dial(ctx, client.BySocket(sock), client.Options{ClientName: fmt.Sprintf("wcache serve --takeover (pid %d)", os.Getpid())})
+	if errors.Is(err, client.ErrNoDaemon) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over %s: %w", sock, err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("take over %s: %w", sock, err)
+	}
+	if st.State != StateServing.String() {
+		return nil, fmt.Errorf("take over %s: the daemon (pid %d) is %s: %w", sock, st.PID, st.State, ErrNoTakeover)
+	}
+	cfg := st.Config
+	if d.config.CheckpointDigest != "" {
+		// This daemon was given a model: only those weights may be taken.
+		cfg = d.config
+	}
+	att, err := c.Attach(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("take over %s: %w", sock, err)
+	}
+	defer att.Lease.Close()
+	m := att.Manifest
+	for i, h := range m.Handles {
+		if !h.IsDescriptor() {
+			return nil, fmt.Errorf("take over %s: handle %d is %q, a name: its memory cannot change hands (use --force to reload): %w",
+				sock, i, h.Kind, ErrNoTakeover)
+		}
+	}
+	req := fdchannel.Request{Op: fdchannel.OpTakeover, ID: m.LeaseID}
+	copy(req.Token[:], m.FDToken)
+	descs, err := fdchannel.Fetch(ctx, fdchannel.Path(sock), req)
+	if err != nil {
+		return nil, fmt.Errorf("take over %s: %w", sock, err)
+	}
+	handles := make([]sdk.Handle, len(m.Handles))
+	for _, ds := range descs {
+		if int(ds.Handle) < len(handles) && ds.Size == m.Handles[ds.Handle].Size {
+			h := m.Handles[ds.Handle]
+			handles[ds.Handle] = sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: ds.File}
+		} else {
+			_ = ds.File.Close()
+		}
+	}
+	t := &takeover{config: m.Config, model: st.Model}
+	fail := func(err error) (*takeover, error) {
+		d.freeAllocs(t.ids)
+		closeHandleFiles(handles)
+		return nil, fmt.Errorf("take over %s: %w", sock, err)
+	}
+	for i, h := range handles {
+		if h.File == nil {
+			return fail(fmt.Errorf("the daemon sent no descriptor for handle %d", i))
+		}
+		id, err := d.backend.Import(ctx, d.opts.GPU, h)
+		if err != nil {
+			return fail(fmt.Errorf("import handle %d: %w", i, err))
+		}
+		t.ids = append(t.ids, id)
+		t.sizes += h.Size
+	}
+	t.bytes = m.Bytes()
+	t.manifest = manifestFromClient(m, cfg.ToProto(), handles)
+	d.log.Info("took over the memory of the previous daemon", "pid", st.PID, "generation", m.Generation,
+		"handles", len(handles), "bytes", t.bytes)
+	return t, nil
+}
+
+// manifestFromClient rebuilds the wire manifest of a taken-over
+// generation (the same generation, handles and tensors), taking over the
+// handles' Files.
+func manifestFromClient(m *client.Manifest, cfg *configv1.CacheConfig, handles []sdk.Handle) *manifest {
+	out := &manifest{deviceUUID: m.DeviceUUID, backend: m.Backend, config: cfg, digest: m.ConfigDigest,
+		generation: m.Generation, metadata: m.Metadata,
+		handles: make([]*daemonv1.Handle, len(m.Handles)), tensors: make([]*daemonv1.Tensor, len(m.Tensors))}
+	for i, h := range m.Handles {
+		out.handles[i] = &daemonv1.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size}
+	}
+	backing := make([]daemonv1.Tensor, len(m.Tensors))
+	for i, t := range m.Tensors {
+		backing[i] = daemonv1.Tensor{Name: t.Name, Dtype: t.DType, Shape: t.Shape, HandleIndex: uint32(t.Handle),
+			Offset: t.Offset, Length: t.Length}
+		if t.Layout != nil {
+			backing[i].Layout = &daemonv1.TensorLayout{Storage: t.Layout.Storage, Strides: t.Layout.Strides,
+				StorageOffset: t.Layout.StorageOffset}
+		}
+		out.tensors[i] = &backing[i]
+	}
+	out.files = newHandleFiles(handles)
+	return out
+}
+
+// handOver is the old daemon's side of a takeover, once the successor has
+// its writable descriptors: every lease ends at once (the clients' mappings
+// stay valid: the memory is the successor's now), and the daemon shuts
+// down. Freeing its allocations then frees only this daemon's references.
+func (d *Daemon) handOver(successor PeerInfo) {
+	d.log.Info("handing over to a successor daemon: ending every lease and stopping", "successor_pid", successor.PID)
+	d.reg.stop(status.Errorf(codes.Unavailable,
+		"daemon of %s handed its memory over to a successor (pid %d): attach again; mappings stay valid", d.info.DeviceUUID, successor.PID))
+	d.requestShutdown()
+}
+
+// adopt makes a taken-over generation what the daemon serves (Start, before
+// it listens): the same generation, manifest and config, and load
+// statistics that say nothing was read (Source "takeover").
+func (d *Daemon) adopt(t *takeover, planned, locked time.Duration) {
+	d.allocs, d.manifest, d.generation = t.ids, t.manifest, t.manifest.generation
+	d.config, d.configProto = t.config, t.manifest.config
+	d.info.Config, d.info.ConfigDigest = t.config, t.manifest.digest
+	if d.info.Model == "" {
+		d.info.Model = t.model
+	}
+	d.info.Tensors = len(t.manifest.tensors)
+	d.info.Load = LoadStats{Bytes: t.bytes, Adopted: t.bytes, AllocatedBytes: t.sizes, Allocations: len(t.ids),
+		Plan: planned, Lock: locked, Source: SourceTakeover}
+	d.started = time.Now()
+}
