@@ -9,7 +9,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
-	"github.com/wcache/wcache/plugins/cuda/staging"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk/fill"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/wcache/wcache/plugins/cuda/staging"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )

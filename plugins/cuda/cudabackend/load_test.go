@@ -13,7 +13,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/plugins/cuda/staging"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -249,7 +249,7 @@ func TestLoadsOfSeveralAllocationsShareTheLanes(t *testing.T) {
 
 // TestStagingPlacedOnTheGPUsNUMANode points the backend at a sysfs that
 // puts device 0 on node 0 and checks the lanes are made for that node
-// (the placement itself is set_mempolicy, tested in plugins/cuda/staging).
+// (the placement itself is set_mempolicy, tested in plugins/internal/staging).
 func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 	for _, tc := range []struct {
 		content string

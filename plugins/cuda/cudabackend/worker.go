@@ -4,27 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
-	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/plugins/internal/devthread"
 )
 
-// errWorkerStopped is returned for work sent to a stopped device worker.
-var errWorkerStopped = fmt.Errorf("device worker stopped (backend closed): %w", sdk.ErrUnavailable)
-
 // worker runs every context-dependent driver call of one device on one OS
-// thread, where the device's primary context was retained and made current
-// once. Other goroutines send it closures and wait for them.
+// thread (a devthread.Thread), where the device's primary context was
+// retained and made current once. Other goroutines send it closures and
+// wait for them.
 type worker struct {
 	drv     *driver.Driver
 	ordinal int
 	dev     driver.Device
-	jobs    chan job
-	quit    chan struct{}
-	done    chan struct{} // closed when the goroutine has cleaned up
-	stopErr error         // cleanup error; read after done
+	thread  *devthread.Thread
 
 	// ctx is the device's primary context, retained by the worker and
 	// made current by each fill reader on its own thread.
@@ -42,55 +36,29 @@ type worker struct {
 	lanes     *lanePool
 }
 
-type job struct {
-	fn  func() error
-	res chan error
-}
-
-// startWorker starts the device's worker goroutine and waits until it has
+// startWorker starts the device's worker thread and waits until it has
 // retained the primary context and made it current.
 func startWorker(drv *driver.Driver, ordinal int, dev driver.Device) (*worker, error) {
-	w := &worker{
-		drv:     drv,
-		ordinal: ordinal,
-		dev:     dev,
-		jobs:    make(chan job),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
-	}
-	ready := make(chan error, 1)
-	go w.run(ready)
-	if err := <-ready; err != nil {
+	w := &worker{drv: drv, ordinal: ordinal, dev: dev}
+	t, err := devthread.Start(w.setup, w.cleanup)
+	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", ordinal, err)
 	}
+	w.thread = t
 	return w, nil
 }
 
-func (w *worker) run(ready chan<- error) {
-	// The goroutine never unlocks: when it returns, the runtime ends the
-	// thread, and with it the thread's CUDA state.
-	runtime.LockOSThread()
-	defer close(w.done)
+// setup retains the primary context and makes it current; on the thread.
+func (w *worker) setup() error {
 	ctx, err := w.drv.PrimaryCtxRetain(w.dev)
 	if err != nil {
-		ready <- err
-		return
+		return err
 	}
 	if err := w.drv.CtxSetCurrent(ctx); err != nil {
-		ready <- errors.Join(err, w.drv.PrimaryCtxRelease(w.dev))
-		return
+		return errors.Join(err, w.drv.PrimaryCtxRelease(w.dev))
 	}
 	w.ctx = ctx
-	ready <- nil
-	for {
-		select {
-		case j := <-w.jobs:
-			j.res <- j.fn()
-		case <-w.quit:
-			w.stopErr = w.cleanup()
-			return
-		}
-	}
+	return nil
 }
 
 // cleanup releases the worker's driver resources; on the worker thread.
@@ -105,36 +73,17 @@ func (w *worker) cleanup() error {
 	return errors.Join(errs...)
 }
 
-// submit hands fn to the worker and returns a channel that receives its
-// result. If ctx ends or the worker stops before the worker takes fn, the
-// channel receives that error and fn never runs; once taken, fn runs to
-// completion whatever ctx does.
+// submit hands fn to the worker (see devthread.Thread.Submit).
 func (w *worker) submit(ctx context.Context, fn func() error) <-chan error {
-	res := make(chan error, 1)
-	select {
-	case w.jobs <- job{fn: fn, res: res}:
-	case <-ctx.Done():
-		res <- ctx.Err()
-	case <-w.quit:
-		res <- errWorkerStopped
-	}
-	return res
+	return w.thread.Submit(ctx, fn)
 }
 
 // do runs fn on the worker and returns its result (see submit).
 func (w *worker) do(ctx context.Context, fn func() error) error {
-	return <-w.submit(ctx, fn)
+	return w.thread.Do(ctx, fn)
 }
 
 // stop ends the worker after the job in progress, releases its fill
 // lanes and primary context, and returns any cleanup error. No Load may
 // be running (Close holds loadMu).
-func (w *worker) stop() error {
-	select {
-	case <-w.quit:
-	default:
-		close(w.quit)
-	}
-	<-w.done
-	return w.stopErr
-}
+func (w *worker) stop() error { return w.thread.Stop() }
