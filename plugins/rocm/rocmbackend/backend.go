@@ -131,4 +131,3 @@ func (b *Backend) Free(ctx context.Context, id sdk.AllocationID) error {
 	}
 	return nil
 }
-

@@ -6,7 +6,8 @@
  *   FAKEHIP_DEVICES  a count ("3") or a comma list of devices, each the
  *                    16 hex digits of its KFD unique_id, optionally
  *                    followed by "@<bus>" (hex PCI bus number): partitions
- *                    of one GPU (MI300X CPX mode) share a bus. Default: 2
+ *                    of one GPU (MI300X CPX mode) share a bus; "XX" is a
+ *                    device without a unique id (HIP reports "XX"). Default: 2
  *                    devices. Order = KFD node order (HIP's default order).
  *   FAKEHIP_MEMORY   bytes of device memory per device (default 1 GiB).
  *
@@ -60,6 +61,12 @@ static int fake_parse_devices(struct fake_phys *out) {
                 *at = '\0';
                 bus = (int)strtol(at + 1, NULL, 16);
             }
+            if (strcmp(tok, "XX") == 0) { /* a device without a unique id: HIP reports "XX" */
+                out[n].unique_id = 0;
+                out[n].bus = bus;
+                n++;
+                continue;
+            }
             if (strlen(tok) != 16 || strspn(tok, "0123456789abcdefABCDEF") != 16) {
                 fprintf(stderr, "fake HIP: FAKEHIP_DEVICES entry %s is not 16 hex digits\n", tok);
                 free(copy);
@@ -71,7 +78,10 @@ static int fake_parse_devices(struct fake_phys *out) {
         }
         free(copy);
     }
-    for (int i = 0; i < n; i++) snprintf(out[i].uuid, sizeof out[i].uuid, "%016llx", out[i].unique_id);
+    for (int i = 0; i < n; i++) {
+        if (out[i].unique_id) snprintf(out[i].uuid, sizeof out[i].uuid, "%016llx", out[i].unique_id);
+        else snprintf(out[i].uuid, sizeof out[i].uuid, "XX");
+    }
     return n;
 }
 
