@@ -45,11 +45,8 @@ func Build(src, dir, name string, includes []string, defines ...string) (string,
 }
 
 // Variant returns dir/variant, created, for a build with other defines
-// (dir itself when variant is "").
+// (dir itself, created, when variant is "").
 func Variant(dir, variant string) (string, error) {
-	if variant == "" {
-		return dir, nil
-	}
 	dir = filepath.Join(dir, variant)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("fake library variant dir: %w", err)
