@@ -292,3 +292,43 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFillThroughFakeCopyEngine is the fill pipeline through the fake
+// driver's copy engine (unpaced: as fast as its stream threads copy),
+// 64 MiB from the page cache in 4 MiB chunks into device memory already
+// touched; `make bench` runs it with the hot paths' benchmarks.
+func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
+	const size = 64 << 20
+	dir := b.TempDir()
+	cfg := DefaultConfig()
+	cfg.Library = filepath.Join(os.Getenv(libDirEnv), "libcuda.so.1")
+	cfg.NVMLLibrary = filepath.Join(dir, "absent.so")
+	cfg.SysfsRoot = dir
+	cfg.StagingBytes = 4 << 20
+	cfg.DirectIO = false
+	be, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	path := filepath.Join(dir, "weights")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("wcache-cuda-fill"), size/16), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	id, _, err := be.Allocate(ctx, 0, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ext := []sdk.Extent{{Path: path, Length: size}}
+	if err := be.Load(ctx, id, ext, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := be.Load(ctx, id, ext, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
