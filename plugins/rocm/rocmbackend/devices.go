@@ -148,7 +148,7 @@ func (rt *Runtime) device(ordinal int) (deviceInfo, error) {
 // hipMemGetInfo on a device worker already running; without either it is
 // 0, meaning unknown: listing devices never creates a context.
 func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
-	if err := b.live(); err != nil {
+	if err := b.Live(); err != nil {
 		return nil, err
 	}
 	out := make([]sdk.Device, len(b.rt.devices))
@@ -166,27 +166,16 @@ func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
 // memInfo returns the free and total bytes of a device.
 func (rt *Runtime) memInfo(ctx context.Context, d deviceInfo) (free, total uint64, err error) {
 	rt.mu.Lock()
-	smi, closed := rt.smi, rt.closed
+	smi := rt.smi
 	rt.mu.Unlock()
-	if closed {
-		return 0, 0, errClosed
+	if rt.isClosed() {
+		return 0, 0, rt.core.ErrClosed()
 	}
 	if smi != nil && d.smi != nil {
 		if t, u, err := smi.Memory(*d.smi); err == nil && t > 0 {
 			return t - min(u, t), t, nil
 		}
 	}
-	w := rt.runningWorker(d.ordinal)
-	if w == nil {
-		return 0, d.totalMemory, nil
-	}
-	err = w.thread.Do(ctx, func() error {
-		var err error
-		free, _, err = rt.hip.MemGetInfo()
-		return err
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("free memory of device %d: %w", d.ordinal, err)
-	}
-	return free, d.totalMemory, nil
+	free, _, err = rt.core.FreeMemory(ctx, d.ordinal)
+	return free, d.totalMemory, err
 }

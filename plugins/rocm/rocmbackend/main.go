@@ -37,7 +37,7 @@ func Main() int {
 		}
 		rt := b.Runtime()
 		go exitOnFatal(rt, logger, nil, os.Exit)
-		go rt.watchHealth(cfg.HealthInterval, nil)
+		go rt.core.WatchHealth(cfg.HealthInterval, nil, rt.Fatal())
 		return b, nil
 	}, sdk.MainOptions{Doc: "docs/rocm-backend.md"})
 }

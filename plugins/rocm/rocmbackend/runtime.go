@@ -1,21 +1,18 @@
 package rocmbackend
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/rocm/amdsmi"
 	"github.com/wcache/wcache/plugins/rocm/hip"
 	"github.com/wcache/wcache/plugins/rocm/kfd"
 	"github.com/wcache/wcache/sdk"
 )
-
-// errClosed is returned by calls on a closed Runtime or Backend.
-var errClosed = fmt.Errorf("ROCm backend closed: %w", sdk.ErrUnavailable)
 
 // Runtime is the per-process state of the ROCm backend: HIP, the visible
 // devices, the device workers and the device memory registry. Several
@@ -30,23 +27,9 @@ type Runtime struct {
 	version int             // hipDriverGetVersion
 	devices []deviceInfo    // by ordinal, fixed at open
 
-	closing chan struct{} // closed when Close starts; running Loads stop
+	core *gpucore.Runtime
 
-	mu      sync.Mutex
-	closed  bool
-	workers map[int]*worker
-	mems    map[*deviceMemory]struct{}
-	exports map[hip.IPCHandle]*deviceMemory // handles this process gave out
-	imports map[importKey]*deviceMemory     // handles this process opened
-	// importMu serialises Import so that a handle is opened once per device.
-	importMu sync.Mutex
-	// startMu serialises starting device workers.
-	startMu sync.Mutex
-}
-
-type importKey struct {
-	handle  hip.IPCHandle
-	ordinal int
+	mu sync.Mutex // guards smi
 }
 
 // OpenRuntime loads HIP (cfg.Library, else the default sonames and
@@ -75,14 +58,8 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", h.Path(), err)
 	}
-	rt := &Runtime{
-		cfg: cfg, log: logger, hip: h, version: version,
-		closing: make(chan struct{}),
-		workers: map[int]*worker{},
-		mems:    map[*deviceMemory]struct{}{},
-		exports: map[hip.IPCHandle]*deviceMemory{},
-		imports: map[importKey]*deviceMemory{},
-	}
+	rt := &Runtime{cfg: cfg, log: logger, hip: h, version: version}
+	rt.core = gpucore.NewRuntime(driver{rt}, logger)
 	if smi, err := amdsmi.Open(cfg.AMDSMILibrary); err != nil {
 		logger.Info("amdsmi unavailable; device metadata comes from HIP and the KFD topology", "error", err)
 	} else {
@@ -132,57 +109,8 @@ func (rt *Runtime) HasAMDSMI() bool {
 	return rt.smi != nil
 }
 
-// worker returns the device's worker, starting it on first use.
-func (rt *Runtime) worker(ordinal int) (*worker, error) {
-	if _, err := rt.device(ordinal); err != nil {
-		return nil, err
-	}
-	if w, err := rt.existingWorker(ordinal); w != nil || err != nil {
-		return w, err
-	}
-	rt.startMu.Lock()
-	defer rt.startMu.Unlock()
-	if w, err := rt.existingWorker(ordinal); w != nil || err != nil {
-		return w, err
-	}
-	w, err := startWorker(rt, ordinal)
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
-		return nil, errors.Join(errClosed, w.thread.Stop())
-	}
-	rt.workers[ordinal] = w
-	rt.mu.Unlock()
-	return w, nil
-}
-
-// existingWorker returns the device's running worker, nil if none, or
-// errClosed.
-func (rt *Runtime) existingWorker(ordinal int) (*worker, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.closed {
-		return nil, errClosed
-	}
-	return rt.workers[ordinal], nil
-}
-
-// runningWorker returns the device's worker if it has started.
-func (rt *Runtime) runningWorker(ordinal int) *worker {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.workers[ordinal]
-}
-
 // isClosed reports whether Close has started.
-func (rt *Runtime) isClosed() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.closed
-}
+func (rt *Runtime) isClosed() bool { return rt.core.IsClosed() }
 
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
@@ -190,42 +118,7 @@ func (rt *Runtime) isClosed() bool {
 // down. After a fatal error it releases nothing on the device: every call
 // would fail, and the process exit frees it all. Close is idempotent.
 func (rt *Runtime) Close() error {
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
-		return nil
-	}
-	rt.closed = true
-	close(rt.closing)
-	mems := make([]*deviceMemory, 0, len(rt.mems))
-	for m := range rt.mems {
-		mems = append(mems, m)
-	}
-	clear(rt.mems)
-	clear(rt.exports)
-	clear(rt.imports)
-	workers := rt.workers
-	rt.workers = map[int]*worker{}
-	rt.mu.Unlock()
-
-	if rt.hip.Fatal() != nil {
-		return rt.closeSMI()
-	}
-	for _, w := range workers {
-		w.loadMu.Lock()
-		defer w.loadMu.Unlock()
-	}
-	var errs []error
-	for _, m := range mems {
-		if w := workers[m.ordinal]; w != nil {
-			errs = append(errs, m.release(context.Background(), rt.hip, w))
-		}
-	}
-	for _, w := range workers {
-		errs = append(errs, w.thread.Stop())
-	}
-	errs = append(errs, rt.closeSMI())
-	return errors.Join(errs...)
+	return errors.Join(rt.core.Close(), rt.closeSMI())
 }
 
 func (rt *Runtime) closeSMI() error {
