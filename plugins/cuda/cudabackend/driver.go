@@ -2,14 +2,12 @@ package cudabackend
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/lanepool"
 	"github.com/wcache/wcache/plugins/internal/staging"
-	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )
 
@@ -109,21 +107,14 @@ func (d cudaDriver) MemGetInfo() (uint64, error) {
 	return free, err
 }
 
-// OpenError: out of memory and unavailable keep their kind; any other
-// driver failure means a handle the driver cannot open here (garbage,
-// stale, this process's own, another PID namespace's): ErrInvalidArgument.
-func (d cudaDriver) OpenError(ordinal int, err error) error {
-	var ce *driver.Error
-	if errors.As(err, &ce) && (errors.Is(err, sdk.ErrOutOfMemory) || errors.Is(err, sdk.ErrUnavailable)) {
-		return fmt.Errorf("import cuda-ipc handle on device %d: %w", ordinal, err)
+// OpenFailure reports whether err is a driver.Error and whether its code is
+// the invalid-context error.
+func (d cudaDriver) OpenFailure(err error) (driverError, invalidContext bool) {
+	var e *driver.Error
+	if !errors.As(err, &e) {
+		return false, false
 	}
-	if ce != nil && ce.Code == driver.ErrorInvalidContext {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "import cuda-ipc handle on device %d: %v (a handle cannot be opened by the process that exported it, nor from another PID namespace)", ordinal, err)
-	}
-	if ce != nil {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "import cuda-ipc handle on device %d: %v", ordinal, err)
-	}
-	return fmt.Errorf("import cuda-ipc handle on device %d: %w", ordinal, err)
+	return true, e.Code == driver.ErrorInvalidContext
 }
 
 // Copier returns the fill copier into base on w's device, making the
@@ -136,18 +127,13 @@ func (d cudaDriver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 		if readers == 0 {
 			readers = fill.DefaultReaders()
 		}
-		node := -1
+		var busID string
 		if dev, err := rt.device(w.Ordinal); err == nil {
-			n, ok, err := staging.NUMANode(rt.cfg.SysfsRoot, dev.pciBusID)
-			switch {
-			case err != nil:
-				rt.log.Warn("NUMA node of the GPU unknown; staging memory is not placed", "ordinal", w.Ordinal, "error", err)
-			case ok:
-				node = n
-			}
+			busID = dev.pciBusID
 		}
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
-		w.Lanes = newLanePool(rt.drv, readers, staging.NewPlacer(node, rt.log), rt.log)
+		w.Lanes = newLanePool(rt.drv, readers, place, rt.log)
 	})
 	return copier{drv: rt.drv, pool: w.Lanes.(*lanepool.Pool[*lane]), ctx: w.State.(driver.Context), base: driver.DevicePtr(base), log: rt.log}
 }

@@ -62,9 +62,11 @@ type Driver interface {
 	MemcpyDtoH(dst []byte, src Ptr) error
 	// MemGetInfo (thread) returns the device's free bytes.
 	MemGetInfo() (free uint64, err error)
-	// OpenError turns a failed IpcOpen into what Import returns (an
-	// ErrInvalidArgument for a handle the driver cannot open, …).
-	OpenError(ordinal int, err error) error
+	// OpenFailure classifies a failed IpcOpen: whether err is the
+	// driver's own (a result code), and whether that code is the driver's
+	// invalid-context error (an open in the exporting process, or from
+	// another PID namespace).
+	OpenFailure(err error) (driverError, invalidContext bool)
 	// Copier returns the fill copier into the allocation at base on w's
 	// device.
 	Copier(w *Worker, base Ptr) fill.Copier

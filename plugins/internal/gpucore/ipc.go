@@ -137,11 +137,28 @@ func (b *Backend) open(ctx context.Context, key Handle, ordinal int, size uint64
 		return nil
 	})
 	if err != nil {
-		return nil, drv.OpenError(ordinal, err)
+		return nil, openError(drv, ordinal, err)
 	}
 	if mapped != 0 && size > mapped {
 		closeErr := w.Do(context.Background(), func() error { return drv.IpcClose(m.ptr) })
 		return nil, errors.Join(sdk.Errorf(sdk.ErrInvalidArgument, "import: handle claims %d bytes, the mapped allocation holds %d", size, mapped), closeErr)
 	}
 	return m, nil
+}
+
+// openError turns a failed IpcOpen into what Import returns: out of memory
+// and unavailable keep their kind; any other driver failure means a handle
+// the driver cannot open here (garbage, stale, this process's own, another
+// PID namespace's): ErrInvalidArgument.
+func openError(drv Driver, ordinal int, err error) error {
+	what := fmt.Sprintf("import %s handle on device %d", drv.HandleKind(), ordinal)
+	driverErr, invalidContext := drv.OpenFailure(err)
+	switch {
+	case !driverErr || errors.Is(err, sdk.ErrOutOfMemory) || errors.Is(err, sdk.ErrUnavailable):
+		return fmt.Errorf("%s: %w", what, err)
+	case invalidContext:
+		return sdk.Errorf(sdk.ErrInvalidArgument, "%s: %v (a handle cannot be opened by the process that exported it, nor from another PID namespace)", what, err)
+	default:
+		return sdk.Errorf(sdk.ErrInvalidArgument, "%s: %v", what, err)
+	}
 }

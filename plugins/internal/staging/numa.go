@@ -163,3 +163,21 @@ func (p *Placer) Alloc(alloc func() error) error {
 	}
 	return alloc()
 }
+
+// PlacerFor returns a Placer for the GPU at PCI address busID, reading its
+// NUMA node under the sysfs root (see NUMANode), and the node (-1 when
+// unknown). A numa_node file that cannot be read is logged, and staging
+// memory is then not placed.
+func PlacerFor(root, busID string, log hclog.Logger) (*Placer, int) {
+	node := -1
+	n, ok, err := NUMANode(root, busID)
+	switch {
+	case err != nil:
+		if log != nil {
+			log.Warn("NUMA node of the GPU unknown; staging memory is not placed", "error", err)
+		}
+	case ok:
+		node = n
+	}
+	return NewPlacer(node, log), node
+}

@@ -2,13 +2,11 @@ package rocmbackend
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/lanepool"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/plugins/rocm/hip"
-	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )
 
@@ -83,21 +81,14 @@ func (d driver) MemGetInfo() (uint64, error) {
 	return free, err
 }
 
-// OpenError: out of memory and fatal errors keep their kind; any other
-// HIP failure means a handle HIP cannot open here (garbage, stale, this
-// process's own, another PID namespace's): ErrInvalidArgument.
-func (d driver) OpenError(ordinal int, err error) error {
-	var he *hip.Error
-	if errors.As(err, &he) && (errors.Is(err, sdk.ErrOutOfMemory) || errors.Is(err, sdk.ErrUnavailable)) {
-		return fmt.Errorf("import hip-ipc handle on device %d: %w", ordinal, err)
+// OpenFailure reports whether err is a hip.Error and whether its code is
+// the invalid-context error.
+func (d driver) OpenFailure(err error) (driverError, invalidContext bool) {
+	var e *hip.Error
+	if !errors.As(err, &e) {
+		return false, false
 	}
-	if he != nil && he.Code == hip.ErrorInvalidContext {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "import hip-ipc handle on device %d: %v (a handle cannot be opened by the process that exported it, nor from another PID namespace)", ordinal, err)
-	}
-	if he != nil {
-		return sdk.Errorf(sdk.ErrInvalidArgument, "import hip-ipc handle on device %d: %v", ordinal, err)
-	}
-	return fmt.Errorf("import hip-ipc handle on device %d: %w", ordinal, err)
+	return true, e.Code == hip.ErrorInvalidContext
 }
 
 // Copier returns the fill copier into base on w's device, making the
@@ -106,19 +97,14 @@ func (d driver) OpenError(ordinal int, err error) error {
 func (d driver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 	rt := d.rt
 	w.LanesOnce.Do(func() {
-		node := -1
+		var busID string
 		if dev, err := rt.device(w.Ordinal); err == nil {
-			n, ok, err := staging.NUMANode(rt.cfg.SysfsRoot, dev.pciBusID)
-			switch {
-			case err != nil:
-				rt.log.Warn("NUMA node of the GPU unknown; staging memory is not placed", "ordinal", w.Ordinal, "error", err)
-			case ok:
-				node = n
-			}
+			busID = dev.pciBusID
 		}
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
 		readers := rt.cfg.Staging.Lanes()
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
-		w.Lanes = newLanePool(rt.hip, readers, staging.NewPlacer(node, rt.log), rt.log)
+		w.Lanes = newLanePool(rt.hip, readers, place, rt.log)
 	})
 	return copier{hip: rt.hip, pool: w.Lanes.(*lanepool.Pool[*lane]), ordinal: w.Ordinal, base: hip.DevicePtr(base)}
 }
