@@ -20,11 +20,14 @@ func Real(getenv func(string) string) bool { return getenv(EnvReal) == "1" }
 // ErrNoCompiler is returned when gcc is not installed.
 var ErrNoCompiler = shared.ErrNoCompiler
 
-// Build compiles the C source src into a shared object at dir/name with
-// gcc (the fake libcuda's folder on the include path), adding -D for each
-// define, and returns its path.
+// Build compiles the C source src (under plugins/cuda/testdata/<fake>/)
+// into a shared object at dir/name with gcc (the fake libcuda's folder and
+// the shared fake copy engine, plugins/internal/fakelib/include, on the
+// include path), adding -D for each define, and returns its path.
 func Build(src, dir, name string, defines ...string) (string, error) {
-	return shared.Build(src, dir, name, []string{filepath.Join(filepath.Dir(src), "..", "fakecuda")}, defines...)
+	testdata := filepath.Join(filepath.Dir(src), "..")
+	return shared.Build(src, dir, name, []string{filepath.Join(testdata, "fakecuda"),
+		filepath.Join(testdata, "..", "..", "internal", "fakelib", "include")}, defines...)
 }
 
 // CUDA builds root/testdata/fakecuda/fakecuda.c into dir/libcuda.so.1 (or
