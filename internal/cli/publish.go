@@ -19,6 +19,7 @@ import (
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/sdk"
 )
 
 // publishFlags are serve's publish-mode flags.
@@ -65,24 +66,24 @@ func (s *daemonSelector) check() error {
 }
 
 // target resolves the selector; with --gpu-id it starts the backend plugin
-// (closed by the returned func).
-func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, func(), error) {
+// (closed by the returned func) and returns it too, nil otherwise.
+func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, sdk.Backend, func(), error) {
 	if err := s.check(); err != nil {
-		return client.Target{}, nil, err
+		return client.Target{}, nil, nil, err
 	}
 	switch {
 	case s.socket != "":
-		return client.BySocket(s.socket), func() {}, nil
+		return client.BySocket(s.socket), nil, func() {}, nil
 	case s.uuid != "":
-		return client.ByDeviceUUID(layout, s.uuid), func() {}, nil
+		return client.ByDeviceUUID(layout, s.uuid), nil, func() {}, nil
 	case s.gpu >= 0:
 		plugin, err := bf.start(ctx, e)
 		if err != nil {
-			return client.Target{}, nil, err
+			return client.Target{}, nil, nil, err
 		}
-		return client.ByOrdinal(layout, plugin.Backend(), s.gpu), func() { plugin.Close() }, nil
+		return client.ByOrdinal(layout, plugin.Backend(), s.gpu), plugin.Backend(), func() { plugin.Close() }, nil
 	}
-	return client.Target{}, nil, usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
+	return client.Target{}, nil, nil, usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
 }
 
 func newPublishCommand(e *env) *cobra.Command {
@@ -104,8 +105,9 @@ serves them under the CacheConfig built from the flags and the checkpoint's
 header digest, so that wcache attach --model DIR with the same flags finds
 them. It is the path for tools that pre-process weights offline and for
 tests; engines publish their own post-processed tensors through the client
-libraries (docs/publish.md). Only host-mappable handles (the mock's
-posix-shm) can be filled by this command.
+libraries (docs/publish.md). Host-mappable handles (the mock's posix-shm) are
+filled from this process; GPU handles (cuda-ipc, hip-ipc) through the
+backend with --gpu-id: its plugin imports them and loads the files into them.
 
 --sha256 sends a SHA-256 per tensor with the commit (required by a daemon
 run with --verify-publish).
@@ -153,7 +155,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		target, closeTarget, err := sel.target(ctx, e, bf, layout)
+		target, backend, closeTarget, err := sel.target(ctx, e, bf, layout)
 		if err != nil {
 			return err
 		}
@@ -169,9 +171,10 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		}
 		defer closeAll(files)
 		begin := time.Now()
-		res, err := c.Publish(ctx, pub, client.ShmFill(func(i int, dst []byte) error {
-			return srcs[i].readAt(dst)
-		}, digest))
+		shmFill := client.ShmFill(func(i int, dst []byte) error { return srcs[i].readAt(dst) }, digest)
+		res, err := c.Publish(ctx, pub, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
+			return publishFill(ctx, plan, shmFill, backend, sel.gpu, srcs, digest)
+		})
 		if err != nil {
 			return err
 		}
@@ -185,6 +188,26 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		return nil
 	}
 	return cmd
+}
+
+// publishFill fills posix-shm handles from this process (shm) and any other
+// kind through the backend, which needs --gpu-id.
+func publishFill(ctx context.Context, plan *client.PublishPlan, shm client.FillFunc, backend sdk.Backend, gpu int,
+	srcs []tensorSource, digest bool) ([][]byte, error) {
+	for _, h := range plan.Handles {
+		if h.Kind == client.HandleKindPosixShm {
+			continue
+		}
+		if backend == nil {
+			return nil, fmt.Errorf("the daemon hands out %s handles, which this process cannot map: name the daemon with --backend and --gpu-id, so that the backend imports them", h.Kind)
+		}
+		ranges := make([]client.FileRange, len(srcs))
+		for i, s := range srcs {
+			ranges[i] = client.FileRange{Path: s.path, Offset: uint64(s.offset), Length: uint64(s.length)}
+		}
+		return client.BackendFill(backend, gpu, ranges, digest)(ctx, plan)
+	}
+	return shm(ctx, plan)
 }
 
 // tensorSource reads one tensor's bytes from its file.

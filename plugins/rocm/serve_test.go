@@ -220,15 +220,26 @@ func TestLaunchTP2ThenAttachEachRank(t *testing.T) {
 	}
 }
 
-// TestPublishNeedsAHostMappableHandle: an empty rocm daemon hands out
-// hip-ipc handles, which `wcache publish` (a Go process without a GPU
-// context) cannot fill; it must say so and leave the daemon empty.
-func TestPublishNeedsAHostMappableHandle(t *testing.T) {
+// TestPublishThenAttachVerify: an empty rocm daemon run with
+// --verify-publish hands out writable hip-ipc handles; `wcache publish
+// --gpu-id` fills them through its own rocm plugin (which opens them with
+// hipIpcOpenMemHandle and loads the files into them) and sends SHA-256s the
+// daemon checks on the device; `wcache attach --verify` then finds every
+// byte of the files. Without a backend (--device-uuid) publish says why it
+// cannot fill hip-ipc handles.
+func TestPublishThenAttachVerify(t *testing.T) {
 	w := newWorld(t)
-	d := w.start("serving ", append(append([]string{"serve"}, backendArgs()...), "--gpu-id", "0")...)
-	code, stdout, stderr := w.run(append(append([]string{"publish"}, backendArgs()...), "--gpu-id", "0", "--model", w.model)...)
-	if code != 1 || !strings.Contains(stdout+stderr, "hip-ipc") {
-		t.Fatalf("publish to a rocm daemon: exit %d, want 1 naming hip-ipc\n%s\n%s", code, stdout, stderr)
+	d := w.start("serving ", append(append([]string{"serve"}, backendArgs()...), "--gpu-id", "0", "--verify-publish")...)
+	code, stdout, stderr := w.run("publish", "--device-uuid", "GPU-1901ead3a2ecd4a6", "--model", w.model, "--sha256")
+	if code != 1 || !strings.Contains(stderr, "hip-ipc") || !strings.Contains(stderr, "--gpu-id") {
+		t.Fatalf("publish without a backend: exit %d, want 1 naming hip-ipc and --gpu-id\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = w.run(append(append([]string{"publish"}, backendArgs()...), "--gpu-id", "0", "--model", w.model, "--sha256")...)
+	if code != 0 || !strings.Contains(stdout, "published 1 tensors") || !strings.Contains(stdout, "verified by the daemon") {
+		t.Fatalf("publish through the backend: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if sum := w.attachVerify(0); sum.DeviceUUID != "GPU-1901ead3a2ecd4a6" || !sum.Verified || sum.Tensors != 1 {
+		t.Fatalf("attach after publish = %+v", sum)
 	}
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, d.output())
