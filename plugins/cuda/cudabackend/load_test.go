@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 )
@@ -172,46 +172,11 @@ func TestCloseDuringLoad(t *testing.T) {
 // bytes/rate, and with reading overlapped with copying it must come close
 // to it. It also checks the bytes and that the counters add up.
 func TestLoadKeepsThePacedCopyEngineBusy(t *testing.T) {
-	const size, chunk = 48 << 20, 2 << 20
-	const gbps = 0.25
-	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": fmt.Sprint(gbps)}})
+	const chunk = 2 << 20
+	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": "0.25"}})
 	cfg.Readers = 3
 	cfg.DirectIO = false
-	b := newBackend(t, cfg)
-	ctx := context.Background()
-	path, data := writeFile(t, size, 8)
-	id, _, err := b.Allocate(ctx, 0, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first Load faults the fake's device memory (fresh shared memory,
-	// zero-filled page by page: slower than the engine on a busy
-	// machine); a GPU's memory has no such cost, so measure the second.
-	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.LoadWithStats(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine := time.Duration(float64(size) / (gbps * 1e9) * float64(time.Second))
-	t.Logf("engine time %v, fill %+v (%.2f of the engine's rate)", engine, st, engine.Seconds()/st.Wall.Seconds())
-	if st.Wall < engine*95/100 {
-		t.Errorf("fill took %v, less than the paced engine's %v: the copies were not paced", st.Wall, engine)
-	}
-	if st.Wall > engine*3/2 {
-		t.Errorf("fill took %v, over 1.5× the engine's %v: reading and copying did not overlap", st.Wall, engine)
-	}
-	if st.Bytes != size || st.Readers != 3 || st.Chunks != size/chunk {
-		t.Errorf("stats %+v, want %d bytes in %d chunks by 3 readers", st, size, size/chunk)
-	}
-	if st.BufferWait+st.CopyWait < st.Read {
-		t.Errorf("readers waited %v for copies but read for %v: the engine, not reading, must be the bottleneck here", st.BufferWait+st.CopyWait, st.Read)
-	}
-	sums, err := b.Digest(ctx, id, []sdk.Range{{Length: size}})
-	if err != nil || sums[0] != sha(data) {
-		t.Fatalf("Digest after a paced load: %v", err)
-	}
+	gputest.CheckPacedFill(t, newBackend(t, cfg), 48<<20, chunk, 3, 0.25)
 }
 
 // TestLoadsOfSeveralAllocationsShareTheLanes runs Loads into four
@@ -298,7 +263,6 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 // 64 MiB from the page cache in 4 MiB chunks into device memory already
 // touched; `make bench` runs it with the hot paths' benchmarks.
 func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
-	const size = 64 << 20
 	dir := b.TempDir()
 	cfg := DefaultConfig()
 	cfg.Library = filepath.Join(os.Getenv(libDirEnv), "libcuda.so.1")
@@ -311,24 +275,5 @@ func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.Close()
-	path := filepath.Join(dir, "weights")
-	if err := os.WriteFile(path, bytes.Repeat([]byte("wcache-cuda-fill"), size/16), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	id, _, err := be.Allocate(ctx, 0, size)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ext := []sdk.Extent{{Path: path, Length: size}}
-	if err := be.Load(ctx, id, ext, nil); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(size)
-	b.ResetTimer()
-	for b.Loop() {
-		if err := be.Load(ctx, id, ext, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
+	gputest.BenchFill(b, be)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
 )
 
@@ -64,22 +65,7 @@ func newBackend(t *testing.T, cfg Config) *Backend {
 }
 
 // writeFile writes n deterministic pseudo-random bytes to a new file.
-func writeFile(t *testing.T, n int, seed byte) (string, []byte) {
-	t.Helper()
-	data := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range data {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		data[i] = byte(x)
-	}
-	path := filepath.Join(t.TempDir(), "weights.safetensors")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path, data
-}
+func writeFile(t *testing.T, n int, seed byte) (string, []byte) { return gputest.WriteFile(t, n, seed) }
 
 func sha(b []byte) [32]byte { return sha256.Sum256(b) }
 

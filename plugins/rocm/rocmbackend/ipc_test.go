@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -102,86 +99,12 @@ func TestImportAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha(data)
-	if out := runImportHelper(t, cfg, h, dest, len(data)); out != hex.EncodeToString(sum[:]) {
+	if out := gputest.RunImporter(t, helperEnv, h, dest, len(data), EnvLibrary+"="+cfg.Library, EnvAMDSMILibrary+"="+cfg.AMDSMILibrary); out != hex.EncodeToString(sum[:]) {
 		t.Fatalf("importing process: %s, want sha256 %x", out, sum)
 	}
 	big := h
 	big.Size = h.Size + 1
-	if out := runImportHelper(t, cfg, big, dest, len(data)); !strings.Contains(out, "invalid argument") || !strings.Contains(out, "mapped allocation holds") {
+	if out := gputest.RunImporter(t, helperEnv, big, dest, len(data), EnvLibrary+"="+cfg.Library, EnvAMDSMILibrary+"="+cfg.AMDSMILibrary); !strings.Contains(out, "invalid argument") || !strings.Contains(out, "mapped allocation holds") {
 		t.Fatalf("importing an oversized handle: %q, want an invalid-argument error about the mapping's size", out)
 	}
-}
-
-// runImportHelper re-runs the test binary as another process that imports
-// h twice, digests [dest, dest+n) through each id, frees both and prints
-// the digest (or the error).
-func runImportHelper(t *testing.T, cfg Config, h sdk.Handle, dest, n int) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		helperEnv+"=1",
-		EnvLibrary+"="+cfg.Library,
-		EnvAMDSMILibrary+"="+cfg.AMDSMILibrary,
-		"HELPER_HANDLE="+hex.EncodeToString(h.Data),
-		fmt.Sprintf("HELPER_SIZE=%d", h.Size),
-		fmt.Sprintf("HELPER_RANGE=%d:%d", dest, n))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("import helper: %v\n%s", err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func importHelper() int {
-	say := func(format string, args ...any) int {
-		fmt.Printf(format+"\n", args...)
-		return 0
-	}
-	cfg, err := ConfigFromEnv(os.Getenv)
-	if err != nil {
-		return say("config: %v", err)
-	}
-	b, err := New(cfg, nil)
-	if err != nil {
-		return say("New: %v", err)
-	}
-	defer b.Close()
-	data, _ := hex.DecodeString(os.Getenv("HELPER_HANDLE"))
-	size, _ := strconv.ParseUint(os.Getenv("HELPER_SIZE"), 10, 64)
-	var off, n uint64
-	fmt.Sscanf(os.Getenv("HELPER_RANGE"), "%d:%d", &off, &n)
-	ctx := context.Background()
-	h := sdk.Handle{Kind: HandleKind, Data: data, Size: size}
-	first, err := b.Import(ctx, 0, h)
-	if err != nil {
-		return say("%v", err)
-	}
-	second, err := b.Import(ctx, 0, h)
-	if err != nil {
-		return say("second Import: %v", err)
-	}
-	if first == second {
-		return say("second Import returned the same id")
-	}
-	var sums [2][32]byte
-	for i, id := range []sdk.AllocationID{first, second} {
-		s, err := b.Digest(ctx, id, []sdk.Range{{Offset: off, Length: n}})
-		if err != nil {
-			return say("Digest: %v", err)
-		}
-		sums[i] = s[0]
-	}
-	if sums[0] != sums[1] {
-		return say("the two imports digest differently")
-	}
-	if err := b.Free(ctx, first); err != nil {
-		return say("Free: %v", err)
-	}
-	if _, err := b.Read(ctx, second, off, 1); err != nil {
-		return say("Read after freeing the other import: %v", err)
-	}
-	if err := b.Free(ctx, second); err != nil {
-		return say("Free: %v", err)
-	}
-	return say("%s", hex.EncodeToString(sums[0][:]))
 }

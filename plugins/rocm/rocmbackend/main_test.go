@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/sdk"
 )
 
 // The physical devices of the fake HIP and fake amdsmi in every test of
@@ -30,7 +32,17 @@ const helperEnv = "WCACHE_ROCMBACKEND_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
-		os.Exit(importHelper())
+		os.Exit(gputest.ImporterMain(HandleKind, func() (sdk.Backend, func() error, error) {
+			cfg, err := ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := New(cfg, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			return b, b.Close, nil
+		}))
 	}
 	if fakes.Real(os.Getenv) {
 		os.Exit(m.Run())
