@@ -226,10 +226,22 @@ step_malloc_async() { client malloc-async; }
 step_sigkill() {
 	local pid rc=0
 	pid=$(cat "$WORK/serve.pid")
+	# The plugin runs in a process group of its own (it dies with the daemon
+	# through its parent-death signal); note it now to make sure it is gone
+	# before the big arena needs the GPU's memory.
+	local plugins p
+	plugins=$(cat /proc/"$pid"/task/*/children 2>/dev/null || true)
 	client sigkill --daemon-pid "$pid" || rc=$?
-	# The daemon led its own process group (setsid): take its plugin down too,
-	# so that the big arena finds the GPU's memory free.
 	kill -KILL -- "-$pid" 2>/dev/null || true
+	for p in $plugins; do
+		kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
+	done
+	for _ in $(seq 50); do
+		local alive=""
+		for p in $plugins; do [[ -d /proc/$p ]] && alive=1; done
+		[[ -z $alive ]] && break
+		sleep 0.1
+	done
 	return $rc
 }
 

@@ -31,7 +31,7 @@ type Attachment struct {
 // their gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
 	sctx, cancel := context.WithCancel(context.Background())
-	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName})
+	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true})
 	if err != nil {
 		cancel()
 		return nil, c.attachError(err)

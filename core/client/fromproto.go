@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,34 +25,78 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 		m.Config = cacheconfig.FromProto(pm.GetConfig())
 	}
 	var err error
-	if m.Handles, m.Tensors, err = placesFromProto(pm.GetHandles(), pm.GetTensors()); err != nil {
+	if table := pm.GetTensorTable(); table != nil {
+		if len(pm.GetTensors()) > 0 {
+			return nil, fmt.Errorf("manifest carries both tensors and a tensor table: %w", ErrBadManifest)
+		}
+		m.Handles, m.Tensors, err = placesFromTable(pm.GetHandles(), table)
+	} else {
+		m.Handles, m.Tensors, err = placesFromProto(pm.GetHandles(), pm.GetTensors())
+	}
+	if err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// placesFromTable converts a manifest's tensor table (AttachRequest's
+// tensor_table) and checks it as placesFromProto does.
+func placesFromTable(ph []*daemonv1.Handle, table *daemonv1.TensorTable) ([]Handle, []Tensor, error) {
+	handles := handlesFromProto(ph)
+	tensors := make([]Tensor, 0, len(table.GetNameShared()))
+	err := table.Each(func(e daemonv1.TableEntry) error {
+		t := Tensor{Name: e.Name, DType: e.Dtype, Shape: e.Shape, Handle: int(e.HandleIndex), Offset: e.Offset, Length: e.Length}
+		if err := checkPlace(handles, t); err != nil {
+			return err
+		}
+		tensors = append(tensors, t)
+		return nil
+	})
+	if errors.Is(err, daemonv1.ErrBadTensorTable) {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return handles, tensors, nil
+}
+
+func handlesFromProto(ph []*daemonv1.Handle) []Handle {
+	hs := make([]Handle, len(ph))
+	for i, h := range ph {
+		hs[i] = Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize()}
+	}
+	return hs
+}
+
+// checkPlace fails with ErrBadManifest unless t names an existing handle
+// and lies inside it.
+func checkPlace(handles []Handle, t Tensor) error {
+	if t.Handle >= len(handles) {
+		return fmt.Errorf("tensor %q names handle %d of %d: %w", t.Name, t.Handle, len(handles), ErrBadManifest)
+	}
+	size := handles[t.Handle].Size
+	if t.Offset > size || t.Length > size-t.Offset {
+		return fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
+			t.Name, t.Offset, t.Length, t.Handle, size, ErrBadManifest)
+	}
+	return nil
 }
 
 // placesFromProto converts and checks handles and tensor places (of a
 // manifest or a publish plan): every tensor must name an existing handle
 // and lie inside it.
 func placesFromProto(ph []*daemonv1.Handle, pt []*daemonv1.Tensor) ([]Handle, []Tensor, error) {
-	m := &Manifest{Handles: make([]Handle, len(ph)), Tensors: make([]Tensor, len(pt))}
-	for i, h := range ph {
-		m.Handles[i] = Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize()}
-	}
+	handles := handlesFromProto(ph)
+	tensors := make([]Tensor, len(pt))
 	for i, t := range pt {
-		hi := int(t.GetHandleIndex())
-		if hi >= len(m.Handles) {
-			return nil, nil, fmt.Errorf("tensor %q names handle %d of %d: %w", t.GetName(), hi, len(m.Handles), ErrBadManifest)
-		}
-		size := m.Handles[hi].Size
-		if t.GetOffset() > size || t.GetLength() > size-t.GetOffset() {
-			return nil, nil, fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
-				t.GetName(), t.GetOffset(), t.GetLength(), hi, size, ErrBadManifest)
-		}
-		m.Tensors[i] = Tensor{Name: t.GetName(), DType: t.GetDtype(), Shape: t.GetShape(), Handle: hi,
+		tensors[i] = Tensor{Name: t.GetName(), DType: t.GetDtype(), Shape: t.GetShape(), Handle: int(t.GetHandleIndex()),
 			Offset: t.GetOffset(), Length: t.GetLength(), Layout: layoutFromProto(t.GetLayout())}
+		if err := checkPlace(handles, tensors[i]); err != nil {
+			return nil, nil, err
+		}
 	}
-	return m.Handles, m.Tensors, nil
+	return handles, tensors, nil
 }
 
 // layoutFromProto converts a wire layout (nil stays nil).

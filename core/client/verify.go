@@ -37,6 +37,11 @@ type VerifyOptions struct {
 	Importer Importer
 	// GPU is the ordinal the Importer imports into.
 	GPU int
+	// Progress, when set, is called with the bytes compared so far and the
+	// manifest's total (Manifest.Bytes), from the calling goroutine: every
+	// 1 MiB compared (posix-shm), after each tensor's file digest (other
+	// kinds). nil: no calls.
+	Progress func(done, total uint64)
 }
 
 // VerifyResult is what Verify compared.
@@ -66,6 +71,7 @@ func Verify(ctx context.Context, m *Manifest, ck *safetensors.Checkpoint, opts V
 	}
 	files := newFileReader()
 	defer files.close()
+	files.progress = newVerifyProgress(opts.Progress, m.Bytes())
 	for hi, h := range m.Handles {
 		if err := ctx.Err(); err != nil {
 			return VerifyResult{}, fmt.Errorf("verify: %w", err)
@@ -179,10 +185,34 @@ func verifyImported(ctx context.Context, opts VerifyOptions, m *Manifest, hi int
 	return nil
 }
 
-// fileReader reads tensors from checkpoint files, each opened once.
+// fileReader reads tensors from checkpoint files, each opened once, and
+// counts the bytes it compared.
 type fileReader struct {
-	open map[string]*os.File
-	buf  []byte
+	open     map[string]*os.File
+	buf      []byte
+	progress *verifyProgress
+}
+
+// verifyProgress counts compared bytes for VerifyOptions.Progress; a nil
+// *verifyProgress counts nothing.
+type verifyProgress struct {
+	report      func(done, total uint64)
+	done, total uint64
+}
+
+func newVerifyProgress(report func(done, total uint64), total uint64) *verifyProgress {
+	if report == nil {
+		return nil
+	}
+	return &verifyProgress{report: report, total: total}
+}
+
+func (p *verifyProgress) add(n uint64) {
+	if p == nil {
+		return
+	}
+	p.done += n
+	p.report(p.done, p.total)
 }
 
 func newFileReader() *fileReader {
@@ -227,6 +257,7 @@ func (r *fileReader) compare(src source, got []byte) error {
 				src.f.Path, off+firstDiff(got[off:off+n], r.buf[:n]), ErrVerify)
 		}
 		off += n
+		r.progress.add(uint64(n))
 	}
 	return nil
 }
@@ -241,6 +272,7 @@ func (r *fileReader) sha256(src source) ([32]byte, error) {
 	if _, err := io.CopyBuffer(h, sec, r.buf); err != nil {
 		return [32]byte{}, fmt.Errorf("verify: read %s: %w", src.f.Path, err)
 	}
+	r.progress.add(src.t.Len())
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
 	return sum, nil

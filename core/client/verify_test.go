@@ -205,3 +205,33 @@ func TestVerifyThroughImporter(t *testing.T) {
 		t.Fatalf("a failed verify did not free its import (freed %d)", imp.freed)
 	}
 }
+
+// TestVerifyReportsProgress: Progress sees the compared bytes grow to the
+// manifest's total, for mapped and for imported handles alike.
+func TestVerifyReportsProgress(t *testing.T) {
+	h := holdCheckpoint(t)
+	imported := *h.m
+	imported.Handles = []Handle{{Kind: "cuda-ipc", Data: make([]byte, 64), Size: h.m.Handles[0].Size}}
+	for name, tc := range map[string]struct {
+		m    *Manifest
+		opts VerifyOptions
+	}{
+		"mapped":   {h.m, VerifyOptions{}},
+		"imported": {&imported, VerifyOptions{Importer: &deviceImporter{device: h.device}, GPU: 3}},
+	} {
+		var calls int
+		var last, total uint64
+		tc.opts.Progress = func(done, tot uint64) {
+			if done < last || done > tot {
+				t.Errorf("%s: progress went %d → %d of %d", name, last, done, tot)
+			}
+			calls, last, total = calls+1, done, tot
+		}
+		if _, err := Verify(context.Background(), tc.m, h.ck, tc.opts); err != nil {
+			t.Fatal(err)
+		}
+		if calls < len(h.m.Tensors) || last != h.m.Bytes() || total != h.m.Bytes() {
+			t.Errorf("%s: %d calls ending at %d of %d; want at least one per tensor, ending at %d", name, calls, last, total, h.m.Bytes())
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/version"
 )
@@ -161,8 +162,9 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 
 	startPlan := time.Now()
 	var pl *plan.Plan
+	var ck *safetensors.Checkpoint
 	if opts.Model != "" {
-		ck, err := d.openCheckpoint()
+		ck, err = d.openCheckpoint()
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +200,15 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		if err != nil {
 			return nil, pluginErr("load", err)
 		}
+		if err := unchanged(ck); err != nil {
+			return nil, err
+		}
+		if opts.VerifyLoad {
+			if err := d.verifyLoad(ctx, pl, ck); err != nil {
+				return nil, pluginErr("verify", err)
+			}
+			d.log.Info("verified the load against the checkpoint", "bytes", pl.Bytes)
+		}
 		d.info.Load.Plan, d.info.Load.Lock = planned, locked
 		d.metrics.Loaded(d.info.Load, d.info.Tensors)
 		d.started = time.Now()
@@ -218,8 +229,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 	})
 	d.info.StartDuration = time.Since(begin)
-	d.srv = d.newGRPCServer()
-	go func() { d.serveErr <- d.srv.Serve(d.lis) }()
+	var auth authorizer
+	d.srv, auth = d.newGRPCServer()
+	lis := newPeerListener(d.lis, auth.allows, d.log)
+	go func() { d.serveErr <- d.srv.Serve(lis) }()
 	undo = append(undo, func() { d.srv.Stop() })
 
 	if err := d.writeReady(); err != nil {
@@ -244,9 +257,10 @@ func (d *Daemon) Info() Info {
 	return d.info
 }
 
-// newGRPCServer builds the daemon.v1 server with peer-credential checks and
-// deadlines.
-func (d *Daemon) newGRPCServer() *grpc.Server {
+// newGRPCServer builds the daemon.v1 server with peer-credential checks,
+// deadlines and limits (connlimit.go), and returns its authorizer for the
+// listener's per-uid limits.
+func (d *Daemon) newGRPCServer() (*grpc.Server, authorizer) {
 	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs,
 		denied: func(method string) {
 			if method == daemonv1.Daemon_Attach_FullMethodName {
@@ -255,15 +269,19 @@ func (d *Daemon) newGRPCServer() *grpc.Server {
 		}}
 	srv := grpc.NewServer(
 		grpc.Creds(peerCredentials{}),
+		grpc.ForceServerCodecV2(newWireCodec()),
 		grpc.UnaryInterceptor(auth.unary),
 		grpc.StreamInterceptor(auth.stream),
 		grpc.ConnectionTimeout(connectionTimeout),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: d.opts.KeepaliveTime, Timeout: d.opts.KeepaliveTimeout}),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: d.opts.KeepaliveTime, Timeout: d.opts.KeepaliveTimeout,
+			MaxConnectionIdle: maxConnectionIdle}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: d.opts.KeepaliveTime / 2, PermitWithoutStream: true}),
 	)
 	daemonv1.RegisterDaemonServer(srv, &service{d: d})
-	return srv
+	return srv, auth
 }
 
 // rewriteReady rewrites the ready file when a Publish or an Evict changed

@@ -54,7 +54,7 @@ func (p *testPlugin) crash(why string) {
 // fixture is one test's world: a short private directory, a layout inside
 // it, a generated checkpoint and a mock backend of two devices.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	layout paths.Layout
 	model  *safetensorstest.Result
@@ -62,7 +62,7 @@ type fixture struct {
 	uuids  []string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "wd")
 	if err != nil {

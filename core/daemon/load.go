@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -55,6 +56,25 @@ func (d *Daemon) openCheckpoint() (*safetensors.Checkpoint, error) {
 		d.info.Files = append(d.info.Files, f.Path)
 	}
 	return ck, nil
+}
+
+// unchanged checks, after the load, that every checkpoint file is still the
+// file whose header was read and digested, unchanged (safetensors.File's
+// Changed: inode, size, times). The plugin reads the files by path, so a
+// file swapped by a rename or written in place during the load would
+// otherwise be served under the digest of the original: an engine with the
+// original files would attach to other weights. Such a load is refused.
+func unchanged(ck *safetensors.Checkpoint) error {
+	var errs []error
+	for _, f := range ck.Files {
+		if err := f.Changed(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("refusing to serve what was loaded: %w", err)
+	}
+	return nil
 }
 
 // completeConfig fills the fields the daemon knows and validates the result.

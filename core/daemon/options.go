@@ -104,6 +104,14 @@ type Options struct {
 	// core/daemon/metrics implements it for Prometheus.
 	Metrics MetricsFactory
 
+	// VerifyLoad makes Start compare, after the load, the SHA-256 of every
+	// file extent in device memory (the backend's Digest) with the file's
+	// bytes read through a descriptor proven to be the file whose header
+	// was digested; a difference fails Start with ErrLoadMismatch. It reads
+	// the checkpoint a second time. Without it Start still refuses files
+	// whose inode, size or times changed during the load.
+	VerifyLoad bool
+
 	// VerifyPublish makes a publish's commit carry a SHA-256 per tensor,
 	// checked through the backend's Digest before the weights are served.
 	VerifyPublish bool

@@ -34,9 +34,13 @@ func (PeerInfo) AuthType() string { return "peercred" }
 // peer's SO_PEERCRED from the accepted Unix connection.
 type peerCredentials struct{}
 
-// ServerHandshake reads the peer credentials of conn. A connection that is
-// not a Unix socket, or whose credentials cannot be read, is refused.
+// ServerHandshake reads the peer credentials of conn (or takes those the
+// peerListener read at accept). A connection that is not a Unix socket, or
+// whose credentials cannot be read, is refused.
 func (peerCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	if pc, ok := conn.(*peerConn); ok {
+		return conn, pc.info, nil
+	}
 	info, err := readPeerCred(conn)
 	if err != nil {
 		return nil, nil, err
@@ -114,12 +118,18 @@ func (a authorizer) check(ctx context.Context) error {
 	if !ok {
 		return status.Error(codes.PermissionDenied, errNoPeerCred.Error())
 	}
-	if p.UID == a.ownUID || slices.Contains(a.allowUIDs, p.UID) || slices.Contains(a.allowGIDs, p.GID) {
+	if a.allows(p) {
 		return nil
 	}
 	return status.Errorf(codes.PermissionDenied,
 		"peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
 			"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
+}
+
+// allows reports whether peer p may use the daemon: the daemon's own uid, an
+// allowed uid, or an allowed primary gid.
+func (a authorizer) allows(p PeerInfo) bool {
+	return p.UID == a.ownUID || slices.Contains(a.allowUIDs, p.UID) || slices.Contains(a.allowGIDs, p.GID)
 }
 
 // unary is the unary interceptor: authorization, then a panic guard so that

@@ -104,7 +104,12 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
-	if err := stream.Send(m.forLease(l.id)); err != nil {
+	ev, err := m.leaseEvent(l.id, req.GetTensorTable())
+	if err != nil {
+		d.metrics.AttachFailed(AttachOther)
+		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)
+	}
+	if err := stream.SendMsg(ev); err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return err
 	}

@@ -16,10 +16,10 @@ import (
 // This file holds every domain → daemon.v1 conversion of the daemon; the
 // client's daemon.v1 → domain conversions are in core/client/fromproto.go.
 
-// manifest is the attach answer, built once at startup. Every attach sends a
-// shallow copy that shares the handle and tensor messages (protobuf
-// marshalling only reads them), so an attach costs its serialisation and
-// nothing proportional to the tensor count beyond it.
+// manifest is the attach answer, built once per generation (at startup, or
+// by a Publish). Its wire form is marshalled once, on the first attach, and
+// shared by every lease (wire.go): an attach costs nothing proportional to
+// the tensor count on the daemon's side. A manifest is used by pointer only.
 type manifest struct {
 	deviceUUID string
 	backend    string
@@ -30,6 +30,10 @@ type manifest struct {
 	tensors    []*daemonv1.Tensor
 	// metadata is a publish's metadata map (nil for file loads).
 	metadata map[string]string
+
+	// wire holds the marshalled manifest without a lease id (encoded):
+	// [0] with Manifest.tensors, [1] with a TensorTable.
+	wire [2]wireForm
 }
 
 // newManifest converts a plan and the exported handles (one per

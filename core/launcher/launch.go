@@ -30,16 +30,19 @@ type target struct {
 //  1. places the ranks (Place; *TopologyError),
 //  2. resolves every GPU's UUID through opts.Devices and derives its paths
 //     (ErrSameDevice when two GPUs are one device),
-//  3. cleans stale files for every GPU, refusing live daemons with
+//  3. takes the launch lock of every GPU (lockLaunch; ErrLaunchInProgress
+//     when another launch holds one), held until Stop,
+//  4. cleans stale files for every GPU, refusing live daemons with
 //     *daemonfile.LiveDaemonError (all of them, joined) unless opts.Force,
-//  4. spawns `wcache serve` for each rank (ServeCommand),
-//  5. waits for every ready file whose pid is the child's.
+//  5. spawns `wcache serve` for each rank (ServeCommand),
+//  6. waits for every ready file whose pid is the child's.
 //
 // If a daemon fails to start or exits early (*DaemonError with
 // ErrStartFailed or ErrExitedEarly), the timeout passes
 // (*ReadyTimeoutError) or ctx is cancelled, Launch terminates every other
 // daemon (SIGTERM, StopGrace, SIGKILL), waits for them, and only then
-// returns the error. Nothing is spawned when steps 1–3 fail.
+// returns the error. Nothing is cleaned or signalled when steps 1–3 fail,
+// and nothing is spawned when steps 1–4 fail.
 func Launch(ctx context.Context, opts Options) (*Group, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -53,10 +56,16 @@ func Launch(ctx context.Context, opts Options) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	locks, err := lockLaunch(targets, o.LaunchLock)
+	if err != nil {
+		return nil, err
+	}
 	if err := cleanupAll(ctx, o, targets); err != nil {
+		locks.release()
 		return nil, err
 	}
 	g := newGroup(o, targets)
+	g.locks = locks
 	if err := g.spawnAll(); err != nil {
 		return nil, errors.Join(err, g.Stop())
 	}
@@ -173,6 +182,9 @@ type Group struct {
 	exits    chan *child
 	starter  Starter
 	own      *ExecStarter // closed by stop when the group created it
+	// locks are the launch locks of the group's GPUs, released by stop
+	// once its daemons are gone.
+	locks launchLocks
 
 	stopOnce sync.Once
 	stopErr  error
@@ -346,6 +358,7 @@ func (g *Group) Stop() error {
 }
 
 func (g *Group) stop() error {
+	defer g.locks.release() // deferred first: runs after the children are gone
 	if g.own != nil {
 		// Children still alive when the spawning thread exits get
 		// Pdeathsig; close only after they are gone.

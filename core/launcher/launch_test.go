@@ -173,6 +173,7 @@ func (w *fakeWorld) options(tp int, out *bytes.Buffer) Options {
 		Logf:         w.t.Logf,
 		Starter:      w,
 		Cleanup:      w.cleanup,
+		LaunchLock:   func(paths.Paths) (func(), error) { return func() {}, nil },
 		ReadReady:    w.readReady,
 	}
 	if out != nil {

@@ -95,6 +95,8 @@ type Options struct {
 	// Cleanup and ReadReady default to the daemonfile functions.
 	Cleanup   CleanupFunc
 	ReadReady ReadReadyFunc
+	// LaunchLock takes one GPU's launch lock (default LockLaunchFile).
+	LaunchLock LaunchLockFunc
 }
 
 // withDefaults validates o and fills in the defaults.
@@ -132,6 +134,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Cleanup == nil {
 		o.Cleanup = daemonfile.Cleanup
+	}
+	if o.LaunchLock == nil {
+		o.LaunchLock = LockLaunchFile
 	}
 	if o.ReadReady == nil {
 		o.ReadReady = daemonfile.ReadReady

@@ -29,6 +29,9 @@ import (
 //   - exit reporting: the process is reaped by that goroutine; Wait, which
 //     go-plugin calls only after it has drained stdout and stderr, then
 //     reports the exit, so the last log lines are in the ring by then.
+//   - process group: the plugin runs in a group of its own, so that signals
+//     to the daemon's group reach only the daemon, which drains and then
+//     ends the plugin itself.
 //   - the handshake line is tapped to name the API version of a plugin
 //     that go-plugin refuses.
 type procRunner struct {
@@ -71,6 +74,11 @@ func (r *procRunner) Start(_ context.Context) error {
 		r.cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	r.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	// Its own process group: a signal to the daemon's group (a terminal's
+	// Ctrl-C, `kill -TERM -PGID`, a supervisor) must not end the plugin
+	// under a drain that still serves its memory. The daemon ends it
+	// (Close), and the parent-death signal still follows the daemon.
+	r.cmd.SysProcAttr.Setpgid = true
 
 	started := make(chan error, 1)
 	go func() {

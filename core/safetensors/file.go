@@ -17,6 +17,9 @@ type File struct {
 	Header *Header
 	// RawHeader is the N header bytes exactly as stored, padding included.
 	RawHeader []byte
+	// Stamp is the open descriptor's identity and times when the header was
+	// read; Changed compares the path against it.
+	Stamp Stamp
 }
 
 // Open reads and validates the header of the safetensors file at path (see
@@ -39,7 +42,8 @@ func Open(path string) (*File, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &File{Path: path, Size: st.Size(), DataStart: int64(prefixSize + h.Size), Header: h, RawHeader: raw}, nil
+	return &File{Path: path, Size: st.Size(), DataStart: int64(prefixSize + h.Size), Header: h, RawHeader: raw,
+		Stamp: stampOf(st)}, nil
 }
 
 // Tensor returns the tensor called name, and false when the file has none.

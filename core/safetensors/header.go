@@ -74,7 +74,7 @@ func ParseHeader(r io.ReaderAt, fileSize int64) (*Header, []byte, error) {
 	stop, carry := bits.Add64(n, prefixSize, 0)
 	if carry != 0 || stop > uint64(fileSize) {
 		return nil, nil, formatErr(ErrInvalidHeaderLength, "",
-			fmt.Sprintf("header length %d runs past the end of a %d-byte file", n, fileSize))
+			fmt.Sprintf("header length %d runs past the end of a %d-byte file (%s)", n, fileSize, truncatedHint))
 	}
 	raw := make([]byte, n)
 	if err := readFullAt(r, raw, prefixSize); err != nil {

@@ -324,3 +324,27 @@ func TestParseHeaderNestingDepth(t *testing.T) {
 		t.Errorf("5M levels: parsing allocated %d bytes for a %d-byte file", grew, len(deep))
 	}
 }
+
+// TestTruncatedFileSuggestsIncompleteDownload: a file shorter than its
+// header says is most often a download that stopped; the rule says so, and
+// says how many bytes are missing. A file that is too long does not.
+func TestTruncatedFileSuggestsIncompleteDownload(t *testing.T) {
+	raw := safetensorstest.RawFile
+	data := func(n int) []byte { return make([]byte, n) }
+	for _, tc := range []struct {
+		name string
+		file []byte
+		want string
+	}{
+		{"missing data", raw(`{`+entry("a", "U8", "[8]", 0, 8)+`}`, data(5)), "3 bytes short: an incomplete download"},
+		{"header cut", withLength(100, []byte(`{"a":1}`)), "an incomplete download"},
+	} {
+		if _, _, err := parseBytes(tc.file); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+	_, _, err := parseBytes(raw(`{`+entry("a", "U8", "[2]", 0, 2)+`}`, data(3)))
+	if err == nil || strings.Contains(err.Error(), "download") {
+		t.Errorf("trailing bytes: err = %v, want no download hint", err)
+	}
+}

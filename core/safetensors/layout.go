@@ -50,8 +50,15 @@ func validateLayout(tensors []TensorInfo, n uint64, fileSize int64) error {
 	}
 	total, carry := bits.Add64(end, prefixSize+n, 0)
 	if carry != 0 || total != uint64(fileSize) {
-		return formatErr(ErrIncompleteBuffer, "",
-			fmt.Sprintf("tensors end at file offset %d+%d+%d but the file is %d bytes", prefixSize, n, end, fileSize))
+		rule := fmt.Sprintf("tensors end at file offset %d+%d+%d but the file is %d bytes", prefixSize, n, end, fileSize)
+		if carry == 0 && total > uint64(fileSize) {
+			rule += fmt.Sprintf(" (%d bytes short: %s)", total-uint64(fileSize), truncatedHint)
+		}
+		return formatErr(ErrIncompleteBuffer, "", rule)
 	}
 	return nil
 }
+
+// truncatedHint ends the rule of a file shorter than its header says: the
+// usual cause is a download or copy that stopped early.
+const truncatedHint = "an incomplete download or copy? fetch the file again"

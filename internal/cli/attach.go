@@ -73,7 +73,8 @@ GPU a backend sees as --gpu-id), sends the CacheConfig built from the flags and
 the checkpoint's header digest, and prints what came back. --verify imports
 every tensor the daemon holds with the bytes on disk: posix-shm handles mapped
 into this process, others imported through the backend and compared by
-SHA-256. --hold keeps the lease open (releasing it early when the daemon
+SHA-256, with a progress bar on a terminal (else a "verifying" log line on
+stderr every 10%). --hold keeps the lease open (releasing it early when the daemon
 drains, unless --release-on-drain=false).
 
 Exit codes: 3 no daemon, or an empty one (the only cases in which an engine
@@ -185,7 +186,10 @@ may load from disk instead),
 			sum.Handles = append(sum.Handles, attachHandle{Kind: h.Kind, Size: h.Size, Data: h.Data})
 		}
 		if verify {
-			if _, err := client.Verify(ctx, m, ck, client.VerifyOptions{Importer: backend, GPU: gpu}); err != nil {
+			bar := newProgress("verifying", e.stderr, progressLogger(e), isTerminal(e.stderr))
+			_, err := client.Verify(ctx, m, ck, client.VerifyOptions{Importer: backend, GPU: gpu, Progress: bar.update})
+			bar.finish()
+			if err != nil {
 				return err
 			}
 			sum.Verified = true

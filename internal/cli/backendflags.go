@@ -95,6 +95,13 @@ func hostLogger(e *env) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
 }
 
+// progressLogger logs a command's progress lines (not a daemon's: serve
+// has its own) to e.stderr at info, whatever $WCACHE_LOG_LEVEL says about
+// plugin logs.
+func progressLogger(e *env) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: hclog.Info, Output: e.stderr})
+}
+
 func isHexSHA256(s string) bool {
 	if len(s) != 64 {
 		return false

@@ -59,11 +59,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK
 	}
 	fmt.Fprintf(stderr, "wcache: %v\n", err)
+	for _, h := range hints(cmd, err) {
+		fmt.Fprintf(stderr, "wcache: hint: %s\n", h)
+	}
 	var xe *exitError
 	if errors.As(err, &xe) {
 		return xe.code
@@ -93,7 +96,7 @@ func newRootCommand(e *env) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err: err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &flagError{err: suggestFlag(cmd, err)} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return refuseNegativeDurations(cmd) }
 	root.AddCommand(
 		newVersionCommand(e),
@@ -108,6 +111,7 @@ func newRootCommand(e *env) *cobra.Command {
 		newEvictCommand(e),
 		newCleanupCommand(e),
 	)
+	installAliases(root)
 	return root
 }
 

@@ -22,6 +22,7 @@ func newServeCommand(e *env) *cobra.Command {
 		model        string
 		shardPattern string
 		force        bool
+		verifyLoad   bool
 		drainTimeout time.Duration
 		allowUIDs    []uint
 		allowGIDs    []uint
@@ -29,6 +30,7 @@ func newServeCommand(e *env) *cobra.Command {
 		maxArena     uint64
 		hugePages    bool
 		logLevel     string
+		logFormat    string
 		metricsAddr  string
 		metricsAny   bool
 		publish      publishFlags
@@ -40,10 +42,14 @@ func newServeCommand(e *env) *cobra.Command {
 the backend plugin, takes the device's identity lock (refusing a live daemon
 unless --force), loads the checkpoint into a few large device allocations,
 listens on the device's socket and writes its ready file. It serves until
-wcache stop, SIGTERM or SIGINT (which drain leases for --drain-timeout, then
+wcache stop, SIGTERM, SIGINT or SIGHUP (which drain leases for --drain-timeout, then
 stop anyway). If the backend plugin dies, serve removes its files and exits 1.
 SIGPIPE is ignored: a daemon whose output nobody reads any more still stops
 cleanly.
+
+While it loads, serve shows a progress bar with rate and ETA when stderr is
+a terminal; otherwise (a pipe, a journal, or --log-format json) it logs a
+"loading" line every 10% with percent, bytes, total, rate and eta.
 
 Without --model the daemon starts empty: attaches are answered "empty" (the
 engine loads from disk) until a client publishes its own weights (wcache
@@ -66,6 +72,8 @@ has stopped.`,
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
 	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over")
+	fs.BoolVar(&verifyLoad, "verify", false,
+		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
 		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
 	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid (repeatable)")
@@ -76,6 +84,8 @@ has stopped.`,
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text",
+		"text (with a progress bar while loading when stderr is a terminal) or json (one JSON object per line, no bar)")
 	fs.StringVar(&metricsAddr, "metrics-listen", "",
 		"serve GET /metrics and /healthz on unix:/path (a 0600 socket) or host:port (loopback only, "+
 			"unless --metrics-allow-remote); empty: no metrics endpoint")
@@ -103,14 +113,17 @@ has stopped.`,
 		if level == hclog.NoLevel {
 			return usageErrorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
 		}
+		if logFormat != "text" && logFormat != "json" {
+			return usageErrorf("--log-format %q: want text or json", logFormat)
+		}
 		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
 		if err != nil {
 			return err
 		}
-		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr})
+		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, DrainTimeout: drainTimeout, Logger: log,
-			VerifyPublish: publish.verify, PublishTimeout: publish.timeout}
+			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
@@ -133,7 +146,10 @@ has stopped.`,
 			opts.Metrics = endpoint.Metrics
 		}
 
-		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+		// SIGHUP (a closed terminal, logind) drains like SIGTERM: a daemon
+		// has no configuration to reload, and dying without a drain would
+		// leave stale files and cut its leases off.
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		defer stop()
 		// A daemon must outlive whoever reads its output: under a launcher
 		// killed with SIGKILL, stderr is a pipe without a reader, and the
@@ -146,7 +162,7 @@ has stopped.`,
 		if err != nil {
 			return err
 		}
-		bar := newProgress(e.stderr, log)
+		bar := newProgress("loading", e.stderr, log, logFormat == "text" && isTerminal(e.stderr))
 		opts.Progress = bar.update
 		d, err := daemon.Start(ctx, plugin, opts)
 		bar.finish()

@@ -302,3 +302,68 @@ func TestStatusAndCleanup(t *testing.T) {
 		t.Errorf("status after stop --all:\n%s", res)
 	}
 }
+
+// TestSignalsDrainWithThePluginAlive: SIGHUP to the daemon, and SIGTERM to
+// its whole process group (a terminal's Ctrl-C, `kill -TERM -PGID`), drain
+// as SIGTERM does: the plugin, in a group of its own, serves until the
+// drain ends, the daemon exits 0, removes its files and ends the plugin.
+func TestSignalsDrainWithThePluginAlive(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		group bool
+		sig   syscall.Signal
+	}{{"SIGHUP", false, syscall.SIGHUP}, {"SIGTERM to the group", true, syscall.SIGTERM}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{Devices: 1})
+			model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+			p := h.Paths(h.UUIDs[0])
+			d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
+			holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
+			h.waitOutput(holder, "holding lease")
+			plugins, err := childPIDs(d.PID())
+			if err != nil || len(plugins) != 1 {
+				t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", plugins, err)
+			}
+			if pg, _ := syscall.Getpgid(plugins[0]); pg == d.PID() {
+				t.Errorf("the plugin (pid %d) is in the daemon's process group %d", plugins[0], pg)
+			}
+			target := d.PID()
+			if c.group {
+				target = -d.PID() // testproc starts the daemon as its group's leader
+			}
+			begin := time.Now()
+			if err := syscall.Kill(target, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := h.waitExit(d, 10*time.Second); code != 0 || strings.Contains(d.Stderr(), "plugin exited") {
+				t.Errorf("daemon exit %d after %s, want 0 after a drain with its plugin alive:\n%s", code, c.name, d)
+			}
+			if waited := time.Since(begin); waited < 700*time.Millisecond {
+				t.Errorf("daemon stopped after %s, before its drain timeout", waited)
+			}
+			if !strings.Contains(holder.Stdout(), "notice: draining") {
+				t.Errorf("the lease got no drain notice:\n%s", holder)
+			}
+			assertGone(t, p.Socket, p.Ready)
+			deadline := time.Now().Add(5 * time.Second)
+			for syscall.Kill(plugins[0], 0) == nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("plugin %d still runs after its daemon exited", plugins[0])
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestServeVerifyComparesTheLoad: `serve --verify` hashes every file's
+// bytes in the plugin's memory and in the file before it serves.
+func TestServeVerifyComparesTheLoad(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	d := h.startServe(0, model.Dir, "--verify")
+	h.waitReady(d, h.Paths(h.UUIDs[0]).Ready)
+	if !strings.Contains(d.Stderr(), "verified the load against the checkpoint") {
+		t.Errorf("serve --verify did not verify:\n%s", d)
+	}
+}

@@ -346,3 +346,23 @@ def test_mock_device_uuids_are_the_mocks(world, devices):
     assert wcache.device_capability(0, getenv=dict(env, WCACHE_BACKEND="mock")) == wcache.MOCK_CAPABILITY == "mock"
     with pytest.raises(wcache.WcacheError, match="out of range"):
         wcache.device_capability(len(want), backend="mock", getenv=env)
+
+
+def test_documented_mismatch_decoding_runs_as_printed(world, checkpoint, daemon0, capsys):
+    # docs/protocol.md decodes the ConfigMismatch detail with plain grpcio and protobuf; its free
+    # names are a raw stub, a mismatching AttachRequest and the two message classes.
+    with open(os.path.join(harness.REPO, "docs", "protocol.md"), encoding="utf-8") as f:
+        doc = f.read()
+    after = doc.split("Decoding it without helpers", 1)[1]
+    snippet = after.split("```python\n", 1)[1].split("```", 1)[0]
+    model_dir, _ = checkpoint
+    cfg = client_config(model_dir).replace(tp_size=2, tp_rank=1, extra={"attn_dp": "2"})
+    with grpc.insecure_channel("unix://" + world.socket_path(world.uuids[0])) as ch:
+        class Stub:
+            Attach = ch.unary_stream(pb.METHOD_ATTACH, request_serializer=pb.AttachRequest.SerializeToString,
+                                     response_deserializer=pb.AttachEvent.FromString)
+        scope = {"grpc": grpc, "stub": Stub, "request": pb.AttachRequest(config=cfg.to_proto()),
+                 "Status": pb.RpcStatus, "ConfigMismatch": pb.ConfigMismatch}
+        exec(compile(snippet, "docs/protocol.md", "exec"), scope)  # noqa: S102 - our own documentation
+    printed = capsys.readouterr().out.splitlines()
+    assert sorted(line.strip() for line in printed) == ["extra.attn_dp None 2", "tp_rank 0 1", "tp_size 1 2"], printed

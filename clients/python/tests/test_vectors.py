@@ -66,3 +66,23 @@ def test_committed_checkpoint_directories():
         path = os.path.join(os.path.dirname(VECTORS), v["path"])
         assert any(n.startswith(".") for n in os.listdir(path))
         assert checkpoint_digest(path) == v["digest"]
+
+
+def _documented_reference_digest():
+    """The reference checkpoint_digest of docs/cacheconfig.md, executed as printed."""
+    with open(os.path.join(REPO, "docs", "cacheconfig.md"), encoding="utf-8") as f:
+        doc = f.read()
+    after = doc.split("A complete reference implementation", 1)[1]
+    code = after.split("```python\n", 1)[1].split("```", 1)[0]
+    scope = {}
+    exec(compile(code, "docs/cacheconfig.md", "exec"), scope)  # noqa: S102 - our own documentation
+    return scope["checkpoint_digest"]
+
+
+@pytest.mark.parametrize("vector", load()["checkpoint_dirs"], ids=lambda v: v["path"])
+def test_documented_reference_snippet_gives_the_vector(vector):
+    # A third party copies this snippet: it must agree with the daemon on the
+    # committed directory (hidden files left out), without importing wcache.
+    ref = _documented_reference_digest()
+    path = os.path.join(REPO, "core", "cacheconfig", "testdata", vector["path"])
+    assert ref(path) == vector["digest"]

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/wcache/wcache/core/daemon"
 )
 
@@ -24,6 +26,12 @@ const (
 	writeTimeout      = 30 * time.Second
 	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// maxConns bounds the scrapes served at once: any local user can
+	// connect to a loopback port, and each connection costs the daemon a
+	// descriptor. Connections beyond it wait in the kernel's queue (no
+	// descriptor of the daemon) until a slot frees; a connection that sends
+	// no request within readHeaderTimeout gives its slot back.
+	maxConns = 16
 	// probeTimeout bounds the dial that tells a live socket from a stale
 	// one.
 	probeTimeout = time.Second
@@ -88,7 +96,7 @@ func Start(a Addr, h http.Handler) (*Server, error) {
 	}
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, WriteTimeout: writeTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
-	go func() { s.served <- s.srv.Serve(s.lis) }()
+	go func() { s.served <- s.srv.Serve(netutil.LimitListener(s.lis, maxConns)) }()
 	return s, nil
 }
 

@@ -162,6 +162,50 @@ func TestMetricsServeOverLoopbackTCP(t *testing.T) {
 	}
 }
 
+// TestMetricsConnectionsAreCapped: 200 idle connections to the loopback
+// port (what any local user can open) cost the daemon's process at most
+// maxConns descriptors, and the endpoint serves again once they go.
+func TestMetricsConnectionsAreCapped(t *testing.T) {
+	a, err := ParseAddr("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(a, NewExporter().Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, s)
+	fds := func() int {
+		e, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(e)
+	}
+	before := fds()
+	var conns []net.Conn
+	for range 200 {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// This process holds the 200 client ends itself; the server's side
+	// may add maxConns (and a little slack) to them.
+	if during := fds() - len(conns); during > before+maxConns+4 {
+		t.Errorf("%d descriptors besides the clients' with 200 connections open, %d before: the server keeps them all", during, before)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	code, body := get(t, &http.Client{Timeout: 10 * time.Second}, "http://"+s.Addr()+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics after the flood = %d\n%s", code, body)
+	}
+}
+
 func TestMetricsStartRefusesNonLoopbackUnlessAllowed(t *testing.T) {
 	if _, err := ParseAddr("0.0.0.0:0", false); !errors.Is(err, ErrNotLoopback) {
 		t.Fatalf("ParseAddr(0.0.0.0:0) = %v, want ErrNotLoopback", err)

@@ -31,7 +31,9 @@ func Main() int {
 		}
 		b, err := New(cfg, logger)
 		if err != nil {
-			logger.Error("CUDA backend unavailable", "error", err)
+			// Debug, not Error: every call answers with err, and the host
+			// prints it once (a second, logged copy was the same line twice).
+			logger.Debug("CUDA backend unavailable", "error", err)
 			return Unavailable(err), nil
 		}
 		// Runs until the process ends: a sticky error during serving or

@@ -135,7 +135,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type PublishConflict_Reason int32
@@ -187,7 +187,7 @@ func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PublishConflict_Reason.Descriptor instead.
 func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type StatusRequest struct {
@@ -626,7 +626,12 @@ type AttachRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Config *v1.CacheConfig        `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	// Free-form name shown by `wcache status`.
-	ClientName    string `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientName string `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// The client decodes Manifest.tensor_table: the daemon may send the
+	// tensors in that compact form instead of Manifest.tensors (it does for
+	// weights loaded from files; published tensors with layouts always come
+	// as Manifest.tensors). Clients that leave it false get Manifest.tensors.
+	TensorTable   bool `protobuf:"varint,3,opt,name=tensor_table,json=tensorTable,proto3" json:"tensor_table,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -673,6 +678,13 @@ func (x *AttachRequest) GetClientName() string {
 		return x.ClientName
 	}
 	return ""
+}
+
+func (x *AttachRequest) GetTensorTable() bool {
+	if x != nil {
+		return x.TensorTable
+	}
+	return false
 }
 
 type Handle struct {
@@ -899,6 +911,129 @@ func (x *TensorLayout) GetStorageOffset() uint64 {
 	return 0
 }
 
+// TensorTable is the manifest's tensors as columns, in manifest order: the
+// i-th entry of every column is the i-th tensor. Names are front-coded: the
+// name of tensor i is the first name_shared[i] bytes of the name of tensor
+// i-1 (name_shared[0] is 0) followed by the next name_suffix_len[i] bytes of
+// name_suffixes. Shapes are concatenated in dims, ndim[i] dimensions each.
+// dtype[i] indexes dtypes. Every column has one entry per tensor (dims:
+// sum(ndim)); a table that breaks this is a malformed manifest.
+type TensorTable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NameShared    []uint32               `protobuf:"varint,1,rep,packed,name=name_shared,json=nameShared,proto3" json:"name_shared,omitempty"`
+	NameSuffixLen []uint32               `protobuf:"varint,2,rep,packed,name=name_suffix_len,json=nameSuffixLen,proto3" json:"name_suffix_len,omitempty"`
+	NameSuffixes  []byte                 `protobuf:"bytes,3,opt,name=name_suffixes,json=nameSuffixes,proto3" json:"name_suffixes,omitempty"`
+	Dtypes        []string               `protobuf:"bytes,4,rep,name=dtypes,proto3" json:"dtypes,omitempty"`
+	Dtype         []uint32               `protobuf:"varint,5,rep,packed,name=dtype,proto3" json:"dtype,omitempty"`
+	Ndim          []uint32               `protobuf:"varint,6,rep,packed,name=ndim,proto3" json:"ndim,omitempty"`
+	Dims          []uint64               `protobuf:"varint,7,rep,packed,name=dims,proto3" json:"dims,omitempty"`
+	HandleIndex   []uint32               `protobuf:"varint,8,rep,packed,name=handle_index,json=handleIndex,proto3" json:"handle_index,omitempty"`
+	Offset        []uint64               `protobuf:"varint,9,rep,packed,name=offset,proto3" json:"offset,omitempty"`
+	Length        []uint64               `protobuf:"varint,10,rep,packed,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorTable) Reset() {
+	*x = TensorTable{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorTable) ProtoMessage() {}
+
+func (x *TensorTable) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorTable.ProtoReflect.Descriptor instead.
+func (*TensorTable) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TensorTable) GetNameShared() []uint32 {
+	if x != nil {
+		return x.NameShared
+	}
+	return nil
+}
+
+func (x *TensorTable) GetNameSuffixLen() []uint32 {
+	if x != nil {
+		return x.NameSuffixLen
+	}
+	return nil
+}
+
+func (x *TensorTable) GetNameSuffixes() []byte {
+	if x != nil {
+		return x.NameSuffixes
+	}
+	return nil
+}
+
+func (x *TensorTable) GetDtypes() []string {
+	if x != nil {
+		return x.Dtypes
+	}
+	return nil
+}
+
+func (x *TensorTable) GetDtype() []uint32 {
+	if x != nil {
+		return x.Dtype
+	}
+	return nil
+}
+
+func (x *TensorTable) GetNdim() []uint32 {
+	if x != nil {
+		return x.Ndim
+	}
+	return nil
+}
+
+func (x *TensorTable) GetDims() []uint64 {
+	if x != nil {
+		return x.Dims
+	}
+	return nil
+}
+
+func (x *TensorTable) GetHandleIndex() []uint32 {
+	if x != nil {
+		return x.HandleIndex
+	}
+	return nil
+}
+
+func (x *TensorTable) GetOffset() []uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+func (x *TensorTable) GetLength() []uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return nil
+}
+
 type Manifest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	DeviceUuid      string                 `protobuf:"bytes,1,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`
@@ -911,14 +1046,17 @@ type Manifest struct {
 	LeaseId         uint64                 `protobuf:"varint,8,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	ProtocolVersion uint32                 `protobuf:"varint,9,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The metadata map of a publish (empty for weights loaded from files).
-	Metadata      map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The tensors in compact form, instead of tensors, when the attach asked
+	// for it (AttachRequest.tensor_table).
+	TensorTable   *TensorTable `protobuf:"bytes,11,opt,name=tensor_table,json=tensorTable,proto3" json:"tensor_table,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1068,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1081,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Manifest) GetDeviceUuid() string {
@@ -1016,6 +1154,13 @@ func (x *Manifest) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *Manifest) GetTensorTable() *TensorTable {
+	if x != nil {
+		return x.TensorTable
+	}
+	return nil
+}
+
 type Notice struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Kind           Notice_Kind            `protobuf:"varint,1,opt,name=kind,proto3,enum=wcache.daemon.v1.Notice_Kind" json:"kind,omitempty"`
@@ -1027,7 +1172,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1184,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1197,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -1089,7 +1234,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1246,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1259,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -1169,7 +1314,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1326,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1339,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -1220,7 +1365,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1377,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1390,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -1275,7 +1420,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1432,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1445,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -1359,7 +1504,7 @@ type ConfigMismatch struct {
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1516,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1529,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1415,7 +1560,7 @@ type NoWeights struct {
 
 func (x *NoWeights) Reset() {
 	*x = NoWeights{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1572,7 @@ func (x *NoWeights) String() string {
 func (*NoWeights) ProtoMessage() {}
 
 func (x *NoWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1585,7 @@ func (x *NoWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
 func (*NoWeights) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NoWeights) GetState() DaemonState {
@@ -1475,7 +1620,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1632,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1645,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -1562,7 +1707,7 @@ type PublishBegin struct {
 
 func (x *PublishBegin) Reset() {
 	*x = PublishBegin{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1719,7 @@ func (x *PublishBegin) String() string {
 func (*PublishBegin) ProtoMessage() {}
 
 func (x *PublishBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1732,7 @@ func (x *PublishBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
 func (*PublishBegin) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PublishBegin) GetConfig() *v1.CacheConfig {
@@ -1636,7 +1781,7 @@ type PublishTensors struct {
 
 func (x *PublishTensors) Reset() {
 	*x = PublishTensors{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1793,7 @@ func (x *PublishTensors) String() string {
 func (*PublishTensors) ProtoMessage() {}
 
 func (x *PublishTensors) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1806,7 @@ func (x *PublishTensors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
 func (*PublishTensors) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PublishTensors) GetTensors() []*TensorSpec {
@@ -1685,7 +1830,7 @@ type PublishCommit struct {
 
 func (x *PublishCommit) Reset() {
 	*x = PublishCommit{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1842,7 @@ func (x *PublishCommit) String() string {
 func (*PublishCommit) ProtoMessage() {}
 
 func (x *PublishCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1855,7 @@ func (x *PublishCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
 func (*PublishCommit) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishCommit) GetSha256() [][]byte {
@@ -1734,7 +1879,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1891,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1904,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
@@ -1837,7 +1982,7 @@ type PublishPlan struct {
 
 func (x *PublishPlan) Reset() {
 	*x = PublishPlan{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1994,7 @@ func (x *PublishPlan) String() string {
 func (*PublishPlan) ProtoMessage() {}
 
 func (x *PublishPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2007,7 @@ func (x *PublishPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
 func (*PublishPlan) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishPlan) GetHandles() []*Handle {
@@ -1908,7 +2053,7 @@ type PublishDone struct {
 
 func (x *PublishDone) Reset() {
 	*x = PublishDone{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2065,7 @@ func (x *PublishDone) String() string {
 func (*PublishDone) ProtoMessage() {}
 
 func (x *PublishDone) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2078,7 @@ func (x *PublishDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
 func (*PublishDone) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishDone) GetGeneration() uint64 {
@@ -1984,7 +2129,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2141,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2154,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
@@ -2069,7 +2214,7 @@ type PublishConflict struct {
 
 func (x *PublishConflict) Reset() {
 	*x = PublishConflict{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2226,7 @@ func (x *PublishConflict) String() string {
 func (*PublishConflict) ProtoMessage() {}
 
 func (x *PublishConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2239,7 @@ func (x *PublishConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
 func (*PublishConflict) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishConflict) GetReason() PublishConflict_Reason {
@@ -2136,7 +2281,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2293,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2306,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EvictRequest) GetTimeoutMs() uint64 {
@@ -2182,7 +2327,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2339,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2352,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EvictResponse) GetLeasesAtEvict() uint32 {
@@ -2276,11 +2421,12 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\texport_ns\x18\x05 \x01(\x03R\bexportNs\x12\x19\n" +
 	"\btotal_ns\x18\x06 \x01(\x03R\atotalNs\x12!\n" +
 	"\fbytes_loaded\x18\a \x01(\x04R\vbytesLoaded\x12'\n" +
-	"\x0fbytes_allocated\x18\b \x01(\x04R\x0ebytesAllocated\"g\n" +
+	"\x0fbytes_allocated\x18\b \x01(\x04R\x0ebytesAllocated\"\x8a\x01\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
-	"clientName\"D\n" +
+	"clientName\x12!\n" +
+	"\ftensor_table\x18\x03 \x01(\bR\vtensorTable\"D\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -2296,7 +2442,20 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fTensorLayout\x12\x18\n" +
 	"\astorage\x18\x01 \x01(\tR\astorage\x12\x18\n" +
 	"\astrides\x18\x02 \x03(\x03R\astrides\x12%\n" +
-	"\x0estorage_offset\x18\x03 \x01(\x04R\rstorageOffset\"\xf2\x03\n" +
+	"\x0estorage_offset\x18\x03 \x01(\x04R\rstorageOffset\"\xa4\x02\n" +
+	"\vTensorTable\x12\x1f\n" +
+	"\vname_shared\x18\x01 \x03(\rR\n" +
+	"nameShared\x12&\n" +
+	"\x0fname_suffix_len\x18\x02 \x03(\rR\rnameSuffixLen\x12#\n" +
+	"\rname_suffixes\x18\x03 \x01(\fR\fnameSuffixes\x12\x16\n" +
+	"\x06dtypes\x18\x04 \x03(\tR\x06dtypes\x12\x14\n" +
+	"\x05dtype\x18\x05 \x03(\rR\x05dtype\x12\x12\n" +
+	"\x04ndim\x18\x06 \x03(\rR\x04ndim\x12\x12\n" +
+	"\x04dims\x18\a \x03(\x04R\x04dims\x12!\n" +
+	"\fhandle_index\x18\b \x03(\rR\vhandleIndex\x12\x16\n" +
+	"\x06offset\x18\t \x03(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\n" +
+	" \x03(\x04R\x06length\"\xb4\x04\n" +
 	"\bManifest\x12\x1f\n" +
 	"\vdevice_uuid\x18\x01 \x01(\tR\n" +
 	"deviceUuid\x12\x18\n" +
@@ -2311,7 +2470,8 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\blease_id\x18\b \x01(\x04R\aleaseId\x12)\n" +
 	"\x10protocol_version\x18\t \x01(\rR\x0fprotocolVersion\x12D\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2(.wcache.daemon.v1.Manifest.MetadataEntryR\bmetadata\x1a;\n" +
+	" \x03(\v2(.wcache.daemon.v1.Manifest.MetadataEntryR\bmetadata\x12@\n" +
+	"\ftensor_table\x18\v \x01(\v2\x1d.wcache.daemon.v1.TensorTableR\vtensorTable\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
@@ -2435,7 +2595,7 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
 	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
@@ -2448,76 +2608,78 @@ var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(*Handle)(nil),              // 8: wcache.daemon.v1.Handle
 	(*Tensor)(nil),              // 9: wcache.daemon.v1.Tensor
 	(*TensorLayout)(nil),        // 10: wcache.daemon.v1.TensorLayout
-	(*Manifest)(nil),            // 11: wcache.daemon.v1.Manifest
-	(*Notice)(nil),              // 12: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),         // 13: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),         // 14: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),        // 15: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),           // 16: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil),      // 17: wcache.daemon.v1.ConfigMismatch
-	(*NoWeights)(nil),           // 18: wcache.daemon.v1.NoWeights
-	(*TensorSpec)(nil),          // 19: wcache.daemon.v1.TensorSpec
-	(*PublishBegin)(nil),        // 20: wcache.daemon.v1.PublishBegin
-	(*PublishTensors)(nil),      // 21: wcache.daemon.v1.PublishTensors
-	(*PublishCommit)(nil),       // 22: wcache.daemon.v1.PublishCommit
-	(*PublishRequest)(nil),      // 23: wcache.daemon.v1.PublishRequest
-	(*PublishPlan)(nil),         // 24: wcache.daemon.v1.PublishPlan
-	(*PublishDone)(nil),         // 25: wcache.daemon.v1.PublishDone
-	(*PublishResponse)(nil),     // 26: wcache.daemon.v1.PublishResponse
-	(*PublishConflict)(nil),     // 27: wcache.daemon.v1.PublishConflict
-	(*EvictRequest)(nil),        // 28: wcache.daemon.v1.EvictRequest
-	(*EvictResponse)(nil),       // 29: wcache.daemon.v1.EvictResponse
-	nil,                         // 30: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 31: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 32: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 33: wcache.config.v1.CacheConfig
+	(*TensorTable)(nil),         // 11: wcache.daemon.v1.TensorTable
+	(*Manifest)(nil),            // 12: wcache.daemon.v1.Manifest
+	(*Notice)(nil),              // 13: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 14: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 15: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 16: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 17: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 18: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 19: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 20: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 21: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 22: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 23: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 24: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 25: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 26: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 27: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 28: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 29: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 30: wcache.daemon.v1.EvictResponse
+	nil,                         // 31: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 32: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 33: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 34: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	33, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	34, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
 	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
 	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
 	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	30, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	33, // 5: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	31, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	34, // 5: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
 	10, // 6: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	33, // 7: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	34, // 7: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
 	8,  // 8: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
 	9,  // 9: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	31, // 10: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
-	1,  // 11: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	11, // 12: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	12, // 13: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	16, // 14: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	0,  // 15: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
-	10, // 16: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	33, // 17: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	32, // 18: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
-	19, // 19: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	19, // 20: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	20, // 21: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	21, // 22: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	22, // 23: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	8,  // 24: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 25: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	24, // 26: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	25, // 27: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 28: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 29: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 30: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	7,  // 31: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	14, // 32: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	23, // 33: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	28, // 34: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	5,  // 35: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	13, // 36: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	15, // 37: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	26, // 38: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	29, // 39: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	35, // [35:40] is the sub-list for method output_type
-	30, // [30:35] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	32, // 10: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	11, // 11: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
+	1,  // 12: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	12, // 13: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	13, // 14: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	17, // 15: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 16: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	10, // 17: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	34, // 18: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	33, // 19: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	20, // 20: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	20, // 21: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	21, // 22: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	22, // 23: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	23, // 24: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	8,  // 25: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 26: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	25, // 27: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	26, // 28: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 29: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 30: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 31: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	7,  // 32: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	15, // 33: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	24, // 34: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	29, // 35: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	5,  // 36: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	14, // 37: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	16, // 38: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	27, // 39: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	30, // 40: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	36, // [36:41] is the sub-list for method output_type
+	31, // [31:36] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -2525,16 +2687,16 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[10].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[11].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[20].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[21].OneofWrappers = []any{
 		(*PublishRequest_Begin)(nil),
 		(*PublishRequest_Tensors)(nil),
 		(*PublishRequest_Commit)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[24].OneofWrappers = []any{
 		(*PublishResponse_Plan)(nil),
 		(*PublishResponse_Done)(nil),
 	}
@@ -2544,7 +2706,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
