@@ -32,7 +32,9 @@ func Main() int {
 		}
 		b, err := New(cfg, logger)
 		if err != nil {
-			logger.Error("ROCm backend unavailable", "error", err)
+			// Debug, not Error: every call answers with err, and the host
+			// prints it once (as the CUDA backend does).
+			logger.Debug("ROCm backend unavailable", "error", err)
 			return Unavailable(err), nil
 		}
 		rt := b.Runtime()
