@@ -82,6 +82,7 @@
 
 #include "fakeconfig.h"
 #include "fakeengine.h"
+#include "fakeipc.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -186,12 +187,7 @@ static CUresult sticky_check(void) {
 
 /* exporter_gone reports whether an imported mapping's exporting process
  * has exited (its memfd is no longer reachable). */
-static int exporter_gone(const struct falloc *a) {
-    if (!a->imported) return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)a->owner);
-    return access(path, F_OK) != 0;
-}
+static int exporter_gone(const struct falloc *a) { return a->imported && fi_exporter_gone(a->owner); }
 
 /* ------------------------------------------------------------- helpers */
 
@@ -231,18 +227,10 @@ static int is_pinned(const void *p, size_t n) {
     return 0;
 }
 
-static uint64_t rand64(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)getpid() << 16) ^ g_next_id;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
+static uint64_t rand64(void) { return fi_rand64(g_next_id); }
 
 static void memfd_name(char *buf, size_t len, pid_t pid, uint64_t id, uint64_t nonce) {
-    snprintf(buf, len, "fakecuda-%d-%llu-%016llx", (int)pid, (unsigned long long)id, (unsigned long long)nonce);
+    fi_memfd_name(buf, len, "fakecuda", pid, id, nonce);
 }
 
 /* ---------------------------------------------------------- init/device */
@@ -849,25 +837,10 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle h, unsigned int 
         }
     }
     pthread_mutex_unlock(&g_mu);
-    char path[64], link[256], want[128];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
-    ssize_t n = readlink(path, link, sizeof link - 1);
-    if (n < 0) return CUDA_ERROR_INVALID_VALUE; /* exporter gone */
-    link[n] = '\0';
-    char name[96];
-    memfd_name(name, sizeof name, w.pid, w.id, w.nonce);
-    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
-    if (strcmp(link, want) != 0) return CUDA_ERROR_INVALID_VALUE; /* freed, fd reused */
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < w.size) {
-        close(fd);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    void *m = mmap(NULL, w.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    unsigned char *m = NULL;
+    int mapped = fi_map_exported("fakecuda", w.pid, w.fd, w.id, w.nonce, w.size, &m);
+    if (mapped == FI_NOMEM) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (mapped != FI_OK) return CUDA_ERROR_INVALID_VALUE;
     struct falloc *a = calloc(1, sizeof *a);
     a->host = m;
     a->size = w.size;

@@ -56,6 +56,7 @@
 
 #include "fakeamd.h"
 #include "fakeengine.h"
+#include "fakeipc.h"
 
 typedef int hipError_t;
 typedef struct { char bytes[16]; } hipUUID;
@@ -273,25 +274,12 @@ static int is_pinned(const void *p, size_t n) {
     return 0;
 }
 
-static int exporter_gone(const struct falloc *a) {
-    if (!a->imported) return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)a->owner);
-    return access(path, F_OK) != 0;
-}
+static int exporter_gone(const struct falloc *a) { return a->imported && fi_exporter_gone(a->owner); }
 
-static uint64_t rand64(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)getpid() << 16) ^ g_next_id;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
+static uint64_t rand64(void) { return fi_rand64(g_next_id); }
 
 static void memfd_name(char *buf, size_t len, pid_t pid, uint64_t id, uint64_t nonce) {
-    snprintf(buf, len, "fakehip-%d-%llu-%016llx", (int)pid, (unsigned long long)id, (unsigned long long)nonce);
+    fi_memfd_name(buf, len, "fakehip", pid, id, nonce);
 }
 
 /* ---------------------------------------------------------- init/device */
@@ -743,24 +731,11 @@ hipError_t hipIpcOpenMemHandle(void **out, hipIpcMemHandle_t h, unsigned int fla
         }
     }
     pthread_mutex_unlock(&g_mu);
-    char path[64], link[256], want[128], name[96];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
-    ssize_t n = readlink(path, link, sizeof link - 1);
-    if (n < 0) return hipErrorInvalidValue;
-    link[n] = '\0';
-    memfd_name(name, sizeof name, w.pid, w.id, w.nonce);
-    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
-    if (strcmp(link, want) != 0) return hipErrorInvalidValue;
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return hipErrorInvalidValue;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < w.size || w.offset >= w.size) {
-        close(fd);
-        return hipErrorInvalidValue;
-    }
-    void *m = mmap(NULL, w.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return hipErrorOutOfMemory;
+    if (w.offset >= w.size) return hipErrorInvalidValue;
+    unsigned char *m = NULL;
+    int mapped = fi_map_exported("fakehip", w.pid, w.fd, w.id, w.nonce, w.size, &m);
+    if (mapped == FI_NOMEM) return hipErrorOutOfMemory;
+    if (mapped != FI_OK) return hipErrorInvalidValue;
     struct falloc *a = calloc(1, sizeof *a);
     a->host = m;
     a->size = w.size;
