@@ -7,8 +7,9 @@
 //
 // A partitioned GPU (MI300X in CPX or DPX compute mode, any NPS memory
 // mode) has one node per partition; the partitions share the PCI address
-// and are told apart by unique_id, which the driver makes distinct per
-// partition (see docs/rocm-backend.md).
+// and are told apart by unique_id, distinct per partition on current ROCm
+// (not verified on hardware; the backend refuses duplicates, see
+// docs/rocm-backend.md).
 package kfd
 
 import (
