@@ -16,14 +16,15 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 all: build
 
 ## build: wcache and every wcache-backend-* into bin/. The core and the mock
-## backend are pure Go (CGO_ENABLED=0); the CUDA backend needs cgo (gcc) but
-## no CUDA toolkit: it dlopens the driver at run time.
+## backend are pure Go (CGO_ENABLED=0); the CUDA and ROCm backends need cgo
+## (gcc) but no CUDA or ROCm install: they dlopen the vendor libraries at run time.
 build:
 	@mkdir -p $(BIN)
 	@echo "building bin/wcache and the backends (the first build fetches and compiles dependencies: about a minute)..."
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache ./cmd/wcache
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-backend-mock ./plugins/mock
 	@if [ -d plugins/cuda ]; then CGO_ENABLED=1 $(GO) build -o $(BIN)/wcache-backend-cuda ./plugins/cuda; fi
+	@if [ -d plugins/rocm ]; then CGO_ENABLED=1 $(GO) build -o $(BIN)/wcache-backend-rocm ./plugins/rocm; fi
 
 ## demo: the main job end to end on the mock backend, in a private temporary
 ## folder that it removes: generate a checkpoint, `wcache launch` a TP=2

@@ -21,6 +21,7 @@ type CheckpointSource struct {
 // tensorSource is where one table entry's bytes are.
 type tensorSource struct {
 	f      *os.File
+	path   string
 	offset int64
 	length int64
 }
@@ -43,7 +44,7 @@ func OpenCheckpointPublication(ck *safetensors.Checkpoint, cfg cacheconfig.Confi
 		src.files = append(src.files, fh)
 		for _, t := range f.Header.Tensors {
 			pub.Tensors = append(pub.Tensors, TensorSpec{Name: t.Name, DType: string(t.DType), Shape: t.Shape, Length: t.Len()})
-			src.srcs = append(src.srcs, tensorSource{f: fh, offset: f.Offset(t), length: int64(t.Len())})
+			src.srcs = append(src.srcs, tensorSource{f: fh, path: f.Path, offset: f.Offset(t), length: int64(t.Len())})
 		}
 	}
 	return pub, src, nil
@@ -63,6 +64,16 @@ func (s *CheckpointSource) Copy(i int, dst []byte) error {
 		return fmt.Errorf("read %s: %w", t.f.Name(), err)
 	}
 	return nil
+}
+
+// Ranges returns every table entry's file range, in table order (for
+// BackendFill, which has the backend read the files itself).
+func (s *CheckpointSource) Ranges() []FileRange {
+	out := make([]FileRange, len(s.srcs))
+	for i, t := range s.srcs {
+		out[i] = FileRange{Path: t.path, Offset: uint64(t.offset), Length: uint64(t.length)}
+	}
+	return out
 }
 
 // Close closes the checkpoint's files.

@@ -26,9 +26,13 @@ type MicroResult struct {
 }
 
 // microPackages are the packages whose benchmarks cover the hot paths:
-// manifest building (plan), safetensors header parsing, path derivation.
+// manifest building (plan), safetensors header parsing, path derivation,
+// and the GPU backends' fill pipeline through their fake drivers' copy
+// engines (BenchmarkFillThroughFakeCopyEngine: libcuda and libamdhip64
+// fakes built with gcc by the packages' tests).
 func microPackages() []string {
-	return []string{"./core/plan", "./core/safetensors", "./core/paths"}
+	return []string{"./core/plan", "./core/safetensors", "./core/paths",
+		"./plugins/cuda/cudabackend", "./plugins/rocm/rocmbackend"}
 }
 
 // runMicro runs the hot paths' Go benchmarks in the source tree with

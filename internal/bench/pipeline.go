@@ -151,7 +151,11 @@ func buildFakeCUDA(o Options) (lib, why string) {
 		return "", err.Error()
 	}
 	lib = filepath.Join(dir, "libcuda.so.1")
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
+	// The copy engine and IPC headers are shared with the fake HIP
+	// (plugins/internal/fakelib/include, which this package may not import
+	// as Go: only its C headers are used).
+	include := filepath.Join(o.RepoDir, "plugins", "internal", "fakelib", "include")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", fmt.Sprintf("gcc %s: %v: %s", src, err, tail(string(out)))
 	}

@@ -53,7 +53,7 @@ empty daemon succeeds at once.`,
 				targets = append(targets, client.BySocket(f.Paths.Socket))
 			}
 		} else {
-			t, closeTarget, err := sel.target(cmd.Context(), e, bf, layout)
+			t, _, closeTarget, err := sel.target(cmd.Context(), e, bf, layout)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk"
 )
 
 // publishFlags are serve's publish-mode flags.
@@ -61,24 +62,24 @@ func (s *daemonSelector) check() error {
 }
 
 // target resolves the selector; with --gpu-id it starts the backend plugin
-// (closed by the returned func).
-func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, func(), error) {
+// (closed by the returned func) and returns it too, nil otherwise.
+func (s *daemonSelector) target(ctx context.Context, e *env, bf *backendFlags, layout paths.Layout) (client.Target, sdk.Backend, func(), error) {
 	if err := s.check(); err != nil {
-		return client.Target{}, nil, err
+		return client.Target{}, nil, nil, err
 	}
 	switch {
 	case s.socket != "":
-		return client.BySocket(s.socket), func() {}, nil
+		return client.BySocket(s.socket), nil, func() {}, nil
 	case s.uuid != "":
-		return client.ByDeviceUUID(layout, s.uuid), func() {}, nil
+		return client.ByDeviceUUID(layout, s.uuid), nil, func() {}, nil
 	case s.gpu >= 0:
 		plugin, err := bf.start(ctx, e)
 		if err != nil {
-			return client.Target{}, nil, err
+			return client.Target{}, nil, nil, err
 		}
-		return client.ByOrdinal(layout, plugin.Backend(), s.gpu), func() { plugin.Close() }, nil
+		return client.ByOrdinal(layout, plugin.Backend(), s.gpu), plugin.Backend(), func() { plugin.Close() }, nil
 	}
-	return client.Target{}, nil, usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
+	return client.Target{}, nil, nil, usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
 }
 
 func newPublishCommand(e *env) *cobra.Command {
@@ -100,8 +101,10 @@ serves them under the CacheConfig built from the flags and the checkpoint's
 header digest, so that wcache attach --model DIR with the same flags finds
 them. It is the path for tools that pre-process weights offline and for
 tests; engines publish their own post-processed tensors through the client
-libraries (docs/publish.md). Only host-mappable handles (the mock's
-memfd and posix-shm) can be filled by this command.
+libraries (docs/publish.md). Host-mappable handles (the mock's memfd and
+posix-shm) are filled from this process; GPU handles (cuda-ipc, hip-ipc)
+through the backend with --gpu-id: its plugin imports them and loads the
+files into them.
 
 --sha256 sends a SHA-256 per tensor with the commit (required by a daemon
 run with --verify-publish).
@@ -149,7 +152,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		target, closeTarget, err := sel.target(ctx, e, bf, layout)
+		target, backend, closeTarget, err := sel.target(ctx, e, bf, layout)
 		if err != nil {
 			return err
 		}
@@ -165,7 +168,10 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		}
 		defer src.Close()
 		begin := time.Now()
-		res, err := c.Publish(ctx, pub, client.ShmFill(src.Copy, digest))
+		shmFill := client.ShmFill(src.Copy, digest)
+		res, err := c.Publish(ctx, pub, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
+			return publishFill(ctx, plan, shmFill, backend, sel.gpu, src.Ranges(), digest)
+		})
 		if err != nil {
 			return err
 		}
@@ -179,4 +185,21 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		return nil
 	}
 	return cmd
+}
+
+// publishFill fills host-mappable handles (memfd, posix-shm) from this
+// process (shm) and any other kind through the backend, which needs
+// --gpu-id. ranges are the table's file ranges, in table order.
+func publishFill(ctx context.Context, plan *client.PublishPlan, shm client.FillFunc, backend sdk.Backend, gpu int,
+	ranges []client.FileRange, digest bool) ([][]byte, error) {
+	for _, h := range plan.Handles {
+		if h.Kind == client.HandlePosixShm || h.Kind == client.HandleMemfd {
+			continue
+		}
+		if backend == nil {
+			return nil, fmt.Errorf("the daemon hands out %s handles, which this process cannot map: name the daemon with --backend and --gpu-id, so that the backend imports them", h.Kind)
+		}
+		return client.BackendFill(backend, gpu, ranges, digest)(ctx, plan)
+	}
+	return shm(ctx, plan)
 }

@@ -97,7 +97,7 @@ def test_failures_name_the_driver_call(short_tmp, fake_libcuda):
     with pytest.raises(WcacheError, match="need the CUDA driver"):
         CudaDriver(os.path.join(short_tmp, "no-libcuda.so"))
     m.handles[0].kind = "hip-ipc"
-    with pytest.raises(WcacheError, match="hip-ipc handles need PyTorch"):
+    with pytest.raises(WcacheError, match="hip-ipc handles without PyTorch need the HIP runtime"):
         materialize(m, library="numpy", cuda_library=fake_libcuda)
 
 

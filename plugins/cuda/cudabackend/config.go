@@ -73,7 +73,7 @@ type Config struct {
 	// allows it and their pages are not in the page cache.
 	DirectIO bool
 	// HealthInterval is how often Main probes each device context for a
-	// sticky error (see Runtime.watchHealth); 0 turns the probe off.
+	// sticky error (see gpucore.Runtime.WatchHealth); 0 turns the probe off.
 	HealthInterval time.Duration
 	// SysfsRoot is where sysfs is read for the GPU's NUMA node ("":
 	// /sys); tests point it elsewhere.

@@ -2,7 +2,6 @@ package cudabackend
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/wcache/wcache/sdk"
 )
@@ -15,7 +14,7 @@ import (
 // costs hundreds of MiB of device memory and, on a GPU in
 // Exclusive_Process mode, would lock the engine out).
 func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
-	if err := b.live(); err != nil {
+	if err := b.Live(); err != nil {
 		return nil, err
 	}
 	rt := b.rt
@@ -41,27 +40,16 @@ func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
 // memInfo returns the free and total bytes of a device.
 func (rt *Runtime) memInfo(ctx context.Context, d deviceInfo) (free, total uint64, err error) {
 	rt.mu.Lock()
-	nv, closed := rt.nvml, rt.closed
+	nv := rt.nvml
 	rt.mu.Unlock()
-	if closed {
-		return 0, 0, errClosed
+	if rt.isClosed() {
+		return 0, 0, rt.core.ErrClosed()
 	}
 	if nv != nil && d.fromNVML {
 		if m, ok := nv.Lookup(d.uuid); ok && m.HaveMemory && m.TotalMemory > 0 {
 			return m.FreeMemory, m.TotalMemory, nil
 		}
 	}
-	w := rt.runningWorker(d.ordinal)
-	if w == nil {
-		return 0, d.totalMemory, nil // unknown: see Devices
-	}
-	err = w.do(ctx, func() error {
-		var err error
-		free, _, err = rt.drv.MemGetInfo()
-		return err
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("free memory of device %d: %w", d.ordinal, err)
-	}
-	return free, d.totalMemory, nil
+	free, _, err = rt.core.FreeMemory(ctx, d.ordinal) // 0 without a running worker: unknown, see Devices
+	return free, d.totalMemory, err
 }

@@ -1,9 +1,13 @@
 package cudabackend
 
-import hclog "github.com/hashicorp/go-hclog"
+import (
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/plugins/internal/fatal"
+)
 
 // ExitStatusSticky is the plugin's exit status after a sticky CUDA error.
-const ExitStatusSticky = 3
+const ExitStatusSticky = fatal.ExitStatus
 
 // exitOnFatal waits for rt's first sticky CUDA error (700 illegal address,
 // 719 launch failure, 214 uncorrectable ECC, 999 unknown, …), logs it and
@@ -13,13 +17,8 @@ const ExitStatusSticky = 3
 // reason (the host reports a dead plugin's last log lines) and clients see
 // the daemon gone. It returns without exiting when stop is closed first.
 func exitOnFatal(rt *Runtime, logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
-	select {
-	case <-rt.Fatal():
-	case <-stop:
-		return
-	}
-	logger.Error("CUDA reported a sticky error: the device context is unusable until this process exits; "+
-		"exiting so that the daemon stops (restart it once the GPU is healthy; check dmesg for Xid errors)",
-		"error", rt.FatalError())
-	exit(ExitStatusSticky)
+	fatal.ExitOn(rt.Fatal(), rt.FatalError, logger,
+		"CUDA reported a sticky error: the device context is unusable until this process exits; "+
+			"exiting so that the daemon stops (restart it once the GPU is healthy; check dmesg for Xid errors)",
+		stop, exit)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 )
 
 // fakeOptions choose the fake libraries for a test.
@@ -61,19 +62,4 @@ func newBackend(t *testing.T, cfg Config) *Backend {
 }
 
 // writeFile writes n deterministic pseudo-random bytes to a new file.
-func writeFile(t *testing.T, n int, seed byte) (string, []byte) {
-	t.Helper()
-	data := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range data {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		data[i] = byte(x)
-	}
-	path := filepath.Join(t.TempDir(), "weights.safetensors")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path, data
-}
+func writeFile(t *testing.T, n int, seed byte) (string, []byte) { return gputest.WriteFile(t, n, seed) }

@@ -6,13 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -118,89 +115,14 @@ func TestImportAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	out := runImportHelper(t, cfg, h, dest, len(data))
+	out := gputest.RunImporter(t, helperEnv, h, dest, len(data), EnvLibrary+"="+cfg.Library, EnvNVMLLibrary+"="+cfg.NVMLLibrary)
 	if want := hex.EncodeToString(sum[:]); out != want {
 		t.Fatalf("importing process: %s, want sha256 %s", out, want)
 	}
 	// A handle claiming more than the allocation holds is refused there.
 	big := h
 	big.Size = h.Size + 1
-	if out := runImportHelper(t, cfg, big, dest, len(data)); !strings.Contains(out, "invalid argument") || !strings.Contains(out, "mapped allocation holds") {
+	if out := gputest.RunImporter(t, helperEnv, big, dest, len(data), EnvLibrary+"="+cfg.Library, EnvNVMLLibrary+"="+cfg.NVMLLibrary); !strings.Contains(out, "invalid argument") || !strings.Contains(out, "mapped allocation holds") {
 		t.Fatalf("importing an oversized handle: %q, want an invalid-argument error about the mapping's size", out)
 	}
-}
-
-// runImportHelper re-runs the test binary as another process that imports
-// h twice, digests [dest, dest+n) through each id, frees both and prints
-// the digest (or the error).
-func runImportHelper(t *testing.T, cfg Config, h sdk.Handle, dest, n int) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		helperEnv+"=1",
-		EnvLibrary+"="+cfg.Library,
-		EnvNVMLLibrary+"="+cfg.NVMLLibrary,
-		"HELPER_HANDLE="+hex.EncodeToString(h.Data),
-		fmt.Sprintf("HELPER_SIZE=%d", h.Size),
-		fmt.Sprintf("HELPER_RANGE=%d:%d", dest, n))
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("import helper: %v\n%s", err, b)
-	}
-	return strings.TrimSpace(string(b))
-}
-
-func importHelper() int {
-	fail := func(format string, args ...any) int {
-		fmt.Printf(format+"\n", args...)
-		return 0
-	}
-	cfg, err := ConfigFromEnv(os.Getenv)
-	if err != nil {
-		return fail("config: %v", err)
-	}
-	b, err := New(cfg, nil)
-	if err != nil {
-		return fail("New: %v", err)
-	}
-	defer b.Close()
-	data, _ := hex.DecodeString(os.Getenv("HELPER_HANDLE"))
-	size, _ := strconv.ParseUint(os.Getenv("HELPER_SIZE"), 10, 64)
-	var off, n uint64
-	fmt.Sscanf(os.Getenv("HELPER_RANGE"), "%d:%d", &off, &n)
-	ctx := context.Background()
-	h := sdk.Handle{Kind: HandleKind, Data: data, Size: size}
-	first, err := b.Import(ctx, 0, h)
-	if err != nil {
-		return fail("%v", err)
-	}
-	second, err := b.Import(ctx, 0, h)
-	if err != nil {
-		return fail("second Import: %v", err)
-	}
-	if first == second {
-		return fail("second Import returned the same id")
-	}
-	var sums [2][32]byte
-	for i, id := range []sdk.AllocationID{first, second} {
-		s, err := b.Digest(ctx, id, []sdk.Range{{Offset: off, Length: n}})
-		if err != nil {
-			return fail("Digest: %v", err)
-		}
-		sums[i] = s[0]
-	}
-	if sums[0] != sums[1] {
-		return fail("the two imports digest differently")
-	}
-	// One mapping per process: freeing one id keeps the other readable.
-	if err := b.Free(ctx, first); err != nil {
-		return fail("Free: %v", err)
-	}
-	if _, err := b.Read(ctx, second, off, 1); err != nil {
-		return fail("Read after freeing the other import: %v", err)
-	}
-	if err := b.Free(ctx, second); err != nil {
-		return fail("Free: %v", err)
-	}
-	return fail("%s", hex.EncodeToString(sums[0][:]))
 }

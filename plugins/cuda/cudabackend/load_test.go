@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/plugins/cuda/staging"
+	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -172,46 +172,11 @@ func TestCloseDuringLoad(t *testing.T) {
 // bytes/rate, and with reading overlapped with copying it must come close
 // to it. It also checks the bytes and that the counters add up.
 func TestLoadKeepsThePacedCopyEngineBusy(t *testing.T) {
-	const size, chunk = 48 << 20, 2 << 20
-	const gbps = 0.25
-	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": fmt.Sprint(gbps)}})
+	const chunk = 2 << 20
+	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": "0.25"}})
 	cfg.Readers = 3
 	cfg.DirectIO = false
-	b := newBackend(t, cfg)
-	ctx := context.Background()
-	path, data := writeFile(t, size, 8)
-	id, _, err := b.Allocate(ctx, 0, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first Load faults the fake's device memory (fresh shared memory,
-	// zero-filled page by page: slower than the engine on a busy
-	// machine); a GPU's memory has no such cost, so measure the second.
-	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.LoadWithStats(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine := time.Duration(float64(size) / (gbps * 1e9) * float64(time.Second))
-	t.Logf("engine time %v, fill %+v (%.2f of the engine's rate)", engine, st, engine.Seconds()/st.Wall.Seconds())
-	if st.Wall < engine*95/100 {
-		t.Errorf("fill took %v, less than the paced engine's %v: the copies were not paced", st.Wall, engine)
-	}
-	if st.Wall > engine*3/2 {
-		t.Errorf("fill took %v, over 1.5× the engine's %v: reading and copying did not overlap", st.Wall, engine)
-	}
-	if st.Bytes != size || st.Readers != 3 || st.Chunks != size/chunk {
-		t.Errorf("stats %+v, want %d bytes in %d chunks by 3 readers", st, size, size/chunk)
-	}
-	if st.BufferWait+st.CopyWait < st.Read {
-		t.Errorf("readers waited %v for copies but read for %v: the engine, not reading, must be the bottleneck here", st.BufferWait+st.CopyWait, st.Read)
-	}
-	sums, err := b.Digest(ctx, id, []sdk.Range{{Length: size}})
-	if err != nil || sums[0] != sha(data) {
-		t.Fatalf("Digest after a paced load: %v", err)
-	}
+	gputest.CheckPacedFill(t, newBackend(t, cfg), 48<<20, chunk, 3, 0.25)
 }
 
 // TestLoadsOfSeveralAllocationsShareTheLanes runs Loads into four
@@ -249,7 +214,7 @@ func TestLoadsOfSeveralAllocationsShareTheLanes(t *testing.T) {
 
 // TestStagingPlacedOnTheGPUsNUMANode points the backend at a sysfs that
 // puts device 0 on node 0 and checks the lanes are made for that node
-// (the placement itself is set_mempolicy, tested in plugins/cuda/staging).
+// (the placement itself is set_mempolicy, tested in plugins/internal/staging).
 func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 	for _, tc := range []struct {
 		content string
@@ -291,4 +256,24 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 			t.Errorf("numa_node file %q: logs lack %q:\n%s", tc.content, tc.want, logs.String())
 		}
 	}
+}
+
+// BenchmarkFillThroughFakeCopyEngine is the fill pipeline through the fake
+// driver's copy engine (unpaced: as fast as its stream threads copy),
+// 64 MiB from the page cache in 4 MiB chunks into device memory already
+// touched; `make bench` runs it with the hot paths' benchmarks.
+func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
+	dir := b.TempDir()
+	cfg := DefaultConfig()
+	cfg.Library = filepath.Join(os.Getenv(libDirEnv), "libcuda.so.1")
+	cfg.NVMLLibrary = filepath.Join(dir, "absent.so")
+	cfg.SysfsRoot = dir
+	cfg.StagingBytes = 4 << 20
+	cfg.DirectIO = false
+	be, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	gputest.BenchFill(b, be)
 }

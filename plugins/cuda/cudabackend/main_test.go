@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/sdk"
 )
 
 // The physical devices of the fake driver and fake NVML in every test of
@@ -32,7 +34,17 @@ const helperEnv = "WCACHE_CUDABACKEND_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
-		os.Exit(importHelper())
+		os.Exit(gputest.ImporterMain(HandleKind, func() (sdk.Backend, func() error, error) {
+			cfg, err := ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := New(cfg, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			return b, b.Close, nil
+		}))
 	}
 	if fakelib.Real(os.Getenv) {
 		// The GPU check: conformance against the real driver only.

@@ -1,7 +1,6 @@
 package cudabackend
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,11 +10,9 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
 )
-
-// errClosed is returned by calls on a closed Runtime or Backend.
-var errClosed = fmt.Errorf("CUDA backend closed: %w", sdk.ErrUnavailable)
 
 // Runtime is the per-process state of the CUDA backend: the driver, the
 // visible devices, the device workers and the device memory registry.
@@ -31,23 +28,9 @@ type Runtime struct {
 	version int               // cuDriverGetVersion
 	devices []deviceInfo      // by ordinal, fixed at open
 
-	closing chan struct{} // closed when Close starts; running Loads stop
+	core *gpucore.Runtime // workers, memory registry, IPC cache
 
-	mu      sync.Mutex
-	closed  bool
-	workers map[int]*worker                    // started on first use
-	mems    map[*deviceMemory]struct{}         // every live allocation and mapping
-	exports map[driver.IPCHandle]*deviceMemory // handles this process gave out
-	imports map[importKey]*deviceMemory        // handles this process opened
-	// importMu serialises Import so that a handle is opened once per device.
-	importMu sync.Mutex
-	// startMu serialises starting device workers.
-	startMu sync.Mutex
-}
-
-type importKey struct {
-	handle  driver.IPCHandle
-	ordinal int
+	mu sync.Mutex // guards nvml
 }
 
 // OpenRuntime loads the CUDA driver named by cfg.Library, resolves every
@@ -74,17 +57,8 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
 	}
-	rt := &Runtime{
-		cfg:     cfg,
-		log:     logger,
-		drv:     drv,
-		version: version,
-		closing: make(chan struct{}),
-		workers: map[int]*worker{},
-		mems:    map[*deviceMemory]struct{}{},
-		exports: map[driver.IPCHandle]*deviceMemory{},
-		imports: map[importKey]*deviceMemory{},
-	}
+	rt := &Runtime{cfg: cfg, log: logger, drv: drv, version: version}
+	rt.core = gpucore.NewRuntime(cudaDriver{rt}, logger)
 	if nv, err := nvmlinfo.Open(cfg.NVMLLibrary); err != nil {
 		logger.Info("NVML unavailable; device metadata comes from the CUDA driver", "error", err)
 	} else {
@@ -134,60 +108,8 @@ func (rt *Runtime) HasNVML() bool {
 	return rt.nvml != nil
 }
 
-// worker returns the device's worker, starting it on first use. Starting
-// (retaining a primary context takes a while on real hardware) holds only
-// startMu, so work for devices already running is not held up.
-func (rt *Runtime) worker(ordinal int) (*worker, error) {
-	d, err := rt.device(ordinal)
-	if err != nil {
-		return nil, err
-	}
-	if w, err := rt.existingWorker(ordinal); w != nil || err != nil {
-		return w, err
-	}
-	rt.startMu.Lock()
-	defer rt.startMu.Unlock()
-	if w, err := rt.existingWorker(ordinal); w != nil || err != nil {
-		return w, err
-	}
-	w, err := startWorker(rt.drv, ordinal, d.dev)
-	if err != nil {
-		return nil, err
-	}
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
-		return nil, errors.Join(errClosed, w.stop())
-	}
-	rt.workers[ordinal] = w
-	rt.mu.Unlock()
-	return w, nil
-}
-
-// existingWorker returns the device's running worker, nil if none, or
-// errClosed.
-func (rt *Runtime) existingWorker(ordinal int) (*worker, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.closed {
-		return nil, errClosed
-	}
-	return rt.workers[ordinal], nil
-}
-
 // isClosed reports whether Close has started.
-func (rt *Runtime) isClosed() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.closed
-}
-
-// runningWorker returns the device's worker if it has started.
-func (rt *Runtime) runningWorker(ordinal int) *worker {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.workers[ordinal]
-}
+func (rt *Runtime) isClosed() bool { return rt.core.IsClosed() }
 
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
@@ -197,46 +119,7 @@ func (rt *Runtime) runningWorker(ordinal int) *worker {
 // Backends sharing the Runtime fail with ErrUnavailable afterwards. Close
 // is idempotent.
 func (rt *Runtime) Close() error {
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
-		return nil
-	}
-	rt.closed = true
-	close(rt.closing)
-	mems := make([]*deviceMemory, 0, len(rt.mems))
-	for m := range rt.mems {
-		mems = append(mems, m)
-	}
-	clear(rt.mems)
-	clear(rt.exports)
-	clear(rt.imports)
-	workers := rt.workers
-	rt.workers = map[int]*worker{}
-	rt.mu.Unlock()
-
-	if rt.drv.Sticky() != nil {
-		// Every driver call fails now; the process exit frees the device
-		// memory, staging buffers and contexts.
-		return rt.closeNVML()
-	}
-	// Running Loads see closing between chunks and return after draining
-	// their stream; wait for them, so that no copy targets freed memory.
-	for _, w := range workers {
-		w.loadMu.Lock()
-		defer w.loadMu.Unlock()
-	}
-	var errs []error
-	for _, m := range mems {
-		if w := workers[m.ordinal]; w != nil {
-			errs = append(errs, m.release(context.Background(), rt.drv, w))
-		}
-	}
-	for _, w := range workers {
-		errs = append(errs, w.stop())
-	}
-	errs = append(errs, rt.closeNVML())
-	return errors.Join(errs...)
+	return errors.Join(rt.core.Close(), rt.closeNVML())
 }
 
 func (rt *Runtime) closeNVML() error {

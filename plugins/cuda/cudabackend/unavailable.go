@@ -1,41 +1,12 @@
 package cudabackend
 
 import (
-	"context"
-
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
 )
 
 // Unavailable returns a Backend that reports itself (Info works) and fails
 // every other call with err, which should wrap sdk.ErrUnavailable. The
-// plugin serves it when the driver cannot be opened, so that the host
-// gets the reason ("backend unavailable: libcuda.so.1: missing symbol …")
-// as a typed error instead of a process that exited.
-func Unavailable(err error) sdk.Backend { return unavailable{err: err} }
-
-type unavailable struct{ err error }
-
-func (u unavailable) Info(context.Context) (sdk.Info, error)        { return info(), nil }
-func (u unavailable) Devices(context.Context) ([]sdk.Device, error) { return nil, u.err }
-func (u unavailable) DeviceUUID(context.Context, int) (string, error) {
-	return "", u.err
-}
-func (u unavailable) Allocate(context.Context, int, uint64) (sdk.AllocationID, uint64, error) {
-	return 0, 0, u.err
-}
-func (u unavailable) Load(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) error {
-	return u.err
-}
-func (u unavailable) Export(context.Context, sdk.AllocationID) (sdk.Handle, error) {
-	return sdk.Handle{}, u.err
-}
-func (u unavailable) Import(context.Context, int, sdk.Handle) (sdk.AllocationID, error) {
-	return 0, u.err
-}
-func (u unavailable) Read(context.Context, sdk.AllocationID, uint64, uint64) ([]byte, error) {
-	return nil, u.err
-}
-func (u unavailable) Digest(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
-	return nil, u.err
-}
-func (u unavailable) Free(context.Context, sdk.AllocationID) error { return u.err }
+// plugin serves it when the driver cannot be opened, so that the host gets the
+// reason as a typed error instead of a process that exited.
+func Unavailable(err error) sdk.Backend { return gpucore.Unavailable(info(), err) }

@@ -2,33 +2,14 @@ package driver
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/plugins/internal/dl"
 )
 
 // LoadError reports that the driver library cannot be used: it could not be
 // loaded, or it lacks entry points the backend needs. It wraps
-// sdk.ErrUnavailable.
-type LoadError struct {
-	Library string   // the path or name passed to dlopen
-	Missing []string // missing symbols, in resolution order; empty when dlopen failed
-	Reason  string   // dlerror text when dlopen failed
-}
-
-func (e *LoadError) Error() string {
-	switch {
-	case len(e.Missing) == 1:
-		return fmt.Sprintf("%v: %s: missing symbol %s", sdk.ErrUnavailable, e.Library, e.Missing[0])
-	case len(e.Missing) > 1:
-		return fmt.Sprintf("%v: %s: missing symbols %s", sdk.ErrUnavailable, e.Library, strings.Join(e.Missing, ", "))
-	default:
-		return fmt.Sprintf("%v: cannot load %s: %s", sdk.ErrUnavailable, e.Library, e.Reason)
-	}
-}
-
-// Unwrap returns sdk.ErrUnavailable.
-func (e *LoadError) Unwrap() error { return sdk.ErrUnavailable }
+// sdk.ErrUnavailable (shared with the other backends: plugins/internal/dl).
+type LoadError = dl.LoadError
 
 // Error is a failed driver call. It unwraps to the sdk sentinel that
 // matches its code (see Result.Kind), so errors.Is(err, sdk.ErrOutOfMemory)

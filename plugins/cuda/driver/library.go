@@ -1,16 +1,16 @@
 package driver
 
 /*
-#cgo LDFLAGS: -ldl
-#include <dlfcn.h>
 #include <stdlib.h>
 #include "trampolines.h"
 */
 import "C"
 
 import (
-	"runtime"
 	"unsafe"
+
+	"github.com/wcache/wcache/plugins/internal/dl"
+	"github.com/wcache/wcache/plugins/internal/fatal"
 )
 
 // DefaultLibrary is the driver library opened when no path is given: the
@@ -26,7 +26,7 @@ type Driver struct {
 	fn       [numSymbols]unsafe.Pointer
 	resolver string   // how the entry points were found; see Resolver
 	fellBack []string // symbols cuGetProcAddress did not give, found by dlsym
-	sticky   stickyLatch
+	sticky   fatal.Latch
 }
 
 // Resolver names how Open found the entry points: "cuGetProcAddress_v2"
@@ -51,15 +51,9 @@ func Open(path string) (*Driver, error) {
 	if path == "" {
 		path = DefaultLibrary
 	}
-	runtime.LockOSThread() // dlerror is per thread
-	defer runtime.UnlockOSThread()
-
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
-	C.dlerror()
-	h := C.dlopen(cpath, C.RTLD_NOW|C.RTLD_LOCAL)
-	if h == nil {
-		return nil, &LoadError{Library: path, Reason: dlerror()}
+	h, err := dl.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	d := &Driver{path: path, resolver: ResolverDlsym}
 	procV2 := lookup(h, ResolverProcAddressV2)
@@ -97,18 +91,14 @@ func Open(path string) (*Driver, error) {
 		missing = append(missing, symDeviceGetUUIDV2.String()+" (or "+symDeviceGetUUID.String()+")")
 	}
 	if len(missing) > 0 {
-		C.dlclose(h)
+		h.Close()
 		return nil, &LoadError{Library: path, Missing: missing}
 	}
 	return d, nil
 }
 
 // lookup is dlsym; nil when the library lacks the symbol.
-func lookup(h unsafe.Pointer, name string) unsafe.Pointer {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	return C.dlsym(h, cname)
-}
+func lookup(h *dl.Library, name string) unsafe.Pointer { return h.Sym(name) }
 
 // procAddress asks the driver for base at an ABI version with default
 // flags (CU_GET_PROC_ADDRESS_DEFAULT); nil when it has no such entry point.
@@ -130,13 +120,6 @@ func procAddress(v2, v1 unsafe.Pointer, base string, version int) unsafe.Pointer
 		return nil
 	}
 	return p
-}
-
-func dlerror() string {
-	if e := C.dlerror(); e != nil {
-		return C.GoString(e)
-	}
-	return "unknown dlopen error"
 }
 
 // Path returns the library path or name Open loaded.
@@ -164,7 +147,7 @@ func (d *Driver) check(s symbol, r C.CUresult) error {
 	code := Result(r)
 	err := &Error{Func: s.String(), Code: code, Name: d.ErrorName(code), Desc: d.ErrorString(code)}
 	if code.Sticky() {
-		d.sticky.latch(err)
+		d.sticky.Set(err)
 	}
 	return err
 }

@@ -1,7 +1,5 @@
 package driver
 
-import "sync"
-
 // Sticky CUresult codes (cuda.h). After one of them the CUDA context is
 // corrupt: every later call in the process fails with the same code, and
 // only a new process can use the device again.
@@ -33,45 +31,14 @@ func (r Result) Sticky() bool {
 	return false
 }
 
-// stickyLatch keeps the first sticky error a Driver saw. Its zero value is
-// ready to use.
-type stickyLatch struct {
-	mu  sync.Mutex
-	err *Error
-	ch  chan struct{} // closed when err is set
-}
-
-func (l *stickyLatch) latch(err *Error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return
-	}
-	l.err = err
-	if l.ch == nil {
-		l.ch = make(chan struct{})
-	}
-	close(l.ch)
-}
-
-func (l *stickyLatch) done() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ch == nil {
-		l.ch = make(chan struct{})
-	}
-	return l.ch
-}
-
-func (l *stickyLatch) get() *Error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
 // Sticky returns the first sticky error (see Result.Sticky) any call
 // returned, or nil. Once it is set the process cannot use CUDA again.
-func (d *Driver) Sticky() *Error { return d.sticky.get() }
+func (d *Driver) Sticky() *Error {
+	if e, ok := d.sticky.Err().(*Error); ok {
+		return e
+	}
+	return nil
+}
 
 // StickyDone is closed when the first sticky error happens.
-func (d *Driver) StickyDone() <-chan struct{} { return d.sticky.done() }
+func (d *Driver) StickyDone() <-chan struct{} { return d.sticky.Done() }

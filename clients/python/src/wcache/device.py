@@ -167,7 +167,9 @@ def device_uuid(index: int, mig: Optional[bool] = None, backend: Optional[str] =
     index is the process-visible ordinal (CUDA_VISIBLE_DEVICES,
     HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES already applied by the
     runtime); the answer is the physical identity. Uses
-    ``torch.cuda.get_device_properties(index).uuid``. On CUDA, mig=None asks
+    ``torch.cuda.get_device_properties(index).uuid``; on ROCm, when that is
+    missing or not in a form canonical_device_uuid reads, hipDeviceGetUuid
+    through ctypes (wcache.hip). On CUDA, mig=None asks
     NVML whether the device is a MIG instance (no NVML: assumed not);
     pass True/False to decide yourself.
 
@@ -186,8 +188,13 @@ def device_uuid(index: int, mig: Optional[bool] = None, backend: Optional[str] =
     count = torch.cuda.device_count()
     if not 0 <= index < count:
         raise WcacheError(f"device_uuid: device index {index} out of range (this process sees {count} GPUs)")
-    raw = torch.cuda.get_device_properties(index).uuid
+    props = torch.cuda.get_device_properties(index)
+    raw = getattr(props, "uuid", None)
     platform = torch_platform(torch)
+    if platform == PLATFORM_ROCM:
+        from .hip import rocm_device_uuid  # noqa: PLC0415 - ctypes on HIP only when torch's form fails
+
+        return rocm_device_uuid(raw, index)
     if platform == PLATFORM_CUDA and mig is None:
         b = _uuid_bytes(raw)
         mig = bool(b is not None and _nvml_is_mig(_format_nvidia(b)))

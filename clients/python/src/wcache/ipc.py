@@ -122,17 +122,18 @@ class TorchDriverIpcRegion:
     DriverIpcRegion (and so the mapping) alive until the last tensor is gone.
     """
 
-    def __init__(self, index: int, handle: HandleSpec, device_index: int, torch, driver: "CudaDriver"):
+    def __init__(self, index: int, handle: HandleSpec, device_index: int, torch, driver, region_type=None):
         self.index = index
         self.size = handle.size
         self.device_index = device_index
         torch.cuda.init()  # the primary context the driver path opens in is torch's
         self._driver = driver
-        region = DriverIpcRegion(index, handle, device_index, driver)
+        # region_type: DriverIpcRegion (cuda-ipc, CudaDriver) or wcache.hip.HipIpcRegion (hip-ipc, HipRuntime).
+        region = (region_type or DriverIpcRegion)(index, handle, device_index, driver)
         with torch.cuda.device(device_index):
             whole = torch.as_tensor(_RegionBytes(region), device=f"cuda:{device_index}")
         if whole.data_ptr() != region.pointer:
-            raise WcacheError(f"handle {index} (cuda-ipc): torch copied the mapping instead of wrapping it")
+            raise WcacheError(f"handle {index} ({handle.kind}): torch copied the mapping instead of wrapping it")
         self.storage = whole.untyped_storage()
         self.address = region.pointer
 

@@ -11,7 +11,8 @@ memfd             as posix-shm, mapped from    as posix-shm
                   its descriptor
 cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
                                                libcuda.so.1)
-hip-ipc           ROCm torch.Tensor            not supported (WcacheError)
+hip-ipc           ROCm torch.Tensor            wcache.ipc.DeviceArray (ctypes on
+                                               libamdhip64, wcache.hip)
 x-VENDOR-NAME     whatever the vendor's mapper returns (wcache.mappers: register it in a
                   HandleMappers and pass that to materialize / attach)
 ================  ===========================  ==================================
@@ -33,6 +34,7 @@ from . import dtypes
 from .errors import WcacheError
 from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
                   torch_uses_cuda_malloc_async, view_in_storage)
+from .hip import HipIpcRegion, HipRuntime
 from .manifest import (HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec, TensorSpec,
                        parse_manifest)
 from .mappers import HandleMappers, MapContext, UnknownHandleKindError
@@ -125,7 +127,8 @@ def _empty(torch, numpy, spec: TensorSpec, device):
 
 
 def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[int] = None,
-                cuda_library: str = "libcuda.so.1", mappers: Optional[HandleMappers] = None,
+                cuda_library: str = "libcuda.so.1", hip_library: Optional[str] = None,
+                mappers: Optional[HandleMappers] = None,
                 descriptors: Optional[Dict[int, int]] = None) -> Materialized:
     """Open every handle of manifest once and build a zero-copy view per tensor.
 
@@ -133,10 +136,11 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
     "auto" (torch when importable, else numpy). device_index: the ordinal,
     as this process sees it, of the manifest's GPU for IPC handles; None
     looks it up by UUID. cuda_library: the driver dlopened for cuda-ipc
-    without torch. mappers: the mappers of vendor handle kinds
-    (wcache.mappers.HandleMappers); None: none. descriptors: handle index →
-    descriptor of the memfd handles (received by attach on the descriptor
-    channel).
+    without torch; hip_library: the HIP runtime for hip-ipc without torch
+    (None: the ROCm sonames, then /opt/rocm/lib). mappers: the mappers of
+    vendor handle kinds (wcache.mappers.HandleMappers); None: none.
+    descriptors: handle index → descriptor of the memfd handles (received by
+    attach on the descriptor channel).
 
     Raises ProtocolError for a malformed manifest, UnknownHandleKindError (a
     ProtocolError naming the kind and how to register a mapper) for a kind
@@ -173,8 +177,12 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
             if torch is not None and region.buffer is not None:
                 storage = _torch_shm_storage(torch, region)
         elif h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC):
-            region = _open_ipc(i, h, manifest.device_uuid, torch, device_index, cuda_library, driver)
-            if isinstance(region, (DriverIpcRegion, TorchDriverIpcRegion)):
+            if h.kind == HANDLE_HIP_IPC:
+                region = _open_hip(i, h, manifest.device_uuid, torch, device_index, hip_library, driver)
+            else:
+                region = _open_ipc(i, h, manifest.device_uuid, torch, device_index, cuda_library,
+                                   driver if isinstance(driver, CudaDriver) else None)
+            if isinstance(region, (DriverIpcRegion, TorchDriverIpcRegion, HipIpcRegion)):
                 driver = region._driver
         else:
             mapper = mappers.lookup(h.kind) if mappers is not None else None
@@ -227,9 +235,26 @@ def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Op
         if handle.kind == HANDLE_CUDA_IPC and torch_uses_cuda_malloc_async(torch):
             return TorchDriverIpcRegion(index, handle, ordinal, torch, driver or CudaDriver(cuda_library))
         return TorchIpcRegion(index, handle, ordinal, torch)
-    if handle.kind == HANDLE_HIP_IPC:
-        raise WcacheError(f"handle {index}: hip-ipc handles need PyTorch (a ROCm build)")
     if driver is None:
         driver = CudaDriver(cuda_library)
     ordinal = device_index if device_index is not None else driver.ordinal_for_uuid(uuid)
     return DriverIpcRegion(index, handle, ordinal, driver)
+
+
+def _open_hip(index: int, handle: HandleSpec, uuid: str, torch, device_index: Optional[int],
+              hip_library: Optional[str], driver):
+    """A hip-ipc handle: through PyTorch (a ROCm build) when given, by HIP
+    through ctypes under its async allocator or without PyTorch."""
+    if torch is not None:
+        if not getattr(torch.version, "hip", None):
+            raise WcacheError(f"handle {index} is {handle.kind} but this PyTorch is a CUDA build")
+        if not torch.cuda.is_available():
+            raise WcacheError(f"handle {index} ({handle.kind}): PyTorch sees no GPU")
+        ordinal = torch_device_index(torch, uuid, device_index)
+        if torch_uses_cuda_malloc_async(torch):
+            hip = driver if isinstance(driver, HipRuntime) else HipRuntime(hip_library)
+            return TorchDriverIpcRegion(index, handle, ordinal, torch, hip, HipIpcRegion)
+        return TorchIpcRegion(index, handle, ordinal, torch)
+    hip = driver if isinstance(driver, HipRuntime) else HipRuntime(hip_library)
+    ordinal = device_index if device_index is not None else hip.ordinal_for_uuid(uuid)
+    return HipIpcRegion(index, handle, ordinal, hip)

@@ -30,7 +30,8 @@
  *    completed corrupts the result as on hardware. The source must be
  *    pinned memory from cuMemHostAlloc unless FAKECUDA_ALLOW_PAGEABLE=1.
  *    FAKECUDA_COPY_GBPS=<GB/s> paces the copies of all streams of a device
- *    through one copy engine of that rate (see engine_copy).
+ *    through one copy engine of that rate (fakeengine.h, shared with the
+ *    fake HIP of plugins/rocm).
  *    FAKECUDA_PREFAULT=1 makes cuMemAlloc_v2 and cuMemHostAlloc allocate
  *    every page at once, as a GPU's memory and pinned memory are.
  *    cuMemcpyDtoH_v2 does not wait for non-blocking streams.
@@ -82,6 +83,8 @@
 #include <unistd.h>
 
 #include "fakeconfig.h"
+#include "fakeengine.h"
+#include "fakeipc.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -142,26 +145,13 @@ struct fpinned {
     struct fpinned *next;
 };
 
-struct fop {
-    unsigned char *dst;
-    const unsigned char *src;
-    size_t n;
-    struct fop *next;
-};
-
 struct fstream {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct fop *head, *tail;
-    uint64_t enq, done;
-    int stop;
-    int dev;
-    pthread_t thr;
+    struct fe_stream *s; /* fakeengine.h */
     struct fstream *next;
 };
 
 struct fevent {
-    struct fstream *stream;
+    struct fe_stream *stream;
     uint64_t seq;
 };
 
@@ -199,12 +189,7 @@ static CUresult sticky_check(void) {
 
 /* exporter_gone reports whether an imported mapping's exporting process
  * has exited (its memfd is no longer reachable). */
-static int exporter_gone(const struct falloc *a) {
-    if (!a->imported) return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)a->owner);
-    return access(path, F_OK) != 0;
-}
+static int exporter_gone(const struct falloc *a) { return a->imported && fi_exporter_gone(a->owner); }
 
 /* ------------------------------------------------------------- helpers */
 
@@ -244,18 +229,10 @@ static int is_pinned(const void *p, size_t n) {
     return 0;
 }
 
-static uint64_t rand64(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)getpid() << 16) ^ g_next_id;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
+static uint64_t rand64(void) { return fi_rand64(g_next_id); }
 
 static void memfd_name(char *buf, size_t len, pid_t pid, uint64_t id, uint64_t nonce) {
-    snprintf(buf, len, "fakecuda-%d-%llu-%016llx", (int)pid, (unsigned long long)id, (unsigned long long)nonce);
+    fi_memfd_name(buf, len, "fakecuda", pid, id, nonce);
 }
 
 /* ---------------------------------------------------------- init/device */
@@ -637,90 +614,13 @@ CUresult cuMemFreeHost(void *p) {
     return CUDA_SUCCESS;
 }
 
-/* --------------------------------------------------------- copy engine */
+/* ------------------------------------------------------ streams/events */
 
-/*
- * A device's host-to-device copy engine. With FAKECUDA_COPY_GBPS unset or
- * 0, a stream thread copies as fast as memcpy goes, streams in parallel.
- * With FAKECUDA_COPY_GBPS=<rate> (GB/s, 1e9 bytes, decimals allowed) the
- * copies of all streams of a device share one engine of that rate: each
- * copy reserves the engine for n/rate seconds after the copy before it,
- * reads its source at the start of its slot and completes (its stream
- * advances, its events fire) at the end. So overlap of reading and
- * copying is real and measurable without a GPU.
- */
-static pthread_mutex_t g_engine_mu = PTHREAD_MUTEX_INITIALIZER;
-static double g_engine_busy[FAKE_MAX_DEVICES]; /* CLOCK_MONOTONIC seconds */
-
-static double engine_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void engine_sleep_until(double t) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
-}
-
+/* The copy engine, stream threads and FAKECUDA_COPY_GBPS pacing are the
+ * shared fake engine's (plugins/internal/fakelib/include/fakeengine.h). */
 static double engine_gbps(void) {
     const char *v = getenv("FAKECUDA_COPY_GBPS");
     return (v && *v) ? strtod(v, NULL) : 0;
-}
-
-/* engine_copy performs one host-to-device copy of device dev on the
- * calling stream thread, paced by the device's engine. */
-static void engine_copy(int dev, unsigned char *dst, const unsigned char *src, size_t n) {
-    double gbps = engine_gbps();
-    if (gbps <= 0 || dev < 0 || dev >= FAKE_MAX_DEVICES) {
-        memcpy(dst, src, n);
-        return;
-    }
-    pthread_mutex_lock(&g_engine_mu);
-    double now = engine_now();
-    double start = g_engine_busy[dev] > now ? g_engine_busy[dev] : now;
-    double end = start + (double)n / (gbps * 1e9);
-    g_engine_busy[dev] = end;
-    pthread_mutex_unlock(&g_engine_mu);
-    /* Slots follow each other in virtual time: a thread that wakes late
-     * (a busy machine) does not delay the slots after its own, so the
-     * rate holds on average. memcpy slower than the rate bounds it too. */
-    engine_sleep_until(start);
-    memcpy(dst, src, n);
-    engine_sleep_until(end);
-}
-
-/* ------------------------------------------------------ streams/events */
-
-static void *stream_main(void *arg) {
-    struct fstream *s = arg;
-    int delay = env_int("FAKECUDA_COPY_DELAY_US", 0);
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->head && s->stop) break;
-        struct fop *op = s->head;
-        pthread_mutex_unlock(&s->mu);
-        if (delay > 0) usleep((useconds_t)delay);
-        engine_copy(s->dev, op->dst, op->src, op->n);
-        pthread_mutex_lock(&s->mu);
-        s->head = op->next;
-        if (!s->head) s->tail = NULL;
-        s->done++;
-        free(op);
-        pthread_cond_broadcast(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-static void stream_wait(struct fstream *s, uint64_t seq) {
-    pthread_mutex_lock(&s->mu);
-    while (s->done < seq) pthread_cond_wait(&s->cv, &s->mu);
-    pthread_mutex_unlock(&s->mu);
 }
 
 CUresult cuStreamCreate(void **out, unsigned int flags) {
@@ -729,10 +629,8 @@ CUresult cuStreamCreate(void **out, unsigned int flags) {
     if (r) return r;
     if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
     struct fstream *s = calloc(1, sizeof *s);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    s->dev = c->dev;
-    if (pthread_create(&s->thr, NULL, stream_main, s) != 0) {
+    s->s = fe_stream_create(c->dev, env_int("FAKECUDA_COPY_DELAY_US", 0), engine_gbps());
+    if (!s->s) {
         free(s);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -759,10 +657,7 @@ CUresult cuStreamSynchronize(void *sp) {
     struct fstream *s = lookup_stream(sp);
     pthread_mutex_unlock(&g_mu);
     if (!s) return CUDA_ERROR_INVALID_HANDLE;
-    pthread_mutex_lock(&s->mu);
-    uint64_t seq = s->enq;
-    pthread_mutex_unlock(&s->mu);
-    stream_wait(s, seq);
+    fe_stream_wait(s->s, fe_stream_last(s->s));
     return CUDA_SUCCESS;
 }
 
@@ -777,13 +672,7 @@ CUresult cuStreamDestroy_v2(void *sp) {
     if (s) *pp = s->next;
     pthread_mutex_unlock(&g_mu);
     if (!s) return CUDA_ERROR_INVALID_HANDLE;
-    pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thr, NULL);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
+    fe_stream_destroy(s->s);
     free(s);
     return CUDA_SUCCESS;
 }
@@ -794,21 +683,13 @@ CUresult cuCtxSynchronize(void) {
     if (r) return r;
     for (;;) {
         /* Wait for every stream of this device; re-scan after each wait. */
-        struct fstream *pending = NULL;
-        uint64_t seq = 0;
+        struct fe_stream *pending = NULL;
         pthread_mutex_lock(&g_mu);
-        for (struct fstream *s = g_streams; s && !pending; s = s->next) {
-            if (s->dev != c->dev) continue;
-            pthread_mutex_lock(&s->mu);
-            if (s->done < s->enq) {
-                pending = s;
-                seq = s->enq;
-            }
-            pthread_mutex_unlock(&s->mu);
-        }
+        for (struct fstream *s = g_streams; s && !pending; s = s->next)
+            if (s->s->dev == c->dev && fe_stream_pending(s->s)) pending = s->s;
         pthread_mutex_unlock(&g_mu);
         if (!pending) return CUDA_SUCCESS;
-        stream_wait(pending, seq);
+        fe_stream_wait(pending, fe_stream_last(pending));
     }
 }
 
@@ -845,10 +726,8 @@ CUresult cuEventRecord(void *ep, void *sp) {
     struct fstream *s = lookup_stream(sp);
     pthread_mutex_unlock(&g_mu);
     if (!s) return CUDA_ERROR_INVALID_HANDLE;
-    pthread_mutex_lock(&s->mu);
-    e->stream = s;
-    e->seq = s->enq;
-    pthread_mutex_unlock(&s->mu);
+    e->stream = s->s;
+    e->seq = fe_stream_last(s->s);
     return CUDA_SUCCESS;
 }
 
@@ -858,7 +737,7 @@ CUresult cuEventSynchronize(void *ep) {
     if (r) return r;
     struct fevent *e = ep;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    if (e->stream) stream_wait(e->stream, e->seq);
+    if (e->stream) fe_stream_wait(e->stream, e->seq);
     return CUDA_SUCCESS;
 }
 
@@ -886,17 +765,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *
         memcpy(d, src, n);
         return CUDA_SUCCESS;
     }
-    struct fop *op = calloc(1, sizeof *op);
-    op->dst = d;
-    op->src = src;
-    op->n = n;
-    pthread_mutex_lock(&s->mu);
-    if (s->tail) s->tail->next = op;
-    else s->head = op;
-    s->tail = op;
-    s->enq++;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    fe_stream_enqueue(s->s, d, src, n);
     return CUDA_SUCCESS;
 }
 
@@ -977,25 +846,10 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle h, unsigned int 
         }
     }
     pthread_mutex_unlock(&g_mu);
-    char path[64], link[256], want[128];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
-    ssize_t n = readlink(path, link, sizeof link - 1);
-    if (n < 0) return CUDA_ERROR_INVALID_VALUE; /* exporter gone */
-    link[n] = '\0';
-    char name[96];
-    memfd_name(name, sizeof name, w.pid, w.id, w.nonce);
-    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
-    if (strcmp(link, want) != 0) return CUDA_ERROR_INVALID_VALUE; /* freed, fd reused */
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < w.size) {
-        close(fd);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    void *m = mmap(NULL, w.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    unsigned char *m = NULL;
+    int mapped = fi_map_exported("fakecuda", w.pid, w.fd, w.id, w.nonce, w.size, &m);
+    if (mapped == FI_NOMEM) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (mapped != FI_OK) return CUDA_ERROR_INVALID_VALUE;
     struct falloc *a = calloc(1, sizeof *a);
     a->host = m;
     a->size = w.size;

@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
+
+	hclog "github.com/hashicorp/go-hclog"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,4 +126,58 @@ func setMempolicy(mode int, mask []uint64) error {
 		return e
 	}
 	return nil
+}
+
+// Placer allocates staging memory on a GPU's NUMA node where the kernel
+// lets it (OnNode), and anywhere otherwise, warning once.
+type Placer struct {
+	node     int // -1: unknown, allocate unplaced
+	log      hclog.Logger
+	unplaced atomic.Bool
+}
+
+// NewPlacer returns a Placer for node (-1 when unknown).
+func NewPlacer(node int, log hclog.Logger) *Placer {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Placer{node: node, log: log}
+}
+
+// Alloc runs alloc preferring the node (on the calling, locked thread);
+// when the policy cannot be set it runs alloc unplaced instead.
+func (p *Placer) Alloc(alloc func() error) error {
+	if p.node < 0 || p.unplaced.Load() {
+		return alloc()
+	}
+	ran := false
+	err := OnNode(p.node, func() error {
+		ran = true
+		return alloc()
+	})
+	if ran {
+		return err
+	}
+	if p.unplaced.CompareAndSwap(false, true) {
+		p.log.Warn("cannot place staging memory on the GPU's NUMA node; allocating it anywhere", "node", p.node, "error", err)
+	}
+	return alloc()
+}
+
+// PlacerFor returns a Placer for the GPU at PCI address busID, reading its
+// NUMA node under the sysfs root (see NUMANode), and the node (-1 when
+// unknown). A numa_node file that cannot be read is logged, and staging
+// memory is then not placed.
+func PlacerFor(root, busID string, log hclog.Logger) (*Placer, int) {
+	node := -1
+	n, ok, err := NUMANode(root, busID)
+	switch {
+	case err != nil:
+		if log != nil {
+			log.Warn("NUMA node of the GPU unknown; staging memory is not placed", "error", err)
+		}
+	case ok:
+		node = n
+	}
+	return NewPlacer(node, log), node
 }

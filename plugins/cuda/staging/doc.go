@@ -1,7 +1,0 @@
-// Package staging places the CUDA backend's pinned staging memory next to
-// its GPU: NUMANode reads the device's NUMA node from sysfs, and OnNode
-// runs an allocation (cuMemHostAlloc) with the calling thread's memory
-// policy preferring that node, so that the driver's pages land where the
-// GPU's DMA reads them fastest. The reads and copies themselves are the
-// shared fill pipeline's (sdk/fill).
-package staging

@@ -1,0 +1,198 @@
+// Package gputest holds what the GPU backends' tests share: deterministic
+// checkpoint files, the importing process of the cross-process IPC tests,
+// the paced-copy-engine check and the fill benchmark. It is for tests
+// only (it imports testing).
+package gputest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/sdk"
+)
+
+// WriteFile writes n deterministic pseudo-random bytes (xorshift from
+// seed) to a new file under t.TempDir and returns its path and bytes.
+func WriteFile(t testing.TB, n int, seed byte) (string, []byte) {
+	t.Helper()
+	data := make([]byte, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range data {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		data[i] = byte(x)
+	}
+	path := filepath.Join(t.TempDir(), "weights.safetensors")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+// Environment of the importing process (RunImporter, ImporterMain).
+const (
+	envHandle = "WCACHE_GPUTEST_HANDLE"
+	envSize   = "WCACHE_GPUTEST_SIZE"
+	envRange  = "WCACHE_GPUTEST_RANGE"
+)
+
+// RunImporter re-runs the test binary (whose TestMain calls ImporterMain
+// when marker=1 is set) as another process with env added: it imports h
+// twice on ordinal 0, digests [dest, dest+n) through each id, frees both
+// and prints the digest or the error, which RunImporter returns.
+func RunImporter(t *testing.T, marker string, h sdk.Handle, dest, n int, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), marker+"=1",
+		envHandle+"="+hex.EncodeToString(h.Data),
+		fmt.Sprintf("%s=%d", envSize, h.Size),
+		fmt.Sprintf("%s=%d:%d", envRange, dest, n)), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("importing process: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// ImporterMain is the importing process of RunImporter over the Backend
+// newBackend opens (from the environment) and the handle kind; it returns
+// the exit status.
+func ImporterMain(kind string, newBackend func() (sdk.Backend, func() error, error)) int {
+	say := func(format string, args ...any) int {
+		fmt.Printf(format+"\n", args...)
+		return 0
+	}
+	b, closeBackend, err := newBackend()
+	if err != nil {
+		return say("New: %v", err)
+	}
+	defer closeBackend()
+	data, _ := hex.DecodeString(os.Getenv(envHandle))
+	size, _ := strconv.ParseUint(os.Getenv(envSize), 10, 64)
+	var off, n uint64
+	fmt.Sscanf(os.Getenv(envRange), "%d:%d", &off, &n)
+	ctx := context.Background()
+	h := sdk.Handle{Kind: kind, Data: data, Size: size}
+	first, err := b.Import(ctx, 0, h)
+	if err != nil {
+		return say("%v", err)
+	}
+	second, err := b.Import(ctx, 0, h)
+	if err != nil {
+		return say("second Import: %v", err)
+	}
+	if first == second {
+		return say("second Import returned the same id")
+	}
+	var sums [2][32]byte
+	for i, id := range []sdk.AllocationID{first, second} {
+		s, err := b.Digest(ctx, id, []sdk.Range{{Offset: off, Length: n}})
+		if err != nil {
+			return say("Digest: %v", err)
+		}
+		sums[i] = s[0]
+	}
+	if sums[0] != sums[1] {
+		return say("the two imports digest differently")
+	}
+	// One mapping per process: freeing one id keeps the other readable.
+	if err := b.Free(ctx, first); err != nil {
+		return say("Free: %v", err)
+	}
+	if _, err := b.Read(ctx, second, off, 1); err != nil {
+		return say("Read after freeing the other import: %v", err)
+	}
+	if err := b.Free(ctx, second); err != nil {
+		return say("Free: %v", err)
+	}
+	return say("%s", hex.EncodeToString(sums[0][:]))
+}
+
+// StatsBackend is a Backend whose Load returns the fill counters.
+type StatsBackend interface {
+	sdk.Backend
+	sdk.StatsLoader
+}
+
+// CheckPacedFill loads size bytes (read in chunk-byte buffers by readers
+// readers) into device 0 through a fake copy engine paced at gbps, and
+// checks the fill took the engine's time, give or take: no faster (the
+// copies were paced) and at most 1.5× (reading overlapped copying), with
+// the bytes in place and the counters adding up. The first Load faults
+// the fake's device memory in; the second is measured.
+func CheckPacedFill(t *testing.T, b StatsBackend, size, chunk int, readers int, gbps float64) {
+	t.Helper()
+	ctx := context.Background()
+	path, data := WriteFile(t, size, 8)
+	id, _, err := b.Allocate(ctx, 0, uint64(size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := []sdk.Extent{{Path: path, Length: uint64(size)}}
+	if err := b.Load(ctx, id, ext, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.LoadWithStats(ctx, id, ext, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := time.Duration(float64(size) / (gbps * 1e9) * float64(time.Second))
+	t.Logf("engine time %v, fill %+v (%.2f of the engine's rate)", engine, st, engine.Seconds()/st.Wall.Seconds())
+	if st.Wall < engine*95/100 {
+		t.Errorf("fill took %v, less than the paced engine's %v: the copies were not paced", st.Wall, engine)
+	}
+	if st.Wall > engine*3/2 {
+		t.Errorf("fill took %v, over 1.5× the engine's %v: reading and copying did not overlap", st.Wall, engine)
+	}
+	if st.Bytes != uint64(size) || st.Readers != readers || st.Chunks != uint64(size/chunk) {
+		t.Errorf("stats %+v, want %d bytes in %d chunks by %d readers", st, size, size/chunk, readers)
+	}
+	if st.BufferWait+st.CopyWait < st.Read {
+		t.Errorf("readers waited %v for copies but read for %v: the engine, not reading, must be the bottleneck here", st.BufferWait+st.CopyWait, st.Read)
+	}
+	sums, err := b.Digest(ctx, id, []sdk.Range{{Length: uint64(size)}})
+	if err != nil || sums[0] != sha256.Sum256(data) {
+		t.Fatalf("Digest after a paced load: %v", err)
+	}
+}
+
+// BenchFill measures Loads of 64 MiB from the page cache into device 0 of
+// b (device memory already touched by a first Load).
+func BenchFill(b *testing.B, be sdk.Backend) {
+	const size = 64 << 20
+	path := filepath.Join(b.TempDir(), "weights")
+	block := []byte("wcache-fill-data")
+	data := make([]byte, 0, size)
+	for len(data) < size {
+		data = append(data, block...)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	id, _, err := be.Allocate(ctx, 0, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ext := []sdk.Extent{{Path: path, Length: size}}
+	if err := be.Load(ctx, id, ext, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := be.Load(ctx, id, ext, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

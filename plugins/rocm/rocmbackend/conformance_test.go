@@ -1,0 +1,50 @@
+package rocmbackend
+
+import (
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
+)
+
+// TestConformanceInProcess runs the suite without the plugin boundary.
+// Every instance shares one Runtime, as the Backends of one process must:
+// HIP cannot open a handle in the process that exported it, so the suite's
+// second instance maps the first one's export through the Runtime's
+// registry. plugins/rocm's own test runs the suite through real plugin
+// processes, where Import goes through hipIpcOpenMemHandle.
+//
+// With WCACHE_ROCM_REAL=1 it uses the real libraries (and WCACHE_ROCM_*
+// from the environment), for a check on AMD hardware.
+func TestConformanceInProcess(t *testing.T) {
+	var cfg Config
+	if fakes.Real(os.Getenv) {
+		var err error
+		if cfg, err = ConfigFromEnv(os.Getenv); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		cfg = fakeConfig(t, fakeOptions{staging: 256 << 10, env: map[string]string{"FAKEHIP_COPY_DELAY_US": "20"}})
+	}
+	rt, err := OpenRuntime(cfg, nil)
+	if err != nil {
+		t.Fatalf("OpenRuntime: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("Runtime.Close: %v", err)
+		}
+	})
+	backendtest.Run(t, func(t *testing.T) sdk.Backend {
+		b := rt.NewBackend()
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return b
+	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.AMDUUIDPattern)}})
+}

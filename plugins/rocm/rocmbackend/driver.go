@@ -1,0 +1,110 @@
+package rocmbackend
+
+import (
+	"errors"
+
+	"github.com/wcache/wcache/plugins/internal/gpucore"
+	"github.com/wcache/wcache/plugins/internal/lanepool"
+	"github.com/wcache/wcache/plugins/internal/staging"
+	"github.com/wcache/wcache/plugins/rocm/hip"
+	"github.com/wcache/wcache/sdk/fill"
+)
+
+// driver is the HIP half of the backend (gpucore.Driver): every call for
+// a device runs on its worker thread, where Setup made it current with
+// hipSetDevice (which creates its primary context: a worker starts only
+// when a device is first used for memory, never to list devices).
+type driver struct{ rt *Runtime }
+
+var _ gpucore.Driver = driver{}
+
+func (d driver) Name() string              { return "ROCm" }
+func (d driver) HandleKind() string        { return HandleKind }
+func (d driver) DeviceCount() int          { return len(d.rt.devices) }
+func (d driver) FillOptions() fill.Options { return d.rt.cfg.Staging.FillOptions() }
+
+func (d driver) Fatal() error {
+	if e := d.rt.hip.Fatal(); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (d driver) Setup(ordinal int) (any, error) { return nil, d.rt.hip.SetDevice(ordinal) }
+
+func (d driver) Cleanup(w *gpucore.Worker) error {
+	if p, ok := w.Lanes.(*lanepool.Pool[*lane]); ok {
+		return p.Free()
+	}
+	return nil
+}
+
+func (d driver) Malloc(n uint64) (gpucore.Ptr, error) {
+	p, err := d.rt.hip.Malloc(n)
+	return gpucore.Ptr(p), err
+}
+
+func (d driver) Free(p gpucore.Ptr) error { return d.rt.hip.Free(hip.DevicePtr(p)) }
+func (d driver) Synchronize() error       { return d.rt.hip.DeviceSynchronize() }
+
+func (d driver) IpcGet(p gpucore.Ptr) (gpucore.Handle, error) {
+	h, err := d.rt.hip.IpcGetMemHandle(hip.DevicePtr(p))
+	return gpucore.Handle(h), err
+}
+
+// IpcOpen is hipIpcOpenMemHandle with hipIpcMemLazyEnablePeerAccess, the
+// only flag ROCm accepts.
+func (d driver) IpcOpen(h gpucore.Handle) (gpucore.Ptr, error) {
+	p, err := d.rt.hip.IpcOpenMemHandle(hip.IPCHandle(h), hip.IPCMemLazyEnablePeerAccess)
+	return gpucore.Ptr(p), err
+}
+
+func (d driver) IpcClose(p gpucore.Ptr) error { return d.rt.hip.IpcCloseMemHandle(hip.DevicePtr(p)) }
+
+func (d driver) MappedBytes(p gpucore.Ptr) uint64 {
+	if !d.rt.hip.HasMemGetAddressRange() {
+		return 0
+	}
+	base, n, err := d.rt.hip.MemGetAddressRange(hip.DevicePtr(p))
+	if err != nil || gpucore.Ptr(base) > p {
+		return 0
+	}
+	return n - uint64(p-gpucore.Ptr(base))
+}
+
+func (d driver) MemcpyDtoH(dst []byte, src gpucore.Ptr) error {
+	return d.rt.hip.MemcpyDtoH(dst, hip.DevicePtr(src))
+}
+
+func (d driver) MemGetInfo() (uint64, error) {
+	free, _, err := d.rt.hip.MemGetInfo()
+	return free, err
+}
+
+// OpenFailure reports whether err is a hip.Error and whether its code is
+// the invalid-context error.
+func (d driver) OpenFailure(err error) (driverError, invalidContext bool) {
+	var e *hip.Error
+	if !errors.As(err, &e) {
+		return false, false
+	}
+	return true, e.Code == hip.ErrorInvalidContext
+}
+
+// Copier returns the fill copier into base on w's device, making the
+// device's lane pool on first use: as many lanes as readers, staging
+// memory on the GPU's NUMA node when sysfs names one.
+func (d driver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
+	rt := d.rt
+	w.LanesOnce.Do(func() {
+		var busID string
+		if dev, err := rt.device(w.Ordinal); err == nil {
+			busID = dev.pciBusID
+		}
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
+		readers := rt.cfg.Staging.Lanes()
+		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
+		w.Lanes = newLanePool(rt.hip, readers, place, rt.log)
+	})
+	return copier{hip: rt.hip, pool: w.Lanes.(*lanepool.Pool[*lane]), ordinal: w.Ordinal, base: hip.DevicePtr(base)}
+}

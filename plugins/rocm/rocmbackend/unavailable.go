@@ -1,0 +1,12 @@
+package rocmbackend
+
+import (
+	"github.com/wcache/wcache/plugins/internal/gpucore"
+	"github.com/wcache/wcache/sdk"
+)
+
+// Unavailable returns a Backend that reports itself (Info works) and fails
+// every other call with err, which should wrap sdk.ErrUnavailable. The
+// plugin serves it when the HIP cannot be opened, so that the host gets the
+// reason as a typed error instead of a process that exited.
+func Unavailable(err error) sdk.Backend { return gpucore.Unavailable(info(), err) }

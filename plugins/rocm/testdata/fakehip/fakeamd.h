@@ -1,0 +1,96 @@
+/*
+ * fakeamd.h - the physical device table shared by the fake HIP runtime
+ * (fakehip.c) and the fake amdsmi library (../fakeamdsmi/fakeamdsmi.c).
+ *
+ * Environment (read once per process):
+ *   FAKEHIP_DEVICES  a count ("3") or a comma list of devices, each the
+ *                    16 hex digits of its KFD unique_id, optionally
+ *                    followed by "@<bus>" (hex PCI bus number): partitions
+ *                    of one GPU (MI300X CPX mode) share a bus; "XX" is a
+ *                    device without a unique id (HIP reports "XX"). Default: 2
+ *                    devices. Order = KFD node order (HIP's default order).
+ *   FAKEHIP_MEMORY   bytes of device memory per device (default 1 GiB).
+ *
+ * Count form: device i has unique_id 0x1901ead3a2ecd4a0 + i and sits on PCI
+ * bus 0x10*(i+1), domain 0, device 0, function 0.
+ */
+#ifndef FAKEAMD_H
+#define FAKEAMD_H
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAKE_MAX_DEVICES 16
+
+struct fake_phys {
+    unsigned long long unique_id;
+    char uuid[17]; /* the 16 hex characters HIP reports as UUID bytes */
+    int bus;
+};
+
+static int fake_parse_devices(struct fake_phys *out) {
+    const char *env = getenv("FAKEHIP_DEVICES");
+    if (env == NULL || *env == '\0') env = "2";
+    int all_digits = 1;
+    for (const char *p = env; *p; p++)
+        if (!isdigit((unsigned char)*p)) all_digits = 0;
+    int n = 0;
+    if (all_digits) {
+        n = atoi(env);
+        if (n < 0 || n > FAKE_MAX_DEVICES) {
+            fprintf(stderr, "fake HIP: FAKEHIP_DEVICES=%s: at most %d devices\n", env, FAKE_MAX_DEVICES);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            out[i].unique_id = 0x1901ead3a2ecd4a0ULL + (unsigned long long)i;
+            out[i].bus = 0x10 * (i + 1);
+        }
+    } else {
+        char *copy = strdup(env), *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (n == FAKE_MAX_DEVICES) {
+                fprintf(stderr, "fake HIP: FAKEHIP_DEVICES: at most %d devices\n", FAKE_MAX_DEVICES);
+                free(copy);
+                return -1;
+            }
+            char *at = strchr(tok, '@');
+            int bus = 0x10 * (n + 1);
+            if (at) {
+                *at = '\0';
+                bus = (int)strtol(at + 1, NULL, 16);
+            }
+            if (strcmp(tok, "XX") == 0) { /* a device without a unique id: HIP reports "XX" */
+                out[n].unique_id = 0;
+                out[n].bus = bus;
+                n++;
+                continue;
+            }
+            if (strlen(tok) != 16 || strspn(tok, "0123456789abcdefABCDEF") != 16) {
+                fprintf(stderr, "fake HIP: FAKEHIP_DEVICES entry %s is not 16 hex digits\n", tok);
+                free(copy);
+                return -1;
+            }
+            out[n].unique_id = strtoull(tok, NULL, 16);
+            out[n].bus = bus;
+            n++;
+        }
+        free(copy);
+    }
+    for (int i = 0; i < n; i++) {
+        if (out[i].unique_id) snprintf(out[i].uuid, sizeof out[i].uuid, "%016llx", out[i].unique_id);
+        else snprintf(out[i].uuid, sizeof out[i].uuid, "XX");
+    }
+    return n;
+}
+
+static unsigned long long fake_memory(void) {
+    const char *env = getenv("FAKEHIP_MEMORY");
+    if (env == NULL || *env == '\0') return 1ULL << 30;
+    return strtoull(env, NULL, 10);
+}
+
+#define FAKE_NAME "AMD Instinct MI300X (fake)"
+
+#endif
