@@ -84,8 +84,8 @@ func TestStaleFilesAfterKillAreCleanedByNextServe(t *testing.T) {
 		t.Errorf("attach to a dead daemon's socket: want exit 1 (refused), never a fallback\n%s", res)
 	}
 	d2 := h.startServe(0, model.Dir)
-	if !strings.Contains(d2.Stderr(), "stale") {
-		t.Errorf("the new daemon did not report the stale cleanup:\n%s", d2)
+	if err := d2.WaitOutput(context.Background(), "stale", 10*time.Second); err != nil {
+		t.Errorf("the new daemon did not report the stale cleanup: %v\n%s", err, d2)
 	}
 	if res := h.run("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify"); res.Code != 0 {
 		t.Fatalf("%s", res)
@@ -365,7 +365,9 @@ func TestServeVerifyComparesTheLoad(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d := h.startServe(0, model.Dir, "--verify")
 	h.waitReady(d, h.Paths(h.UUIDs[0]).Ready)
-	if !strings.Contains(d.Stderr(), "verified the load against the checkpoint") {
-		t.Errorf("serve --verify did not verify:\n%s", d)
+	// The line is logged before the ready file is written, but reaches this
+	// process through a pipe: wait for it rather than race it.
+	if err := d.WaitOutput(context.Background(), "verified the load against the checkpoint", 10*time.Second); err != nil {
+		t.Errorf("serve --verify did not verify: %v\n%s", err, d)
 	}
 }

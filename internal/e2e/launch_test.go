@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -505,8 +506,8 @@ func TestLaunchRefusesLiveDaemonUnlessForced(t *testing.T) {
 	p := h.start(launchArgs(model, 2, "--force")...)
 	h.waitLaunchReady(p, h.UUIDs[:2])
 	h.waitExit(serve, launchStopTimeout)
-	if !strings.Contains(p.Stderr(), fmt.Sprintf("stopped live daemon pid %d (--force)", serve.PID())) {
-		t.Errorf("launcher did not report the takeover:\n%s", p.Stderr())
+	if err := p.WaitOutput(context.Background(), fmt.Sprintf("stopped live daemon pid %d (--force)", serve.PID()), 10*time.Second); err != nil {
+		t.Errorf("launcher did not report the takeover: %v\n%s", err, p.Stderr())
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
