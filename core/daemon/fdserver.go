@@ -29,14 +29,23 @@ func (d *Daemon) listenFDChannel() (*net.UnixListener, error) {
 // serveFDChannel answers descriptor channel connections, one request each,
 // until l is closed.
 func (d *Daemon) serveFDChannel(l *net.UnixListener) {
+	var backoff time.Duration
 	for {
 		c, err := l.AcceptUnix()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				d.log.Warn("descriptor channel: accept", "error", err)
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			// Out of descriptors (EMFILE, ENFILE) or a connection that
+			// went away before accept: the channel must outlive it, as
+			// net/http's server does, or every later lease would find
+			// it deaf.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			d.log.Warn("descriptor channel: accept", "error", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		go d.answerFDRequest(c)
 	}
 }
