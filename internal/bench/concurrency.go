@@ -49,20 +49,11 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := newWorld(o, "concurrency", m.Bytes+m.Bytes/8+(64<<20))
+	w, d, cfg, err := serving(ctx, o, "concurrency", m)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, m.Dir, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer d.Stop()
-	cfg, err := w.engineConfig(ctx, m.Dir)
-	if err != nil {
-		return nil, nil, d.withOutput(err)
-	}
 	before, err := w.status(ctx)
 	if err != nil {
 		return nil, nil, d.withOutput(err)
@@ -144,15 +135,11 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	o.logf("concurrency: %d attaches in %.1f s (%.0f/s), p99 %.2f ms, %d errors", res.Attaches, elapsed.Seconds(),
 		res.PerSec, res.Attach.P99MS, res.Errors)
-	checks := []Target{
+	return res, []Target{
 		atMost(fmt.Sprintf("errors, %d clients", o.Clients), float64(res.Errors), 0, ""),
 		atMost("leases left after release", float64(res.LeasesAfter), 0, ""),
 		atMost("daemon+plugin RssAnon+RssFile "+res.Footprint.After, float64(res.Footprint.NonShared)/(1<<20), footprintGoalMiB, "MiB"),
-	}
-	if err := d.Stop(); err != nil {
-		return nil, nil, err
-	}
-	return res, checks, nil
+	}, d.Stop()
 }
 
 // waitLeases polls Status until the daemon holds n leases.
@@ -180,17 +167,13 @@ type LoadedFootprint struct {
 
 // loadedFootprint reads the memory of the daemon and its plugin now.
 func loadedFootprint(d *daemonProc, after string) (LoadedFootprint, error) {
+	f := LoadedFootprint{After: after}
 	pp, err := d.PluginPID()
-	if err != nil {
-		return LoadedFootprint{}, err
+	if err == nil {
+		if f.Daemon, err = ReadProcMemory(d.PID()); err == nil {
+			f.Plugin, err = ReadProcMemory(pp)
+		}
 	}
-	dm, err := ReadProcMemory(d.PID())
-	if err != nil {
-		return LoadedFootprint{}, err
-	}
-	pm, err := ReadProcMemory(pp)
-	if err != nil {
-		return LoadedFootprint{}, err
-	}
-	return LoadedFootprint{Daemon: dm, Plugin: pm, NonShared: dm.NonShared() + pm.NonShared(), After: after}, nil
+	f.NonShared = f.Daemon.NonShared() + f.Plugin.NonShared()
+	return f, err
 }

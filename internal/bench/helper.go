@@ -31,22 +31,23 @@ const (
 	helperAttach = "attach"
 )
 
-// HelperResult is what a helper prints on stdout, as one JSON object.
+// HelperResult is what a helper (Go or Python) prints on stdout, as one
+// JSON object. WorkNS runs from the start of the work (after process start
+// and flag parsing) until every tensor was usable; Steps split it (attach:
+// "digest", "attach", "map"; read: "headers", "read"). TouchNS (attach
+// -touch) is the time to then read one byte of every 4 KiB page of every
+// tensor: the first-touch page faults of the shared mapping, which a
+// loader's read already paid. Checksum folds the bytes touched, so that
+// the reads cannot be elided. Wall is set by the parent (fresh).
 type HelperResult struct {
-	// WorkNS is the time from the start of the work (after process start
-	// and flag parsing) until every tensor was usable.
-	WorkNS  int64  `json:"work_ns"`
-	Tensors int    `json:"tensors"`
-	Bytes   uint64 `json:"bytes"`
-	// TouchNS (attach only, with -touch) is the time to then read one byte
-	// of every 4 KiB page of every tensor: first-touch page faults of the
-	// shared mapping, which a loader's read already paid.
-	TouchNS int64 `json:"touch_ns,omitempty"`
-	// Checksum folds the bytes touched, so the reads cannot be elided.
-	Checksum uint64 `json:"checksum,omitempty"`
-	// Steps splits WorkNS (attach: "digest", "attach", "map"; read:
-	// "headers", "read"), in nanoseconds.
-	Steps map[string]int64 `json:"steps,omitempty"`
+	WorkNS   int64             `json:"work_ns"`
+	Tensors  int               `json:"tensors"`
+	Bytes    uint64            `json:"bytes"`
+	TouchNS  int64             `json:"touch_ns,omitempty"`
+	Checksum uint64            `json:"checksum,omitempty"`
+	Steps    map[string]int64  `json:"steps,omitempty"`
+	Versions map[string]string `json:"versions,omitempty"`
+	Wall     time.Duration     `json:"-"`
 }
 
 // RunHelper runs a helper mode with args and writes the HelperResult to

@@ -40,10 +40,10 @@ type PipelineResult struct {
 	// N-reader fill of the first round so that the engine is the bound;
 	// PacedGiBps the daemon's Load with N readers on it. Ratio is
 	// PacedGiBps / min(ReadNGiBps, CopyGiBps): the target's figure.
-	CopyGiBps  float64              `json:"copy_gib_per_s"`
-	PacedGiBps float64              `json:"paced_fill_gib_per_s"`
-	Ratio      float64              `json:"ratio"`
-	Samples    map[string][]float64 `json:"samples_gib_per_s"`
+	CopyGiBps  float64 `json:"copy_gib_per_s"`
+	PacedGiBps float64 `json:"paced_fill_gib_per_s"`
+	Ratio      float64 `json:"ratio"`
+	Samples    series  `json:"samples_gib_per_s"`
 }
 
 // cudaPlugin is the CUDA backend binary the scenario needs besides the
@@ -56,7 +56,7 @@ const cudaPlugin = "wcache-backend-cuda"
 // with N readers on the paced engine.
 func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	o := e.Options
-	res := &PipelineResult{Readers: fill.DefaultReaders(), Samples: map[string][]float64{}}
+	res := &PipelineResult{Readers: fill.DefaultReaders(), Samples: series{}}
 	lib, why := buildFakeCUDA(o)
 	if why != "" {
 		res.NotMeasured = why
@@ -80,7 +80,7 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			res.add(fmt.Sprintf("read_%d", r), rate)
+			res.Samples.add(fmt.Sprintf("read_%d", r), rate)
 		}
 		for _, run := range []struct {
 			key     string
@@ -90,7 +90,7 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if run.paced && i == 0 {
 				// Half of what the fake moves unpaced: the engine, not the
 				// memcpy on the CPUs, is then the bound.
-				copyGBps = res.last("fill_n") * (1 << 30) / 1e9 / 2
+				copyGBps = res.Samples.last("fill_n") * (1 << 30) / 1e9 / 2
 				res.CopyGiBps = round3(copyGBps * 1e9 / (1 << 30))
 			}
 			gbps := 0.0
@@ -101,13 +101,13 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("pipeline %s: %w", run.key, err)
 			}
-			res.add(run.key, rate)
+			res.Samples.add(run.key, rate)
 		}
 		o.logf("pipeline %d/%d: read %.2f / %.2f GiB/s (1 / %d readers), fill %.2f / %.2f, paced at %.2f: %.2f",
-			i+1, o.Repeats, res.last("read_1"), res.last(fmt.Sprintf("read_%d", n)), n, res.last("fill_1"),
-			res.last("fill_n"), res.CopyGiBps, res.last("paced"))
+			i+1, o.Repeats, res.Samples.last("read_1"), res.Samples.last(fmt.Sprintf("read_%d", n)), n, res.Samples.last("fill_1"),
+			res.Samples.last("fill_n"), res.CopyGiBps, res.Samples.last("paced"))
 	}
-	med := func(k string) float64 { return round3(MedianFloat(res.Samples[k])) }
+	med := res.Samples.med
 	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(fmt.Sprintf("read_%d", n))
 	res.Fill1GiBps, res.FillNGiBps, res.PacedGiBps = med("fill_1"), med("fill_n"), med("paced")
 	res.Scaling = round3(ratio(res.FillNGiBps, res.Fill1GiBps))
@@ -118,18 +118,6 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 		reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
 		reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
 	}, nil
-}
-
-func (r *PipelineResult) add(key string, v float64) {
-	r.Samples[key] = append(r.Samples[key], round3(v))
-}
-
-func (r *PipelineResult) last(key string) float64 {
-	s := r.Samples[key]
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)-1]
 }
 
 // buildFakeCUDA compiles the fake driver into a new temporary folder and
@@ -181,7 +169,7 @@ func pipelineRead(files []string, readers int) (float64, error) {
 // readers, the copy engine at gbps GB/s, 0 unpaced) and returns the
 // daemon's Load rate in GiB/s.
 func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers int, gbps float64) (float64, error) {
-	w, err := newWorld(o, "pipeline", 0)
+	w, err := newWorld(o, "pipeline", m)
 	if err != nil {
 		return 0, err
 	}
@@ -200,18 +188,13 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 	} {
 		w.Setenv(k, v)
 	}
-	d, err := w.startServe(ctx, m.Dir, nil)
+	d, err := w.startServe(ctx, nil, "--model", m.Dir)
 	if err != nil {
 		return 0, err
 	}
-	defer d.Stop()
-	st, err := w.status(ctx)
+	p, err := w.loaded(ctx, d, m)
 	if err != nil {
-		return 0, d.withOutput(err)
-	}
-	p := st.StartPhases
-	if p.Load <= 0 || p.BytesLoaded != m.Bytes {
-		return 0, d.withOutput(fmt.Errorf("daemon reports a load of %d bytes in %s, the checkpoint has %d", p.BytesLoaded, p.Load, m.Bytes))
+		return 0, err
 	}
 	return gibps(p.BytesLoaded, p.Load), d.Stop()
 }

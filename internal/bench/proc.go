@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -11,7 +10,8 @@ import (
 // ProcMemory is the memory of one process from /proc/<pid>/status, in
 // bytes. RssShmem counts the shared-memory pages mapped into the process's
 // page tables (a mock plugin that writes its arena through the file, not
-// the mapping, shows little).
+// the mapping, shows little); NonShared is RssAnon + RssFile: its heap,
+// stacks, binary and libraries.
 type ProcMemory struct {
 	RssAnon  uint64 `json:"rss_anon_bytes"`
 	RssFile  uint64 `json:"rss_file_bytes"`
@@ -19,8 +19,6 @@ type ProcMemory struct {
 	VmHWM    uint64 `json:"vm_hwm_bytes"`
 }
 
-// NonShared is RssAnon + RssFile: what the process holds besides shared
-// memory (its heap, stacks, binary and libraries).
 func (m ProcMemory) NonShared() uint64 { return m.RssAnon + m.RssFile }
 
 // max is the field-wise maximum of m and o.
@@ -32,14 +30,13 @@ func (m ProcMemory) max(o ProcMemory) ProcMemory {
 // ReadProcMemory reads the memory of pid.
 func ReadProcMemory(pid int) (ProcMemory, error) {
 	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return ProcMemory{}, fmt.Errorf("memory of pid %d: %w", pid, err)
+	if err == nil {
+		var st procfs.ProcStatus
+		if st, err = p.NewStatus(); err == nil {
+			return ProcMemory{RssAnon: st.RssAnon, RssFile: st.RssFile, RssShmem: st.RssShmem, VmHWM: st.VmHWM}, nil
+		}
 	}
-	st, err := p.NewStatus()
-	if err != nil {
-		return ProcMemory{}, fmt.Errorf("memory of pid %d: %w", pid, err)
-	}
-	return ProcMemory{RssAnon: st.RssAnon, RssFile: st.RssFile, RssShmem: st.RssShmem, VmHWM: st.VmHWM}, nil
+	return ProcMemory{}, fmt.Errorf("memory of pid %d: %w", pid, err)
 }
 
 // Faults are a process's page faults so far.
@@ -79,26 +76,35 @@ func childPIDs(pid int) ([]int, error) {
 // daemon's plugin, once it appears) at a fixed interval and keeps the peak
 // of each field.
 type Sampler struct {
-	pid   int
-	stop  chan struct{}
-	done  chan struct{}
-	mu    sync.Mutex
-	child int
-	peaks map[int]ProcMemory
+	stop, done chan struct{}
+	peaks      map[int]ProcMemory // written by the sampling goroutine until done
 }
 
 // NewSampler starts sampling pid every interval.
 func NewSampler(interval time.Duration, pid int) *Sampler {
-	s := &Sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{}), peaks: map[int]ProcMemory{}}
+	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{}), peaks: map[int]ProcMemory{}}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		child := 0
+		sample := func() {
+			if child == 0 {
+				if kids, err := childPIDs(pid); err == nil && len(kids) > 0 {
+					child = kids[0]
+				}
+			}
+			for _, p := range []int{pid, child} {
+				if m, err := ReadProcMemory(p); p != 0 && err == nil {
+					s.peaks[p] = s.peaks[p].max(m)
+				}
+			}
+		}
 		for {
-			s.sample()
+			sample()
 			select {
 			case <-s.stop:
-				s.sample()
+				sample()
 				return
 			case <-t.C:
 			}
@@ -107,27 +113,9 @@ func NewSampler(interval time.Duration, pid int) *Sampler {
 	return s
 }
 
-func (s *Sampler) sample() {
-	if s.child == 0 {
-		if kids, err := childPIDs(s.pid); err == nil && len(kids) > 0 {
-			s.child = kids[0]
-		}
-	}
-	for _, pid := range []int{s.pid, s.child} {
-		if m, err := ReadProcMemory(pid); pid != 0 && err == nil {
-			s.mu.Lock()
-			s.peaks[pid] = s.peaks[pid].max(m)
-			s.mu.Unlock()
-		}
-	}
-}
-
-// Stop ends sampling (after one last sample) and returns the peak of every
-// field per pid.
+// Stop ends sampling (after one last sample) and returns the peak of every field per pid.
 func (s *Sampler) Stop() map[int]ProcMemory {
 	close(s.stop)
 	<-s.done
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.peaks
 }

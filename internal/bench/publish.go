@@ -31,8 +31,8 @@ type PublishResult struct {
 	// Attach is an Attach on an open connection to the published weights
 	// until the manifest arrived (and its release), as in the attach
 	// scenario.
-	Attach  Summary              `json:"attach"`
-	Samples map[string][]float64 `json:"samples_gib_per_s"`
+	Attach  Summary `json:"attach"`
+	Samples series  `json:"samples_gib_per_s"`
 }
 
 // publishAttachIters bounds the timed attaches after each publish.
@@ -55,7 +55,7 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if _, _, err := sequentialRead(m.Files); err != nil {
 		return nil, nil, err
 	}
-	res := &PublishResult{Model: *m, Runs: o.Repeats, Samples: map[string][]float64{}}
+	res := &PublishResult{Model: *m, Runs: o.Repeats, Samples: series{}}
 	var attaches []time.Duration
 	for i := range o.Repeats {
 		pub, fill, at, err := publishOnce(ctx, o, m, ck)
@@ -67,15 +67,14 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 			return nil, nil, err
 		}
 		attaches = append(attaches, at...)
-		res.Samples["publish"] = append(res.Samples["publish"], round3(gibps(m.Bytes, pub)))
-		res.Samples["fill"] = append(res.Samples["fill"], round3(gibps(m.Bytes, fill)))
-		res.Samples["fresh_memcpy"] = append(res.Samples["fresh_memcpy"], round3(gibps(fm.Bytes, fm.Fill)))
+		res.Samples.add("publish", gibps(m.Bytes, pub))
+		res.Samples.add("fill", gibps(m.Bytes, fill))
+		res.Samples.add("fresh_memcpy", gibps(fm.Bytes, fm.Fill))
 		o.logf("publish %d/%d: %.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", i+1, o.Repeats,
-			res.Samples["publish"][i], res.Samples["fill"][i], res.Samples["fresh_memcpy"][i])
+			res.Samples.last("publish"), res.Samples.last("fill"), res.Samples.last("fresh_memcpy"))
 	}
-	res.PublishGiBps = round3(MedianFloat(res.Samples["publish"]))
-	res.FillGiBps = round3(MedianFloat(res.Samples["fill"]))
-	res.FreshMemcpyGiBps = round3(MedianFloat(res.Samples["fresh_memcpy"]))
+	res.PublishGiBps, res.FillGiBps = res.Samples.med("publish"), res.Samples.med("fill")
+	res.FreshMemcpyGiBps = res.Samples.med("fresh_memcpy")
 	res.Ratio = round3(ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
 	res.Attach = Summarize(attaches)
 	return res, []Target{
@@ -88,16 +87,15 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 // publish, its copy and publishAttachIters attaches (after attachWarmup
 // untimed ones); it stops the daemon.
 func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Checkpoint) (pub, fill time.Duration, attaches []time.Duration, err error) {
-	w, err := newWorld(o, "publish", m.Bytes+m.Bytes/8+(64<<20))
+	w, err := newWorld(o, "publish", m)
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, "", nil)
+	d, err := w.startServe(ctx, nil)
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	defer d.Stop()
 	cfg, err := w.engineConfig(ctx, m.Dir)
 	if err != nil {
 		return 0, 0, nil, d.withOutput(err)

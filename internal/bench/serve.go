@@ -38,66 +38,49 @@ const memorySampleInterval = 5 * time.Millisecond
 // serveOnce starts serve on m in a world of its own, waits until it is
 // ready, measures and stops it. With cold the page cache is dropped first
 // (an error when that is impossible).
-func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool) (serveRun, error) {
-	w, err := newWorld(o, name, m.Bytes+m.Bytes/8+(64<<20))
+func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool) (run serveRun, err error) {
+	w, err := newWorld(o, name, m)
 	if err != nil {
-		return serveRun{}, err
+		return run, err
 	}
 	defer w.Close()
 	if cold {
 		if err := dropCaches(); err != nil {
-			return serveRun{}, err
+			return run, err
 		}
 	}
-	run := serveRun{Resident: residentFraction(m.Files)}
+	run.Resident = residentFraction(m.Files)
 	var sampler *Sampler
-	d, err := w.startServe(ctx, m.Dir, func(pid int) { sampler = NewSampler(memorySampleInterval, pid) })
+	d, err := w.startServe(ctx, func(pid int) { sampler = NewSampler(memorySampleInterval, pid) }, "--model", m.Dir)
 	var peaks map[int]ProcMemory
 	if sampler != nil {
 		peaks = sampler.Stop()
 	}
 	if err != nil {
-		return serveRun{}, err
+		return run, err
 	}
-	defer d.Stop()
-	run.StartToReady = d.ReadyAt.Sub(d.Started)
+	run.StartToReady = d.StartToReady
 	pluginPID, err := d.PluginPID()
 	if err != nil {
-		return serveRun{}, err
+		return run, err
 	}
-	run.Peak = map[string]ProcMemory{"daemon": peaks[d.PID()], "plugin": peaks[pluginPID]}
 	if run.PluginFaults, err = ReadFaults(pluginPID); err != nil {
-		return serveRun{}, err
+		return run, err
 	}
 	if run.ShmFiles, err = w.ShmAllocated(d.PID(), pluginPID); err != nil {
-		return serveRun{}, err
+		return run, err
 	}
-	run.Steady = map[string]ProcMemory{}
+	run.Peak, run.Steady = map[string]ProcMemory{}, map[string]ProcMemory{}
 	for role, pid := range map[string]int{"daemon": d.PID(), "plugin": pluginPID} {
+		run.Peak[role] = peaks[pid]
 		if run.Steady[role], err = ReadProcMemory(pid); err != nil {
-			return serveRun{}, err
+			return run, err
 		}
 	}
-	st, err := w.status(ctx)
-	if err != nil {
-		return serveRun{}, d.withOutput(err)
-	}
-	run.Phases = st.StartPhases
-	if run.Phases.Load <= 0 || run.Phases.BytesLoaded != m.Bytes {
-		return serveRun{}, fmt.Errorf("daemon reports a load of %d bytes in %s, the checkpoint has %d bytes (a daemon without start phases in Status?)",
-			run.Phases.BytesLoaded, run.Phases.Load, m.Bytes)
+	if run.Phases, err = w.loaded(ctx, d, m); err != nil {
+		return run, err
 	}
 	return run, d.Stop()
-}
-
-// status dials the world's daemon and asks for its status.
-func (w *world) status(ctx context.Context) (*client.Status, error) {
-	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench"})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.Status(ctx)
 }
 
 // dropCaches writes back dirty pages and drops the page cache (root only).

@@ -43,8 +43,21 @@ func median[T time.Duration | float64](xs []T) T {
 	}
 }
 
-// MedianFloat is the median of xs (0 when empty).
-func MedianFloat(xs []float64) float64 { return median(xs) }
+// series are samples by name (rates in GiB/s, say), rounded for the report.
+type series map[string][]float64
+
+func (s series) add(key string, v float64) { s[key] = append(s[key], round3(v)) }
+
+// med is the median of key's samples.
+func (s series) med(key string) float64 { return round3(median(s[key])) }
+
+// last is key's latest sample (0 when none).
+func (s series) last(key string) float64 {
+	if v := s[key]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return 0
+}
 
 // ms converts d to float milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
