@@ -120,7 +120,7 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	// (5 s), which a large checkpoint's load can exceed.
 	for _, t := range ts {
 		var err error
-		if t.c, err = client.Dial(ctx, t.target(), client.Options{ClientName: "wcache-bench attach"}); err == nil {
+		if t.c, err = client.Dial(ctx, t.w.Target, client.Options{ClientName: "wcache-bench attach"}); err == nil {
 			_, err = t.c.Status(ctx)
 		}
 		if err != nil {
@@ -148,8 +148,6 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	return out, nil
 }
 
-func (t *attachTarget) target() client.Target { return client.ByDeviceUUID(t.w.Layout, t.w.UUID) }
-
 // iterate times one Status, Attach, Release and Dial+Attach on t; keep
 // records them.
 func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
@@ -167,7 +165,7 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 		return err
 	}
 	t3 := time.Now()
-	da, err := client.Attach(ctx, t.target(), t.cfg, client.Options{ClientName: "wcache-bench dial"})
+	da, err := client.Attach(ctx, t.w.Target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
 	if err != nil {
 		return err
 	}

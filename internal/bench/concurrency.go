@@ -58,37 +58,32 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, d.withOutput(err)
 	}
-	target := client.ByDeviceUUID(w.Layout, w.UUID)
 
-	type sample struct{ attach, cycle time.Duration }
 	var (
-		mu      sync.Mutex
-		samples []sample
-		errs    []string
-		nErrs   int
-		wg      sync.WaitGroup
+		mu          sync.Mutex
+		attach, cyc []time.Duration
+		errs        []string
+		nErrs       int
+		wg          sync.WaitGroup
 	)
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		nErrs++
-		if len(errs) < maxErrorsKept {
+		if nErrs++; len(errs) < maxErrorsKept {
 			errs = append(errs, err.Error())
 		}
 	}
 	start := time.Now()
 	deadline := start.Add(o.ConcurrencyDuration)
 	for i := range o.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := client.Dial(ctx, target, client.Options{ClientName: fmt.Sprintf("wcache-bench client %d", i)})
+		wg.Go(func() {
+			c, err := client.Dial(ctx, w.Target, client.Options{ClientName: fmt.Sprintf("wcache-bench client %d", i)})
 			if err != nil {
 				fail(err)
 				return
 			}
 			defer c.Close()
-			var local []sample
+			var at, cy []time.Duration
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
 				a, err := c.Attach(ctx, cfg)
@@ -104,25 +99,18 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 					fail(err)
 					continue
 				}
-				local = append(local, sample{attach: t1.Sub(t0), cycle: time.Since(t0)})
+				at, cy = append(at, t1.Sub(t0)), append(cy, time.Since(t0))
 			}
 			mu.Lock()
-			samples = append(samples, local...)
+			attach, cyc = append(attach, at...), append(cyc, cy...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-
-	res := &ConcurrencyResult{Model: *m, Clients: o.Clients, Seconds: round3(elapsed.Seconds()), Attaches: len(samples),
-		PerSec: round3(float64(len(samples)) / elapsed.Seconds()), Errors: nErrs, FirstErrors: errs,
-		GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
-	var at, cy []time.Duration
-	for _, s := range samples {
-		at, cy = append(at, s.attach), append(cy, s.cycle)
-	}
-	res.Attach, res.Cycle = Summarize(at), Summarize(cy)
-
+	res := &ConcurrencyResult{Model: *m, Clients: o.Clients, Seconds: round3(elapsed.Seconds()), Attaches: len(attach),
+		PerSec: round3(float64(len(attach)) / elapsed.Seconds()), Errors: nErrs, FirstErrors: errs,
+		GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs, Attach: Summarize(attach), Cycle: Summarize(cyc)}
 	// The daemon sees a release when the stream ends on its side: wait
 	// for the lease count to drop to 0 (it must, or leases leak).
 	after, err := w.waitLeases(ctx, 0)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/fill"
 )
 
 // FillVariant is the fill rate under one page-cache condition, medians
@@ -77,13 +79,6 @@ type fillSeries struct {
 	pattern, freshCopy, freshWrite, overWrite probeSeries
 }
 
-func (s *fillSeries) addDaemon(r serveRun) {
-	p := r.Phases
-	s.runs = append(s.runs, r)
-	s.rates.add("daemon", gibps(p.BytesLoaded, p.Load))
-	s.rates.add("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
-}
-
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
 	med := s.rates.med
@@ -123,7 +118,7 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 	if _, _, err := sequentialRead(m.Files); err != nil {
 		return nil, nil, err
 	}
-	workers := mockLoadWorkers()
+	workers := fill.DefaultReaders() // as the mock backend's Load
 	s := fillSeries{rates: series{}}
 	for i := range o.Repeats {
 		if err := fillRound(ctx, o, m, workers, false, &s); err != nil {
@@ -175,7 +170,10 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	if err != nil {
 		return err
 	}
-	s.addDaemon(r)
+	p := r.Phases
+	s.runs = append(s.runs, r)
+	s.rates.add("daemon", gibps(p.BytesLoaded, p.Load))
+	s.rates.add("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
 	if cold {
 		if err := dropCaches(); err != nil {
 			return err

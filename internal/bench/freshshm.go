@@ -32,9 +32,6 @@ const (
 	pageSize = 4096
 )
 
-// mockLoadWorkers is how many readers the mock backend's Load uses.
-func mockLoadWorkers() int { return fill.DefaultReaders() }
-
 // Probe is one way of filling fresh shared memory, medians over Runs.
 type Probe struct {
 	Runs int `json:"runs"`

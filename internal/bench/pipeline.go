@@ -186,7 +186,7 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 		"FAKECUDA_PREFAULT":           "1",
 		"FAKECUDA_COPY_GBPS":          strconv.FormatFloat(gbps, 'f', 4, 64),
 	} {
-		w.Setenv(k, v)
+		w.env[k] = v
 	}
 	d, err := w.startServe(ctx, nil, "--model", m.Dir)
 	if err != nil {

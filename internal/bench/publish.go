@@ -100,7 +100,7 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 	if err != nil {
 		return 0, 0, nil, d.withOutput(err)
 	}
-	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench publish"})
+	c, err := client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench publish"})
 	if err != nil {
 		return 0, 0, nil, d.withOutput(err)
 	}

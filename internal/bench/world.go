@@ -20,22 +20,18 @@ import (
 	"github.com/wcache/wcache/internal/testproc"
 )
 
-// world is one scenario's private environment: a short temporary root
+// world is one scenario's private environment: a short temporary Root
 // holding XDG_RUNTIME_DIR (so sockets and ready files are private), a
 // shared-memory folder for the mock backend, a device UUID of its own, and
 // the `wcache serve` daemons started in it (on internal/testproc, the
 // child-process harness shared with the e2e tests). Every process the
-// scenario starts gets Env().
+// scenario starts gets Env(); Target finds the world's daemon.
 type world struct {
-	o          Options
-	Root       string
-	RuntimeDir string
-	MockDir    string
-	UUID       string
-	Paths      paths.Paths
-	Layout     paths.Layout
-	// Backend is what `wcache serve` runs ("": the mock); Setenv adds to
-	// the environment of every process started afterwards.
+	o                   Options
+	Root, MockDir, UUID string
+	Target              client.Target
+	ready               string
+	// Backend is what `wcache serve` runs ("": the mock).
 	Backend string
 	env     map[string]string
 	daemons *testproc.Group
@@ -58,14 +54,15 @@ func newWorld(o Options, name string, m *Model) (w *world, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("world %s: %w", name, err)
 	}
-	w = &world{o: o, Root: root, RuntimeDir: filepath.Join(root, "run"), daemons: testproc.NewGroup(testproc.Options{})}
+	w = &world{o: o, Root: root, daemons: testproc.NewGroup(testproc.Options{})}
 	defer func() {
 		if err != nil {
 			_ = w.Close()
 			err = fmt.Errorf("world %s: %w", name, err)
 		}
 	}()
-	if err := os.Mkdir(w.RuntimeDir, 0o700); err != nil {
+	runtimeDir := filepath.Join(root, "run")
+	if err := os.Mkdir(runtimeDir, 0o700); err != nil {
 		return nil, err
 	}
 	if w.MockDir, err = os.MkdirTemp(o.ShmDir, "wcache-bench-"+name+"-"); err != nil {
@@ -86,7 +83,7 @@ func newWorld(o Options, name string, m *Model) (w *world, err error) {
 		return nil, err
 	}
 	w.env = map[string]string{
-		"XDG_RUNTIME_DIR":         w.RuntimeDir,
+		"XDG_RUNTIME_DIR":         runtimeDir,
 		"WCACHE_MOCK_DIR":         w.MockDir,
 		"WCACHE_MOCK_DEVICES":     w.UUID,
 		"WCACHE_MOCK_MEMORY":      strconv.FormatUint(m.Bytes+m.Bytes/8+(64<<20), 10),
@@ -94,17 +91,17 @@ func newWorld(o Options, name string, m *Model) (w *world, err error) {
 		"PYTHONPATH":              pysrc, // the Python helpers import the client from the source tree
 		"PYTHONDONTWRITEBYTECODE": "1",
 	}
-	if w.Layout, err = paths.NewLayout(paths.Options{Getenv: w.getenv}); err != nil {
+	layout, err := paths.NewLayout(paths.Options{Getenv: w.getenv})
+	if err != nil {
 		return nil, err
 	}
-	if w.Paths, err = w.Layout.For(w.UUID); err != nil {
+	p, err := layout.For(w.UUID)
+	if err != nil {
 		return nil, err
 	}
+	w.Target, w.ready = client.ByDeviceUUID(layout, w.UUID), p.Ready
 	return w, nil
 }
-
-// Setenv sets key for every process the world starts from now on.
-func (w *world) Setenv(key, value string) { w.env[key] = value }
 
 // getenv is the world's environment as a lookup function.
 func (w *world) getenv(key string) string {
@@ -209,7 +206,7 @@ func (w *world) startServe(ctx context.Context, onStart func(pid int), args ...s
 	if onStart != nil {
 		onStart(p.PID())
 	}
-	if _, err := p.WaitReady(ctx, w.Paths.Ready, readyTimeout); err != nil {
+	if _, err := p.WaitReady(ctx, w.ready, readyTimeout); err != nil {
 		p.Kill()
 		return nil, err
 	}
@@ -263,7 +260,7 @@ func (d *daemonProc) PluginPID() (int, error) {
 
 // status dials the world's daemon and asks for its status.
 func (w *world) status(ctx context.Context) (*client.Status, error) {
-	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench"})
+	c, err := client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench"})
 	if err != nil {
 		return nil, err
 	}
