@@ -109,15 +109,11 @@ func (s *fillSeries) variant(condition string, workers int, m *Model) FillVarian
 // target's baselines and the fresh-shared-memory probes.
 func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 	o := e.Options
-	m, err := e.Model(e.largeFew())
+	m, err := e.warmModel(e.largeFew())
 	if err != nil {
 		return nil, nil, err
 	}
 	res := &FillResult{Model: *m}
-	// Warm the page cache and the binaries once, untimed.
-	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, nil, err
-	}
 	workers := fill.DefaultReaders() // as the mock backend's Load
 	s := fillSeries{rates: series{}}
 	for i := range o.Repeats {

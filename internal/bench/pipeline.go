@@ -18,36 +18,32 @@ import (
 // with gcc), whose device memory is host memory allocated up front
 // (FAKECUDA_PREFAULT) and whose copy engine runs at a set rate
 // (FAKECUDA_COPY_GBPS) or as fast as memcpy. Rates are GiB/s, medians.
+// Read1/ReadN: sdk/fill reading the checkpoint from the page cache with 1
+// and N (Readers, the default) readers and a copy that does nothing.
+// Fill1/FillN: the daemon's Load phase with 1 and N readers, copies
+// unpaced. CopyGiBps is the paced engine's rate, half the unpaced N-reader
+// fill of the first round so that the engine is the bound; PacedGiBps the
+// daemon's Load with N readers on it; Ratio, the target's figure, is
+// PacedGiBps / min(ReadNGiBps, CopyGiBps). NotMeasured says why nothing was
+// measured (no gcc, no CUDA plugin).
 type PipelineResult struct {
-	// NotMeasured says why nothing was measured (no gcc, no CUDA plugin).
-	NotMeasured string `json:"not_measured,omitempty"`
-	Model       Model  `json:"model"`
-	Runs        int    `json:"runs"`
-	// Readers is N, the default reader count (min(8, CPUs)).
-	Readers int `json:"readers"`
-	// Read1GiBps and ReadNGiBps: the pipeline reading the checkpoint from
-	// the page cache with 1 and N readers and no copy (sdk/fill with a
-	// copy that does nothing): what the readers can feed.
+	NotMeasured string  `json:"not_measured,omitempty"`
+	Model       Model   `json:"model"`
+	Runs        int     `json:"runs"`
+	Readers     int     `json:"readers"`
 	Read1GiBps  float64 `json:"read_1_gib_per_s"`
 	ReadNGiBps  float64 `json:"read_n_gib_per_s"`
 	ReadScaling float64 `json:"read_scaling"`
-	// Fill1GiBps and FillNGiBps: the daemon's Load phase with 1 and N
-	// readers and an unpaced copy engine; Scaling is FillN / Fill1.
-	Fill1GiBps float64 `json:"fill_1_gib_per_s"`
-	FillNGiBps float64 `json:"fill_n_gib_per_s"`
-	Scaling    float64 `json:"scaling"`
-	// CopyGiBps is the paced engine's rate, set to half the unpaced
-	// N-reader fill of the first round so that the engine is the bound;
-	// PacedGiBps the daemon's Load with N readers on it. Ratio is
-	// PacedGiBps / min(ReadNGiBps, CopyGiBps): the target's figure.
-	CopyGiBps  float64 `json:"copy_gib_per_s"`
-	PacedGiBps float64 `json:"paced_fill_gib_per_s"`
-	Ratio      float64 `json:"ratio"`
-	Samples    series  `json:"samples_gib_per_s"`
+	Fill1GiBps  float64 `json:"fill_1_gib_per_s"`
+	FillNGiBps  float64 `json:"fill_n_gib_per_s"`
+	Scaling     float64 `json:"scaling"`
+	CopyGiBps   float64 `json:"copy_gib_per_s"`
+	PacedGiBps  float64 `json:"paced_fill_gib_per_s"`
+	Ratio       float64 `json:"ratio"`
+	Samples     series  `json:"samples_gib_per_s"`
 }
 
-// cudaPlugin is the CUDA backend binary the scenario needs besides the
-// bench binaries.
+// cudaPlugin is the CUDA backend binary the scenario needs.
 const cudaPlugin = "wcache-backend-cuda"
 
 // runPipeline measures the fill pipeline on the fake CUDA driver with the
@@ -64,14 +60,11 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 		return res, nil, nil
 	}
 	defer os.RemoveAll(filepath.Dir(lib))
-	m, err := e.Model(e.smallFew())
+	m, err := e.warmModel(e.smallFew())
 	if err != nil {
 		return nil, nil, err
 	}
 	res.Model, res.Runs = *m, o.Repeats
-	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, nil, err
-	}
 	n := res.Readers
 	var copyGBps float64
 	for i := range o.Repeats {

@@ -12,27 +12,24 @@ import (
 // PublishResult is the publish scenario's figures: a publish of the large
 // checkpoint into an empty daemon by a client (as `wcache publish` does:
 // core/client Publish with ShmFill copying from the files), medians over
-// Runs, each run in a world of its own.
+// Runs, each run in a world of its own. PublishGiBps is bytes over the
+// whole Publish call (table, the daemon's plan, allocation and export, the
+// copy, the commit); FillGiBps bytes over the copy alone (ShmFill: mapping
+// the writable handles, pread from the files into them). FreshMemcpyGiBps
+// is a memcpy of the same byte count into a new sparse file of the
+// shared-memory folder on one thread (as ShmFill copies), right after each
+// publish; Ratio, the target's figure, is PublishGiBps / FreshMemcpyGiBps.
+// Attach is an Attach on an open connection to the published weights
+// until the manifest arrived, as in the attach scenario.
 type PublishResult struct {
-	Model Model `json:"model"`
-	Runs  int   `json:"runs"`
-	// PublishGiBps is bytes over the whole Publish call: table, the
-	// daemon's plan, allocation and export, the copy, the commit.
-	// FillGiBps is bytes over the copy alone (ShmFill: mapping the writable
-	// handles, pread from the files into them).
-	PublishGiBps float64 `json:"publish_gib_per_s"`
-	FillGiBps    float64 `json:"fill_gib_per_s"`
-	// FreshMemcpyGiBps: a memcpy of the same byte count into a new sparse
-	// file of the shared-memory folder on one thread (ShmFill copies on
-	// one), measured right after each publish.
+	Model            Model   `json:"model"`
+	Runs             int     `json:"runs"`
+	PublishGiBps     float64 `json:"publish_gib_per_s"`
+	FillGiBps        float64 `json:"fill_gib_per_s"`
 	FreshMemcpyGiBps float64 `json:"fresh_memcpy_gib_per_s"`
-	// Ratio is PublishGiBps / FreshMemcpyGiBps: the target's figure.
-	Ratio float64 `json:"ratio"`
-	// Attach is an Attach on an open connection to the published weights
-	// until the manifest arrived (and its release), as in the attach
-	// scenario.
-	Attach  Summary `json:"attach"`
-	Samples series  `json:"samples_gib_per_s"`
+	Ratio            float64 `json:"ratio"`
+	Attach           Summary `json:"attach"`
+	Samples          series  `json:"samples_gib_per_s"`
 }
 
 // publishAttachIters bounds the timed attaches after each publish.
@@ -43,16 +40,12 @@ const publishAttachIters = 100
 // a memcpy of the same size into fresh shared memory.
 func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	o := e.Options
-	m, err := e.Model(e.largeFew())
+	m, err := e.warmModel(e.largeFew()) // the publisher's source is in memory
 	if err != nil {
 		return nil, nil, err
 	}
 	ck, err := safetensors.OpenCheckpoint(m.Dir)
 	if err != nil {
-		return nil, nil, err
-	}
-	// Warm the page cache: the publisher's source is in memory.
-	if _, _, err := sequentialRead(m.Files); err != nil {
 		return nil, nil, err
 	}
 	res := &PublishResult{Model: *m, Runs: o.Repeats, Samples: series{}}

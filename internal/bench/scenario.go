@@ -76,6 +76,16 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 	return m, nil
 }
 
+// warmModel is Model with the checkpoint read once, untimed, so that its
+// files are in the page cache.
+func (e *Env) warmModel(spec ModelSpec) (*Model, error) {
+	m, err := e.Model(spec)
+	if err == nil {
+		_, _, err = sequentialRead(m.Files)
+	}
+	return m, err
+}
+
 // dropModel removes a checkpoint (to bound the disk and page cache in use).
 func (e *Env) dropModel(spec ModelSpec) {
 	if m, ok := e.models[spec]; ok {
