@@ -127,6 +127,17 @@ func readFiles(dir string, start time.Time) (HelperResult, error) {
 		Steps: map[string]int64{"headers": int64(headers), "read": int64(work - headers)}}, nil
 }
 
+// engineConfig is the config an engine sends for the checkpoint in dir on a
+// device of capability: the defaults and the checkpoint digest over its
+// headers.
+func engineConfig(dir, capability string) (cacheconfig.Config, error) {
+	cfg := cacheconfig.Default()
+	cfg.Model, cfg.DeviceCapability = dir, capability
+	var err error
+	cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir)
+	return cfg, err
+}
+
 // attachAndMap is the wcache path: compute the config the way an engine
 // does (checkpoint digest from the headers), attach by device UUID, map
 // every handle and slice every tensor.
@@ -134,14 +145,10 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	if uuid == "" {
 		return HelperResult{}, errors.New("helper attach: -device-uuid is required")
 	}
-	cfg := cacheconfig.Default()
-	cfg.Model = dir
-	cfg.DeviceCapability = capability
-	digest, err := cacheconfig.CheckpointDigestDir(dir)
+	cfg, err := engineConfig(dir, capability)
 	if err != nil {
 		return HelperResult{}, err
 	}
-	cfg.CheckpointDigest = digest
 	digested := time.Since(start)
 	layout, err := paths.NewLayout(paths.Options{})
 	if err != nil {

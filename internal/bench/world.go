@@ -282,18 +282,12 @@ func (w *world) loaded(ctx context.Context, d *daemonProc, m *Model) (client.Sta
 	return st.StartPhases, nil
 }
 
-// engineConfig is the config an engine sends for the checkpoint in dir:
-// defaults, the checkpoint digest over its headers, and the device
-// capability of the world's daemon (an engine knows it from its runtime).
+// engineConfig is the config an engine sends for the checkpoint in dir to
+// the world's daemon, whose device capability it knows from its runtime.
 func (w *world) engineConfig(ctx context.Context, dir string) (cacheconfig.Config, error) {
 	st, err := w.status(ctx)
 	if err != nil {
 		return cacheconfig.Config{}, err
 	}
-	cfg := cacheconfig.Default()
-	cfg.Model, cfg.DeviceCapability = dir, st.Config.DeviceCapability
-	if cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir); err != nil {
-		return cacheconfig.Config{}, err
-	}
-	return cfg, nil
+	return engineConfig(dir, st.Config.DeviceCapability)
 }
