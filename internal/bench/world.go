@@ -2,10 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,12 +67,7 @@ func newWorld(o Options, name string, m *Model) (w *world, err error) {
 	if w.MockDir, err = os.MkdirTemp(o.ShmDir, "wcache-bench-"+name+"-"); err != nil {
 		return nil, fmt.Errorf("shared-memory folder: %w", err)
 	}
-	var b [10]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	h := hex.EncodeToString(b[:])
-	w.UUID = fmt.Sprintf("GPU-%s-0000-4000-8000-%s", h[:8], h[8:20])
+	w.UUID = fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", rand.Uint32(), rand.Uint64()>>16)
 	bin, err := filepath.Abs(o.BinDir)
 	if err != nil {
 		return nil, err
