@@ -86,13 +86,11 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 
 // attachTarget is one daemon of a pair, with its open connection.
 type attachTarget struct {
-	m      *Model
-	w      *world
-	d      *daemonProc
-	c      *client.Client
-	cfg    cacheconfig.Config
-	target client.Target
-
+	m                 *Model
+	w                 *world
+	d                 *daemonProc
+	c                 *client.Client
+	cfg               cacheconfig.Config
 	st, at, rel, dial []time.Duration
 }
 
@@ -106,25 +104,15 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 			if t.c != nil {
 				t.c.Close()
 			}
-			if t.d != nil {
-				_ = t.d.Stop()
-			}
 			_ = t.w.Close()
 		}
 	}()
 	for _, m := range models {
-		w, err := newWorld(o, "attach", m.Bytes+m.Bytes/8+(64<<20))
+		w, d, cfg, err := serving(ctx, o, "attach", m)
 		if err != nil {
 			return nil, err
 		}
-		t := &attachTarget{m: m, w: w, target: client.ByDeviceUUID(w.Layout, w.UUID)}
-		ts = append(ts, t)
-		if t.d, err = w.startServe(ctx, m.Dir, nil); err != nil {
-			return nil, err
-		}
-		if t.cfg, err = w.engineConfig(ctx, m.Dir); err != nil {
-			return nil, t.d.withOutput(err)
-		}
+		ts = append(ts, &attachTarget{m: m, w: w, d: d, cfg: cfg})
 	}
 	// Connect once every daemon is up, and use each connection at once:
 	// core/client hands gRPC a connection dialed in Dial, and a daemon
@@ -132,10 +120,10 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	// (5 s), which a large checkpoint's load can exceed.
 	for _, t := range ts {
 		var err error
-		if t.c, err = client.Dial(ctx, t.target, client.Options{ClientName: "wcache-bench attach"}); err != nil {
-			return nil, t.d.withOutput(err)
+		if t.c, err = client.Dial(ctx, t.w.Target, client.Options{ClientName: "wcache-bench attach"}); err == nil {
+			_, err = t.c.Status(ctx)
 		}
-		if _, err := t.c.Status(ctx); err != nil {
+		if err != nil {
 			return nil, t.d.withOutput(err)
 		}
 	}
@@ -156,7 +144,6 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 		if err := t.d.Stop(); err != nil {
 			return nil, err
 		}
-		t.d = nil
 	}
 	return out, nil
 }
@@ -178,7 +165,7 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 		return err
 	}
 	t3 := time.Now()
-	da, err := client.Attach(ctx, t.target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
+	da, err := client.Attach(ctx, t.w.Target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
 	if err != nil {
 		return err
 	}
@@ -194,20 +181,4 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 		t.rel, t.dial = append(t.rel, t3.Sub(t2)), append(t.dial, t4.Sub(t3))
 	}
 	return nil
-}
-
-// engineConfig is the config an engine sends for the checkpoint in dir:
-// defaults, the checkpoint digest over its headers, and the device
-// capability of the world's daemon (an engine knows it from its runtime).
-func (w *world) engineConfig(ctx context.Context, dir string) (cacheconfig.Config, error) {
-	st, err := w.status(ctx)
-	if err != nil {
-		return cacheconfig.Config{}, err
-	}
-	cfg := cacheconfig.Default()
-	cfg.Model, cfg.DeviceCapability = dir, st.Config.DeviceCapability
-	if cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir); err != nil {
-		return cacheconfig.Config{}, err
-	}
-	return cfg, nil
 }

@@ -49,55 +49,41 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := newWorld(o, "concurrency", m.Bytes+m.Bytes/8+(64<<20))
+	w, d, cfg, err := serving(ctx, o, "concurrency", m)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, m.Dir, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer d.Stop()
-	cfg, err := w.engineConfig(ctx, m.Dir)
-	if err != nil {
-		return nil, nil, d.withOutput(err)
-	}
 	before, err := w.status(ctx)
 	if err != nil {
 		return nil, nil, d.withOutput(err)
 	}
-	target := client.ByDeviceUUID(w.Layout, w.UUID)
 
-	type sample struct{ attach, cycle time.Duration }
 	var (
-		mu      sync.Mutex
-		samples []sample
-		errs    []string
-		nErrs   int
-		wg      sync.WaitGroup
+		mu          sync.Mutex
+		attach, cyc []time.Duration
+		errs        []string
+		nErrs       int
+		wg          sync.WaitGroup
 	)
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		nErrs++
-		if len(errs) < maxErrorsKept {
+		if nErrs++; len(errs) < maxErrorsKept {
 			errs = append(errs, err.Error())
 		}
 	}
 	start := time.Now()
 	deadline := start.Add(o.ConcurrencyDuration)
 	for i := range o.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := client.Dial(ctx, target, client.Options{ClientName: fmt.Sprintf("wcache-bench client %d", i)})
+		wg.Go(func() {
+			c, err := client.Dial(ctx, w.Target, client.Options{ClientName: fmt.Sprintf("wcache-bench client %d", i)})
 			if err != nil {
 				fail(err)
 				return
 			}
 			defer c.Close()
-			var local []sample
+			var at, cy []time.Duration
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
 				a, err := c.Attach(ctx, cfg)
@@ -113,25 +99,18 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 					fail(err)
 					continue
 				}
-				local = append(local, sample{attach: t1.Sub(t0), cycle: time.Since(t0)})
+				at, cy = append(at, t1.Sub(t0)), append(cy, time.Since(t0))
 			}
 			mu.Lock()
-			samples = append(samples, local...)
+			attach, cyc = append(attach, at...), append(cyc, cy...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-
-	res := &ConcurrencyResult{Model: *m, Clients: o.Clients, Seconds: round3(elapsed.Seconds()), Attaches: len(samples),
-		PerSec: round3(float64(len(samples)) / elapsed.Seconds()), Errors: nErrs, FirstErrors: errs,
-		GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
-	var at, cy []time.Duration
-	for _, s := range samples {
-		at, cy = append(at, s.attach), append(cy, s.cycle)
-	}
-	res.Attach, res.Cycle = Summarize(at), Summarize(cy)
-
+	res := &ConcurrencyResult{Model: *m, Clients: o.Clients, Seconds: round3(elapsed.Seconds()), Attaches: len(attach),
+		PerSec: round3(float64(len(attach)) / elapsed.Seconds()), Errors: nErrs, FirstErrors: errs,
+		GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs, Attach: Summarize(attach), Cycle: Summarize(cyc)}
 	// The daemon sees a release when the stream ends on its side: wait
 	// for the lease count to drop to 0 (it must, or leases leak).
 	after, err := w.waitLeases(ctx, 0)
@@ -144,15 +123,11 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	o.logf("concurrency: %d attaches in %.1f s (%.0f/s), p99 %.2f ms, %d errors", res.Attaches, elapsed.Seconds(),
 		res.PerSec, res.Attach.P99MS, res.Errors)
-	checks := []Target{
+	return res, []Target{
 		atMost(fmt.Sprintf("errors, %d clients", o.Clients), float64(res.Errors), 0, ""),
 		atMost("leases left after release", float64(res.LeasesAfter), 0, ""),
 		atMost("daemon+plugin RssAnon+RssFile "+res.Footprint.After, float64(res.Footprint.NonShared)/(1<<20), footprintGoalMiB, "MiB"),
-	}
-	if err := d.Stop(); err != nil {
-		return nil, nil, err
-	}
-	return res, checks, nil
+	}, d.Stop()
 }
 
 // waitLeases polls Status until the daemon holds n leases.
@@ -180,17 +155,13 @@ type LoadedFootprint struct {
 
 // loadedFootprint reads the memory of the daemon and its plugin now.
 func loadedFootprint(d *daemonProc, after string) (LoadedFootprint, error) {
+	f := LoadedFootprint{After: after}
 	pp, err := d.PluginPID()
-	if err != nil {
-		return LoadedFootprint{}, err
+	if err == nil {
+		if f.Daemon, err = ReadProcMemory(d.PID()); err == nil {
+			f.Plugin, err = ReadProcMemory(pp)
+		}
 	}
-	dm, err := ReadProcMemory(d.PID())
-	if err != nil {
-		return LoadedFootprint{}, err
-	}
-	pm, err := ReadProcMemory(pp)
-	if err != nil {
-		return LoadedFootprint{}, err
-	}
-	return LoadedFootprint{Daemon: dm, Plugin: pm, NonShared: dm.NonShared() + pm.NonShared(), After: after}, nil
+	f.NonShared = f.Daemon.NonShared() + f.Plugin.NonShared()
+	return f, err
 }

@@ -10,59 +10,55 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/fill"
 )
 
 // FillVariant is the fill rate under one page-cache condition, medians
-// over Runs. Every rate is in GiB/s; every baseline ran in the same round
-// as the daemon run it is compared with.
+// over Runs, every rate in GiB/s, every baseline measured in the same
+// round as the daemon run it is compared with. The daemon's own rate is
+// bytes loaded over its reported Load phase (allocation and export
+// excluded), its end-to-end rate bytes over Allocate + Load + Export. The
+// baselines: a sequential read of the same files through a seqReadBuffer,
+// a memcpy of the same byte count between two prefaulted copyChunk buffers
+// on one core (warm only), neither of which allocates the memory it
+// writes, and the fills of fresh shared memory without wcache (freshshm.go).
+// PageAllocUS is (FreshWrite − AllocatedWrite fill time) per 4 KiB page:
+// what allocating a page of shared memory costs the fill. Ratio, the
+// target's figure, is DaemonGiBps over the slower of SeqReadGiBps and
+// MemcpyGiBps (SeqReadGiBps alone when cold). Resident is the share of the
+// checkpoint's pages in the page cache right before the daemon started.
 type FillVariant struct {
-	Condition string `json:"condition"`
-	Runs      int    `json:"runs"`
-	// DaemonGiBps is the daemon's own fill rate: bytes loaded over its
-	// reported Load phase (allocation and export excluded).
-	// DaemonEndToEndGiBps is bytes over its Allocate + Load + Export.
-	DaemonGiBps         float64 `json:"daemon_gib_per_s"`
-	DaemonEndToEndGiBps float64 `json:"daemon_end_to_end_gib_per_s"`
-	// Phases are the daemon's reported phases (ms, medians).
-	Phases PhasesMS `json:"daemon_phases"`
-	// SeqReadGiBps: a plain sequential read of the same files (8 MiB
-	// buffer), same condition. MemcpyGiBps: a memcpy of the same byte
-	// count between two prefaulted 64 MiB buffers, one core (warm only).
-	// Neither allocates the memory it writes.
-	SeqReadGiBps float64 `json:"seq_read_gib_per_s"`
-	MemcpyGiBps  float64 `json:"memcpy_gib_per_s,omitempty"`
-	// The fills of fresh shared memory without wcache (freshshm.go).
-	MockPattern    *Probe `json:"mock_pattern"`
-	FreshMemcpy    *Probe `json:"fresh_memcpy,omitempty"`
-	FreshWrite     *Probe `json:"fresh_write,omitempty"`
-	AllocatedWrite *Probe `json:"allocated_write,omitempty"`
-	// PageAllocUS is (FreshWrite − AllocatedWrite fill time) per 4 KiB
-	// page, µs of wall time: what allocating a page of shared memory
-	// costs the fill.
-	PageAllocUS float64 `json:"page_alloc_us,omitempty"`
-	Workers     int     `json:"workers"`
-	// Plugin page faults from its start to ready; PagesLoaded the 4 KiB
-	// pages of the checkpoint.
-	PluginMinorFaults uint64 `json:"plugin_minor_faults"`
-	PluginMajorFaults uint64 `json:"plugin_major_faults"`
-	PagesLoaded       uint64 `json:"pages_loaded"`
-	// Ratio is DaemonGiBps over the slower of SeqReadGiBps and MemcpyGiBps
-	// (SeqReadGiBps alone when cold): the target's figure.
-	Ratio float64 `json:"ratio"`
-	// Resident is the median share of the checkpoint's pages in the page
-	// cache right before the daemon started.
-	Resident float64 `json:"resident_before"`
-	// Samples are every run's rate, by figure.
-	Samples map[string][]float64 `json:"samples_gib_per_s"`
+	Condition           string   `json:"condition"`
+	Runs                int      `json:"runs"`
+	DaemonGiBps         float64  `json:"daemon_gib_per_s"`
+	DaemonEndToEndGiBps float64  `json:"daemon_end_to_end_gib_per_s"`
+	Phases              PhasesMS `json:"daemon_phases"`
+	SeqReadGiBps        float64  `json:"seq_read_gib_per_s"`
+	MemcpyGiBps         float64  `json:"memcpy_gib_per_s,omitempty"`
+	MockPattern         *Probe   `json:"mock_pattern"`
+	FreshMemcpy         *Probe   `json:"fresh_memcpy,omitempty"`
+	FreshWrite          *Probe   `json:"fresh_write,omitempty"`
+	AllocatedWrite      *Probe   `json:"allocated_write,omitempty"`
+	PageAllocUS         float64  `json:"page_alloc_us,omitempty"`
+	Workers             int      `json:"workers"`
+	// The plugin's page faults from its start to ready; PagesLoaded the
+	// 4 KiB pages of the checkpoint.
+	PluginMinorFaults uint64  `json:"plugin_minor_faults"`
+	PluginMajorFaults uint64  `json:"plugin_major_faults"`
+	PagesLoaded       uint64  `json:"pages_loaded"`
+	Ratio             float64 `json:"ratio"`
+	Resident          float64 `json:"resident_before"`
+	Samples           series  `json:"samples_gib_per_s"`
 }
 
-// FillResult is the fill scenario's figures.
+// FillResult is the fill scenario's figures; ColdNote says why cold was
+// not measured, or how it was.
 type FillResult struct {
-	Model Model        `json:"model"`
-	Warm  FillVariant  `json:"warm"`
-	Cold  *FillVariant `json:"cold,omitempty"`
-	// ColdNote says why cold was not measured, or how it was.
-	ColdNote string `json:"cold_note"`
+	Model    Model        `json:"model"`
+	Warm     FillVariant  `json:"warm"`
+	Cold     *FillVariant `json:"cold,omitempty"`
+	ColdNote string       `json:"cold_note"`
 }
 
 const (
@@ -78,41 +74,27 @@ const (
 // fillSeries collects the runs of one condition.
 type fillSeries struct {
 	runs                                      []serveRun
-	rates                                     map[string][]float64
+	rates                                     series
 	pageCost                                  []float64
 	pattern, freshCopy, freshWrite, overWrite probeSeries
 }
 
-func (s *fillSeries) rate(key string, v float64) {
-	if s.rates == nil {
-		s.rates = map[string][]float64{}
-	}
-	s.rates[key] = append(s.rates[key], round3(v))
-}
-
-func (s *fillSeries) addDaemon(r serveRun) {
-	p := r.Phases
-	s.runs = append(s.runs, r)
-	s.rate("daemon", gibps(p.BytesLoaded, p.Load))
-	s.rate("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
-}
-
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
-	med := func(k string) float64 { return round3(MedianFloat(s.rates[k])) }
+	med := s.rates.med
 	v := FillVariant{Condition: condition, Runs: len(s.runs), DaemonGiBps: med("daemon"),
 		DaemonEndToEndGiBps: med("daemon_end_to_end"), Phases: phasesOf(s.runs),
 		SeqReadGiBps: med("seq_read"), MemcpyGiBps: med("memcpy"), MockPattern: s.pattern.probe(),
 		FreshMemcpy: s.freshCopy.probe(), FreshWrite: s.freshWrite.probe(), AllocatedWrite: s.overWrite.probe(),
-		PageAllocUS: round3(MedianFloat(s.pageCost)), Workers: workers, PagesLoaded: m.Bytes / pageSize,
+		PageAllocUS: round3(median(s.pageCost)), Workers: workers, PagesLoaded: m.Bytes / pageSize,
 		Samples: s.rates}
 	var minor, major, resident []float64
 	for _, r := range s.runs {
 		minor, major = append(minor, float64(r.PluginFaults.Minor)), append(major, float64(r.PluginFaults.Major))
 		resident = append(resident, r.Resident)
 	}
-	v.PluginMinorFaults, v.PluginMajorFaults = uint64(MedianFloat(minor)), uint64(MedianFloat(major))
-	v.Resident = MedianFloat(resident)
+	v.PluginMinorFaults, v.PluginMajorFaults = uint64(median(minor)), uint64(median(major))
+	v.Resident = median(resident)
 	baseline := v.SeqReadGiBps
 	if v.MemcpyGiBps > 0 {
 		baseline = min(baseline, v.MemcpyGiBps)
@@ -127,17 +109,13 @@ func (s *fillSeries) variant(condition string, workers int, m *Model) FillVarian
 // target's baselines and the fresh-shared-memory probes.
 func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 	o := e.Options
-	m, err := e.Model(e.largeFew())
+	m, err := e.warmModel(e.largeFew())
 	if err != nil {
 		return nil, nil, err
 	}
 	res := &FillResult{Model: *m}
-	// Warm the page cache and the binaries once, untimed.
-	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, nil, err
-	}
-	workers := mockLoadWorkers()
-	var s fillSeries
+	workers := fill.DefaultReaders() // as the mock backend's Load
+	s := fillSeries{rates: series{}}
 	for i := range o.Repeats {
 		if err := fillRound(ctx, o, m, workers, false, &s); err != nil {
 			return nil, nil, fmt.Errorf("fill warm run %d: %w", i+1, err)
@@ -153,7 +131,7 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 	case onTmpfs(m.Dir):
 		res.ColdNote = fmt.Sprintf("not measured: the checkpoint lives on tmpfs (%s), which no cache drop makes cold", m.Dir)
 	default:
-		var c fillSeries
+		c := fillSeries{rates: series{}}
 		for i := range min(o.Repeats, maxColdRuns) {
 			if err = fillRound(ctx, o, m, workers, true, &c); err != nil {
 				break
@@ -188,7 +166,10 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	if err != nil {
 		return err
 	}
-	s.addDaemon(r)
+	p := r.Phases
+	s.runs = append(s.runs, r)
+	s.rates.add("daemon", gibps(p.BytesLoaded, p.Load))
+	s.rates.add("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
 	if cold {
 		if err := dropCaches(); err != nil {
 			return err
@@ -208,11 +189,11 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	if err != nil {
 		return err
 	}
-	s.rate("seq_read", gibps(n, took))
+	s.rates.add("seq_read", gibps(n, took))
 	if cold {
 		return nil
 	}
-	s.rate("memcpy", gibps(m.Bytes, memcpy(m.Bytes)))
+	s.rates.add("memcpy", gibps(m.Bytes, memcpy(m.Bytes)))
 	fm, err := freshMemcpy(o.ShmDir, int64(pat.Bytes), workers)
 	if err != nil {
 		return err
@@ -262,10 +243,7 @@ func sequentialRead(files []string) (uint64, time.Duration, error) {
 // bytes and returns the time taken: the memory bandwidth of one core, with
 // no page allocated (freshMemcpy is the same copy into fresh shared memory).
 func memcpy(total uint64) time.Duration {
-	src, dst := make([]byte, copyChunk), make([]byte, copyChunk)
-	for i := range src {
-		src[i] = byte(i)
-	}
+	src, dst := patterned(copyChunk), make([]byte, copyChunk)
 	copy(dst, src) // fault dst in
 	start := time.Now()
 	for left := total; left > 0; {

@@ -32,9 +32,6 @@ const (
 	pageSize = 4096
 )
 
-// mockLoadWorkers is how many readers the mock backend's Load uses.
-func mockLoadWorkers() int { return fill.DefaultReaders() }
-
 // Probe is one way of filling fresh shared memory, medians over Runs.
 type Probe struct {
 	Runs int `json:"runs"`
@@ -68,8 +65,8 @@ func (s *probeSeries) probe() *Probe {
 		return nil
 	}
 	return &Probe{Runs: len(s.fill), Allocate: Summarize(s.alloc), Fill: Summarize(s.fill),
-		FillGiBps: round3(MedianFloat(s.fillRates)), EndToEndGiBps: round3(MedianFloat(s.endRates)),
-		MinorFaultsPerPage: round3(MedianFloat(s.faults))}
+		FillGiBps: round3(median(s.fillRates)), EndToEndGiBps: round3(median(s.endRates)),
+		MinorFaultsPerPage: round3(median(s.faults))}
 }
 
 // fillTiming is one fill of fresh shared memory: Alloc the file's
@@ -81,53 +78,35 @@ type fillTiming struct {
 	MinorFaults uint64
 }
 
-// shmFile is a fresh file in a shared-memory folder, mapped read-write.
-type shmFile struct {
-	f    *os.File
-	data []byte
-}
-
-// newShmFile creates a file of size bytes in dir, sizes it with ftruncate
-// (sparse: no memory is taken) and maps it shared, read-write.
-func newShmFile(dir string, size int64) (*shmFile, error) {
+// fillFresh creates a file of total bytes in dir, sizes it with ftruncate
+// (sparse: no memory is taken) and maps it shared, read-write (Alloc, in
+// the first timing); then it runs each fill on the file f and its mapping
+// data in turn and times them, and removes the file (its memory goes back).
+func fillFresh(dir string, total int64, fills ...func(f *os.File, data []byte) error) (ts []fillTiming, err error) {
+	start := time.Now()
 	f, err := os.CreateTemp(dir, "baseline-")
 	if err != nil {
 		return nil, fmt.Errorf("fresh shared memory: %w", err)
 	}
-	s := &shmFile{f: f}
-	if err = f.Truncate(size); err == nil {
-		s.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	var data []byte
+	defer func() {
+		if data != nil {
+			err = errors.Join(err, unix.Munmap(data))
+		}
+		err = errors.Join(err, f.Close(), os.Remove(f.Name()))
+	}()
+	if err = f.Truncate(total); err == nil {
+		data, err = unix.Mmap(int(f.Fd()), 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("fresh shared memory %s: %w", f.Name(), err), s.Close())
-	}
-	return s, nil
-}
-
-// Close unmaps, closes and removes the file (its memory goes back).
-func (s *shmFile) Close() error {
-	var err error
-	if s.data != nil {
-		err = unix.Munmap(s.data)
-	}
-	return errors.Join(err, s.f.Close(), os.Remove(s.f.Name()))
-}
-
-// fillFresh creates a fresh file of total bytes in dir, runs each fill on
-// it in turn and times them, then removes it. Alloc is in the first timing.
-func fillFresh(dir string, total int64, fills ...func(dst *shmFile) error) (ts []fillTiming, err error) {
-	start := time.Now()
-	dst, err := newShmFile(dir, total)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fresh shared memory %s: %w", f.Name(), err)
 	}
 	alloc := time.Since(start)
-	defer func() { err = errors.Join(err, dst.Close()) }()
 	for _, fill := range fills {
 		var ru0, ru1 unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 		start := time.Now()
-		if err := fill(dst); err != nil {
+		if err := fill(f, data); err != nil {
 			return nil, err
 		}
 		t := fillTiming{Bytes: uint64(total), Alloc: alloc, Fill: time.Since(start)}
@@ -138,49 +117,22 @@ func fillFresh(dir string, total int64, fills ...func(dst *shmFile) error) (ts [
 	return ts, nil
 }
 
-// fillChunk is one piece of a fill: n bytes at off of source file, to
-// dest in the destination.
-type fillChunk struct {
-	file      int
-	off, dest int64
-	n         int64
-}
-
-// chunksOf cuts sources of the given sizes, laid end to end in the
-// destination, into pieces of at most mockChunk bytes, in order.
-func chunksOf(sizes []int64) []fillChunk {
-	var out []fillChunk
-	var dest int64
-	for i, size := range sizes {
-		for off := int64(0); off < size; off += mockChunk {
-			out = append(out, fillChunk{file: i, off: off, dest: dest + off, n: min(mockChunk, size-off)})
-		}
-		dest += size
-	}
-	return out
-}
-
-// runChunks hands chunks out in order to max(workers, 1) goroutines, as
-// the mock's Load does; each has a bufSize-byte buffer of its own. The
-// first error stops the hand-out and is returned once every worker ended.
-func runChunks(chunks []fillChunk, workers, bufSize int, work func(buf []byte, c fillChunk) error) error {
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-		errs = make([]error, max(workers, 1))
-	)
+// inChunks cuts total bytes into mockChunk pieces and hands them out in
+// order to max(workers, 1) goroutines, as the mock's Load does. The first
+// error stops the hand-out and is returned once every worker ended.
+func inChunks(total int64, workers int, work func(off, n int64) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, max(workers, 1))
 	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, bufSize)
-			for i := next.Add(1) - 1; i < int64(len(chunks)); i = next.Add(1) - 1 {
-				if errs[w] = work(buf, chunks[i]); errs[w] != nil {
-					next.Store(int64(len(chunks)))
+		wg.Go(func() {
+			for off := next.Add(mockChunk) - mockChunk; off < total; off = next.Add(mockChunk) - mockChunk {
+				if errs[w] = work(off, min(mockChunk, total-off)); errs[w] != nil {
+					next.Store(total)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -196,8 +148,8 @@ func mockPattern(dir string, files []string, workers int) (fillTiming, error) {
 	if err != nil {
 		return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
 	}
-	ts, err := fillFresh(dir, int64(total), func(dst *shmFile) error {
-		_, err := fill.Fill(context.Background(), hostCopier{dst.f}, total, extents, nil,
+	ts, err := fillFresh(dir, int64(total), func(f *os.File, _ []byte) error {
+		_, err := fill.Fill(context.Background(), hostCopier{f}, total, extents, nil,
 			fill.Options{Readers: workers, Buffers: 1, BufferBytes: mockBounce})
 		return err
 	})
@@ -251,19 +203,25 @@ func (l hostLane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) 
 
 func (l hostLane) Release(error) {}
 
+// patterned is n bytes of a pattern, faulted in.
+func patterned(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	return b
+}
+
 // freshMemcpy copies total bytes from a prefaulted copyChunk-byte source
 // into the mapping of a new sparse file in dir, in mockChunk pieces on
 // workers goroutines: memory bandwidth plus the allocation of every page
 // (one fault per 4 KiB page on first write), no file read.
 func freshMemcpy(dir string, total int64, workers int) (fillTiming, error) {
-	src := make([]byte, copyChunk)
-	for i := range src {
-		src[i] = byte(i*7 + 1)
-	}
-	ts, err := fillFresh(dir, total, func(dst *shmFile) error {
-		return runChunks(chunksOf([]int64{total}), workers, 0, func(_ []byte, c fillChunk) error {
-			from := c.dest % copyChunk // copyChunk is a multiple of mockChunk: a piece never wraps
-			copy(dst.data[c.dest:c.dest+c.n], src[from:from+c.n])
+	src := patterned(copyChunk)
+	ts, err := fillFresh(dir, total, func(_ *os.File, data []byte) error {
+		return inChunks(total, workers, func(off, n int64) error {
+			from := off % copyChunk // copyChunk is a multiple of mockChunk: a piece never wraps
+			copy(data[off:off+n], src[from:from+n])
 			return nil
 		})
 	})
@@ -279,14 +237,11 @@ func freshMemcpy(dir string, total int64, workers int) (fillTiming, error) {
 // same file, whose pages now exist: the difference is what allocating the
 // pages costs.
 func freshWrite(dir string, total int64, workers int) (fresh, allocated fillTiming, err error) {
-	src := make([]byte, mockBounce)
-	for i := range src {
-		src[i] = byte(i*7 + 1)
-	}
-	write := func(dst *shmFile) error {
-		return runChunks(chunksOf([]int64{total}), workers, 0, func(_ []byte, c fillChunk) error {
-			for done := int64(0); done < c.n; done += int64(len(src)) {
-				if _, err := dst.f.WriteAt(src[:min(int64(len(src)), c.n-done)], c.dest+done); err != nil {
+	src := patterned(mockBounce)
+	write := func(f *os.File, _ []byte) error {
+		return inChunks(total, workers, func(off, n int64) error {
+			for done := int64(0); done < n; done += int64(len(src)) {
+				if _, err := f.WriteAt(src[:min(int64(len(src)), n-done)], off+done); err != nil {
 					return err
 				}
 			}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/wcache/wcache/sdk/fill"
@@ -47,39 +49,32 @@ func sourceFiles(t *testing.T, sizes ...int) ([]string, []byte) {
 	return paths, all
 }
 
-// openSources opens files for reading, returns them with their sizes and
-// total size, and closes them at the end of the test.
-func openSources(t *testing.T, paths []string) ([]*os.File, []int64, int64) {
-	t.Helper()
-	var srcs []*os.File
-	var sizes []int64
-	var total int64
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
+func TestInChunksCoversEveryByteOnce(t *testing.T) {
+	const total = 3*mockChunk + 5
+	seen := make([]atomic.Int32, total/pageSize+1)
+	var pieces atomic.Int32
+	if err := inChunks(total, 3, func(off, n int64) error {
+		if off%mockChunk != 0 || n > mockChunk || off+n > total {
+			t.Errorf("piece %d+%d", off, n)
 		}
-		t.Cleanup(func() { f.Close() })
-		fi, err := f.Stat()
-		if err != nil {
-			t.Fatal(err)
+		for p := off; p < off+n; p += pageSize {
+			seen[p/pageSize].Add(1)
 		}
-		srcs, sizes, total = append(srcs, f), append(sizes, fi.Size()), total+fi.Size()
+		pieces.Add(1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
-	return srcs, sizes, total
-}
-
-func TestChunksOfLaysFilesEndToEndInMockSizedPieces(t *testing.T) {
-	got := chunksOf([]int64{mockChunk + 5, 3})
-	want := []fillChunk{{file: 0, off: 0, dest: 0, n: mockChunk}, {file: 0, off: mockChunk, dest: mockChunk, n: 5},
-		{file: 1, off: 0, dest: mockChunk + 5, n: 3}}
-	if len(got) != len(want) {
-		t.Fatalf("chunksOf = %+v", got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("chunk %d = %+v, want %+v", i, got[i], want[i])
+	for i := range seen {
+		if c := seen[i].Load(); c != 1 {
+			t.Fatalf("page %d covered %d times", i, c)
 		}
+	}
+	if pieces.Load() != 4 {
+		t.Errorf("%d pieces, want 4", pieces.Load())
+	}
+	if err := inChunks(total, 2, func(off, n int64) error { return os.ErrInvalid }); !errors.Is(err, os.ErrInvalid) {
+		t.Errorf("a failing piece: err = %v", err)
 	}
 }
 
@@ -87,22 +82,21 @@ func TestChunksOfLaysFilesEndToEndInMockSizedPieces(t *testing.T) {
 // means nothing.
 func TestHostCopierCopiesEveryByte(t *testing.T) {
 	paths, want := sourceFiles(t, 3<<20+123, mockChunk+mockBounce+7, 1)
-	_, _, total := openSources(t, paths)
-	dst, err := newShmFile(shmTestDir(t), total)
+	extents, total, err := extentsOf(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dst.Close()
-	extents, _, err := extentsOf(paths)
-	if err != nil {
+	if _, err := fillFresh(shmTestDir(t), int64(total), func(f *os.File, data []byte) error {
+		if _, err := fill.Fill(context.Background(), hostCopier{f}, total, extents, nil,
+			fill.Options{Readers: 3, Buffers: 1, BufferBytes: mockBounce}); err != nil {
+			return err
+		}
+		if !bytes.Equal(data, want) {
+			t.Error("the file's bytes differ from the sources'")
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := fill.Fill(context.Background(), hostCopier{dst.f}, uint64(total), extents, nil,
-		fill.Options{Readers: 3, Buffers: 1, BufferBytes: mockBounce}); err != nil {
-		t.Fatalf("fill: %v", err)
-	}
-	if !bytes.Equal(dst.data, want) {
-		t.Fatal("the file's bytes differ from the sources'")
 	}
 }
 

@@ -1,13 +1,18 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -31,22 +36,23 @@ const (
 	helperAttach = "attach"
 )
 
-// HelperResult is what a helper prints on stdout, as one JSON object.
+// HelperResult is what a helper (Go or Python) prints on stdout, as one
+// JSON object. WorkNS runs from the start of the work (after process start
+// and flag parsing) until every tensor was usable; Steps split it (attach:
+// "digest", "attach", "map"; read: "headers", "read"). TouchNS (attach
+// -touch) is the time to then read one byte of every 4 KiB page of every
+// tensor: the first-touch page faults of the shared mapping, which a
+// loader's read already paid. Checksum folds the bytes touched, so that
+// the reads cannot be elided. Wall is set by the parent (fresh).
 type HelperResult struct {
-	// WorkNS is the time from the start of the work (after process start
-	// and flag parsing) until every tensor was usable.
-	WorkNS  int64  `json:"work_ns"`
-	Tensors int    `json:"tensors"`
-	Bytes   uint64 `json:"bytes"`
-	// TouchNS (attach only, with -touch) is the time to then read one byte
-	// of every 4 KiB page of every tensor: first-touch page faults of the
-	// shared mapping, which a loader's read already paid.
-	TouchNS int64 `json:"touch_ns,omitempty"`
-	// Checksum folds the bytes touched, so the reads cannot be elided.
-	Checksum uint64 `json:"checksum,omitempty"`
-	// Steps splits WorkNS (attach: "digest", "attach", "map"; read:
-	// "headers", "read"), in nanoseconds.
-	Steps map[string]int64 `json:"steps,omitempty"`
+	WorkNS   int64             `json:"work_ns"`
+	Tensors  int               `json:"tensors"`
+	Bytes    uint64            `json:"bytes"`
+	TouchNS  int64             `json:"touch_ns,omitempty"`
+	Checksum uint64            `json:"checksum,omitempty"`
+	Steps    map[string]int64  `json:"steps,omitempty"`
+	Versions map[string]string `json:"versions,omitempty"`
+	Wall     time.Duration     `json:"-"`
 }
 
 // RunHelper runs a helper mode with args and writes the HelperResult to
@@ -121,6 +127,17 @@ func readFiles(dir string, start time.Time) (HelperResult, error) {
 		Steps: map[string]int64{"headers": int64(headers), "read": int64(work - headers)}}, nil
 }
 
+// engineConfig is the config an engine sends for the checkpoint in dir on a
+// device of capability: the defaults and the checkpoint digest over its
+// headers.
+func engineConfig(dir, capability string) (cacheconfig.Config, error) {
+	cfg := cacheconfig.Default()
+	cfg.Model, cfg.DeviceCapability = dir, capability
+	var err error
+	cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir)
+	return cfg, err
+}
+
 // attachAndMap is the wcache path: compute the config the way an engine
 // does (checkpoint digest from the headers), attach by device UUID, map
 // every handle and slice every tensor.
@@ -128,14 +145,10 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 	if uuid == "" {
 		return HelperResult{}, errors.New("helper attach: -device-uuid is required")
 	}
-	cfg := cacheconfig.Default()
-	cfg.Model = dir
-	cfg.DeviceCapability = capability
-	digest, err := cacheconfig.CheckpointDigestDir(dir)
+	cfg, err := engineConfig(dir, capability)
 	if err != nil {
 		return HelperResult{}, err
 	}
-	cfg.CheckpointDigest = digest
 	digested := time.Since(start)
 	layout, err := paths.NewLayout(paths.Options{})
 	if err != nil {
@@ -170,4 +183,62 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 		res.TouchNS, res.Checksum = int64(time.Since(t0)), sum
 	}
 	return res, nil
+}
+
+// Fresh processes, run to completion: this binary re-executed as
+// `wcache-bench helper …` and the embedded Python scripts.
+
+// Embedded Python helpers, written into a world by script before use.
+var (
+	//go:embed py/read_numpy.py
+	pyReadNumpy string
+	//go:embed py/attach_torch.py
+	pyAttachTorch string
+)
+
+// script writes source into the world's root as name and returns its path.
+func (w *world) script(name, source string) (string, error) {
+	path := filepath.Join(w.Root, name)
+	if err := os.WriteFile(path, []byte(source), 0o600); err != nil {
+		return "", fmt.Errorf("python helper %s: %w", name, err)
+	}
+	return path, nil
+}
+
+// helperArgv is a fresh Go process running the helper mode with args.
+func (w *world) helperArgv(mode string, args ...string) []string {
+	return append(append(append([]string{}, w.o.HelperArgv...), mode), args...)
+}
+
+// fresh runs argv to completion in the world's environment and decodes the
+// HelperResult it prints last on stdout; Wall is the whole process, from
+// fork/exec to exit, as its parent saw it.
+func (w *world) fresh(ctx context.Context, argv ...string) (HelperResult, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = w.Env(w.o.HelperEnv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		return HelperResult{}, fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, tail(stderr.String()))
+	}
+	out := strings.TrimSpace(stdout.String())
+	out = out[strings.LastIndexByte(out, '\n')+1:]
+	var r HelperResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return HelperResult{}, fmt.Errorf("%s: result %q: %w", strings.Join(argv, " "), out, err)
+	}
+	r.Wall = wall
+	return r, nil
+}
+
+// tail is the last 3000 bytes of s.
+func tail(s string) string {
+	const n = 3000
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }

@@ -71,21 +71,19 @@ func renderMain(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	text := DocsTemplate
+	text, err := []byte(DocsTemplate), error(nil)
 	if *tmpl != "" {
-		b, err := os.ReadFile(*tmpl)
-		if err != nil {
-			fmt.Fprintf(stderr, "wcache-bench render: %v\n", err)
-			return 1
-		}
-		text = string(b)
+		text, err = os.ReadFile(*tmpl)
 	}
-	report, err := os.ReadFile(*in)
+	var report, md []byte
 	if err == nil {
-		var md []byte
-		if md, err = Render(text, report); err == nil {
-			err = os.WriteFile(*out, md, 0o644)
-		}
+		report, err = os.ReadFile(*in)
+	}
+	if err == nil {
+		md, err = Render(string(text), report)
+	}
+	if err == nil {
+		err = os.WriteFile(*out, md, 0o644)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "wcache-bench render: %v\n", err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -38,19 +39,17 @@ func microPackages() []string {
 // runMicro runs the hot paths' Go benchmarks in the source tree with
 // `go test -bench` (the go command on PATH). It checks no target.
 func runMicro(ctx context.Context, e *Env) (any, []Target, error) {
-	o := e.Options
-	const goBin = "go"
-	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", o.MicroBenchtime},
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", e.MicroBenchtime},
 		microPackages()...)
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = o.RepoDir
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = e.RepoDir
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(string(out)))
-	}
 	res := &MicroResult{Command: "go " + strings.Join(args, " "), Benchmarks: parseBenchOutput(string(out))}
-	if len(res.Benchmarks) == 0 {
-		return nil, nil, fmt.Errorf("go %s printed no benchmark:\n%s", strings.Join(args, " "), tail(string(out)))
+	if err == nil && len(res.Benchmarks) == 0 {
+		err = errors.New("printed no benchmark")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w\n%s", res.Command, err, tail(string(out)))
 	}
 	return res, nil, nil
 }

@@ -12,52 +12,50 @@ import (
 	"time"
 )
 
-// Environment variables read by ParseOptions (a flag of the same meaning
-// wins over its variable).
+// Environment variables read by ParseOptions; a flag wins over its variable.
 const (
-	EnvGiB         = "WCACHE_BENCH_GIB"          // large checkpoint size in GiB [4]
-	EnvSmallMiB    = "WCACHE_BENCH_SMALL_MIB"    // small checkpoint size in MiB [256]
-	EnvRepeats     = "WCACHE_BENCH_REPEATS"      // fresh-process and serve repetitions [5]
-	EnvAttachIters = "WCACHE_BENCH_ATTACH_ITERS" // attaches per manifest for p50/p99 [300]
-	EnvClients     = "WCACHE_BENCH_CLIENTS"      // concurrent clients [64]
-	EnvSeconds     = "WCACHE_BENCH_SECONDS"      // concurrency run length in seconds [10]
-	EnvTmpDir      = "WCACHE_BENCH_TMPDIR"       // where checkpoints are generated [os.TempDir()]
-	EnvPython      = "WCACHE_BENCH_PYTHON"       // interpreter with numpy and torch [/usr/bin/python3]
-	EnvOnly        = "WCACHE_BENCH_ONLY"         // comma list of scenarios [all]
-	EnvOut         = "WCACHE_BENCH_OUT"          // results folder [bench-results]
+	EnvGiB         = "WCACHE_BENCH_GIB"
+	EnvSmallMiB    = "WCACHE_BENCH_SMALL_MIB"
+	EnvRepeats     = "WCACHE_BENCH_REPEATS"
+	EnvAttachIters = "WCACHE_BENCH_ATTACH_ITERS"
+	EnvClients     = "WCACHE_BENCH_CLIENTS"
+	EnvSeconds     = "WCACHE_BENCH_SECONDS"
+	EnvTmpDir      = "WCACHE_BENCH_TMPDIR"
+	EnvPython      = "WCACHE_BENCH_PYTHON"
+	EnvOnly        = "WCACHE_BENCH_ONLY"
+	EnvOut         = "WCACHE_BENCH_OUT"
 )
 
-// Options configure a benchmark run. ParseOptions fills the defaults shown
-// in brackets.
+// Options configure a benchmark run; ParseOptions fills the defaults shown
+// in brackets (the flags' help says which flag sets each).
 type Options struct {
-	// BinDir holds wcache and wcache-backend-mock [bin].
+	// BinDir holds wcache, wcache-backend-mock and, for the pipeline
+	// scenario, wcache-backend-cuda [bin].
 	BinDir string
-	// RepoDir is the source tree: git identifies the commit there, the
-	// Python client is imported from RepoDir/clients/python/src and the Go
-	// micro-benchmarks run there [.].
+	// RepoDir is the source tree: the commit, the Python client
+	// (clients/python/src), the fake CUDA driver's source and the Go
+	// micro-benchmarks are taken from there [.].
 	RepoDir string
-	// OutDir is the results folder; the run writes OutDir/benchmarks.json
-	// and nothing else [$WCACHE_BENCH_OUT, else bench-results].
+	// OutDir is the results folder; a run writes OutDir/benchmarks.json and
+	// nothing else [bench-results].
 	OutDir string
-	// TmpDir is where checkpoints are generated; it should be a disk, not
-	// tmpfs, so that a cold read means something [$WCACHE_BENCH_TMPDIR, else os.TempDir()].
-	TmpDir string
-	// ShmDir is the parent of each scenario's mock shared-memory folder
-	// [/dev/shm when present, else TmpDir].
-	ShmDir string
-	// LargeBytes and SmallBytes are the two checkpoint sizes [4 GiB, 256 MiB].
-	LargeBytes, SmallBytes uint64
-	// FewTensors and ManyTensors are the two manifest sizes [300, 3000].
+	// TmpDir is where checkpoints are generated: a disk, not tmpfs, for a
+	// cold read to mean something [os.TempDir()]. ShmDir is the parent of
+	// each scenario's shared-memory folder [/dev/shm when present, else TmpDir].
+	TmpDir, ShmDir string
+	// LargeBytes and SmallBytes are the two checkpoint sizes [4 GiB, 256 MiB];
+	// FewTensors and ManyTensors the two manifest sizes [300, 3000].
+	LargeBytes, SmallBytes  uint64
 	FewTensors, ManyTensors int
 	// Repeats is the number of fresh processes per restart variant and of
-	// serve runs per fill and start-up case [5].
-	Repeats int
-	// AttachIters is the number of timed attaches per manifest [300].
-	AttachIters int
+	// serve runs per fill, publish, pipeline, start-up and takeover case [5];
+	// AttachIters the timed attaches per manifest [300].
+	Repeats, AttachIters int
 	// Clients and ConcurrencyDuration shape the concurrency run [64, 10 s].
 	Clients             int
 	ConcurrencyDuration time.Duration
-	// Python is the interpreter of the Python scenarios [/usr/bin/python3].
+	// Python is the interpreter of the Python scenarios, with numpy and
+	// torch [/usr/bin/python3].
 	Python string
 	// Scenarios to run, by name [all, in the order of Scenarios()].
 	Scenarios []string
@@ -67,11 +65,10 @@ type Options struct {
 	MicroBenchtime string
 	// Keep leaves the generated checkpoints behind [false].
 	Keep bool
-	// HelperArgv starts a fresh helper process; the helper mode and its
-	// flags are appended [this executable, "helper"].
-	HelperArgv []string
-	// HelperEnv is extra environment for helper processes.
-	HelperEnv []string
+	// HelperArgv starts a fresh helper process, to which the helper mode
+	// and its flags are appended [this executable, "helper"]; HelperEnv is
+	// extra environment for helpers.
+	HelperArgv, HelperEnv []string
 	// Log receives progress lines [stderr].
 	Log io.Writer
 }

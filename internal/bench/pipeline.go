@@ -18,36 +18,32 @@ import (
 // with gcc), whose device memory is host memory allocated up front
 // (FAKECUDA_PREFAULT) and whose copy engine runs at a set rate
 // (FAKECUDA_COPY_GBPS) or as fast as memcpy. Rates are GiB/s, medians.
+// Read1/ReadN: sdk/fill reading the checkpoint from the page cache with 1
+// and N (Readers, the default) readers and a copy that does nothing.
+// Fill1/FillN: the daemon's Load phase with 1 and N readers, copies
+// unpaced. CopyGiBps is the paced engine's rate, half the unpaced N-reader
+// fill of the first round so that the engine is the bound; PacedGiBps the
+// daemon's Load with N readers on it; Ratio, the target's figure, is
+// PacedGiBps / min(ReadNGiBps, CopyGiBps). NotMeasured says why nothing was
+// measured (no gcc, no CUDA plugin).
 type PipelineResult struct {
-	// NotMeasured says why nothing was measured (no gcc, no CUDA plugin).
-	NotMeasured string `json:"not_measured,omitempty"`
-	Model       Model  `json:"model"`
-	Runs        int    `json:"runs"`
-	// Readers is N, the default reader count (min(8, CPUs)).
-	Readers int `json:"readers"`
-	// Read1GiBps and ReadNGiBps: the pipeline reading the checkpoint from
-	// the page cache with 1 and N readers and no copy (sdk/fill with a
-	// copy that does nothing): what the readers can feed.
+	NotMeasured string  `json:"not_measured,omitempty"`
+	Model       Model   `json:"model"`
+	Runs        int     `json:"runs"`
+	Readers     int     `json:"readers"`
 	Read1GiBps  float64 `json:"read_1_gib_per_s"`
 	ReadNGiBps  float64 `json:"read_n_gib_per_s"`
 	ReadScaling float64 `json:"read_scaling"`
-	// Fill1GiBps and FillNGiBps: the daemon's Load phase with 1 and N
-	// readers and an unpaced copy engine; Scaling is FillN / Fill1.
-	Fill1GiBps float64 `json:"fill_1_gib_per_s"`
-	FillNGiBps float64 `json:"fill_n_gib_per_s"`
-	Scaling    float64 `json:"scaling"`
-	// CopyGiBps is the paced engine's rate, set to half the unpaced
-	// N-reader fill of the first round so that the engine is the bound;
-	// PacedGiBps the daemon's Load with N readers on it. Ratio is
-	// PacedGiBps / min(ReadNGiBps, CopyGiBps): the target's figure.
-	CopyGiBps  float64              `json:"copy_gib_per_s"`
-	PacedGiBps float64              `json:"paced_fill_gib_per_s"`
-	Ratio      float64              `json:"ratio"`
-	Samples    map[string][]float64 `json:"samples_gib_per_s"`
+	Fill1GiBps  float64 `json:"fill_1_gib_per_s"`
+	FillNGiBps  float64 `json:"fill_n_gib_per_s"`
+	Scaling     float64 `json:"scaling"`
+	CopyGiBps   float64 `json:"copy_gib_per_s"`
+	PacedGiBps  float64 `json:"paced_fill_gib_per_s"`
+	Ratio       float64 `json:"ratio"`
+	Samples     series  `json:"samples_gib_per_s"`
 }
 
-// cudaPlugin is the CUDA backend binary the scenario needs besides the
-// bench binaries.
+// cudaPlugin is the CUDA backend binary the scenario needs.
 const cudaPlugin = "wcache-backend-cuda"
 
 // runPipeline measures the fill pipeline on the fake CUDA driver with the
@@ -56,7 +52,7 @@ const cudaPlugin = "wcache-backend-cuda"
 // with N readers on the paced engine.
 func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	o := e.Options
-	res := &PipelineResult{Readers: fill.DefaultReaders(), Samples: map[string][]float64{}}
+	res := &PipelineResult{Readers: fill.DefaultReaders(), Samples: series{}}
 	lib, why := buildFakeCUDA(o)
 	if why != "" {
 		res.NotMeasured = why
@@ -64,14 +60,11 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 		return res, nil, nil
 	}
 	defer os.RemoveAll(filepath.Dir(lib))
-	m, err := e.Model(e.smallFew())
+	m, err := e.warmModel(e.smallFew())
 	if err != nil {
 		return nil, nil, err
 	}
 	res.Model, res.Runs = *m, o.Repeats
-	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, nil, err
-	}
 	n := res.Readers
 	var copyGBps float64
 	for i := range o.Repeats {
@@ -80,7 +73,7 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			res.add(fmt.Sprintf("read_%d", r), rate)
+			res.Samples.add(fmt.Sprintf("read_%d", r), rate)
 		}
 		for _, run := range []struct {
 			key     string
@@ -90,7 +83,7 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if run.paced && i == 0 {
 				// Half of what the fake moves unpaced: the engine, not the
 				// memcpy on the CPUs, is then the bound.
-				copyGBps = res.last("fill_n") * (1 << 30) / 1e9 / 2
+				copyGBps = res.Samples.last("fill_n") * (1 << 30) / 1e9 / 2
 				res.CopyGiBps = round3(copyGBps * 1e9 / (1 << 30))
 			}
 			gbps := 0.0
@@ -101,13 +94,13 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("pipeline %s: %w", run.key, err)
 			}
-			res.add(run.key, rate)
+			res.Samples.add(run.key, rate)
 		}
 		o.logf("pipeline %d/%d: read %.2f / %.2f GiB/s (1 / %d readers), fill %.2f / %.2f, paced at %.2f: %.2f",
-			i+1, o.Repeats, res.last("read_1"), res.last(fmt.Sprintf("read_%d", n)), n, res.last("fill_1"),
-			res.last("fill_n"), res.CopyGiBps, res.last("paced"))
+			i+1, o.Repeats, res.Samples.last("read_1"), res.Samples.last(fmt.Sprintf("read_%d", n)), n, res.Samples.last("fill_1"),
+			res.Samples.last("fill_n"), res.CopyGiBps, res.Samples.last("paced"))
 	}
-	med := func(k string) float64 { return round3(MedianFloat(res.Samples[k])) }
+	med := res.Samples.med
 	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(fmt.Sprintf("read_%d", n))
 	res.Fill1GiBps, res.FillNGiBps, res.PacedGiBps = med("fill_1"), med("fill_n"), med("paced")
 	res.Scaling = round3(ratio(res.FillNGiBps, res.Fill1GiBps))
@@ -118,18 +111,6 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 		reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
 		reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
 	}, nil
-}
-
-func (r *PipelineResult) add(key string, v float64) {
-	r.Samples[key] = append(r.Samples[key], round3(v))
-}
-
-func (r *PipelineResult) last(key string) float64 {
-	s := r.Samples[key]
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)-1]
 }
 
 // buildFakeCUDA compiles the fake driver into a new temporary folder and
@@ -181,7 +162,7 @@ func pipelineRead(files []string, readers int) (float64, error) {
 // readers, the copy engine at gbps GB/s, 0 unpaced) and returns the
 // daemon's Load rate in GiB/s.
 func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers int, gbps float64) (float64, error) {
-	w, err := newWorld(o, "pipeline", 0)
+	w, err := newWorld(o, "pipeline", m)
 	if err != nil {
 		return 0, err
 	}
@@ -198,20 +179,15 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 		"FAKECUDA_PREFAULT":           "1",
 		"FAKECUDA_COPY_GBPS":          strconv.FormatFloat(gbps, 'f', 4, 64),
 	} {
-		w.Setenv(k, v)
+		w.env[k] = v
 	}
-	d, err := w.startServe(ctx, m.Dir, nil)
+	d, err := w.startServe(ctx, nil, "--model", m.Dir)
 	if err != nil {
 		return 0, err
 	}
-	defer d.Stop()
-	st, err := w.status(ctx)
+	p, err := w.loaded(ctx, d, m)
 	if err != nil {
-		return 0, d.withOutput(err)
-	}
-	p := st.StartPhases
-	if p.Load <= 0 || p.BytesLoaded != m.Bytes {
-		return 0, d.withOutput(fmt.Errorf("daemon reports a load of %d bytes in %s, the checkpoint has %d", p.BytesLoaded, p.Load, m.Bytes))
+		return 0, err
 	}
 	return gibps(p.BytesLoaded, p.Load), d.Stop()
 }

@@ -12,27 +12,24 @@ import (
 // PublishResult is the publish scenario's figures: a publish of the large
 // checkpoint into an empty daemon by a client (as `wcache publish` does:
 // core/client Publish with ShmFill copying from the files), medians over
-// Runs, each run in a world of its own.
+// Runs, each run in a world of its own. PublishGiBps is bytes over the
+// whole Publish call (table, the daemon's plan, allocation and export, the
+// copy, the commit); FillGiBps bytes over the copy alone (ShmFill: mapping
+// the writable handles, pread from the files into them). FreshMemcpyGiBps
+// is a memcpy of the same byte count into a new sparse file of the
+// shared-memory folder on one thread (as ShmFill copies), right after each
+// publish; Ratio, the target's figure, is PublishGiBps / FreshMemcpyGiBps.
+// Attach is an Attach on an open connection to the published weights
+// until the manifest arrived, as in the attach scenario.
 type PublishResult struct {
-	Model Model `json:"model"`
-	Runs  int   `json:"runs"`
-	// PublishGiBps is bytes over the whole Publish call: table, the
-	// daemon's plan, allocation and export, the copy, the commit.
-	// FillGiBps is bytes over the copy alone (ShmFill: mapping the writable
-	// handles, pread from the files into them).
-	PublishGiBps float64 `json:"publish_gib_per_s"`
-	FillGiBps    float64 `json:"fill_gib_per_s"`
-	// FreshMemcpyGiBps: a memcpy of the same byte count into a new sparse
-	// file of the shared-memory folder on one thread (ShmFill copies on
-	// one), measured right after each publish.
+	Model            Model   `json:"model"`
+	Runs             int     `json:"runs"`
+	PublishGiBps     float64 `json:"publish_gib_per_s"`
+	FillGiBps        float64 `json:"fill_gib_per_s"`
 	FreshMemcpyGiBps float64 `json:"fresh_memcpy_gib_per_s"`
-	// Ratio is PublishGiBps / FreshMemcpyGiBps: the target's figure.
-	Ratio float64 `json:"ratio"`
-	// Attach is an Attach on an open connection to the published weights
-	// until the manifest arrived (and its release), as in the attach
-	// scenario.
-	Attach  Summary              `json:"attach"`
-	Samples map[string][]float64 `json:"samples_gib_per_s"`
+	Ratio            float64 `json:"ratio"`
+	Attach           Summary `json:"attach"`
+	Samples          series  `json:"samples_gib_per_s"`
 }
 
 // publishAttachIters bounds the timed attaches after each publish.
@@ -43,7 +40,7 @@ const publishAttachIters = 100
 // a memcpy of the same size into fresh shared memory.
 func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	o := e.Options
-	m, err := e.Model(e.largeFew())
+	m, err := e.warmModel(e.largeFew()) // the publisher's source is in memory
 	if err != nil {
 		return nil, nil, err
 	}
@@ -51,11 +48,7 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// Warm the page cache: the publisher's source is in memory.
-	if _, _, err := sequentialRead(m.Files); err != nil {
-		return nil, nil, err
-	}
-	res := &PublishResult{Model: *m, Runs: o.Repeats, Samples: map[string][]float64{}}
+	res := &PublishResult{Model: *m, Runs: o.Repeats, Samples: series{}}
 	var attaches []time.Duration
 	for i := range o.Repeats {
 		pub, fill, at, err := publishOnce(ctx, o, m, ck)
@@ -67,15 +60,14 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 			return nil, nil, err
 		}
 		attaches = append(attaches, at...)
-		res.Samples["publish"] = append(res.Samples["publish"], round3(gibps(m.Bytes, pub)))
-		res.Samples["fill"] = append(res.Samples["fill"], round3(gibps(m.Bytes, fill)))
-		res.Samples["fresh_memcpy"] = append(res.Samples["fresh_memcpy"], round3(gibps(fm.Bytes, fm.Fill)))
+		res.Samples.add("publish", gibps(m.Bytes, pub))
+		res.Samples.add("fill", gibps(m.Bytes, fill))
+		res.Samples.add("fresh_memcpy", gibps(fm.Bytes, fm.Fill))
 		o.logf("publish %d/%d: %.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", i+1, o.Repeats,
-			res.Samples["publish"][i], res.Samples["fill"][i], res.Samples["fresh_memcpy"][i])
+			res.Samples.last("publish"), res.Samples.last("fill"), res.Samples.last("fresh_memcpy"))
 	}
-	res.PublishGiBps = round3(MedianFloat(res.Samples["publish"]))
-	res.FillGiBps = round3(MedianFloat(res.Samples["fill"]))
-	res.FreshMemcpyGiBps = round3(MedianFloat(res.Samples["fresh_memcpy"]))
+	res.PublishGiBps, res.FillGiBps = res.Samples.med("publish"), res.Samples.med("fill")
+	res.FreshMemcpyGiBps = res.Samples.med("fresh_memcpy")
 	res.Ratio = round3(ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
 	res.Attach = Summarize(attaches)
 	return res, []Target{
@@ -88,21 +80,20 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 // publish, its copy and publishAttachIters attaches (after attachWarmup
 // untimed ones); it stops the daemon.
 func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Checkpoint) (pub, fill time.Duration, attaches []time.Duration, err error) {
-	w, err := newWorld(o, "publish", m.Bytes+m.Bytes/8+(64<<20))
+	w, err := newWorld(o, "publish", m)
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, "", nil)
+	d, err := w.startServe(ctx, nil)
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	defer d.Stop()
 	cfg, err := w.engineConfig(ctx, m.Dir)
 	if err != nil {
 		return 0, 0, nil, d.withOutput(err)
 	}
-	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench publish"})
+	c, err := client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench publish"})
 	if err != nil {
 		return 0, 0, nil, d.withOutput(err)
 	}

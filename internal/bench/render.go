@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"text/template"
 )
 
@@ -41,72 +40,35 @@ func Render(text string, report []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// missing is what a figure absent from the report renders as.
-const missing = "—"
-
 // renderFuncs are the template's formatting helpers. Each takes a JSON
-// value (float64, or nil when absent) and renders nil as missing.
+// value and renders one absent from the report (nil) as "—".
 func renderFuncs() template.FuncMap {
-	number := func(x any) (float64, bool) { f, ok := x.(float64); return f, ok }
 	return template.FuncMap{
-		// n formats a number with digits decimals.
+		// n formats a number with digits decimals (-1: as many as needed).
 		"n": func(digits int, x any) string {
-			f, ok := number(x)
-			if !ok {
-				return missing
+			if f, ok := x.(float64); ok {
+				return strconv.FormatFloat(f, 'f', digits, 64)
 			}
-			return strconv.FormatFloat(f, 'f', digits, 64)
-		},
-		// v is a number as measured (already rounded), without exponent.
-		"v": func(x any) string {
-			f, ok := number(x)
-			if !ok {
-				return missing
-			}
-			return strconv.FormatFloat(f, 'f', -1, 64)
+			return "—"
 		},
 		// size formats bytes in MiB below 1 GiB, else in GiB.
 		"size": func(x any) string {
-			f, ok := number(x)
+			f, ok := x.(float64)
 			switch {
 			case !ok:
-				return missing
+				return "—"
 			case f < 1<<30:
 				return strconv.FormatFloat(f/(1<<20), 'f', 1, 64) + " MiB"
 			default:
 				return strconv.FormatFloat(f/(1<<30), 'f', 2, 64) + " GiB"
 			}
 		},
-		// met renders a target's outcome.
-		"met": func(t map[string]any) string {
-			switch {
-			case t["goal"] == "reported":
-				return missing
-			case t["met"] == true:
-				return "yes"
-			default:
-				return "**no**"
-			}
-		},
-		// s is a string, or missing when absent or empty.
+		// s is a string, "—" when absent or empty.
 		"s": func(x any) string {
 			if s, _ := x.(string); s != "" {
 				return s
 			}
-			return missing
-		},
-		// short is the first 12 characters of a commit hash.
-		"short": func(x any) string {
-			s, _ := x.(string)
-			return s[:min(len(s), 12)]
-		},
-		"join": func(sep string, x any) string {
-			list, _ := x.([]any)
-			var parts []string
-			for _, v := range list {
-				parts = append(parts, fmt.Sprint(v))
-			}
-			return strings.Join(parts, sep)
+			return "—"
 		},
 	}
 }

@@ -1,13 +1,22 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/prometheus/procfs"
 )
 
 // ReportSchema is the version of the JSON report's layout: 3 keeps every
@@ -107,4 +116,202 @@ func (r *Report) WriteJSON(path string) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// Summary describes a sample of durations in milliseconds.
+type Summary struct {
+	N        int     `json:"n"`
+	MedianMS float64 `json:"median_ms"`
+	P99MS    float64 `json:"p99_ms"`
+	MinMS    float64 `json:"min_ms"`
+	MaxMS    float64 `json:"max_ms"`
+}
+
+// Summarize computes the median, the 99th percentile (nearest rank: the
+// smallest value with at least 99% of the sample at or below it) and the
+// extremes of ds. An empty sample is the zero Summary.
+func Summarize(ds []time.Duration) Summary {
+	if len(ds) == 0 {
+		return Summary{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := min(max(int(math.Ceil(0.99*float64(len(s)))), 1), len(s))
+	return Summary{N: len(s), MedianMS: ms(median(s)), P99MS: ms(s[rank-1]), MinMS: ms(s[0]), MaxMS: ms(s[len(s)-1])}
+}
+
+// median of a sample: the middle value, or the mean of the two middle
+// values (0 when empty).
+func median[T time.Duration | float64](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	switch n := len(s); {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return s[n/2]
+	default:
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+// series are samples by name (rates in GiB/s, say), rounded for the report.
+type series map[string][]float64
+
+func (s series) add(key string, v float64) { s[key] = append(s[key], round3(v)) }
+
+// med is the median of key's samples.
+func (s series) med(key string) float64 { return round3(median(s[key])) }
+
+// last is key's latest sample (0 when none).
+func (s series) last(key string) float64 {
+	if v := s[key]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return 0
+}
+
+// ms converts d to float milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ratio is a/b, or 0 when b is 0 (a ratio that cannot be formed is shown
+// as such by the report, never as infinity).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// round3 rounds x to three decimals for the JSON report.
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// gibps is bytes per second in GiB/s (0 for no time).
+func gibps(bytes uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / float64(1<<30) / d.Seconds()
+}
+
+// PhasesMS are the medians, in milliseconds, of the start-up phases the
+// daemons reported (client.StartPhases) over serve runs, and of the part
+// of start-to-ready outside the daemon's own start-up: process and
+// backend plugin start, and the ready file.
+type PhasesMS struct {
+	Plan     float64 `json:"plan_ms"`
+	Lock     float64 `json:"lock_ms"`
+	Allocate float64 `json:"allocate_ms"`
+	Load     float64 `json:"load_ms"`
+	Export   float64 `json:"export_ms"`
+	Total    float64 `json:"daemon_total_ms"`
+	Outside  float64 `json:"outside_daemon_ms"`
+}
+
+// phasesOf summarises the phases of serve runs.
+func phasesOf(runs []serveRun) PhasesMS {
+	var plan, lock, alloc, load, export, total, outside []time.Duration
+	for _, r := range runs {
+		p := r.Phases
+		plan, lock, alloc = append(plan, p.Plan), append(lock, p.Lock), append(alloc, p.Allocate)
+		load, export, total = append(load, p.Load), append(export, p.Export), append(total, p.Total)
+		outside = append(outside, r.StartToReady-p.Total)
+	}
+	med := func(ds []time.Duration) float64 { return round3(Summarize(ds).MedianMS) }
+	return PhasesMS{Plan: med(plan), Lock: med(lock), Allocate: med(alloc), Load: med(load), Export: med(export),
+		Total: med(total), Outside: med(outside)}
+}
+
+// Machine describes where the benchmark ran.
+type Machine struct {
+	CPUModel    string `json:"cpu_model"`
+	Cores       int    `json:"cores"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	Kernel      string `json:"kernel"`
+	OS          string `json:"os"`
+	GoVersion   string `json:"go_version"`
+	// Load1 is the one-minute load average when the run began: above
+	// Cores, other work shared the machine.
+	Load1 float64 `json:"load1"`
+	// Virtualized is the hypervisor flag of /proc/cpuinfo: page-cache
+	// "cold" reads may then still be served by the host's cache.
+	Virtualized bool `json:"virtualized"`
+	// ShmemTHP is the kernel's transparent-huge-page mode for shared
+	// memory (the bracketed word of
+	// /sys/kernel/mm/transparent_hugepage/shmem_enabled; "" when
+	// unreadable): with "never", tmpfs hands out 4 KiB pages one at a time.
+	ShmemTHP string `json:"shmem_thp,omitempty"`
+}
+
+// Commit is the source the benchmark was built from.
+type Commit struct {
+	Hash  string `json:"hash"`
+	Dirty bool   `json:"dirty"`
+}
+
+// ReadMachine describes this machine from /proc and uname. Fields it cannot
+// read are left empty rather than failing the run.
+func ReadMachine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			m.CPUModel, m.Virtualized = cpus[0].ModelName, slices.Contains(cpus[0].Flags, "hypervisor")
+		}
+		if mi, err := fs.Meminfo(); err == nil && mi.MemTotalBytes != nil {
+			m.MemoryBytes = *mi.MemTotalBytes
+		}
+		if la, err := fs.LoadAvg(); err == nil {
+			m.Load1 = la.Load1
+		}
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:]) +
+			" " + unix.ByteSliceToString(u.Machine[:])
+	}
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+				m.OS = strings.Trim(v, `"`)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled"); err == nil {
+		m.ShmemTHP = selectedMode(string(b))
+	}
+	return m
+}
+
+// selectedMode is the bracketed choice of a sysfs mode list such as
+// "always within_size advise [never] deny force" ("" when none is).
+func selectedMode(s string) string {
+	_, after, _ := strings.Cut(s, "[")
+	mode, _, ok := strings.Cut(after, "]")
+	if !ok {
+		return ""
+	}
+	return mode
+}
+
+// ReadCommit asks git in dir for HEAD and whether the tree has changes
+// (tracked or untracked files).
+func ReadCommit(ctx context.Context, dir string) (Commit, error) {
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("git %s in %s: %w", strings.Join(args, " "), dir, err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	hash, err := git("rev-parse", "HEAD")
+	if err != nil {
+		return Commit{}, err
+	}
+	st, err := git("status", "--porcelain", "--", ".")
+	if err != nil {
+		return Commit{}, err
+	}
+	return Commit{Hash: hash, Dirty: st != ""}, nil
 }

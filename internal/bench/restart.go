@@ -3,168 +3,133 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"time"
 )
 
-// RestartVariant is one way a fresh process gets every tensor usable.
+// RestartVariant is one way a fresh process gets every tensor usable: Path
+// "read" (safetensors from the page cache) or "attach" (wcache daemon), in
+// Lang. Work is measured inside the process (HelperResult.WorkNS), Wall is
+// the whole process; StepsMS are the medians of its steps.
 type RestartVariant struct {
-	Name string `json:"name"`
-	// Path is "read" (safetensors from the page cache) or "attach"
-	// (wcache daemon).
-	Path string `json:"path"`
-	Lang string `json:"lang"`
-	// Work is measured inside the process from the start of the work to
-	// "all tensors usable"; Wall is the whole process, fork/exec to exit.
-	Work    Summary `json:"work"`
-	Wall    Summary `json:"wall"`
-	Tensors int     `json:"tensors"`
-	Bytes   uint64  `json:"bytes"`
-	// StepsMS are the medians of the in-process steps (see HelperResult).
+	Name    string             `json:"name"`
+	Path    string             `json:"path"`
+	Lang    string             `json:"lang"`
+	Work    Summary            `json:"work"`
+	Wall    Summary            `json:"wall"`
+	Tensors int                `json:"tensors"`
+	Bytes   uint64             `json:"bytes"`
 	StepsMS map[string]float64 `json:"steps_ms"`
 }
 
-// RestartResult is the restart scenario's figures.
+// RestartResult is the restart scenario's figures. The ratios are read ÷
+// attach of the medians, per language, in-process (work) and whole
+// process (wall). GoTouch is the first touch of every page of the Go
+// mapping, measured apart (a loader's read has paid it already, an attach
+// pays it on first use).
 type RestartResult struct {
-	Model    Model            `json:"model"`
-	Repeats  int              `json:"repeats"`
-	Variants []RestartVariant `json:"variants"`
-	// Ratios read/attach of the medians, per language, inside the process
-	// and for the whole process.
-	GoWorkRatio     float64 `json:"go_work_ratio"`
-	GoWallRatio     float64 `json:"go_wall_ratio"`
-	PythonWorkRatio float64 `json:"python_work_ratio"`
-	PythonWallRatio float64 `json:"python_wall_ratio"`
-	// GoTouch is the time a Go process then needs to fault in one byte of
-	// every page of the shared mapping (informational: a loader's read has
-	// paid this already, an attach pays it on first use).
-	GoTouch  Summary           `json:"go_touch"`
-	Versions map[string]string `json:"versions"`
+	Model           Model             `json:"model"`
+	Repeats         int               `json:"repeats"`
+	Variants        []RestartVariant  `json:"variants"`
+	GoWorkRatio     float64           `json:"go_work_ratio"`
+	GoWallRatio     float64           `json:"go_wall_ratio"`
+	PythonWorkRatio float64           `json:"python_work_ratio"`
+	PythonWallRatio float64           `json:"python_wall_ratio"`
+	GoTouch         Summary           `json:"go_touch"`
+	Versions        map[string]string `json:"versions"`
 }
 
-// restart variant names.
-const (
-	variantGoRead    = "Go: parse headers + read every tensor"
-	variantGoAttach  = "Go: core/client attach + mmap handles"
-	variantPyRead    = "Python: numpy read of every tensor"
-	variantPyAttach  = "Python: wcache.attach + zero-copy torch tensors"
-	restartRatioGoal = 100
-)
+const restartRatioGoal = 100
 
 // runRestart measures the large checkpoint: the daemon serves it while
 // fresh processes read the files or attach, interleaved so that they share
 // the machine's noise. One untimed round warms the page cache and the
 // binaries.
 func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
-	o := e.Options
-	model, err := e.Model(e.largeFew())
+	m, err := e.Model(e.largeFew())
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := newWorld(o, "restart", model.Bytes+model.Bytes/8+(64<<20))
+	w, d, cfg, err := serving(ctx, e.Options, "restart", m)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, model.Dir, nil)
+	readPy, err := w.script("read_numpy.py", pyReadNumpy)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer d.Stop()
-	cfg, err := w.engineConfig(ctx, model.Dir)
+	attachPy, err := w.script("attach_torch.py", pyAttachTorch)
 	if err != nil {
-		return nil, nil, d.withOutput(err)
+		return nil, nil, err
 	}
-	capability := cfg.DeviceCapability
-
-	type variant struct {
-		name, path, lang string
-		cmd              func() (*exec.Cmd, error)
-		runs             []freshResult
+	goAttach := w.helperArgv(helperAttach, "-model", m.Dir, "-device-uuid", w.UUID, "-device-capability", cfg.DeviceCapability)
+	variants := []struct {
+		RestartVariant
+		argv []string
+	}{
+		{RestartVariant{Name: "Go: parse headers + read every tensor", Path: "read", Lang: "go"}, w.helperArgv(helperReadFiles, "-model", m.Dir)},
+		{RestartVariant{Name: "Go: core/client attach + mmap handles", Path: "attach", Lang: "go"}, goAttach},
+		{RestartVariant{Name: "Python: numpy read of every tensor", Path: "read", Lang: "python"}, []string{e.Python, readPy, m.Dir}},
+		{RestartVariant{Name: "Python: wcache.attach + zero-copy torch tensors", Path: "attach", Lang: "python"},
+			[]string{e.Python, attachPy, m.Dir, w.UUID, cfg.DeviceCapability}},
 	}
-	variants := []*variant{
-		{name: variantGoRead, path: "read", lang: "go", cmd: func() (*exec.Cmd, error) {
-			return w.helperCmd(ctx, helperReadFiles, "-model", model.Dir), nil
-		}},
-		{name: variantGoAttach, path: "attach", lang: "go", cmd: func() (*exec.Cmd, error) {
-			return w.helperCmd(ctx, helperAttach, "-model", model.Dir, "-device-uuid", w.UUID,
-				"-device-capability", capability), nil
-		}},
-		{name: variantPyRead, path: "read", lang: "python", cmd: func() (*exec.Cmd, error) {
-			return w.pythonCmd(ctx, "read_numpy.py", pyReadNumpy, model.Dir)
-		}},
-		{name: variantPyAttach, path: "attach", lang: "python", cmd: func() (*exec.Cmd, error) {
-			return w.pythonCmd(ctx, "attach_torch.py", pyAttachTorch, model.Dir, w.UUID, capability)
-		}},
-	}
-	res := &RestartResult{Model: *model, Repeats: o.Repeats, Versions: map[string]string{}}
-	for round := 0; round <= o.Repeats; round++ {
-		for _, v := range variants {
-			cmd, err := v.cmd()
+	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
+	runs := make([][]HelperResult, len(variants))
+	for round := 0; round <= e.Repeats; round++ {
+		for i, v := range variants {
+			r, err := w.fresh(ctx, v.argv...)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, d.withOutput(fmt.Errorf("restart %s: %w", v.Name, err))
 			}
-			r, err := runFresh(cmd)
-			if err != nil {
-				return nil, nil, d.withOutput(fmt.Errorf("restart %s: %w", v.name, err))
-			}
-			if r.Tensors != model.Tensors || r.Bytes != model.Bytes {
+			if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
 				return nil, nil, fmt.Errorf("restart %s: got %d tensors of %d bytes, the checkpoint has %d of %d",
-					v.name, r.Tensors, r.Bytes, model.Tensors, model.Bytes)
+					v.Name, r.Tensors, r.Bytes, m.Tensors, m.Bytes)
 			}
 			for k, val := range r.Versions {
 				res.Versions[k] = val
 			}
 			if round > 0 { // round 0 warms up
-				v.runs = append(v.runs, r)
+				runs[i] = append(runs[i], r)
 			}
 		}
-		o.logf("restart: round %d/%d done", round, o.Repeats)
+		e.logf("restart: round %d/%d done", round, e.Repeats)
 	}
-	// First touch of the mapping, measured apart so that it does not bend
-	// the attach figures.
+	// First touch of the mapping, apart so that it does not bend the attach figures.
 	var touches []time.Duration
-	for range o.Repeats {
-		r, err := runFresh(w.helperCmd(ctx, helperAttach, "-model", model.Dir, "-device-uuid", w.UUID,
-			"-device-capability", capability, "-touch"))
+	for range e.Repeats {
+		r, err := w.fresh(ctx, append(goAttach, "-touch")...)
 		if err != nil {
 			return nil, nil, d.withOutput(fmt.Errorf("restart touch: %w", err))
 		}
 		touches = append(touches, time.Duration(r.TouchNS))
 	}
 	res.GoTouch = Summarize(touches)
-
-	med := map[string][2]float64{}
-	for _, v := range variants {
+	for i, v := range variants {
 		var work, wall []time.Duration
 		steps := map[string][]time.Duration{}
-		for _, r := range v.runs {
-			work = append(work, time.Duration(r.WorkNS))
-			wall = append(wall, r.Wall)
+		for _, r := range runs[i] {
+			work, wall = append(work, time.Duration(r.WorkNS)), append(wall, r.Wall)
 			for k, ns := range r.Steps {
 				steps[k] = append(steps[k], time.Duration(ns))
 			}
 		}
-		rv := RestartVariant{Name: v.name, Path: v.path, Lang: v.lang, Work: Summarize(work), Wall: Summarize(wall),
-			Tensors: model.Tensors, Bytes: model.Bytes, StepsMS: map[string]float64{}}
+		rv := v.RestartVariant
+		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = Summarize(work), Summarize(wall), m.Tensors, m.Bytes, map[string]float64{}
 		for k, ds := range steps {
 			rv.StepsMS[k] = round3(Summarize(ds).MedianMS)
 		}
 		res.Variants = append(res.Variants, rv)
-		med[v.name] = [2]float64{rv.Work.MedianMS, rv.Wall.MedianMS}
 	}
-	res.GoWorkRatio = round3(ratio(med[variantGoRead][0], med[variantGoAttach][0]))
-	res.GoWallRatio = round3(ratio(med[variantGoRead][1], med[variantGoAttach][1]))
-	res.PythonWorkRatio = round3(ratio(med[variantPyRead][0], med[variantPyAttach][0]))
-	res.PythonWallRatio = round3(ratio(med[variantPyRead][1], med[variantPyAttach][1]))
-	checks := []Target{
+	r := func(read, attach int, f func(RestartVariant) Summary) float64 {
+		return round3(ratio(f(res.Variants[read]).MedianMS, f(res.Variants[attach]).MedianMS))
+	}
+	work, wall := func(v RestartVariant) Summary { return v.Work }, func(v RestartVariant) Summary { return v.Wall }
+	res.GoWorkRatio, res.GoWallRatio = r(0, 1, work), r(0, 1, wall)
+	res.PythonWorkRatio, res.PythonWallRatio = r(2, 3, work), r(2, 3, wall)
+	return res, []Target{
 		atLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
 		atLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
 		reported("Go read/attach, whole process", res.GoWallRatio, "×"),
 		reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
-	}
-	if err := d.Stop(); err != nil {
-		return nil, nil, err
-	}
-	return res, checks, nil
+	}, d.Stop()
 }

@@ -76,6 +76,16 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 	return m, nil
 }
 
+// warmModel is Model with the checkpoint read once, untimed, so that its
+// files are in the page cache.
+func (e *Env) warmModel(spec ModelSpec) (*Model, error) {
+	m, err := e.Model(spec)
+	if err == nil {
+		_, _, err = sequentialRead(m.Files)
+	}
+	return m, err
+}
+
 // dropModel removes a checkpoint (to bound the disk and page cache in use).
 func (e *Env) dropModel(spec ModelSpec) {
 	if m, ok := e.models[spec]; ok {
@@ -140,31 +150,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// benchBinaries are the binaries the scenarios run; optionalBinaries are
-// copied when they exist (the pipeline scenario says it did not measure
-// without them).
-func benchBinaries() []string    { return []string{"wcache", "wcache-backend-mock"} }
-func optionalBinaries() []string { return []string{cudaPlugin} }
-
 // snapshotBinaries copies the binaries of dir into a new private temporary
-// folder and returns it; a missing binary is an error naming the fix.
+// folder and returns it. The CUDA plugin is optional (the pipeline scenario
+// says it did not measure without it); another binary missing is an error
+// naming the fix.
 func snapshotBinaries(dir string) (string, error) {
 	snap, err := os.MkdirTemp("", "wcache-bench-bin-")
 	if err != nil {
 		return "", fmt.Errorf("snapshot binaries: %w", err)
 	}
-	for _, b := range append(benchBinaries(), optionalBinaries()...) {
+	for _, b := range []string{"wcache", "wcache-backend-mock", cudaPlugin} {
 		data, err := os.ReadFile(filepath.Join(dir, b))
-		if err != nil && slices.Contains(optionalBinaries(), b) && errors.Is(err, fs.ErrNotExist) {
+		if b == cudaPlugin && errors.Is(err, fs.ErrNotExist) {
 			continue
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(snap, b), data, 0o700)
 		}
 		if err != nil {
 			os.RemoveAll(snap)
-			return "", fmt.Errorf("%s: %w (run `make build` first, or pass -bin)", filepath.Join(dir, b), err)
-		}
-		if err := os.WriteFile(filepath.Join(snap, b), data, 0o700); err != nil {
-			os.RemoveAll(snap)
-			return "", fmt.Errorf("snapshot binaries: %w", err)
+			return "", fmt.Errorf("snapshot %s: %w (run `make build` first, or pass -bin)", filepath.Join(dir, b), err)
 		}
 	}
 	return snap, nil

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/prometheus/procfs"
 	"github.com/wcache/wcache/core/client"
 )
 
@@ -38,66 +39,49 @@ const memorySampleInterval = 5 * time.Millisecond
 // serveOnce starts serve on m in a world of its own, waits until it is
 // ready, measures and stops it. With cold the page cache is dropped first
 // (an error when that is impossible).
-func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool) (serveRun, error) {
-	w, err := newWorld(o, name, m.Bytes+m.Bytes/8+(64<<20))
+func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool) (run serveRun, err error) {
+	w, err := newWorld(o, name, m)
 	if err != nil {
-		return serveRun{}, err
+		return run, err
 	}
 	defer w.Close()
 	if cold {
 		if err := dropCaches(); err != nil {
-			return serveRun{}, err
+			return run, err
 		}
 	}
-	run := serveRun{Resident: residentFraction(m.Files)}
+	run.Resident = residentFraction(m.Files)
 	var sampler *Sampler
-	d, err := w.startServe(ctx, m.Dir, func(pid int) { sampler = NewSampler(memorySampleInterval, pid) })
+	d, err := w.startServe(ctx, func(pid int) { sampler = NewSampler(memorySampleInterval, pid) }, "--model", m.Dir)
 	var peaks map[int]ProcMemory
 	if sampler != nil {
 		peaks = sampler.Stop()
 	}
 	if err != nil {
-		return serveRun{}, err
+		return run, err
 	}
-	defer d.Stop()
-	run.StartToReady = d.ReadyAt.Sub(d.Started)
+	run.StartToReady = d.StartToReady
 	pluginPID, err := d.PluginPID()
 	if err != nil {
-		return serveRun{}, err
+		return run, err
 	}
-	run.Peak = map[string]ProcMemory{"daemon": peaks[d.PID()], "plugin": peaks[pluginPID]}
 	if run.PluginFaults, err = ReadFaults(pluginPID); err != nil {
-		return serveRun{}, err
+		return run, err
 	}
 	if run.ShmFiles, err = w.ShmAllocated(d.PID(), pluginPID); err != nil {
-		return serveRun{}, err
+		return run, err
 	}
-	run.Steady = map[string]ProcMemory{}
+	run.Peak, run.Steady = map[string]ProcMemory{}, map[string]ProcMemory{}
 	for role, pid := range map[string]int{"daemon": d.PID(), "plugin": pluginPID} {
+		run.Peak[role] = peaks[pid]
 		if run.Steady[role], err = ReadProcMemory(pid); err != nil {
-			return serveRun{}, err
+			return run, err
 		}
 	}
-	st, err := w.status(ctx)
-	if err != nil {
-		return serveRun{}, d.withOutput(err)
-	}
-	run.Phases = st.StartPhases
-	if run.Phases.Load <= 0 || run.Phases.BytesLoaded != m.Bytes {
-		return serveRun{}, fmt.Errorf("daemon reports a load of %d bytes in %s, the checkpoint has %d bytes (a daemon without start phases in Status?)",
-			run.Phases.BytesLoaded, run.Phases.Load, m.Bytes)
+	if run.Phases, err = w.loaded(ctx, d, m); err != nil {
+		return run, err
 	}
 	return run, d.Stop()
-}
-
-// status dials the world's daemon and asks for its status.
-func (w *world) status(ctx context.Context) (*client.Status, error) {
-	c, err := client.Dial(ctx, client.ByDeviceUUID(w.Layout, w.UUID), client.Options{ClientName: "wcache-bench"})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.Status(ctx)
 }
 
 // dropCaches writes back dirty pages and drops the page cache (root only).
@@ -151,4 +135,117 @@ func residentPages(path string) (in, all uint64, err error) {
 		in += uint64(v & 1)
 	}
 	return in, uint64(len(vec)), nil
+}
+
+// ProcMemory is the memory of one process from /proc/<pid>/status, in
+// bytes. RssShmem counts the shared-memory pages mapped into the process's
+// page tables (a mock plugin that writes its arena through the file, not
+// the mapping, shows little); NonShared is RssAnon + RssFile: its heap,
+// stacks, binary and libraries.
+type ProcMemory struct {
+	RssAnon  uint64 `json:"rss_anon_bytes"`
+	RssFile  uint64 `json:"rss_file_bytes"`
+	RssShmem uint64 `json:"rss_shmem_bytes"`
+	VmHWM    uint64 `json:"vm_hwm_bytes"`
+}
+
+func (m ProcMemory) NonShared() uint64 { return m.RssAnon + m.RssFile }
+
+// max is the field-wise maximum of m and o.
+func (m ProcMemory) max(o ProcMemory) ProcMemory {
+	return ProcMemory{RssAnon: max(m.RssAnon, o.RssAnon), RssFile: max(m.RssFile, o.RssFile),
+		RssShmem: max(m.RssShmem, o.RssShmem), VmHWM: max(m.VmHWM, o.VmHWM)}
+}
+
+// ReadProcMemory reads the memory of pid.
+func ReadProcMemory(pid int) (ProcMemory, error) {
+	p, err := procfs.NewProc(pid)
+	if err == nil {
+		var st procfs.ProcStatus
+		if st, err = p.NewStatus(); err == nil {
+			return ProcMemory{RssAnon: st.RssAnon, RssFile: st.RssFile, RssShmem: st.RssShmem, VmHWM: st.VmHWM}, nil
+		}
+	}
+	return ProcMemory{}, fmt.Errorf("memory of pid %d: %w", pid, err)
+}
+
+// Faults are a process's page faults so far.
+type Faults struct {
+	Minor uint64 `json:"minor"`
+	Major uint64 `json:"major"`
+}
+
+// ReadFaults reads the page-fault counters of pid.
+func ReadFaults(pid int) (Faults, error) {
+	p, err := procfs.NewProc(pid)
+	if err == nil {
+		var st procfs.ProcStat
+		if st, err = p.Stat(); err == nil {
+			return Faults{Minor: uint64(st.MinFlt), Major: uint64(st.MajFlt)}, nil
+		}
+	}
+	return Faults{}, fmt.Errorf("faults of pid %d: %w", pid, err)
+}
+
+// childPIDs lists the processes whose parent is pid.
+func childPIDs(pid int) ([]int, error) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("children of %d: %w", pid, err)
+	}
+	var out []int
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == pid {
+			out = append(out, p.PID)
+		}
+	}
+	return out, nil
+}
+
+// Sampler polls the memory of a process and of its first child (the
+// daemon's plugin, once it appears) at a fixed interval and keeps the peak
+// of each field.
+type Sampler struct {
+	stop, done chan struct{}
+	peaks      map[int]ProcMemory // written by the sampling goroutine until done
+}
+
+// NewSampler starts sampling pid every interval.
+func NewSampler(interval time.Duration, pid int) *Sampler {
+	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{}), peaks: map[int]ProcMemory{}}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		child := 0
+		sample := func() {
+			if child == 0 {
+				if kids, err := childPIDs(pid); err == nil && len(kids) > 0 {
+					child = kids[0]
+				}
+			}
+			for _, p := range []int{pid, child} {
+				if m, err := ReadProcMemory(p); p != 0 && err == nil {
+					s.peaks[p] = s.peaks[p].max(m)
+				}
+			}
+		}
+		for {
+			sample()
+			select {
+			case <-s.stop:
+				sample()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Stop ends sampling (after one last sample) and returns the peak of every field per pid.
+func (s *Sampler) Stop() map[int]ProcMemory {
+	close(s.stop)
+	<-s.done
+	return s.peaks
 }

@@ -51,11 +51,8 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 	res := &StartupResult{}
 	var targets []Target
 	for _, spec := range []ModelSpec{e.smallFew(), e.largeFew()} {
-		m, err := e.Model(spec)
+		m, err := e.warmModel(spec)
 		if err != nil {
-			return nil, nil, err
-		}
-		if _, _, err := sequentialRead(m.Files); err != nil {
 			return nil, nil, err
 		}
 		var runs []serveRun

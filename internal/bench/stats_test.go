@@ -40,12 +40,12 @@ func TestSummarizeSmallSamples(t *testing.T) {
 	}
 }
 
-func TestMedianFloatAndRatio(t *testing.T) {
-	if got := MedianFloat([]float64{4, 1, 3, 2}); got != 2.5 {
-		t.Errorf("MedianFloat = %v, want 2.5", got)
+func TestMedianAndRatio(t *testing.T) {
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median = %v, want 2.5", got)
 	}
-	if got := MedianFloat(nil); got != 0 {
-		t.Errorf("MedianFloat(nil) = %v", got)
+	if got := median[float64](nil); got != 0 {
+		t.Errorf("median[float64](nil) = %v", got)
 	}
 	if got := ratio(3, 0); got != 0 {
 		t.Errorf("ratio(3, 0) = %v, want 0 rather than infinity", got)

@@ -59,19 +59,14 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 // successor must report a takeover with nothing loaded.
 func takeoverChain(ctx context.Context, e *Env, m *Model) (TakeoverCase, error) {
 	c := TakeoverCase{Model: *m, Runs: e.Repeats}
-	w, err := newWorld(e.Options, "takeover", m.Bytes+m.Bytes/8+(64<<20))
+	w, d, _, err := serving(ctx, e.Options, "takeover", m)
 	if err != nil {
 		return c, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, m.Dir, nil)
-	if err != nil {
-		return c, err
-	}
-	defer func() { _ = d.Stop() }()
 	var ready, total []time.Duration
 	for i := range e.Repeats {
-		next, err := w.startServeArgs(ctx, []string{"--takeover"}, nil)
+		next, err := w.startServe(ctx, nil, "--takeover")
 		if err != nil {
 			return c, err
 		}
@@ -92,7 +87,7 @@ func takeoverChain(ctx context.Context, e *Env, m *Model) (TakeoverCase, error) 
 				i+1, p.Source, p.BytesLoaded, p.BytesAdopted, m.Bytes))
 		}
 		c.BytesAdopted, c.BytesLoaded = p.BytesAdopted, p.BytesLoaded
-		ready, total = append(ready, d.ReadyAt.Sub(d.Started)), append(total, p.Total)
+		ready, total = append(ready, d.StartToReady), append(total, p.Total)
 		e.logf("takeover %d/%d (%d MiB): ready in %s", i+1, e.Repeats, m.Bytes>>20, ready[i].Round(time.Millisecond))
 	}
 	c.StartToReady, c.DaemonTotal = Summarize(ready), Summarize(total)
