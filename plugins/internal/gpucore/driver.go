@@ -12,11 +12,23 @@
 package gpucore
 
 import (
+	"os"
+
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )
 
 // Ptr is a device address.
 type Ptr uint64
+
+// descriptors returns the Driver as an FDDriver when its handles are
+// descriptors, nil when they are legacy IPC handles.
+func descriptors(drv Driver) FDDriver {
+	if fd, ok := drv.(FDDriver); ok && sdk.IsDescriptorKind(drv.HandleKind()) {
+		return fd
+	}
+	return nil
+}
 
 // HandleSize is the size of an IPC handle.
 const HandleSize = 64
@@ -70,4 +82,25 @@ type Driver interface {
 	// Copier returns the fill copier into the allocation at base on w's
 	// device.
 	Copier(w *Worker, base Ptr) fill.Copier
+}
+
+// FDDriver is a Driver whose handles can be descriptors (Handle.File): a
+// physical allocation exported as a file descriptor, such as CUDA VMM
+// memory with POSIX descriptor handles. When a Driver implements it and its
+// HandleKind is a descriptor kind (sdk.IsDescriptorKind), the Backend
+// allocates with CreateFD instead of Malloc, exports with ExportFD instead
+// of IpcGet and imports with ImportFD instead of IpcOpen; Free releases
+// both created and imported memory (the driver knows which base is which).
+type FDDriver interface {
+	// CreateFD (thread) allocates at least n bytes of exportable device
+	// memory on device ordinal, mapped read-write at the returned base.
+	CreateFD(ordinal int, n uint64) (Ptr, error)
+	// ExportFD (thread) returns a new descriptor (owned by the caller) of
+	// the memory at base p, made by CreateFD or ImportFD.
+	ExportFD(p Ptr) (*os.File, error)
+	// ImportFD (thread) maps size bytes of the memory a descriptor names
+	// on device ordinal, read-write, and returns the base. f stays the
+	// caller's. Memory smaller than size, or a descriptor the driver
+	// cannot use, is a driver error.
+	ImportFD(ordinal int, f *os.File, size uint64) (Ptr, error)
 }

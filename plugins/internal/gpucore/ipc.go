@@ -10,6 +10,8 @@ import (
 
 // Export returns the IPC handle of the allocation: the 64 bytes of its
 // base, taken after Driver.Synchronize so that every copy is complete.
+// With descriptor handles (FDDriver) it is a new descriptor of the memory
+// instead (Handle.File, owned by the caller; see exportFD).
 // Size is the allocation's size. The handle is made once per allocation
 // and cached; exporting an imported mapping returns the handle it was
 // opened from.
@@ -22,6 +24,9 @@ func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, 
 	w, err := b.rt.Worker(m.ordinal)
 	if err != nil {
 		return sdk.Handle{}, err
+	}
+	if fdd := descriptors(b.rt.drv); fdd != nil {
+		return b.exportFD(ctx, fdd, w, id, m)
 	}
 	rt := b.rt
 	rt.mu.Lock()
@@ -65,6 +70,8 @@ func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, 
 //     device; importing it again returns a new id sharing that mapping,
 //     closed when the last id is freed.
 //
+// With descriptor handles (FDDriver) see importFD instead.
+//
 // A kind other than the Driver's is ErrUnsupported; an unknown ordinal
 // ErrNoSuchDevice; data that is not 64 bytes, a zero size, a size larger
 // than the mapped allocation, or a handle the driver cannot open
@@ -80,6 +87,9 @@ func (b *Backend) Import(ctx context.Context, ordinal int, h sdk.Handle) (sdk.Al
 	}
 	if err := rt.CheckOrdinal(ordinal); err != nil {
 		return 0, err
+	}
+	if fdd := descriptors(rt.drv); fdd != nil {
+		return b.importFD(ctx, fdd, ordinal, h)
 	}
 	if len(h.Data) != HandleSize {
 		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import: a %s handle is %d bytes, this one %d", kind, HandleSize, len(h.Data))

@@ -76,7 +76,9 @@
  *    copies to or from a mapping fail with INVALID_VALUE until
  *    cuMemSetAccess granted READWRITE (reads: READ). The memory lives while
  *    a handle (until cuMemRelease), a mapping or any exported descriptor
- *    in any process holds it; cuMemAddressFree of a range with a mapping
+ *    in any process holds it (the device's capacity counts this process's
+ *    cuMemCreate handles and their mappings, not descriptors held
+ *    elsewhere); cuMemAddressFree of a range with a mapping
  *    left is INVALID_VALUE. VMM memory does not belong to a context (the
  *    last primary-context release leaves it).
  *  - CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (20) is FAKECUDA_COMPUTE_MODE (a
