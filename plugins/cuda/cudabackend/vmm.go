@@ -87,6 +87,9 @@ func (rt *Runtime) vmmFree(m vmmMapping) error {
 	return errors.Join(drv.MemUnmap(m.base, m.size), drv.MemAddressFree(m.base, m.size), drv.MemRelease(m.h))
 }
 
+// DescriptorKind is cuda-vmm-fd.
+func (d cudaDriver) DescriptorKind() string { return HandleVMMFD }
+
 // CreateFD allocates n bytes rounded up to the granularity with
 // cuMemCreate (pinned device memory, exportable as a POSIX descriptor)
 // and maps it read-write.

@@ -56,8 +56,28 @@ func TestVMMDescriptorHandles(t *testing.T) {
 			t.Errorf("Import (%s) = %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	if _, err := b.Import(ctx, 0, sdk.Handle{Kind: HandleIPC, Data: make([]byte, 64), Size: size}); !errors.Is(err, sdk.ErrUnsupported) {
-		t.Errorf("Import of cuda-ipc by a cuda-vmm-fd backend = %v, want ErrUnsupported", err)
+	if _, err := b.Import(ctx, 0, sdk.Handle{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: size}); !errors.Is(err, sdk.ErrUnsupported) {
+		t.Errorf("Import of posix-shm = %v, want ErrUnsupported", err)
+	}
+	// A backend exporting cuda-ipc (the default: attach --verify's plugin)
+	// imports cuda-vmm-fd too, adoptable as well.
+	ipcCfg := cfg
+	ipcCfg.Handle = HandleIPC
+	other := newBackend(t, ipcCfg)
+	oid, err := other.Import(ctx, 0, h)
+	if err != nil {
+		t.Fatalf("Import of cuda-vmm-fd by a cuda-ipc backend: %v", err)
+	}
+	if got, err := other.Read(ctx, oid, 100, uint64(len(data))); err != nil || string(got) != string(data) {
+		t.Fatalf("Read through the cuda-ipc backend's import: %v", err)
+	}
+	if re, err := other.Export(ctx, oid); err != nil || re.Kind != HandleVMMFD || re.File == nil {
+		t.Fatalf("Export of the import by the cuda-ipc backend = %+v, %v; want a cuda-vmm-fd descriptor", re, err)
+	} else {
+		re.File.Close()
+	}
+	if err := other.Free(ctx, oid); err != nil {
+		t.Fatal(err)
 	}
 
 	alias, err := b.Import(ctx, 0, h)

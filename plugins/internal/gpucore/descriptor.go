@@ -14,7 +14,7 @@ import (
 // descriptor memory exports the same way: that is how a restarted plugin
 // or a successor daemon serves memory it adopted.
 func (b *Backend) exportFD(ctx context.Context, fdd FDDriver, w *Worker, id sdk.AllocationID, m *memory) (sdk.Handle, error) {
-	h := sdk.Handle{Kind: b.rt.drv.HandleKind(), Size: m.size}
+	h := sdk.Handle{Kind: fdd.DescriptorKind(), Size: m.size}
 	err := w.Do(ctx, func() error {
 		if err := b.rt.drv.Synchronize(); err != nil {
 			return err
@@ -37,7 +37,7 @@ func (b *Backend) exportFD(ctx context.Context, fdd FDDriver, w *Worker, id sdk.
 // descriptor or a mapping keeps it. No descriptor, a zero size, or a
 // descriptor the driver cannot map for Size bytes is ErrInvalidArgument.
 func (b *Backend) importFD(ctx context.Context, fdd FDDriver, ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
-	kind := b.rt.drv.HandleKind()
+	kind := fdd.DescriptorKind()
 	if h.File == nil {
 		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import a %s handle without its descriptor", kind)
 	}
@@ -58,7 +58,7 @@ func (b *Backend) importFD(ctx context.Context, fdd FDDriver, ordinal int, h sdk
 		return err
 	})
 	if err != nil {
-		return 0, openError(b.rt.drv, ordinal, err)
+		return 0, openError(b.rt.drv, kind, ordinal, err)
 	}
 	if err := b.rt.register(m); err != nil {
 		return 0, errors.Join(err, b.rt.release(context.Background(), m, w))

@@ -21,10 +21,19 @@ import (
 // Ptr is a device address.
 type Ptr uint64
 
-// descriptors returns the Driver as an FDDriver when its handles are
-// descriptors, nil when they are legacy IPC handles.
+// descriptors returns the Driver as an FDDriver when the handles it
+// exports are descriptors, nil when they are legacy IPC handles.
 func descriptors(drv Driver) FDDriver {
-	if fd, ok := drv.(FDDriver); ok && sdk.IsDescriptorKind(drv.HandleKind()) {
+	if fd, ok := drv.(FDDriver); ok && sdk.IsDescriptorKind(fd.DescriptorKind()) && drv.HandleKind() == fd.DescriptorKind() {
+		return fd
+	}
+	return nil
+}
+
+// importsFD returns the Driver as an FDDriver when kind is its descriptor
+// kind, nil otherwise.
+func importsFD(drv Driver, kind string) FDDriver {
+	if fd, ok := drv.(FDDriver); ok && kind == fd.DescriptorKind() {
 		return fd
 	}
 	return nil
@@ -86,12 +95,16 @@ type Driver interface {
 
 // FDDriver is a Driver whose handles can be descriptors (Handle.File): a
 // physical allocation exported as a file descriptor, such as CUDA VMM
-// memory with POSIX descriptor handles. When a Driver implements it and its
-// HandleKind is a descriptor kind (sdk.IsDescriptorKind), the Backend
-// allocates with CreateFD instead of Malloc, exports with ExportFD instead
-// of IpcGet and imports with ImportFD instead of IpcOpen; Free releases
-// both created and imported memory (the driver knows which base is which).
+// memory with POSIX descriptor handles. The Backend imports handles of
+// DescriptorKind with ImportFD whatever HandleKind is (so that a plugin
+// started with the defaults, `attach --verify`'s, maps a daemon's
+// descriptors). When HandleKind is DescriptorKind it also allocates with
+// CreateFD instead of Malloc; descriptor memory exports with ExportFD
+// instead of IpcGet. Free releases both created and imported descriptor
+// memory (the driver knows which base is which).
 type FDDriver interface {
+	// DescriptorKind is the descriptor handle kind (sdk.IsDescriptorKind).
+	DescriptorKind() string
 	// CreateFD (thread) allocates at least n bytes of exportable device
 	// memory on device ordinal, mapped read-write at the returned base.
 	CreateFD(ordinal int, n uint64) (Ptr, error)

@@ -25,8 +25,8 @@ func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, 
 	if err != nil {
 		return sdk.Handle{}, err
 	}
-	if fdd := descriptors(b.rt.drv); fdd != nil {
-		return b.exportFD(ctx, fdd, w, id, m)
+	if m.fd {
+		return b.exportFD(ctx, b.rt.drv.(FDDriver), w, id, m)
 	}
 	rt := b.rt
 	rt.mu.Lock()
@@ -70,7 +70,8 @@ func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, 
 //     device; importing it again returns a new id sharing that mapping,
 //     closed when the last id is freed.
 //
-// With descriptor handles (FDDriver) see importFD instead.
+// A handle of an FDDriver's DescriptorKind is imported by importFD
+// instead, whatever kind the Backend exports.
 //
 // A kind other than the Driver's is ErrUnsupported; an unknown ordinal
 // ErrNoSuchDevice; data that is not 64 bytes, a zero size, a size larger
@@ -82,13 +83,14 @@ func (b *Backend) Import(ctx context.Context, ordinal int, h sdk.Handle) (sdk.Al
 	}
 	rt := b.rt
 	kind := rt.drv.HandleKind()
-	if h.Kind != kind {
+	fdd := importsFD(rt.drv, h.Kind)
+	if h.Kind != kind && fdd == nil {
 		return 0, sdk.Errorf(sdk.ErrUnsupported, "import a %q handle: the %s backend imports %q handles only", h.Kind, rt.drv.Name(), kind)
 	}
 	if err := rt.CheckOrdinal(ordinal); err != nil {
 		return 0, err
 	}
-	if fdd := descriptors(rt.drv); fdd != nil {
+	if fdd != nil {
 		return b.importFD(ctx, fdd, ordinal, h)
 	}
 	if len(h.Data) != HandleSize {
@@ -147,7 +149,7 @@ func (b *Backend) open(ctx context.Context, key Handle, ordinal int, size uint64
 		return nil
 	})
 	if err != nil {
-		return nil, openError(drv, ordinal, err)
+		return nil, openError(drv, drv.HandleKind(), ordinal, err)
 	}
 	if mapped != 0 && size > mapped {
 		closeErr := w.Do(context.Background(), func() error { return drv.IpcClose(m.ptr) })
@@ -160,8 +162,8 @@ func (b *Backend) open(ctx context.Context, key Handle, ordinal int, size uint64
 // and unavailable keep their kind; any other driver failure means a handle
 // the driver cannot open here (garbage, stale, this process's own, another
 // PID namespace's): ErrInvalidArgument.
-func openError(drv Driver, ordinal int, err error) error {
-	what := fmt.Sprintf("import %s handle on device %d", drv.HandleKind(), ordinal)
+func openError(drv Driver, kind string, ordinal int, err error) error {
+	what := fmt.Sprintf("import %s handle on device %d", kind, ordinal)
 	driverErr, invalidContext := drv.OpenFailure(err)
 	switch {
 	case !driverErr || errors.Is(err, sdk.ErrOutOfMemory) || errors.Is(err, sdk.ErrUnavailable):
