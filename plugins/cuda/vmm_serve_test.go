@@ -29,7 +29,7 @@ func statusRow(t *testing.T, w *gputest.World) daemonRow {
 	return rows[0]
 }
 
-// TestServeVMMThenAttachVerifyAcrossAPluginCrash runs the real `wcache
+// TestServeVMMAttachVerifyPluginCrashTakeover runs the real `wcache
 // serve --backend cuda --backend-opt handle=cuda-vmm-fd` on the fake
 // driver: the daemon holds a descriptor of every cuMemCreate allocation,
 // and `wcache attach --verify` (another process, with its own plugin)
@@ -38,7 +38,9 @@ func statusRow(t *testing.T, w *gputest.World) daemonRow {
 // Then the plugin is SIGKILLed: the daemon starts a new one that imports
 // its descriptors, serves on without reading the checkpoint again (status:
 // one restart, the same bytes loaded), and attach --verify passes again.
-func TestServeVMMThenAttachVerifyAcrossAPluginCrash(t *testing.T) {
+// Last, `serve --takeover` hands the same memory to a successor daemon
+// without a load.
+func TestServeVMMAttachVerifyPluginCrashTakeover(t *testing.T) {
 	if fakelib.Real(os.Getenv) {
 		t.Skip("the end-to-end tests run on the fake driver")
 	}
@@ -75,7 +77,27 @@ func TestServeVMMThenAttachVerifyAcrossAPluginCrash(t *testing.T) {
 	if sum := w.AttachVerify(0); !sum.Verified || sum.Tensors != 1 {
 		t.Fatalf("attach after the crash = %+v", sum)
 	}
-	if code := d.Stop(t); code != 0 {
-		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, d.Output())
+
+	// Takeover: a successor daemon receives the descriptors, imports them
+	// in its own plugin and serves without loading; the old one exits.
+	next := w.Start("serving ", append(append([]string{"serve"}, w.BackendArgs()...),
+		"--gpu-id", "0", "--takeover", "--backend-opt", "handle=cuda-vmm-fd")...)
+	select {
+	case err := <-d.Done:
+		d.Done <- err
+		if err != nil {
+			t.Fatalf("the old daemon ended with %v after the takeover:\n%s", err, d.Output())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the old daemon still runs 30 s after the takeover:\n%s", d.Output())
+	}
+	if st := statusRow(t, w); st.State != "serving" || st.Source != "takeover" || st.BytesLoaded != 0 {
+		t.Fatalf("status after the takeover = %+v, want serving from takeover, nothing loaded\n%s", st, next.Output())
+	}
+	if sum := w.AttachVerify(0); !sum.Verified || sum.Tensors != 1 {
+		t.Fatalf("attach after the takeover = %+v", sum)
+	}
+	if code := next.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, next.Output())
 	}
 }
