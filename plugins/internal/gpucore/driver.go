@@ -8,7 +8,9 @@
 //
 // Both vendors' legacy IPC handles are 64 opaque bytes of an allocation
 // base (cuIpcGetMemHandle, hipIpcGetMemHandle), opened by another process
-// (never the exporting one) once per device, reference counted.
+// (never the exporting one) once per device, reference counted. A Driver
+// that also implements FDDriver (CUDA: VMM memory exported as POSIX file
+// descriptors) hands out descriptor handles instead (see descriptor.go).
 package gpucore
 
 import (
