@@ -72,6 +72,9 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if err == nil {
 		err = checkComputeModes(rt.devices, os.Getenv)
 	}
+	if err == nil && cfg.handleKind() == HandleVMMFD {
+		err = checkVMMSupport(drv, rt.devices)
+	}
 	if err != nil {
 		rt.closeNVML()
 		return nil, fmt.Errorf("%s: %w", drv.Path(), err)

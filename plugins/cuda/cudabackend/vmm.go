@@ -8,6 +8,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
+	"github.com/wcache/wcache/sdk"
 )
 
 // vmmMapping is one VMM allocation as this process maps it: the physical
@@ -46,6 +47,31 @@ func (t *vmmTable) take(p gpucore.Ptr) (vmmMapping, bool) {
 	m, ok := t.m[p]
 	delete(t.m, p)
 	return m, ok
+}
+
+// checkVMMSupport refuses, for cuda-vmm-fd, a device without virtual
+// memory management or without POSIX descriptor export (attributes 102
+// and 103), naming it: sdk.ErrUnavailable, so the plugin serves the reason.
+func checkVMMSupport(drv *driver.Driver, devs []deviceInfo) error {
+	for i, d := range devs {
+		for _, attr := range []struct {
+			a    driver.Attribute
+			what string
+		}{
+			{driver.AttrVirtualMemoryManagementSupported, "virtual memory management (cuMemCreate, cuMemMap)"},
+			{driver.AttrHandleTypePosixFDSupported, "exporting memory as POSIX file descriptors"},
+		} {
+			v, err := drv.DeviceAttribute(attr.a, d.dev)
+			if err != nil {
+				return fmt.Errorf("device %d (%s): query VMM support: %w", i, d.canonical, err)
+			}
+			if v == 0 {
+				return sdk.Errorf(sdk.ErrUnavailable, "device %d (%s) does not support %s, which handle kind %s needs: serve %s (the default)",
+					i, d.canonical, attr.what, HandleVMMFD, HandleIPC)
+			}
+		}
+	}
+	return nil
 }
 
 // granule rounds n up to the device's minimum VMM granularity.

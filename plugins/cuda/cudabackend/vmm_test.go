@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/sdk"
@@ -110,4 +111,22 @@ func TestVMMDescriptorHandles(t *testing.T) {
 	if free := freeMemory(t, b); free != fakeMemory {
 		t.Fatalf("device free memory %d after freeing everything, want %d", free, fakeMemory)
 	}
+}
+
+// TestVMMNeedsPosixFDExport: a device that cannot export POSIX descriptors
+// is refused at open for cuda-vmm-fd, naming the device and the default to
+// fall back on; cuda-ipc still opens on it.
+func TestVMMNeedsPosixFDExport(t *testing.T) {
+	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_NO_POSIX_FD": "1"}})
+	cfg.Handle = HandleVMMFD
+	_, err := OpenRuntime(cfg, nil)
+	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "POSIX file descriptors") || !strings.Contains(err.Error(), "GPU-") {
+		t.Fatalf("OpenRuntime(cuda-vmm-fd) on a device without POSIX fd export = %v, want ErrUnavailable naming the device", err)
+	}
+	cfg.Handle = HandleIPC
+	rt, err := OpenRuntime(cfg, nil)
+	if err != nil {
+		t.Fatalf("OpenRuntime(cuda-ipc): %v", err)
+	}
+	rt.Close()
 }

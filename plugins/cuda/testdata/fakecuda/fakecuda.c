@@ -80,7 +80,9 @@
  *    cuMemCreate handles and their mappings, not descriptors held
  *    elsewhere); cuMemAddressFree of a range with a mapping
  *    left is INVALID_VALUE. VMM memory does not belong to a context (the
- *    last primary-context release leaves it).
+ *    last primary-context release leaves it). FAKECUDA_NO_POSIX_FD=1 models
+ *    a device that cannot export POSIX descriptors (attribute 103 is 0,
+ *    cuMemCreate asking for them NOT_SUPPORTED).
  *  - CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (20) is FAKECUDA_COMPUTE_MODE (a
  *    single value for every device; default 0, DEFAULT). FAKECUDA_RETAIN_ERROR
  *    makes cuDevicePrimaryCtxRetain fail with that code (a device another
@@ -435,6 +437,8 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     case 76: *v = 0; break;                 /* COMPUTE_CAPABILITY_MINOR */
     case 41: *v = 1; break;                 /* UNIFIED_ADDRESSING */
     case 20: *v = env_int("FAKECUDA_COMPUTE_MODE", 0); break; /* COMPUTE_MODE */
+    case 102: *v = 1; break; /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    case 103: *v = !env_int("FAKECUDA_NO_POSIX_FD", 0); break; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -970,6 +974,7 @@ static CUresult check_prop(const CUmemAllocationProp *p) {
     if (!p || p->type != 1 || p->location.type != 1) return CUDA_ERROR_INVALID_VALUE;
     if (p->location.id < 0 || p->location.id >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
     if (p->requestedHandleTypes & ~(unsigned)HANDLE_TYPE_POSIX_FD) return CUDA_ERROR_NOT_SUPPORTED;
+    if ((p->requestedHandleTypes & HANDLE_TYPE_POSIX_FD) && env_int("FAKECUDA_NO_POSIX_FD", 0)) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;
 }
 
