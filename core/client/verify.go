@@ -148,7 +148,9 @@ func verifyMapped(m *Manifest, hi int, idx []int, srcs []source, files *fileRead
 func verifyImported(ctx context.Context, opts VerifyOptions, m *Manifest, hi int, idx []int, srcs []source,
 	files *fileReader) (err error) {
 	h := m.Handles[hi]
-	id, err := opts.Importer.Import(ctx, opts.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size})
+	// A descriptor handle goes with its descriptor (the lease's; the Importer
+	// borrows it for the call).
+	id, err := opts.Importer.Import(ctx, opts.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
 	if err != nil {
 		return fmt.Errorf("verify: import handle %d (%s): %w", hi, h.Kind, err)
 	}

@@ -101,11 +101,19 @@ func start(t *testing.T, env []string) sdk.Backend {
 // ExportImport/RoundTrip opens the handle in another process with
 // cuIpcOpenMemHandle_v2, as `wcache attach --verify` does. With
 // WCACHE_CUDA_REAL=1 the plugins use the real driver.
+//
+// With cuda-vmm-fd the handles are descriptors: they cross each plugin's
+// descriptor channel, and the importing plugin maps them with
+// cuMemImportFromShareableHandle in its own process.
 func TestConformanceSubprocess(t *testing.T) {
-	env := pluginEnv(t, "")
-	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		return start(t, env)
-	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
+	for _, kind := range []string{cudabackend.HandleIPC, cudabackend.HandleVMMFD} {
+		t.Run(kind, func(t *testing.T) {
+			env := pluginEnv(t, "", cudabackend.EnvHandle+"="+kind)
+			backendtest.Run(t, func(t *testing.T) sdk.Backend {
+				return start(t, env)
+			}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
+		})
+	}
 }
 
 func TestUnavailableDriverReachesTheHostTyped(t *testing.T) {

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 )
 
 // TestServeStopsWithTheStickyReason runs the real `wcache serve --backend
@@ -26,100 +23,30 @@ func TestServeStopsWithTheStickyReason(t *testing.T) {
 	if fakelib.Real(os.Getenv) {
 		t.Skip("needs the fake driver's fault injection")
 	}
-	dir := t.TempDir()
-	plugins := os.Getenv(pluginsEnv)
-	wcache := filepath.Join(dir, "wcache")
-	build := exec.Command("go", "build", "-o", wcache, "github.com/wcache/wcache/cmd/wcache")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building wcache: %v\n%s", err, out)
-	}
-	model := filepath.Join(dir, "model")
-	writeSafetensors(t, filepath.Join(model, "model.safetensors"), 64<<10)
-	trigger := filepath.Join(dir, "sticky")
-	cmd := exec.Command(wcache, "serve", "--backend", "cuda", "--plugin-dir", plugins,
-		"--gpu-id", "0", "--model", model)
-	// A short runtime folder: socket paths are limited to 107 bytes.
-	run, err := os.MkdirTemp("", "wc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(run) })
-	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+run)
-	cmd.Env = append(cmd.Env, pluginEnv(t, "", "FAKECUDA_STICKY_FILE="+trigger, "WCACHE_CUDA_HEALTH_INTERVAL=200ms")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "serving ") {
-				ready <- sc.Text()
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case line, ok := <-ready:
-		if !ok {
-			_ = cmd.Wait()
-			t.Fatalf("serve ended before serving:\n%s", stderr.String())
-		}
-		t.Log(line)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve not ready after 60 s:\n%s", stderr.String())
-	}
+	trigger := filepath.Join(t.TempDir(), "sticky")
+	w := gputest.NewWorld(t, "cuda", os.Getenv(pluginsEnv), 64<<10,
+		pluginEnv(t, "", "FAKECUDA_STICKY_FILE="+trigger, "WCACHE_CUDA_HEALTH_INTERVAL=200ms"))
+	d := w.Start("serving ", append(append([]string{"serve"}, w.BackendArgs()...), "--gpu-id", "0", "--model", w.Model)...)
 	if err := os.WriteFile(trigger, []byte("700"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing calls the driver now: the plugin's health probe must find
 	// the error on its own.
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
-	case err = <-done:
+	case err = <-d.Done:
+		d.Done <- err
 	case <-time.After(30 * time.Second):
-		t.Fatalf("serve still running 30 s after a sticky error:\n%s", stderr.String())
+		t.Fatalf("serve still running 30 s after a sticky error:\n%s", d.Output())
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("serve ended with %v, want a non-zero exit:\n%s", err, stderr.String())
+		t.Fatalf("serve ended with %v, want a non-zero exit:\n%s", err, d.Output())
 	}
-	out := stderr.String()
+	out := d.Output()
 	for _, want := range []string{"backend plugin exited", "exit status 3", "sticky error", "CUDA_ERROR_ILLEGAL_ADDRESS (700)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve's output does not name %q:\n%s", want, out)
 		}
-	}
-}
-
-// writeSafetensors writes one F32 tensor of n bytes.
-func writeSafetensors(t *testing.T, path string, n int) {
-	t.Helper()
-	header, err := json.Marshal(map[string]any{
-		"w": map[string]any{"dtype": "F32", "shape": []int{n / 4}, "data_offsets": []int{0, n}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	_ = binary.Write(&b, binary.LittleEndian, uint64(len(header)))
-	b.Write(header)
-	for i := 0; i < n; i++ {
-		b.WriteByte(byte(i * 7))
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

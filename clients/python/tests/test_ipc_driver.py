@@ -117,3 +117,104 @@ def test_view_in_storage_applies_offset_dtype_and_shape():
     assert raw.dtype == torch.uint8 and tuple(raw.shape) == (2,)
     with pytest.raises(ProtocolError, match="not a multiple of the 4-byte element size"):
         view_in_storage(torch, storage, TensorSpec("w", "F32", (1,), 0, 6, 4))
+
+
+GRAN = 2 << 20
+
+
+def vmm_manifest(tensors, device_uuid=UUID1):
+    """One cuda-vmm-fd handle: a memfd (the fake driver's VMM export) holding
+    the tensors, its size a multiple of the 2 MiB granularity; returns the
+    manifest and the descriptor."""
+    blob = bytearray()
+    entries = []
+    for name, dtype, shape, data in tensors:
+        blob.extend(bytes(-len(blob) % 256))
+        entries.append(pb.Tensor(name=name, dtype=dtype, shape=list(shape), handle_index=0,
+                                 offset=len(blob), length=len(data)))
+        blob.extend(data)
+    size = len(blob)
+    fd = os.memfd_create("wcache-test-vmm", os.MFD_CLOEXEC)
+    os.ftruncate(fd, -(-size // GRAN) * GRAN)
+    os.pwrite(fd, bytes(blob), 0)
+    handles = [pb.Handle(kind="cuda-vmm-fd", size=size)]
+    return pb.Manifest(device_uuid=device_uuid, handles=handles, tensors=entries), fd
+
+
+def test_cuda_vmm_fd_maps_the_descriptor_read_only(fake_libcuda):
+    rng = np.random.default_rng(5)
+    tensors = [st_writer.random_tensor(rng, f"v{i}", ("F32", "I64")[i % 2], (5, 7)) for i in range(6)]
+    manifest, fd = vmm_manifest(tensors)
+    lib = ctypes.CDLL(fake_libcuda)
+    try:
+        with pytest.raises(ProtocolError, match="cuda-vmm-fd.*no descriptor"):
+            materialize(manifest, library="numpy", cuda_library=fake_libcuda)
+        mat = materialize(manifest, library="numpy", cuda_library=fake_libcuda, descriptors={0: fd})
+    finally:
+        os.close(fd)  # the mapping does not need the descriptor
+    assert lib.fake_vmm_mapped() == 1 and lib.fake_vmm_handles() == 0, "mapped once, the handle released"
+    assert mat.regions[0].device_index == 1, "the GPU must be found by UUID"
+    for name, dtype, shape, data in tensors:
+        arr = mat.tensors[name]
+        assert isinstance(arr, DeviceArray)
+        assert ctypes.string_at(arr.pointer, arr.nbytes) == data
+        assert arr.__cuda_array_interface__["data"] == (arr.pointer, False)
+    # Read-only: a write faults. Checked in a child so the fault kills only it.
+    probe = subprocess.run(["python3", "-c", "import ctypes,sys; ctypes.memset(int(sys.argv[1]), 0, 1)",
+                            str(mat.tensors["v0"].pointer)], capture_output=True)
+    assert probe.returncode != 0
+    del arr, mat
+    gc.collect()
+    assert lib.fake_vmm_mapped() == 0, "the mapping must go with the last view"
+    assert lib.fake_retains() == 0, "primary contexts must be released"
+
+
+def test_cuda_vmm_fd_failures_name_the_driver_call(fake_libcuda, short_tmp):
+    rng = np.random.default_rng(6)
+    manifest, fd = vmm_manifest([st_writer.random_tensor(rng, "a", "F32", (4,))])
+    try:
+        manifest.handles[0].size = 3 * GRAN  # more than the descriptor holds
+        with pytest.raises(WcacheError, match="cuda-vmm-fd.*cuMemMap failed with CUresult 1"):
+            materialize(manifest, library="numpy", cuda_library=fake_libcuda, descriptors={0: fd})
+    finally:
+        os.close(fd)
+    r, w = os.pipe()
+    try:
+        with pytest.raises(WcacheError, match="cuMemImportFromShareableHandle failed with CUresult 1"):
+            materialize(manifest, library="numpy", cuda_library=fake_libcuda, descriptors={0: r})
+    finally:
+        os.close(r)
+        os.close(w)
+    assert ctypes.CDLL(fake_libcuda).fake_vmm_mapped() == 0
+
+
+def test_cuda_vmm_fd_torch_tensors_are_zero_copy_and_keep_the_mapping(fake_libcuda, monkeypatch):
+    """With (a stand-in for) CUDA PyTorch, cuda-vmm-fd goes through the driver
+    whatever the allocator, wrapped by __cuda_array_interface__ (no copy, no
+    _new_shared_cuda); the mapping lives as long as any tensor of it."""
+    import sys
+
+    from faketorch import FakeTorch
+    from wcache.ipc import TorchDriverIpcRegion
+
+    lib = ctypes.CDLL(fake_libcuda)
+    torch = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    rng = np.random.default_rng(8)
+    ts = [st_writer.random_tensor(rng, f"t{i}", "F32", (3, 2)) for i in range(2)]
+    manifest, fd = vmm_manifest(ts)
+    try:
+        mat = materialize(manifest, library="torch", device_index=1, cuda_library=fake_libcuda, descriptors={0: fd})
+    finally:
+        os.close(fd)
+    assert "_new_shared_cuda" not in torch.calls and torch.calls.index("init") < torch.calls.index("as_tensor")
+    assert isinstance(mat.regions[0], TorchDriverIpcRegion) and lib.fake_vmm_mapped() == 1
+    for name, _, _, data in ts:
+        assert ctypes.string_at(mat.tensors[name].data_ptr(), len(data)) == data
+    keep = mat.tensors["t1"]
+    del mat
+    gc.collect()
+    assert lib.fake_vmm_mapped() == 1 and ctypes.string_at(keep.data_ptr(), 24) == ts[1][3]
+    del keep
+    gc.collect()
+    assert lib.fake_vmm_mapped() == 0 and lib.fake_retains() == 0

@@ -15,7 +15,7 @@ import (
 const (
 	Name       = "cuda"
 	Platform   = "cuda"
-	HandleKind = "cuda-ipc" // Handle.Data: the 64-byte CUipcMemHandle of an allocation base
+	HandleKind = "cuda-ipc" // the default kind (HandleIPC); Handle.Data: the 64-byte CUipcMemHandle of an allocation base
 )
 
 // Backend is the CUDA sdk.Backend: gpucore's table of allocation ids over
@@ -60,13 +60,14 @@ func (b *Backend) Close() error {
 	return err
 }
 
-// Info describes the backend.
+// Info describes the backend; HandleKinds is the configured kind
+// (Config.Handle).
 func (b *Backend) Info(ctx context.Context) (sdk.Info, error) {
-	return info(), nil
+	return info(b.rt.cfg.handleKind()), nil
 }
 
-func info() sdk.Info {
-	return sdk.Info{Name: Name, Version: version.Version, Platform: Platform, HandleKinds: []string{HandleKind}}
+func info(kind string) sdk.Info {
+	return sdk.Info{Name: Name, Version: version.Version, Platform: Platform, HandleKinds: []string{kind}}
 }
 
 // DeviceUUID returns the canonical UUID ("GPU-…" or "MIG-…") of the device

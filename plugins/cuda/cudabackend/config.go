@@ -37,6 +37,22 @@ const (
 	// a sticky error (a Go duration; default DefaultHealthInterval, "0"
 	// off).
 	EnvHealthInterval = "WCACHE_CUDA_HEALTH_INTERVAL"
+	// EnvHandle selects the handle kind Export produces: "cuda-ipc" (the
+	// default) or "cuda-vmm-fd".
+	EnvHandle = "WCACHE_CUDA_HANDLE"
+)
+
+// Handle kinds the backend can serve (Config.Handle).
+const (
+	// HandleIPC: legacy CUDA IPC, the 64-byte CUipcMemHandle of a
+	// cuMemAlloc allocation. Importers must share the daemon's PID
+	// namespace (hostPID in Kubernetes).
+	HandleIPC = HandleKind
+	// HandleVMMFD: a cuMemCreate allocation exported as a POSIX file
+	// descriptor, passed over the daemon's descriptor channel. No shared
+	// PID namespace is needed, and the daemon holds a descriptor of every
+	// allocation (a plugin crash loses no weights).
+	HandleVMMFD = sdk.HandleCUDAVMMFD
 )
 
 // Limits on the staging configuration.
@@ -75,6 +91,9 @@ type Config struct {
 	// HealthInterval is how often Main probes each device context for a
 	// sticky error (see gpucore.Runtime.WatchHealth); 0 turns the probe off.
 	HealthInterval time.Duration
+	// Handle is the kind Export produces and Import accepts: HandleIPC
+	// (the default, also for "") or HandleVMMFD.
+	Handle string
 	// SysfsRoot is where sysfs is read for the GPU's NUMA node ("":
 	// /sys); tests point it elsewhere.
 	SysfsRoot string
@@ -90,6 +109,7 @@ func DefaultConfig() Config {
 		StagingBuffers: DefaultStagingBuffers,
 		DirectIO:       true,
 		HealthInterval: DefaultHealthInterval,
+		Handle:         HandleIPC,
 	}
 }
 
@@ -142,10 +162,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.HealthInterval = d
 	}
+	if v := strings.TrimSpace(getenv(EnvHandle)); v != "" {
+		c.Handle = v
+	}
 	return c, c.Validate()
 }
 
-// Validate checks the staging settings.
+// handleKind returns Handle, HandleIPC for "".
+func (c Config) handleKind() string {
+	if c.Handle == "" {
+		return HandleIPC
+	}
+	return c.Handle
+}
+
+// Validate checks the staging settings and the handle kind.
 func (c Config) Validate() error {
 	if c.StagingBytes < MinStagingBytes || c.StagingBytes > MaxStagingBytes || c.StagingBytes%fill.Alignment != 0 {
 		return fmt.Errorf("staging buffer size %d: want a multiple of %d between %d and %d bytes (%s)",
@@ -153,6 +184,9 @@ func (c Config) Validate() error {
 	}
 	if c.StagingBuffers < 2 || c.StagingBuffers > MaxStagingBuffers {
 		return fmt.Errorf("staging buffer count %d: want 2 to %d (%s)", c.StagingBuffers, MaxStagingBuffers, EnvStagingBuffers)
+	}
+	if k := c.handleKind(); k != HandleIPC && k != HandleVMMFD {
+		return fmt.Errorf("handle kind %q: want %q or %q (%s)", c.Handle, HandleIPC, HandleVMMFD, EnvHandle)
 	}
 	if c.Readers < 0 || c.Readers > MaxReaders {
 		return fmt.Errorf("reader count %d: want 0 (default) to %d (%s)", c.Readers, MaxReaders, EnvReaders)

@@ -21,13 +21,16 @@ func TestConfigFromEnv(t *testing.T) {
 	if c.StagingBytes != 16<<20 || c.StagingBuffers != 2 || !c.DirectIO || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
 		t.Fatalf("defaults = %+v", c)
 	}
+	if c.Handle != HandleIPC {
+		t.Fatalf("default handle kind %q, want %q", c.Handle, HandleIPC)
+	}
 	c, err = ConfigFromEnv(env(map[string]string{
 		EnvLibrary: "/opt/fake/libcuda.so.1", EnvNVMLLibrary: "/opt/fake/libnvidia-ml.so.1",
 		EnvStagingBytes: "16MiB", EnvStagingBuffers: "3", EnvReaders: "5", EnvDirectIO: "0",
-		EnvHealthInterval: "250ms",
+		EnvHealthInterval: "250ms", EnvHandle: "cuda-vmm-fd",
 	}))
 	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3, Readers: 5,
-		HealthInterval: 250 * time.Millisecond}
+		HealthInterval: 250 * time.Millisecond, Handle: HandleVMMFD}
 	if err != nil || c != want {
 		t.Fatalf("ConfigFromEnv = %+v, %v; want %+v", c, err, want)
 	}
@@ -44,6 +47,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvReaders, "few"},
 		{EnvHealthInterval, "often"},
 		{EnvHealthInterval, "-1s"},
+		{EnvHandle, "posix-shm"},
 	} {
 		if _, err := ConfigFromEnv(env(map[string]string{kv[0]: kv[1]})); err == nil || !strings.Contains(err.Error(), kv[0]) {
 			t.Errorf("%s=%q: err = %v, want an error naming the variable", kv[0], kv[1], err)

@@ -20,6 +20,15 @@ import (
 // With WCACHE_CUDA_REAL=1 it uses the real libcuda.so.1 and NVML (and
 // WCACHE_CUDA_* from the environment), for the GPU check.
 func TestConformanceInProcess(t *testing.T) {
+	for _, kind := range []string{HandleIPC, HandleVMMFD} {
+		t.Run(kind, func(t *testing.T) { conformanceInProcess(t, kind) })
+	}
+}
+
+// conformanceInProcess runs the suite with Export producing kind. With
+// cuda-vmm-fd every instance imports the descriptors through the driver
+// (an import in the exporting process is allowed there).
+func conformanceInProcess(t *testing.T, kind string) {
 	var cfg Config
 	if fakelib.Real(os.Getenv) {
 		var err error
@@ -31,6 +40,7 @@ func TestConformanceInProcess(t *testing.T) {
 		// of the suite cycles the staging ring many times.
 		cfg = fakeConfig(t, fakeOptions{staging: 256 << 10, env: map[string]string{"FAKECUDA_COPY_DELAY_US": "20"}})
 	}
+	cfg.Handle = kind
 	rt, err := OpenRuntime(cfg, nil)
 	if err != nil {
 		t.Fatalf("OpenRuntime: %v", err)

@@ -21,10 +21,13 @@ const DefaultHealthInterval = 5 * time.Second
 // device's primary context and made it current.
 type cudaDriver struct{ rt *Runtime }
 
-var _ gpucore.Driver = cudaDriver{}
+var (
+	_ gpucore.Driver   = cudaDriver{}
+	_ gpucore.FDDriver = cudaDriver{}
+)
 
 func (d cudaDriver) Name() string       { return "CUDA" }
-func (d cudaDriver) HandleKind() string { return HandleKind }
+func (d cudaDriver) HandleKind() string { return d.rt.cfg.handleKind() }
 func (d cudaDriver) DeviceCount() int   { return len(d.rt.devices) }
 
 func (d cudaDriver) Fatal() error {
@@ -72,8 +75,15 @@ func (d cudaDriver) Malloc(n uint64) (gpucore.Ptr, error) {
 	return gpucore.Ptr(p), err
 }
 
-func (d cudaDriver) Free(p gpucore.Ptr) error { return d.rt.drv.MemFree(driver.DevicePtr(p)) }
-func (d cudaDriver) Synchronize() error       { return d.rt.drv.CtxSynchronize() }
+// Free frees a cuMemAlloc allocation, or unmaps and releases VMM memory
+// (created or imported; see vmm.go).
+func (d cudaDriver) Free(p gpucore.Ptr) error {
+	if m, ok := d.rt.vmm.take(p); ok {
+		return d.rt.vmmFree(m)
+	}
+	return d.rt.drv.MemFree(driver.DevicePtr(p))
+}
+func (d cudaDriver) Synchronize() error { return d.rt.drv.CtxSynchronize() }
 
 func (d cudaDriver) IpcGet(p gpucore.Ptr) (gpucore.Handle, error) {
 	h, err := d.rt.drv.IpcGetMemHandle(driver.DevicePtr(p))

@@ -29,5 +29,7 @@ func Options() []sdk.Option {
 			Description: "read files that are not in the page cache with O_DIRECT"},
 		{Name: "health-interval", Type: sdk.OptionDuration, Default: DefaultHealthInterval.String(), Env: EnvHealthInterval,
 			Description: "how often each device context is probed for a sticky error; 0: never"},
+		{Name: "handle", Type: sdk.OptionString, Default: HandleIPC, Env: EnvHandle,
+			Description: "the handle kind Export produces: cuda-ipc (legacy IPC; engines need the daemon's PID namespace) or cuda-vmm-fd (cuMemCreate memory as descriptors on the daemon's descriptor channel)"},
 	}
 }

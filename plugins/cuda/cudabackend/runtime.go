@@ -29,6 +29,7 @@ type Runtime struct {
 	devices []deviceInfo      // by ordinal, fixed at open
 
 	core *gpucore.Runtime // workers, memory registry, IPC cache
+	vmm  vmmTable         // VMM mappings by base (cuda-vmm-fd)
 
 	mu sync.Mutex // guards nvml
 }
@@ -57,7 +58,10 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
 	}
-	rt := &Runtime{cfg: cfg, log: logger, drv: drv, version: version}
+	if cfg.handleKind() == HandleVMMFD && !drv.HasVMM() {
+		return nil, sdk.Errorf(sdk.ErrUnavailable, "%s: handle kind %s needs the virtual memory management entry points (cuMemCreate …, CUDA 10.2+), which the driver lacks", drv.Path(), HandleVMMFD)
+	}
+	rt := &Runtime{cfg: cfg, log: logger, drv: drv, version: version, vmm: vmmTable{m: map[gpucore.Ptr]vmmMapping{}}}
 	rt.core = gpucore.NewRuntime(cudaDriver{rt}, logger)
 	if nv, err := nvmlinfo.Open(cfg.NVMLLibrary); err != nil {
 		logger.Info("NVML unavailable; device metadata comes from the CUDA driver", "error", err)
@@ -68,6 +72,9 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if err == nil {
 		err = checkComputeModes(rt.devices, os.Getenv)
 	}
+	if err == nil && cfg.handleKind() == HandleVMMFD {
+		err = checkVMMSupport(drv, rt.devices)
+	}
 	if err != nil {
 		rt.closeNVML()
 		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
@@ -77,7 +84,7 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	}
 	logger.Info("CUDA driver loaded", "library", drv.Path(), "driver_version", version, "resolver", drv.Resolver(),
 		"nvml", rt.nvml != nil, "devices", len(rt.devices), "uuid_v2", drv.HasUUIDV2(),
-		"staging_bytes", cfg.StagingBytes, "staging_buffers", cfg.StagingBuffers, "direct_io", cfg.DirectIO)
+		"handle", cfg.handleKind(), "staging_bytes", cfg.StagingBytes, "staging_buffers", cfg.StagingBuffers, "direct_io", cfg.DirectIO)
 	for _, d := range rt.devices {
 		logger.Debug("device", "ordinal", d.ordinal, "uuid", d.canonical, "name", d.name,
 			"pci_bus_id", d.pciBusID, "capability", d.capability, "kind_from", d.kindSource)

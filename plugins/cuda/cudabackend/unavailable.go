@@ -9,4 +9,5 @@ import (
 // every other call with err, which should wrap sdk.ErrUnavailable. The
 // plugin serves it when the driver cannot be opened, so that the host gets the
 // reason as a typed error instead of a process that exited.
-func Unavailable(err error) sdk.Backend { return gpucore.Unavailable(info(), err) }
+// Its Info reports the default handle kind.
+func Unavailable(err error) sdk.Backend { return gpucore.Unavailable(info(HandleKind), err) }

@@ -26,6 +26,11 @@ const (
 	AttrPCIDomainID            Attribute = 50
 	AttrComputeCapabilityMajor Attribute = 75
 	AttrComputeCapabilityMinor Attribute = 76
+	// AttrVirtualMemoryManagementSupported: cuMemCreate, cuMemMap … work.
+	AttrVirtualMemoryManagementSupported Attribute = 102
+	// AttrHandleTypePosixFDSupported: cuMemCreate memory can be exported
+	// as a POSIX file descriptor.
+	AttrHandleTypePosixFDSupported Attribute = 103
 )
 
 // ComputeMode is a CUcomputemode, the value of AttrComputeMode.

@@ -370,6 +370,9 @@ func helperMain() int {
 	if os.Args[len(os.Args)-1] == "export" {
 		return exportHelper()
 	}
+	if os.Args[len(os.Args)-2] == "vmm-import" {
+		return vmmImportHelper(os.Args[len(os.Args)-1])
+	}
 	args := os.Args[len(os.Args)-3:]
 	d, err := Open(os.Getenv(helperEnv))
 	if err == nil {

@@ -37,6 +37,16 @@ const (
 	symIpcCloseMemHandle
 	symGetErrorName
 	symGetErrorString
+	symMemCreate
+	symMemGetAllocationGranularity
+	symMemExportToShareableHandle
+	symMemImportFromShareableHandle
+	symMemAddressReserve
+	symMemMap
+	symMemSetAccess
+	symMemUnmap
+	symMemAddressFree
+	symMemRelease
 	numSymbols
 )
 
@@ -89,6 +99,17 @@ var entries = [numSymbols]entry{
 	symIpcCloseMemHandle:  {"cuIpcCloseMemHandle", "cuIpcCloseMemHandle", abi},
 	symGetErrorName:       {"cuGetErrorName", "cuGetErrorName", abi},
 	symGetErrorString:     {"cuGetErrorString", "cuGetErrorString", abi},
+	// Virtual memory management (CUDA 10.2+), unversioned.
+	symMemCreate:                    {"cuMemCreate", "cuMemCreate", abi},
+	symMemGetAllocationGranularity:  {"cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity", abi},
+	symMemExportToShareableHandle:   {"cuMemExportToShareableHandle", "cuMemExportToShareableHandle", abi},
+	symMemImportFromShareableHandle: {"cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", abi},
+	symMemAddressReserve:            {"cuMemAddressReserve", "cuMemAddressReserve", abi},
+	symMemMap:                       {"cuMemMap", "cuMemMap", abi},
+	symMemSetAccess:                 {"cuMemSetAccess", "cuMemSetAccess", abi},
+	symMemUnmap:                     {"cuMemUnmap", "cuMemUnmap", abi},
+	symMemAddressFree:               {"cuMemAddressFree", "cuMemAddressFree", abi},
+	symMemRelease:                   {"cuMemRelease", "cuMemRelease", abi},
 }
 
 // String returns the exported (versioned) symbol name.
@@ -100,7 +121,13 @@ func (s symbol) String() string {
 }
 
 // optional reports whether Open tolerates the symbol's absence: the two
-// UUID entry points are each optional, but at least one must exist.
+// UUID entry points are each optional, but at least one must exist; the
+// virtual memory management ones are needed for cuda-vmm-fd handles only
+// (see HasVMM).
 func (s symbol) optional() bool {
-	return s == symDeviceGetUUIDV2 || s == symDeviceGetUUID
+	return s == symDeviceGetUUIDV2 || s == symDeviceGetUUID || s.vmm()
 }
+
+// vmm reports whether the symbol is one of the virtual memory management
+// entry points.
+func (s symbol) vmm() bool { return s >= symMemCreate && s <= symMemRelease }

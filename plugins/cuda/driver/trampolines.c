@@ -108,3 +108,86 @@ CUresult wc_get_proc_address(void *f, const char *name, void **pfn, int version,
                              unsigned long long flags) {
 	return ((CUresult (*)(const char *, void **, int, unsigned long long))f)(name, pfn, version, flags);
 }
+
+/* ------------------------------------------------ virtual memory management
+ * CUDA 12 cuda.h, LP64: CUmemAllocationProp is 32 bytes, CUmemAccessDesc 12. */
+typedef struct {
+	int type; /* CUmemLocationType: CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+	int id;
+} CUmemLocation;
+
+typedef struct {
+	unsigned type;                 /* CUmemAllocationType: PINNED = 1 */
+	unsigned requestedHandleTypes; /* CUmemAllocationHandleType bits */
+	CUmemLocation location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+	CUmemLocation location;
+	unsigned flags; /* CUmemAccess_flags: READWRITE = 3 */
+} CUmemAccessDesc;
+
+_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp is 32 bytes on LP64");
+_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
+
+static void wc_prop(CUmemAllocationProp *p, unsigned handle_types, int device) {
+	memset(p, 0, sizeof *p);
+	p->type = 1;
+	p->requestedHandleTypes = handle_types;
+	p->location.type = 1;
+	p->location.id = device;
+}
+
+CUresult wc_mem_create(void *f, CUmemGenericAllocationHandle *h, size_t n, unsigned handle_types, int device) {
+	CUmemAllocationProp p;
+	wc_prop(&p, handle_types, device);
+	return ((CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))f)(h, n, &p, 0);
+}
+
+CUresult wc_mem_get_granularity(void *f, size_t *g, unsigned handle_types, int device, int option) {
+	CUmemAllocationProp p;
+	wc_prop(&p, handle_types, device);
+	return ((CUresult (*)(size_t *, const CUmemAllocationProp *, int))f)(g, &p, option);
+}
+
+/* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1: the shareable handle is an int. */
+CUresult wc_mem_export_fd(void *f, int *fd, CUmemGenericAllocationHandle h) {
+	return ((CUresult (*)(void *, CUmemGenericAllocationHandle, int, unsigned long long))f)(fd, h, 1, 0);
+}
+
+/* The descriptor travels in the pointer argument: (void *)(uintptr_t)fd. */
+CUresult wc_mem_import_fd(void *f, CUmemGenericAllocationHandle *h, int fd) {
+	return ((CUresult (*)(CUmemGenericAllocationHandle *, void *, int))f)(h, (void *)(unsigned long)fd, 1);
+}
+
+CUresult wc_mem_address_reserve(void *f, CUdeviceptr *p, size_t n, size_t align) {
+	return ((CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))f)(p, n, align, 0, 0);
+}
+
+CUresult wc_mem_map(void *f, CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h) {
+	return ((CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))f)(p, n, off, h, 0);
+}
+
+CUresult wc_mem_set_access(void *f, CUdeviceptr p, size_t n, int device, unsigned flags) {
+	CUmemAccessDesc d;
+	memset(&d, 0, sizeof d);
+	d.location.type = 1;
+	d.location.id = device;
+	d.flags = flags;
+	return ((CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))f)(p, n, &d, 1);
+}
+
+CUresult wc_dptr_size_call(void *f, CUdeviceptr p, size_t n) {
+	return ((CUresult (*)(CUdeviceptr, size_t))f)(p, n);
+}
+
+CUresult wc_mem_release(void *f, CUmemGenericAllocationHandle h) {
+	return ((CUresult (*)(CUmemGenericAllocationHandle))f)(h);
+}

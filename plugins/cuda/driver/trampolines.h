@@ -38,6 +38,19 @@ CUresult wc_memcpy_htod_async(void *f, CUdeviceptr dst, const void *src, size_t 
 CUresult wc_memcpy_dtoh(void *f, void *dst, CUdeviceptr src, size_t n);
 CUresult wc_ipc_get_mem_handle(void *f, unsigned char *out64, CUdeviceptr p);
 CUresult wc_ipc_open_mem_handle(void *f, CUdeviceptr *p, const unsigned char *in64, unsigned flags);
+// Virtual memory management. prop_* are the fields of CUmemAllocationProp
+// (type, requestedHandleTypes, location {DEVICE, device}); the trampoline
+// builds the struct.
+typedef unsigned long long CUmemGenericAllocationHandle;
+CUresult wc_mem_create(void *f, CUmemGenericAllocationHandle *h, size_t n, unsigned handle_types, int device);
+CUresult wc_mem_get_granularity(void *f, size_t *g, unsigned handle_types, int device, int option);
+CUresult wc_mem_export_fd(void *f, int *fd, CUmemGenericAllocationHandle h);
+CUresult wc_mem_import_fd(void *f, CUmemGenericAllocationHandle *h, int fd);
+CUresult wc_mem_address_reserve(void *f, CUdeviceptr *p, size_t n, size_t align);
+CUresult wc_mem_map(void *f, CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h);
+CUresult wc_mem_set_access(void *f, CUdeviceptr p, size_t n, int device, unsigned flags);
+CUresult wc_dptr_size_call(void *f, CUdeviceptr p, size_t n);
+CUresult wc_mem_release(void *f, CUmemGenericAllocationHandle h);
 CUresult wc_get_error_text(void *f, CUresult e, const char **s);
 CUresult wc_get_proc_address_v2(void *f, const char *name, void **pfn, int version,
                                 unsigned long long flags, int *status);

@@ -62,7 +62,8 @@ func (b *Backend) release(m *memory) {
 }
 
 // Allocate reserves bytes of device memory with one allocation on the
-// device's worker and returns its id and size (exactly bytes). Each
+// device's worker (Driver.Malloc, or FDDriver.CreateFD when the handles
+// are descriptors) and returns its id and size (exactly bytes). Each
 // allocation is exported and imported as one IPC handle, so callers make
 // a few large ones (arenas). Zero bytes is ErrInvalidArgument, an unknown
 // ordinal ErrNoSuchDevice, a device without room ErrOutOfMemory (the
@@ -82,10 +83,15 @@ func (b *Backend) Allocate(ctx context.Context, ordinal int, bytes uint64) (sdk.
 	if err != nil {
 		return 0, 0, err
 	}
-	m := &memory{ordinal: ordinal, size: bytes}
+	fdd := descriptors(b.rt.drv)
+	m := &memory{ordinal: ordinal, size: bytes, fd: fdd != nil}
 	err = w.Do(ctx, func() error {
 		var err error
-		m.ptr, err = b.rt.drv.Malloc(bytes)
+		if fdd != nil {
+			m.ptr, err = fdd.CreateFD(ordinal, bytes)
+		} else {
+			m.ptr, err = b.rt.drv.Malloc(bytes)
+		}
 		return err
 	})
 	if err != nil {

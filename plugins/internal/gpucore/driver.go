@@ -8,15 +8,38 @@
 //
 // Both vendors' legacy IPC handles are 64 opaque bytes of an allocation
 // base (cuIpcGetMemHandle, hipIpcGetMemHandle), opened by another process
-// (never the exporting one) once per device, reference counted.
+// (never the exporting one) once per device, reference counted. A Driver
+// that also implements FDDriver (CUDA: VMM memory exported as POSIX file
+// descriptors) hands out descriptor handles instead (see descriptor.go).
 package gpucore
 
 import (
+	"os"
+
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )
 
 // Ptr is a device address.
 type Ptr uint64
+
+// descriptors returns the Driver as an FDDriver when the handles it
+// exports are descriptors, nil when they are legacy IPC handles.
+func descriptors(drv Driver) FDDriver {
+	if fd, ok := drv.(FDDriver); ok && sdk.IsDescriptorKind(fd.DescriptorKind()) && drv.HandleKind() == fd.DescriptorKind() {
+		return fd
+	}
+	return nil
+}
+
+// importsFD returns the Driver as an FDDriver when kind is its descriptor
+// kind, nil otherwise.
+func importsFD(drv Driver, kind string) FDDriver {
+	if fd, ok := drv.(FDDriver); ok && kind == fd.DescriptorKind() {
+		return fd
+	}
+	return nil
+}
 
 // HandleSize is the size of an IPC handle.
 const HandleSize = 64
@@ -70,4 +93,29 @@ type Driver interface {
 	// Copier returns the fill copier into the allocation at base on w's
 	// device.
 	Copier(w *Worker, base Ptr) fill.Copier
+}
+
+// FDDriver is a Driver whose handles can be descriptors (Handle.File): a
+// physical allocation exported as a file descriptor, such as CUDA VMM
+// memory with POSIX descriptor handles. The Backend imports handles of
+// DescriptorKind with ImportFD whatever HandleKind is (so that a plugin
+// started with the defaults, `attach --verify`'s, maps a daemon's
+// descriptors). When HandleKind is DescriptorKind it also allocates with
+// CreateFD instead of Malloc; descriptor memory exports with ExportFD
+// instead of IpcGet. Free releases both created and imported descriptor
+// memory (the driver knows which base is which).
+type FDDriver interface {
+	// DescriptorKind is the descriptor handle kind (sdk.IsDescriptorKind).
+	DescriptorKind() string
+	// CreateFD (thread) allocates at least n bytes of exportable device
+	// memory on device ordinal, mapped read-write at the returned base.
+	CreateFD(ordinal int, n uint64) (Ptr, error)
+	// ExportFD (thread) returns a new descriptor (owned by the caller) of
+	// the memory at base p, made by CreateFD or ImportFD.
+	ExportFD(p Ptr) (*os.File, error)
+	// ImportFD (thread) maps size bytes of the memory a descriptor names
+	// on device ordinal, read-write, and returns the base. f stays the
+	// caller's. Memory smaller than size, or a descriptor the driver
+	// cannot use, is a driver error.
+	ImportFD(ordinal int, f *os.File, size uint64) (Ptr, error)
 }

@@ -10,6 +10,8 @@ import (
 
 // Export returns the IPC handle of the allocation: the 64 bytes of its
 // base, taken after Driver.Synchronize so that every copy is complete.
+// With descriptor handles (FDDriver) it is a new descriptor of the memory
+// instead (Handle.File, owned by the caller; see exportFD).
 // Size is the allocation's size. The handle is made once per allocation
 // and cached; exporting an imported mapping returns the handle it was
 // opened from.
@@ -22,6 +24,9 @@ func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, 
 	w, err := b.rt.Worker(m.ordinal)
 	if err != nil {
 		return sdk.Handle{}, err
+	}
+	if m.fd {
+		return b.exportFD(ctx, b.rt.drv.(FDDriver), w, id, m)
 	}
 	rt := b.rt
 	rt.mu.Lock()
@@ -65,6 +70,9 @@ func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, 
 //     device; importing it again returns a new id sharing that mapping,
 //     closed when the last id is freed.
 //
+// A handle of an FDDriver's DescriptorKind is imported by importFD
+// instead, whatever kind the Backend exports.
+//
 // A kind other than the Driver's is ErrUnsupported; an unknown ordinal
 // ErrNoSuchDevice; data that is not 64 bytes, a zero size, a size larger
 // than the mapped allocation, or a handle the driver cannot open
@@ -75,11 +83,15 @@ func (b *Backend) Import(ctx context.Context, ordinal int, h sdk.Handle) (sdk.Al
 	}
 	rt := b.rt
 	kind := rt.drv.HandleKind()
-	if h.Kind != kind {
+	fdd := importsFD(rt.drv, h.Kind)
+	if h.Kind != kind && fdd == nil {
 		return 0, sdk.Errorf(sdk.ErrUnsupported, "import a %q handle: the %s backend imports %q handles only", h.Kind, rt.drv.Name(), kind)
 	}
 	if err := rt.CheckOrdinal(ordinal); err != nil {
 		return 0, err
+	}
+	if fdd != nil {
+		return b.importFD(ctx, fdd, ordinal, h)
 	}
 	if len(h.Data) != HandleSize {
 		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import: a %s handle is %d bytes, this one %d", kind, HandleSize, len(h.Data))
@@ -137,7 +149,7 @@ func (b *Backend) open(ctx context.Context, key Handle, ordinal int, size uint64
 		return nil
 	})
 	if err != nil {
-		return nil, openError(drv, ordinal, err)
+		return nil, openError(drv, drv.HandleKind(), ordinal, err)
 	}
 	if mapped != 0 && size > mapped {
 		closeErr := w.Do(context.Background(), func() error { return drv.IpcClose(m.ptr) })
@@ -150,8 +162,8 @@ func (b *Backend) open(ctx context.Context, key Handle, ordinal int, size uint64
 // and unavailable keep their kind; any other driver failure means a handle
 // the driver cannot open here (garbage, stale, this process's own, another
 // PID namespace's): ErrInvalidArgument.
-func openError(drv Driver, ordinal int, err error) error {
-	what := fmt.Sprintf("import %s handle on device %d", drv.HandleKind(), ordinal)
+func openError(drv Driver, kind string, ordinal int, err error) error {
+	what := fmt.Sprintf("import %s handle on device %d", kind, ordinal)
 	driverErr, invalidContext := drv.OpenFailure(err)
 	switch {
 	case !driverErr || errors.Is(err, sdk.ErrOutOfMemory) || errors.Is(err, sdk.ErrUnavailable):

@@ -14,6 +14,9 @@ type memory struct {
 	ptr      Ptr
 	size     uint64
 	imported bool
+	// fd: descriptor memory (FDDriver), created or imported; Driver.Free
+	// releases both, and no IPC handle names it.
+	fd bool
 	// handle is the IPC handle: the one Export made (nil until then) or
 	// the one Import opened.
 	handle *Handle
@@ -24,7 +27,7 @@ type memory struct {
 // removed m from the registry.
 func (rt *Runtime) release(ctx context.Context, m *memory, w *Worker) error {
 	err := w.Do(ctx, func() error {
-		if m.imported {
+		if m.imported && !m.fd {
 			return rt.drv.IpcClose(m.ptr)
 		}
 		return rt.drv.Free(m.ptr)
@@ -33,6 +36,9 @@ func (rt *Runtime) release(ctx context.Context, m *memory, w *Worker) error {
 		what := "free allocation"
 		if m.imported {
 			what = "close IPC mapping"
+			if m.fd {
+				what = "unmap imported descriptor"
+			}
 		}
 		return fmt.Errorf("%s of %d bytes on device %d: %w", what, m.size, m.ordinal, err)
 	}
@@ -48,7 +54,7 @@ func (rt *Runtime) register(m *memory) error {
 	}
 	m.refs = 1
 	rt.mems[m] = struct{}{}
-	if m.imported {
+	if m.imported && m.handle != nil {
 		rt.imports[importKey{handle: *m.handle, ordinal: m.ordinal}] = m
 	}
 	return nil

@@ -94,7 +94,7 @@ class UnknownHandleKindError(ProtocolError):
         self.index = index
         self.kind = kind
         self.registered = list(registered)
-        built_in = ", ".join((HANDLE_POSIX_SHM, HANDLE_CUDA_IPC, HANDLE_HIP_IPC))
+        built_in = ", ".join(CORE_KINDS)
         msg = (f"handle {index} is of kind {kind!r}, which this client cannot map: it is not built in "
                f"({built_in}) and no mapper is registered for it (registered: "
                f"{', '.join(self.registered) or 'none'})")

@@ -13,6 +13,9 @@ cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
                                                libcuda.so.1)
 hip-ipc           ROCm torch.Tensor            wcache.ipc.DeviceArray (ctypes on
                                                libamdhip64, wcache.hip)
+cuda-vmm-fd       CUDA torch.Tensor (mapped    wcache.ipc.DeviceArray (mapped
+                  by wcache.vmm, wrapped via   read-only by wcache.vmm from its
+                  __cuda_array_interface__)    descriptor, ctypes on libcuda.so.1)
 x-VENDOR-NAME     whatever the vendor's mapper returns (wcache.mappers: register it in a
                   HandleMappers and pass that to materialize / attach)
 ================  ===========================  ==================================
@@ -31,12 +34,12 @@ import warnings
 from typing import Dict, List, Optional
 
 from . import dtypes
-from .errors import WcacheError
+from .errors import ProtocolError, WcacheError
 from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
                   torch_uses_cuda_malloc_async, view_in_storage)
 from .hip import HipIpcRegion, HipRuntime
-from .manifest import (HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec, TensorSpec,
-                       parse_manifest)
+from .manifest import (HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM,
+                       HandleSpec, TensorSpec, parse_manifest)
 from .mappers import HandleMappers, MapContext, UnknownHandleKindError
 from .shm import ShmRegion, map_memfd, map_shm
 
@@ -139,8 +142,9 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
     without torch; hip_library: the HIP runtime for hip-ipc without torch
     (None: the ROCm sonames, then /opt/rocm/lib). mappers: the mappers of
     vendor handle kinds (wcache.mappers.HandleMappers); None: none.
-    descriptors: handle index → descriptor of the memfd handles (received by
-    attach on the descriptor channel).
+    descriptors: handle index → descriptor of the descriptor handles (memfd,
+    cuda-vmm-fd; received by attach on the descriptor channel). cuda-vmm-fd
+    is mapped through the driver (cuda_library) by wcache.vmm.
 
     Raises ProtocolError for a malformed manifest, UnknownHandleKindError (a
     ProtocolError naming the kind and how to register a mapper) for a kind
@@ -176,6 +180,13 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
                 region = map_shm(i, h)
             if torch is not None and region.buffer is not None:
                 storage = _torch_shm_storage(torch, region)
+        elif h.kind == HANDLE_CUDA_VMM_FD:
+            if descriptors is None or i not in descriptors:
+                raise ProtocolError(f"handle {i} (cuda-vmm-fd): no descriptor (attach receives it on the daemon's "
+                                    "descriptor channel)")
+            region = _open_vmm(i, h, descriptors[i], manifest.device_uuid, torch, device_index, cuda_library,
+                               driver if isinstance(driver, CudaDriver) else None)
+            driver = region._driver
         elif h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC):
             if h.kind == HANDLE_HIP_IPC:
                 region = _open_hip(i, h, manifest.device_uuid, torch, device_index, hip_library, driver)
@@ -239,6 +250,27 @@ def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Op
         driver = CudaDriver(cuda_library)
     ordinal = device_index if device_index is not None else driver.ordinal_for_uuid(uuid)
     return DriverIpcRegion(index, handle, ordinal, driver)
+
+
+def _open_vmm(index: int, handle: HandleSpec, fd: int, uuid: str, torch, device_index: Optional[int],
+              cuda_library: str, driver: Optional[CudaDriver]):
+    """A cuda-vmm-fd handle, mapped by the driver through ctypes (wcache.vmm):
+    wrapped as torch memory (__cuda_array_interface__, zero-copy) with a CUDA
+    PyTorch, DeviceArrays without one."""
+    from .vmm import VmmRegion  # noqa: PLC0415
+
+    if torch is not None:
+        if getattr(torch.version, "hip", None):
+            raise WcacheError(f"handle {index} is {handle.kind} but this PyTorch is a ROCm build")
+        if not torch.cuda.is_available():
+            raise WcacheError(f"handle {index} ({handle.kind}): PyTorch sees no GPU")
+        ordinal = torch_device_index(torch, uuid, device_index)
+        return TorchDriverIpcRegion(index, handle, ordinal, torch, driver or CudaDriver(cuda_library),
+                                    lambda i, h, d, drv: VmmRegion(i, h, d, drv, fd))
+    if driver is None:
+        driver = CudaDriver(cuda_library)
+    ordinal = device_index if device_index is not None else driver.ordinal_for_uuid(uuid)
+    return VmmRegion(index, handle, ordinal, driver, fd)
 
 
 def _open_hip(index: int, handle: HandleSpec, uuid: str, torch, device_index: Optional[int],

@@ -17,7 +17,18 @@
  *  - the last cuDevicePrimaryCtxRelease_v2 of a device destroys its context:
  *    its mappings are unmapped and later calls in it fail;
  *  - sticky errors stick: after fake_fault(code) every call returns code;
- *  - cuDriverGetVersion reports 13000. */
+ *  - cuDriverGetVersion reports 13000.
+ *
+ * Virtual memory management (cuda-vmm-fd): cuMemImportFromShareableHandle
+ * takes a dup of any regular-file or memfd descriptor whose size is a
+ * multiple of the 2 MiB granularity; cuMemAddressReserve reserves host
+ * address space (PROT_NONE); cuMemMap maps the file there, still
+ * inaccessible, so touching it before cuMemSetAccess faults as on a GPU;
+ * cuMemSetAccess makes it readable (PROT_READ = 1) or writable (3);
+ * sizes and offsets off the granularity, a map past the file's end, an
+ * unknown handle and cuMemAddressFree over a mapping are INVALID_VALUE.
+ * fake_vmm_mapped() counts the live mappings, fake_vmm_handles() the
+ * handles not yet released. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -137,4 +148,108 @@ int cuIpcCloseMemHandle(uint64_t p) {
         }
     }
     return INVALID_VALUE;
+}
+
+/* ------------------------------------------------ virtual memory management */
+
+typedef struct { int type, id; } CUmemLocation;
+typedef struct {
+    unsigned type, requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+typedef struct { CUmemLocation location; unsigned flags; } CUmemAccessDesc;
+
+enum { GRAN = 2 << 20, MAXVMM = 64, NOT_SUPPORTED = 801 };
+static struct { int fd; size_t size; int live; } vhandles[MAXVMM];
+static struct { uint64_t base; size_t size; int mapped; } vres[MAXVMM];
+
+int fake_vmm_mapped(void) { int n = 0; for (int i = 0; i < MAXVMM; i++) n += vres[i].mapped; return n; }
+int fake_vmm_handles(void) { int n = 0; for (int i = 0; i < MAXVMM; i++) n += vhandles[i].live; return n; }
+
+int cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, int option) {
+    if (sticky) return sticky;
+    if (!g || !prop || prop->type != 1 || prop->location.type != 1 || (option != 0 && option != 1)) return INVALID_VALUE;
+    if (prop->location.id < 0 || prop->location.id >= NDEV) return INVALID_DEVICE;
+    *g = GRAN; return OK;
+}
+
+int cuMemImportFromShareableHandle(uint64_t *h, void *os_handle, int type) {
+    int r = need_ctx();
+    if (r) return r;
+    if (type != 1) return NOT_SUPPORTED;
+    struct stat st;
+    int fd = (int)(intptr_t)os_handle;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size % GRAN) return INVALID_VALUE;
+    for (int i = 0; i < MAXVMM; i++) {
+        if (!vhandles[i].live) {
+            vhandles[i].fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+            vhandles[i].size = st.st_size; vhandles[i].live = 1;
+            *h = (uint64_t)i + 1; return OK;
+        }
+    }
+    return INVALID_VALUE;
+}
+
+int cuMemRelease(uint64_t h) {
+    if (h == 0 || h > MAXVMM || !vhandles[h - 1].live) return INVALID_VALUE;
+    close(vhandles[h - 1].fd); vhandles[h - 1].live = 0; return OK; /* mappings keep the pages */
+}
+
+int cuMemAddressReserve(uint64_t *p, size_t size, size_t align, uint64_t addr, unsigned long long flags) {
+    (void)align; (void)addr;
+    if (sticky) return sticky;
+    if (!p || size == 0 || size % GRAN || flags) return INVALID_VALUE;
+    for (int i = 0; i < MAXVMM; i++) {
+        if (!vres[i].base) {
+            void *m = mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) return 2;
+            vres[i].base = (uint64_t)(uintptr_t)m; vres[i].size = size; vres[i].mapped = 0;
+            *p = vres[i].base; return OK;
+        }
+    }
+    return INVALID_VALUE;
+}
+
+static int find_res(uint64_t p, size_t size) {
+    for (int i = 0; i < MAXVMM; i++) if (vres[i].base == p && vres[i].size == size) return i;
+    return -1;
+}
+
+int cuMemMap(uint64_t p, size_t size, size_t off, uint64_t h, unsigned long long flags) {
+    int r = need_ctx();
+    if (r) return r;
+    int i = find_res(p, size); /* whole reservations only: all wcache maps */
+    if (i < 0 || flags || off % GRAN || vres[i].mapped) return INVALID_VALUE;
+    if (h == 0 || h > MAXVMM || !vhandles[h - 1].live || off > vhandles[h - 1].size || size > vhandles[h - 1].size - off)
+        return INVALID_VALUE;
+    void *m = mmap((void *)(uintptr_t)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, vhandles[h - 1].fd, (off_t)off);
+    if (m == MAP_FAILED) return 2;
+    vres[i].mapped = 1; return OK;
+}
+
+int cuMemSetAccess(uint64_t p, size_t size, const CUmemAccessDesc *d, size_t count) {
+    int r = need_ctx();
+    if (r) return r;
+    int i = find_res(p, size);
+    if (i < 0 || !vres[i].mapped || !d || count != 1 || d->location.type != 1) return INVALID_VALUE;
+    if (d->location.id != current_ctx - 1) return INVALID_DEVICE;
+    int prot = d->flags == 1 ? PROT_READ : d->flags == 3 ? PROT_READ | PROT_WRITE : d->flags == 0 ? PROT_NONE : -1;
+    if (prot < 0) return INVALID_VALUE;
+    return mprotect((void *)(uintptr_t)p, size, prot) == 0 ? OK : INVALID_VALUE;
+}
+
+int cuMemUnmap(uint64_t p, size_t size) {
+    int i = find_res(p, size);
+    if (i < 0 || !vres[i].mapped) return INVALID_VALUE;
+    mmap((void *)(uintptr_t)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    vres[i].mapped = 0; return OK;
+}
+
+int cuMemAddressFree(uint64_t p, size_t size) {
+    int i = find_res(p, size);
+    if (i < 0 || vres[i].mapped) return INVALID_VALUE;
+    munmap((void *)(uintptr_t)p, size);
+    vres[i].base = 0; return OK;
 }

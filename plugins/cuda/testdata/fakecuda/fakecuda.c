@@ -64,6 +64,25 @@
  *    resolves to a stand-in for a changed CUDA 13 ABI that fails with
  *    CUDA_ERROR_NOT_SUPPORTED, so a caller that does not pin 12000 is caught.
  *    -DFAKECUDA_OMIT_cuGetProcAddress leaves both out (dlsym fallback).
+ *  - Virtual memory management (cuMemCreate … cuMemRelease) models
+ *    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: a physical allocation is a
+ *    memfd named "fakecuda-vmm-<phys>-<nonce>" (2 MiB granularity: sizes,
+ *    offsets and reservations must be multiples, else INVALID_VALUE);
+ *    cuMemExportToShareableHandle returns a dup of it (only when the
+ *    allocation was created exportable as POSIX fds);
+ *    cuMemImportFromShareableHandle, in this process or another, takes a
+ *    dup of a descriptor that names such a memfd (anything else:
+ *    INVALID_VALUE). cuMemMap maps it inside a cuMemAddressReserve range;
+ *    copies to or from a mapping fail with INVALID_VALUE until
+ *    cuMemSetAccess granted READWRITE (reads: READ). The memory lives while
+ *    a handle (until cuMemRelease), a mapping or any exported descriptor
+ *    in any process holds it (the device's capacity counts this process's
+ *    cuMemCreate handles and their mappings, not descriptors held
+ *    elsewhere); cuMemAddressFree of a range with a mapping
+ *    left is INVALID_VALUE. VMM memory does not belong to a context (the
+ *    last primary-context release leaves it). FAKECUDA_NO_POSIX_FD=1 models
+ *    a device that cannot export POSIX descriptors (attribute 103 is 0,
+ *    cuMemCreate asking for them NOT_SUPPORTED).
  *  - CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (20) is FAKECUDA_COMPUTE_MODE (a
  *    single value for every device; default 0, DEFAULT). FAKECUDA_RETAIN_ERROR
  *    makes cuDevicePrimaryCtxRetain fail with that code (a device another
@@ -136,7 +155,28 @@ struct falloc {
     pid_t owner;   /* exporting process */
     uint64_t id;   /* allocation id in the exporting process */
     uint64_t nonce;
+    struct fvmm *vmm; /* a cuMemMap mapping of this physical allocation */
+    unsigned access;  /* cuMemSetAccess flags of a mapping: 0 none, 1 read, 3 read-write */
     struct falloc *next;
+};
+
+/* fvmm is a physical allocation of cuMemCreate or cuMemImportFromShareableHandle. */
+struct fvmm {
+    unsigned long long handle;
+    int fd; /* the memfd holding the bytes */
+    size_t size;
+    int dev;        /* visible ordinal it is accounted on (owned only) */
+    int owned;      /* made here by cuMemCreate: counted against the device */
+    int exportable; /* requestedHandleTypes had POSIX_FILE_DESCRIPTOR */
+    int released;   /* cuMemRelease was called */
+    int maps;       /* live cuMemMap mappings */
+    struct fvmm *next;
+};
+
+struct freserve {
+    CUdeviceptr base;
+    size_t size;
+    struct freserve *next;
 };
 
 struct fpinned {
@@ -162,6 +202,8 @@ static struct fdev g_dev[FAKE_MAX_DEVICES];
 static struct falloc *g_allocs;
 static struct fpinned *g_pinned;
 static struct fstream *g_streams;
+static struct fvmm *g_vmms;
+static struct freserve *g_reserves;
 static uint64_t g_next_id = 1;
 static CUdeviceptr g_next_va = 0x100000000000ULL; /* 16 TiB: never a host pointer here */
 static __thread struct fctx *t_ctx;
@@ -395,6 +437,8 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     case 76: *v = 0; break;                 /* COMPUTE_CAPABILITY_MINOR */
     case 41: *v = 1; break;                 /* UNIFIED_ADDRESSING */
     case 20: *v = env_int("FAKECUDA_COMPUTE_MODE", 0); break; /* COMPUTE_MODE */
+    case 102: *v = 1; break; /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    case 103: *v = !env_int("FAKECUDA_NO_POSIX_FD", 0); break; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -447,7 +491,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
         struct falloc **pp = &g_allocs;
         while (*pp) {
             struct falloc *a = *pp;
-            if (a->dev != d) {
+            if (a->dev != d || a->vmm) {
                 pp = &a->next;
                 continue;
             }
@@ -547,7 +591,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
     if (r) return r;
     pthread_mutex_lock(&g_mu);
     struct falloc **pp = &g_allocs;
-    while (*pp && !((*pp)->base == p && !(*pp)->imported)) pp = &(*pp)->next;
+    while (*pp && !((*pp)->base == p && !(*pp)->imported && !(*pp)->vmm)) pp = &(*pp)->next;
     struct falloc *a = *pp;
     if (!a) {
         pthread_mutex_unlock(&g_mu);
@@ -753,6 +797,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *
     struct falloc *a = find_range(dst, n);
     int pinned = is_pinned(src, n);
     struct fstream *s = sp ? lookup_stream(sp) : NULL;
+    if (a && a->vmm && a->access != 3) a = NULL; /* cuMemSetAccess READWRITE first */
     pthread_mutex_unlock(&g_mu);
     if (!a) return CUDA_ERROR_INVALID_VALUE;
     if (sp && !s) return CUDA_ERROR_INVALID_HANDLE;
@@ -777,6 +822,7 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     if (!dst) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_mu);
     struct falloc *a = find_range(src, n);
+    if (a && a->vmm && !(a->access & 1)) a = NULL; /* cuMemSetAccess first */
     if (a && exporter_gone(a) && !g_sticky) g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
     pthread_mutex_unlock(&g_mu);
     if (!a) return CUDA_ERROR_INVALID_VALUE;
@@ -805,7 +851,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
     if (!h) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_mu);
     struct falloc *a = find_range(p, 0);
-    if (a && (a->base != p || a->imported)) a = NULL; /* base of an own cuMemAlloc only */
+    if (a && (a->base != p || a->imported || a->vmm)) a = NULL; /* base of an own cuMemAlloc only */
     struct ipc_wire w;
     memset(&w, 0, sizeof w);
     if (a) {
@@ -891,6 +937,317 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
     pthread_mutex_unlock(&g_mu);
     munmap(a->host, a->size);
     free(a);
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------ virtual memory management */
+
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+    int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+    int id;
+} CUmemLocation;
+typedef struct {
+    unsigned type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    unsigned requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType, gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+    CUmemLocation location;
+    unsigned flags;
+} CUmemAccessDesc;
+
+enum { HANDLE_TYPE_POSIX_FD = 1, VMM_PREFIX_LEN = 21 };
+static const char VMM_PREFIX[] = "/memfd:fakecuda-vmm-"; /* as /proc/self/fd shows it */
+
+static int granular(unsigned long long n) { return n % GRANULE == 0; }
+
+/* check_prop validates a CUmemAllocationProp for this fake. */
+static CUresult check_prop(const CUmemAllocationProp *p) {
+    if (!p || p->type != 1 || p->location.type != 1) return CUDA_ERROR_INVALID_VALUE;
+    if (p->location.id < 0 || p->location.id >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    if (p->requestedHandleTypes & ~(unsigned)HANDLE_TYPE_POSIX_FD) return CUDA_ERROR_NOT_SUPPORTED;
+    if ((p->requestedHandleTypes & HANDLE_TYPE_POSIX_FD) && env_int("FAKECUDA_NO_POSIX_FD", 0)) return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+/* find_vmm returns the live (not released) physical allocation h (g_mu held). */
+static struct fvmm *find_vmm(unsigned long long h) {
+    for (struct fvmm *v = g_vmms; v; v = v->next) {
+        if (v->handle == h && !v->released) return v;
+    }
+    return NULL;
+}
+
+/* vmm_maybe_free frees v once released and unmapped (g_mu held). */
+static void vmm_maybe_free(struct fvmm *v) {
+    if (!v->released || v->maps > 0) return;
+    for (struct fvmm **pp = &g_vmms; *pp; pp = &(*pp)->next) {
+        if (*pp == v) {
+            *pp = v->next;
+            break;
+        }
+    }
+    if (v->owned) g_dev[v->dev].used -= v->size;
+    close(v->fd);
+    free(v);
+}
+
+static struct fvmm *new_vmm(int fd, size_t size, int dev, int owned, int exportable) {
+    struct fvmm *v = calloc(1, sizeof *v);
+    v->handle = 0x7f00000000000000ULL | g_next_id++;
+    v->fd = fd;
+    v->size = size;
+    v->dev = dev;
+    v->owned = owned;
+    v->exportable = exportable;
+    v->next = g_vmms;
+    g_vmms = v;
+    return v;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, int option) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!g || (option != 0 && option != 1)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_prop(prop);
+    if (r) return r;
+    *g = GRANULE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop, unsigned long long flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if ((r = check_prop(prop))) return r;
+    if (!h || flags || size == 0 || !granular(size)) return CUDA_ERROR_INVALID_VALUE;
+    int dev = prop->location.id;
+    pthread_mutex_lock(&g_mu);
+    struct fdev *dv = &g_dev[dev];
+    if (size > dv->total - dv->used) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s%d-%llx", VMM_PREFIX + 7, dv->phys_index, (unsigned long long)rand64());
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+        if (fd >= 0) close(fd);
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    dv->used += size;
+    *h = new_vmm(fd, size, dev, 1, prop->requestedHandleTypes & HANDLE_TYPE_POSIX_FD)->handle;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, int type, unsigned long long flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!out || flags) return CUDA_ERROR_INVALID_VALUE;
+    if (type != HANDLE_TYPE_POSIX_FD) return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&g_mu);
+    struct fvmm *v = find_vmm(h);
+    int fd = (v && v->exportable) ? fcntl(v->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    pthread_mutex_unlock(&g_mu);
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if (!v->exportable) return CUDA_ERROR_INVALID_VALUE; /* not created exportable */
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+
+/* is_vmm_memfd reports whether fd is a fakecuda VMM memfd and its size. */
+static int is_vmm_memfd(int fd, size_t *size) {
+    char link[64], target[256];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) return 0;
+    target[n] = 0;
+    if (strncmp(target, VMM_PREFIX, VMM_PREFIX_LEN - 1) != 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0 || !granular((unsigned long long)st.st_size)) return 0;
+    *size = (size_t)st.st_size;
+    return 1;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle, int type) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    if (type != HANDLE_TYPE_POSIX_FD) return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = (int)(intptr_t)os_handle;
+    size_t size = 0;
+    if (fd < 0 || !is_vmm_memfd(fd, &size)) return CUDA_ERROR_INVALID_VALUE;
+    int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (mine < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_mu);
+    *h = new_vmm(mine, size, c->dev, 0, 1)->handle;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g_mu);
+    struct fvmm *v = find_vmm(h);
+    if (v) {
+        v->released = 1;
+        vmm_maybe_free(v);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags) {
+    (void)addr; /* a hint only */
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!p || size == 0 || !granular(size) || flags || (align & (align - 1))) return CUDA_ERROR_INVALID_VALUE;
+    struct freserve *res = calloc(1, sizeof *res);
+    pthread_mutex_lock(&g_mu);
+    if (align > GRANULE) g_next_va = (g_next_va + align - 1) / align * align;
+    res->base = g_next_va;
+    res->size = size;
+    g_next_va += size + GRANULE;
+    res->next = g_reserves;
+    g_reserves = res;
+    *p = res->base;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+/* reserved reports whether [p, p+n) lies inside one reservation (g_mu held). */
+static int reserved(CUdeviceptr p, size_t n) {
+    for (struct freserve *r = g_reserves; r; r = r->next) {
+        if (p >= r->base && p - r->base <= r->size && n <= r->size - (p - r->base)) return 1;
+    }
+    return 0;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g_mu);
+    struct freserve **pp = &g_reserves;
+    while (*pp && !((*pp)->base == p && (*pp)->size == size)) pp = &(*pp)->next;
+    struct freserve *res = *pp;
+    int mapped = 0;
+    for (struct falloc *a = g_allocs; res && a; a = a->next) {
+        if (a->vmm && a->base >= p && a->base - p < size) mapped = 1;
+    }
+    if (res && !mapped) *pp = res->next;
+    pthread_mutex_unlock(&g_mu);
+    if (!res || mapped) return CUDA_ERROR_INVALID_VALUE;
+    free(res);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (flags || size == 0 || !granular(size) || !granular(offset) || !granular(p)) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    struct fvmm *v = find_vmm(h);
+    int ok = v && offset <= v->size && size <= v->size - offset && reserved(p, size);
+    for (struct falloc *a = g_allocs; ok && a; a = a->next) {
+        if (a->base < p + size && p < a->base + a->size) ok = 0; /* overlaps a mapping */
+    }
+    unsigned char *m = ok ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, (off_t)offset) : MAP_FAILED;
+    if (ok && m == MAP_FAILED) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!ok) {
+        pthread_mutex_unlock(&g_mu);
+        return v ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+    }
+    struct falloc *a = calloc(1, sizeof *a);
+    a->base = p;
+    a->size = size;
+    a->host = m;
+    a->fd = -1;
+    a->dev = c->dev;
+    a->owner = getpid();
+    a->vmm = v;
+    v->maps++;
+    a->next = g_allocs;
+    g_allocs = a;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+/* covered reports whether the mappings inside [p, p+n) cover it exactly,
+ * none crossing its ends (g_mu held). */
+static int covered(CUdeviceptr p, size_t n) {
+    size_t sum = 0;
+    for (struct falloc *a = g_allocs; a; a = a->next) {
+        if (!a->vmm || a->base + a->size <= p || a->base >= p + n) continue;
+        if (a->base < p || a->base + a->size > p + n) return 0;
+        sum += a->size;
+    }
+    return n > 0 && sum == n;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!desc || count == 0) return CUDA_ERROR_INVALID_VALUE;
+    unsigned flags = 0;
+    int mine = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != 1 || (desc[i].flags != 0 && desc[i].flags != 1 && desc[i].flags != 3))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].location.id < 0 || desc[i].location.id >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].location.id == c->dev) flags = desc[i].flags, mine = 1;
+    }
+    pthread_mutex_lock(&g_mu);
+    int ok = covered(p, size);
+    for (struct falloc *a = g_allocs; ok && mine && a; a = a->next) {
+        if (a->vmm && a->base >= p && a->base < p + size) a->access = flags;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    struct falloc *dead = NULL;
+    pthread_mutex_lock(&g_mu);
+    if (!covered(p, size)) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct falloc **pp = &g_allocs;
+    while (*pp) {
+        struct falloc *a = *pp;
+        if (!a->vmm || a->base < p || a->base >= p + size) {
+            pp = &a->next;
+            continue;
+        }
+        *pp = a->next;
+        a->next = dead;
+        dead = a;
+    }
+    while (dead) {
+        struct falloc *a = dead;
+        dead = a->next;
+        munmap(a->host, a->size);
+        a->vmm->maps--;
+        vmm_maybe_free(a->vmm);
+        free(a);
+    }
+    pthread_mutex_unlock(&g_mu);
     return CUDA_SUCCESS;
 }
 
@@ -1002,6 +1359,16 @@ static const struct proc_entry g_procs[] = {
     PROC("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
     PROC("cuGetErrorName", 6000, cuGetErrorName),
     PROC("cuGetErrorString", 6000, cuGetErrorString),
+    PROC("cuMemCreate", 10020, cuMemCreate),
+    PROC("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
+    PROC("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
+    PROC("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
+    PROC("cuMemAddressReserve", 10020, cuMemAddressReserve),
+    PROC("cuMemMap", 10020, cuMemMap),
+    PROC("cuMemSetAccess", 10020, cuMemSetAccess),
+    PROC("cuMemUnmap", 10020, cuMemUnmap),
+    PROC("cuMemAddressFree", 10020, cuMemAddressFree),
+    PROC("cuMemRelease", 10020, cuMemRelease),
 };
 #undef PROC
 
