@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ type ConcurrencyResult struct {
 	Errors int     `json:"errors"`
 	// FirstErrors are the first few error messages, if any.
 	FirstErrors []string `json:"first_errors,omitempty"`
+	// DaemonWarnings are the daemon's first few WARN/ERROR log lines when
+	// there were errors, so that a rare failure can be traced after the run.
+	DaemonWarnings []string `json:"daemon_warnings,omitempty"`
 	// LeasesAfter is the daemon's lease count once every client released
 	// (must be 0); Goroutines and OpenFDs are the daemon's before and after.
 	LeasesAfter      int `json:"leases_after"`
@@ -118,6 +122,13 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, d.withOutput(err)
 	}
 	res.LeasesAfter, res.GoroutinesAfter, res.OpenFDsAfter = len(after.Leases), after.Goroutines, after.OpenFDs
+	if nErrs > 0 {
+		for _, line := range strings.Split(d.Output(), "\n") {
+			if len(res.DaemonWarnings) < maxErrorsKept && (strings.Contains(line, "[WARN]") || strings.Contains(line, "[ERROR]")) {
+				res.DaemonWarnings = append(res.DaemonWarnings, line)
+			}
+		}
+	}
 	if res.Footprint, err = loadedFootprint(d, fmt.Sprintf("after %d clients × %.0f s of attach/release", o.Clients, elapsed.Seconds())); err != nil {
 		return nil, nil, err
 	}
