@@ -149,7 +149,7 @@ func mockPattern(dir string, files []string, workers int) (fillTiming, error) {
 		return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
 	}
 	ts, err := fillFresh(dir, int64(total), func(f *os.File, _ []byte) error {
-		_, err := fill.Fill(context.Background(), hostCopier{f}, total, extents, nil,
+		_, err := fill.Fill(context.Background(), fill.WriterAt{W: f}, total, extents, nil,
 			fill.Options{Readers: workers, Buffers: 1, BufferBytes: mockBounce})
 		return err
 	})
@@ -172,36 +172,6 @@ func extentsOf(files []string) (extents []sdk.Extent, total uint64, err error) {
 	}
 	return extents, total, nil
 }
-
-// hostCopier is a copy for sdk/fill without a device: a synchronous
-// pwrite of the staging buffer into dst (the mock's copy), or, with a nil
-// dst, nothing (the pipeline's read rate alone).
-type hostCopier struct{ dst *os.File }
-
-func (c hostCopier) Acquire(_ context.Context, buffers, size int) (fill.Lane, error) {
-	l := hostLane{dst: c.dst}
-	for range buffers {
-		l.bufs = append(l.bufs, make([]byte, size))
-	}
-	return l, nil
-}
-
-type hostLane struct {
-	dst  *os.File
-	bufs [][]byte
-}
-
-func (l hostLane) Buffer(i int) []byte { return l.bufs[i] }
-
-func (l hostLane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) {
-	if l.dst == nil {
-		return fill.Done(nil), nil
-	}
-	_, err := l.dst.WriteAt(l.bufs[i][off:off+n], int64(dst))
-	return fill.Done(err), nil
-}
-
-func (l hostLane) Release(error) {}
 
 // patterned is n bytes of a pattern, faulted in.
 func patterned(n int) []byte {

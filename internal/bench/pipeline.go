@@ -151,7 +151,7 @@ func pipelineRead(files []string, readers int) (float64, error) {
 		return 0, err
 	}
 	start := time.Now()
-	if _, err := fill.Fill(context.Background(), hostCopier{}, total, extents, nil,
+	if _, err := fill.Fill(context.Background(), fill.WriterAt{}, total, extents, nil,
 		fill.Options{Readers: readers, Direct: fill.DirectNever}); err != nil {
 		return 0, fmt.Errorf("pipeline read: %w", err)
 	}

@@ -281,38 +281,12 @@ func (m *Memory) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents
 			return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "extent %d [%d, +%d) outside the %d-byte allocation", i, e.DestOffset, e.Length, a.size)
 		}
 	}
-	st, err := fill.Fill(ctx, fileCopier{a.f}, a.size, extents, progress, fill.Options{Buffers: 1, BufferBytes: copyChunk})
+	st, err := fill.Fill(ctx, fill.WriterAt{W: a.f}, a.size, extents, progress, fill.Options{Buffers: 1, BufferBytes: copyChunk})
 	if err != nil {
 		return st, fmt.Errorf("load into allocation %d: %w", id, err)
 	}
 	return st, nil
 }
-
-// fileCopier is sdk/fill's view of one allocation file: a lane is one
-// host buffer and its "copy" a synchronous write at the destination offset.
-type fileCopier struct{ f *os.File }
-
-func (c fileCopier) Acquire(_ context.Context, buffers, size int) (fill.Lane, error) {
-	l := &fileLane{f: c.f}
-	for range buffers {
-		l.bufs = append(l.bufs, make([]byte, size))
-	}
-	return l, nil
-}
-
-type fileLane struct {
-	f    *os.File
-	bufs [][]byte
-}
-
-func (l *fileLane) Buffer(i int) []byte { return l.bufs[i] }
-
-func (l *fileLane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) {
-	_, err := l.f.WriteAt(l.bufs[i][off:off+n], int64(dst))
-	return fill.Done(err), nil
-}
-
-func (l *fileLane) Release(error) {}
 
 // Export returns the allocation's file as a FileHandleKind handle.
 func (m *Memory) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, error) {

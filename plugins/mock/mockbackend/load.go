@@ -96,7 +96,7 @@ func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extent
 			cancel(injected)
 		}
 	}
-	st, err := fill.Fill(ctx, copier{a: a}, a.size, extents, report, fill.Options{Buffers: 1, BufferBytes: loadBuffer})
+	st, err := fill.Fill(ctx, fill.WriterAt{W: allocationWriter{a}}, a.size, extents, report, fill.Options{Buffers: 1, BufferBytes: loadBuffer})
 	if err == nil && injected != nil {
 		// The knob fired on the last chunk: the fill had nothing left
 		// to stop, but the load still fails.
@@ -108,30 +108,17 @@ func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extent
 	return st, nil
 }
 
-// copier is the fill pipeline's view of one allocation: each lane is one
-// buffer, and its copy is a synchronous pwrite into the allocation file.
-type copier struct{ a *allocation }
+// allocationWriter is the fill pipeline's destination for one allocation
+// (sdk/fill's WriterAt copier): a synchronous pwrite into its file, with
+// writeChunk's retries and out-of-memory mapping.
+type allocationWriter struct{ a *allocation }
 
-func (c copier) Acquire(_ context.Context, buffers, size int) (fill.Lane, error) {
-	l := &lane{a: c.a}
-	for range buffers {
-		l.bufs = append(l.bufs, make([]byte, size))
+func (w allocationWriter) WriteAt(p []byte, off int64) (int, error) {
+	if err := writeChunk(w.a.fd, p, uint64(off), w.a.path); err != nil {
+		return 0, err
 	}
-	return l, nil
+	return len(p), nil
 }
-
-type lane struct {
-	a    *allocation
-	bufs [][]byte
-}
-
-func (l *lane) Buffer(i int) []byte { return l.bufs[i] }
-
-func (l *lane) CopyAsync(i, off, n int, dst uint64) (fill.Completion, error) {
-	return fill.Done(writeChunk(l.a.fd, l.bufs[i][off:off+n], dst, l.a.path)), nil
-}
-
-func (l *lane) Release(error) {}
 
 // writeChunk writes src to fd (the allocation file at path) at off,
 // retrying short writes. A file system out of space or memory (ENOSPC,
