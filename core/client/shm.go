@@ -4,12 +4,14 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // HandlePosixShm is the handle kind whose Data is the path of a
 // shared-memory file (the mock backend's, and any host-memory backend's).
 // It is the kind a client maps itself; see Map.
-const HandlePosixShm = "posix-shm"
+const HandlePosixShm = names.KindPosixShm
 
 // MapShm maps size bytes of the shared-memory file at path read-only and
 // shared, as a client process maps a posix-shm handle. The file is opened

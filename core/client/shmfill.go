@@ -8,10 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// HandleKindPosixShm is the handle kind of host shared-memory files (the
-// mock backend): Data is the file's absolute path.
-const HandleKindPosixShm = "posix-shm"
-
 // CopyFunc writes table entry i's bytes into dst, which is exactly the
 // entry's Length bytes of mapped, writable daemon memory.
 type CopyFunc func(i int, dst []byte) error
@@ -36,12 +32,12 @@ func ShmFill(copy CopyFunc, digest bool) FillFunc {
 			var m []byte
 			var err error
 			switch {
-			case h.Kind == HandleKindPosixShm:
+			case h.Kind == HandlePosixShm:
 				m, err = mapWritable(string(h.Data), h.Size)
 			case h.Kind == HandleMemfd && h.File != nil:
 				m, err = mapWritableFile(h.File, h.Size)
 			default:
-				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s and %s handles only", i, h.Kind, HandleKindPosixShm, HandleMemfd)
+				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s and %s handles only", i, h.Kind, HandlePosixShm, HandleMemfd)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("handle %d: %w", i, err)

@@ -17,13 +17,14 @@ import (
 
 	"github.com/wcache/wcache/procstat"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // FileHandleKind is the handle kind Memory exports and imports: Data is
 // the absolute path of the allocation file, Size its length. Another
 // process of the same uid reads it, or maps it with mmap(PROT_READ,
 // MAP_SHARED); it is the kind the mock plugin calls "posix-shm".
-const FileHandleKind = "posix-shm"
+const FileHandleKind = names.KindPosixShm
 
 // fileSuffix ends every allocation file's name:
 // <pid>-<instance nonce>-<id>.shm.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 	"github.com/wcache/wcache/version"
 )
 
@@ -15,7 +16,7 @@ import (
 const (
 	Name       = "cuda"
 	Platform   = "cuda"
-	HandleKind = "cuda-ipc" // the default kind (HandleIPC); Handle.Data: the 64-byte CUipcMemHandle of an allocation base
+	HandleKind = names.KindCUDAIPC // the default kind (HandleIPC); Handle.Data: the 64-byte CUipcMemHandle of an allocation base
 )
 
 // Backend is the CUDA sdk.Backend: gpucore's table of allocation ids over

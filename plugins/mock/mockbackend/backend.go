@@ -12,6 +12,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 	"github.com/wcache/wcache/version"
 )
 
@@ -21,7 +22,7 @@ import (
 // the allocation is a memfd sealed against shrinking and growing, passed as
 // a descriptor (sdk.Handle.File); Data is empty.
 const (
-	HandlePosixShm = "posix-shm"
+	HandlePosixShm = names.KindPosixShm
 	HandleMemfd    = sdk.HandleMemfd
 	// HandleKind is HandlePosixShm, the kind of earlier versions.
 	HandleKind = HandlePosixShm

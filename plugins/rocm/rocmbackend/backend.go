@@ -8,6 +8,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 	"github.com/wcache/wcache/version"
 )
 
@@ -15,7 +16,7 @@ import (
 const (
 	Name       = "rocm"
 	Platform   = "rocm"
-	HandleKind = "hip-ipc" // Handle.Data: the 64-byte hipIpcMemHandle_t of an allocation base
+	HandleKind = names.KindHIPIPC // Handle.Data: the 64-byte hipIpcMemHandle_t of an allocation base
 )
 
 // Backend is the ROCm sdk.Backend: gpucore's table of allocation ids over
