@@ -38,8 +38,8 @@ demo: build
 ## versions pinned in go.mod (tool directive) and Debian's protoc.
 proto:
 	$(PROTOC) -I proto \
-	  --plugin=protoc-gen-go=$(CURDIR)/scripts/protoc-gen-go \
-	  --plugin=protoc-gen-go-grpc=$(CURDIR)/scripts/protoc-gen-go-grpc \
+	  --plugin=protoc-gen-go=$(CURDIR)/proto/gen/protoc-gen-go \
+	  --plugin=protoc-gen-go-grpc=$(CURDIR)/proto/gen/protoc-gen-go-grpc \
 	  --go_out=proto --go_opt=paths=source_relative \
 	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 	  $(PROTO_SRC)
@@ -48,8 +48,8 @@ proto:
 proto-check:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	$(PROTOC) -I proto \
-	  --plugin=protoc-gen-go=$(CURDIR)/scripts/protoc-gen-go \
-	  --plugin=protoc-gen-go-grpc=$(CURDIR)/scripts/protoc-gen-go-grpc \
+	  --plugin=protoc-gen-go=$(CURDIR)/proto/gen/protoc-gen-go \
+	  --plugin=protoc-gen-go-grpc=$(CURDIR)/proto/gen/protoc-gen-go-grpc \
 	  --go_out=$$tmp --go_opt=paths=source_relative \
 	  --go-grpc_out=$$tmp --go-grpc_opt=paths=source_relative \
 	  $(PROTO_SRC) && \
@@ -68,12 +68,10 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## lint: staticcheck, pinned in tools/go.mod (a module of its own so that it
-## never becomes a dependency of wcache).
+## lint: staticcheck, pinned in go.mod as a tool directive (tools are not
+## linked into any binary of wcache).
 lint:
-	@mkdir -p $(BIN)
-	cd tools && $(GO) build -o $(BIN)/staticcheck honnef.co/go/tools/cmd/staticcheck
-	$(BIN)/staticcheck ./...
+	$(GO) tool staticcheck ./...
 
 ## test: everything CI runs. Fuzz targets run their seed corpora here.
 test: build fmt-check mod-check vet proto-check lint go-test python-test
@@ -82,7 +80,7 @@ go-test:
 	$(GOTEST) ./...
 
 python-test: build
-	@if [ -x scripts/python-test.sh ]; then WCACHE_BIN_DIR=$(BIN) scripts/python-test.sh; fi
+	@if [ -x clients/python/test.sh ]; then WCACHE_BIN_DIR=$(BIN) clients/python/test.sh; fi
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
@@ -92,30 +90,30 @@ fuzz:
 	  done; \
 	done
 
-## bench: build, then run the benchmark harness (internal/bench) against the
+## bench: build, then run the benchmark harness (test/bench) against the
 ## real binaries in bin/; it writes $(BENCH_OUT)/benchmarks.json and modifies no
 ## tracked file. Sizes: WCACHE_BENCH_GIB (large checkpoint, default 4) and the
 ## other WCACHE_BENCH_* variables, or flags in BENCHFLAGS (e.g. BENCHFLAGS='-only attach').
 BENCH_OUT  ?= $(CURDIR)/bench-results
 bench: build
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./test/bench/cmd/wcache-bench
 	$(BIN)/wcache-bench -bin $(BIN) -out $(BENCH_OUT) $(BENCHFLAGS)
 
 ## bench-docs: copy a run's report (BENCH_JSON, default the last make bench)
 ## to docs/benchmarks.json and render docs/benchmarks.md from it with the
-## template internal/bench/benchmarks.md.tmpl. After editing only the template:
+## template test/bench/benchmarks.md.tmpl. After editing only the template:
 ## make bench-docs BENCH_JSON=docs/benchmarks.json
 BENCH_JSON ?= $(BENCH_OUT)/benchmarks.json
 bench-docs:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./cmd/wcache-bench
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./test/bench/cmd/wcache-bench
 	@test -f $(BENCH_JSON) || { echo "bench-docs: no $(BENCH_JSON): run make bench first" >&2; exit 1; }
 	[ $(BENCH_JSON) -ef docs/benchmarks.json ] || cp $(BENCH_JSON) docs/benchmarks.json
 	$(BIN)/wcache-bench render -in docs/benchmarks.json -out docs/benchmarks.md
 
-## gpu-bundle: the stripped binaries scripts/gpu-check.sh runs on a
+## gpu-bundle: the stripped binaries test/gpu/gpu-check.sh runs on a
 ## GPU machine without Go, under 64 MiB (see docs/cuda-backend.md).
 gpu-bundle:
-	scripts/gpu/bundle.sh $(BIN)
+	test/gpu/bundle.sh $(BIN)
 
 clean:
 	rm -rf $(BIN)

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/wcache/wcache/internal/cli"
+	"github.com/wcache/wcache/cmd/wcache/cli"
 )
 
 func main() {

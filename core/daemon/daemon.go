@@ -23,7 +23,7 @@ import (
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/version"
+	"github.com/wcache/wcache/sdk/version"
 )
 
 // Daemon is one GPU's running daemon. Make it with Start, then call Run

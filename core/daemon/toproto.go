@@ -11,7 +11,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/version"
+	"github.com/wcache/wcache/sdk/version"
 )
 
 // This file holds every domain → daemon.v1 conversion of the daemon; the

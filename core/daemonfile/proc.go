@@ -3,7 +3,7 @@ package daemonfile
 import (
 	"os"
 
-	"github.com/wcache/wcache/procstat"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // ProcState is what InspectProcess learned about a recorded process

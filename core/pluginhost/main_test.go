@@ -11,7 +11,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/procstat"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // pluginDirEnv names the folder holding the plugins TestMain builds from

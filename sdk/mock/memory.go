@@ -15,9 +15,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/wcache/wcache/procstat"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // FileHandleKind is the handle kind Memory exports and imports: Data is

@@ -1,6 +1,6 @@
 """Runs the Go binaries (bin/wcache, bin/wcache-backend-mock) in a private world for interop tests.
 
-Like internal/e2e's harness: a private XDG_RUNTIME_DIR (so sockets and ready
+Like test/e2e's harness: a private XDG_RUNTIME_DIR (so sockets and ready
 files go to <root>/run/wcache), a private WCACHE_MOCK_DIR, mock devices with
 UUIDs unique to this harness, and process groups that are always cleaned up.
 """

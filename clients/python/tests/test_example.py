@@ -1,4 +1,4 @@
-"""The worked example (examples/engine_loader.py) keeps working: daemon, mismatch and disk paths."""
+"""The worked example (clients/python/examples/engine_loader.py) keeps working: daemon, mismatch and disk paths."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness import REPO
 
 @pytest.fixture(scope="module")
 def loader():
-    spec = importlib.util.spec_from_file_location("engine_loader", os.path.join(REPO, "examples", "engine_loader.py"))
+    spec = importlib.util.spec_from_file_location("engine_loader", os.path.join(REPO, "clients", "python", "examples", "engine_loader.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -82,7 +82,7 @@ def test_first_start_publishes_and_the_next_attaches(short_tmp):
     world = harness.World(devices=1)
     try:
         world.serve(0, None)
-        run = [sys.executable, os.path.join(REPO, "examples", "engine_loader.py"), "--model", ck,
+        run = [sys.executable, os.path.join(REPO, "clients", "python", "examples", "engine_loader.py"), "--model", ck,
                "--device-uuid", world.uuids[0], "--device-capability", "mock", "--dtype", "bf16",
                "--engine-name", "example", "--engine-version", "1"]
         outs = [subprocess.run(run, env=world.env, capture_output=True, text=True, timeout=120) for _ in range(2)]

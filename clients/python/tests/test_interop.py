@@ -285,12 +285,12 @@ def test_killed_daemon_fires_on_daemon_gone_and_leaves_a_dead_socket(world, chec
 
 
 def test_worked_example_against_the_daemon(world, checkpoint, daemon0):
-    """examples/engine_loader.py, run as an engine would run it."""
+    """clients/python/examples/engine_loader.py, run as an engine would run it."""
     import subprocess
     import sys
 
     model_dir, _ = checkpoint
-    script = os.path.join(harness.REPO, "examples", "engine_loader.py")
+    script = os.path.join(harness.REPO, "clients", "python", "examples", "engine_loader.py")
     base = [sys.executable, script, "--model", model_dir, "--device-uuid", world.uuids[0], "--device-capability", "mock"]
     run = lambda *extra: subprocess.run([*base, *extra], env=world.env, capture_output=True, text=True, timeout=120)  # noqa: E731
     ok = run()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
-	"github.com/wcache/wcache/version"
+	"github.com/wcache/wcache/sdk/version"
 )
 
 // Handle kinds of the mock. HandlePosixShm: Data is the absolute path of

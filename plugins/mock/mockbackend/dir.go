@@ -12,7 +12,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
-	"github.com/wcache/wcache/procstat"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // fileNamePattern matches allocation files: <pid>-<instance>-<id>.shm. The

@@ -9,7 +9,7 @@ import (
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
-	"github.com/wcache/wcache/version"
+	"github.com/wcache/wcache/sdk/version"
 )
 
 // Platform and handle kind the backend reports.
