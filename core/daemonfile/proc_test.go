@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 func TestProcessStartTimeSelf(t *testing.T) {
-	start, err := ProcessStartTime(os.Getpid())
+	start, err := procstat.StartTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,16 +24,16 @@ func TestProcessStartTimeSelf(t *testing.T) {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	want, _ := strconv.ParseUint(fields[19], 10, 64)
 	if start != want || start == 0 {
-		t.Fatalf("ProcessStartTime = %d, /proc/self/stat field 22 = %d", start, want)
+		t.Fatalf("procstat.StartTime = %d, /proc/self/stat field 22 = %d", start, want)
 	}
-	if _, err := ProcessStartTime(0); err == nil {
-		t.Fatal("ProcessStartTime(0) succeeded")
+	if _, err := procstat.StartTime(0); err == nil {
+		t.Fatal("procstat.StartTime(0) succeeded")
 	}
 }
 
 func TestInspectProcess(t *testing.T) {
 	self := os.Getpid()
-	start, err := ProcessStartTime(self)
+	start, err := procstat.StartTime(self)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +41,17 @@ func TestInspectProcess(t *testing.T) {
 		name  string
 		pid   int
 		start uint64
-		want  ProcState
+		want  procstat.State
 	}{
-		{"self", self, start, ProcAlive},
-		{"self-other-start", self, start + 1, ProcReused},
-		{"self-unknown-start", self, 0, ProcReused},
-		{"pid0", 0, start, ProcDead},
-		{"negative", -1, start, ProcDead},
+		{"self", self, start, procstat.Alive},
+		{"self-other-start", self, start + 1, procstat.Reused},
+		{"self-unknown-start", self, 0, procstat.Reused},
+		{"pid0", 0, start, procstat.Dead},
+		{"negative", -1, start, procstat.Dead},
 	}
 	for _, tc := range cases {
-		if got := InspectProcess(tc.pid, tc.start); got != tc.want {
-			t.Errorf("%s: InspectProcess = %s, want %s", tc.name, got, tc.want)
+		if got := procstat.Inspect(tc.pid, tc.start); got != tc.want {
+			t.Errorf("%s: procstat.Inspect = %s, want %s", tc.name, got, tc.want)
 		}
 	}
 
@@ -60,25 +62,25 @@ func TestInspectProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	cstart, err := ProcessStartTime(pid)
+	cstart, err := procstat.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, pid, cstart, ProcZombie)
+	waitState(t, pid, cstart, procstat.Zombie)
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if got := InspectProcess(pid, cstart); got != ProcDead {
+	if got := procstat.Inspect(pid, cstart); got != procstat.Dead {
 		t.Fatalf("reaped child: %s, want dead", got)
 	}
 }
 
-// waitState polls until InspectProcess(pid, start) == want.
-func waitState(t *testing.T, pid int, start uint64, want ProcState) {
+// waitState polls until procstat.Inspect(pid, start) == want.
+func waitState(t *testing.T, pid int, start uint64, want procstat.State) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got := InspectProcess(pid, start)
+		got := procstat.Inspect(pid, start)
 		if got == want {
 			return
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // statusTimeout bounds asking one daemon for its status.
@@ -147,9 +148,9 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 	}
 	row.GPU = r.GPU
 	row.PID, row.Backend, row.Model, row.ConfigDigest, row.Version = r.PID, r.Backend, r.Model, r.ConfigDigest, r.Version
-	ps := daemonfile.InspectProcess(r.PID, r.StartTime)
+	ps := procstat.Inspect(r.PID, r.StartTime)
 	row.Process = processName(ps)
-	row.Alive = ps == daemonfile.ProcAlive
+	row.Alive = ps == procstat.Alive
 	if !row.Alive {
 		row.State = "stale"
 		return row
@@ -184,15 +185,15 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 }
 
 // processName spells a process state for humans and JSON.
-func processName(s daemonfile.ProcState) string {
+func processName(s procstat.State) string {
 	switch s {
-	case daemonfile.ProcAlive:
+	case procstat.Alive:
 		return "alive"
-	case daemonfile.ProcDead:
+	case procstat.Dead:
 		return "dead"
-	case daemonfile.ProcZombie:
+	case procstat.Zombie:
 		return "zombie"
-	case daemonfile.ProcReused:
+	case procstat.Reused:
 		return "reused"
 	}
 	return s.String()

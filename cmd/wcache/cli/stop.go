@@ -13,6 +13,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // stopExitWait bounds waiting for a stopped daemon's process to exit.
@@ -104,7 +105,7 @@ func stopDaemon(ctx context.Context, p paths.Paths, force bool, timeout time.Dur
 	if err != nil {
 		return "", fmt.Errorf("device %s: %w", p.DeviceUUID, err)
 	}
-	if ps := daemonfile.InspectProcess(r.PID, r.StartTime); ps != daemonfile.ProcAlive {
+	if ps := procstat.Inspect(r.PID, r.StartTime); ps != procstat.Alive {
 		return "", withCode(ExitNoDaemon, fmt.Errorf("device %s: the daemon (pid %d) is gone (%s) and left stale files; run `wcache cleanup --device-uuid %s`",
 			p.DeviceUUID, r.PID, processName(ps), p.DeviceUUID))
 	}
@@ -136,7 +137,7 @@ func stopDaemon(ctx context.Context, p paths.Paths, force bool, timeout time.Dur
 // waitProcessExit polls until the process is no longer alive.
 func waitProcessExit(ctx context.Context, pid int, start uint64, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	for daemonfile.InspectProcess(pid, start) == daemonfile.ProcAlive {
+	for procstat.Inspect(pid, start) == procstat.Alive {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pid %d still running %s after it accepted the stop", pid, limit)
 		}
