@@ -423,12 +423,10 @@ func (d *demo) rankConfig(rank int, dev sdk.Device) (cacheconfig.Config, *safete
 	cfg := cacheconfig.Default()
 	cfg.TPSize, cfg.TPRank = uint32(d.f.tpSize), uint32(rank)
 	cfg.DeviceCapability = dev.Capability
-	ck, err := openCheckpointFiles(d.model, demoShardPattern, cfg)
+	ck, cfg, err := openModel(d.model, demoShardPattern, cfg)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("demo: rank %d files: %w", rank, err)
 	}
-	cfg.Model = filepath.Clean(d.model)
-	cfg.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
 	return cfg, ck, nil
 }
 
