@@ -1,9 +1,11 @@
-// Package sdk is what a wcache device backend imports: the Backend
-// interface, Serve to run it as a hashicorp/go-plugin subprocess, the
-// host-side client adapter, and typed errors that survive the gRPC boundary.
-//
-// A backend is a separate binary named wcache-backend-NAME whose main calls
-// sdk.Serve(impl). See docs/writing-a-backend.md.
+// Package sdk is the backend contract of wcache: the Backend interface a
+// device backend implements, its types, typed errors that survive the gRPC
+// boundary, the configuration schema, and the gRPC adapters and protobuf
+// conversions on both sides of it. It does not start plugins: a backend is
+// a separate binary named wcache-backend-NAME whose main calls
+// sdk/plugin.Serve, and the host starts it with core/pluginhost. A host or
+// an engine that only needs the contract's types links this package
+// without hashicorp/go-plugin. See docs/writing-a-backend.md.
 package sdk
 
 import (
@@ -27,8 +29,8 @@ type Info struct {
 	// sdk/names).
 	HandleKinds []string
 	// Options is the configuration schema (see Option). A backend leaves it
-	// empty: the sdk fills it from Configurable.Options or MainConfigured's
-	// schema, and the host reads it here.
+	// empty: the sdk fills it from Configurable.Options or the schema
+	// given to sdk/plugin.WithSchema, and the host reads it here.
 	Options []Option
 }
 

@@ -27,7 +27,7 @@ type grpcClient struct {
 const FDWait = 10 * time.Second
 
 // NewGRPCClient returns a Backend that forwards every call over conn to a
-// plugin served by Serve. Errors come back as *RemoteError wrapping the
+// plugin served by sdk/plugin.Serve. Errors come back as *RemoteError wrapping the
 // plugin's sentinel (errors.Is works), or as *TransportError wrapping
 // ErrUnavailable when the plugin could not be reached (it died, or closed
 // the connection).

@@ -260,12 +260,11 @@ func (c Config) Duration(name string) time.Duration {
 	return d
 }
 
-// Configurable is implemented by a backend served with Serve that takes
-// options. The sdk resolves the host's values against Options (unknown
-// keys and malformed values never reach Configure) and calls Configure
-// once, before any other call from a host of API version 2. A backend that
-// must know its options before it can be built uses MainConfigured
-// instead.
+// Configurable is implemented by a backend that takes options. The sdk
+// resolves the host's values against Options (unknown keys and malformed
+// values never reach Configure) and calls Configure once, before any other
+// call from a host of API version 2. A backend that must know its options
+// before it can be built is served with sdk/plugin.WithSchema instead.
 type Configurable interface {
 	// Options is the schema; it must not change while the plugin runs.
 	Options() []Option

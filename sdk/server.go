@@ -44,7 +44,7 @@ func NewGRPCServerWithFDs(impl Backend, fds *fdpass.Channel) backendv1.BackendSe
 func (s *grpcServer) Info(ctx context.Context, _ *backendv1.InfoRequest) (*backendv1.InfoResponse, error) {
 	info, err := s.impl.Info(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	if c, ok := s.impl.(Configurable); ok {
 		info.Options = c.Options()
@@ -56,7 +56,7 @@ func (s *grpcServer) Info(ctx context.Context, _ *backendv1.InfoRequest) (*backe
 // when it is not Configurable) and applies them.
 func (s *grpcServer) Configure(ctx context.Context, req *backendv1.ConfigureRequest) (*backendv1.ConfigureResponse, error) {
 	if err := Configure(ctx, s.impl, req.GetValues()); err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.ConfigureResponse{}, nil
 }
@@ -64,13 +64,13 @@ func (s *grpcServer) Configure(ctx context.Context, req *backendv1.ConfigureRequ
 func (s *grpcServer) Devices(ctx context.Context, _ *backendv1.DevicesRequest) (*backendv1.DevicesResponse, error) {
 	devs, err := s.impl.Devices(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	out := &backendv1.DevicesResponse{Devices: make([]*backendv1.Device, 0, len(devs))}
 	for _, d := range devs {
 		pd, err := deviceToProto(d)
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, ToStatus(err)
 		}
 		out.Devices = append(out.Devices, pd)
 	}
@@ -80,7 +80,7 @@ func (s *grpcServer) Devices(ctx context.Context, _ *backendv1.DevicesRequest) (
 func (s *grpcServer) GetDeviceUUID(ctx context.Context, req *backendv1.GetDeviceUUIDRequest) (*backendv1.GetDeviceUUIDResponse, error) {
 	uuid, err := s.impl.DeviceUUID(ctx, int(req.GetOrdinal()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.GetDeviceUUIDResponse{Uuid: uuid}, nil
 }
@@ -88,7 +88,7 @@ func (s *grpcServer) GetDeviceUUID(ctx context.Context, req *backendv1.GetDevice
 func (s *grpcServer) Allocate(ctx context.Context, req *backendv1.AllocateRequest) (*backendv1.AllocateResponse, error) {
 	id, n, err := s.impl.Allocate(ctx, int(req.GetOrdinal()), req.GetBytes())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.AllocateResponse{AllocationId: uint64(id), Bytes: n}, nil
 }
@@ -104,7 +104,7 @@ func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_L
 	})
 	stats, err := LoadWithStats(stream.Context(), s.impl, AllocationID(req.GetAllocationId()), extents, t.report)
 	if err != nil {
-		return toStatus(err)
+		return ToStatus(err)
 	}
 	if err := t.sendErr(); err != nil {
 		return err
@@ -115,7 +115,7 @@ func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_L
 func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (*backendv1.ExportResponse, error) {
 	h, err := s.impl.Export(ctx, AllocationID(req.GetAllocationId()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	ph := handleToProto(h)
 	if h.File != nil {
@@ -123,10 +123,10 @@ func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (
 		// buffer by the time the host reads the token.
 		defer h.File.Close()
 		if s.fds == nil {
-			return nil, toStatus(Errorf(ErrUnsupported, "export a %s handle: the host opened no descriptor channel (a wcache older than this plugin?)", h.Kind))
+			return nil, ToStatus(Errorf(ErrUnsupported, "export a %s handle: the host opened no descriptor channel (a wcache older than this plugin?)", h.Kind))
 		}
 		if ph.FdToken, err = s.fds.Send(h.File); err != nil {
-			return nil, toStatus(Errorf(ErrUnavailable, "export a %s handle: %v", h.Kind, err))
+			return nil, ToStatus(Errorf(ErrUnavailable, "export a %s handle: %v", h.Kind, err))
 		}
 	}
 	return &backendv1.ExportResponse{Handle: ph}, nil
@@ -134,36 +134,36 @@ func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (
 
 func (s *grpcServer) Import(ctx context.Context, req *backendv1.ImportRequest) (*backendv1.ImportResponse, error) {
 	if req.GetHandle() == nil {
-		return nil, toStatus(Errorf(ErrInvalidArgument, "import without a handle"))
+		return nil, ToStatus(Errorf(ErrInvalidArgument, "import without a handle"))
 	}
 	h := handleFromProto(req.GetHandle())
 	if token := req.GetHandle().GetFdToken(); token != 0 {
 		if s.fds == nil {
-			return nil, toStatus(Errorf(ErrInvalidArgument, "import a %s handle with descriptor %d: no descriptor channel", h.Kind, token))
+			return nil, ToStatus(Errorf(ErrInvalidArgument, "import a %s handle with descriptor %d: no descriptor channel", h.Kind, token))
 		}
 		tctx, cancel := context.WithTimeout(ctx, FDWait)
 		f, err := s.fds.Take(tctx, token)
 		cancel()
 		if err != nil {
-			return nil, toStatus(Errorf(ErrInvalidArgument, "import a %s handle: %v", h.Kind, err))
+			return nil, ToStatus(Errorf(ErrInvalidArgument, "import a %s handle: %v", h.Kind, err))
 		}
 		defer f.Close()
 		h.File = f
 	}
 	id, err := s.impl.Import(ctx, int(req.GetOrdinal()), h)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.ImportResponse{AllocationId: uint64(id)}, nil
 }
 
 func (s *grpcServer) Read(ctx context.Context, req *backendv1.ReadRequest) (*backendv1.ReadResponse, error) {
 	if req.GetLength() > MaxReadBytes {
-		return nil, toStatus(Errorf(ErrInvalidArgument, "read of %d bytes exceeds the limit of %d", req.GetLength(), MaxReadBytes))
+		return nil, ToStatus(Errorf(ErrInvalidArgument, "read of %d bytes exceeds the limit of %d", req.GetLength(), MaxReadBytes))
 	}
 	data, err := s.impl.Read(ctx, AllocationID(req.GetAllocationId()), req.GetOffset(), req.GetLength())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.ReadResponse{Data: data}, nil
 }
@@ -171,14 +171,14 @@ func (s *grpcServer) Read(ctx context.Context, req *backendv1.ReadRequest) (*bac
 func (s *grpcServer) Digest(ctx context.Context, req *backendv1.DigestRequest) (*backendv1.DigestResponse, error) {
 	sums, err := s.impl.Digest(ctx, AllocationID(req.GetAllocationId()), rangesFromProto(req.GetRanges()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.DigestResponse{Sha256: digestsToProto(sums)}, nil
 }
 
 func (s *grpcServer) Free(ctx context.Context, req *backendv1.FreeRequest) (*backendv1.FreeResponse, error) {
 	if err := s.impl.Free(ctx, AllocationID(req.GetAllocationId())); err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &backendv1.FreeResponse{}, nil
 }

@@ -90,10 +90,13 @@ func sentinelForReason(r backendv1.ErrorDetail_Reason) error {
 	}
 }
 
-// toStatus converts an error returned by a Backend into the gRPC status
-// error the server adapter sends. Context errors keep their own codes
-// (Canceled, DeadlineExceeded) and carry no detail.
-func toStatus(err error) error {
+// ToStatus converts an error returned by a Backend into the gRPC status
+// error the server adapter sends: the code and a backendv1.ErrorDetail
+// naming the sentinel it wraps, so that the client adapter rebuilds an
+// error wrapping the same sentinel. Context errors keep their own codes
+// (Canceled, DeadlineExceeded) and carry no detail; nil is nil. The plugin
+// runtime (sdk/plugin) uses it for the answers to recovered panics.
+func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}

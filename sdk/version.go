@@ -1,7 +1,7 @@
 package sdk
 
 // APIVersion is the newest backend plugin API version this sdk speaks: the
-// go-plugin handshake's ProtocolVersion (see HandshakeConfig). A plugin
+// go-plugin handshake's ProtocolVersion (see sdk/plugin.HandshakeConfig). A plugin
 // built with this sdk serves every version in APIVersions (go-plugin's
 // VersionedPlugins), and the host picks the newest one both speak, so a
 // plugin and a host of different releases still work together as long as
@@ -15,5 +15,6 @@ package sdk
 const APIVersion = 2
 
 // APIVersions returns every backend API version this sdk speaks, oldest
-// first. Serve offers them all unless ServeOptions.APIVersions narrows it.
+// first. sdk/plugin.Serve offers them all unless WithAPIVersions narrows
+// them.
 func APIVersions() []int { return []int{1, 2} }

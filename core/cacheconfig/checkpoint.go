@@ -54,3 +54,16 @@ func CheckpointDigestDir(dir string) (string, error) {
 	}
 	return CheckpointDigest(ck), nil
 }
+
+// WithCheckpoint returns c naming the checkpoint ck opened from the folder
+// model, as the daemon (serve) and its clients (attach, publish) compute
+// it alike: CheckpointDigest is CheckpointDigest(ck), and Model, when c
+// names none, is model cleaned (filepath.Clean), so that "dir/" and "dir"
+// are one identity.
+func (c Config) WithCheckpoint(model string, ck *safetensors.Checkpoint) Config {
+	c.CheckpointDigest = CheckpointDigest(ck)
+	if c.Model == "" {
+		c.Model = filepath.Clean(model)
+	}
+	return c
+}

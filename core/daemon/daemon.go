@@ -23,6 +23,7 @@ import (
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/procstat"
 	"github.com/wcache/wcache/sdk/version"
 )
 
@@ -332,7 +333,7 @@ func (d *Daemon) rewriteReady() error {
 // writeReady writes the ready file: the daemon is listening.
 func (d *Daemon) writeReady() error {
 	pid := os.Getpid()
-	st, err := daemonfile.ProcessStartTime(pid)
+	st, err := procstat.StartTime(pid)
 	if err != nil {
 		return fmt.Errorf("ready file: own start time: %w", err)
 	}

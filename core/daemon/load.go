@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
@@ -90,11 +88,7 @@ func unchanged(ck *safetensors.Checkpoint) error {
 
 // completeConfig fills the fields the daemon knows and validates the result.
 func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint) error {
-	c := d.opts.Config
-	c.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
-	if c.Model == "" {
-		c.Model = filepath.Clean(d.opts.Model)
-	}
+	c := d.opts.Config.WithCheckpoint(d.opts.Model, ck)
 	if c.ProtocolVersion == 0 {
 		c.ProtocolVersion = daemonv1.ProtocolVersion
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 func TestAcquireRecordsOwnerAndHoldsLock(t *testing.T) {
@@ -45,7 +47,7 @@ func TestAcquireRecordsOwnerAndHoldsLock(t *testing.T) {
 	if err := json.Unmarshal(raw, &o); err != nil {
 		t.Fatalf("lock file content %q: %v", raw, err)
 	}
-	start, _ := ProcessStartTime(os.Getpid())
+	start, _ := procstat.StartTime(os.Getpid())
 	if o.PID != os.Getpid() || o.StartTime != start {
 		t.Fatalf("lock records %+v, want pid %d start %d", o, os.Getpid(), start)
 	}
@@ -206,7 +208,7 @@ func TestAcquireForceTakesOverFromDaemon(t *testing.T) {
 	p := testPaths(t)
 	d := startHelper(t, "daemon", p)
 	d.expect(t, "ready")
-	start, err := ProcessStartTime(d.pid())
+	start, err := procstat.StartTime(d.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestAcquireForceTakesOverFromDaemon(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// Acquire returned only once the old daemon was no longer running.
-	if got := InspectProcess(d.pid(), start); got == ProcAlive {
+	if got := procstat.Inspect(d.pid(), start); got == procstat.Alive {
 		t.Fatal("Acquire returned while the old daemon was alive")
 	}
 	if ws := d.waitExit(t); ws.Signal() != syscall.SIGTERM {
@@ -234,7 +236,7 @@ func TestAcquireLiveReadyFileWithoutLock(t *testing.T) {
 	// file was deleted and recreated): still a live daemon.
 	d := startHelper(t, "sleeper", p)
 	d.expect(t, "ready")
-	start, err := ProcessStartTime(d.pid())
+	start, err := procstat.StartTime(d.pid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 func TestCleanupNothingThere(t *testing.T) {
@@ -48,7 +49,7 @@ func deadProcess(t *testing.T) (int, uint64) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	start, err := ProcessStartTime(cmd.Process.Pid)
+	start, err := procstat.StartTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +144,11 @@ func TestCleanupZombieIsDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	start, err := ProcessStartTime(pid)
+	start, err := procstat.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, pid, start, ProcZombie)
+	waitState(t, pid, start, procstat.Zombie)
 	makeSocketFile(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start, DeviceUUID: p.DeviceUUID}); err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestCleanupZombieIsDead(t *testing.T) {
 		t.Fatalf("result %+v, want removed-stale of zombie %d", res, pid)
 	}
 	mustNotExist(t, p.Socket, p.Ready)
-	if got := InspectProcess(pid, start); got != ProcZombie {
+	if got := procstat.Inspect(pid, start); got != procstat.Zombie {
 		t.Fatalf("zombie state changed to %s", got)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -174,7 +175,7 @@ func TestCleanupReusedPIDIsDeadAndNotSignalled(t *testing.T) {
 			p := testPaths(t)
 			innocent := startHelper(t, "sleeper", p)
 			innocent.expect(t, "ready")
-			start, err := ProcessStartTime(innocent.pid())
+			start, err := procstat.StartTime(innocent.pid())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +192,7 @@ func TestCleanupReusedPIDIsDeadAndNotSignalled(t *testing.T) {
 				t.Fatalf("result %+v, want removed-stale", res)
 			}
 			mustNotExist(t, p.Socket, p.Ready)
-			if got := InspectProcess(innocent.pid(), start); got != ProcAlive {
+			if got := procstat.Inspect(innocent.pid(), start); got != procstat.Alive {
 				t.Fatalf("innocent process is %s", got)
 			}
 			if rest := innocent.finish(t); len(rest) != 0 {
@@ -270,7 +271,7 @@ func TestForceNeverSignalsUnverifiableHolder(t *testing.T) {
 	d.expect(t, "ready")
 	innocent := startHelper(t, "sleeper", p)
 	innocent.expect(t, "ready")
-	innocentStart, err := ProcessStartTime(innocent.pid())
+	innocentStart, err := procstat.StartTime(innocent.pid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // The test binary doubles as a helper process: with helperEnv set, TestMain
@@ -70,7 +71,7 @@ func runHelper(mode string) int {
 			fmt.Println("error:", err)
 			return 1
 		}
-		start, err := ProcessStartTime(os.Getpid())
+		start, err := procstat.StartTime(os.Getpid())
 		if err != nil {
 			fmt.Println("error:", err)
 			return 1

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // settle takes the identity lock in h, dealing with whoever owns the device
@@ -52,9 +53,9 @@ func settle(ctx context.Context, p paths.Paths, opts CleanupOptions, h *lockHand
 		// started by a version without locks) still owns the socket — if it
 		// runs as the ready file's (trusted) owner.
 		ref := procRef{PID: r.PID, StartTime: r.StartTime}
-		state := InspectProcess(ref.PID, ref.StartTime)
+		state := procstat.Inspect(ref.PID, ref.StartTime)
 		opts.logf("device %s: ready file names pid %d: %s", p.DeviceUUID, r.PID, state)
-		if state == ProcAlive && r.PID != os.Getpid() {
+		if state == procstat.Alive && r.PID != os.Getpid() {
 			if !ref.runsAs(owner) {
 				opts.logf("device %s: pid %d does not run as uid %d, the owner of %s; ignoring the ready file",
 					p.DeviceUUID, r.PID, owner, p.Ready)

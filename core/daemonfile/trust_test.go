@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // sharedPaths returns daemon paths in a fresh world-writable sticky
@@ -45,7 +46,7 @@ func innocent(t *testing.T) procRef {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	start, err := ProcessStartTime(cmd.Process.Pid)
+	start, err := procstat.StartTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func plant(t *testing.T, path, content string) {
 func assertAlive(t *testing.T, what string, r procRef) {
 	t.Helper()
 	time.Sleep(50 * time.Millisecond) // a SIGTERM to sleep takes effect at once
-	if s := InspectProcess(r.PID, r.StartTime); s != ProcAlive {
+	if s := procstat.Inspect(r.PID, r.StartTime); s != procstat.Alive {
 		t.Fatalf("%s (pid %d) is %s: it was signalled", what, r.PID, s)
 	}
 }
@@ -192,7 +193,7 @@ func waitHeld(t *testing.T, path string, pid int) uint64 {
 			continue
 		}
 		if pids, _ := flockHolders(fi); len(pids) == 1 && pids[0] == pid {
-			start, err := ProcessStartTime(pid)
+			start, err := procstat.StartTime(pid)
 			if err != nil {
 				t.Fatal(err)
 			}

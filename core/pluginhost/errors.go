@@ -87,8 +87,8 @@ func (e *APIVersionError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s speaks backend API version %d, this wcache expects version %d (it speaks %s). "+
 		"If you installed the plugin, install the release built for this wcache. If you build it, "+
-		"build it with the github.com/wcache/wcache/sdk of this wcache release, whose sdk.Serve offers every version it speaks "+
-		"(sdk.APIVersions; narrow them only with ServeOptions.APIVersions), see docs/writing-a-backend.md, \"API versions\"",
+		"build it with the github.com/wcache/wcache/sdk of this wcache release, whose sdk/plugin.Serve offers every version it speaks "+
+		"(sdk.APIVersions; narrow them only with plugin.WithAPIVersions), see docs/writing-a-backend.md, \"API versions\"",
 		ErrAPIVersion, e.Path, e.Got, e.Expected, strings.Join(vs, ", "))
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fdpass"
+	sdkplugin "github.com/wcache/wcache/sdk/plugin"
 )
 
 // exitWait bounds how long a failed call waits for the plugin process to be
@@ -88,7 +89,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	}
 	// Later entries win: the caller's Env overrides the host environment
 	// and the log level, and go-plugin's variables override everything.
-	env := slices.Concat(os.Environ(), []string{sdk.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
+	env := slices.Concat(os.Environ(), []string{sdkplugin.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
 	fdsConn, remote, err := fdpass.Socketpair()
 	if err != nil {
 		_ = os.RemoveAll(socketDir)
@@ -98,15 +99,11 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	// handshake is over, so that a dead plugin closes the channel.
 	defer remote.Close()
 	p.fds = fdpass.NewChannel(fdsConn)
-	env = append(env, sdk.EnvFDChannel+"=3")
-	sets := map[int]plugin.PluginSet{}
-	for _, v := range opts.APIVersions {
-		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: p.fds}}
-	}
+	env = append(env, sdkplugin.EnvFDChannel+"=3")
 	p.versions = opts.APIVersions
 	p.client = plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.HandshakeConfig(),
-		VersionedPlugins: sets,
+		HandshakeConfig:  sdkplugin.HandshakeConfig(),
+		VersionedPlugins: sdkplugin.HostPlugins(opts.APIVersions, p.fds),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			c := exec.Command(path)
@@ -151,7 +148,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 		p.abort()
 		return nil, p.startError(res.err)
 	}
-	raw, err := res.rpc.Dispense(sdk.PluginName)
+	raw, err := res.rpc.Dispense(sdkplugin.PluginName)
 	if err != nil {
 		p.abort()
 		return nil, fmt.Errorf("start backend plugin %s: %w", path, err)
@@ -257,7 +254,7 @@ func (p *Plugin) startError(err error) error {
 		fmt.Fprintf(&msg, "exited before the handshake (pid %d: exit status 0)", r.pid)
 	}
 	if line := r.stdout.firstLine(); line != "" {
-		fmt.Fprintf(&msg, "; it printed %q instead of a go-plugin handshake: is it a wcache backend built with sdk.Serve?", line)
+		fmt.Fprintf(&msg, "; it printed %q instead of a go-plugin handshake: is it a wcache backend built with sdk/plugin.Serve?", line)
 	}
 	return &ExitError{Path: p.path, Err: errors.New(msg.String()), Logs: p.ring.Lines()}
 }

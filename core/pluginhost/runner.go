@@ -150,7 +150,7 @@ func (r *procRunner) ID() string {
 }
 
 func (r *procRunner) Diagnose(context.Context) string {
-	return fmt.Sprintf("%s did not answer with a go-plugin handshake: is it a wcache backend built with sdk.Serve for this platform?", r.cmd.Path)
+	return fmt.Sprintf("%s did not answer with a go-plugin handshake: is it a wcache backend built with sdk/plugin.Serve for this platform?", r.cmd.Path)
 }
 
 func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {

@@ -10,10 +10,11 @@ import (
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
-	plugin "github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fdpass"
+	"github.com/wcache/wcache/sdk/plugin"
 )
 
 // BuildPlugin builds the main package pkg (as `go build` names it: "." or
@@ -76,13 +77,13 @@ type StartOptions struct {
 	APIVersions []int
 	// Options, when not nil, are sent with Configure right after the
 	// handshake, as a host sends --backend-opt (a refusal fails the test).
-	// nil: no Configure call, so a plugin built with sdk.MainConfigured
+	// nil: no Configure call, so a plugin served with plugin.WithSchema
 	// builds its backend from the environment at the first call.
 	Options map[string]string
 }
 
 // StartPlugin starts the backend plugin binary at path as a wcache host
-// would, through hashicorp/go-plugin with sdk's handshake and gRPC, and
+// would, through hashicorp/go-plugin with sdk/plugin's handshake and gRPC, and
 // returns the backend it serves: every call crosses the process boundary,
 // so Run through it tests what a host sees (errors carried as sdk kinds,
 // handles imported by another process). The plugin runs with this
@@ -113,21 +114,17 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	defer remote.Close()
 	fds := fdpass.NewChannel(fdsConn)
 	cmd.ExtraFiles = []*os.File{remote}
-	cmd.Env = append(cmd.Env, sdk.EnvFDChannel+"=3")
+	cmd.Env = append(cmd.Env, plugin.EnvFDChannel+"=3")
 	logs := &testWriter{t: t}
 	versions := opts.APIVersions
 	if versions == nil {
 		versions = sdk.APIVersions()
 	}
-	sets := map[int]plugin.PluginSet{}
-	for _, v := range versions {
-		sets[v] = plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{FDs: fds}}
-	}
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.HandshakeConfig(),
-		VersionedPlugins: sets,
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  plugin.HandshakeConfig(),
+		VersionedPlugins: plugin.HostPlugins(versions, fds),
 		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger: hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Info,
 			Output: logs}),
 	})
@@ -140,9 +137,9 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	if err != nil {
 		t.Fatalf("start plugin %s: %v", path, err)
 	}
-	raw, err := rpc.Dispense(sdk.PluginName)
+	raw, err := rpc.Dispense(plugin.PluginName)
 	if err != nil {
-		t.Fatalf("plugin %s: dispense %q: %v", path, sdk.PluginName, err)
+		t.Fatalf("plugin %s: dispense %q: %v", path, plugin.PluginName, err)
 	}
 	b, ok := raw.(sdk.Backend)
 	if !ok {

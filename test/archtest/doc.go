@@ -1,14 +1,18 @@
-// Package archtest holds no code: its test enforces the layering rule of
+// Package archtest holds no code: its tests enforce the layering rule of
 // docs/architecture.md on the module's import graph, tests included, so
 // that `make test` (go test ./...) fails when an arrow points the wrong
 // way:
 //
-//	cmd → cmd/wcache/cli → core ∥ plugins → sdk → proto, nothing upward
+//	cmd → core ∥ plugins → sdk → proto, nothing upward; test/ above all
 //
-// Concretely: no package under core/, sdk/ or plugins/ imports internal/;
-// nothing under core/ imports plugins/, and nothing under plugins/ imports
-// core/; sdk/ imports neither; proto/ imports nothing of the module outside
-// proto/; version/ and procstat/ (leaves any layer may use) import nothing
-// of the module. The graph comes from
-// `go list -test`, so the go command must be on PATH.
+// Concretely: nothing outside test/ imports test/ (what ships never
+// depends on what proves it); nothing under core/ imports plugins/ or
+// cmd/, and nothing under plugins/ imports core/ or cmd/; sdk/ imports
+// none of them; proto/ imports nothing of the module outside proto/;
+// sdk/version and sdk/procstat (leaves any layer may use) import nothing
+// of the module. The modules under testdata/ (an outside vendor's plugin)
+// import only sdk/. And the contract stays light: core/client and the sdk
+// root package link neither hashicorp/go-plugin nor yamux (go list -deps).
+// Each rule has a planted violation that must trip it. The graphs come
+// from `go list`, so the go command must be on PATH.
 package archtest

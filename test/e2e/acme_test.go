@@ -64,7 +64,7 @@ func buildAcme(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join(root, "internal", "e2e", "testdata", "acme")
+	src := filepath.Join(root, "test", "e2e", "testdata", "acme")
 	dst := filepath.Join(t.TempDir(), "acme")
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -83,9 +82,8 @@ may load from disk instead),
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	bf := addBackendFlags(fs)
-	cf := addConfigFlags(fs)
-	lf := addLayoutFlags(fs)
+	cache := addCacheFlags(fs)
+	bf := cache.backend
 	fs.StringVar(&socket, "socket", "", "attach to the daemon at this socket path")
 	fs.StringVar(&uuid, "device-uuid", "", "attach to the daemon of this device UUID")
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (with --backend)")
@@ -100,11 +98,7 @@ may load from disk instead),
 		"also trust a socket owned by this uid (a daemon run by a service account; repeatable)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, err := lf.layout()
-		if err != nil {
-			return err
-		}
-		cfg, err := cf.config()
+		layout, cfg, err := cache.resolve()
 		if err != nil {
 			return err
 		}
@@ -127,12 +121,10 @@ may load from disk instead),
 			return usageErrorf("--gpu-id is required to find the daemon through --backend, and for --verify")
 		}
 
-		ck, err := openCheckpointFiles(model, shardPattern, cfg)
+		ck, cfg, err := openModel(model, shardPattern, cfg)
 		if err != nil {
 			return err
 		}
-		cfg.Model = filepath.Clean(model)
-		cfg.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
@@ -206,16 +198,21 @@ may load from disk instead),
 	return cmd
 }
 
-// openCheckpointFiles opens the checkpoint a config names: the whole
-// directory, or the rank's pre-sharded files. A malformed pattern is a
-// usage error.
-func openCheckpointFiles(model, shardPattern string, cfg cacheconfig.Config) (*safetensors.Checkpoint, error) {
+// openModel opens the checkpoint a config names (the whole directory
+// model, or the rank's pre-sharded files inside it) and returns it with
+// cfg naming it (cacheconfig.Config.WithCheckpoint), the identity `wcache
+// serve --model` gives the same flags. A malformed pattern is a usage
+// error.
+func openModel(model, shardPattern string, cfg cacheconfig.Config) (*safetensors.Checkpoint, cacheconfig.Config, error) {
 	ck, err := plan.OpenCheckpoint(model, shardPattern, plan.ShardRanks{TPRank: cfg.TPRank, TPSize: cfg.TPSize,
 		PPRank: cfg.PPRank, PPSize: cfg.PPSize})
 	if errors.Is(err, plan.ErrInvalidPattern) {
-		return nil, withCode(ExitUsage, err)
+		return nil, cfg, withCode(ExitUsage, err)
 	}
-	return ck, err
+	if err != nil {
+		return nil, cfg, err
+	}
+	return ck, cfg.WithCheckpoint(model, ck), nil
 }
 
 // deviceCapability is the capability the client side expects: the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wcache/wcache/core/daemonctl"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 )
@@ -55,25 +56,13 @@ Files of the old rank-keyed layout are not touched (see docs/operations.md).`,
 
 // cleanupTargets is selectDaemons, where --all also finds devices that left
 // only a lock file behind.
-func cleanupTargets(layout paths.Layout, uuid string, all bool) ([]foundDaemon, error) {
+func cleanupTargets(layout paths.Layout, uuid string, all bool) ([]daemonctl.Found, error) {
 	if !all || uuid != "" {
 		return selectDaemons(layout, uuid, all)
 	}
-	ready, err := findDaemons(layout)
+	out, err := daemonctl.FindWithLocks(layout)
 	if err != nil {
 		return nil, err
-	}
-	locks, err := findByGlob(layout, layout.ReadyGlob(), paths.LockSuffix)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var out []foundDaemon
-	for _, f := range append(ready, locks...) {
-		if !seen[f.UUID] {
-			seen[f.UUID] = true
-			out = append(out, f)
-		}
 	}
 	if len(out) == 0 {
 		return nil, withCode(ExitNoDaemon, errNoDaemons)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/paths"
 )
 
 // configFlags are the CacheConfig flags shared by serve, launch and attach.
@@ -81,4 +82,33 @@ func (f *configFlags) config() (cacheconfig.Config, error) {
 		return cacheconfig.Config{}, withCode(ExitUsage, fmt.Errorf("config flags: %w", err))
 	}
 	return c, nil
+}
+
+// cacheFlags are the flags of a command that runs or reaches a daemon
+// under a CacheConfig (serve, attach, publish): the backend, the
+// CacheConfig and the path layout, registered in that order.
+type cacheFlags struct {
+	backend *backendFlags
+	config  *configFlags
+	layout  *layoutFlags
+}
+
+// addCacheFlags registers the backend, CacheConfig and layout flags on fs.
+func addCacheFlags(fs *pflag.FlagSet) *cacheFlags {
+	return &cacheFlags{backend: addBackendFlags(fs), config: addConfigFlags(fs), layout: addLayoutFlags(fs)}
+}
+
+// resolve returns the path layout and the CacheConfig the flags name,
+// checked without touching the system: a bad template or an inconsistent
+// config is a usage error (exit 2) before any file is created.
+func (f *cacheFlags) resolve() (paths.Layout, cacheconfig.Config, error) {
+	layout, err := f.layout.layout()
+	if err != nil {
+		return paths.Layout{}, cacheconfig.Config{}, err
+	}
+	cfg, err := f.config.config()
+	if err != nil {
+		return paths.Layout{}, cacheconfig.Config{}, err
+	}
+	return layout, cfg, nil
 }

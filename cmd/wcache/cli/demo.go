@@ -28,6 +28,7 @@ import (
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/synth"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // Demo settings.
@@ -166,7 +167,7 @@ func runDemo(ctx context.Context, e *env, f *demoFlags) (err error) {
 			err = errors.Join(err, lc.stop(d))
 		}
 	}()
-	if err := d.attachAll(ctx, lc, devs); err != nil {
+	if err := d.attachAll(ctx, devs); err != nil {
 		return lc.fail(err)
 	}
 	if err := d.mismatch(ctx, devs); err != nil {
@@ -307,27 +308,15 @@ func (o *demoOutput) tail(n int) string {
 	return "      | " + strings.Join(lines, "\n      | ")
 }
 
-// loadReport is what the daemon of gpu and tp rank said about its load
-// ("12ms (1.9 GiB/s)"), from its "serving ... loaded in" line, which the
-// launcher forwards prefixed with the daemon's placement.
-func (o *demoOutput) loadReport(gpu, tp int, wait time.Duration) string {
-	prefix := fmt.Sprintf("[gpu %d tp %d pp 0] serving ", gpu, tp)
-	// The daemon prints the line right after it wrote its ready file; give
-	// it a moment to come through the launcher.
-	for deadline := time.Now().Add(wait); ; {
-		o.mu.Lock()
-		out := o.buf.String()
-		o.mu.Unlock()
-		for _, line := range strings.Split(out, "\n") {
-			if _, after, ok := strings.Cut(line, " loaded in "); ok && strings.HasPrefix(line, prefix) {
-				return after
-			}
-		}
-		if time.Now().After(deadline) {
-			return "(not reported)"
-		}
-		time.Sleep(20 * time.Millisecond)
+// loadReport is the daemon's own measure of its load, from its Status
+// reply (StartPhases): as `wcache serve` prints it, "1.234s (5.6 GiB/s)";
+// "(not reported)" when the daemon measured none.
+func loadReport(p client.StartPhases) string {
+	if p.Load <= 0 {
+		return "(not reported)"
 	}
+	rate := uint64(float64(p.BytesLoaded) / p.Load.Seconds())
+	return fmt.Sprintf("%s (%s/s)", p.Load.Round(time.Millisecond), humanBytes(rate))
 }
 
 // launch starts `wcache launch` as a child (the same binary) and waits for
@@ -366,7 +355,7 @@ func (d *demo) launch(ctx context.Context, devs []sdk.Device) (*launchChild, err
 		if err != nil {
 			return lc, lc.fail(fmt.Errorf("demo: paths of GPU %d: %w", rank, err))
 		}
-		if r, err := daemonfile.ReadReady(p.Ready); err == nil && daemonfile.InspectProcess(r.PID, r.StartTime) == daemonfile.ProcAlive {
+		if r, err := daemonfile.ReadReady(p.Ready); err == nil && procstat.Inspect(r.PID, r.StartTime) == procstat.Alive {
 			readies[rank] = r
 			rank++
 			continue
@@ -434,18 +423,16 @@ func (d *demo) rankConfig(rank int, dev sdk.Device) (cacheconfig.Config, *safete
 	cfg := cacheconfig.Default()
 	cfg.TPSize, cfg.TPRank = uint32(d.f.tpSize), uint32(rank)
 	cfg.DeviceCapability = dev.Capability
-	ck, err := openCheckpointFiles(d.model, demoShardPattern, cfg)
+	ck, cfg, err := openModel(d.model, demoShardPattern, cfg)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("demo: rank %d files: %w", rank, err)
 	}
-	cfg.Model = filepath.Clean(d.model)
-	cfg.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
 	return cfg, ck, nil
 }
 
 // attachAll attaches a client per rank, as that rank's engine process
 // would, and verifies every tensor.
-func (d *demo) attachAll(ctx context.Context, lc *launchChild, devs []sdk.Device) error {
+func (d *demo) attachAll(ctx context.Context, devs []sdk.Device) error {
 	d.stepf("attach: one client per rank, through the daemon of the rank's GPU (found by UUID)")
 	for rank := 0; rank < d.f.tpSize; rank++ {
 		cfg, ck, err := d.rankConfig(rank, devs[rank])
@@ -477,10 +464,9 @@ func (d *demo) attachAll(ctx context.Context, lc *launchChild, devs []sdk.Device
 		if verr != nil {
 			return fmt.Errorf("demo: rank %d (GPU %d): verify: %w", rank, rank, verr)
 		}
-		load := lc.out.loadReport(rank, rank, time.Second)
 		d.linef("tp %d -> GPU %d %s", rank, rank, a.Manifest.DeviceUUID)
 		d.linef("   daemon pid %d holds %d tensors, %s in %d handle(s) (%s); loaded in %s", st.PID, st.Tensors,
-			humanBytes(st.Bytes), len(a.Manifest.Handles), a.Manifest.Handles[0].Kind, load)
+			humanBytes(st.Bytes), len(a.Manifest.Handles), a.Manifest.Handles[0].Kind, loadReport(st.StartPhases))
 		d.linef("   attach %s (dial %s + attach %s), lease %d", attached.Sub(t0).Round(time.Microsecond),
 			dialed.Sub(t0).Round(time.Microsecond), attached.Sub(dialed).Round(time.Microsecond), a.Manifest.LeaseID)
 		d.linef("   verified %d tensors, %s, byte for byte: shared-memory mapping == checkpoint file (%s)",

@@ -3,12 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemonctl"
 )
 
 func newEvictCommand(e *env) *cobra.Command {
@@ -60,48 +60,22 @@ empty daemon succeeds at once.`,
 			defer closeTarget()
 			targets = []client.Target{t}
 		}
-		errs := make([]error, len(targets))
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for i, t := range targets {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				msg, err := evictDaemon(cmd.Context(), t, timeout)
-				errs[i] = err
-				mu.Lock()
-				defer mu.Unlock()
-				if err == nil {
-					fmt.Fprintln(e.stdout, msg)
-				}
-			}()
-		}
-		wg.Wait()
-		return joinCommandErrors(errs)
+		return forEachDaemon(e.stdout, targets, func(t client.Target) (string, error) {
+			return evictDaemon(cmd.Context(), t, timeout)
+		})
 	}
 	return cmd
 }
 
 // evictDaemon evicts one daemon.
 func evictDaemon(ctx context.Context, t client.Target, timeout time.Duration) (string, error) {
-	c, err := client.Dial(ctx, t, client.Options{ClientName: "wcache-evict"})
+	ev, err := daemonctl.Evict(ctx, t, "wcache-evict", timeout)
 	if err != nil {
+		// Only the dial's errors match attachExit's sentinels.
 		return "", attachExit(err)
 	}
-	defer c.Close()
-	// The RPC lasts as long as the drain; give it room beyond the timeout.
-	rpcTimeout := timeout
-	if rpcTimeout <= 0 {
-		rpcTimeout = 30 * time.Second
+	if ev.Freed == 0 && ev.Leases == 0 {
+		return fmt.Sprintf("daemon at %s was already empty", ev.Socket), nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, rpcTimeout+15*time.Second)
-	defer cancel()
-	n, freed, err := c.Evict(rctx, timeout)
-	if err != nil {
-		return "", err
-	}
-	if freed == 0 && n == 0 {
-		return fmt.Sprintf("daemon at %s was already empty", c.Socket()), nil
-	}
-	return fmt.Sprintf("evicted daemon at %s: freed %s, %d lease(s) at evict; it is empty now", c.Socket(), humanBytes(freed), n), nil
+	return fmt.Sprintf("evicted daemon at %s: freed %s, %d lease(s) at evict; it is empty now", ev.Socket, humanBytes(ev.Freed), ev.Leases), nil
 }

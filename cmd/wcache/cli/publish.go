@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/paths"
@@ -114,9 +112,8 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	bf := addBackendFlags(fs)
-	cf := addConfigFlags(fs)
-	lf := addLayoutFlags(fs)
+	cache := addCacheFlags(fs)
+	bf := cache.backend
 	sel.add(fs, "publish to")
 	fs.StringVar(&model, "model", "", "checkpoint directory whose tensors to publish")
 	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
@@ -124,11 +121,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 	fs.StringVar(&clientName, "client-name", "wcache-publish", "name shown by wcache status while publishing")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, err := lf.layout()
-		if err != nil {
-			return err
-		}
-		cfg, err := cf.config()
+		layout, cfg, err := cache.resolve()
 		if err != nil {
 			return err
 		}
@@ -141,14 +134,12 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		if err := sel.check(); err != nil {
 			return err
 		}
-		ck, err := openCheckpointFiles(model, shardPattern, cfg)
+		// The same identity as `wcache serve --model DIR` and `wcache
+		// attach --model DIR` with these flags.
+		ck, cfg, err := openModel(model, shardPattern, cfg)
 		if err != nil {
 			return err
 		}
-		// The same identity as `wcache serve --model DIR` and `wcache
-		// attach --model DIR` with these flags.
-		cfg.Model = filepath.Clean(model)
-		cfg.CheckpointDigest = cacheconfig.CheckpointDigest(ck)
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()

@@ -68,9 +68,8 @@ has stopped.`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	bf := addBackendFlags(fs)
-	cf := addConfigFlags(fs)
-	lf := addLayoutFlags(fs)
+	cache := addCacheFlags(fs)
+	bf := cache.backend
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
 	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors); empty: start empty and wait for a publish")
 	publish.add(fs)
@@ -103,11 +102,7 @@ has stopped.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Everything that can be checked without touching the system is
 		// checked first: a bad template or flag creates no file.
-		layout, err := lf.layout()
-		if err != nil {
-			return err
-		}
-		cfg, err := cf.config()
+		layout, cfg, err := cache.resolve()
 		if err != nil {
 			return err
 		}

@@ -1,26 +1,19 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/daemonfile"
-	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/daemonctl"
+	"github.com/wcache/wcache/sdk/procstat"
 )
-
-// statusTimeout bounds asking one daemon for its status.
-const statusTimeout = 3 * time.Second
 
 // daemonStatus is one row of `wcache status` (and its JSON form).
 type daemonStatus struct {
@@ -84,13 +77,13 @@ whose process is gone is reported as stale (remove it with wcache cleanup).`,
 		if err != nil {
 			return err
 		}
-		found, err := findDaemons(layout)
+		found, err := daemonctl.Find(layout)
 		if err != nil {
 			return err
 		}
 		rows := make([]daemonStatus, len(found))
 		for i, f := range found {
-			rows[i] = inspectDaemon(cmd.Context(), f)
+			rows[i] = statusRow(daemonctl.Inspect(cmd.Context(), f))
 		}
 		if jsonOut {
 			enc := json.NewEncoder(e.stdout)
@@ -102,72 +95,28 @@ whose process is gone is reported as stale (remove it with wcache cleanup).`,
 	return cmd
 }
 
-// foundDaemon is a daemon's ready file under the layout.
-type foundDaemon struct {
-	UUID  string
-	Paths paths.Paths
-}
-
-// findDaemons globs the layout's ready files and returns them by UUID.
-func findDaemons(layout paths.Layout) ([]foundDaemon, error) {
-	return findByGlob(layout, layout.ReadyGlob(), "")
-}
-
-// findByGlob matches pattern and keeps the files that are ready files of
-// the layout once suffix is removed.
-func findByGlob(layout paths.Layout, pattern, suffix string) ([]foundDaemon, error) {
-	matches, err := filepath.Glob(pattern + suffix)
-	if err != nil {
-		return nil, fmt.Errorf("list ready files %s: %w", pattern, err)
-	}
-	var out []foundDaemon
-	for _, m := range matches {
-		uuid, ok := layout.ReadyUUID(strings.TrimSuffix(m, suffix))
-		if !ok {
-			continue
-		}
-		p, err := layout.Derive(uuid)
-		if err != nil {
-			continue
-		}
-		out = append(out, foundDaemon{UUID: uuid, Paths: p})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UUID < out[j].UUID })
-	return out, nil
-}
-
-// inspectDaemon reads a daemon's ready file and, when its process is alive,
-// asks it for its status.
-func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
+// statusRow is the row of `wcache status` for what daemonctl.Inspect
+// reported.
+func statusRow(rep daemonctl.Report) daemonStatus {
+	f := rep.Found
 	row := daemonStatus{DeviceUUID: f.UUID, ReadyFile: f.Paths.Ready, Socket: f.Paths.Socket, Leases: []statusLease{}}
-	r, err := daemonfile.ReadReady(f.Paths.Ready)
-	if err != nil {
-		row.State, row.Error = "unreadable", err.Error()
+	row.State = rep.State
+	if rep.Err != nil {
+		row.Error = rep.Err.Error()
+	}
+	if rep.State == daemonctl.StateUnreadable {
 		return row
 	}
+	r := rep.Ready
 	row.GPU = r.GPU
 	row.PID, row.Backend, row.Model, row.ConfigDigest, row.Version = r.PID, r.Backend, r.Model, r.ConfigDigest, r.Version
-	ps := daemonfile.InspectProcess(r.PID, r.StartTime)
-	row.Process = processName(ps)
-	row.Alive = ps == daemonfile.ProcAlive
-	if !row.Alive {
-		row.State = "stale"
+	row.Process = daemonctl.ProcessName(rep.Process)
+	row.Alive = rep.Process == procstat.Alive
+	st := rep.Status
+	if st == nil {
 		return row
 	}
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	defer cancel()
-	c, err := client.Dial(ctx, client.BySocket(f.Paths.Socket), client.Options{})
-	if err != nil {
-		row.State, row.Error = "unreachable", err.Error()
-		return row
-	}
-	defer c.Close()
-	st, err := c.Status(ctx)
-	if err != nil {
-		row.State, row.Error = "unreachable", err.Error()
-		return row
-	}
-	row.State, row.Bytes, row.Tensors = st.State, st.Bytes, st.Tensors
+	row.Bytes, row.Tensors = st.Bytes, st.Tensors
 	row.Backend, row.Model, row.ConfigDigest, row.Version = st.Backend, st.Model, st.ConfigDigest, st.Version
 	if row.Model == "" && st.ConfigDigest != "" {
 		row.Model = st.Config.Model + " (published)"
@@ -181,21 +130,6 @@ func inspectDaemon(ctx context.Context, f foundDaemon) daemonStatus {
 			SinceMS: l.Since.UnixMilli()})
 	}
 	return row
-}
-
-// processName spells a process state for humans and JSON.
-func processName(s daemonfile.ProcState) string {
-	switch s {
-	case daemonfile.ProcAlive:
-		return "alive"
-	case daemonfile.ProcDead:
-		return "dead"
-	case daemonfile.ProcZombie:
-		return "zombie"
-	case daemonfile.ProcReused:
-		return "reused"
-	}
-	return s.String()
 }
 
 // printStatus renders rows as a table.

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/daemonctl"
 	"github.com/wcache/wcache/core/paths"
 )
-
-// stopExitWait bounds waiting for a stopped daemon's process to exit.
-const stopExitWait = 60 * time.Second
 
 func newStopCommand(e *env) *cobra.Command {
 	var (
@@ -49,30 +46,15 @@ returns once the daemon process has exited.`,
 		if err != nil {
 			return err
 		}
-		errs := make([]error, len(targets))
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for i, t := range targets {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				msg, err := stopDaemon(cmd.Context(), t.Paths, force, timeout)
-				errs[i] = err
-				mu.Lock()
-				defer mu.Unlock()
-				if err == nil {
-					fmt.Fprintln(e.stdout, msg)
-				}
-			}()
-		}
-		wg.Wait()
-		return joinCommandErrors(errs)
+		return forEachDaemon(e.stdout, targets, func(t daemonctl.Found) (string, error) {
+			return stopDaemon(cmd.Context(), t.Paths, force, timeout)
+		})
 	}
 	return cmd
 }
 
 // selectDaemons resolves --device-uuid / --all into daemons to act on.
-func selectDaemons(layout paths.Layout, uuid string, all bool) ([]foundDaemon, error) {
+func selectDaemons(layout paths.Layout, uuid string, all bool) ([]daemonctl.Found, error) {
 	switch {
 	case uuid != "" && all:
 		return nil, usageErrorf("--device-uuid and --all exclude each other")
@@ -81,9 +63,9 @@ func selectDaemons(layout paths.Layout, uuid string, all bool) ([]foundDaemon, e
 		if err != nil {
 			return nil, withCode(ExitUsage, err)
 		}
-		return []foundDaemon{{UUID: uuid, Paths: p}}, nil
+		return []daemonctl.Found{{UUID: uuid, Paths: p}}, nil
 	case all:
-		found, err := findDaemons(layout)
+		found, err := daemonctl.Find(layout)
 		if err != nil {
 			return nil, err
 		}
@@ -95,58 +77,40 @@ func selectDaemons(layout paths.Layout, uuid string, all bool) ([]foundDaemon, e
 	return nil, usageErrorf("name a daemon with --device-uuid, or pass --all")
 }
 
-// stopDaemon stops one daemon and waits for its process to exit.
+// stopDaemon stops one daemon and waits for its process to exit; a device
+// without a running daemon exits 3.
 func stopDaemon(ctx context.Context, p paths.Paths, force bool, timeout time.Duration) (string, error) {
-	r, err := daemonfile.ReadReady(p.Ready)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", withCode(ExitNoDaemon, fmt.Errorf("device %s: no daemon (no ready file %s)", p.DeviceUUID, p.Ready))
+	s, err := daemonctl.Stop(ctx, p, force, timeout)
+	if errors.Is(err, client.ErrNoDaemon) {
+		return "", withCode(ExitNoDaemon, err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("device %s: %w", p.DeviceUUID, err)
-	}
-	if ps := daemonfile.InspectProcess(r.PID, r.StartTime); ps != daemonfile.ProcAlive {
-		return "", withCode(ExitNoDaemon, fmt.Errorf("device %s: the daemon (pid %d) is gone (%s) and left stale files; run `wcache cleanup --device-uuid %s`",
-			p.DeviceUUID, r.PID, processName(ps), p.DeviceUUID))
-	}
-	c, err := client.Dial(ctx, client.BySocket(p.Socket), client.Options{})
-	if err != nil {
-		if errors.Is(err, client.ErrNoDaemon) {
-			return "", withCode(ExitNoDaemon, err)
-		}
 		return "", err
 	}
-	defer c.Close()
-	// The RPC lasts as long as the drain; give it room beyond the timeout.
-	rpcTimeout := timeout
-	if rpcTimeout <= 0 {
-		rpcTimeout = 30 * time.Second
-	}
-	rctx, cancel := context.WithTimeout(ctx, rpcTimeout+15*time.Second)
-	defer cancel()
-	n, err := c.Stop(rctx, force, timeout)
-	if err != nil {
-		return "", fmt.Errorf("device %s: %w", p.DeviceUUID, err)
-	}
-	if err := waitProcessExit(ctx, r.PID, r.StartTime, stopExitWait); err != nil {
-		return "", fmt.Errorf("device %s: %w", p.DeviceUUID, err)
-	}
-	return fmt.Sprintf("stopped daemon of %s (pid %d, %d lease(s) at stop)", p.DeviceUUID, r.PID, n), nil
+	return fmt.Sprintf("stopped daemon of %s (pid %d, %d lease(s) at stop)", p.DeviceUUID, s.PID, s.Leases), nil
 }
 
-// waitProcessExit polls until the process is no longer alive.
-func waitProcessExit(ctx context.Context, pid int, start uint64, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for daemonfile.InspectProcess(pid, start) == daemonfile.ProcAlive {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d still running %s after it accepted the stop", pid, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+// forEachDaemon acts on every target at once, prints each success message
+// as it comes, and joins the failures (joinCommandErrors).
+func forEachDaemon[T any](w io.Writer, targets []T, act func(T) (string, error)) error {
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, err := act(t)
+			errs[i] = err
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				fmt.Fprintln(w, msg)
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return joinCommandErrors(errs)
 }
 
 // joinCommandErrors joins per-daemon errors; the exit code is 1 if any

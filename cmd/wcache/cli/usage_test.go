@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // TestNegativeDurationsAreUsageErrors: a negative duration exits 2 before
@@ -98,7 +98,7 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
-	start, err := daemonfile.ProcessStartTime(victim.Process.Pid)
+	start, err := procstat.StartTime(victim.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 		t.Errorf("cleanup --force: exit %d, %s", code, stderr)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if s := daemonfile.InspectProcess(victim.Process.Pid, start); s != daemonfile.ProcAlive {
+	if s := procstat.Inspect(victim.Process.Pid, start); s != procstat.Alive {
 		t.Fatalf("the process named by the planted file is %s: cleanup --force signalled it", s)
 	}
 }

@@ -6,9 +6,10 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/plugin"
 )
 
-// Main runs the CUDA backend as a wcache plugin through sdk.MainWith and
+// Main runs the CUDA backend as a wcache plugin through sdk/plugin.Serve and
 // returns the process exit status: 0 after the host closed the plugin, 1
 // when run by hand or when the configuration (WCACHE_CUDA_*) is invalid.
 //
@@ -25,10 +26,10 @@ import (
 //
 // The configuration comes from the host's --backend-opt keys (Options),
 // falling back to the WCACHE_CUDA_* variables; the backend is built when
-// the host's Configure arrives (sdk.MainConfigured), and an invalid value
+// the host's Configure arrives (plugin.WithSchema), and an invalid value
 // is the answer to it.
 func Main() int {
-	return sdk.MainConfigured(Name, Options(), func(logger hclog.Logger, opts sdk.Config) (sdk.Backend, error) {
+	return plugin.Serve(Name, func(logger hclog.Logger, opts sdk.Config) (sdk.Backend, error) {
 		cfg, err := ConfigFromEnv(opts.Getenv)
 		if err != nil {
 			return nil, sdk.Errorf(sdk.ErrInvalidArgument, "invalid configuration: %v", err)
@@ -45,5 +46,5 @@ func Main() int {
 		go exitOnFatal(b.Runtime(), logger, nil, os.Exit)
 		go b.Runtime().core.WatchHealth(cfg.HealthInterval, nil, b.Runtime().Fatal())
 		return b, nil
-	}, sdk.MainOptions{Doc: "docs/cuda-backend.md"})
+	}, plugin.WithSchema(Options()), plugin.WithDoc("docs/cuda-backend.md"))
 }

@@ -11,7 +11,7 @@ import (
 // Options is the CUDA backend's configuration schema: one --backend-opt
 // key per variable ConfigFromEnv reads, which stays the fallback. An
 // option given with --backend-opt wins over its variable, which wins over
-// the default. The backend is built with the result (sdk.MainConfigured),
+// the default. The backend is built with the result (plugin.WithSchema),
 // so every option, the driver library included, applies from the start.
 func Options() []sdk.Option {
 	return []sdk.Option{

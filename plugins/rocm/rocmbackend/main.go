@@ -8,12 +8,13 @@ import (
 
 	"github.com/wcache/wcache/plugins/internal/fatal"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/plugin"
 )
 
 // ExitStatusFatal is the plugin's exit status after a fatal HIP error.
 const ExitStatusFatal = fatal.ExitStatus
 
-// Main runs the ROCm backend as a wcache plugin through sdk.MainWith and
+// Main runs the ROCm backend as a wcache plugin through sdk/plugin.Serve and
 // returns the process exit status: 0 after the host closed the plugin, 1
 // when run by hand or when the configuration (WCACHE_ROCM_*) is invalid.
 //
@@ -25,8 +26,8 @@ const ExitStatusFatal = fatal.ExitStatus
 // every cfg.HealthInterval each device worker is probed, so one is noticed
 // even while the daemon makes no HIP call.
 func Main() int {
-	return sdk.MainWith(Name, func(logger hclog.Logger) (sdk.Backend, error) {
-		cfg, err := ConfigFromEnv(os.Getenv)
+	return plugin.Serve(Name, func(logger hclog.Logger, opts sdk.Config) (sdk.Backend, error) {
+		cfg, err := ConfigFromEnv(opts.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("invalid configuration: %w", err)
 		}
@@ -41,7 +42,7 @@ func Main() int {
 		go exitOnFatal(rt, logger, nil, os.Exit)
 		go rt.core.WatchHealth(cfg.HealthInterval, nil, rt.Fatal())
 		return b, nil
-	}, sdk.MainOptions{Doc: "docs/rocm-backend.md"})
+	}, plugin.WithDoc("docs/rocm-backend.md"))
 }
 
 // exitOnFatal waits for rt's first fatal HIP error, logs it and calls

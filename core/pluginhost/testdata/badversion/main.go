@@ -1,22 +1,27 @@
 // Command badversion is a test plugin that completes the go-plugin
 // handshake with the wcache cookie but announces the next backend API
-// version, as a plugin from a newer wcache release would.
+// version, as a plugin from a newer wcache release would. It bypasses
+// plugin.Serve, which offers only versions this sdk speaks.
 package main
 
 import (
-	plugin "github.com/hashicorp/go-plugin"
+	"os"
+
+	hclog "github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/plugin"
 )
 
 func main() {
-	hs := sdk.HandshakeConfig()
+	hs := plugin.HandshakeConfig()
 	hs.ProtocolVersion = sdk.APIVersion + 1
-	plugin.Serve(&plugin.ServeConfig{
+	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: hs,
-		Plugins:         plugin.PluginSet{sdk.PluginName: &sdk.GRPCPlugin{Impl: &mock.Backend{}}},
-		GRPCServer:      plugin.DefaultGRPCServer,
-		Logger:          sdk.NewLogger("badversion"),
+		Plugins:         goplugin.PluginSet{plugin.PluginName: &plugin.GRPCPlugin{Impl: &mock.Backend{}}},
+		GRPCServer:      goplugin.DefaultGRPCServer,
+		Logger:          hclog.New(&hclog.LoggerOptions{Name: "badversion", Output: os.Stderr, JSONFormat: true}),
 	})
 }

@@ -1,13 +1,13 @@
 // Command mockplugin is the test plugin of core/pluginhost, built there as
 // wcache-backend-mock: an sdk/mock.Memory of two devices served by
-// sdk.MainWith, so that the host is tested against the SDK alone and never
+// sdk/plugin.Serve, so that the host is tested against the SDK alone and never
 // against a shipped plugin. The environment configures it:
 //
 //	WCACHE_MOCK_DIR               folder of the allocation files (required)
 //	WCACHE_MOCK_MEMORY            bytes per device (sdk.ParseSize; default 64MiB)
 //	WCACHE_MOCK_CRASH_LOAD_AFTER  exit with status 3, logging "injected crash
 //	                              during load", once Loads copied this many bytes
-//	WCACHE_MOCK_PANIC_DIGEST      "panic": Digest panics (recovered by sdk.Serve);
+//	WCACHE_MOCK_PANIC_DIGEST      "panic": Digest panics (recovered by plugin.Serve);
 //	                              "fatal": Digest calls sdk.Fatal;
 //	                              "crash": Digest panics on a goroutine of its own
 //	                              (nothing can recover that: the process dies)
@@ -27,18 +27,19 @@ import (
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/plugin"
 )
 
 // crashExitCode is the exit status of an injected crash
 // (pluginhost_test.go's testCrashExitCode).
 const crashExitCode = 3
 
-// init locks main to the main thread, where sdk.MainWith replaces the
-// host's parent-death signal (CloseOnTermination).
+// init locks main to the main thread, where plugin.Serve replaces the
+// host's parent-death signal (WithCloseOnTermination).
 func init() { runtime.LockOSThread() }
 
 func main() {
-	os.Exit(sdk.MainWith("mock", newBackend, sdk.MainOptions{CloseOnTermination: true}))
+	os.Exit(plugin.Serve("mock", newBackend, plugin.WithCloseOnTermination()))
 }
 
 // closingBackend is a wrapped Memory that still closes it.
@@ -47,7 +48,7 @@ type closingBackend struct {
 	io.Closer
 }
 
-func newBackend(logger hclog.Logger) (sdk.Backend, error) {
+func newBackend(logger hclog.Logger, _ sdk.Config) (sdk.Backend, error) {
 	dir := os.Getenv("WCACHE_MOCK_DIR")
 	if dir == "" {
 		return nil, errors.New("WCACHE_MOCK_DIR is not set")

@@ -1,6 +1,6 @@
 // Command wcache-backend-acme is the test plugin of an outside vendor,
 // "acme": a separate Go module that imports only github.com/wcache/wcache/sdk
-// (and sdk/mock for its memory), as a separately released plugin would. It
+// and its subpackages (sdk/plugin to serve, sdk/mock for its memory), as a separately released plugin would. It
 // declares
 //
 //   - a vendor handle kind, x-acme-buf: Data is "acme-buf:v1:" followed by
@@ -20,17 +20,18 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/plugin"
 )
 
-// init locks main to the main thread, where sdk's Main can replace the
-// host's parent-death signal (CloseOnTermination: the files go on SIGTERM).
+// init locks main to the main thread, where plugin.Serve can replace the
+// host's parent-death signal (WithCloseOnTermination: the files go on
+// SIGTERM).
 func init() { runtime.LockOSThread() }
 
 func main() {
-	os.Exit(sdk.MainConfigured("acme", options(), newBackend, sdk.MainOptions{
-		Doc:                "test/e2e/testdata/acme/main.go",
-		CloseOnTermination: true,
-		Serve:              sdk.ServeOptions{APIVersions: []int{1, 2}},
-	}))
+	os.Exit(plugin.Serve("acme", newBackend,
+		plugin.WithSchema(options()),
+		plugin.WithDoc("test/e2e/testdata/acme/main.go"),
+		plugin.WithCloseOnTermination(),
+		plugin.WithAPIVersions(1, 2)))
 }

@@ -1,4 +1,4 @@
-package sdk
+package plugin
 
 import (
 	"strings"
@@ -8,18 +8,18 @@ import (
 func TestStartedByHostAndHint(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
-	if StartedByHost(getenv) {
-		t.Fatal("StartedByHost without the cookie")
+	if startedByHost(getenv) {
+		t.Fatal("startedByHost without the cookie")
 	}
 	env[HandshakeCookieKey] = "wrong"
-	if StartedByHost(getenv) {
-		t.Fatal("StartedByHost with a wrong cookie")
+	if startedByHost(getenv) {
+		t.Fatal("startedByHost with a wrong cookie")
 	}
 	env[HandshakeCookieKey] = HandshakeCookieValue
-	if !StartedByHost(getenv) {
-		t.Fatal("StartedByHost with the cookie = false")
+	if !startedByHost(getenv) {
+		t.Fatal("startedByHost with the cookie = false")
 	}
-	hint := PluginHint("wcache-backend-acme", "docs/acme.md")
+	hint := pluginHint("wcache-backend-acme", "docs/acme.md")
 	for _, want := range []string{"wcache-backend-acme is a wcache backend plugin", "wcache devices --backend acme", "docs/acme.md"} {
 		if !strings.Contains(hint, want) {
 			t.Errorf("hint %q lacks %q", hint, want)

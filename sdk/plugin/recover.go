@@ -1,4 +1,4 @@
-package sdk
+package plugin
 
 import (
 	"context"
@@ -12,43 +12,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// ExitFatal is the exit status of a plugin that ends after a *FatalError.
-const ExitFatal = 70
+	"github.com/wcache/wcache/sdk"
+)
 
 // fatalExitDelay lets the reply to the failed call reach the host before
 // the process exits.
 const fatalExitDelay = 200 * time.Millisecond
 
-// FatalError marks a failure the plugin process cannot survive, typically
-// from the driver layer (a poisoned device context, a corrupted driver
-// state). Panic with one, directly or through Fatal, anywhere below a
-// Backend method: Serve answers the call with the error (wrapping
-// ErrUnavailable on the host side), logs it once with the stack, and exits
-// the process with ExitFatal shortly after, without a crash dump. Any
-// other panic in a Backend method is recovered and answered as an error
-// (gRPC INTERNAL with the panic message; the stack logged once), and the
-// plugin keeps serving.
-type FatalError struct {
-	Err error
-}
-
-func (e *FatalError) Error() string { return "fatal backend error: " + e.Err.Error() }
-
-// Unwrap returns the cause.
-func (e *FatalError) Unwrap() error { return e.Err }
-
-// Fatal panics with a *FatalError wrapping err (see FatalError).
-func Fatal(err error) {
-	if err == nil {
-		err = errors.New("sdk.Fatal(nil)")
-	}
-	panic(&FatalError{Err: err})
-}
-
 // recoverer is the gRPC interceptor pair that turns panics in handlers
-// into errors.
+// into errors (see sdk.FatalError).
 type recoverer struct {
 	logger   hclog.Logger
 	exit     func(int)
@@ -74,14 +47,15 @@ func (r *recoverer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 }
 
 // recovered logs a recovered panic once, with its stack, and returns the
-// status the caller gets. A *FatalError schedules the exit.
+// status the caller gets. A *sdk.FatalError schedules the exit with
+// sdk.ExitFatal.
 func (r *recoverer) recovered(method string, v any) error {
 	stack := string(debug.Stack())
-	var fe *FatalError
+	var fe *sdk.FatalError
 	if err, ok := v.(error); ok && errors.As(err, &fe) {
 		r.logger.Error("fatal error in a backend call; the plugin exits", "method", method, "error", fe.Err.Error(), "stack", stack)
-		r.exitOnce.Do(func() { time.AfterFunc(fatalExitDelay, func() { r.exit(ExitFatal) }) })
-		return toStatus(fmt.Errorf("%s: %w; the backend plugin exits (status %d)", method, fmt.Errorf("%v: %w", fe, ErrUnavailable), ExitFatal))
+		r.exitOnce.Do(func() { time.AfterFunc(fatalExitDelay, func() { r.exit(sdk.ExitFatal) }) })
+		return sdk.ToStatus(fmt.Errorf("%s: %w; the backend plugin exits (status %d)", method, fmt.Errorf("%v: %w", fe, sdk.ErrUnavailable), sdk.ExitFatal))
 	}
 	r.logger.Error("panic in a backend call, recovered; the plugin keeps serving", "method", method, "panic", fmt.Sprint(v), "stack", stack)
 	return status.Errorf(codes.Internal, "backend panic in %s: %v (the stack is in the plugin's log)", method, v)

@@ -1,4 +1,4 @@
-package sdk
+package plugin
 
 import (
 	"fmt"
@@ -19,12 +19,11 @@ import (
 // descriptor channel".
 const EnvFDChannel = "WCACHE_BACKEND_FD_CHANNEL"
 
-// OpenFDChannel opens the plugin descriptor channel named by
+// openFDChannel opens the plugin descriptor channel named by
 // $WCACHE_BACKEND_FD_CHANNEL (read through getenv). Unset: nil, nil (a host
 // without one; descriptor handles are then refused). A value that is not a
-// descriptor of a SOCK_SEQPACKET Unix socket is an error. ServeWith calls
-// it; a backend does not need to.
-func OpenFDChannel(getenv func(string) string) (*fdpass.Channel, error) {
+// descriptor of a SOCK_SEQPACKET Unix socket is an error.
+func openFDChannel(getenv func(string) string) (*fdpass.Channel, error) {
 	v := strings.TrimSpace(getenv(EnvFDChannel))
 	if v == "" {
 		return nil, nil

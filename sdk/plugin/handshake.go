@@ -1,10 +1,12 @@
-package sdk
+package plugin
 
 import (
 	"fmt"
 	"strings"
 
-	plugin "github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 // The magic cookie tells a backend binary that wcache started it. It is a
@@ -20,33 +22,27 @@ const (
 const PluginName = "backend"
 
 // HandshakeConfig returns the go-plugin handshake shared by wcache and every
-// backend: the magic cookie above and ProtocolVersion = APIVersion. Both
-// sides offer every version of APIVersions through go-plugin's
+// backend: the magic cookie above and ProtocolVersion = sdk.APIVersion.
+// Both sides offer every version of sdk.APIVersions through go-plugin's
 // VersionedPlugins and settle on the newest they share; a host refuses a
 // plugin that shares none.
-func HandshakeConfig() plugin.HandshakeConfig {
-	return plugin.HandshakeConfig{
-		ProtocolVersion:  APIVersion,
+func HandshakeConfig() goplugin.HandshakeConfig {
+	return goplugin.HandshakeConfig{
+		ProtocolVersion:  sdk.APIVersion,
 		MagicCookieKey:   HandshakeCookieKey,
 		MagicCookieValue: HandshakeCookieValue,
 	}
 }
 
-// Handshake is HandshakeConfig() as a value, for code that wants a variable.
-// Treat it as read-only; HandshakeConfig returns a fresh copy.
-var Handshake = HandshakeConfig()
-
-// StartedByHost reports whether this process was started by a wcache host
-// (the magic cookie is in its environment). A backend's main calls it first
-// and, when it is false, prints PluginHint and exits 1, rather than wait
-// for a handshake that will never come.
-func StartedByHost(getenv func(string) string) bool {
+// startedByHost reports whether this process was started by a wcache host
+// (the magic cookie is in its environment, read through getenv).
+func startedByHost(getenv func(string) string) bool {
 	return getenv(HandshakeCookieKey) == HandshakeCookieValue
 }
 
-// PluginHint is the message a backend binary run by hand prints: binary is
+// pluginHint is the message a backend binary run by hand prints: binary is
 // its file name (wcache-backend-NAME), doc the page that describes it.
-func PluginHint(binary, doc string) string {
+func pluginHint(binary, doc string) string {
 	name := strings.TrimPrefix(binary, "wcache-backend-")
 	return fmt.Sprintf("%s is a wcache backend plugin: wcache starts it (wcache devices --backend %s).\n"+
 		"Running it by hand does nothing. See %s.", binary, name, doc)

@@ -1,0 +1,138 @@
+package daemonctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/procstat"
+)
+
+// StopExitWait bounds waiting for a stopped daemon's process to exit.
+const StopExitWait = 60 * time.Second
+
+// defaultDrain is the daemon's drain timeout when a caller passes 0, and
+// drainRPCMargin what an RPC that lasts as long as a drain gets beyond it.
+const (
+	defaultDrain   = 30 * time.Second
+	drainRPCMargin = 15 * time.Second
+)
+
+// GoneError says that a device has no running daemon: no ready file, or
+// the process its ready file records is gone. It matches client.ErrNoDaemon.
+type GoneError struct {
+	DeviceUUID string
+	Ready      string // the ready file's path
+	// PID and Process are the recorded process and its state; PID is 0
+	// when there was no ready file.
+	PID     int
+	Process procstat.State
+}
+
+func (e *GoneError) Error() string {
+	if e.PID == 0 {
+		return fmt.Sprintf("device %s: no daemon (no ready file %s)", e.DeviceUUID, e.Ready)
+	}
+	return fmt.Sprintf("device %s: the daemon (pid %d) is gone (%s) and left stale files; run `wcache cleanup --device-uuid %s`",
+		e.DeviceUUID, e.PID, ProcessName(e.Process), e.DeviceUUID)
+}
+
+// Is makes errors.Is(err, client.ErrNoDaemon) hold.
+func (e *GoneError) Is(target error) bool { return target == client.ErrNoDaemon }
+
+// Stopped is what Stop did.
+type Stopped struct {
+	PID    int // the daemon's process, now exited
+	Leases int // leases when the stop began
+}
+
+// Stop stops the daemon of p and waits (up to StopExitWait) for its
+// process to exit. force ends every lease at once; otherwise the daemon
+// drains for up to timeout (0: its own drain timeout) and, if leases
+// remain, refuses and keeps serving. A device without a running daemon is
+// a *GoneError; a missing socket matches client.ErrNoDaemon too. Errors
+// name the device.
+func Stop(ctx context.Context, p paths.Paths, force bool, timeout time.Duration) (Stopped, error) {
+	r, err := daemonfile.ReadReady(p.Ready)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Stopped{}, &GoneError{DeviceUUID: p.DeviceUUID, Ready: p.Ready}
+	}
+	if err != nil {
+		return Stopped{}, fmt.Errorf("device %s: %w", p.DeviceUUID, err)
+	}
+	if ps := procstat.Inspect(r.PID, r.StartTime); ps != procstat.Alive {
+		return Stopped{}, &GoneError{DeviceUUID: p.DeviceUUID, Ready: p.Ready, PID: r.PID, Process: ps}
+	}
+	c, err := client.Dial(ctx, client.BySocket(p.Socket), client.Options{})
+	if err != nil {
+		return Stopped{}, err
+	}
+	defer c.Close()
+	rctx, cancel := drainRPCContext(ctx, timeout)
+	defer cancel()
+	n, err := c.Stop(rctx, force, timeout)
+	if err != nil {
+		return Stopped{}, fmt.Errorf("device %s: %w", p.DeviceUUID, err)
+	}
+	if err := WaitExit(ctx, r.PID, r.StartTime, StopExitWait); err != nil {
+		return Stopped{}, fmt.Errorf("device %s: %w", p.DeviceUUID, err)
+	}
+	return Stopped{PID: r.PID, Leases: n}, nil
+}
+
+// WaitExit polls until the process recorded as (pid, start) is no longer
+// alive; past limit it is an error, and so is ctx ending first.
+func WaitExit(ctx context.Context, pid int, start uint64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for procstat.Inspect(pid, start) == procstat.Alive {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d still running %s after it accepted the stop", pid, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Evicted is what Evict did.
+type Evicted struct {
+	Socket string // the daemon's socket
+	Leases int    // leases when the evict began
+	Freed  uint64 // tensor bytes freed; 0 for a daemon that was empty
+}
+
+// Evict asks the daemon at t to free its weights and stay up, empty,
+// draining its leases for up to timeout (0: its own drain timeout) first;
+// clientName is what its status shows meanwhile. Errors are client.Dial's
+// and client.Client.Evict's.
+func Evict(ctx context.Context, t client.Target, clientName string, timeout time.Duration) (Evicted, error) {
+	c, err := client.Dial(ctx, t, client.Options{ClientName: clientName})
+	if err != nil {
+		return Evicted{}, err
+	}
+	defer c.Close()
+	rctx, cancel := drainRPCContext(ctx, timeout)
+	defer cancel()
+	n, freed, err := c.Evict(rctx, timeout)
+	if err != nil {
+		return Evicted{}, err
+	}
+	return Evicted{Socket: c.Socket(), Leases: n, Freed: freed}, nil
+}
+
+// drainRPCContext bounds an RPC that lasts as long as a drain of timeout
+// (0: the daemon's default): the drain plus a margin.
+func drainRPCContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		timeout = defaultDrain
+	}
+	return context.WithTimeout(ctx, timeout+drainRPCMargin)
+}
