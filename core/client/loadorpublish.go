@@ -58,8 +58,10 @@ type LoadResult struct {
 //     error, never a silent reload).
 //
 // An absent daemon is the caller's (Dial's ErrNoDaemon): load on your own.
-// pub.Config from load is replaced by cfg. Other errors of Attach, Publish
-// and load are returned as they are.
+// pub.Config from load is replaced by cfg; set cfg.DeviceCapability (the
+// daemon fills it into a publication that lacks it, and the attach after
+// the publish compares it). Other errors of Attach, Publish and load are
+// returned as they are.
 func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load LoadFunc, wait time.Duration) (*LoadResult, error) {
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond

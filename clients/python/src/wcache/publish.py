@@ -406,7 +406,9 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
     NoDaemonError (no socket), PublishInProgressError (another client is
     publishing: load on your own), HoldsWeightsError (the daemon serves
     weights: attach, or evict first), PublishConflictError (draining or
-    stopping), DaemonError (e.g. INVALID_ARGUMENT for a bad table,
+    stopping), IncompatibleConfigError (the daemon was started with
+    another parallel layout: ``diffs`` names the fields), DaemonError (e.g.
+    INVALID_ARGUMENT for a bad table,
     DATA_LOSS for a digest the daemon's check refused, PERMISSION_DENIED),
     ProtocolError, and the errors of discovery.
     """
