@@ -103,8 +103,29 @@ func Check(daemon, client Config) error {
 //   - extra is compared key by key; a key one side lacks differs from any
 //     value, "" included, and is absent on that side of the diff.
 //
-// Diffs show the values as given, before normalisation.
+// Diffs show the values as given, before normalisation. Compare is the rule
+// for weights loaded from the files the digest names; ComparePublished is
+// the rule for weights an engine published.
 func Compare(daemon, client Config) []FieldDiff {
+	return compare(daemon, client, false)
+}
+
+// ComparePublished is Compare for a generation an engine published, whose
+// bytes are the engine's post-processing rather than the files the digest
+// names. The digest covers the files' headers, not their values (two
+// revisions of the same shapes share it), and an engine may cast, so two of
+// Compare's exceptions do not hold:
+//   - model is always compared, after NormalizeModel, digests or not;
+//   - dtype is compared after NormalizeDType with no wildcard: "auto"
+//     matches only "auto" (the dtype the publishing engine stated, resolved
+//     by that engine's own rule; engine_name, engine_version and model are
+//     compared too), never a dtype it does not name.
+func ComparePublished(daemon, client Config) []FieldDiff {
+	return compare(daemon, client, true)
+}
+
+// compare is Compare (published false) or ComparePublished.
+func compare(daemon, client Config, published bool) []FieldDiff {
 	d, c := valueMap(daemon), valueMap(client)
 	names := slices.Collect(maps.Keys(d))
 	for n := range c {
@@ -114,15 +135,18 @@ func Compare(daemon, client Config) []FieldDiff {
 	}
 	slices.Sort(names)
 	bothDigests := daemon.CheckpointDigest != "" && client.CheckpointDigest != ""
+	// digestPins: the digest names the bytes served (a file load), so it
+	// stands for model and for every stored dtype.
+	digestPins := bothDigests && !published
 	var diffs []FieldDiff
 	for _, name := range names {
-		diffs = appendDiff(diffs, name, d, c, bothDigests)
+		diffs = appendDiff(diffs, name, d, c, bothDigests, digestPins)
 	}
 	return diffs
 }
 
 // appendDiff appends the diff of one field, if any.
-func appendDiff(diffs []FieldDiff, name string, d, c map[string]string, bothDigests bool) []FieldDiff {
+func appendDiff(diffs []FieldDiff, name string, d, c map[string]string, bothDigests, digestPins bool) []FieldDiff {
 	dv, dok := d[name]
 	cv, cok := c[name]
 	equal := dok == cok && dv == cv
@@ -130,10 +154,10 @@ func appendDiff(diffs []FieldDiff, name string, d, c map[string]string, bothDige
 	case FieldCheckpointDigest:
 		equal = equal || !bothDigests
 	case FieldModel:
-		equal = bothDigests || NormalizeModel(dv) == NormalizeModel(cv)
+		equal = digestPins || NormalizeModel(dv) == NormalizeModel(cv)
 	case FieldDType:
 		nd, nc := NormalizeDType(dv), NormalizeDType(cv)
-		equal = nd == nc || bothDigests && (nd == DTypeAuto || nc == DTypeAuto)
+		equal = nd == nc || digestPins && (nd == DTypeAuto || nc == DTypeAuto)
 	case FieldQuantization:
 		equal = NormalizeQuantization(dv) == NormalizeQuantization(cv)
 	}

@@ -139,3 +139,57 @@ func TestNormalizeModel(t *testing.T) {
 		}
 	}
 }
+
+// Published weights are the engine's own bytes: the header digest does not
+// stand for model nor for dtype there (issue 27, items 2 and 3).
+func TestComparePublishedComparesModelAndDType(t *testing.T) {
+	digest := "sha256:" + "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
+	published := cacheconfig.Config{Model: "org/model-v2", CheckpointDigest: digest, DType: "fp16"}
+	for _, tc := range []struct {
+		name            string
+		client          cacheconfig.Config
+		files, publishd []string // fields that differ under Compare / ComparePublished
+	}{
+		{"same", published, nil, nil},
+		{"model normalised", cacheconfig.Config{Model: "org/model-v2/", CheckpointDigest: digest, DType: "float16"}, nil, nil},
+		{"other model, same digest", cacheconfig.Config{Model: "org/model-v1", CheckpointDigest: digest, DType: "fp16"}, nil, []string{"model"}},
+		{"auto", cacheconfig.Config{Model: "org/model-v2", CheckpointDigest: digest, DType: "auto"}, nil, []string{"dtype"}},
+		{"empty dtype is auto", cacheconfig.Config{Model: "org/model-v2", CheckpointDigest: digest}, nil, []string{"dtype"}},
+		{"other dtype", cacheconfig.Config{Model: "org/model-v2", CheckpointDigest: digest, DType: "bf16"}, []string{"dtype"}, []string{"dtype"}},
+	} {
+		fields := func(ds []cacheconfig.FieldDiff) []string {
+			var out []string
+			for _, d := range ds {
+				out = append(out, d.Field)
+			}
+			return out
+		}
+		if got := fields(cacheconfig.Compare(published, tc.client)); !reflect.DeepEqual(got, tc.files) {
+			t.Errorf("%s: Compare differs on %v, want %v", tc.name, got, tc.files)
+		}
+		if got := fields(cacheconfig.ComparePublished(published, tc.client)); !reflect.DeepEqual(got, tc.publishd) {
+			t.Errorf("%s: ComparePublished differs on %v, want %v", tc.name, got, tc.publishd)
+		}
+	}
+	// A publication that stated "auto" matches "auto" (and "") only.
+	auto := cacheconfig.Config{Model: "m", CheckpointDigest: digest, DType: "auto"}
+	if d := cacheconfig.ComparePublished(auto, cacheconfig.Config{Model: "m", CheckpointDigest: digest}); d != nil {
+		t.Errorf("auto vs empty dtype: %v", d)
+	}
+	if d := cacheconfig.ComparePublished(auto, cacheconfig.Config{Model: "m", CheckpointDigest: digest, DType: "bf16"}); len(d) != 1 {
+		t.Errorf("auto vs bf16: %v", d)
+	}
+}
+
+func TestParallelLayoutKeepsOnlyTheLayout(t *testing.T) {
+	got := full().ParallelLayout()
+	want := cacheconfig.Config{TPSize: 4, TPRank: 1, PPSize: 2, PPRank: 1, DPSize: 3, DPRank: 2, EPSize: 8, EPRank: 7}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParallelLayout = %+v, want %+v", got, want)
+	}
+	other := want
+	other.TPRank = 0
+	if d := cacheconfig.Compare(want, other); len(d) != 1 || d[0].Field != "tp_rank" {
+		t.Fatalf("diffs of two layouts: %v", d)
+	}
+}

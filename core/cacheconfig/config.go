@@ -118,6 +118,14 @@ func (c Config) ToProto() *configv1.CacheConfig {
 	}
 }
 
+// ParallelLayout is c's parallel layout alone: the tp_*, pp_*, dp_* and
+// ep_* fields of c, every other field zero. Compare of two layouts lists
+// exactly the layout fields that differ.
+func (c Config) ParallelLayout() Config {
+	return Config{TPSize: c.TPSize, TPRank: c.TPRank, PPSize: c.PPSize, PPRank: c.PPRank,
+		DPSize: c.DPSize, DPRank: c.DPRank, EPSize: c.EPSize, EPRank: c.EPRank}
+}
+
 func cloneExtra(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil

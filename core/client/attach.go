@@ -30,7 +30,8 @@ type Attachment struct {
 // does not hold together is ErrBadManifest, and one for another device
 // than the UUID the client was dialed by (ByDeviceUUID, ByOrdinal) a
 // *DeviceMismatchError (also ErrBadManifest); a daemon that holds no
-// weights an *EmptyError (ErrEmpty: load from disk); other refusals keep
+// weights an *EmptyError (ErrEmpty: load from disk); a daemon draining or
+// stopping a *PublishConflictError (ErrBusy: ask again later); other refusals keep
 // their gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
 	sctx, cancel := context.WithCancel(context.Background())
@@ -112,6 +113,15 @@ func (c *Client) attachError(err error) error {
 		for _, d := range st.Details() {
 			if cm, ok := d.(*daemonv1.ConfigMismatch); ok {
 				return mismatchFromProto(cm)
+			}
+		}
+	}
+	if ok && st.Code() == codes.Unavailable {
+		for _, d := range st.Details() {
+			if pc, ok := d.(*daemonv1.PublishConflict); ok {
+				ce := conflictFromProto(c.socket, pc, st.Message()) // draining or stopping: ErrBusy
+				ce.rpcErr = err
+				return ce
 			}
 		}
 	}

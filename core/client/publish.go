@@ -78,6 +78,12 @@ var ErrPublishInProgress = errors.New("publish in progress")
 // that the daemon already serves weights (evict first, or attach).
 var ErrHoldsWeights = errors.New("daemon already holds weights")
 
+// ErrBusy is matched by a *PublishConflictError whose reason is that the
+// daemon is draining or stopping (a Publish, an Evict, or an Attach, which
+// then gets UNAVAILABLE): it is empty, serving again, or gone once its
+// leases are.
+var ErrBusy = errors.New("daemon is draining or stopping")
+
 // PublishConflictError: the daemon's state refused a Publish or an Evict.
 type PublishConflictError struct {
 	Socket string
@@ -88,19 +94,27 @@ type PublishConflictError struct {
 	ConfigDigest string
 	// Message is the daemon's own explanation.
 	Message string
+	// rpcErr is the daemon's status error (status.Code and errors.As see
+	// it through Unwrap).
+	rpcErr error
 }
+
+// Unwrap returns the daemon's status error.
+func (e *PublishConflictError) Unwrap() error { return e.rpcErr }
 
 func (e *PublishConflictError) Error() string {
 	return fmt.Sprintf("daemon at %s: %s", e.Socket, e.Message)
 }
 
-// Is matches ErrPublishInProgress and ErrHoldsWeights by reason.
+// Is matches ErrPublishInProgress, ErrHoldsWeights and ErrBusy by reason.
 func (e *PublishConflictError) Is(target error) bool {
 	switch target {
 	case ErrPublishInProgress:
 		return e.Reason == daemonv1.PublishConflict_REASON_IN_PROGRESS
 	case ErrHoldsWeights:
 		return e.Reason == daemonv1.PublishConflict_REASON_HOLDS_WEIGHTS
+	case ErrBusy:
+		return e.Reason == daemonv1.PublishConflict_REASON_BUSY
 	}
 	return false
 }
@@ -210,7 +224,9 @@ func (c *Client) publishError(err error) error {
 	if st, ok := status.FromError(err); ok && (st.Code() == codes.Aborted || st.Code() == codes.FailedPrecondition) {
 		for _, d := range st.Details() {
 			if pc, ok := d.(*daemonv1.PublishConflict); ok {
-				return conflictFromProto(c.socket, pc, st.Message())
+				ce := conflictFromProto(c.socket, pc, st.Message())
+				ce.rpcErr = err
+				return ce
 			}
 		}
 	}

@@ -244,6 +244,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		d.adopt(took, planned, locked)
 		d.metrics.Loaded(d.info.Load, d.info.Tensors)
 	} else {
+		d.configProto = d.emptyConfigProto()
 		d.reg.setState(StateEmpty)
 	}
 	d.reg.setMetrics(d.metrics)

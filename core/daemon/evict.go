@@ -52,7 +52,7 @@ func (d *Daemon) Evict(ctx context.Context, timeout time.Duration) (leases int, 
 		d.manifest.files.close()
 	}
 	d.allocs, d.manifest, d.generation = nil, nil, 0
-	d.config, d.configProto = cacheconfig.Config{}, nil
+	d.config, d.configProto = cacheconfig.Config{}, d.emptyConfigProto()
 	d.info.Model, d.info.Files, d.info.Config, d.info.ConfigDigest = "", nil, cacheconfig.Config{}, ""
 	d.info.Tensors, d.info.Load = 0, LoadStats{}
 	d.reg.endEvict()

@@ -69,6 +69,15 @@ type Options struct {
 	Config cacheconfig.Config
 	// Layout names the daemon's files from its device UUID.
 	Layout paths.Layout
+	// KeepLayout makes an empty daemon (no Model) keep Config's parallel
+	// layout (cacheconfig.Config.ParallelLayout): Status shows it while the
+	// daemon is empty, and a Publish whose layout fields differ is refused
+	// with FAILED_PRECONDITION and a ConfigMismatch detail naming them, so
+	// that an engine rank placed on another rank's GPU cannot take its
+	// daemon over. serve sets it when given any layout flag (wcache launch
+	// passes --tp-size, --tp-rank, --pp-size and --pp-rank). false: an
+	// empty daemon accepts any layout.
+	KeepLayout bool
 	// Plan tunes the arena plan (zero: 16 GiB arenas, 4096-byte alignment).
 	Plan plan.Options
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -117,6 +118,9 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	if err != nil {
 		return err
 	}
+	if err := d.checkLayout(cfg); err != nil {
+		return err
+	}
 	pl, err := plan.BuildTable(tableEntries(specs), d.opts.Plan)
 	if err != nil {
 		code := codes.InvalidArgument
@@ -145,6 +149,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		m.tensors[i].Layout = spec.GetLayout()
 	}
 	m.metadata = begin.GetMetadata()
+	m.published = true
 	if err := stream.Send(m.publishPlan(publishID, fdToken)); err != nil {
 		return err
 	}
@@ -233,6 +238,28 @@ func (d *Daemon) publishConfig(ctx context.Context, c cacheconfig.Config) (cache
 	return c, nil
 }
 
+// emptyConfigProto is the config an empty daemon shows in Status: its kept
+// parallel layout (KeepLayout), or nil.
+func (d *Daemon) emptyConfigProto() *configv1.CacheConfig {
+	if !d.opts.KeepLayout {
+		return nil
+	}
+	return d.opts.Config.ParallelLayout().ToProto()
+}
+
+// checkLayout refuses a publish whose parallel layout differs from the one
+// the daemon keeps (KeepLayout): FAILED_PRECONDITION with a ConfigMismatch
+// detail listing the layout fields that differ.
+func (d *Daemon) checkLayout(c cacheconfig.Config) error {
+	if !d.opts.KeepLayout {
+		return nil
+	}
+	if diffs := cacheconfig.Compare(d.opts.Config.ParallelLayout(), c.ParallelLayout()); len(diffs) > 0 {
+		return mismatchStatus(diffs)
+	}
+	return nil
+}
+
 // tableEntries converts the wire table for the planner.
 func tableEntries(specs []*daemonv1.TensorSpec) []plan.Entry {
 	out := make([]plan.Entry, len(specs))
@@ -307,7 +334,7 @@ func (d *Daemon) install(pub *publisher, cfg cacheconfig.Config, ids []sdk.Alloc
 	d.info.Config, d.info.ConfigDigest = cfg, m.digest
 	d.info.Tensors, d.info.Load = len(m.tensors), stats
 	if !d.reg.finishPublish(pub, StateServing) {
-		d.info, d.allocs, d.manifest, d.config, d.configProto = old, nil, nil, cacheconfig.Config{}, nil
+		d.info, d.allocs, d.manifest, d.config, d.configProto = old, nil, nil, cacheconfig.Config{}, d.emptyConfigProto()
 		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)
 	}
 	if err := d.rewriteReady(); err != nil {
@@ -343,6 +370,19 @@ func noWeightsStatus(deviceUUID string, st State, publisherPID int32) error {
 	}
 	s := status.New(codes.NotFound, msg)
 	withDetail, err := s.WithDetails(noWeightsToProto(st, publisherPID))
+	if err != nil {
+		return s.Err()
+	}
+	return withDetail.Err()
+}
+
+// busyStatus is the UNAVAILABLE answer of an Attach to a daemon that is
+// draining or stopping, with a PublishConflict detail (REASON_BUSY and the
+// state) so that clients can tell it from other UNAVAILABLE errors: a
+// draining daemon is empty or serving again once its leases are gone.
+func busyStatus(deviceUUID string, st State) error {
+	s := status.New(codes.Unavailable, fmt.Sprintf("daemon of %s is %s and accepts no new lease", deviceUUID, st))
+	withDetail, err := s.WithDetails(conflictToProto(&PublishConflictError{Reason: ConflictBusy, State: st}))
 	if err != nil {
 		return s.Err()
 	}

@@ -80,12 +80,23 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	// What the daemon holds cannot change between the state check, the
 	// comparison and the lease (a Publish or Evict takes d.mu to change it).
 	d.mu.RLock()
-	if st, pid := d.reg.stateAndPublisher(); st == StateEmpty || st == StatePublishing {
+	switch st, pid := d.reg.stateAndPublisher(); st {
+	case StateEmpty, StatePublishing:
 		d.mu.RUnlock()
 		d.metrics.AttachFailed(AttachEmpty)
 		return noWeightsStatus(d.info.DeviceUUID, st, pid)
+	case StateDraining, StateStopping:
+		// Before the comparison: weights on their way out are no answer to
+		// "which config", and an engine of the next model must wait, not stop.
+		d.mu.RUnlock()
+		d.metrics.AttachFailed(AttachDraining)
+		return busyStatus(d.info.DeviceUUID, st)
 	}
-	if diffs := cacheconfig.Compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
+	compare := cacheconfig.Compare
+	if d.manifest != nil && d.manifest.published {
+		compare = cacheconfig.ComparePublished
+	}
+	if diffs := compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
 		d.mu.RUnlock()
 		d.metrics.AttachFailed(AttachConfigMismatch)
 		return mismatchStatus(diffs)
@@ -100,7 +111,7 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	d.mu.RUnlock()
 	if l == nil {
 		d.metrics.AttachFailed(AttachDraining)
-		return status.Errorf(codes.Unavailable, "daemon of %s is %s and accepts no new lease", d.info.DeviceUUID, st)
+		return busyStatus(d.info.DeviceUUID, st)
 	}
 	defer d.reg.remove(l)
 	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)

@@ -158,6 +158,7 @@ func (d *Daemon) handOver(successor PeerInfo) {
 // statistics that say nothing was read (Source "takeover").
 func (d *Daemon) adopt(t *takeover, planned, locked time.Duration) {
 	d.allocs, d.manifest, d.generation = t.ids, t.manifest, t.manifest.generation
+	d.manifest.published = t.model == "" // a file load always names its model
 	d.config, d.configProto = t.config, t.manifest.config
 	d.info.Config, d.info.ConfigDigest = t.config, t.manifest.digest
 	if d.info.Model == "" {

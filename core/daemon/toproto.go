@@ -31,6 +31,9 @@ type manifest struct {
 	tensors    []*daemonv1.Tensor
 	// metadata is a publish's metadata map (nil for file loads).
 	metadata map[string]string
+	// published: an engine published these weights (attaches are compared
+	// with cacheconfig.ComparePublished), not a file load.
+	published bool
 	// files holds the descriptors of the descriptor handles (index = handle
 	// index, nil for a name handle); see descriptors.go. nil when no
 	// handle is a descriptor.

@@ -1,9 +1,12 @@
 """A separate engine process for the publish tests (run by test_publish.py).
 
-    publish_child.py load-or-publish --model DIR [--fail-load] [--tp-rank R]
+    publish_child.py load-or-publish --model DIR [--fail-load] [--tp-rank R] [--engine-version V]
+                     [--gate] [--wait S]
         wcache.load_or_publish with a loader that reads the safetensors
         checkpoint and transforms it (every 2-D tensor transposed, as a view,
         and everything scaled by 2), or fails when called (--fail-load).
+        --gate: the loader prints "loading" and waits for a line "go" on
+        stdin before it returns; --wait: load_or_publish's wait.
     publish_child.py publish-layout [--hold]
         publishes layout_tensors(); with --hold prints "filled" after the copy
         and waits for a line "commit" on stdin before it commits.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import sys
 
@@ -32,8 +36,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import wcache  # noqa: E402
 
 
-def config(tp_rank: int = 0) -> wcache.CacheConfig:
-    return wcache.CacheConfig(model="publish-test", engine_name="publish-child", engine_version="1",
+def config(tp_rank: int = 0, engine_version: str = "1") -> wcache.CacheConfig:
+    return wcache.CacheConfig(model="publish-test", engine_name="publish-child", engine_version=engine_version,
                               tp_size=2, tp_rank=tp_rank, device_capability="mock")
 
 
@@ -88,7 +92,11 @@ def main(argv) -> int:
     p.add_argument("--fail-load", action="store_true")
     p.add_argument("--tp-rank", type=int, default=0)
     p.add_argument("--hold", action="store_true")
+    p.add_argument("--engine-version", default="1")
+    p.add_argument("--gate", action="store_true")
+    p.add_argument("--wait", type=float)
     a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     out: dict = {"pid": os.getpid()}
     try:
         if a.mode == "load-or-publish":
@@ -98,9 +106,14 @@ def main(argv) -> int:
                 calls.append(1)
                 if a.fail_load:
                     raise AssertionError("load() called although the daemon holds the weights")
+                if a.gate:
+                    print("loading", flush=True)
+                    if sys.stdin.readline().strip() != "go":
+                        raise RuntimeError("told not to finish loading")
                 return transformed(a.model), {"layout": "transposed", "scale": "2"}
 
-            w = wcache.load_or_publish(config(a.tp_rank), load, device_uuid=a.uuid)
+            wait = {} if a.wait is None else {"wait": a.wait}
+            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version), load, device_uuid=a.uuid, **wait)
             out.update(source=w.source, reason=w.reason, metadata=w.metadata, loads=len(calls),
                        tensors=describe(w))
         elif a.mode == "publish-layout":

@@ -165,16 +165,18 @@ def test_publish_copies_each_storage_device_to_device_into_ipc_handles():
                                    pb.Tensor(name="q", handle_index=0, offset=1024, length=2048),
                                    pb.Tensor(name="k", handle_index=0, offset=1024, length=2048)])
     a, fused = FakeStorage(0x1000, 512, "cuda:1"), FakeStorage(0x9000, 2048, "cuda:1")
-    sums = _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False,
-                 "/nonexistent.sock")  # no memfd handle: the descriptor channel is not asked
+    progress = []
+    sums = _fill(torch, plan, [_Storage("s0", a, 0, 512, [0]), _Storage("s1", fused, 0, 2048, [1, 2])], 3, 1, False,
+                 "/nonexistent.sock", lambda *p: progress.append(p))  # no memfd handle: the descriptor channel is not asked
     base = 0x7000_0000_0000 + 1  # FakeTorch's _new_shared_cuda address of device 1
     copies = [c for c in torch.calls if isinstance(c, tuple)]
     assert copies == [("copy", base, 0x1000, 512), ("copy", base + 1024, 0x9000, 2048)]
     assert torch.calls.count("_new_shared_cuda") == 1 and torch.calls[-1] == "synchronize"
-    assert sums == []
+    assert sums == [] and progress == [(512, 2560), (2560, 2560)]
     # A plan that places two views of one storage apart is refused before any open or copy.
     plan.tensors[2].offset = 3072 - 1024
     torch.calls.clear()
     with pytest.raises(WcacheError, match="share a storage"):
-        _fill(torch, plan, [_Storage("s0", a, 512, [0]), _Storage("s1", fused, 2048, [1, 2])], 3, 1, False, "/nonexistent.sock")
+        _fill(torch, plan, [_Storage("s0", a, 0, 512, [0]), _Storage("s1", fused, 0, 2048, [1, 2])], 3, 1, False,
+              "/nonexistent.sock", lambda *p: None)
     assert not [c for c in torch.calls if isinstance(c, tuple)] and "_new_shared_cuda" not in torch.calls

@@ -44,6 +44,17 @@ func addConfigFlags(fs *pflag.FlagSet) *configFlags {
 	return f
 }
 
+// layoutGiven reports whether any parallel-layout flag (--tp-size,
+// --tp-rank, --pp-*, --dp-*, --ep-*) was given.
+func (f *configFlags) layoutGiven() bool {
+	for _, name := range []string{"tp-size", "tp-rank", "pp-size", "pp-rank", "dp-size", "dp-rank", "ep-size", "ep-rank"} {
+		if f.fs != nil && f.fs.Changed(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // config returns the configured CacheConfig (Model and CheckpointDigest
 // are left for the caller, who validates the final config). A malformed --extra or an inconsistent layout
 // (rank >= size, a zero size) is a usage error (exit 2).

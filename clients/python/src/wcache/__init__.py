@@ -32,13 +32,14 @@ except ImportError as _exc:
         name=_exc.name) from _exc
 
 from . import pb
-from .client import Attachment, DaemonGone, attach, default_client_name, status
+from .client import Attachment, DaemonGone, EvictResult, attach, default_client_name, evict, status
 from .checkpoint import checkpoint_digest
 from .config import PROTOCOL_VERSION, CacheConfig, InvalidConfigError
 from .device import (MOCK_CAPABILITY, canonical_device_uuid, device_capability, device_index_for_uuid, device_uuid,
                      mock_device_uuids)
 from .errors import (
     CheckpointError,
+    DaemonBusyError,
     DaemonDeadError,
     DaemonError,
     EmptyDaemonError,
@@ -66,13 +67,13 @@ __version__ = "0.1.0.dev0"
 NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
 __all__ = [
-    "Attachment", "CacheConfig", "CheckpointError", "DaemonDeadError", "DaemonError", "DaemonGone",
-    "EmptyDaemonError", "HoldsWeightsError", "PublishConflictError", "PublishInProgressError", "PublishResult",
+    "Attachment", "CacheConfig", "CheckpointError", "DaemonBusyError", "DaemonDeadError", "DaemonError", "DaemonGone",
+    "EmptyDaemonError", "EvictResult", "HoldsWeightsError", "PublishConflictError", "PublishInProgressError", "PublishResult",
     "Weights", "load_or_publish", "publish",
     "FieldDiff", "HandleMappers", "IncompatibleConfigError", "MapContext", "UnknownHandleKindError",
     "is_vendor_kind", "validate_handle_kind", "MOCK_CAPABILITY", "mock_device_uuids", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
     "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "normalize_dtype",
-    "normalize_quantization", "parse_template", "pb", "status", "validate_device_uuid",
+    "normalize_quantization", "parse_template", "evict", "pb", "status", "validate_device_uuid",
 ]

@@ -32,7 +32,7 @@ import grpc
 from . import fdchannel, pb
 from .config import CacheConfig
 from .discovery import Target, check_socket, probe, resolve
-from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HoldsWeightsError,
+from .errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HoldsWeightsError,
                      IncompatibleConfigError, ProtocolError, PublishConflictError, PublishInProgressError,
                      WcacheError)
 from .manifest import DESCRIPTOR_KINDS, TensorSpec
@@ -154,6 +154,11 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
             reason, cls = _CONFLICTS.get(conflict.reason, ("unknown", PublishConflictError))
             return cls(target.socket, reason, int(conflict.publisher_pid), conflict.config_digest,
                        details or "")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        busy = status_detail(err, pb.PublishConflict)
+        if busy is not None and busy.reason == pb.PUBLISH_CONFLICT_BUSY:
+            state = "stopping" if busy.state == pb.DAEMON_STATE_STOPPING else "draining"
+            return DaemonBusyError(operation, code, details or "", state)
     if code == grpc.StatusCode.UNAVAILABLE and details and "refused" in details.lower():
         return DaemonDeadError(target.socket, details)
     return DaemonError(operation, code, details or "")
@@ -429,3 +434,43 @@ def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
             return rpc(pb.StatusRequest(), timeout=timeout)
         except grpc.RpcError as err:
             raise _translate("status", target, err) from None
+
+
+@dataclass(frozen=True)
+class EvictResult:
+    """What an evict did: the leases that held the weights when it began and
+    the tensor bytes freed (0 for a daemon that was already empty)."""
+
+    leases_at_evict: int
+    bytes_freed: int
+
+
+def evict(socket: Optional[str] = None, device_uuid: Optional[str] = None, device_index: Optional[int] = None,
+          timeout: float = 0.0, getenv: Getenv = None, allow_owners: Iterable[int] = ()) -> EvictResult:
+    """Ask a daemon to drop its weights and stay up, empty (``wcache evict``).
+
+    The daemon tells every lease to let go and waits up to ``timeout``
+    seconds (0: its --drain-timeout; at most 10 min) for them; memory is
+    never freed under a live lease. Discovery as attach(). Raises
+    NoDaemonError (no socket), PublishInProgressError (a publish is in
+    progress), PublishConflictError (the daemon is stopping), DaemonError
+    FAILED_PRECONDITION (leases remained at the timeout: the daemon keeps
+    serving) or PERMISSION_DENIED (only the daemon's uid and --allow-uid
+    peers may evict), and the errors of discovery.
+    """
+    if timeout < 0:
+        raise ValueError(f"timeout {timeout}: want >= 0 seconds")
+    target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
+    check_socket(target, allow_owners)
+    probe(target, timeout=5.0)
+    with _channel(target.socket) as channel:
+        rpc = channel.unary_unary(pb.METHOD_EVICT, request_serializer=pb.EvictRequest.SerializeToString,
+                                  response_deserializer=pb.EvictResponse.FromString)
+        # The RPC itself waits for the drain: its deadline outlasts the
+        # daemon's longest drain (10 min) when no timeout is given.
+        wait = timeout if timeout > 0 else 600.0
+        try:
+            r = rpc(pb.EvictRequest(timeout_ms=int(timeout * 1000)), timeout=wait + 30.0)
+        except grpc.RpcError as err:
+            raise _translate("evict", target, err) from None
+    return EvictResult(int(r.leases_at_evict), int(r.bytes_freed))

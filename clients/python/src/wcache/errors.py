@@ -169,6 +169,20 @@ class DaemonError(WcacheError):
         super().__init__(f"wcache {operation}: {name}: {details}")
 
 
+class DaemonBusyError(DaemonError):
+    """An attach refused because the daemon is draining (an evict or a stop
+    waits for its leases) or stopping: ``state`` is "draining" or "stopping".
+
+    Not a mismatch and not an absent daemon: a draining daemon is empty (or
+    serving again, when the evict timed out) once its leases are gone, so an
+    engine waits a bounded time and asks again (load_or_publish does).
+    """
+
+    def __init__(self, operation: str, code, details: str, state: str):
+        self.state = state
+        super().__init__(operation, code, details)
+
+
 class ProtocolError(WcacheError):
     """The daemon sent something this client cannot use (malformed manifest,
     unknown handle kind, out-of-range offsets, unexpected message)."""

@@ -82,6 +82,8 @@ PublishPlan = _message_class(DAEMON_PACKAGE + ".PublishPlan")
 PublishDone = _message_class(DAEMON_PACKAGE + ".PublishDone")
 PublishResponse = _message_class(DAEMON_PACKAGE + ".PublishResponse")
 PublishConflict = _message_class(DAEMON_PACKAGE + ".PublishConflict")
+EvictRequest = _message_class(DAEMON_PACKAGE + ".EvictRequest")
+EvictResponse = _message_class(DAEMON_PACKAGE + ".EvictResponse")
 
 RpcStatus = _message_class("google.rpc.Status")
 

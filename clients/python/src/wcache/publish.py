@@ -9,16 +9,19 @@
 the daemon is empty it calls ``load()`` (the engine's own loading and
 post-processing), publishes the result and returns tensors that live in the
 daemon's memory; when there is no daemon it returns ``load()``'s tensors
-unchanged. A config mismatch stays an error (IncompatibleConfigError), never
-a silent reload.
+unchanged; a draining daemon is waited for (bounded); a publish race lost to
+another engine attaches to its weights. A config mismatch stays an error
+(IncompatibleConfigError), never a silent reload. Every daemon state and its
+action: load_or_publish's docstring and docs/python-client.md.
 
 ``publish`` is the lower-level call: one Publish RPC (see docs/protocol.md,
-"Publish"). A tensor is published as the storage it views, not as a
-contiguous copy: each distinct storage is placed once, and every tensor
-carries its storage key, strides and storage offset, so that after attach a
-tensor has the shape, strides and storage offset it was published with, and
-tensors that shared a storage share one again (a storage of the attached
-process's own over that byte range; see wcache.tensors).
+"Publish"). A tensor is published as the span of its storage that the
+published tensors reach, not as a contiguous copy: each distinct storage is
+placed once, and every tensor carries its storage key, strides and storage
+offset (relative to the span), so that after attach a tensor has the shape
+and strides it was published with, and tensors that shared a storage share
+one again (a storage of the attached process's own over that byte range;
+see wcache.tensors).
 
 Handle kinds: ``memfd`` (the mock backend's default; the writable descriptors
 come from the daemon's descriptor channel with the plan's publish id and
@@ -33,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import queue
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -44,7 +48,8 @@ from . import dtypes, fdchannel, pb
 from .client import _channel, _config_message, _translate, attach, default_client_name
 from .config import CacheConfig
 from .discovery import check_socket, probe, resolve
-from .errors import EmptyDaemonError, NoDaemonError, ProtocolError, PublishInProgressError, WcacheError
+from .errors import (DaemonBusyError, EmptyDaemonError, HoldsWeightsError, IncompatibleConfigError, NoDaemonError,
+                     ProtocolError, PublishConflictError, PublishInProgressError, WcacheError)
 from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec
 from .paths import Getenv
 from .shm import map_memfd, map_shm
@@ -103,12 +108,23 @@ class Weights(dict):
 
 @dataclass
 class _Storage:
-    """One distinct storage of the published tensors and the entries on it."""
+    """One distinct storage of the published tensors and the entries on it.
+
+    Only the span its views reach is published: bytes [base, base+nbytes)
+    of the storage, base a multiple of _SPAN_ALIGN (so that every view's
+    storage offset stays a whole number of its elements)."""
 
     key: str
     storage: object
+    base: int
     nbytes: int
     entries: List[int] = field(default_factory=list)
+
+
+# A published span starts at a multiple of this many bytes of its storage:
+# a multiple of every element size (1 to 16 bytes), so that each view's
+# offset from the span's start is a whole number of its elements.
+_SPAN_ALIGN = 16
 
 
 def _import_torch():
@@ -125,17 +141,29 @@ def _untyped_storage(t):
     return t.storage().untyped()  # torch < 2.0
 
 
-def _byte_view(torch, storage, nbytes: int):
-    """A 1-D uint8 tensor over the whole of storage."""
-    return torch.empty((0,), dtype=torch.uint8, device=storage.device).set_(storage, 0, (nbytes,), (1,))
+def _byte_view(torch, storage, base: int, nbytes: int):
+    """A 1-D uint8 tensor over bytes [base, base+nbytes) of storage."""
+    return torch.empty((0,), dtype=torch.uint8, device=storage.device).set_(storage, base, (nbytes,), (1,))
+
+
+def _reach(t) -> Tuple[int, int]:
+    """The bytes [lo, hi) of its storage that the non-empty tensor t reads
+    (strides are never negative in PyTorch)."""
+    el = t.element_size()
+    last = sum((d - 1) * st for d, st in zip(t.shape, t.stride()))
+    lo = t.storage_offset() * el
+    return lo, lo + (last + 1) * el
 
 
 def _table(torch, tensors: Mapping[str, object]):
     """The publish table of tensors: TensorSpec messages in order, and the
-    storages to copy (each once) with the entries placed on them."""
+    storages to copy (each once, only the span its tensors reach) with the
+    entries placed on them. A tensor's storage_offset is relative to its
+    span."""
     specs: List[object] = []
     storages: List[_Storage] = []
     by_ptr: Dict[Tuple[str, int], _Storage] = {}
+    views: List[Tuple[int, object, _Storage]] = []
     for i, (name, t) in enumerate(tensors.items()):
         if not isinstance(name, str) or not name:
             raise ValueError(f"tensor names must be non-empty strings, not {name!r}")
@@ -144,20 +172,29 @@ def _table(torch, tensors: Mapping[str, object]):
         st = _untyped_storage(t)
         dtype = dtypes.safetensors_dtype(t.dtype, torch)
         shape = [int(d) for d in t.shape]
-        own = t.element_size() * t.numel()
-        specs.append(None)
-        k = (str(st.device), st.data_ptr())
-        if st.nbytes() == 0:  # no bytes to place
-            specs[i] = pb.PublishTensorSpec(name=name, dtype=dtype, shape=shape, length=own)
+        specs.append(pb.PublishTensorSpec(name=name, dtype=dtype, shape=shape, length=0))
+        if st.nbytes() == 0 or t.numel() == 0:  # no bytes to place
             continue
+        k = (str(st.device), st.data_ptr())
         s = by_ptr.get(k)
+        lo, hi = _reach(t)
         if s is None:
-            s = by_ptr[k] = _Storage(f"s{len(by_ptr)}", st, st.nbytes())
+            s = by_ptr[k] = _Storage(f"s{len(by_ptr)}", st, lo, hi - lo)
             storages.append(s)
+        else:
+            end = max(s.base + s.nbytes, hi)
+            s.base = min(s.base, lo)
+            s.nbytes = end - s.base
         s.entries.append(i)
-        specs[i] = pb.PublishTensorSpec(name=name, dtype=dtype, shape=shape, length=s.nbytes,
-                                        layout=pb.TensorLayout(storage=s.key, strides=list(t.stride()),
-                                                               storage_offset=t.storage_offset()))
+        views.append((i, t, s))
+    for s in storages:
+        end = s.base + s.nbytes
+        s.base -= s.base % _SPAN_ALIGN
+        s.nbytes = end - s.base
+    for i, t, s in views:
+        specs[i].length = s.nbytes
+        specs[i].layout.CopyFrom(pb.TensorLayout(storage=s.key, strides=list(t.stride()),
+                                                 storage_offset=t.storage_offset() - s.base // t.element_size()))
     return specs, storages
 
 
@@ -177,6 +214,14 @@ def _requests(begin_fields: dict, specs: List[object]) -> List[object]:
     return reqs
 
 
+def _host_bytes(src) -> memoryview:
+    """The bytes of the 1-D uint8 tensor src, copied to the host first when
+    it lives on a device."""
+    if src.device.type != "cpu":
+        src = src.cpu()
+    return memoryview(src.numpy()).cast("B")
+
+
 class _WritableShm:
     """A posix-shm (or, given its writable descriptor, memfd) handle of a
     publish plan, mapped for writing."""
@@ -187,13 +232,9 @@ class _WritableShm:
         else:
             self.buffer = map_memfd(index, handle, fd, writable=True).buffer
 
-    def write(self, torch, src, offset: int, nbytes: int) -> bytes:
-        """Copy the uint8 tensor src to [offset, offset+nbytes); return its SHA-256."""
-        if src.device.type != "cpu":
-            src = src.cpu()
-        data = memoryview(src.numpy()).cast("B")
-        self.buffer[offset:offset + nbytes] = data
-        return hashlib.sha256(data).digest()
+    def write(self, torch, src, offset: int, nbytes: int) -> None:
+        """Copy the 1-D uint8 tensor src (nbytes long) to [offset, offset+nbytes)."""
+        self.buffer[offset:offset + nbytes] = _host_bytes(src)
 
     def close(self) -> None:
         if self.buffer is not None:
@@ -210,11 +251,10 @@ class _WritableIpc:
             raise WcacheError(f"plan handle {index} ({handle.kind}): PyTorch sees no GPU")
         self.region = TorchIpcRegion(index, handle, torch_device_index(torch, uuid, device_index), torch)
 
-    def write(self, torch, src, offset: int, nbytes: int) -> bytes:
+    def write(self, torch, src, offset: int, nbytes: int) -> None:
         dst = torch.empty((0,), dtype=torch.uint8, device=self.region.storage.device).set_(
             self.region.storage, offset, (nbytes,), (1,))
         dst.copy_(src)
-        return b""  # digests of device memory are taken after the copy, see _fill
 
     def close(self) -> None:
         self.region = None
@@ -259,10 +299,15 @@ def _open_writable(torch, plan, device_index: Optional[int], socket_path: str) -
     return regions
 
 
+# Bytes copied between two progress reports (and hashed in one update).
+_COPY_CHUNK = 64 << 20
+
+
 def _fill(torch, plan, storages: List[_Storage], n_entries: int, device_index: Optional[int],
-          want_sha256: bool, socket_path: str) -> List[bytes]:
-    """Copy every storage to its place in plan; return one SHA-256 per entry
-    (empty list unless want_sha256)."""
+          want_sha256: bool, socket_path: str, progress: Callable[[int, int], None]) -> List[bytes]:
+    """Copy every storage's span to its place in plan, reporting
+    progress(done, total) in bytes after each chunk; return one SHA-256 per
+    entry (an empty list, and nothing hashed, unless want_sha256)."""
     if len(plan.tensors) != n_entries:
         raise ProtocolError(f"the plan has {len(plan.tensors)} places for {n_entries} tensors")
     for s in storages:  # check every place before anything is opened or copied
@@ -276,23 +321,45 @@ def _fill(torch, plan, storages: List[_Storage], n_entries: int, device_index: O
                 raise ProtocolError(f"tensors {place.name!r} and {other.name!r} share a storage "
                                     "but the plan places them apart")
     regions = _open_writable(torch, plan, device_index, socket_path)
-    sums: List[bytes] = [hashlib.sha256(b"").digest()] * n_entries
+    sums: List[bytes] = [hashlib.sha256(b"").digest()] * n_entries if want_sha256 else []
+    total, done = sum(s.nbytes for s in storages), 0
     try:
         for s in storages:
             place = plan.tensors[s.entries[0]]
-            src = _byte_view(torch, s.storage, s.nbytes)
-            digest = regions[place.handle_index].write(torch, src, int(place.offset), s.nbytes)
-            if want_sha256:
-                if not digest:
-                    digest = hashlib.sha256(memoryview(src.cpu().numpy()).cast("B")).digest()
+            h = hashlib.sha256() if want_sha256 else None
+            for at in range(0, s.nbytes, _COPY_CHUNK):
+                n = min(_COPY_CHUNK, s.nbytes - at)
+                piece = _byte_view(torch, s.storage, s.base + at, n)
+                regions[place.handle_index].write(torch, piece, int(place.offset) + at, n)
+                if h is not None:
+                    h.update(_host_bytes(piece))
+                done += n
+                progress(done, total)
+            if h is not None:
                 for i in s.entries:
-                    sums[i] = digest
+                    sums[i] = h.digest()
         if torch.cuda.is_available() and any(isinstance(r, _WritableIpc) for r in regions):
             torch.cuda.synchronize()
     finally:
         for r in regions:
             r.close()
     return sums if want_sha256 else []
+
+
+class _LogProgress:
+    """Publish progress as the CLI shows it without a terminal: one info
+    line per 10 % of the bytes (and the last), through the "wcache" logger."""
+
+    def __init__(self):
+        self.step = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if total <= 0:
+            return
+        step = done * 10 // total
+        if step > self.step:
+            self.step = step
+            log.info("wcache: publishing %d%% (%d of %d bytes)", done * 100 // total, done, total)
 
 
 def _receive(call, target, want: str, answering: str):
@@ -314,7 +381,8 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
             device_index: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None,
             socket: Optional[str] = None, device_uuid: Optional[str] = None, client_name: Optional[str] = None,
             sha256: bool = False, before_commit: Optional[Callable[[], None]] = None,
-            timeout: float = 600.0, getenv: Getenv = None, allow_owners: Iterable[int] = ()) -> PublishResult:
+            timeout: float = 600.0, getenv: Getenv = None, allow_owners: Iterable[int] = (),
+            progress: Optional[Callable[[int, int], None]] = None) -> PublishResult:
     """Publish tensors into the (empty) daemon of this process's GPU.
 
     config: the identity of the published weights (set engine_name and
@@ -323,7 +391,13 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
     travels as "torch.<name>"). metadata: a small map of strings returned with
     every attach. Discovery (socket, device_uuid, device_index, getenv,
     allow_owners) as wcache.attach. sha256: send a SHA-256 of every entry
-    (required by a daemon run with --verify-publish). before_commit: called
+    (required by a daemon run with --verify-publish); without it nothing is
+    hashed. progress: called with (bytes copied, bytes to copy) after each
+    chunk of at most 64 MiB; None logs an info line per 10 % through the
+    "wcache" logger, as `wcache publish` does without a terminal. Each
+    storage is published as the span of it that its tensors reach, not
+    whole (a view of a larger buffer publishes its own bytes, strides and
+    storage offsets relative to that span). before_commit: called
     after every byte is in place and before the commit; an exception from it
     aborts the publish. timeout: seconds for the whole publish.
 
@@ -332,7 +406,9 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
     NoDaemonError (no socket), PublishInProgressError (another client is
     publishing: load on your own), HoldsWeightsError (the daemon serves
     weights: attach, or evict first), PublishConflictError (draining or
-    stopping), DaemonError (e.g. INVALID_ARGUMENT for a bad table,
+    stopping), IncompatibleConfigError (the daemon was started with
+    another parallel layout: ``diffs`` names the fields), DaemonError (e.g.
+    INVALID_ARGUMENT for a bad table,
     DATA_LOSS for a digest the daemon's check refused, PERMISSION_DENIED),
     ProtocolError, and the errors of discovery.
     """
@@ -368,7 +444,8 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
         if target.device_uuid is not None and plan.device_uuid != target.device_uuid:
             raise ProtocolError(f"wcache daemon at {target.socket} serves device {plan.device_uuid!r}, "
                                 f"not {target.device_uuid!r}: refusing to publish into another GPU")
-        sums = _fill(torch, plan, storages, len(specs), device_index, sha256, target.socket)
+        sums = _fill(torch, plan, storages, len(specs), device_index, sha256, target.socket,
+                     progress if progress is not None else _LogProgress())
         if before_commit is not None:
             before_commit()
         requests.put(pb.PublishRequest(commit=pb.PublishCommit(sha256=sums)))
@@ -392,7 +469,7 @@ def _split(result) -> Tuple[Mapping[str, object], Dict[str, str]]:
 
 
 def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable[[], object],
-                    device_index: Optional[int] = None, **kwargs) -> Weights:
+                    device_index: Optional[int] = None, wait: float = 60.0, **kwargs) -> Weights:
     """Attach when the daemon holds weights for config; publish load()'s
     result into an empty daemon; without a daemon, return load()'s tensors.
 
@@ -401,37 +478,84 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
     (tensors, metadata) where metadata is a small map of strings the engine
     needs to rebuild what tensors cannot carry. It is called at most once.
 
+    One action per daemon state (docs/python-client.md, "Publish mode"):
+
+    - absent (NoDaemonError): load, "loaded";
+    - empty: load, publish, attach to what was published, "published";
+    - publishing (another client): load, then publish: still in progress,
+      "loaded" (PublishInProgressError in ``reason``); committed meanwhile,
+      as "serving" below;
+    - draining or stopping (DaemonBusyError): wait up to ``wait`` seconds
+      (polling) for the daemon to be empty, serving or gone, then act on
+      that state; still draining after ``wait``: load, "loaded";
+    - serving a match: attach, "attached" (load() is not called);
+    - serving a mismatch: IncompatibleConfigError (a deployment error, never
+      a silent reload) — except when the weights were published while
+      load() ran (a publish race lost to another engine): then "loaded"
+      with the mismatch in ``reason``, logged as a warning. A race lost to
+      an engine with the same config attaches to its weights, "attached".
+
     Returns Weights (a dict with ``source``, ``metadata``, ``attachment``,
     ``reason``): "attached" or "published" tensors live in the daemon's
     memory (the engine may drop its own copies); "loaded" are load()'s own
-    tensors, unchanged, when there is no daemon or another client was
-    publishing at the same time (``reason`` says so).
+    tensors, unchanged (``reason`` says why).
 
     kwargs go to attach and publish where they apply (socket, device_uuid,
-    client_name, getenv, allow_owners, timeout; sha256 and before_commit to
-    publish; library, mappers and on_daemon_gone/on_notice to attach). Raises
-    IncompatibleConfigError when the daemon holds other weights (never a
-    silent reload), and every error of attach and publish other than the
-    two fallbacks.
+    client_name, getenv, allow_owners, timeout; sha256, before_commit and
+    progress to publish; library, mappers and on_daemon_gone/on_notice to
+    attach). Raises IncompatibleConfigError (above), and every error of
+    attach and publish other than the cases above.
     """
-    publish_only = {"sha256", "before_commit"}
+    publish_only = {"sha256", "before_commit", "progress"}
     attach_only = {"library", "on_daemon_gone", "on_notice", "mappers"}
     attach_kw = {k: v for k, v in kwargs.items() if k not in publish_only}
     publish_kw = {k: v for k, v in kwargs.items() if k not in attach_only}
-    try:
-        att = attach(config, device_index=device_index, **attach_kw)
-    except EmptyDaemonError as exc:
-        log.info("wcache: %s; loading and publishing", exc)
-    except NoDaemonError as exc:
-        log.info("wcache: %s; loading on our own", exc)
+
+    def own(reason: str) -> Weights:
         tensors, metadata = _split(load())
-        return Weights(tensors, "loaded", metadata, reason=str(exc))
-    else:
+        return Weights(tensors, "loaded", metadata, reason=reason)
+
+    deadline = time.monotonic() + max(wait, 0.0)
+    pause = 0.05
+    while True:
+        try:
+            att = attach(config, device_index=device_index, **attach_kw)
+        except EmptyDaemonError as exc:
+            log.info("wcache: %s; loading and publishing", exc)
+            break
+        except NoDaemonError as exc:
+            log.info("wcache: %s; loading on our own", exc)
+            return own(str(exc))
+        except DaemonBusyError as exc:
+            if pause == 0.05:
+                log.info("wcache: %s; waiting up to %g s for it to be empty or serving", exc, wait)
+            if time.monotonic() >= deadline:
+                reason = f"{exc} (still {exc.state} after waiting {wait:g} s)"
+                log.warning("wcache: %s; loading on our own", reason)
+                return own(reason)
+            time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 2, 1.0)
+            continue
         return Weights(att.tensors(), "attached", att.metadata, att)
+
     tensors, metadata = _split(load())
     try:
         publish(config, tensors, device_index=device_index, metadata=metadata, **publish_kw)
     except PublishInProgressError as exc:
+        log.warning("wcache: %s; using our own tensors", exc)
+        return Weights(tensors, "loaded", metadata, reason=str(exc))
+    except HoldsWeightsError as exc:
+        # Another engine published while load() ran: its weights, when
+        # they are ours, are as good as ours and already shared.
+        try:
+            att = attach(config, device_index=device_index, **attach_kw)
+        except (IncompatibleConfigError, NoDaemonError, DaemonBusyError) as lost:
+            reason = f"lost the publish race ({exc}) and cannot attach: {lost}"
+            log.warning("wcache: %s; using our own tensors", reason)
+            return Weights(tensors, "loaded", metadata, reason=reason)
+        log.info("wcache: %s; attached to the weights another client published", exc)
+        return Weights(att.tensors(), "attached", att.metadata, att, reason=str(exc))
+    except PublishConflictError as exc:  # draining or stopping: our tensors are loaded already
         log.warning("wcache: %s; using our own tensors", exc)
         return Weights(tensors, "loaded", metadata, reason=str(exc))
     att = attach(config, device_index=device_index, **attach_kw)

@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+)
+
+// Source says where the weights of a LoadOrPublish live.
+type Source string
+
+// The sources of a LoadResult.
+const (
+	// SourceAttached: the daemon held weights for the config (or another
+	// engine published them while the loader ran): Attachment holds them.
+	SourceAttached Source = "attached"
+	// SourcePublished: the loader ran, its publication was committed and
+	// Attachment holds the daemon's copy.
+	SourcePublished Source = "published"
+	// SourceLoaded: the caller's own loaded tensors are the weights
+	// (Reason says why); Attachment is nil.
+	SourceLoaded Source = "loaded"
+)
+
+// LoadFunc is an engine's own loading and post-processing. It runs at most
+// once, and returns what to publish and the FillFunc that copies its
+// tensors in; the caller keeps its loaded tensors, which are the weights
+// when the result is SourceLoaded.
+type LoadFunc func(ctx context.Context) (Publication, FillFunc, error)
+
+// LoadResult is the outcome of LoadOrPublish.
+type LoadResult struct {
+	Source Source
+	// Attachment holds the daemon's weights (nil for SourceLoaded): close
+	// its Lease when they are no longer used.
+	Attachment *Attachment
+	// Reason says why the engine's own tensors are used, or, for a
+	// SourceAttached after a lost publish race, that the race was lost.
+	Reason string
+}
+
+// LoadOrPublish attaches when the daemon holds weights for cfg, publishes
+// load's result into an empty daemon, and otherwise leaves the engine its
+// own tensors, with one action per daemon state (docs/python-client.md,
+// "Publish mode"; the Python load_or_publish does the same):
+//   - empty (ErrEmpty), or a publish in progress: load, then publish;
+//     another publish still in progress (ErrPublishInProgress):
+//     SourceLoaded; weights committed meanwhile (ErrHoldsWeights): attach
+//     to them when they match cfg (SourceAttached), SourceLoaded with the
+//     mismatch in Reason when they do not;
+//   - draining or stopping (ErrBusy): ask again until wait has passed,
+//     then load (SourceLoaded);
+//   - serving a match: SourceAttached, load is not called;
+//   - serving a mismatch: the *cacheconfig.MismatchError (a deployment
+//     error, never a silent reload).
+//
+// An absent daemon is the caller's (Dial's ErrNoDaemon): load on your own.
+// pub.Config from load is replaced by cfg; set cfg.DeviceCapability (the
+// daemon fills it into a publication that lacks it, and the attach after
+// the publish compares it). Other errors of Attach, Publish and load are
+// returned as they are.
+func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load LoadFunc, wait time.Duration) (*LoadResult, error) {
+	deadline := time.Now().Add(wait)
+	pause := 50 * time.Millisecond
+	for {
+		a, err := c.Attach(ctx, cfg)
+		switch {
+		case err == nil:
+			return &LoadResult{Source: SourceAttached, Attachment: a}, nil
+		case errors.Is(err, ErrEmpty):
+		case errors.Is(err, ErrBusy):
+			if !time.Now().Before(deadline) {
+				return c.loadOnly(ctx, load, fmt.Sprintf("%v (after waiting %s)", err, wait))
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(min(pause, time.Until(deadline))):
+			}
+			pause = min(2*pause, time.Second)
+			continue
+		default:
+			return nil, err
+		}
+		break
+	}
+	pub, fill, err := load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pub.Config = cfg
+	_, err = c.Publish(ctx, pub, fill)
+	switch {
+	case err == nil:
+		a, err := c.Attach(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &LoadResult{Source: SourcePublished, Attachment: a}, nil
+	case errors.Is(err, ErrHoldsWeights):
+		// Another engine committed while load ran.
+		a, aerr := c.Attach(ctx, cfg)
+		if aerr == nil {
+			return &LoadResult{Source: SourceAttached, Attachment: a, Reason: err.Error()}, nil
+		}
+		if _, ok := IsMismatch(aerr); ok || errors.Is(aerr, ErrBusy) || errors.Is(aerr, ErrEmpty) {
+			return &LoadResult{Source: SourceLoaded, Reason: fmt.Sprintf("lost the publish race (%v) and cannot attach: %v", err, aerr)}, nil
+		}
+		return nil, aerr
+	case errors.Is(err, ErrPublishInProgress), errors.Is(err, ErrBusy):
+		return &LoadResult{Source: SourceLoaded, Reason: err.Error()}, nil
+	}
+	return nil, err
+}
+
+// loadOnly runs load for the engine's own tensors and publishes nothing.
+func (c *Client) loadOnly(ctx context.Context, load LoadFunc, reason string) (*LoadResult, error) {
+	if _, _, err := load(ctx); err != nil {
+		return nil, err
+	}
+	return &LoadResult{Source: SourceLoaded, Reason: reason}, nil
+}
