@@ -126,7 +126,7 @@ has stopped.`,
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
-			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cf.layoutGiven()}
+			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven()}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
