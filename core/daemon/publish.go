@@ -157,6 +157,16 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	if commit == nil {
 		return status.Error(codes.InvalidArgument, "publish: the message after the plan must be commit")
 	}
+	// The publisher's write access ends here, before anything is checked:
+	// sealed against writes, no descriptor it holds can change a byte, and
+	// a writable mapping it kept refuses the commit.
+	if err := d.sealWrites(m, false); err != nil {
+		if errors.Is(err, sdk.ErrWritableMapping) {
+			return status.Errorf(codes.FailedPrecondition,
+				"publish: %v: unmap every writable mapping of the plan's handles before the commit (the publisher's write access ends at the commit)", err)
+		}
+		return status.Errorf(codes.Internal, "publish: %v", err)
+	}
 	verified, err := d.verifyPublish(ctx, pl, ids, commit.GetSha256())
 	if err != nil {
 		return err
