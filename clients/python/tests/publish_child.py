@@ -1,9 +1,11 @@
 """A separate engine process for the publish tests (run by test_publish.py).
 
-    publish_child.py load-or-publish --model DIR [--fail-load] [--tp-rank R]
+    publish_child.py load-or-publish --model DIR [--fail-load] [--tp-rank R] [--mutate] [--copy]
         wcache.load_or_publish with a loader that reads the safetensors
         checkpoint and transforms it (every 2-D tensor transposed, as a view,
-        and everything scaled by 2), or fails when called (--fail-load).
+        and everything scaled by 2), or fails when called (--fail-load);
+        --mutate then scales every returned tensor by 3 in place (an
+        engine's fix-up after loading), --copy attaches with copy=True.
     publish_child.py publish-layout [--hold]
         publishes layout_tensors(); with --hold prints "filled" after the copy
         and waits for a line "commit" on stdin before it commits.
@@ -88,6 +90,8 @@ def main(argv) -> int:
     p.add_argument("--fail-load", action="store_true")
     p.add_argument("--tp-rank", type=int, default=0)
     p.add_argument("--hold", action="store_true")
+    p.add_argument("--mutate", action="store_true")
+    p.add_argument("--copy", action="store_true")
     a = p.parse_args(argv)
     out: dict = {"pid": os.getpid()}
     try:
@@ -100,7 +104,11 @@ def main(argv) -> int:
                     raise AssertionError("load() called although the daemon holds the weights")
                 return transformed(a.model), {"layout": "transposed", "scale": "2"}
 
-            w = wcache.load_or_publish(config(a.tp_rank), load, device_uuid=a.uuid)
+            kw = {"copy": True} if a.copy else {}
+            w = wcache.load_or_publish(config(a.tp_rank), load, device_uuid=a.uuid, **kw)
+            if a.mutate:
+                for t in w.values():
+                    t.mul_(3)
             out.update(source=w.source, reason=w.reason, metadata=w.metadata, loads=len(calls),
                        tensors=describe(w))
         elif a.mode == "publish-layout":

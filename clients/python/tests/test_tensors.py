@@ -77,13 +77,13 @@ def test_each_handle_is_mapped_once(short_tmp, tensors):
         assert len(arena.mapped_ranges(r.path)) == 1
 
 
-def test_numpy_arrays_are_read_only_views(short_tmp, tensors):
+def test_numpy_arrays_are_copy_on_write_views(short_tmp, tensors):
     manifest, where = arena.build(short_tmp, tensors)
     mat = materialize(manifest, library="numpy")
     for name, dtype, shape, data in tensors:
         a = mat.tensors[name]
         assert isinstance(a, np.ndarray)
-        assert not a.flags.writeable
+        assert a.flags.writeable or not data  # a write lands in this process's copy of the page
         if dtype == "BF16":  # numpy has no bfloat16: raw bytes
             assert a.dtype == np.uint8 and a.shape == (len(data),)
             assert a.tobytes() == data
@@ -126,7 +126,7 @@ def test_dtypes_without_an_equivalent_are_raw_bytes(short_tmp):
         assert t.dtype == torch.uint8 and tuple(t.shape) == (4,)
 
 
-def test_writing_through_a_tensor_faults_instead_of_corrupting_shared_weights(short_tmp, tensors):
+def test_writing_through_a_tensor_stays_private_instead_of_corrupting_shared_weights(short_tmp, tensors):
     manifest, _ = arena.build(short_tmp, tensors, n_handles=1)
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     code = textwrap.dedent(f"""
@@ -136,11 +136,12 @@ def test_writing_through_a_tensor_faults_instead_of_corrupting_shared_weights(sh
         m = pb.Manifest.FromString({manifest.SerializeToString()!r})
         t = materialize(m, library="torch").tensors["layer.0.BF16"]
         t.fill_(1.0)
+        assert bool((t == 1.0).all())
         print("WROTE")
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == -11, (proc.returncode, proc.stdout, proc.stderr[-2000:])
-    assert "WROTE" not in proc.stdout
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "WROTE" in proc.stdout
     with open(manifest.handles[0].data.decode(), "rb") as f:
         assert b"\x80\x3f\x80\x3f" not in f.read()  # no bf16 1.0s were written
 

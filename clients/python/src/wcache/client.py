@@ -38,7 +38,7 @@ from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, 
 from .manifest import DESCRIPTOR_KINDS, TensorSpec
 from .paths import Getenv
 from .mappers import HandleMappers
-from .tensors import LIBRARY_AUTO, Materialized, materialize
+from .tensors import LIBRARY_AUTO, Materialized, materialize, private_copy
 
 log = logging.getLogger("wcache")
 
@@ -177,7 +177,7 @@ class Attachment:
                  on_daemon_gone: Optional[Callable[[DaemonGone], None]],
                  on_notice: Optional[Callable[[object], None]],
                  device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None,
-                 descriptors: Optional[Dict[int, int]] = None):
+                 descriptors: Optional[Dict[int, int]] = None, copy: bool = False):
         self._channel = channel
         # handle index → descriptor of a descriptor handle (memfd), closed by release().
         self._descriptors: Dict[int, int] = dict(descriptors or {})
@@ -195,6 +195,7 @@ class Attachment:
         self._device_index = device_index
         self._library = library
         self._mappers = mappers
+        self._copy = copy
         self._lock = threading.Lock()
         self._released = False
         self._materialized: Optional[Materialized] = None
@@ -207,10 +208,15 @@ class Attachment:
     # --- tensors -------------------------------------------------------------------------------
 
     def tensors(self) -> Dict[str, object]:
-        """name → tensor aliasing the daemon's memory (see wcache.tensors).
+        """name → tensor aliasing the daemon's memory (see wcache.tensors),
+        or, attached with copy=True, the engine's own copy of it.
 
-        Handles are opened on the first call and reused afterwards; the same
-        dict is returned each time. Raises WcacheError after release().
+        Host-memory tensors are copy-on-write views: a write changes this
+        process's copy of the page only. Device tensors (cuda-ipc, hip-ipc)
+        are the daemon's memory: a write reaches every client; attach with
+        copy=True to modify them. Handles are opened on the first call and
+        reused afterwards; the same dict is returned each time. Raises
+        WcacheError after release().
         """
         with self._lock:
             if self._released:
@@ -219,6 +225,8 @@ class Attachment:
                 self._materialized = materialize(self.manifest, library=self._library,
                                                  device_index=self._device_index, mappers=self._mappers,
                                                  descriptors=self._descriptors)
+                if self._copy:
+                    self._materialized.tensors = private_copy(self._materialized.tensors)
             return self._materialized.tensors
 
     @property
@@ -314,7 +322,8 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            on_daemon_gone: Optional[Callable[[DaemonGone], None]] = None,
            on_notice: Optional[Callable[[object], None]] = None,
            timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
-           allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None) -> Attachment:
+           allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None,
+           copy: bool = False) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -330,7 +339,11 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     for the templates. allow_owners: socket owner uids accepted besides our
     own (a daemon run by a service account). mappers: a
     wcache.HandleMappers with the mappers of vendor handle kinds
-    (x-VENDOR-NAME) for tensors(); None: the built-in kinds only.
+    (x-VENDOR-NAME) for tensors(); None: the built-in kinds only. copy:
+    tensors() returns the engine's own copy of every storage (views kept,
+    on the same device), which it may modify in place — for device handles,
+    whose memory every client shares; host-memory tensors are copy-on-write
+    views already (a write stays this process's).
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk; its subclass
@@ -387,7 +400,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
         channel.close()
         raise
     return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
-                      descriptors)
+                      descriptors, copy)
 
 
 def _fetch_descriptors(socket_path: str, manifest, call, timeout: float) -> Dict[int, int]:

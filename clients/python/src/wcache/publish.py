@@ -409,13 +409,13 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
 
     kwargs go to attach and publish where they apply (socket, device_uuid,
     client_name, getenv, allow_owners, timeout; sha256 and before_commit to
-    publish; library, mappers and on_daemon_gone/on_notice to attach). Raises
+    publish; library, mappers, copy and on_daemon_gone/on_notice to attach). Raises
     IncompatibleConfigError when the daemon holds other weights (never a
     silent reload), and every error of attach and publish other than the
     two fallbacks.
     """
     publish_only = {"sha256", "before_commit"}
-    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers"}
+    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy"}
     attach_kw = {k: v for k, v in kwargs.items() if k not in publish_only}
     publish_kw = {k: v for k, v in kwargs.items() if k not in attach_only}
     try:
