@@ -97,7 +97,14 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		}
 	}()
 
+	if err := checkMetadata(begin.GetMetadata()); err != nil {
+		return err
+	}
+	var budget tableBudget
 	specs := begin.GetTensors()
+	if err := budget.add(specs); err != nil {
+		return err
+	}
 	for uint32(len(specs)) < begin.GetTensorCount() {
 		req, err := next(pub)
 		if err != nil {
@@ -107,6 +114,9 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		if more == nil {
 			return status.Errorf(codes.InvalidArgument, "publish: %d of %d table entries received, then a message that is not tensors",
 				len(specs), begin.GetTensorCount())
+		}
+		if err := budget.add(more.GetTensors()); err != nil {
+			return err
 		}
 		specs = append(specs, more.GetTensors()...)
 	}

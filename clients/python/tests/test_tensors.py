@@ -170,6 +170,37 @@ def test_malformed_manifests_are_protocol_errors(short_tmp, tensors):
         assert what
 
 
+def test_published_views_never_reach_outside_their_entry(short_tmp, tensors):
+    """A manifest whose view (shape, strides, storage offset) reaches past its
+    entry is refused before any view is built, for every dtype torch could
+    view — "torch.<name>" dtypes included (a 3,200-byte view over a 16-byte
+    entry, issue 28 item 3); a torch dtype outside the vocabulary is raw bytes."""
+    good, _ = arena.build(short_tmp, tensors[:5], n_handles=1)
+
+    def published(dtype, shape, strides=(), storage_offset=0, length=16):
+        m = pb.Manifest()
+        m.CopyFrom(good)
+        t = m.tensors[0]
+        t.dtype, t.length = dtype, length
+        del t.shape[:]
+        t.shape.extend(shape)
+        t.layout.storage = "s0"
+        t.layout.strides.extend(strides)
+        t.layout.storage_offset = storage_offset
+        return m
+
+    for m in (published("torch.complex128", [200]), published("F32", [800], [1]),
+              published("torch.qint32", [2, 2], [1, 1], storage_offset=2),
+              published("F32", [4], [-1])):
+        with pytest.raises(ProtocolError):
+            materialize(m, library="torch")
+    raw = materialize(published("torch.float32", [800], [1]), library="torch").tensors
+    t = raw[good.tensors[0].name]
+    assert t.dtype == torch.uint8 and tuple(t.shape) == (16,)
+    ok = materialize(published("torch.complex128", [1], [1]), library="torch").tensors[good.tensors[0].name]
+    assert ok.dtype == torch.complex128 and tuple(ok.shape) == (1,)
+
+
 def test_short_or_missing_shm_file(short_tmp, tensors):
     m, _ = arena.build(short_tmp, tensors[:5], n_handles=1)
     m.handles[0].size += 1 << 20
