@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // TestPublishTableValidatedBeforeAllocation: tables whose views leave
@@ -67,5 +71,39 @@ func TestPublishTableValidatedBeforeAllocation(t *testing.T) {
 	}
 	if _, err := c.Publish(ctx, pub, client.ShmFill(func(i int, dst []byte) error { return nil }, false)); err != nil {
 		t.Fatalf("a good table after the refusals: %v", err)
+	}
+}
+
+// TestAttachSaysWhichHandleKindsItMaps: a client that lists the kinds it
+// maps gets a daemon whose handles are of another kind refused before a
+// lease exists, with a *HandleKindsError naming both sides and the
+// backend option that exports a kind it maps; a client that lists the
+// daemon's kind, or lists nothing, attaches.
+func TestAttachSaysWhichHandleKindsItMaps(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h.startServe(0, model.Dir)
+	sock := client.BySocket(h.Paths(h.UUIDs[0]).Socket)
+	cfg := clientConfig(t, model.Dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := client.Attach(ctx, sock, cfg, client.Options{HandleKinds: []string{client.HandlePosixShm}})
+	var hk *client.HandleKindsError
+	if !errors.As(err, &hk) || !slices.Equal(hk.Daemon, []string{client.HandleMemfd}) ||
+		!slices.Equal(hk.Client, []string{client.HandlePosixShm}) || !strings.Contains(err.Error(), "handle=posix-shm") {
+		t.Fatalf("a posix-shm-only client against memfd handles: %v, want a *HandleKindsError naming memfd and handle=posix-shm", err)
+	}
+	if r := h.status(h.UUIDs[0]); r.State != "serving" {
+		t.Fatalf("status after the refusal: %+v", r)
+	}
+	for _, kinds := range [][]string{nil, client.DefaultMappers().Kinds()} {
+		att, err := client.Attach(ctx, sock, cfg, client.Options{HandleKinds: kinds})
+		if err != nil {
+			t.Fatalf("kinds %v: %v", kinds, err)
+		}
+		if _, err := client.Verify(ctx, att.Manifest, mustCheckpoint(t, model.Dir), client.VerifyOptions{}); err != nil {
+			t.Errorf("kinds %v: %v", kinds, err)
+		}
+		att.Lease.Close()
 	}
 }

@@ -32,12 +32,12 @@ import grpc
 from . import fdchannel, pb
 from .config import CacheConfig
 from .discovery import Target, check_socket, probe, resolve
-from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HoldsWeightsError,
+from .errors import (DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HandleKindsError, HoldsWeightsError,
                      IncompatibleConfigError, ProtocolError, PublishConflictError, PublishInProgressError,
                      WcacheError)
 from .manifest import DESCRIPTOR_KINDS, TensorSpec
 from .paths import Getenv
-from .mappers import HandleMappers
+from .mappers import CORE_KINDS, HandleMappers
 from .tensors import LIBRARY_AUTO, Materialized, materialize, private_copy
 
 log = logging.getLogger("wcache")
@@ -142,6 +142,9 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
         mismatch = mismatch_from_error(err)
         if mismatch is not None:
             return IncompatibleConfigError(mismatch[0], details or "", omitted=mismatch[1])
+        kinds = status_detail(err, pb.HandleKindsRefused)
+        if kinds is not None:
+            return HandleKindsError(code, details or "", kinds.daemon_kinds, kinds.client_kinds)
     if code == grpc.StatusCode.NOT_FOUND:
         empty = status_detail(err, pb.NoWeights)
         if empty is not None:
@@ -323,7 +326,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            on_notice: Optional[Callable[[object], None]] = None,
            timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
            allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None,
-           copy: bool = False) -> Attachment:
+           copy: bool = False, handle_kinds: Optional[Iterable[str]] = None) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -343,7 +346,10 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     tensors() returns the engine's own copy of every storage (views kept,
     on the same device), which it may modify in place — for device handles,
     whose memory every client shares; host-memory tensors are copy-on-write
-    views already (a write stays this process's).
+    views already (a write stays this process's). handle_kinds: the handle
+    kinds this client maps, sent to the daemon (None: the built-in kinds
+    and those of mappers); a daemon whose handles are of another kind
+    refuses with HandleKindsError before a lease exists.
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk; its subclass
@@ -351,10 +357,14 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError (other
     RPC errors), ProtocolError (unusable answer, or a daemon serving another
     GPU than the one asked for), and TemplateError / InvalidUUIDError /
-    SocketPathTooLongError for bad input.
+    SocketPathTooLongError for bad input, HandleKindsError (a DaemonError)
+    when the daemon serves no kind of handle_kinds.
     """
+    if handle_kinds is None:
+        handle_kinds = list(CORE_KINDS) + (mappers.kinds() if mappers is not None else [])
     request = pb.AttachRequest(config=_config_message(config),
-                               client_name=client_name if client_name is not None else default_client_name())
+                               client_name=client_name if client_name is not None else default_client_name(),
+                               handle_kinds=list(handle_kinds))
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))

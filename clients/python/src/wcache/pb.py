@@ -82,6 +82,7 @@ PublishPlan = _message_class(DAEMON_PACKAGE + ".PublishPlan")
 PublishDone = _message_class(DAEMON_PACKAGE + ".PublishDone")
 PublishResponse = _message_class(DAEMON_PACKAGE + ".PublishResponse")
 PublishConflict = _message_class(DAEMON_PACKAGE + ".PublishConflict")
+HandleKindsRefused = _message_class(DAEMON_PACKAGE + ".HandleKindsRefused")
 
 RpcStatus = _message_class("google.rpc.Status")
 

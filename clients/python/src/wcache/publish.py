@@ -415,7 +415,7 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
     two fallbacks.
     """
     publish_only = {"sha256", "before_commit"}
-    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy"}
+    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy", "handle_kinds"}
     attach_kw = {k: v for k, v in kwargs.items() if k not in publish_only}
     publish_kw = {k: v for k, v in kwargs.items() if k not in attach_only}
     try:
