@@ -35,7 +35,8 @@ type Attachment struct {
 // their gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
 	sctx, cancel := context.WithCancel(context.Background())
-	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true})
+	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true,
+		HandleKinds: c.kinds})
 	if err != nil {
 		cancel()
 		return nil, c.attachError(err)
@@ -113,6 +114,9 @@ func (c *Client) attachError(err error) error {
 		for _, d := range st.Details() {
 			if cm, ok := d.(*daemonv1.ConfigMismatch); ok {
 				return mismatchFromProto(cm)
+			}
+			if hk, ok := d.(*daemonv1.HandleKindsRefused); ok {
+				return &HandleKindsError{Socket: c.socket, Daemon: hk.GetDaemonKinds(), Client: hk.GetClientKinds(), Message: st.Message()}
 			}
 		}
 	}

@@ -73,8 +73,9 @@ func closeHandleFiles(files []*os.File) {
 }
 
 // MapFile maps size bytes of a descriptor (a memfd handle's File)
-// read-only and shared. The descriptor may be closed afterwards: the
-// mapping keeps the memory until Unmap. A size of 0 maps nothing.
+// copy-on-write, as MapShm does: a write to the bytes stays this
+// process's. The descriptor may be closed afterwards: the mapping keeps the
+// memory until Unmap. A size of 0 maps nothing.
 func MapFile(f *os.File, size uint64) ([]byte, error) {
 	if size == 0 {
 		return []byte{}, nil
@@ -89,7 +90,7 @@ func MapFile(f *os.File, size uint64) ([]byte, error) {
 	if uint64(st.Size) < size {
 		return nil, fmt.Errorf("map descriptor: it has %d bytes, the handle %d: %w", st.Size, size, ErrBadManifest)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapPrivate(int(f.Fd()), size)
 	if err != nil {
 		return nil, fmt.Errorf("mmap descriptor (%d bytes): %w", size, err)
 	}
@@ -109,8 +110,8 @@ func mapWritableFile(f *os.File, size uint64) ([]byte, error) {
 	return data, nil
 }
 
-// MapHandle maps handle i of a manifest read-only: a posix-shm file, or a
-// memfd's descriptor. Other kinds are a *NotMappableError.
+// MapHandle maps handle i of a manifest copy-on-write: a posix-shm file,
+// or a memfd's descriptor. Other kinds are a *NotMappableError.
 func MapHandle(i int, h Handle) ([]byte, error) {
 	switch {
 	case h.Kind == HandlePosixShm:

@@ -38,6 +38,12 @@ type Options struct {
 	ClientName string
 	// DialTimeout bounds connecting (default 5 s).
 	DialTimeout time.Duration
+	// HandleKinds, when set, are the handle kinds the caller maps (e.g.
+	// DefaultMappers().Kinds() and its vendors'): Attach sends them, and a
+	// daemon whose handles are of another kind refuses with a
+	// *HandleKindsError before a lease exists. nil: any kind (the caller
+	// maps what it gets, or answers a *NotMappableError).
+	HandleKinds []string
 }
 
 // Client is a connection to one daemon.
@@ -48,6 +54,7 @@ type Client struct {
 	socket     string
 	deviceUUID string
 	clientName string
+	kinds      []string
 }
 
 // Socket is the socket path the client connected to.
@@ -108,7 +115,7 @@ func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("connect to daemon socket %s: no gRPC handshake (is a wcache daemon listening?): %w", socket, err)
 	}
 	return &Client{conn: conn, dialer: dialer, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
-		clientName: opts.ClientName}, nil
+		clientName: opts.ClientName, kinds: opts.HandleKinds}, nil
 }
 
 // waitReady connects conn and waits until it is ready, failed or ctx ends.

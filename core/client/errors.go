@@ -102,3 +102,17 @@ func (e *DaemonDeadError) Error() string {
 }
 
 func (e *DaemonDeadError) Unwrap() []error { return []error{ErrDaemonDead, e.Err} }
+
+// HandleKindsError: the daemon holds no handle of a kind this client maps
+// (Options.HandleKinds), so it refused the attach before a lease existed.
+// Daemon lists the kinds it serves, Client those the client said it maps;
+// Message is the daemon's, saying what to change.
+type HandleKindsError struct {
+	Socket         string
+	Daemon, Client []string
+	Message        string
+}
+
+func (e *HandleKindsError) Error() string {
+	return fmt.Sprintf("attach to %s: %s", e.Socket, e.Message)
+}

@@ -8,6 +8,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/tensorview"
 )
 
 // This file holds every daemon.v1 → domain conversion of the client; the
@@ -69,8 +70,11 @@ func handlesFromProto(ph []*daemonv1.Handle) []Handle {
 	return hs
 }
 
-// checkPlace fails with ErrBadManifest unless t names an existing handle
-// and lies inside it.
+// checkPlace fails with ErrBadManifest unless t names an existing handle,
+// lies inside it, and — for a dtype of the vocabulary (tensorview) — its
+// view (shape, and a published layout's strides and storage offset) stays
+// inside its Length bytes. A dtype outside the vocabulary is left as
+// bytes: nothing views it.
 func checkPlace(handles []Handle, t Tensor) error {
 	if t.Handle >= len(handles) {
 		return fmt.Errorf("tensor %q names handle %d of %d: %w", t.Name, t.Handle, len(handles), ErrBadManifest)
@@ -79,6 +83,19 @@ func checkPlace(handles []Handle, t Tensor) error {
 	if t.Offset > size || t.Length > size-t.Offset {
 		return fmt.Errorf("tensor %q [%d, +%d) lies outside handle %d of %d bytes: %w",
 			t.Name, t.Offset, t.Length, t.Handle, size, ErrBadManifest)
+	}
+	if _, known := tensorview.ElementBits(t.DType); !known {
+		return nil
+	}
+	v := tensorview.View{DType: t.DType, Shape: t.Shape}
+	if t.Layout != nil {
+		v.StorageOffset = t.Layout.StorageOffset
+		if len(t.Layout.Strides) > 0 {
+			v.Strides = t.Layout.Strides
+		}
+	}
+	if err := v.Check(t.Length); err != nil {
+		return fmt.Errorf("tensor %q: %w: %w", t.Name, err, ErrBadManifest)
 	}
 	return nil
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/wcache/wcache/sdk/names"
 )
 
-// Mapper maps the handles of one kind into this process, read-only. A
+// Mapper maps the handles of one kind into this process, without write
+// access to the daemon's memory (the core's host-memory mappers map
+// copy-on-write: a write stays this process's). A
 // vendor whose backend exports its own kind (x-VENDOR-NAME, see
 // docs/protocol.md) ships a Mapper for it; the program that maps manifests
 // registers it in its Mappers.

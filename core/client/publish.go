@@ -23,7 +23,9 @@ const maxTableChunkBytes = 512 << 10
 type TensorSpec struct {
 	Name string
 	// DType uses the safetensors spelling where it has one ("BF16",
-	// "F8_E4M3", …); any other non-empty string is carried as is.
+	// "F8_E4M3", …), else "torch.<name>" of the vocabulary of
+	// core/tensorview; the daemon refuses any other string
+	// (docs/publish.md, "Limits and validation").
 	DType string
 	Shape []uint64
 	// Length is the bytes to reserve: the tensor's bytes, or with

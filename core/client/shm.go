@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -13,12 +14,11 @@ import (
 // It is the kind a client maps itself; see Map.
 const HandlePosixShm = names.KindPosixShm
 
-// MapShm maps size bytes of the shared-memory file at path read-only and
-// shared, as a client process maps a posix-shm handle. The file is opened
-// O_NOFOLLOW (a symlink planted at the path is refused) and closed again:
-// the mapping stays valid until Unmap. A size of 0 maps nothing and returns
-// an empty slice. Writing to the returned bytes faults (SIGSEGV): they are
-// the daemon's memory.
+// MapShm maps size bytes of the shared-memory file at path as a client
+// process maps a posix-shm handle: copy-on-write (mapPrivate). The file is
+// opened read-only and O_NOFOLLOW (a symlink planted at the path is
+// refused) and closed again: the mapping stays valid until Unmap. A size of
+// 0 maps nothing and returns an empty slice.
 func MapShm(path string, size uint64) ([]byte, error) {
 	if size == 0 {
 		return []byte{}, nil
@@ -31,11 +31,26 @@ func MapShm(path string, size uint64) ([]byte, error) {
 		return nil, fmt.Errorf("open shared memory %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapPrivate(fd, size)
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s (%d bytes): %w", path, size, err)
 	}
 	return data, nil
+}
+
+// mapPrivate maps size bytes of fd copy-on-write (MAP_PRIVATE,
+// PROT_READ|PROT_WRITE, MAP_NORESERVE): the bytes are the daemon's until
+// this process writes to a page, which then becomes a private copy — a
+// write never reaches the daemon or another client, and never faults. A
+// kernel that refuses a writable private mapping of a write-sealed memfd
+// (before Linux 6.7, EPERM) gets a read-only shared mapping instead, where
+// a write faults (SIGSEGV) as it did before copy-on-write mappings.
+func mapPrivate(fd int, size uint64) ([]byte, error) {
+	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		data, err = unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	}
+	return data, err
 }
 
 // Unmap releases a mapping made by MapShm; an empty slice is a no-op.

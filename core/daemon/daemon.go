@@ -247,6 +247,12 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		d.configProto = d.emptyConfigProto()
 		d.reg.setState(StateEmpty)
 	}
+	if d.manifest != nil {
+		// Loaded or taken over: no client may write the memory.
+		if err := d.sealWrites(d.manifest, true); err != nil {
+			return nil, err
+		}
+	}
 	d.reg.setMetrics(d.metrics)
 
 	if d.lis, err = ListenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {

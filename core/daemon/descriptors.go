@@ -30,6 +30,8 @@ type handleFiles struct {
 	// where /proc is not mounted.
 	client []*os.File
 	sizes  []uint64
+	// memfd[i]: handle i is a memfd (sealed against writes by seal).
+	memfd []bool
 }
 
 // newHandleFiles takes over the Files of handles; nil when none has one.
@@ -41,17 +43,70 @@ func newHandleFiles(handles []sdk.Handle) *handleFiles {
 	if !hasFile {
 		return nil
 	}
-	hf := &handleFiles{own: make([]*os.File, len(handles)), client: make([]*os.File, len(handles)), sizes: make([]uint64, len(handles))}
+	hf := &handleFiles{own: make([]*os.File, len(handles)), client: make([]*os.File, len(handles)),
+		sizes: make([]uint64, len(handles)), memfd: make([]bool, len(handles))}
 	for i, h := range handles {
 		hf.own[i], hf.client[i], hf.sizes[i] = h.File, h.File, h.Size
 		if h.File == nil || h.Kind != sdk.HandleMemfd {
 			continue
 		}
+		hf.memfd[i] = true
 		if ro, err := reopenReadOnly(h.File); err == nil {
 			hf.client[i] = ro
 		}
 	}
 	return hf
+}
+
+// seal seals every memfd against writes (sdk.SealMemfd: F_SEAL_WRITE,
+// F_SEAL_FUTURE_WRITE, F_SEAL_SEAL) before any client may attach: from then
+// on no holder can change the bytes, whatever descriptor it holds or
+// reopens. A writable shared mapping still open (a publisher that kept its
+// mapping past the commit, or a backend that keeps one) is
+// sdk.ErrWritableMapping; with lenient (memory the daemon's own backend
+// filled) the daemon then adds F_SEAL_FUTURE_WRITE and F_SEAL_SEAL alone
+// (no new write, no new writable mapping; the backend's mapping stays) and
+// reports that it did so through weak. A nil receiver has nothing to seal.
+func (hf *handleFiles) seal(lenient bool) (weak int, err error) {
+	if hf == nil {
+		return 0, nil
+	}
+	hf.mu.RLock()
+	defer hf.mu.RUnlock()
+	if hf.own == nil {
+		return 0, errFilesClosed
+	}
+	for i, f := range hf.own {
+		if f == nil || !hf.memfd[i] {
+			continue
+		}
+		err := sdk.SealMemfd(f)
+		if err != nil && lenient && errors.Is(err, sdk.ErrWritableMapping) {
+			if _, ferr := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); ferr == nil {
+				weak++
+				continue
+			}
+		}
+		if err != nil {
+			return weak, fmt.Errorf("handle %d: %w", i, err)
+		}
+	}
+	return weak, nil
+}
+
+// sealWrites seals m's memfds against writes (handleFiles.seal) and logs
+// the handles a backend's own writable mapping left sealed against new
+// writes only.
+func (d *Daemon) sealWrites(m *manifest, lenient bool) error {
+	weak, err := m.files.seal(lenient)
+	if weak > 0 {
+		d.log.Warn("the backend keeps writable mappings of its memfds: sealed against new writes only (F_SEAL_FUTURE_WRITE), not F_SEAL_WRITE",
+			"handles", weak)
+	}
+	if err != nil {
+		return fmt.Errorf("seal the memory against writes: %w", err)
+	}
+	return nil
 }
 
 // reopenReadOnly opens a new read-only file description of f's file.

@@ -98,7 +98,14 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		}
 	}()
 
+	if err := checkMetadata(begin.GetMetadata()); err != nil {
+		return err
+	}
+	var budget tableBudget
 	specs := begin.GetTensors()
+	if err := budget.add(specs); err != nil {
+		return err
+	}
 	for uint32(len(specs)) < begin.GetTensorCount() {
 		req, err := next(pub)
 		if err != nil {
@@ -108,6 +115,9 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		if more == nil {
 			return status.Errorf(codes.InvalidArgument, "publish: %d of %d table entries received, then a message that is not tensors",
 				len(specs), begin.GetTensorCount())
+		}
+		if err := budget.add(more.GetTensors()); err != nil {
+			return err
 		}
 		specs = append(specs, more.GetTensors()...)
 	}
@@ -161,6 +171,16 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	commit := req.GetCommit()
 	if commit == nil {
 		return status.Error(codes.InvalidArgument, "publish: the message after the plan must be commit")
+	}
+	// The publisher's write access ends here, before anything is checked:
+	// sealed against writes, no descriptor it holds can change a byte, and
+	// a writable mapping it kept refuses the commit.
+	if err := d.sealWrites(m, false); err != nil {
+		if errors.Is(err, sdk.ErrWritableMapping) {
+			return status.Errorf(codes.FailedPrecondition,
+				"publish: %v: unmap every writable mapping of the plan's handles before the commit (the publisher's write access ends at the commit)", err)
+		}
+		return status.Errorf(codes.Internal, "publish: %v", err)
 	}
 	verified, err := d.verifyPublish(ctx, pl, ids, commit.GetSha256())
 	if err != nil {

@@ -101,12 +101,17 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachConfigMismatch)
 		return mismatchStatus(diffs)
 	}
+	m := d.manifest
+	if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, m, req.GetHandleKinds()); err != nil {
+		d.mu.RUnlock()
+		d.metrics.AttachFailed(AttachOther)
+		return err
+	}
 	p, _ := peerFrom(ctx)
 	name := req.GetClientName()
 	if len(name) > maxClientNameLen {
 		name = name[:maxClientNameLen]
 	}
-	m := d.manifest
 	l, st := d.reg.add(p, name, time.Now(), m)
 	d.mu.RUnlock()
 	if l == nil {

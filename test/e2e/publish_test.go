@@ -33,8 +33,11 @@ const (
 // committing). Tests SIGKILL it while it blocks, or let it commit while
 // another publisher tries.
 func runHelper(name string) int {
-	if name == "fd-fetch" {
+	switch name {
+	case "fd-fetch":
 		return runFDFetchHelper()
+	case "fd-write":
+		return runFDWriteHelper()
 	}
 	if name == "load-or-publish" {
 		return runLoadOrPublishHelper()

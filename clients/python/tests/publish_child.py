@@ -1,12 +1,14 @@
 """A separate engine process for the publish tests (run by test_publish.py).
 
     publish_child.py load-or-publish --model DIR [--fail-load] [--tp-rank R] [--engine-version V]
-                     [--gate] [--wait S]
+                     [--gate] [--wait S] [--mutate] [--copy]
         wcache.load_or_publish with a loader that reads the safetensors
         checkpoint and transforms it (every 2-D tensor transposed, as a view,
         and everything scaled by 2), or fails when called (--fail-load).
         --gate: the loader prints "loading" and waits for a line "go" on
-        stdin before it returns; --wait: load_or_publish's wait.
+        stdin before it returns; --wait: load_or_publish's wait;
+        --mutate then scales every returned tensor by 3 in place (an
+        engine's fix-up after loading), --copy attaches with copy=True.
     publish_child.py publish-layout [--hold]
         publishes layout_tensors(); with --hold prints "filled" after the copy
         and waits for a line "commit" on stdin before it commits.
@@ -95,6 +97,8 @@ def main(argv) -> int:
     p.add_argument("--engine-version", default="1")
     p.add_argument("--gate", action="store_true")
     p.add_argument("--wait", type=float)
+    p.add_argument("--mutate", action="store_true")
+    p.add_argument("--copy", action="store_true")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     out: dict = {"pid": os.getpid()}
@@ -112,8 +116,13 @@ def main(argv) -> int:
                         raise RuntimeError("told not to finish loading")
                 return transformed(a.model), {"layout": "transposed", "scale": "2"}
 
-            wait = {} if a.wait is None else {"wait": a.wait}
-            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version), load, device_uuid=a.uuid, **wait)
+            kw = {} if a.wait is None else {"wait": a.wait}
+            if a.copy:
+                kw["copy"] = True
+            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version), load, device_uuid=a.uuid, **kw)
+            if a.mutate:
+                for t in w.values():
+                    t.mul_(3)
             out.update(source=w.source, reason=w.reason, metadata=w.metadata, loads=len(calls),
                        tensors=describe(w))
         elif a.mode == "publish-layout":

@@ -209,3 +209,35 @@ def test_descriptor_channel_refuses_a_wrong_token_and_an_ended_lease():
             time.sleep(0.02)
     finally:
         w.close()
+
+
+def test_a_client_says_which_handle_kinds_it_maps():
+    """A client that maps posix-shm only (handle_kinds) is refused by a
+    memfd daemon before a lease exists, with HandleKindsError naming both
+    sides and how to fix it; the default (every built-in kind) attaches."""
+    import wcache  # noqa: PLC0415
+
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        model = os.path.join(w.root, "model")
+        st_writer.make_checkpoint(model, n_tensors=4, n_shards=1)
+        w.serve(0, model)
+        sock = w.socket_path(w.uuids[0])
+        cfg = wcache.CacheConfig(model=model, checkpoint_digest=wcache.checkpoint_digest(model), device_capability="mock")
+        with pytest.raises(wcache.HandleKindsError) as exc:
+            wcache.attach(cfg, socket=sock, handle_kinds=["posix-shm"])
+        assert exc.value.daemon_kinds == ["memfd"] and exc.value.client_kinds == ["posix-shm"]
+        assert "handle=posix-shm" in str(exc.value)
+        assert isinstance(exc.value, wcache.DaemonError)
+        status = w.wcache_json("status", "--json")
+        assert all(not row.get("leases") for row in status), status
+        att = wcache.attach(cfg, socket=sock, library="numpy")
+        try:
+            assert len(att.tensors()) == 4
+        finally:
+            att.release()
+    finally:
+        w.close()

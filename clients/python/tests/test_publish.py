@@ -119,6 +119,59 @@ def test_load_or_publish_across_two_processes(world):
     assert two_d and all(second["tensors"][n]["stride"][0] == 1 for n in two_d)
 
 
+def test_writes_to_attached_weights_stay_private_and_never_crash(world):
+    """An engine's in-place fix-up of the tensors load_or_publish returned
+    (issue 27, item 5) — by the publishing start itself, by a later start,
+    and by a start that asked for copy=True — neither crashes it (it was a
+    SIGSEGV on read-only mappings) nor changes what the next start attaches."""
+    model = os.path.join(world.root, "model")
+    st_writer.make_checkpoint(model, n_tensors=12, n_shards=1)
+    world.serve(0, None)
+    want = expected(model)
+
+    first = child(world, "load-or-publish", "--model", model, "--mutate")
+    assert first.get("error") is None and first["source"] == "published", first
+    changed = [n for n, w in want.items() if first["tensors"][n]["sha256"] != w["sha256"]]
+    assert changed, "the in-place write was lost in the writing process"
+
+    for extra in ([], ["--mutate"], ["--mutate", "--copy"]):
+        got = child(world, "load-or-publish", "--model", model, "--fail-load", *extra)
+        assert got.get("error") is None and got["source"] == "attached", (extra, got)
+        same = [n for n, w in want.items() if got["tensors"][n]["sha256"] == w["sha256"]]
+        if extra:
+            assert set(same) == set(want) - set(changed), (extra, "its own writes were lost")
+    after = child(world, "load-or-publish", "--model", model, "--fail-load")
+    for name, w in want.items():
+        assert after["tensors"][name]["sha256"] == w["sha256"], f"{name}: another engine's write reached the daemon"
+
+
+def test_copy_keeps_views_and_is_the_engines_own(world):
+    """attach(copy=True): every storage copied once, views kept, writable."""
+    import publish_child  # noqa: PLC0415
+
+    world.serve(0, None)
+    assert child(world, "publish-layout").get("error") is None
+    att = wcache.attach(publish_child.config(), device_uuid=world.uuids[0], getenv=world.getenv, copy=True)
+    try:
+        t = att.tensors()
+        shared = wcache.attach(publish_child.config(), device_uuid=world.uuids[0], getenv=world.getenv)
+        try:
+            s = shared.tensors()
+            want = publish_child.describe(publish_child.layout_tensors())
+            got = publish_child.describe(t)
+            for name in want:
+                assert (got[name]["shape"], got[name]["stride"], got[name]["offset"], got[name]["sha256"]) == \
+                    (want[name]["shape"], want[name]["stride"], want[name]["offset"], want[name]["sha256"]), name
+                assert got[name]["storage"] != publish_child.describe(s)[name]["storage"], name
+            assert got["q"]["storage"] == got["k"]["storage"]  # one fused storage, copied once
+            t["q"].zero_()
+            assert publish_child.describe(s)["q"]["sha256"] == want["q"]["sha256"]
+        finally:
+            shared.release()
+    finally:
+        att.release()
+
+
 def test_layout_strides_offsets_and_shared_storages(world):
     world.serve(0, None, "--verify-publish")
     pub = child(world, "publish-layout")

@@ -16,8 +16,10 @@ const memfdSeals = sdk.MemfdSeals
 
 // createMemfd creates an anonymous memfd of size bytes (no name in any
 // folder: the memory lives as long as a descriptor or a mapping of it),
-// seals its size and maps it read-write. Like a file, it takes no memory
-// until Load writes it.
+// seals its size and maps it for reading (sdk.MapMemfdReadOnly: Load
+// writes through the descriptor, and no writable mapping keeps the daemon
+// from sealing the memory against writes once it is filled). Like a file,
+// it takes no memory until Load writes it.
 func (b *Backend) createMemfd(id sdk.AllocationID, ordinal int, size uint64) (*allocation, error) {
 	name := fmt.Sprintf("wcache-mock-%s-%d", b.nonce, id)
 	f, err := sdk.NewMemfd(name, size)
@@ -34,7 +36,7 @@ func (b *Backend) createMemfd(id sdk.AllocationID, ordinal int, size uint64) (*a
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := sdk.MapMemfdReadOnly(fd, size)
 	if err != nil {
 		if errors.Is(err, unix.ENOMEM) {
 			return fail(sdk.Errorf(sdk.ErrOutOfMemory, "map %d bytes: %v", size, err))
@@ -48,10 +50,10 @@ func (b *Backend) createMemfd(id sdk.AllocationID, ordinal int, size uint64) (*a
 func CheckMemfd(f *os.File, size uint64) error { return sdk.CheckMemfd(f, size) }
 
 // importMemfd adopts a memfd handle: the descriptor is checked (a sealed
-// memfd of the handle's size), duplicated and mapped, read-write when the
-// descriptor allows it (the daemon's own, so that a restarted plugin or a
-// successor daemon serves the memory as its own), read-only otherwise (a
-// client's read-only copy). The result can be exported again; it is not
+// memfd of the handle's size), duplicated and mapped for reading
+// (sdk.MapMemfdReadOnly), so that a restarted plugin or a successor daemon
+// serves the memory as its own. The result can be exported again (the
+// duplicate keeps the access of the descriptor it was given); it is not
 // counted against the device's capacity.
 func (b *Backend) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
 	if h.File == nil {
@@ -67,10 +69,7 @@ func (b *Backend) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, erro
 	if err != nil {
 		return 0, fmt.Errorf("import memfd handle: dup: %w", err)
 	}
-	data, err := unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if errors.Is(err, unix.EACCES) {
-		data, err = unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
-	}
+	data, err := sdk.MapMemfdReadOnly(fd, h.Size)
 	if err != nil {
 		_ = unix.Close(fd)
 		return 0, fmt.Errorf("import memfd handle: map: %w", err)

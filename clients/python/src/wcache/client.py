@@ -32,13 +32,13 @@ import grpc
 from . import fdchannel, pb
 from .config import CacheConfig
 from .discovery import Target, check_socket, probe, resolve
-from .errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HoldsWeightsError,
+from .errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HandleKindsError, HoldsWeightsError,
                      IncompatibleConfigError, ProtocolError, PublishConflictError, PublishInProgressError,
                      WcacheError)
 from .manifest import DESCRIPTOR_KINDS, TensorSpec
 from .paths import Getenv
-from .mappers import HandleMappers
-from .tensors import LIBRARY_AUTO, Materialized, materialize
+from .mappers import CORE_KINDS, HandleMappers
+from .tensors import LIBRARY_AUTO, Materialized, materialize, private_copy
 
 log = logging.getLogger("wcache")
 
@@ -142,6 +142,9 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
         mismatch = mismatch_from_error(err)
         if mismatch is not None:
             return IncompatibleConfigError(mismatch[0], details or "", omitted=mismatch[1])
+        kinds = status_detail(err, pb.HandleKindsRefused)
+        if kinds is not None:
+            return HandleKindsError(code, details or "", kinds.daemon_kinds, kinds.client_kinds)
     if code == grpc.StatusCode.NOT_FOUND:
         empty = status_detail(err, pb.NoWeights)
         if empty is not None:
@@ -182,7 +185,7 @@ class Attachment:
                  on_daemon_gone: Optional[Callable[[DaemonGone], None]],
                  on_notice: Optional[Callable[[object], None]],
                  device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None,
-                 descriptors: Optional[Dict[int, int]] = None):
+                 descriptors: Optional[Dict[int, int]] = None, copy: bool = False):
         self._channel = channel
         # handle index → descriptor of a descriptor handle (memfd), closed by release().
         self._descriptors: Dict[int, int] = dict(descriptors or {})
@@ -200,6 +203,7 @@ class Attachment:
         self._device_index = device_index
         self._library = library
         self._mappers = mappers
+        self._copy = copy
         self._lock = threading.Lock()
         self._released = False
         self._materialized: Optional[Materialized] = None
@@ -212,10 +216,15 @@ class Attachment:
     # --- tensors -------------------------------------------------------------------------------
 
     def tensors(self) -> Dict[str, object]:
-        """name → tensor aliasing the daemon's memory (see wcache.tensors).
+        """name → tensor aliasing the daemon's memory (see wcache.tensors),
+        or, attached with copy=True, the engine's own copy of it.
 
-        Handles are opened on the first call and reused afterwards; the same
-        dict is returned each time. Raises WcacheError after release().
+        Host-memory tensors are copy-on-write views: a write changes this
+        process's copy of the page only. Device tensors (cuda-ipc, hip-ipc)
+        are the daemon's memory: a write reaches every client; attach with
+        copy=True to modify them. Handles are opened on the first call and
+        reused afterwards; the same dict is returned each time. Raises
+        WcacheError after release().
         """
         with self._lock:
             if self._released:
@@ -224,6 +233,8 @@ class Attachment:
                 self._materialized = materialize(self.manifest, library=self._library,
                                                  device_index=self._device_index, mappers=self._mappers,
                                                  descriptors=self._descriptors)
+                if self._copy:
+                    self._materialized.tensors = private_copy(self._materialized.tensors)
             return self._materialized.tensors
 
     @property
@@ -319,7 +330,8 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            on_daemon_gone: Optional[Callable[[DaemonGone], None]] = None,
            on_notice: Optional[Callable[[object], None]] = None,
            timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
-           allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None) -> Attachment:
+           allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None,
+           copy: bool = False, handle_kinds: Optional[Iterable[str]] = None) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -335,7 +347,14 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     for the templates. allow_owners: socket owner uids accepted besides our
     own (a daemon run by a service account). mappers: a
     wcache.HandleMappers with the mappers of vendor handle kinds
-    (x-VENDOR-NAME) for tensors(); None: the built-in kinds only.
+    (x-VENDOR-NAME) for tensors(); None: the built-in kinds only. copy:
+    tensors() returns the engine's own copy of every storage (views kept,
+    on the same device), which it may modify in place — for device handles,
+    whose memory every client shares; host-memory tensors are copy-on-write
+    views already (a write stays this process's). handle_kinds: the handle
+    kinds this client maps, sent to the daemon (None: the built-in kinds
+    and those of mappers); a daemon whose handles are of another kind
+    refuses with HandleKindsError before a lease exists.
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk; its subclass
@@ -343,10 +362,14 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     DaemonDeadError, IncompatibleConfigError (.diffs), DaemonError (other
     RPC errors), ProtocolError (unusable answer, or a daemon serving another
     GPU than the one asked for), and TemplateError / InvalidUUIDError /
-    SocketPathTooLongError for bad input.
+    SocketPathTooLongError for bad input, HandleKindsError (a DaemonError)
+    when the daemon serves no kind of handle_kinds.
     """
+    if handle_kinds is None:
+        handle_kinds = list(CORE_KINDS) + (mappers.kinds() if mappers is not None else [])
     request = pb.AttachRequest(config=_config_message(config),
-                               client_name=client_name if client_name is not None else default_client_name())
+                               client_name=client_name if client_name is not None else default_client_name(),
+                               handle_kinds=list(handle_kinds))
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
@@ -392,7 +415,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
         channel.close()
         raise
     return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
-                      descriptors)
+                      descriptors, copy)
 
 
 def _fetch_descriptors(socket_path: str, manifest, call, timeout: float) -> Dict[int, int]:

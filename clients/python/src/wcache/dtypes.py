@@ -41,10 +41,34 @@ _NUMPY_NAMES: Dict[str, str] = {
 }
 
 
+# Prefix of a published dtype that has no safetensors spelling: "torch.<name>".
+TORCH_PREFIX = "torch."
+
+# The torch dtypes a publish may name as "torch.<name>" (those safetensors
+# lacks) and their bits per element as torch stores them — the vocabulary of
+# core/tensorview in the Go tree. Any other "torch.<name>" is raw bytes.
+TORCH_BITS: Dict[str, int] = {
+    "complex32": 32, "complex128": 128,
+    "qint8": 8, "quint8": 8, "qint32": 32, "quint4x2": 8, "quint2x4": 8,
+    "bits1x8": 8, "bits2x4": 8, "bits4x2": 8, "bits8": 8, "bits16": 16,
+    "uint1": 8, "uint2": 8, "uint3": 8, "uint4": 8, "uint5": 8, "uint6": 8, "uint7": 8,
+    "int1": 8, "int2": 8, "int3": 8, "int4": 8, "int5": 8, "int6": 8, "int7": 8,
+    "float4_e2m1fn_x2": 8,
+}
+
+
+def element_bits(dtype: str) -> Optional[int]:
+    """Bits of one element of a dtype of the vocabulary (a safetensors dtype
+    or "torch.<name>" of TORCH_BITS), None for any other string."""
+    if dtype.startswith(TORCH_PREFIX):
+        return TORCH_BITS.get(dtype[len(TORCH_PREFIX):])
+    return BITS.get(dtype)
+
+
 def byte_length(dtype: str, shape: Sequence[int]) -> Optional[int]:
     """Bytes a tensor of dtype and shape occupies, or None for an unknown
     dtype or a bit count that does not end on a byte boundary."""
-    bits = BITS.get(dtype)
+    bits = element_bits(dtype)
     if bits is None:
         return None
     n = 1
@@ -56,16 +80,20 @@ def byte_length(dtype: str, shape: Sequence[int]) -> Optional[int]:
     return total // 8
 
 
-# Prefix of a published dtype that has no safetensors spelling: "torch.<name>".
-TORCH_PREFIX = "torch."
-
-
 def torch_dtype(dtype: str, torch_module):
-    """The torch dtype for a safetensors dtype (or a published "torch.<name>"),
-    or None when this torch has none."""
+    """The torch dtype for a safetensors dtype (or a published "torch.<name>"
+    of TORCH_BITS whose element size this torch agrees with), or None when
+    this torch has none: the tensor is then raw bytes."""
     if dtype.startswith(TORCH_PREFIX):
-        found = getattr(torch_module, dtype[len(TORCH_PREFIX):], None)
-        return found if isinstance(found, torch_module.dtype) else None
+        name = dtype[len(TORCH_PREFIX):]
+        found = getattr(torch_module, name, None) if name in TORCH_BITS else None
+        if not isinstance(found, torch_module.dtype):
+            return None
+        try:
+            size = torch_module.empty((), dtype=found).element_size()
+        except (RuntimeError, TypeError):
+            return None
+        return found if size * 8 == TORCH_BITS[name] else None
     name = _TORCH_NAMES.get(dtype)
     return getattr(torch_module, name, None) if name else None
 

@@ -183,6 +183,18 @@ class DaemonBusyError(DaemonError):
         super().__init__(operation, code, details)
 
 
+class HandleKindsError(DaemonError):
+    """The daemon holds no handle of a kind this client maps (attach's
+    handle_kinds), and refused before a lease existed. ``daemon_kinds`` are
+    the kinds it serves, ``client_kinds`` those the client said it maps;
+    the message says what to change."""
+
+    def __init__(self, code, details: str, daemon_kinds, client_kinds):
+        super().__init__("attach", code, details)
+        self.daemon_kinds = list(daemon_kinds)
+        self.client_kinds = list(client_kinds)
+
+
 class ProtocolError(WcacheError):
     """The daemon sent something this client cannot use (malformed manifest,
     unknown handle kind, out-of-range offsets, unexpected message)."""

@@ -98,7 +98,7 @@ def _check_layout(spec: TensorSpec) -> None:
     whole number of bytes per element; others are returned as raw bytes)."""
     if spec.strides is not None and len(spec.strides) != len(spec.shape):
         raise ProtocolError(f"tensor {spec.name!r}: {len(spec.strides)} strides for {len(spec.shape)} dimensions")
-    bits = dtypes.BITS.get(spec.dtype)
+    bits = dtypes.element_bits(spec.dtype)
     if bits is None or bits % 8 or any(d == 0 for d in spec.shape):
         return
     strides = spec.strides if spec.strides is not None else dtypes.contiguous_strides(spec.shape)

@@ -84,6 +84,7 @@ PublishResponse = _message_class(DAEMON_PACKAGE + ".PublishResponse")
 PublishConflict = _message_class(DAEMON_PACKAGE + ".PublishConflict")
 EvictRequest = _message_class(DAEMON_PACKAGE + ".EvictRequest")
 EvictResponse = _message_class(DAEMON_PACKAGE + ".EvictResponse")
+HandleKindsRefused = _message_class(DAEMON_PACKAGE + ".HandleKindsRefused")
 
 RpcStatus = _message_class("google.rpc.Status")
 

@@ -502,12 +502,12 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
 
     kwargs go to attach and publish where they apply (socket, device_uuid,
     client_name, getenv, allow_owners, timeout; sha256, before_commit and
-    progress to publish; library, mappers and on_daemon_gone/on_notice to
-    attach). Raises IncompatibleConfigError (above), and every error of
-    attach and publish other than the cases above.
+    progress to publish; library, mappers, copy, handle_kinds and
+    on_daemon_gone/on_notice to attach). Raises IncompatibleConfigError
+    (above), and every error of attach and publish other than the cases above.
     """
     publish_only = {"sha256", "before_commit", "progress"}
-    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers"}
+    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy", "handle_kinds"}
     attach_kw = {k: v for k, v in kwargs.items() if k not in publish_only}
     publish_kw = {k: v for k, v in kwargs.items() if k not in attach_only}
 

@@ -1,20 +1,22 @@
-"""posix-shm handles: map a daemon's shared-memory file read-only, zero-copy.
+"""posix-shm and memfd handles: map a daemon's host memory copy-on-write, zero-copy.
 
 A posix-shm Handle's data is the absolute path of a shared-memory file (the
-mock backend's "device memory"); its size is the number of bytes to map.
+mock backend's "device memory"); its size is the number of bytes to map. A
+memfd handle's memory comes as a descriptor (wcache.fdchannel).
 
-The file is mapped once per handle with ``MAP_SHARED`` and ``PROT_READ``:
-every tensor is a view into that mapping, no byte is copied, and every
-process attached to the daemon shares the same physical pages. The mapping is
-read-only on purpose: the weights belong to the daemon and to every other
-attached engine. A write through a tensor built on it faults (SIGSEGV)
-instead of silently corrupting weights others read; copy a tensor
-(``t.clone()``) before modifying it.
+The memory is mapped once per handle **copy-on-write** (``MAP_PRIVATE``,
+``PROT_READ | PROT_WRITE``): every tensor is a view into that mapping, no
+byte is copied, and every process attached to the daemon shares the same
+physical pages until one writes. A write through a tensor (an engine's
+in-place fix-up, ``w.mul_(2)``) copies the page it touches into this
+process's own memory: it never reaches the daemon or another engine, and it
+never faults. The daemon's memfds are sealed against writes (docs/protocol.md,
+"What a memfd allows"); a kernel older than 6.7 refuses writable private
+mappings of them, and the mapping is then read-only and shared (a write
+faults), with a warning in the "wcache" log.
 
-torch tensors are built with ``torch.frombuffer`` over the mmap object. torch
-warns that the buffer is not writable; the warning is suppressed because the
-read-only mapping is intended. numpy arrays (``numpy.frombuffer``) are marked
-read-only by numpy itself.
+torch tensors are built with ``torch.frombuffer`` over the mmap object.
+numpy arrays (``numpy.frombuffer``) are writable the same way.
 
 The mapping is never closed explicitly: tensors keep the mmap object alive
 (torch holds a reference to it, numpy a buffer export), and it is unmapped when
@@ -24,6 +26,8 @@ does not invalidate an existing mapping.
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 import stat
@@ -32,9 +36,26 @@ from typing import Optional
 from .errors import ProtocolError, WcacheError
 from .manifest import HandleSpec
 
+log = logging.getLogger("wcache")
+
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+
+
+def _map_view(fd: int, size: int) -> mmap.mmap:
+    """size bytes of fd mapped copy-on-write (read-only shared where the
+    kernel refuses that: a write-sealed memfd before Linux 6.7)."""
+    try:
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE | _MAP_NORESERVE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EACCES):
+            raise
+        log.warning("wcache: this kernel refuses a copy-on-write mapping of the weights (%s): mapped read-only, "
+                    "a write to an attached tensor faults; attach with copy=True to modify weights", exc.strerror)
+        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+
 
 class ShmRegion:
-    """One posix-shm handle mapped read-only into this process.
+    """One posix-shm or memfd handle mapped into this process (copy-on-write).
 
     ``buffer`` is the mmap object (None for a zero-size handle), ``path`` the
     file, ``size`` the mapped length and ``address`` the address of its first
@@ -88,8 +109,8 @@ def _buffer_address(buf) -> int:
 
 
 def map_memfd(index: int, handle: HandleSpec, fd: int, writable: bool = False) -> ShmRegion:
-    """Map memfd handle number index from its descriptor fd, read-only (or,
-    for a publisher holding a writable descriptor, writable).
+    """Map memfd handle number index from its descriptor fd, copy-on-write
+    (or, for a publisher holding a writable descriptor, shared and writable).
 
     The descriptor (received on the descriptor channel) is not
     closed here: the Attachment owns it. The mapping stays valid after it is
@@ -111,8 +132,10 @@ def map_memfd(index: int, handle: HandleSpec, fd: int, writable: bool = False) -
     if handle.size == 0:
         return ShmRegion(name, 0, None)
     try:
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-        buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=prot)
+        if writable:
+            buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        else:
+            buf = _map_view(fd, handle.size)
     except OSError as exc:
         raise WcacheError(f"handle {index} (memfd): mmap: {exc.strerror}") from exc
     return ShmRegion(name, handle.size, buf)
@@ -151,8 +174,8 @@ def open_handle_file(index: int, handle: HandleSpec, writable: bool = False):
 
 
 def map_shm(index: int, handle: HandleSpec, writable: bool = False) -> ShmRegion:
-    """Map posix-shm handle number index, read-only (or, for a publisher,
-    writable).
+    """Map posix-shm handle number index, copy-on-write (or, for a
+    publisher, shared and writable).
 
     Raises ProtocolError when the handle's path is not absolute UTF-8 or the
     file is not a regular file of at least handle.size bytes, and WcacheError
@@ -162,9 +185,11 @@ def map_shm(index: int, handle: HandleSpec, writable: bool = False) -> ShmRegion
     try:
         if handle.size == 0:
             return ShmRegion(path, 0, None)
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         try:
-            buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=prot)
+            if writable:
+                buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            else:
+                buf = _map_view(fd, handle.size)
         except OSError as exc:
             raise WcacheError(f"handle {index} (posix-shm): mmap {path}: {exc.strerror}") from exc
         return ShmRegion(path, handle.size, buf)

@@ -5,8 +5,8 @@
 ================  ===========================  ==================================
 handle kind       with PyTorch                 without PyTorch
 ================  ===========================  ==================================
-posix-shm         CPU torch.Tensor (read-only  read-only numpy.ndarray
-                  mapping, see wcache.shm)
+posix-shm         CPU torch.Tensor (copy-on-  numpy.ndarray (copy-on-write)
+                  write mapping: wcache.shm)
 memfd             as posix-shm, mapped from    as posix-shm
                   its descriptor
 cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
@@ -20,7 +20,10 @@ x-VENDOR-NAME     whatever the vendor's mapper returns (wcache.mappers: register
                   HandleMappers and pass that to materialize / attach)
 ================  ===========================  ==================================
 
-Nothing is copied. dtype and shape come from the manifest (and, for a
+Nothing is copied (unless ``copy=True``: ``private_copy``). Writes to
+host-memory tensors stay this process's (copy-on-write); writes to device
+tensors (cuda-ipc, hip-ipc) reach the daemon's memory and every other client,
+and cuda-vmm-fd is mapped read-only on the device. dtype and shape come from the manifest (and, for a
 published tensor, its strides and storage offset: tensors published as views
 of one storage come back as views of one storage); a dtype the
 library cannot represent (e.g. F4, or BF16 in numpy) is returned as its raw
@@ -71,7 +74,7 @@ def _import_torch():
 
 
 def _torch_shm_storage(torch, region: ShmRegion):
-    """An UntypedStorage over a whole read-only mapping (torch warns it is not writable)."""
+    """An UntypedStorage over a whole mapping (torch warns when it is not writable: a read-only fallback)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
         base = torch.frombuffer(region.buffer, dtype=torch.uint8)
@@ -81,7 +84,7 @@ def _torch_shm_storage(torch, region: ShmRegion):
 
 
 def _torch_shm_range(torch, region: ShmRegion, offset: int, length: int):
-    """An UntypedStorage over bytes [offset, offset+length) of a read-only
+    """An UntypedStorage over bytes [offset, offset+length) of a
     mapping: a published storage, so that its views keep their storage offsets."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
@@ -113,7 +116,8 @@ def _numpy_shm_array(numpy, region: ShmRegion, spec: TensorSpec):
         return flat.reshape(spec.shape)
     strides = spec.strides if spec.strides is not None else dtypes.contiguous_strides(spec.shape)
     view = numpy.lib.stride_tricks.as_strided(flat[spec.storage_offset:], shape=spec.shape,
-                                              strides=[s * np_dtype.itemsize for s in strides], writeable=False)
+                                              strides=[s * np_dtype.itemsize for s in strides],
+                                              writeable=flat.flags.writeable)
     return view
 
 
@@ -290,3 +294,42 @@ def _open_hip(index: int, handle: HandleSpec, uuid: str, torch, device_index: Op
     hip = driver if isinstance(driver, HipRuntime) else HipRuntime(hip_library)
     ordinal = device_index if device_index is not None else hip.ordinal_for_uuid(uuid)
     return HipIpcRegion(index, handle, ordinal, hip)
+
+
+def _untyped(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    return t.storage().untyped()  # torch < 2.0
+
+
+def private_copy(tensors: Dict[str, object]) -> Dict[str, object]:
+    """A copy of tensors in this process's own memory, views kept.
+
+    Every distinct storage is copied once (on its device: host memory stays
+    on the host, device memory on the device), and each tensor becomes the
+    same view (dtype, shape, strides, storage offset) of the copy, so that
+    tensors that shared a storage share the copy. numpy arrays are copied.
+    What attach(..., copy=True) returns: the engine may write to these
+    tensors freely, device tensors included, and release the lease. Raises
+    WcacheError for a tensor it cannot copy (a DeviceArray without torch, a
+    vendor mapper's object).
+    """
+    torch = _import_torch()
+    out: Dict[str, object] = {}
+    copies: Dict[tuple, object] = {}
+    for name, t in tensors.items():
+        if torch is not None and isinstance(t, torch.Tensor):
+            st = _untyped(t)
+            key = (str(st.device), st.data_ptr(), st.nbytes())
+            new = copies.get(key)
+            if new is None:
+                src = torch.empty((0,), dtype=torch.uint8, device=st.device).set_(st, 0, (st.nbytes(),), (1,))
+                new = copies[key] = _untyped(src.clone())
+            out[name] = torch.empty((0,), dtype=t.dtype, device=t.device).set_(
+                new, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+        elif type(t).__module__ == "numpy" and hasattr(t, "copy"):
+            out[name] = t.copy()
+        else:
+            raise WcacheError(f"copy=True: tensor {name!r} is a {type(t).__name__}, which cannot be copied here "
+                              "(attach with PyTorch, or copy it yourself)")
+    return out

@@ -671,7 +671,13 @@ type AttachRequest struct {
 	// tensors in that compact form instead of Manifest.tensors (it does for
 	// weights loaded from files; published tensors with layouts always come
 	// as Manifest.tensors). Clients that leave it false get Manifest.tensors.
-	TensorTable   bool `protobuf:"varint,3,opt,name=tensor_table,json=tensorTable,proto3" json:"tensor_table,omitempty"`
+	TensorTable bool `protobuf:"varint,3,opt,name=tensor_table,json=tensorTable,proto3" json:"tensor_table,omitempty"`
+	// The handle kinds this client maps (Handle.kind: "memfd", "posix-shm",
+	// "cuda-ipc", a vendor's "x-…"). Empty: the client does not say (any
+	// kind, as before). Otherwise the daemon serves handles of a listed kind
+	// or refuses with FAILED_PRECONDITION and a HandleKindsRefused detail,
+	// before a lease exists.
+	HandleKinds   []string `protobuf:"bytes,4,rep,name=handle_kinds,json=handleKinds,proto3" json:"handle_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -725,6 +731,13 @@ func (x *AttachRequest) GetTensorTable() bool {
 		return x.TensorTable
 	}
 	return false
+}
+
+func (x *AttachRequest) GetHandleKinds() []string {
+	if x != nil {
+		return x.HandleKinds
+	}
+	return nil
 }
 
 type Handle struct {
@@ -2443,6 +2456,61 @@ func (x *EvictResponse) GetBytesFreed() uint64 {
 	return 0
 }
 
+// HandleKindsRefused is the detail of an Attach refused because the
+// daemon holds no handle of a kind the client listed in
+// AttachRequest.handle_kinds: what it has and what the client maps.
+type HandleKindsRefused struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DaemonKinds   []string               `protobuf:"bytes,1,rep,name=daemon_kinds,json=daemonKinds,proto3" json:"daemon_kinds,omitempty"`
+	ClientKinds   []string               `protobuf:"bytes,2,rep,name=client_kinds,json=clientKinds,proto3" json:"client_kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleKindsRefused) Reset() {
+	*x = HandleKindsRefused{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleKindsRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleKindsRefused) ProtoMessage() {}
+
+func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleKindsRefused.ProtoReflect.Descriptor instead.
+func (*HandleKindsRefused) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *HandleKindsRefused) GetDaemonKinds() []string {
+	if x != nil {
+		return x.DaemonKinds
+	}
+	return nil
+}
+
+func (x *HandleKindsRefused) GetClientKinds() []string {
+	if x != nil {
+		return x.ClientKinds
+	}
+	return nil
+}
+
 var File_wcache_daemon_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
@@ -2500,12 +2568,13 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x06source\x18\n" +
 	" \x01(\tR\x06source\x12'\n" +
 	"\x0fplugin_restarts\x18\v \x01(\rR\x0epluginRestarts\x12&\n" +
-	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\"\x8a\x01\n" +
+	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\"\xad\x01\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
 	"clientName\x12!\n" +
-	"\ftensor_table\x18\x03 \x01(\bR\vtensorTable\"D\n" +
+	"\ftensor_table\x18\x03 \x01(\bR\vtensorTable\x12!\n" +
+	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\"D\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -2650,7 +2719,10 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\rEvictResponse\x12&\n" +
 	"\x0fleases_at_evict\x18\x01 \x01(\rR\rleasesAtEvict\x12\x1f\n" +
 	"\vbytes_freed\x18\x02 \x01(\x04R\n" +
-	"bytesFreed*\xb0\x01\n" +
+	"bytesFreed\"Z\n" +
+	"\x12HandleKindsRefused\x12!\n" +
+	"\fdaemon_kinds\x18\x01 \x03(\tR\vdaemonKinds\x12!\n" +
+	"\fclient_kinds\x18\x02 \x03(\tR\vclientKinds*\xb0\x01\n" +
 	"\vDaemonState\x12\x1c\n" +
 	"\x18DAEMON_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DAEMON_STATE_EMPTY\x10\x01\x12\x1b\n" +
@@ -2678,7 +2750,7 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
 	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
@@ -2711,23 +2783,24 @@ var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(*PublishConflict)(nil),     // 28: wcache.daemon.v1.PublishConflict
 	(*EvictRequest)(nil),        // 29: wcache.daemon.v1.EvictRequest
 	(*EvictResponse)(nil),       // 30: wcache.daemon.v1.EvictResponse
-	nil,                         // 31: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 32: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 33: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 34: wcache.config.v1.CacheConfig
+	(*HandleKindsRefused)(nil),  // 31: wcache.daemon.v1.HandleKindsRefused
+	nil,                         // 32: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 33: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 34: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 35: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	34, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	35, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
 	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
 	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
 	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	31, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	34, // 5: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	32, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	35, // 5: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
 	10, // 6: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	34, // 7: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	35, // 7: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
 	8,  // 8: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
 	9,  // 9: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	32, // 10: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	33, // 10: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
 	11, // 11: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
 	1,  // 12: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
 	12, // 13: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
@@ -2735,8 +2808,8 @@ var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
 	17, // 15: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
 	0,  // 16: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
 	10, // 17: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	34, // 18: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	33, // 19: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	35, // 18: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	34, // 19: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
 	20, // 20: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
 	20, // 21: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
 	21, // 22: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
@@ -2789,7 +2862,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
