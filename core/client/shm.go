@@ -3,8 +3,7 @@ package client
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/wcache/wcache/sdk/mmap"
 	"github.com/wcache/wcache/sdk/names"
 )
 
@@ -20,34 +19,13 @@ const HandlePosixShm = names.KindPosixShm
 // an empty slice. Writing to the returned bytes faults (SIGSEGV): they are
 // the daemon's memory.
 func MapShm(path string, size uint64) ([]byte, error) {
-	if size == 0 {
-		return []byte{}, nil
-	}
-	if size > uint64(maxInt) {
-		return nil, fmt.Errorf("map %s: %d bytes do not fit in this address space", path, size)
-	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	data, err := mmap.Path(path, size, mmap.Read, mmap.Any)
 	if err != nil {
-		return nil, fmt.Errorf("open shared memory %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s (%d bytes): %w", path, size, err)
+		return nil, fmt.Errorf("map shared memory: %w", err)
 	}
 	return data, nil
 }
 
-// Unmap releases a mapping made by MapShm; an empty slice is a no-op.
-func Unmap(data []byte) error {
-	if len(data) == 0 {
-		return nil
-	}
-	if err := unix.Munmap(data); err != nil {
-		return fmt.Errorf("munmap: %w", err)
-	}
-	return nil
-}
-
-// maxInt is the largest int.
-const maxInt = int(^uint(0) >> 1)
+// Unmap releases a mapping made by MapShm or MapFile; an empty slice is a
+// no-op.
+func Unmap(data []byte) error { return mmap.Unmap(data) }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/prometheus/procfs"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // serveRun is one `wcache serve` from fork/exec to ready, then stopped.
@@ -121,15 +121,14 @@ func residentPages(path string) (in, all uint64, err error) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Size == 0 {
 		return 0, 0, err
 	}
-	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := mmap.FD(fd, uint64(st.Size), mmap.Read)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer unix.Munmap(m)
+	defer mmap.Unmap(m)
 	vec := make([]byte, (st.Size+pageSize-1)/pageSize)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)),
-		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		return 0, 0, fmt.Errorf("mincore %s: %w", path, errno)
+	if err := mmap.Mincore(m, vec); err != nil {
+		return 0, 0, fmt.Errorf("mincore %s: %w", path, err)
 	}
 	for _, v := range vec {
 		in += uint64(v & 1)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // memfdSeals are the seals of every allocation memfd (sdk.MemfdSeals).
@@ -34,7 +35,7 @@ func (b *Backend) createMemfd(id sdk.AllocationID, ordinal int, size uint64) (*a
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := mmap.FD(fd, size, mmap.ReadWrite)
 	if err != nil {
 		if errors.Is(err, unix.ENOMEM) {
 			return fail(sdk.Errorf(sdk.ErrOutOfMemory, "map %d bytes: %v", size, err))
@@ -67,9 +68,9 @@ func (b *Backend) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, erro
 	if err != nil {
 		return 0, fmt.Errorf("import memfd handle: dup: %w", err)
 	}
-	data, err := unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := mmap.FD(fd, h.Size, mmap.ReadWrite)
 	if errors.Is(err, unix.EACCES) {
-		data, err = unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
+		data, err = mmap.FD(fd, h.Size, mmap.Read)
 	}
 	if err != nil {
 		_ = unix.Close(fd)
@@ -78,7 +79,7 @@ func (b *Backend) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, erro
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		_ = unix.Munmap(data)
+		_ = mmap.Unmap(data)
 		_ = unix.Close(fd)
 		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
 	}
