@@ -2,7 +2,6 @@ package cudabackend
 
 import (
 	"context"
-	"errors"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -23,9 +22,7 @@ const (
 // a Runtime's device memory, plus the CUDA device list. It is safe for
 // concurrent use.
 type Backend struct {
-	*gpucore.Backend
-	rt          *Runtime
-	ownsRuntime bool
+	gpucore.Vendor[*Runtime]
 }
 
 var _ sdk.Backend = (*Backend)(nil)
@@ -37,34 +34,19 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := rt.NewBackend()
-	b.ownsRuntime = true
-	return b, nil
+	return &Backend{gpucore.NewVendor(rt.core.NewBackend(), rt, true)}, nil
 }
 
 // NewBackend returns another Backend over rt, with its own allocation ids.
 // Closing it frees its allocations but leaves rt open.
-func (rt *Runtime) NewBackend() *Backend { return &Backend{Backend: rt.core.NewBackend(), rt: rt} }
-
-// Runtime returns the Runtime the Backend uses.
-func (b *Backend) Runtime() *Runtime { return b.rt }
-
-// Close frees every allocation and mapping the Backend's ids hold (memory
-// another Backend still references stays until that one lets go), and
-// closes the Runtime if New created it. Calls after Close fail with
-// ErrUnavailable. Close is idempotent.
-func (b *Backend) Close() error {
-	err := b.Backend.Close()
-	if b.ownsRuntime {
-		err = errors.Join(err, b.rt.Close())
-	}
-	return err
+func (rt *Runtime) NewBackend() *Backend {
+	return &Backend{gpucore.NewVendor(rt.core.NewBackend(), rt, false)}
 }
 
 // Info describes the backend; HandleKinds is the configured kind
 // (Config.Handle).
 func (b *Backend) Info(ctx context.Context) (sdk.Info, error) {
-	return info(b.rt.cfg.handleKind()), nil
+	return info(b.Runtime().cfg.handleKind()), nil
 }
 
 func info(kind string) sdk.Info {
@@ -79,7 +61,7 @@ func (b *Backend) DeviceUUID(ctx context.Context, ordinal int) (string, error) {
 	if err := b.Live(); err != nil {
 		return "", err
 	}
-	d, err := b.rt.device(ordinal)
+	d, err := b.Runtime().device(ordinal)
 	if err != nil {
 		return "", err
 	}

@@ -17,7 +17,7 @@ func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
 	if err := b.Live(); err != nil {
 		return nil, err
 	}
-	rt := b.rt
+	rt := b.Runtime()
 	out := make([]sdk.Device, len(rt.devices))
 	for i, d := range rt.devices {
 		free, total, err := rt.memInfo(ctx, d)

@@ -151,9 +151,10 @@ func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
 	if err := b.Live(); err != nil {
 		return nil, err
 	}
-	out := make([]sdk.Device, len(b.rt.devices))
-	for i, d := range b.rt.devices {
-		free, total, err := b.rt.memInfo(ctx, d)
+	rt := b.Runtime()
+	out := make([]sdk.Device, len(rt.devices))
+	for i, d := range rt.devices {
+		free, total, err := rt.memInfo(ctx, d)
 		if err != nil {
 			return nil, err
 		}
