@@ -1,12 +1,15 @@
 package daemonfile
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 func TestProcessStartTimeSelf(t *testing.T) {
@@ -76,15 +79,7 @@ func TestInspectProcess(t *testing.T) {
 // waitState polls until InspectProcess(pid, start) == want.
 func waitState(t *testing.T, pid int, start uint64, want ProcState) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := InspectProcess(pid, start)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d: state %s, want %s", pid, got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(t, 10*time.Second, fmt.Sprintf("pid %d in state %s", pid, want), func() bool {
+		return InspectProcess(pid, start) == want
+	})
 }
