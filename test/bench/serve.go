@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // serveRun is one `wcache serve` from fork/exec to ready, then stopped.
@@ -186,21 +187,6 @@ func ReadFaults(pid int) (Faults, error) {
 	return Faults{}, fmt.Errorf("faults of pid %d: %w", pid, err)
 }
 
-// childPIDs lists the processes whose parent is pid.
-func childPIDs(pid int) ([]int, error) {
-	procs, err := procfs.AllProcs()
-	if err != nil {
-		return nil, fmt.Errorf("children of %d: %w", pid, err)
-	}
-	var out []int
-	for _, p := range procs {
-		if st, err := p.Stat(); err == nil && st.PPID == pid {
-			out = append(out, p.PID)
-		}
-	}
-	return out, nil
-}
-
 // Sampler polls the memory of a process and of its first child (the
 // daemon's plugin, once it appears) at a fixed interval and keeps the peak
 // of each field.
@@ -219,7 +205,7 @@ func NewSampler(interval time.Duration, pid int) *Sampler {
 		child := 0
 		sample := func() {
 			if child == 0 {
-				if kids, err := childPIDs(pid); err == nil && len(kids) > 0 {
+				if kids, err := testproc.ChildPIDs(pid); err == nil && len(kids) > 0 {
 					child = kids[0]
 				}
 			}
