@@ -16,46 +16,56 @@ import (
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 
-// fakeBackend is a vendor backend over the fake driver, as the CUDA and
-// ROCm backends are over theirs: gpucore.Vendor plus the device list.
-type fakeBackend struct {
-	gpucore.Vendor[*gpucore.Runtime]
-	drv *fakeDriver
+// fakeRuntime is a vendor runtime over the fake driver, as the CUDA and
+// ROCm runtimes are over theirs.
+type fakeRuntime struct {
+	core *gpucore.Runtime
+	drv  *fakeDriver
 }
 
-func (b *fakeBackend) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "fake", Version: "0", Platform: "fake", HandleKinds: []string{fakeKind}}, nil
+func (r *fakeRuntime) Core() *gpucore.Runtime { return r.core }
+func (r *fakeRuntime) Close() error           { return r.core.Close() }
+func (r *fakeRuntime) Info() sdk.Info {
+	return sdk.Info{Name: "fake", Version: "0", Platform: "fake", HandleKinds: []string{fakeKind}}
 }
 
-func (b *fakeBackend) DeviceUUID(_ context.Context, ordinal int) (string, error) {
-	if err := b.Live(); err != nil {
-		return "", err
-	}
-	if err := b.Runtime().CheckOrdinal(ordinal); err != nil {
+func (r *fakeRuntime) DeviceUUID(ordinal int) (string, error) {
+	if err := r.core.CheckOrdinal(ordinal); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", ordinal), nil
 }
 
-func (b *fakeBackend) Devices(ctx context.Context) ([]sdk.Device, error) {
-	out := make([]sdk.Device, b.drv.devices)
+func (r *fakeRuntime) Devices(context.Context) ([]sdk.Device, error) {
+	out := make([]sdk.Device, r.drv.devices)
 	for i := range out {
-		uuid, err := b.DeviceUUID(ctx, i)
+		uuid, err := r.DeviceUUID(i)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = sdk.Device{Ordinal: i, UUID: uuid, Name: "fake", TotalMemory: b.drv.capacity}
+		out[i] = sdk.Device{Ordinal: i, UUID: uuid, Name: "fake", TotalMemory: r.drv.capacity}
 	}
 	return out, nil
 }
 
+// fakeBackend is the vendor backend of the fake runtime.
+type fakeBackend = gpucore.Vendor[*fakeRuntime]
+
 // newFake returns a backend of a fresh fake process on sp that owns its
-// Runtime; Close is the test's cleanup.
+// runtime; Close is the test's cleanup.
 func newFake(t *testing.T, sp *space) *fakeBackend {
 	t.Helper()
-	drv := newFakeDriver(sp, 2, 64<<20)
-	rt := gpucore.NewRuntime(drv, nil)
-	b := &fakeBackend{Vendor: gpucore.NewVendor(rt.NewBackend(), rt, true), drv: drv}
+	return newFakeBackendOver(t, newFakeDriver(sp, 2, 64<<20))
+}
+
+// newFakeBackendOver returns a backend that owns a new runtime over an
+// existing fake process's driver.
+func newFakeBackendOver(t *testing.T, drv *fakeDriver) *fakeBackend {
+	t.Helper()
+	b, err := gpucore.Own(&fakeRuntime{core: gpucore.NewRuntime(drv, nil), drv: drv}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
@@ -115,7 +125,7 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := importer.drv.Calls("IpcOpen"); n != 1 {
+	if n := importer.Runtime().drv.Calls("IpcOpen"); n != 1 {
 		t.Errorf("two imports on one device opened the handle %d times, want 1", n)
 	}
 	if got := read(t, importer, b, len(want)); !bytes.Equal(got, want) {
@@ -124,7 +134,7 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 	if err := importer.Free(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
-	if n := importer.drv.Calls("IpcClose"); n != 0 {
+	if n := importer.Runtime().drv.Calls("IpcClose"); n != 0 {
 		t.Errorf("freeing one of two ids closed the mapping (%d closes)", n)
 	}
 	if got := read(t, importer, b, len(want)); !bytes.Equal(got, want) {
@@ -133,13 +143,13 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 	if err := importer.Free(t.Context(), b); err != nil {
 		t.Fatal(err)
 	}
-	if n := importer.drv.Calls("IpcClose"); n != 1 {
+	if n := importer.Runtime().drv.Calls("IpcClose"); n != 1 {
 		t.Errorf("freeing the last id closed the mapping %d times, want 1", n)
 	}
 	if _, err := importer.Import(t.Context(), 1, h); err != nil {
 		t.Fatalf("import on device 1: %v", err)
 	}
-	if n := importer.drv.Calls("IpcOpen"); n != 2 {
+	if n := importer.Runtime().drv.Calls("IpcOpen"); n != 2 {
 		t.Errorf("an import on another device opened the handle %d times in all, want 2", n)
 	}
 }
@@ -149,7 +159,7 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 // which stays until both ids are freed.
 func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 	owner := newFake(t, newSpace())
-	other := owner.Runtime().NewBackend()
+	other := owner.Runtime().Core().NewBackend()
 	id, want := loaded(t, owner, 1<<20)
 	h, err := owner.Export(t.Context(), id)
 	if err != nil {
@@ -159,13 +169,13 @@ func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := owner.drv.Calls("IpcOpen"); n != 0 {
+	if n := owner.Runtime().drv.Calls("IpcOpen"); n != 0 {
 		t.Errorf("an import of this process's own handle called IpcOpen %d times", n)
 	}
 	if err := owner.Free(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if n := owner.drv.Calls("Free"); n != 0 {
+	if n := owner.Runtime().drv.Calls("Free"); n != 0 {
 		t.Errorf("the allocation was freed while an import still held it")
 	}
 	if got := read(t, other, imp, len(want)); !bytes.Equal(got, want) {
@@ -174,11 +184,11 @@ func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 	if err := other.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := owner.drv.Calls("Free"); n != 1 {
+	if n := owner.Runtime().drv.Calls("Free"); n != 1 {
 		t.Errorf("closing the last holder freed the allocation %d times, want 1", n)
 	}
-	if owner.drv.usedBytes() != 0 {
-		t.Errorf("%d bytes still allocated", owner.drv.usedBytes())
+	if owner.Runtime().drv.usedBytes() != 0 {
+		t.Errorf("%d bytes still allocated", owner.Runtime().drv.usedBytes())
 	}
 }
 
@@ -194,7 +204,7 @@ func TestImportClaimingMoreThanTheAllocationIsInvalid(t *testing.T) {
 	if _, err := importer.Import(t.Context(), 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
 		t.Fatalf("import of a handle claiming one byte more: %v, want ErrInvalidArgument", err)
 	}
-	if open, closed := importer.drv.Calls("IpcOpen"), importer.drv.Calls("IpcClose"); open != 1 || closed != 1 {
+	if open, closed := importer.Runtime().drv.Calls("IpcOpen"), importer.Runtime().drv.Calls("IpcClose"); open != 1 || closed != 1 {
 		t.Errorf("IpcOpen %d, IpcClose %d times: the oversized mapping was not closed again", open, closed)
 	}
 	h.Size--
@@ -217,7 +227,7 @@ func TestOpenFailuresAreInvalidArguments(t *testing.T) {
 	}
 	// A second Runtime in the exporting process (no shared export table)
 	// reaches the driver, which refuses its own handle: invalid context.
-	_, err = newFakeBackendOver(t, exporter.drv).Import(t.Context(), 0, h)
+	_, err = newFakeBackendOver(t, exporter.Runtime().drv).Import(t.Context(), 0, h)
 	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "process that exported it") {
 		t.Errorf("open refused with invalid context: %v", err)
 	}
@@ -229,15 +239,6 @@ func TestOpenFailuresAreInvalidArguments(t *testing.T) {
 	}
 }
 
-// newFakeBackendOver returns a backend of a new Runtime over an existing
-// fake process's driver.
-func newFakeBackendOver(t *testing.T, drv *fakeDriver) *fakeBackend {
-	rt := gpucore.NewRuntime(drv, nil)
-	b := &fakeBackend{Vendor: gpucore.NewVendor(rt.NewBackend(), rt, true), drv: drv}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
 func TestCloseFreesEverythingAndLaterCallsAreUnavailable(t *testing.T) {
 	b := newFake(t, newSpace())
 	id, _ := loaded(t, b, 1<<20)
@@ -247,10 +248,10 @@ func TestCloseFreesEverythingAndLaterCallsAreUnavailable(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.drv.Calls("Free"); n != 2 {
+	if n := b.Runtime().drv.Calls("Free"); n != 2 {
 		t.Errorf("Close freed %d allocations, want 2", n)
 	}
-	if n := b.drv.Calls("Cleanup"); n != 2 {
+	if n := b.Runtime().drv.Calls("Cleanup"); n != 2 {
 		t.Errorf("Close cleaned up %d device workers, want 2", n)
 	}
 	if err := b.Close(); err != nil {
@@ -269,11 +270,11 @@ func TestCloseFreesEverythingAndLaterCallsAreUnavailable(t *testing.T) {
 func TestCloseAfterAFatalErrorFreesNothing(t *testing.T) {
 	b := newFake(t, newSpace())
 	loaded(t, b, 1<<20)
-	b.drv.setFatal(errors.New("illegal address (sticky)"))
-	if err := b.Vendor.Backend.Close(); err != nil {
+	b.Runtime().drv.setFatal(errors.New("illegal address (sticky)"))
+	if err := b.Backend.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.drv.Calls("Free"); n != 0 {
+	if n := b.Runtime().drv.Calls("Free"); n != 0 {
 		t.Errorf("Close after a fatal error freed %d allocations", n)
 	}
 }
@@ -281,11 +282,11 @@ func TestCloseAfterAFatalErrorFreesNothing(t *testing.T) {
 // A Backend that does not own its Runtime leaves it open for the others.
 func TestVendorClosesOnlyARuntimeItOwns(t *testing.T) {
 	owner := newFake(t, newSpace())
-	shared := &fakeBackend{Vendor: gpucore.NewVendor(owner.Runtime().NewBackend(), owner.Runtime(), false), drv: owner.drv}
+	shared := gpucore.Share(owner.Runtime())
 	if err := shared.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if owner.Runtime().IsClosed() {
+	if owner.Runtime().Core().IsClosed() {
 		t.Fatal("closing a Backend that does not own the Runtime closed it")
 	}
 	if _, _, err := owner.Allocate(t.Context(), 0, 4096); err != nil {
@@ -294,7 +295,7 @@ func TestVendorClosesOnlyARuntimeItOwns(t *testing.T) {
 	if err := owner.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !owner.Runtime().IsClosed() {
+	if !owner.Runtime().Core().IsClosed() {
 		t.Error("closing the owning Backend left the Runtime open")
 	}
 }
