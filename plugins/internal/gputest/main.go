@@ -2,12 +2,14 @@ package gputest
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // MainOptions describe the test binary of a GPU backend package (Main).
@@ -75,4 +77,47 @@ func OpenFromEnv[C any, B interface {
 		}
 		return b, b.Close, nil
 	}
+}
+
+// RunConformance runs the conformance suite (sdk/backendtest) in process
+// over Backends newBackend makes from one runtime, which it closes at
+// cleanup: every instance shares the runtime, as the Backends of one
+// process must (legacy IPC cannot open a handle in the process that
+// exported it, so the suite's second instance maps the first one's export
+// through the runtime's registry). Every Backend is closed at the end of
+// its subtest.
+func RunConformance[B interface {
+	sdk.Backend
+	Close() error
+}](t *testing.T, rt io.Closer, newBackend func() B, opts backendtest.Options) {
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("Runtime.Close: %v", err)
+		}
+	})
+	backendtest.Run(t, func(t *testing.T) sdk.Backend {
+		b := newBackend()
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return b
+	}, opts)
+}
+
+// Open returns what open returns, closed at the test's cleanup (a failed
+// Close fails the test); a failed open ends the test.
+func Open[B io.Closer](t testing.TB, open func() (B, error)) B {
+	t.Helper()
+	b, err := open()
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
 }
