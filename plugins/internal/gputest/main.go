@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -29,32 +30,52 @@ type MainOptions struct {
 	// LibDirEnv is set to that folder, and Env set too, for the tests.
 	LibDirEnv string
 	Env       map[string]string
+	// Plugin, when set, names the plugin the tests start as a process
+	// (wcache-backend-<Plugin>, the package in the working directory): it
+	// is built with go build into a folder PluginsEnv is set to, unless
+	// PluginDirEnv names a folder holding it (the GPU bundle's bin/).
+	Plugin, PluginDirEnv, PluginsEnv string
 }
 
 // Main is the TestMain of a GPU backend package: the importing process
 // when HelperEnv is set, else the tests, over fake libraries built into a
-// temporary folder (removed afterwards) unless Real. It returns the exit
-// status.
+// temporary folder (removed afterwards) unless Real, and with the plugin
+// built when Plugin is set. It returns the exit status.
 func Main(m *testing.M, o MainOptions) int {
 	if os.Getenv(o.HelperEnv) != "" {
 		return ImporterMain(o.HandleKind, o.Open)
 	}
-	if o.Real {
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", o.Name+"-fakes-")
+	dir, err := os.MkdirTemp("", o.Name+"-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	if err := o.Build(dir); err != nil {
-		fmt.Fprintf(os.Stderr, "%s tests: %v\n", o.Name, err)
-		return 2
+	if o.Plugin != "" {
+		plugins := os.Getenv(o.PluginDirEnv)
+		if plugins == "" {
+			plugins = filepath.Join(dir, "plugins")
+			if _, err := backendtest.BuildPlugin(plugins, o.Plugin, ".", "CGO_ENABLED=1"); err != nil {
+				fmt.Fprintf(os.Stderr, "%v\n(or set %s to a folder holding wcache-backend-%s)\n", err, o.PluginDirEnv, o.Plugin)
+				return 2
+			}
+		}
+		os.Setenv(o.PluginsEnv, plugins)
 	}
-	os.Setenv(o.LibDirEnv, dir)
-	for k, v := range o.Env {
-		os.Setenv(k, v)
+	if !o.Real {
+		fakes := filepath.Join(dir, "fakes")
+		if err := os.Mkdir(fakes, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		if err := o.Build(fakes); err != nil {
+			fmt.Fprintf(os.Stderr, "%s tests: %v\n", o.Name, err)
+			return 2
+		}
+		os.Setenv(o.LibDirEnv, fakes)
+		for k, v := range o.Env {
+			os.Setenv(k, v)
+		}
 	}
 	return m.Run()
 }
