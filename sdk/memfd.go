@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // MemfdSeals are the seals a backend puts on every memfd it creates: the
@@ -113,7 +115,7 @@ func MapMemfdReadOnly(fd int, size uint64) ([]byte, error) {
 	if size == 0 || size > math.MaxInt {
 		return nil, Errorf(ErrInvalidArgument, "map a memfd of %d bytes", size)
 	}
-	return unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
+	return mmap.FD(fd, size, mmap.ReadPrivate)
 }
 
 // DupFile returns a new descriptor of f's open file (close-on-exec), the

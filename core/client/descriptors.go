@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // descriptorHandles counts the descriptor handles of hs.
@@ -80,9 +81,6 @@ func MapFile(f *os.File, size uint64) ([]byte, error) {
 	if size == 0 {
 		return []byte{}, nil
 	}
-	if size > uint64(maxInt) {
-		return nil, fmt.Errorf("map descriptor: %d bytes do not fit in this address space", size)
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("map descriptor: stat: %w", err)
@@ -90,9 +88,9 @@ func MapFile(f *os.File, size uint64) ([]byte, error) {
 	if uint64(st.Size) < size {
 		return nil, fmt.Errorf("map descriptor: it has %d bytes, the handle %d: %w", st.Size, size, ErrBadManifest)
 	}
-	data, err := mapPrivate(int(f.Fd()), size)
+	data, err := mmap.FD(int(f.Fd()), size, mmap.CopyOnWrite)
 	if err != nil {
-		return nil, fmt.Errorf("mmap descriptor (%d bytes): %w", size, err)
+		return nil, fmt.Errorf("map descriptor: %w", err)
 	}
 	return data, nil
 }
@@ -100,12 +98,9 @@ func MapFile(f *os.File, size uint64) ([]byte, error) {
 // mapWritableFile maps a writable descriptor (a publish plan's memfd) for
 // writing.
 func mapWritableFile(f *os.File, size uint64) ([]byte, error) {
-	if size > uint64(maxInt) {
-		return nil, fmt.Errorf("map descriptor: %d bytes do not fit in this address space", size)
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := mmap.FD(int(f.Fd()), size, mmap.ReadWrite)
 	if err != nil {
-		return nil, fmt.Errorf("mmap descriptor (%d bytes) for writing: %w", size, err)
+		return nil, fmt.Errorf("map descriptor for writing: %w", err)
 	}
 	return data, nil
 }

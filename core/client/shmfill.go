@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"golang.org/x/sys/unix"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // CopyFunc writes table entry i's bytes into dst, which is exactly the
@@ -24,7 +24,7 @@ func ShmFill(copy CopyFunc, digest bool) FillFunc {
 		defer func() {
 			for _, m := range maps {
 				if m != nil {
-					_ = unix.Munmap(m)
+					_ = mmap.Unmap(m)
 				}
 			}
 		}()
@@ -80,21 +80,5 @@ func ShmFill(copy CopyFunc, digest bool) FillFunc {
 
 // mapWritable maps a posix-shm file of size bytes for writing.
 func mapWritable(path string, size uint64) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s for writing: %w", path, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("stat %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != size {
-		return nil, fmt.Errorf("%s: want a regular file of %d bytes, found mode %o size %d", path, size, st.Mode, st.Size)
-	}
-	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
-	}
-	return m, nil
+	return mmap.Path(path, size, mmap.ReadWrite, mmap.Exact)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // fixture is one test's world: a short private directory, a layout inside
@@ -155,13 +156,7 @@ func (r *running) dial(t *testing.T) *client.Client {
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, what, cond)
 }
 
 func assertGone(t *testing.T, paths ...string) {

@@ -7,12 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // settle takes the identity lock in h, dealing with whoever owns the device
@@ -146,7 +146,7 @@ func stopAndWait(ctx context.Context, p paths.Paths, opts CleanupOptions, h *loc
 		if err := unix.Kill(target.PID, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("terminate daemon pid %d: %w", target.PID, err)
 		}
-		exited, err := pollUntil(ctx, opts.grace(), func() bool { return !target.alive() })
+		exited, err := poll.Until(ctx, opts.grace(), func() bool { return !target.alive() })
 		if err != nil {
 			return fmt.Errorf("terminate daemon pid %d: %w", target.PID, err)
 		}
@@ -169,7 +169,7 @@ func stopAndWait(ctx context.Context, p paths.Paths, opts CleanupOptions, h *loc
 		recorded = h.owner()
 	}
 	var failure error
-	done, err := pollUntil(ctx, opts.wait(), func() bool {
+	done, err := poll.Until(ctx, opts.wait(), func() bool {
 		if target.PID > 0 && target.alive() {
 			return false
 		}
@@ -202,29 +202,4 @@ func stopAndWait(ctx context.Context, p paths.Paths, opts CleanupOptions, h *loc
 	}
 	opts.logf("device %s: daemon pid %d is gone, taking over", p.DeviceUUID, target.PID)
 	return nil
-}
-
-// pollUntil calls cond until it returns true (done), d elapses (not done), or
-// ctx ends (error). The interval grows from 2ms to 50ms.
-func pollUntil(ctx context.Context, d time.Duration, cond func() bool) (bool, error) {
-	deadline := time.Now().Add(d)
-	interval := 2 * time.Millisecond
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	for {
-		if cond() {
-			return true, nil
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false, nil
-		}
-		timer.Reset(min(interval, left))
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-timer.C:
-		}
-		interval = min(interval*2, 50*time.Millisecond)
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // helperEnv makes the test binary act as a tiny launcher (see TestMain).
@@ -62,13 +63,7 @@ func procGone(pid int) bool {
 
 func waitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !procGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still running after %s", pid, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Eventually(t, within, fmt.Sprintf("pid %d to exit", pid), func() bool { return procGone(pid) })
 }
 
 func TestExecStarterStatusAndOutput(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -97,16 +98,10 @@ func shortTempDir(t *testing.T) string {
 	return dir
 }
 
-// eventually polls cond every 20 ms until it holds or the deadline passes.
+// eventually polls cond until it holds or within passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, within, what, cond)
 }
 
 // orphanHelper is the host process of TestNoOrphanAfterHostIsKilled: it

@@ -13,6 +13,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.
@@ -42,10 +43,7 @@ func TestPluginLogFieldsKeepTheirTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "mock backend ready") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_, _ = poll.Until(context.Background(), 5*time.Second, func() bool { return strings.Contains(out.String(), "mock backend ready") })
 	logs := out.String()
 	if !strings.Contains(logs, "memory_per_device=4294967296") || strings.Contains(logs, "e+09") {
 		t.Fatalf("the uint64 field did not keep its type:\n%s", logs)
@@ -113,10 +111,7 @@ func TestPanicInAHandlerIsAnErrorAndThePluginServesOn(t *testing.T) {
 	if err := b.Free(ctx, id); err != nil {
 		t.Fatalf("the plugin stopped serving after a recovered panic: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "panic in a backend call") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_, _ = poll.Until(context.Background(), 5*time.Second, func() bool { return strings.Contains(out.String(), "panic in a backend call") })
 	logs := out.String()
 	if n := strings.Count(logs, "[running]:"); n != 1 {
 		t.Fatalf("the stack appears %d times in the host's log, want once:\n%s", n, logs)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/cudabackend"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
@@ -30,44 +30,18 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "wcache-cuda-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer os.RemoveAll(dir)
-	plugins := os.Getenv(EnvPluginDir)
-	if plugins == "" {
-		plugins = filepath.Join(dir, "plugins")
-		if _, err := backendtest.BuildPlugin(plugins, "cuda", ".", "CGO_ENABLED=1"); err != nil {
-			fmt.Fprintf(os.Stderr, "%v\n(or set %s to a folder holding wcache-backend-cuda)\n", err, EnvPluginDir)
-			return 2
-		}
-	}
-	os.Setenv(pluginsEnv, plugins)
-	if !fakelib.Real(os.Getenv) {
-		fakes := filepath.Join(dir, "fakes")
-		if err := os.Mkdir(fakes, 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}} {
-			if _, err := fakelib.CUDA(".", fakes, variant, defines...); err != nil {
-				fmt.Fprintln(os.Stderr, "wcache-backend-cuda tests:", err)
-				return 2
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "wcache-backend-cuda", Real: fakelib.Real(os.Getenv), Build: func(dir string) error {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}} {
+				if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
+					return err
+				}
 			}
-		}
-		if _, err := fakelib.NVML(".", fakes); err != nil {
-			fmt.Fprintln(os.Stderr, "wcache-backend-cuda tests:", err)
-			return 2
-		}
-		os.Setenv(fakesEnv, fakes)
-	}
-	return m.Run()
+			_, err := fakelib.NVML(".", dir)
+			return err
+		},
+		LibDirEnv: fakesEnv, Plugin: "cuda", PluginDirEnv: EnvPluginDir, PluginsEnv: pluginsEnv,
+	}))
 }
 
 // pluginEnv is the plugin's environment: the fakes (two GPUs, 256 MiB

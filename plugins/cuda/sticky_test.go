@@ -10,6 +10,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // TestStickyErrorEndsThePlugin: after a sticky CUDA error the plugin
@@ -35,14 +36,8 @@ func TestStickyErrorEndsThePlugin(t *testing.T) {
 		// before answering, the lost connection: both are ErrUnavailable.
 		t.Fatalf("Read after the fault = %v, want ErrUnavailable", err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := b.Info(ctx); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin still answers 20 s after a sticky error")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Eventually(t, 20*time.Second, "the plugin to stop answering after a sticky error", func() bool {
+		_, err := b.Info(ctx)
+		return err != nil
+	})
 }

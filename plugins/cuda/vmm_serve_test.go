@@ -9,6 +9,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // daemonRow is the part of `wcache status --json` this test reads.
@@ -62,12 +63,11 @@ func TestServeVMMAttachVerifyPluginCrashTakeover(t *testing.T) {
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	after := statusRow(t, w)
-	for after.PluginRestarts == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	var after daemonRow
+	_, _ = poll.Until(t.Context(), 60*time.Second, func() bool {
 		after = statusRow(t, w)
-	}
+		return after.PluginRestarts != 0
+	})
 	if after.State != "serving" || after.PluginRestarts != 1 || after.BytesLoaded != before.BytesLoaded {
 		t.Fatalf("status after the plugin crash = %+v, want serving, 1 restart, %d bytes loaded (no reload)\n%s", after, before.BytesLoaded, d.Output())
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
 	"github.com/wcache/wcache/plugins/rocm/rocmbackend"
 	"github.com/wcache/wcache/sdk"
@@ -28,39 +28,19 @@ const (
 	fakesEnv   = "WCACHE_ROCM_TEST_FAKES"
 )
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "wcache-rocm-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer os.RemoveAll(dir)
-	plugins := os.Getenv(EnvPluginDir)
-	if plugins == "" {
-		plugins = filepath.Join(dir, "plugins")
-		if _, err := backendtest.BuildPlugin(plugins, "rocm", ".", "CGO_ENABLED=1"); err != nil {
-			fmt.Fprintf(os.Stderr, "%v\n(or set %s to a folder holding wcache-backend-rocm)\n", err, EnvPluginDir)
-			return 2
-		}
-	}
-	os.Setenv(pluginsEnv, plugins)
-	if !fakes.Real(os.Getenv) {
-		f := filepath.Join(dir, "fakes")
-		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
-			if _, err := fakes.HIP(".", f, variant, defines...); err != nil {
-				fmt.Fprintln(os.Stderr, "wcache-backend-rocm tests:", err)
-				return 2
+func TestMain(m *testing.M) {
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "wcache-backend-rocm", Real: fakes.Real(os.Getenv), Build: func(dir string) error {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
+				if _, err := fakes.HIP(".", dir, variant, defines...); err != nil {
+					return err
+				}
 			}
-		}
-		if _, err := fakes.AMDSMI(".", f); err != nil {
-			fmt.Fprintln(os.Stderr, "wcache-backend-rocm tests:", err)
-			return 2
-		}
-		os.Setenv(fakesEnv, f)
-	}
-	return m.Run()
+			_, err := fakes.AMDSMI(".", dir)
+			return err
+		},
+		LibDirEnv: fakesEnv, Plugin: "rocm", PluginDirEnv: EnvPluginDir, PluginsEnv: pluginsEnv,
+	}))
 }
 
 // pluginEnv is the plugin's environment: the fake libraries (variant of

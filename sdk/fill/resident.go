@@ -1,9 +1,9 @@
 package fill
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // residentSamples is how many pages of a file mostlyResident probes.
@@ -18,11 +18,11 @@ func mostlyResident(fd int, size int64) bool {
 	if size <= 0 {
 		return true
 	}
-	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := mmap.FD(fd, uint64(size), mmap.Read)
 	if err != nil {
 		return true
 	}
-	defer func() { _ = unix.Munmap(m) }()
+	defer func() { _ = mmap.Unmap(m) }()
 	page := int64(unix.Getpagesize())
 	pages := (size + page - 1) / page
 	n := min(int64(residentSamples), pages)
@@ -30,7 +30,7 @@ func mostlyResident(fd int, size int64) bool {
 	resident := int64(0)
 	for i := range n {
 		p := i * pages / n
-		if err := mincore(m[p*page:min((p+1)*page, size)], vec); err != nil {
+		if err := mmap.Mincore(m[p*page:min((p+1)*page, size)], vec); err != nil {
 			return true
 		}
 		if vec[0]&1 != 0 {
@@ -38,14 +38,4 @@ func mostlyResident(fd int, size int64) bool {
 		}
 	}
 	return 2*resident >= n
-}
-
-// mincore is mincore(2): vec receives one byte per page of b, bit 0 set
-// for a page in memory. x/sys/unix has no wrapper for it.
-func mincore(b, vec []byte) error {
-	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
-	if e != 0 {
-		return e
-	}
-	return nil
 }

@@ -332,16 +332,7 @@ func (m *Memory) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.Alloc
 		f.Close()
 		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import %s: size is not the handle's %d bytes", path, h.Size)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		f.Close()
-		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock memory is closed")
-	}
-	id := m.nextID
-	m.nextID++
-	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: h.Size, imported: true}
-	return id, nil
+	return m.adopt(&memAlloc{f: f, ordinal: ordinal, size: h.Size, imported: true})
 }
 
 // importMemfd adopts a sealed memfd of the handle's size (a duplicate of
@@ -357,15 +348,21 @@ func (m *Memory) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, error
 	if err != nil {
 		return 0, fmt.Errorf("mock memory: import: %w", err)
 	}
+	return m.adopt(&memAlloc{f: f, ordinal: ordinal, size: h.Size, memfd: true, imported: true})
+}
+
+// adopt registers an imported file under a new id (it is not charged);
+// once Close ran, it closes the file and fails with ErrUnavailable.
+func (m *Memory) adopt(a *memAlloc) (sdk.AllocationID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		f.Close()
+		a.f.Close()
 		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock memory is closed")
 	}
 	id := m.nextID
 	m.nextID++
-	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: h.Size, memfd: true, imported: true}
+	m.allocs[id] = a
 	return id, nil
 }
 

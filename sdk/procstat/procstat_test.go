@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -87,13 +88,9 @@ func TestStartTimeAndInspectOfAnOddlyNamedProcess(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for procstat.Inspect(pid, start) != procstat.Zombie {
-		if time.Now().After(deadline) {
-			t.Fatalf("Inspect after SIGKILL = %v, want zombie", procstat.Inspect(pid, start))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, "Inspect after SIGKILL to say zombie", func() bool {
+		return procstat.Inspect(pid, start) == procstat.Zombie
+	})
 	if procstat.Running(pid) {
 		t.Error("Running = true for a zombie")
 	}

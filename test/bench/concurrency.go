@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // ConcurrencyResult is the concurrency scenario's figures.
@@ -142,18 +143,15 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 }
 
 // waitLeases polls Status until the daemon holds n leases.
-func (w *world) waitLeases(ctx context.Context, n int) (*client.Status, error) {
-	deadline := time.Now().Add(settleTimeout)
-	for {
-		st, err := w.status(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if len(st.Leases) == n || time.Now().After(deadline) {
-			return st, nil
-		}
-		time.Sleep(10 * time.Millisecond)
+func (w *world) waitLeases(ctx context.Context, n int) (st *client.Status, err error) {
+	_, perr := poll.Until(ctx, settleTimeout, func() bool {
+		st, err = w.status(ctx)
+		return err != nil || len(st.Leases) == n
+	})
+	if err != nil {
+		return nil, err
 	}
+	return st, perr
 }
 
 // LoadedFootprint is the memory of a daemon and its plugin at one moment.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // Fills of fresh shared memory without wcache: the baselines that locate
@@ -91,12 +92,12 @@ func fillFresh(dir string, total int64, fills ...func(f *os.File, data []byte) e
 	var data []byte
 	defer func() {
 		if data != nil {
-			err = errors.Join(err, unix.Munmap(data))
+			err = errors.Join(err, mmap.Unmap(data))
 		}
 		err = errors.Join(err, f.Close(), os.Remove(f.Name()))
 	}()
 	if err = f.Truncate(total); err == nil {
-		data, err = unix.Mmap(int(f.Fd()), 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		data, err = mmap.FD(int(f.Fd()), uint64(total), mmap.ReadWrite)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fresh shared memory %s: %w", f.Name(), err)

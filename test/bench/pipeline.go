@@ -168,19 +168,15 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 	}
 	defer w.Close()
 	w.Backend = "cuda"
-	for k, v := range map[string]string{
-		"WCACHE_CUDA_LIBRARY":         lib,
-		"WCACHE_NVML_LIBRARY":         filepath.Join(filepath.Dir(lib), "no-nvml.so"),
-		"WCACHE_CUDA_READERS":         strconv.Itoa(readers),
-		"WCACHE_CUDA_DIRECT_IO":       "0",
-		"WCACHE_CUDA_HEALTH_INTERVAL": "0",
-		"FAKECUDA_DEVICES":            w.UUID,
-		"FAKECUDA_MEMORY":             strconv.FormatUint(m.Bytes+m.Bytes/4+(256<<20), 10),
-		"FAKECUDA_PREFAULT":           "1",
-		"FAKECUDA_COPY_GBPS":          strconv.FormatFloat(gbps, 'f', 4, 64),
-	} {
-		w.env[k] = v
-	}
+	w.Setenv("WCACHE_CUDA_LIBRARY="+lib,
+		"WCACHE_NVML_LIBRARY="+filepath.Join(filepath.Dir(lib), "no-nvml.so"),
+		"WCACHE_CUDA_READERS="+strconv.Itoa(readers),
+		"WCACHE_CUDA_DIRECT_IO=0",
+		"WCACHE_CUDA_HEALTH_INTERVAL=0",
+		"FAKECUDA_DEVICES="+w.UUID,
+		"FAKECUDA_MEMORY="+strconv.FormatUint(m.Bytes+m.Bytes/4+(256<<20), 10),
+		"FAKECUDA_PREFAULT=1",
+		"FAKECUDA_COPY_GBPS="+strconv.FormatFloat(gbps, 'f', 4, 64))
 	d, err := w.startServe(ctx, nil, "--model", m.Dir)
 	if err != nil {
 		return 0, err

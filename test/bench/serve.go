@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/prometheus/procfs"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // serveRun is one `wcache serve` from fork/exec to ready, then stopped.
@@ -121,15 +122,14 @@ func residentPages(path string) (in, all uint64, err error) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Size == 0 {
 		return 0, 0, err
 	}
-	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := mmap.FD(fd, uint64(st.Size), mmap.Read)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer unix.Munmap(m)
+	defer mmap.Unmap(m)
 	vec := make([]byte, (st.Size+pageSize-1)/pageSize)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)),
-		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		return 0, 0, fmt.Errorf("mincore %s: %w", path, errno)
+	if err := mmap.Mincore(m, vec); err != nil {
+		return 0, 0, fmt.Errorf("mincore %s: %w", path, err)
 	}
 	for _, v := range vec {
 		in += uint64(v & 1)
@@ -187,21 +187,6 @@ func ReadFaults(pid int) (Faults, error) {
 	return Faults{}, fmt.Errorf("faults of pid %d: %w", pid, err)
 }
 
-// childPIDs lists the processes whose parent is pid.
-func childPIDs(pid int) ([]int, error) {
-	procs, err := procfs.AllProcs()
-	if err != nil {
-		return nil, fmt.Errorf("children of %d: %w", pid, err)
-	}
-	var out []int
-	for _, p := range procs {
-		if st, err := p.Stat(); err == nil && st.PPID == pid {
-			out = append(out, p.PID)
-		}
-	}
-	return out, nil
-}
-
 // Sampler polls the memory of a process and of its first child (the
 // daemon's plugin, once it appears) at a fixed interval and keeps the peak
 // of each field.
@@ -220,7 +205,7 @@ func NewSampler(interval time.Duration, pid int) *Sampler {
 		child := 0
 		sample := func() {
 			if child == 0 {
-				if kids, err := childPIDs(pid); err == nil && len(kids) > 0 {
+				if kids, err := testproc.ChildPIDs(pid); err == nil && len(kids) > 0 {
 					child = kids[0]
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,20 +18,19 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// world is one scenario's private environment: a short temporary Root
-// holding XDG_RUNTIME_DIR (so sockets and ready files are private), a
-// shared-memory folder for the mock backend, a device UUID of its own, and
-// the `wcache serve` daemons started in it (on test/testproc, the
-// child-process harness shared with the e2e tests). Every process the
-// scenario starts gets Env(); Target finds the world's daemon.
+// world is one scenario's private environment, a testproc.World (the
+// harness shared with the e2e tests) of one mock device whose
+// shared-memory folder is in Options.ShmDir, and the `wcache serve`
+// daemons started in it. Every process the scenario starts gets Env();
+// Target finds the world's daemon.
 type world struct {
-	o                   Options
-	Root, MockDir, UUID string
-	Target              client.Target
-	ready               string
+	*testproc.World
+	o      Options
+	UUID   string
+	Target client.Target
+	ready  string
 	// Backend is what `wcache serve` runs ("": the mock).
 	Backend string
-	env     map[string]string
 	daemons *testproc.Group
 }
 
@@ -47,82 +45,39 @@ const (
 
 // newWorld creates the directories of a world named name whose mock device
 // holds m and some room.
-func newWorld(o Options, name string, m *Model) (w *world, err error) {
-	// A short root: Unix socket paths are limited to 107 bytes.
-	root, err := os.MkdirTemp("", "wcb-")
+func newWorld(o Options, name string, m *Model) (*world, error) {
+	mockDir, err := os.MkdirTemp(o.ShmDir, "wcache-bench-"+name+"-")
 	if err != nil {
+		return nil, fmt.Errorf("world %s: shared-memory folder: %w", name, err)
+	}
+	bin, err := filepath.Abs(o.BinDir)
+	var pysrc string
+	if err == nil {
+		pysrc, err = filepath.Abs(filepath.Join(o.RepoDir, "clients", "python", "src"))
+	}
+	var tw *testproc.World
+	if err == nil {
+		tw, err = testproc.NewWorld(testproc.WorldOptions{Prefix: "wcb-", MockDir: mockDir, PluginDir: bin})
+	}
+	if err != nil {
+		_ = os.RemoveAll(mockDir)
 		return nil, fmt.Errorf("world %s: %w", name, err)
 	}
-	w = &world{o: o, Root: root, daemons: testproc.NewGroup(testproc.Options{})}
-	defer func() {
-		if err != nil {
-			_ = w.Close()
-			err = fmt.Errorf("world %s: %w", name, err)
-		}
-	}()
-	runtimeDir := filepath.Join(root, "run")
-	if err := os.Mkdir(runtimeDir, 0o700); err != nil {
-		return nil, err
+	tw.Setenv("WCACHE_MOCK_MEMORY="+strconv.FormatUint(m.Bytes+m.Bytes/8+(64<<20), 10),
+		"PYTHONPATH="+pysrc, // the Python helpers import the client from the source tree
+		"PYTHONDONTWRITEBYTECODE=1")
+	w := &world{World: tw, o: o, UUID: tw.UUIDs[0], daemons: testproc.NewGroup(testproc.Options{})}
+	layout, err := w.Layout()
+	var p paths.Paths
+	if err == nil {
+		p, err = layout.For(w.UUID)
 	}
-	if w.MockDir, err = os.MkdirTemp(o.ShmDir, "wcache-bench-"+name+"-"); err != nil {
-		return nil, fmt.Errorf("shared-memory folder: %w", err)
-	}
-	w.UUID = fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", rand.Uint32(), rand.Uint64()>>16)
-	bin, err := filepath.Abs(o.BinDir)
 	if err != nil {
-		return nil, err
-	}
-	pysrc, err := filepath.Abs(filepath.Join(o.RepoDir, "clients", "python", "src"))
-	if err != nil {
-		return nil, err
-	}
-	w.env = map[string]string{
-		"XDG_RUNTIME_DIR":         runtimeDir,
-		"WCACHE_MOCK_DIR":         w.MockDir,
-		"WCACHE_MOCK_DEVICES":     w.UUID,
-		"WCACHE_MOCK_MEMORY":      strconv.FormatUint(m.Bytes+m.Bytes/8+(64<<20), 10),
-		"WCACHE_PLUGIN_DIR":       bin,
-		"PYTHONPATH":              pysrc, // the Python helpers import the client from the source tree
-		"PYTHONDONTWRITEBYTECODE": "1",
-	}
-	layout, err := paths.NewLayout(paths.Options{Getenv: w.getenv})
-	if err != nil {
-		return nil, err
-	}
-	p, err := layout.For(w.UUID)
-	if err != nil {
-		return nil, err
+		_ = w.Close()
+		return nil, fmt.Errorf("world %s: %w", name, err)
 	}
 	w.Target, w.ready = client.ByDeviceUUID(layout, w.UUID), p.Ready
 	return w, nil
-}
-
-// getenv is the world's environment as a lookup function.
-func (w *world) getenv(key string) string {
-	if v, ok := w.env[key]; ok {
-		return v
-	}
-	if strings.HasPrefix(key, "WCACHE_") || key == "XDG_RUNTIME_DIR" {
-		return ""
-	}
-	return os.Getenv(key)
-}
-
-// Env is the environment of every process of the world: this process's,
-// minus wcache variables that could leak in, plus the world's own.
-func (w *world) Env(extra ...string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "WCACHE_") || k == "XDG_RUNTIME_DIR" || k == "CUDA_VISIBLE_DEVICES" {
-			continue
-		}
-		out = append(out, kv)
-	}
-	for k, v := range w.env {
-		out = append(out, k+"="+v)
-	}
-	return append(out, extra...)
 }
 
 // ShmAllocated is the memory held by the mock's allocations: the files of
@@ -168,11 +123,7 @@ func (w *world) ShmAllocated(pids ...int) (uint64, error) {
 // memory included).
 func (w *world) Close() error {
 	w.daemons.StopAll(stopTimeout)
-	var err error
-	if w.MockDir != "" {
-		err = os.RemoveAll(w.MockDir)
-	}
-	return errors.Join(err, os.RemoveAll(w.Root))
+	return w.World.Close()
 }
 
 // daemonProc is a running `wcache serve`, in its own process group so that
@@ -242,7 +193,7 @@ func (d *daemonProc) withOutput(err error) error {
 
 // PluginPID finds the daemon's backend plugin: its child process.
 func (d *daemonProc) PluginPID() (int, error) {
-	kids, err := childPIDs(d.PID())
+	kids, err := testproc.ChildPIDs(d.PID())
 	if err != nil {
 		return 0, err
 	}

@@ -52,7 +52,7 @@ func parseAttach(t *testing.T, res cliResult) attachJSON {
 // layout is the default layout in the harness's environment.
 func (h *harness) layout() paths.Layout {
 	h.t.Helper()
-	l, err := paths.NewLayout(paths.Options{Getenv: h.getenv})
+	l, err := h.Layout()
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // holdArgs attaches to mock GPU gpu and holds the lease.
@@ -240,7 +241,7 @@ func TestPluginCrashEndsDaemon(t *testing.T) {
 	d := h.startServe(0, model.Dir)
 	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
 	h.waitOutput(holder, "holding lease")
-	children, err := childPIDs(d.PID())
+	children, err := testproc.ChildPIDs(d.PID())
 	if err != nil || len(children) != 1 {
 		t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", children, err)
 	}
@@ -322,7 +323,7 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 			d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
 			holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
 			h.waitOutput(holder, "holding lease")
-			plugins, err := childPIDs(d.PID())
+			plugins, err := testproc.ChildPIDs(d.PID())
 			if err != nil || len(plugins) != 1 {
 				t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", plugins, err)
 			}

@@ -11,7 +11,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,23 +128,12 @@ type harnessOptions struct {
 	Env []string
 }
 
-// harness is one test's private world: directories, environment, mock
-// devices and the processes it started.
+// harness is one test's private world (a testproc.World: Root,
+// RuntimeDir, MockDir, UUIDs and the environment) and the processes it
+// started.
 type harness struct {
 	t *testing.T
-	// Root is a short private temporary directory (Unix socket paths are
-	// limited to 107 bytes, so t.TempDir's long names are avoided).
-	Root string
-	// RuntimeDir is XDG_RUNTIME_DIR for every process: the default layout
-	// puts sockets and ready files in RuntimeDir/wcache.
-	RuntimeDir string
-	// MockDir is WCACHE_MOCK_DIR: where the mock backend keeps its
-	// shared-memory files.
-	MockDir string
-	// UUIDs are the mock devices' UUIDs, by ordinal.
-	UUIDs []string
-
-	env   []string
+	*testproc.World
 	procs *testproc.Group
 }
 
@@ -158,72 +146,22 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	if opts.Devices == 0 {
 		opts.Devices = 4
 	}
-	root, err := os.MkdirTemp("", "wc")
+	w, err := testproc.NewWorld(testproc.WorldOptions{Prefix: "wc", Devices: opts.Devices,
+		PluginDir: os.Getenv(binDirEnv), TempDir: true, Keep: []string{binDirEnv}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, Root: root,
-		RuntimeDir: filepath.Join(root, "run"),
-		MockDir:    filepath.Join(root, "shm"),
-	}
-	tmp := filepath.Join(root, "tmp")
-	for _, d := range []string{h.RuntimeDir, h.MockDir, tmp} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Distinct UUIDs per harness: tests running side by side must not share
-	// devices, which is the point of UUID-keyed discovery.
-	tag := uint32(time.Now().UnixNano()) ^ uint32(os.Getpid())<<8
-	for i := 0; i < opts.Devices; i++ {
-		h.UUIDs = append(h.UUIDs, fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", tag, i))
-	}
-	h.env = []string{
-		"XDG_RUNTIME_DIR=" + h.RuntimeDir,
-		"WCACHE_MOCK_DIR=" + h.MockDir,
-		"WCACHE_MOCK_DEVICES=" + strings.Join(h.UUIDs, ","),
-		"WCACHE_PLUGIN_DIR=" + os.Getenv(binDirEnv),
-		// Plugin socket folders of killed processes stay inside Root.
-		"TMPDIR=" + tmp,
-	}
-	h.env = append(h.env, opts.Env...)
-	h.procs = testproc.NewGroup(testproc.Options{Path: binPath(wcacheBin), Dir: root})
+	w.Setenv(opts.Env...)
+	h := &harness{t: t, World: w, procs: testproc.NewGroup(testproc.Options{Path: binPath(wcacheBin), Dir: w.Root})}
 	t.Cleanup(h.cleanup)
 	return h
-}
-
-// Env is the environment of every process the harness starts: the test
-// process's environment minus wcache variables that could leak in, plus the
-// harness's own.
-func (h *harness) Env() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "WCACHE_") && k != binDirEnv || k == "XDG_RUNTIME_DIR" ||
-			k == "CUDA_VISIBLE_DEVICES" || k == "TMPDIR" {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, h.env...)
-}
-
-// getenv looks a variable up in Env, for core/paths.
-func (h *harness) getenv(key string) string {
-	env := h.Env()
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // Paths are the default-layout paths of a device, as the binaries compute
 // them in this harness's environment.
 func (h *harness) Paths(uuid string) paths.Paths {
 	h.t.Helper()
-	layout, err := paths.NewLayout(paths.Options{Getenv: h.getenv})
+	layout, err := h.Layout()
 	if err != nil {
 		h.t.Fatalf("layout: %v", err)
 	}
@@ -296,7 +234,7 @@ func (h *harness) cleanup() {
 			h.t.Logf("%s", p)
 		}
 	}
-	if err := os.RemoveAll(h.Root); err != nil {
+	if err := h.Close(); err != nil {
 		h.t.Logf("remove %s: %v", h.Root, err)
 	}
 }
@@ -350,40 +288,6 @@ func genModel(t *testing.T, dir string, opts safetensorstest.GenOptions) *safete
 		t.Fatalf("generate checkpoint in %s: %v", dir, err)
 	}
 	return res
-}
-
-// childPIDs lists the pids whose parent is pid, from /proc.
-func childPIDs(pid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range entries {
-		var child int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &child); err != nil || fmt.Sprint(child) != e.Name() {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // exited meanwhile
-		}
-		// Fields after the command name, which is in parentheses and may
-		// itself contain spaces or parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		var state string
-		var ppid int
-		if _, err := fmt.Sscanf(string(stat[i+1:]), " %s %d", &state, &ppid); err != nil {
-			continue
-		}
-		if ppid == pid {
-			out = append(out, child)
-		}
-	}
-	return out, nil
 }
 
 // countFDs is the number of open descriptors of pid.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // shardPattern selects a rank's files of a pre-sharded checkpoint.
@@ -52,7 +53,7 @@ func (h *harness) waitLaunchReady(p *process, uuids []string) []daemonfile.Ready
 	for i := 0; i < len(uuids); {
 		r, err := daemonfile.ReadReady(h.Paths(uuids[i]).Ready)
 		if err == nil {
-			kids, _ := childPIDs(p.PID())
+			kids, _ := testproc.ChildPIDs(p.PID())
 			if slices.Contains(kids, r.PID) {
 				out[i] = r
 				i++
@@ -281,7 +282,7 @@ func sawReady(stderr, rank string) bool {
 // nothing is left: no process, no discovery file, no shared memory.
 func TestLaunchPluginLoadFailureOnOneGPUStopsSiblings(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 2})
-	h.env = append(h.env, "WCACHE_MOCK_FAIL_LOAD_AFTER=0", "WCACHE_MOCK_LOAD_DELAY=1s",
+	h.Setenv("WCACHE_MOCK_FAIL_LOAD_AFTER=0", "WCACHE_MOCK_LOAD_DELAY=1s",
 		"WCACHE_MOCK_FAULT_DEVICES="+h.UUIDs[1])
 	model := shardedModel(t, h, 2)
 	res := h.run(launchArgs(model, 2)...)

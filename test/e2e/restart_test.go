@@ -12,12 +12,13 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // pluginPID is the pid of the backend plugin serving the daemon at pid.
 func pluginPID(t *testing.T, daemon int) int {
 	t.Helper()
-	kids, err := childPIDs(daemon)
+	kids, err := testproc.ChildPIDs(daemon)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/daemontest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // testUUID is the mock device of these tests.
@@ -81,13 +82,7 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, what, cond)
 }
 
 // lines keeps the lines of a text exposition that start with prefix.

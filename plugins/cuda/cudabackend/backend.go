@@ -1,9 +1,6 @@
 package cudabackend
 
 import (
-	"context"
-	"errors"
-
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/plugins/internal/gpucore"
@@ -20,52 +17,26 @@ const (
 )
 
 // Backend is the CUDA sdk.Backend: gpucore's table of allocation ids over
-// a Runtime's device memory, plus the CUDA device list. It is safe for
-// concurrent use.
-type Backend struct {
-	*gpucore.Backend
-	rt          *Runtime
-	ownsRuntime bool
-}
-
-var _ sdk.Backend = (*Backend)(nil)
+// a Runtime's device memory, plus the CUDA device list (Runtime's Info,
+// Devices and DeviceUUID). It is safe for concurrent use.
+type Backend = gpucore.Vendor[*Runtime]
 
 // New opens a Runtime for cfg (see OpenRuntime) and returns a Backend that
 // owns it: Close closes both. logger may be nil.
 func New(cfg Config, logger hclog.Logger) (*Backend, error) {
-	rt, err := OpenRuntime(cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	b := rt.NewBackend()
-	b.ownsRuntime = true
-	return b, nil
+	return gpucore.Own(OpenRuntime(cfg, logger))
 }
 
 // NewBackend returns another Backend over rt, with its own allocation ids.
 // Closing it frees its allocations but leaves rt open.
-func (rt *Runtime) NewBackend() *Backend { return &Backend{Backend: rt.core.NewBackend(), rt: rt} }
+func (rt *Runtime) NewBackend() *Backend { return gpucore.Share(rt) }
 
-// Runtime returns the Runtime the Backend uses.
-func (b *Backend) Runtime() *Runtime { return b.rt }
-
-// Close frees every allocation and mapping the Backend's ids hold (memory
-// another Backend still references stays until that one lets go), and
-// closes the Runtime if New created it. Calls after Close fail with
-// ErrUnavailable. Close is idempotent.
-func (b *Backend) Close() error {
-	err := b.Backend.Close()
-	if b.ownsRuntime {
-		err = errors.Join(err, b.rt.Close())
-	}
-	return err
-}
+// Core is the vendor-neutral runtime rt owns (gpucore.VendorRuntime).
+func (rt *Runtime) Core() *gpucore.Runtime { return rt.core }
 
 // Info describes the backend; HandleKinds is the configured kind
 // (Config.Handle).
-func (b *Backend) Info(ctx context.Context) (sdk.Info, error) {
-	return info(b.rt.cfg.handleKind()), nil
-}
+func (rt *Runtime) Info() sdk.Info { return info(rt.cfg.handleKind()) }
 
 func info(kind string) sdk.Info {
 	return sdk.Info{Name: Name, Version: version.Version, Platform: Platform, HandleKinds: []string{kind}}
@@ -75,11 +46,8 @@ func info(kind string) sdk.Info {
 // this process sees as ordinal, i.e. after CUDA_VISIBLE_DEVICES and
 // CUDA_DEVICE_ORDER, exactly as an engine process with the same
 // environment sees it. An unknown ordinal is ErrNoSuchDevice.
-func (b *Backend) DeviceUUID(ctx context.Context, ordinal int) (string, error) {
-	if err := b.Live(); err != nil {
-		return "", err
-	}
-	d, err := b.rt.device(ordinal)
+func (rt *Runtime) DeviceUUID(ordinal int) (string, error) {
+	d, err := rt.device(ordinal)
 	if err != nil {
 		return "", err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )
@@ -153,12 +154,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.DirectIO = on
 	}
 	if v := strings.TrimSpace(getenv(EnvHealthInterval)); v != "" {
-		d, err := time.ParseDuration(v)
-		if v == "0" {
-			d, err = 0, nil
-		}
-		if err != nil || d < 0 {
-			return c, fmt.Errorf("%s=%q: want a duration such as 5s, or 0 (off)", EnvHealthInterval, v)
+		d, err := gpucore.ParseHealthInterval(EnvHealthInterval, v)
+		if err != nil {
+			return c, err
 		}
 		c.HealthInterval = d
 	}

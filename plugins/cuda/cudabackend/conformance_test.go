@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
-	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 
@@ -45,18 +45,6 @@ func conformanceInProcess(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatalf("OpenRuntime: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("Runtime.Close: %v", err)
-		}
-	})
-	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		b := rt.NewBackend()
-		t.Cleanup(func() {
-			if err := b.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return b
-	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
+	gputest.RunConformance(t, rt, rt.NewBackend,
+		backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
 }

@@ -13,11 +13,7 @@ import (
 // 0, meaning unknown: listing devices never creates a context (a context
 // costs hundreds of MiB of device memory and, on a GPU in
 // Exclusive_Process mode, would lock the engine out).
-func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
-	if err := b.Live(); err != nil {
-		return nil, err
-	}
-	rt := b.rt
+func (rt *Runtime) Devices(ctx context.Context) ([]sdk.Device, error) {
 	out := make([]sdk.Device, len(rt.devices))
 	for i, d := range rt.devices {
 		free, total, err := rt.memInfo(ctx, d)

@@ -49,16 +49,7 @@ func fakeConfig(t *testing.T, opts fakeOptions) Config {
 // newBackend opens a Backend (and its Runtime) closed at cleanup.
 func newBackend(t *testing.T, cfg Config) *Backend {
 	t.Helper()
-	b, err := New(cfg, nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return b
+	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }
 
 // writeFile writes n deterministic pseudo-random bytes to a new file.

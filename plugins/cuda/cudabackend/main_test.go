@@ -3,12 +3,10 @@ package cudabackend
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/sdk"
 )
 
 // The physical devices of the fake driver and fake NVML in every test of
@@ -33,52 +31,27 @@ const libDirEnv = "WCACHE_CUDABACKEND_TEST_LIBS"
 const helperEnv = "WCACHE_CUDABACKEND_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(gputest.ImporterMain(HandleKind, func() (sdk.Backend, func() error, error) {
-			cfg, err := ConfigFromEnv(os.Getenv)
-			if err != nil {
-				return nil, nil, err
-			}
-			b, err := New(cfg, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			return b, b.Close, nil
-		}))
-	}
-	if fakelib.Real(os.Getenv) {
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "cudabackend", HandleKind: HandleKind, HelperEnv: helperEnv, Open: gputest.OpenFromEnv(ConfigFromEnv, New),
 		// The GPU check: conformance against the real driver only.
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "cudabackend-fakes-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		for variant, defines := range map[string][]string{
-			"":          nil,
-			"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
-			"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
-		} {
-			if _, err := fakelib.CUDA(filepath.Join("..", ""), dir, variant, defines...); err != nil {
-				fmt.Fprintln(os.Stderr, "cudabackend tests:", err)
-				return 2
+		Real: fakelib.Real(os.Getenv),
+		Build: func(dir string) error {
+			for variant, defines := range map[string][]string{
+				"":          nil,
+				"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
+				"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
+			} {
+				if _, err := fakelib.CUDA("..", dir, variant, defines...); err != nil {
+					return err
+				}
 			}
-		}
-		if _, err := fakelib.NVML("..", dir); err != nil {
-			fmt.Fprintln(os.Stderr, "cudabackend tests:", err)
-			return 2
-		}
-		for k, v := range map[string]string{
-			libDirEnv:          dir,
+			_, err := fakelib.NVML("..", dir)
+			return err
+		},
+		LibDirEnv: libDirEnv,
+		Env: map[string]string{
 			"FAKECUDA_DEVICES": devA + "," + devB + "," + devM,
 			"FAKECUDA_MEMORY":  fmt.Sprint(fakeMemory),
-		} {
-			os.Setenv(k, v)
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+		},
+	}))
 }

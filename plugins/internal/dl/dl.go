@@ -119,3 +119,23 @@ func Resolve(l *Library, names []string, optional func(i int) bool) ([]unsafe.Po
 	}
 	return out, nil
 }
+
+// Load opens a vendor library and resolves its entry points: path when
+// it is not "", otherwise the first of defaults that dlopen accepts (see
+// Open), then every name as Resolve does. It returns the library's path
+// and the addresses by index of names; errors are Open's and Resolve's.
+func Load(path string, defaults []string, names []string, optional func(i int) bool) (string, []unsafe.Pointer, error) {
+	candidates := defaults
+	if path != "" {
+		candidates = []string{path}
+	}
+	lib, err := Open(candidates...)
+	if err != nil {
+		return "", nil, err
+	}
+	fn, err := Resolve(lib, names, optional)
+	if err != nil {
+		return "", nil, err
+	}
+	return lib.Path(), fn, nil
+}

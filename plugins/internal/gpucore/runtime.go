@@ -173,6 +173,21 @@ func (rt *Runtime) Close() error {
 	return errors.Join(errs...)
 }
 
+// ParseHealthInterval parses the value v of the health-probe setting
+// named name (see WatchHealth): a Go duration such as 5s, or 0 for no
+// probe. Anything else, a negative duration included, is an error naming
+// the setting.
+func ParseHealthInterval(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if v == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 5s, or 0 (off)", name, v)
+	}
+	return d, nil
+}
+
 // WatchHealth calls Driver.MemGetInfo on every running worker each
 // interval until stop or fatal is closed or the Runtime closes. A daemon
 // that only hands out handles makes no driver call of its own, so without

@@ -43,18 +43,12 @@ func (t *Table[M]) Add(m M) (sdk.AllocationID, error) {
 func (t *Table[M]) Hold(id sdk.AllocationID, acquire func(M) bool) (M, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var zero M
-	if t.closed {
+	m, err := t.get(id, "allocation %d")
+	if err == nil && !acquire(m) {
+		var zero M
 		return zero, t.closedErr
 	}
-	m, ok := t.items[id]
-	if !ok {
-		return zero, sdk.Errorf(sdk.ErrNoSuchAllocation, "allocation %d", id)
-	}
-	if !acquire(m) {
-		return zero, t.closedErr
-	}
-	return m, nil
+	return m, err
 }
 
 // Remove deletes id and returns its object; an unknown id is
@@ -62,15 +56,24 @@ func (t *Table[M]) Hold(id sdk.AllocationID, acquire func(M) bool) (M, error) {
 func (t *Table[M]) Remove(id sdk.AllocationID) (M, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	m, err := t.get(id, "free allocation %d")
+	if err == nil {
+		delete(t.items, id)
+	}
+	return m, err
+}
+
+// get returns the object of id, under t.mu: the closed error after Close,
+// ErrNoSuchAllocation (with what, a format of the id) for an unknown id.
+func (t *Table[M]) get(id sdk.AllocationID, what string) (M, error) {
 	var zero M
 	if t.closed {
 		return zero, t.closedErr
 	}
 	m, ok := t.items[id]
 	if !ok {
-		return zero, sdk.Errorf(sdk.ErrNoSuchAllocation, "free allocation %d", id)
+		return zero, sdk.Errorf(sdk.ErrNoSuchAllocation, what, id)
 	}
-	delete(t.items, id)
 	return m, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // allocation is one mapped file: an allocation this backend created
@@ -48,8 +49,8 @@ func (a *allocation) release() error {
 		return nil
 	}
 	var errs []error
-	if err := unix.Munmap(a.data); err != nil {
-		errs = append(errs, fmt.Errorf("munmap %s: %w", a.path, err))
+	if err := mmap.Unmap(a.data); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", a.path, err))
 	}
 	a.data = nil
 	if a.fd >= 0 {
@@ -169,7 +170,7 @@ func (b *Backend) createFile(id sdk.AllocationID, ordinal int, size uint64) (*al
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail(fmt.Errorf("size %s to %d bytes: %w", path, size, err))
 	}
-	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := mmap.FD(fd, size, mmap.ReadWrite)
 	if err != nil {
 		if errors.Is(err, unix.ENOMEM) {
 			return fail(sdk.Errorf(sdk.ErrOutOfMemory, "map %d bytes: %v", size, err))
@@ -242,14 +243,14 @@ func (b *Backend) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.Allo
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(h.Size) {
 		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import handle %q: want a regular file of %d bytes, found mode %o size %d", path, h.Size, st.Mode, st.Size)
 	}
-	data, err := unix.Mmap(fd, 0, int(h.Size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mmap.FD(fd, h.Size, mmap.Read)
 	if err != nil {
 		return 0, fmt.Errorf("import handle %q: map: %w", path, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		_ = unix.Munmap(data)
+		_ = mmap.Unmap(data)
 		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
 	}
 	id := b.nextID

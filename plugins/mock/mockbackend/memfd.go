@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // memfdSeals are the seals of every allocation memfd (sdk.MemfdSeals).
@@ -77,7 +78,7 @@ func (b *Backend) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, erro
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		_ = unix.Munmap(data)
+		_ = mmap.Unmap(data)
 		_ = unix.Close(fd)
 		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
 	}

@@ -81,19 +81,11 @@ type Library struct {
 // amdsmi_init, is an error wrapping sdk.ErrUnavailable; the ROCm backend
 // then falls back to the KFD topology.
 func Open(path string) (*Library, error) {
-	candidates := DefaultLibraries
-	if path != "" {
-		candidates = []string{path}
-	}
-	lib, err := dl.Open(candidates...)
+	path, fn, err := dl.Load(path, DefaultLibraries, symbolNames, nil)
 	if err != nil {
 		return nil, err
 	}
-	fn, err := dl.Resolve(lib, symbolNames, nil)
-	if err != nil {
-		return nil, err
-	}
-	l := &Library{path: lib.Path(), fn: fn}
+	l := &Library{path: path, fn: fn}
 	if err := l.check("amdsmi_init", C.ws_init(fn[symInit], initAMDGPUs)); err != nil {
 		return nil, fmt.Errorf("%w: %v", sdk.ErrUnavailable, err)
 	}

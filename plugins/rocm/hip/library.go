@@ -35,23 +35,11 @@ type Runtime struct {
 // *dl.LoadError (wrapping sdk.ErrUnavailable) naming the library and
 // every missing symbol. It does not initialise HIP (see Init).
 func Open(path string) (*Runtime, error) {
-	candidates := DefaultLibraries
-	if path != "" {
-		candidates = []string{path}
-	}
-	lib, err := dl.Open(candidates...)
+	path, ptrs, err := dl.Load(path, DefaultLibraries, symbolNames[:], func(i int) bool { return symbol(i).optional() })
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, numSymbols)
-	for s := range numSymbols {
-		names[s] = symbolNames[s]
-	}
-	ptrs, err := dl.Resolve(lib, names, func(i int) bool { return symbol(i).optional() })
-	if err != nil {
-		return nil, err
-	}
-	r := &Runtime{path: lib.Path()}
+	r := &Runtime{path: path}
 	copy(r.fn[:], ptrs)
 	return r, nil
 }

@@ -1,10 +1,10 @@
 package rocmbackend
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/staging"
 )
 
@@ -70,14 +70,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if v := strings.TrimSpace(getenv(EnvHealthInterval)); v != "" {
-		d, err := time.ParseDuration(v)
-		if v == "0" {
-			d, err = 0, nil
+		if c.HealthInterval, err = gpucore.ParseHealthInterval(EnvHealthInterval, v); err != nil {
+			return c, err
 		}
-		if err != nil || d < 0 {
-			return c, fmt.Errorf("%s=%q: want a duration such as 5s, or 0 (off)", EnvHealthInterval, v)
-		}
-		c.HealthInterval = d
 	}
 	return c, c.Validate()
 }

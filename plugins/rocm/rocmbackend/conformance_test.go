@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
-	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 
@@ -33,18 +33,6 @@ func TestConformanceInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenRuntime: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("Runtime.Close: %v", err)
-		}
-	})
-	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		b := rt.NewBackend()
-		t.Cleanup(func() {
-			if err := b.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return b
-	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.AMDUUIDPattern)}})
+	gputest.RunConformance(t, rt, rt.NewBackend,
+		backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.AMDUUIDPattern)}})
 }

@@ -147,13 +147,10 @@ func (rt *Runtime) device(ordinal int) (deviceInfo, error) {
 // topology ("" when unknown). FreeMemory comes from amdsmi, else from
 // hipMemGetInfo on a device worker already running; without either it is
 // 0, meaning unknown: listing devices never creates a context.
-func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) {
-	if err := b.Live(); err != nil {
-		return nil, err
-	}
-	out := make([]sdk.Device, len(b.rt.devices))
-	for i, d := range b.rt.devices {
-		free, total, err := b.rt.memInfo(ctx, d)
+func (rt *Runtime) Devices(ctx context.Context) ([]sdk.Device, error) {
+	out := make([]sdk.Device, len(rt.devices))
+	for i, d := range rt.devices {
+		free, total, err := rt.memInfo(ctx, d)
 		if err != nil {
 			return nil, err
 		}

@@ -3,12 +3,10 @@ package rocmbackend
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
-	"github.com/wcache/wcache/sdk"
 )
 
 // The physical devices of the fake HIP and fake amdsmi in every test of
@@ -31,48 +29,22 @@ const libDirEnv = "WCACHE_ROCMBACKEND_TEST_LIBS"
 const helperEnv = "WCACHE_ROCMBACKEND_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(gputest.ImporterMain(HandleKind, func() (sdk.Backend, func() error, error) {
-			cfg, err := ConfigFromEnv(os.Getenv)
-			if err != nil {
-				return nil, nil, err
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "rocmbackend", HandleKind: HandleKind, HelperEnv: helperEnv, Open: gputest.OpenFromEnv(ConfigFromEnv, New),
+		Real: fakes.Real(os.Getenv),
+		Build: func(dir string) error {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
+				if _, err := fakes.HIP("..", dir, variant, defines...); err != nil {
+					return err
+				}
 			}
-			b, err := New(cfg, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			return b, b.Close, nil
-		}))
-	}
-	if fakes.Real(os.Getenv) {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "rocmbackend-fakes-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		root := filepath.Join("..")
-		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
-			if _, err := fakes.HIP(root, dir, variant, defines...); err != nil {
-				fmt.Fprintln(os.Stderr, "rocmbackend tests:", err)
-				return 2
-			}
-		}
-		if _, err := fakes.AMDSMI(root, dir); err != nil {
-			fmt.Fprintln(os.Stderr, "rocmbackend tests:", err)
-			return 2
-		}
-		for k, v := range map[string]string{
-			libDirEnv:         dir,
+			_, err := fakes.AMDSMI("..", dir)
+			return err
+		},
+		LibDirEnv: libDirEnv,
+		Env: map[string]string{
 			"FAKEHIP_DEVICES": "1901ead3a2ecd4a6@c1,2b6c1e0f7d3a9c55@c2,77aa00000000f001@21,77aa00000000f002@21",
 			"FAKEHIP_MEMORY":  fmt.Sprint(fakeMemory),
-		} {
-			os.Setenv(k, v)
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+		},
+	}))
 }

@@ -104,6 +104,7 @@
 #include "fakeconfig.h"
 #include "fakeengine.h"
 #include "fakeipc.h"
+#include "fakesticky.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -207,27 +208,11 @@ static struct freserve *g_reserves;
 static uint64_t g_next_id = 1;
 static CUdeviceptr g_next_va = 0x100000000000ULL; /* 16 TiB: never a host pointer here */
 static __thread struct fctx *t_ctx;
-static CUresult g_sticky; /* first sticky error; returned by every later call */
 
-/* sticky_check returns the process's sticky error, latching one from
- * FAKECUDA_STICKY_FILE when that file exists and holds a code. */
-static CUresult sticky_check(void) {
-    if (g_sticky) return g_sticky;
-    const char *f = getenv("FAKECUDA_STICKY_FILE");
-    if (f && *f) {
-        FILE *fp = fopen(f, "r");
-        if (fp) {
-            int code = 0;
-            if (fscanf(fp, "%d", &code) == 1 && code != 0) {
-                pthread_mutex_lock(&g_mu);
-                if (!g_sticky) g_sticky = code;
-                pthread_mutex_unlock(&g_mu);
-            }
-            fclose(fp);
-        }
-    }
-    return g_sticky;
-}
+/* sticky_check returns the process's sticky error (fakesticky.h),
+ * latching one from FAKECUDA_STICKY_FILE when that file exists and holds
+ * a code. */
+static CUresult sticky_check(void) { return (CUresult)fs_check(&g_mu, "FAKECUDA_STICKY_FILE"); }
 
 /* exporter_gone reports whether an imported mapping's exporting process
  * has exited (its memfd is no longer reachable). */
@@ -396,7 +381,7 @@ CUresult cuDeviceGetCount(int *n) {
 
 static CUresult check_dev(CUdevice d) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
-    if (g_sticky) return g_sticky;
+    if (fs_sticky) return (CUresult)fs_sticky;
     if (d < 0 || d >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
@@ -823,10 +808,10 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     pthread_mutex_lock(&g_mu);
     struct falloc *a = find_range(src, n);
     if (a && a->vmm && !(a->access & 1)) a = NULL; /* cuMemSetAccess first */
-    if (a && exporter_gone(a) && !g_sticky) g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (a && exporter_gone(a)) fs_latch(CUDA_ERROR_ILLEGAL_ADDRESS);
     pthread_mutex_unlock(&g_mu);
     if (!a) return CUDA_ERROR_INVALID_VALUE;
-    if (g_sticky) return g_sticky;
+    if (fs_sticky) return (CUresult)fs_sticky;
     memcpy(dst, a->host + (src - a->base), n);
     return CUDA_SUCCESS;
 }

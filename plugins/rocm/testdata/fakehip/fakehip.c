@@ -57,6 +57,7 @@
 #include "fakeamd.h"
 #include "fakeengine.h"
 #include "fakeipc.h"
+#include "fakesticky.h"
 
 typedef int hipError_t;
 typedef struct { char bytes[16]; } hipUUID;
@@ -123,7 +124,6 @@ static struct fstream *g_streams;
 static uint64_t g_next_id = 1;
 static uintptr_t g_next_va = 0x200000000000ULL;
 static __thread int t_dev;
-static hipError_t g_sticky;
 
 int fakehip_contexts(void) { return g_contexts; }
 int fakehip_opens(void) { return g_opens; }
@@ -134,23 +134,10 @@ static int env_int(const char *name, int def) {
     return (v && *v) ? atoi(v) : def;
 }
 
-static hipError_t sticky_check(void) {
-    if (g_sticky) return g_sticky;
-    const char *f = getenv("FAKEHIP_STICKY_FILE");
-    if (f && *f) {
-        FILE *fp = fopen(f, "r");
-        if (fp) {
-            int code = 0;
-            if (fscanf(fp, "%d", &code) == 1 && code != 0) {
-                pthread_mutex_lock(&g_mu);
-                if (!g_sticky) g_sticky = code;
-                pthread_mutex_unlock(&g_mu);
-            }
-            fclose(fp);
-        }
-    }
-    return g_sticky;
-}
+/* sticky_check returns the process's fatal error (fakesticky.h),
+ * latching one from FAKEHIP_STICKY_FILE when that file exists and holds a
+ * code. */
+static hipError_t sticky_check(void) { return (hipError_t)fs_check(&g_mu, "FAKEHIP_STICKY_FILE"); }
 
 /* pick_list applies an index list (HIP_VISIBLE_DEVICES) to in (n
  * entries) into out; the first invalid or repeated entry ends it. */
@@ -663,10 +650,10 @@ hipError_t hipMemcpyDtoH(void *dst, void *srcp, size_t n) {
     uintptr_t src = (uintptr_t)srcp;
     pthread_mutex_lock(&g_mu);
     struct falloc *a = find_range(src, n);
-    if (a && exporter_gone(a) && !g_sticky) g_sticky = hipErrorIllegalAddress;
+    if (a && exporter_gone(a)) fs_latch(hipErrorIllegalAddress);
     pthread_mutex_unlock(&g_mu);
     if (!a) return hipErrorInvalidValue;
-    if (g_sticky) return g_sticky;
+    if (fs_sticky) return (hipError_t)fs_sticky;
     memcpy(dst, a->host + (src - a->base), n);
     return hipSuccess;
 }
