@@ -36,6 +36,9 @@ func runHelper(name string) int {
 	if name == "fd-fetch" {
 		return runFDFetchHelper()
 	}
+	if name == "fd-flood" {
+		return runFDFloodHelper()
+	}
 	if name != "publish-hold" {
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 		return 2
