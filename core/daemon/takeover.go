@@ -76,10 +76,10 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	if err != nil {
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
 	}
-	defer att.Lease.Close()
 	m := att.Manifest
 	for i, h := range m.Handles {
 		if !h.IsDescriptor() {
+			_ = att.Lease.Close()
 			return nil, fmt.Errorf("take over %s: handle %d is %q, a name: its memory cannot change hands (use --force to reload): %w",
 				sock, i, h.Kind, ErrNoTakeover)
 		}
@@ -87,6 +87,10 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	req := fdchannel.Request{ID: m.LeaseID}
 	copy(req.Token[:], m.FDToken)
 	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(sock), req)
+	// The lease served only to ask: end it before the handover, which
+	// would otherwise make it re-attach (core/client.Lease) to the socket
+	// this daemon is about to serve.
+	_ = att.Lease.Close()
 	if err != nil {
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
 	}
