@@ -499,3 +499,54 @@ func TestLoadWithManyExtents(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacedBinaryIsRefusedOnRestart: a restart given the BinaryID of
+// the first start runs the same file again, refuses a binary replaced at
+// the same path (*ReplacedError), and accepts the new one only when a
+// SHA-256 pin vouches for it.
+func TestReplacedBinaryIsRefusedOnRestart(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "wcache-backend-mock")
+	data, err := os.ReadFile(filepath.Join(testPlugins(), "wcache-backend-mock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shm := filepath.Join(t.TempDir(), "shm")
+	opts := Options{PluginDir: dir, Env: mockEnv(shm), Logger: hclog.NewNullLogger()}
+	first, err := Start(t.Context(), "mock", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Binary()
+	first.Close()
+	opts.Binary = &id
+	same, err := Start(t.Context(), "mock", opts)
+	if err != nil {
+		t.Fatalf("restart of the same file: %v", err)
+	}
+	same.Close()
+
+	// Another binary (the same bytes plus one) renamed over the first.
+	tmp := bin + ".new"
+	if err := os.WriteFile(tmp, append(data, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(t.Context(), "mock", opts)
+	var re *ReplacedError
+	if !errors.Is(err, ErrPluginReplaced) || !errors.As(err, &re) || re.Path != bin {
+		t.Fatalf("restart of a replaced binary: %v, want *ReplacedError naming %s", err, bin)
+	}
+	sum := sha256.Sum256(append(data, 0))
+	opts.SHA256 = hex.EncodeToString(sum[:])
+	pinned, err := Start(t.Context(), "mock", opts)
+	if err != nil {
+		t.Fatalf("restart of a replaced binary pinned by --plugin-sha256: %v", err)
+	}
+	pinned.Close()
+}
