@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,11 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if !fakelib.Real(os.Getenv) {
+		// On the fakes the user's WCACHE_* are not the tests'; on real
+		// hardware (the GPU check) they may name the real libraries.
+		gputest.ClearUserEnv()
+	}
 	dir, err := os.MkdirTemp("", "wcache-cuda-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

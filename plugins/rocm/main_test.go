@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,11 @@ const (
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
+	if !fakes.Real(os.Getenv) {
+		// On the fakes the user's WCACHE_* are not the tests'; on real
+		// hardware (the GPU check) they may name the real libraries.
+		gputest.ClearUserEnv()
+	}
 	dir, err := os.MkdirTemp("", "wcache-rocm-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

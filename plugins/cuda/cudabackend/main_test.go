@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 		// The GPU check: conformance against the real driver only.
 		os.Exit(m.Run())
 	}
+	// On the fakes the user's WCACHE_* are not the tests' (helper
+	// processes get theirs from the test).
+	gputest.ClearUserEnv()
 	dir, err := os.MkdirTemp("", "cudabackend-fakes-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

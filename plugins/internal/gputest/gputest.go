@@ -221,3 +221,18 @@ func BenchFill(b *testing.B, be sdk.Backend) {
 		}
 	}
 }
+
+// ClearUserEnv unsets the WCACHE_* variables of the user running the
+// tests (a library path, a staging size, a reader count …), which the
+// backends read and the tests set themselves where they need them. Kept:
+// the test-control variables (names with _TEST_, and WCACHE_CUDA_REAL /
+// WCACHE_ROCM_REAL, which select the runs on real hardware). A TestMain
+// calls it before anything else, outside its helper-process branch.
+func ClearUserEnv() {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "WCACHE_") && !strings.Contains(k, "_TEST_") && !strings.HasSuffix(k, "_REAL") {
+			os.Unsetenv(k)
+		}
+	}
+}

@@ -47,6 +47,9 @@ func TestMain(m *testing.M) {
 	if fakes.Real(os.Getenv) {
 		os.Exit(m.Run())
 	}
+	// On the fakes the user's WCACHE_* are not the tests' (helper
+	// processes get theirs from the test).
+	gputest.ClearUserEnv()
 	dir, err := os.MkdirTemp("", "rocmbackend-fakes-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
