@@ -209,7 +209,6 @@ func TestNonPluginFailsWithItsOutput(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "wcache-backend-broken"), []byte(tc.script), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
 			_, err = Start(t.Context(), "broken", Options{PluginDir: dir, Logger: hclog.NewNullLogger()})
 			var xe *ExitError
 			if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &xe) {
@@ -219,9 +218,6 @@ func TestNonPluginFailsWithItsOutput(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error does not say %q: %v", want, err)
 				}
-			}
-			if time.Since(start) > 10*time.Second {
-				t.Errorf("Start took %v to give up", time.Since(start))
 			}
 		})
 	}
