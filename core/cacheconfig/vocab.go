@@ -91,3 +91,16 @@ func asciiLower(s string) string {
 	}
 	return string(b)
 }
+
+// KnownDType reports whether dtype is one of the accepted spellings
+// (NormalizeDType turns it into a canonical name).
+func KnownDType(dtype string) bool {
+	_, ok := dtypeAliases[strings.TrimPrefix(asciiLower(dtype), "torch.")]
+	return ok
+}
+
+// DTypeSpellings lists the canonical dtype names, for a message that
+// refuses an unknown spelling.
+func DTypeSpellings() []string {
+	return []string{DTypeAuto, DTypeBF16, DTypeFP16, DTypeFP32, DTypeFP64, DTypeFP8E4M3, DTypeFP8E5M2}
+}

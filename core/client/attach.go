@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,9 +35,31 @@ type Attachment struct {
 // stopping a *PublishConflictError (ErrBusy: ask again later); other refusals keep
 // their gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
+	o, err := c.open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{id: o.m.LeaseID, cancel: o.cancel, done: make(chan struct{}), notices: make(chan Notice, noticeBuffer),
+		files: o.files, stop: make(chan struct{}), c: c, cfg: cfg, m: o.m}
+	go l.run(o.stream)
+	return &Attachment{Manifest: o.m, Lease: l}, nil
+}
+
+// opened is one successful Attach RPC: its stream, manifest, descriptors
+// and the cancel that ends it.
+type opened struct {
+	stream daemonv1.Daemon_AttachClient
+	m      *Manifest
+	files  []*os.File
+	cancel context.CancelFunc
+}
+
+// open makes the Attach RPC and receives the manifest and its descriptors
+// (Attach's errors).
+func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, callOpts ...grpc.CallOption) (*opened, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true,
-		HandleKinds: c.kinds})
+		HandleKinds: c.kinds}, callOpts...)
 	if err != nil {
 		cancel()
 		return nil, c.attachError(err)
@@ -94,9 +117,7 @@ func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachmen
 			return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
 		}
 	}
-	l := &Lease{id: m.LeaseID, cancel: cancel, done: make(chan struct{}), notices: make(chan Notice, noticeBuffer), files: files}
-	go l.run(stream)
-	return &Attachment{Manifest: m, Lease: l}, nil
+	return &opened{stream: stream, m: m, files: files, cancel: cancel}, nil
 }
 
 // attachError converts an Attach failure: a ConfigMismatch detail becomes

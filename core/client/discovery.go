@@ -9,6 +9,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 )
 
@@ -84,7 +85,7 @@ func (t Target) resolve(ctx context.Context) (socket, uuid string, err error) {
 func checkSocket(path, uuid string, allowOwners []uint32) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &NoDaemonError{Socket: path, DeviceUUID: uuid}
+		return &NoDaemonError{Socket: path, DeviceUUID: uuid, Others: daemonfile.ForeignDaemons(uint32(os.Geteuid()))}
 	}
 	if err != nil {
 		return fmt.Errorf("daemon socket %s: %w", path, err)

@@ -3,6 +3,10 @@ package client
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+
+	"github.com/wcache/wcache/core/daemonfile"
 )
 
 // ErrNoDaemon: no socket exists at the daemon's path. With ErrEmpty it is
@@ -63,16 +67,29 @@ func (e *DeviceMismatchError) Error() string {
 func (e *DeviceMismatchError) Unwrap() error { return ErrBadManifest }
 
 // NoDaemonError wraps ErrNoDaemon with the path that was looked up.
+// When daemons of other users run on the machine (the caller's socket
+// template does not reach them), Others lists them and the message says
+// how such a daemon is shared.
 type NoDaemonError struct {
 	Socket     string
 	DeviceUUID string // "" when discovery used an explicit socket path
+	Others     []daemonfile.ForeignDaemon
 }
 
 func (e *NoDaemonError) Error() string {
+	msg := fmt.Sprintf("no wcache daemon: %s does not exist", e.Socket)
 	if e.DeviceUUID != "" {
-		return fmt.Sprintf("no wcache daemon for device %s: %s does not exist", e.DeviceUUID, e.Socket)
+		msg = fmt.Sprintf("no wcache daemon for device %s: %s does not exist", e.DeviceUUID, e.Socket)
 	}
-	return fmt.Sprintf("no wcache daemon: %s does not exist", e.Socket)
+	if len(e.Others) == 0 {
+		return msg
+	}
+	others := make([]string, len(e.Others))
+	for i, o := range e.Others {
+		others[i] = fmt.Sprintf("pid %d (uid %d: %s)", o.PID, o.UID, o.Command())
+	}
+	uid := uint32(os.Geteuid())
+	return fmt.Sprintf("%s; daemons of other users run here: %s — %s", msg, strings.Join(others, ", "), daemonfile.ShareHint(uid))
 }
 
 func (e *NoDaemonError) Unwrap() error { return ErrNoDaemon }

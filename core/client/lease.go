@@ -2,12 +2,21 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/fdchannel"
 )
 
 // NoticeKind is the kind of a daemon notice.
@@ -41,14 +50,26 @@ type Lease struct {
 	// files are the manifest's descriptors (descriptor handles), closed
 	// by Close.
 	files []*os.File
+	// stop is closed by Close (a re-attach in progress gives up); c, cfg
+	// and m re-attach after a takeover (resume).
+	stop     chan struct{}
+	stopOnce sync.Once
+	c        *Client
+	cfg      cacheconfig.Config
+	m        *Manifest
 
 	mu     sync.Mutex
 	closed bool
 	err    error
 }
 
-// ID is the lease id the daemon assigned.
-func (l *Lease) ID() uint64 { return l.id }
+// ID is the lease id the daemon assigned (after a takeover, the
+// successor's lease id).
+func (l *Lease) ID() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.id
+}
 
 // Done is closed when the lease has ended: Close was called, the daemon
 // ended it (stop, plugin crash) or the connection broke (the daemon died).
@@ -74,8 +95,12 @@ func (l *Lease) Notices() <-chan Notice { return l.notices }
 func (l *Lease) Close() error {
 	l.mu.Lock()
 	l.closed = true
+	cancel := l.cancel
 	l.mu.Unlock()
-	l.cancel()
+	if l.stop != nil {
+		l.stopOnce.Do(func() { close(l.stop) })
+	}
+	cancel()
 	<-l.done
 	l.mu.Lock()
 	closeHandleFiles(l.files)
@@ -87,18 +112,27 @@ func (l *Lease) Close() error {
 	return nil
 }
 
-// run reads the stream until it ends.
+// run reads the stream until it ends. A stream that the daemon ended
+// because it handed its memory over to a successor (serve --takeover:
+// UNAVAILABLE with fdchannel.HandoverMessage) is resumed on the successor
+// (resume): the lease stays open, Done is not closed, and the manifest,
+// its mappings and descriptors stay valid.
 func (l *Lease) run(stream daemonv1.Daemon_AttachClient) {
 	defer close(l.done)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
+			if next := l.resume(err); next != nil {
+				stream = next
+				continue
+			}
 			l.mu.Lock()
 			if !l.closed {
 				l.err = fmt.Errorf("lease %d ended: %w", l.id, err)
 			}
+			cancel := l.cancel
 			l.mu.Unlock()
-			l.cancel()
+			cancel()
 			return
 		}
 		if n := ev.GetNotice(); n != nil {
@@ -108,4 +142,86 @@ func (l *Lease) run(stream daemonv1.Daemon_AttachClient) {
 			}
 		}
 	}
+}
+
+// Re-attach after a takeover: the successor has the memory before the old
+// daemon ends the leases, but listens only once that daemon is gone.
+const (
+	// ResumeWindow bounds how long a lease tries to re-attach to the
+	// successor before it ends with the handover error.
+	ResumeWindow = 30 * time.Second
+	resumeRetry  = 50 * time.Millisecond
+)
+
+// resume re-attaches after a handover (err carries
+// fdchannel.HandoverMessage) with the lease's config, until ResumeWindow
+// passes or Close is called. The new lease replaces the ended one only if
+// it serves the same generation of the same device with the same handles;
+// its own descriptors are closed (the lease keeps those it had, of the
+// same memory). nil: not a handover, or no successor serving the same
+// weights — the lease ends.
+func (l *Lease) resume(err error) daemonv1.Daemon_AttachClient {
+	if l.c == nil || l.m == nil || status.Code(err) != codes.Unavailable ||
+		!strings.Contains(status.Convert(err).Message(), fdchannel.HandoverMessage) {
+		return nil
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil
+	}
+	deadline := time.Now().Add(ResumeWindow)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		go func() {
+			select {
+			case <-l.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		o, err := l.c.open(ctx, l.cfg, grpc.WaitForReady(true))
+		cancel()
+		select {
+		case <-l.stop:
+			if o != nil {
+				o.cancel()
+				closeHandleFiles(o.files)
+			}
+			return nil
+		default:
+		}
+		if err != nil {
+			if status.Code(err) == codes.Unavailable || errors.Is(err, context.DeadlineExceeded) {
+				time.Sleep(resumeRetry)
+				continue
+			}
+			return nil // another daemon, other weights: they are gone
+		}
+		closeHandleFiles(o.files)
+		if !sameWeights(l.m, o.m) {
+			o.cancel()
+			return nil
+		}
+		l.mu.Lock()
+		l.id, l.cancel = o.m.LeaseID, o.cancel
+		l.mu.Unlock()
+		return o.stream
+	}
+	return nil
+}
+
+// sameWeights reports whether b serves what a did: the same device,
+// generation and handles (kind and size).
+func sameWeights(a, b *Manifest) bool {
+	if a.DeviceUUID != b.DeviceUUID || a.Generation != b.Generation || len(a.Handles) != len(b.Handles) {
+		return false
+	}
+	for i := range a.Handles {
+		if a.Handles[i].Kind != b.Handles[i].Kind || a.Handles[i].Size != b.Handles[i].Size {
+			return false
+		}
+	}
+	return true
 }

@@ -27,11 +27,16 @@ func (d *Daemon) listenFDChannel() (*net.UnixListener, error) {
 }
 
 // serveFDChannel answers descriptor channel connections, one request each,
-// until l is closed.
+// until l is closed. The connections get the gRPC socket's limits
+// (connlimit.go): at most maxConnsPerUID open per allowed uid, and
+// maxDeniedConnsPerUID per denied uid, each closed after
+// deniedConnLifetime; more are closed at accept.
 func (d *Daemon) serveFDChannel(l *net.UnixListener) {
+	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs}
+	lis := newPeerListener(l, auth.allows, d.log)
 	var backoff time.Duration
 	for {
-		c, err := l.AcceptUnix()
+		c, err := lis.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -46,21 +51,19 @@ func (d *Daemon) serveFDChannel(l *net.UnixListener) {
 			continue
 		}
 		backoff = 0
-		go d.answerFDRequest(c)
+		go d.answerFDRequest(c.(*peerConn))
 	}
 }
 
 // answerFDRequest checks the peer and the request, and answers with the
 // reply and, when it is OK, the descriptors (docs/protocol.md, "Descriptor
-// channel"). Every refusal is logged with the peer.
-func (d *Daemon) answerFDRequest(c *net.UnixConn) {
-	defer c.Close()
+// channel"). Every refusal is logged with the peer. The daemon closes
+// after the peer (awaitPeerClose).
+func (d *Daemon) answerFDRequest(pc *peerConn) {
+	defer pc.Close()
+	c := pc.Conn.(*net.UnixConn)
 	_ = c.SetDeadline(time.Now().Add(fdRequestTimeout))
-	p, err := readPeerCred(c)
-	if err != nil {
-		d.log.Warn("descriptor channel: no peer credentials", "error", err)
-		return
-	}
+	p := pc.info
 	buf := make([]byte, fdchannel.RequestSize+1)
 	n, files, err := fdpass.Recv(c, buf, 0)
 	for _, f := range files {
@@ -81,7 +84,9 @@ func (d *Daemon) answerFDRequest(c *net.UnixConn) {
 	if reply.Status != fdchannel.StatusOK {
 		d.log.Info("descriptor channel: request refused", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "uid", p.UID,
 			"status", reply.Status.String(), "reason", reply.Message)
-		_ = fdpass.Send(c, reply.Marshal())
+		if fdpass.Send(c, reply.Marshal()) == nil {
+			awaitPeerClose(c)
+		}
 		return
 	}
 	reply.Count = uint32(len(descs))
@@ -98,7 +103,25 @@ func (d *Daemon) answerFDRequest(c *net.UnixConn) {
 	}
 	d.log.Debug("descriptor channel: descriptors sent", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "count", len(descs))
 	if req.Op == fdchannel.OpTakeover {
-		d.handOver(p)
+		d.awaitSuccessor(c, p)
+		return
+	}
+	awaitPeerClose(c)
+}
+
+// awaitPeerClose waits, until the connection's deadline, for the peer to
+// close after the daemon's last message. Closing first would race the
+// peer's read of that message: Linux may answer a non-blocking
+// SOCK_SEQPACKET read that found the queue empty with EOF once the peer
+// has shut down, although the message was queued meanwhile (the rare
+// "read unixpacket: EOF" of an attach under 64 concurrent clients).
+// Whatever the peer sends meanwhile is discarded.
+func awaitPeerClose(c *net.UnixConn) {
+	var b [1]byte
+	for {
+		if _, err := c.Read(b[:]); err != nil {
+			return
+		}
 	}
 }
 

@@ -107,7 +107,7 @@ func TestMetricsSeeLoadAttachesLeasesAndState(t *testing.T) {
 	a.Lease.Close()
 	waitFor(t, "one lease left", func() bool { return len(r.d.Leases()) == 1 })
 	got = rec.snapshot()
-	if len(got.attached) != 2 || got.attached[0] <= 0 || got.attached[0] > 5*time.Second {
+	if len(got.attached) != 2 || got.attached[0] <= 0 || got.attached[1] <= 0 {
 		t.Errorf("attached = %v, want two positive durations", got.attached)
 	}
 	if !slices.Equal(got.failures, []AttachFailure{AttachConfigMismatch, AttachOther}) {

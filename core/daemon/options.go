@@ -129,6 +129,12 @@ type Options struct {
 	// reading the disk. nil, or name handles (cuda-ipc, posix-shm): a plugin
 	// exit is fatal (invariant 8, docs/architecture.md).
 	RestartPlugin func(ctx context.Context) (Plugin, error)
+	// RestartBackoff is the wait before the second plugin restart within
+	// PluginRestartWindow; each further one waits twice as long (at most
+	// MaxRestartBackoff), and after MaxPluginRestarts restarts within the
+	// window the daemon gives up as for a fatal plugin exit (a crash
+	// loop). The first restart is immediate. 0: DefaultRestartBackoff.
+	RestartBackoff time.Duration
 
 	// VerifyLoad makes Start compare, after the load, the SHA-256 of every
 	// file extent in device memory (the backend's Digest) with the file's
@@ -184,6 +190,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.KeepaliveTimeout <= 0 {
 		o.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if o.RestartBackoff <= 0 {
+		o.RestartBackoff = DefaultRestartBackoff
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()

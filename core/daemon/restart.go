@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wcache/wcache/sdk"
@@ -13,10 +14,33 @@ import (
 // every allocation into it.
 const DefaultRestartTimeout = 60 * time.Second
 
-// restartStats count the plugin restarts a daemon survived.
+// Plugin crash-loop bounds (Options.RestartBackoff).
+const (
+	DefaultRestartBackoff = 200 * time.Millisecond
+	MaxRestartBackoff     = 30 * time.Second
+	PluginRestartWindow   = 10 * time.Minute
+	MaxPluginRestarts     = 5
+)
+
+// restartStats count the plugin restarts a daemon survived; recent are
+// the times of those within PluginRestartWindow.
 type restartStats struct {
-	count int
-	last  time.Duration
+	count  int
+	last   time.Duration
+	recent []time.Time
+}
+
+// restartBackoff is the wait before a restart that follows n others within
+// the window: 0 for the first, then base, 2·base, … up to MaxRestartBackoff.
+func restartBackoff(n int, base time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	d := base
+	for i := 1; i < n && d < MaxRestartBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxRestartBackoff)
 }
 
 // canRecover reports why the plugin's exit is fatal ("" when it is not):
@@ -93,6 +117,23 @@ func (d *Daemon) replacePlugin(ctx context.Context) bool {
 		d.log.Error("backend plugin exited and cannot be replaced", "reason", why)
 		return false
 	}
+	now := time.Now()
+	d.restarts.recent = slices.DeleteFunc(d.restarts.recent, func(t time.Time) bool { return now.Sub(t) > PluginRestartWindow })
+	n := len(d.restarts.recent)
+	if n >= MaxPluginRestarts {
+		d.log.Error("backend plugin exited and is not replaced: a crash loop", "restarts_in_window", n,
+			"window", PluginRestartWindow, "error", d.plugin.ExitError())
+		return false
+	}
+	if wait := restartBackoff(n, d.opts.RestartBackoff); wait > 0 {
+		d.log.Warn("backend plugin exited again: restarting after a back-off", "restarts_in_window", n, "retry_in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return false
+		}
+	}
+	d.restarts.recent = append(d.restarts.recent, time.Now())
 	if err := d.recoverPlugin(ctx); err != nil {
 		d.log.Error("backend plugin exited and could not be replaced", "error", fmt.Errorf("%w: %w", errRecoveryFailed, err))
 		return false

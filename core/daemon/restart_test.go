@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
@@ -110,4 +112,62 @@ func mustCheckpoint(t *testing.T, dir string) *safetensors.Checkpoint {
 		t.Fatal(err)
 	}
 	return ck
+}
+
+// TestPluginCrashLoopBacksOffAndGivesUp: a plugin that dies again right
+// after every restart is replaced at most MaxPluginRestarts times (each
+// after a longer back-off), and then the daemon gives up as for a fatal
+// plugin exit instead of restarting it forever.
+func TestPluginCrashLoopBacksOffAndGivesUp(t *testing.T) {
+	f := newFixture(t)
+	f.memfd = true
+	var mu sync.Mutex
+	var started []*testplugin.Plugin
+	r := f.start(0, func(o *Options) {
+		o.RestartBackoff = time.Millisecond
+		o.RestartPlugin = func(context.Context) (Plugin, error) {
+			p := f.plugin(nil)
+			mu.Lock()
+			started = append(started, p)
+			mu.Unlock()
+			return p, nil
+		}
+	})
+	// Each plugin dies once it has taken over (a crash loop).
+	current := r.p
+	for i := 0; ; i++ {
+		if err := current.Die("signal: segmentation fault"); err != nil {
+			t.Fatal(err)
+		}
+		if i == MaxPluginRestarts {
+			break
+		}
+		waitFor(t, "the plugin restart", func() bool { return r.d.statusProto().GetStartPhases().GetPluginRestarts() == uint32(i+1) })
+		mu.Lock()
+		current = started[len(started)-1]
+		mu.Unlock()
+	}
+	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+		t.Fatalf("Run: %v, want ErrPluginExited after a crash loop", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != MaxPluginRestarts {
+		t.Fatalf("%d plugins started, want %d before giving up", len(started), MaxPluginRestarts)
+	}
+}
+
+// TestRestartBackoffDoubles: the waits before the restarts of a crash
+// loop: none for the first, then base, doubling, at most MaxRestartBackoff.
+func TestRestartBackoffDoubles(t *testing.T) {
+	base := 200 * time.Millisecond
+	want := []time.Duration{0, base, 2 * base, 4 * base, 8 * base}
+	for n, w := range want {
+		if got := restartBackoff(n, base); got != w {
+			t.Errorf("restartBackoff(%d) = %s, want %s", n, got, w)
+		}
+	}
+	if got := restartBackoff(40, base); got != MaxRestartBackoff {
+		t.Errorf("restartBackoff(40) = %s, want the cap %s", got, MaxRestartBackoff)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // ErrNoTakeover: serve --takeover found a daemon whose memory cannot be
@@ -42,13 +44,16 @@ type takeover struct {
 // attach refuses other weights), asks the descriptor channel for the
 // writable descriptors (op TAKEOVER, which tells that daemon to hand over
 // and exit), and imports every one into this daemon's plugin. It reads no
-// tensor byte. (nil, nil): no daemon there; the caller starts as usual.
+// tensor byte. (nil, nil): no daemon there, or only a dead one's socket;
+// the caller starts as usual.
 func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	ctx, cancel := context.WithTimeout(ctx, takeoverTimeout)
 	defer cancel()
 	sock := d.info.Paths.Socket
 	c, err := client.Dial(ctx, client.BySocket(sock), client.Options{ClientName: fmt.Sprintf("wcache serve --takeover (pid %d)", os.Getpid())})
-	if errors.Is(err, client.ErrNoDaemon) {
+	if errors.Is(err, client.ErrNoDaemon) || errors.Is(err, client.ErrDaemonDead) {
+		// No daemon, or a dead one's leftovers (Acquire removes them):
+		// nothing to take over.
 		return nil, nil
 	}
 	if err != nil {
@@ -71,20 +76,28 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	if err != nil {
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
 	}
-	defer att.Lease.Close()
 	m := att.Manifest
 	for i, h := range m.Handles {
 		if !h.IsDescriptor() {
+			_ = att.Lease.Close()
 			return nil, fmt.Errorf("take over %s: handle %d is %q, a name: its memory cannot change hands (use --force to reload): %w",
 				sock, i, h.Kind, ErrNoTakeover)
 		}
 	}
-	req := fdchannel.Request{Op: fdchannel.OpTakeover, ID: m.LeaseID}
+	req := fdchannel.Request{ID: m.LeaseID}
 	copy(req.Token[:], m.FDToken)
-	descs, err := fdchannel.Fetch(ctx, fdchannel.Path(sock), req)
+	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(sock), req)
+	// The lease served only to ask: end it before the handover, which
+	// would otherwise make it re-attach (core/client.Lease) to the socket
+	// this daemon is about to serve.
+	_ = att.Lease.Close()
 	if err != nil {
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
 	}
+	// Closing without Imported (a failed import below) leaves that daemon
+	// serving.
+	defer tk.Close()
+	descs := tk.Descriptors
 	handles := make([]sdk.Handle, len(m.Handles))
 	for _, ds := range descs {
 		if int(ds.Handle) < len(handles) && ds.Size == m.Handles[ds.Handle].Size {
@@ -110,6 +123,11 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 		}
 		t.ids = append(t.ids, id)
 		t.sizes += h.Size
+	}
+	// Every descriptor is this daemon's now: the previous one may hand
+	// over (until this message it serves on, whatever happens here).
+	if err := tk.Imported(); err != nil {
+		return fail(err)
 	}
 	t.bytes = m.Bytes()
 	t.manifest = manifestFromClient(m, cfg.ToProto(), handles)
@@ -142,14 +160,43 @@ func manifestFromClient(m *client.Manifest, cfg *configv1.CacheConfig, handles [
 	return out
 }
 
+// successorAckTimeout bounds how long a daemon that sent its writable
+// descriptors (op TAKEOVER) waits for the successor's acknowledgement
+// before it goes on serving alone.
+const successorAckTimeout = takeoverTimeout
+
+// awaitSuccessor is the old daemon's side of a takeover once the successor
+// has its writable descriptors (on connection c): it hands over only when
+// the successor acknowledges their import (fdchannel.ParseImported). A successor that closes, dies, sends anything else or stays
+// silent for successorAckTimeout leaves this daemon serving, its leases
+// untouched: nothing has changed hands.
+func (d *Daemon) awaitSuccessor(c *net.UnixConn, successor PeerInfo) {
+	_ = c.SetDeadline(time.Now().Add(successorAckTimeout))
+	buf := make([]byte, fdchannel.AckSize+1)
+	n, files, err := fdpass.Recv(c, buf, 0)
+	for _, f := range files {
+		_ = f.Close()
+	}
+	if err == nil {
+		err = fdchannel.ParseImported(buf[:n])
+	}
+	if err != nil {
+		d.log.Warn("takeover: the successor did not acknowledge the import; serving on", "successor_pid", successor.PID, "error", err)
+		return
+	}
+	d.handOver(successor)
+}
+
 // handOver is the old daemon's side of a takeover, once the successor has
-// its writable descriptors: every lease ends at once (the clients' mappings
-// stay valid: the memory is the successor's now), and the daemon shuts
-// down. Freeing its allocations then frees only this daemon's references.
+// imported its descriptors: every lease ends at once (the clients'
+// mappings stay valid: the memory is the successor's now; the clients
+// re-attach to the same generation, core/client.Lease), and the daemon
+// shuts down. Freeing its allocations then frees only this daemon's
+// references.
 func (d *Daemon) handOver(successor PeerInfo) {
 	d.log.Info("handing over to a successor daemon: ending every lease and stopping", "successor_pid", successor.PID)
 	d.reg.stop(status.Errorf(codes.Unavailable,
-		"daemon of %s handed its memory over to a successor (pid %d): attach again; mappings stay valid", d.info.DeviceUUID, successor.PID))
+		"daemon of %s %s (pid %d): attach again; mappings stay valid", d.info.DeviceUUID, fdchannel.HandoverMessage, successor.PID))
 	d.requestShutdown()
 }
 

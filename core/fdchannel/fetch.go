@@ -59,52 +59,109 @@ func CloseAll(ds []Descriptor) {
 // for the descriptors of req and returns them in the daemon's order. The
 // path must be a socket, not a symlink; a refusal is a *RefusedError; a
 // connection or format failure is an error naming the path.
-func Fetch(ctx context.Context, path string, req Request) (_ []Descriptor, err error) {
+func Fetch(ctx context.Context, path string, req Request) ([]Descriptor, error) {
+	ds, c, err := exchange(ctx, path, req)
+	if c != nil {
+		c.close()
+	}
+	return ds, err
+}
+
+// Takeover is a successor's op TAKEOVER in progress: the daemon's
+// writable descriptors, and the connection on which the successor
+// acknowledges their import (Imported) — the daemon hands over only then.
+type Takeover struct {
+	Descriptors []Descriptor
+	c           *conn
+}
+
+// RequestTakeover sends op TAKEOVER (req.Op is set) and receives the
+// descriptors as Fetch does, keeping the connection open for Imported. The
+// caller closes the Takeover; closing it without Imported leaves the daemon
+// serving.
+func RequestTakeover(ctx context.Context, path string, req Request) (*Takeover, error) {
+	req.Op = OpTakeover
+	ds, c, err := exchange(ctx, path, req)
+	if err != nil {
+		if c != nil {
+			c.close()
+		}
+		return nil, err
+	}
+	return &Takeover{Descriptors: ds, c: c}, nil
+}
+
+// Imported tells the daemon that every descriptor was imported: it hands
+// over and exits.
+func (t *Takeover) Imported() error {
+	if err := fdpass.Send(t.c.UnixConn, MarshalImported()); err != nil {
+		return fmt.Errorf("descriptor channel %s: acknowledge the takeover: %w", t.c.path, err)
+	}
+	return nil
+}
+
+// Close closes the connection (not the descriptors, which are the caller's).
+func (t *Takeover) Close() { t.c.close() }
+
+// conn is a connection to the channel with what bounds it.
+type conn struct {
+	*net.UnixConn
+	path   string
+	cancel func()
+}
+
+func (c *conn) close() {
+	c.cancel()
+	_ = c.UnixConn.Close()
+}
+
+// exchange sends req and receives the answer; the connection comes back
+// (nil when none was made) for the caller to close.
+func exchange(ctx context.Context, path string, req Request) (_ []Descriptor, _ *conn, err error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("descriptor channel %s: absent (a daemon older than descriptor handles?): %w", path, err)
+			return nil, nil, fmt.Errorf("descriptor channel %s: absent (a daemon older than descriptor handles?): %w", path, err)
 		}
-		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
+		return nil, nil, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return nil, fmt.Errorf("descriptor channel %s is not a socket (%s): refusing it", path, fi.Mode().Type())
+		return nil, nil, fmt.Errorf("descriptor channel %s is not a socket (%s): refusing it", path, fi.Mode().Type())
 	}
+	cancel := func() {}
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
 	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unixpacket", path)
 	if err != nil {
-		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
+		cancel()
+		return nil, nil, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
-	c := nc.(*net.UnixConn)
-	defer c.Close()
+	uc := nc.(*net.UnixConn)
 	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
+		_ = uc.SetDeadline(dl)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if err := fdpass.Send(c, req.Marshal()); err != nil {
-		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
+	stop := context.AfterFunc(ctx, func() { _ = uc.SetDeadline(time.Unix(1, 0)) })
+	c := &conn{UnixConn: uc, path: path, cancel: func() { stop(); cancel() }}
+	if err := fdpass.Send(uc, req.Marshal()); err != nil {
+		return nil, c, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	buf := make([]byte, ReplyHeader+MaxMessage)
-	n, files, err := fdpass.Recv(c, buf, 0)
+	n, files, err := fdpass.Recv(uc, buf, 0)
 	if err != nil {
-		return nil, fmt.Errorf("descriptor channel %s: reply: %w", path, err)
+		return nil, c, fmt.Errorf("descriptor channel %s: reply: %w", path, err)
 	}
 	fdpassClose(files)
 	rep, err := ParseReply(buf[:n])
 	if err != nil {
-		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
+		return nil, c, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	if rep.Status != StatusOK {
-		return nil, &RefusedError{Path: path, Op: req.Op, Status: rep.Status, Message: rep.Message}
+		return nil, c, &RefusedError{Path: path, Op: req.Op, Status: rep.Status, Message: rep.Message}
 	}
 	if rep.Count > MaxDescriptors {
-		return nil, fmt.Errorf("descriptor channel %s: %w: %d descriptors announced", path, ErrMalformed, rep.Count)
+		return nil, c, fmt.Errorf("descriptor channel %s: %w: %d descriptors announced", path, ErrMalformed, rep.Count)
 	}
 	out := make([]Descriptor, 0, rep.Count)
 	defer func() {
@@ -113,9 +170,9 @@ func Fetch(ctx context.Context, path string, req Request) (_ []Descriptor, err e
 		}
 	}()
 	for range rep.Count {
-		n, files, err := fdpass.Recv(c, buf, 1)
+		n, files, err := fdpass.Recv(uc, buf, 1)
 		if err != nil {
-			return nil, fmt.Errorf("descriptor channel %s: descriptor %d of %d: %w", path, len(out)+1, rep.Count, err)
+			return nil, c, fmt.Errorf("descriptor channel %s: descriptor %d of %d: %w", path, len(out)+1, rep.Count, err)
 		}
 		h, perr := ParseDescriptor(buf[:n])
 		if perr == nil && len(files) != 1 {
@@ -123,11 +180,11 @@ func Fetch(ctx context.Context, path string, req Request) (_ []Descriptor, err e
 		}
 		if perr != nil {
 			fdpassClose(files)
-			return nil, fmt.Errorf("descriptor channel %s: %w", path, perr)
+			return nil, c, fmt.Errorf("descriptor channel %s: %w", path, perr)
 		}
 		out = append(out, Descriptor{Handle: h.Handle, Size: h.Size, File: files[0]})
 	}
-	return out, nil
+	return out, c, nil
 }
 
 func fdpassClose(files []*os.File) {

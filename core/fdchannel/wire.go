@@ -246,3 +246,47 @@ func checkHead(b []byte) error {
 	}
 	return nil
 }
+
+// AckSize is the size of a successor's acknowledgement. After the
+// descriptors of op TAKEOVER the connection stays open; the successor
+// sends this message once it has imported every descriptor, and only then
+// does the daemon hand over (docs/protocol.md, "Takeover"). A successor
+// that closes, dies or stays silent leaves the daemon serving:
+//
+//	0  4  magic "WCFD"
+//	4  2  version (1)
+//	6  2  kind 0x20 (imported)
+const (
+	AckSize      = 8
+	kindImported = 0x20
+)
+
+// MarshalImported encodes the successor's acknowledgement.
+func MarshalImported() []byte {
+	b := make([]byte, AckSize)
+	copy(b, Magic)
+	binary.LittleEndian.PutUint16(b[4:], Version)
+	binary.LittleEndian.PutUint16(b[6:], kindImported)
+	return b
+}
+
+// ParseImported checks a successor's acknowledgement; anything else is
+// ErrMalformed.
+func ParseImported(b []byte) error {
+	if len(b) != AckSize {
+		return fmt.Errorf("%w: acknowledgement of %d bytes, want %d", ErrMalformed, len(b), AckSize)
+	}
+	if err := checkHead(b); err != nil {
+		return err
+	}
+	if k := binary.LittleEndian.Uint16(b[6:]); k != kindImported {
+		return fmt.Errorf("%w: message kind %#x, want an acknowledgement (%#x)", ErrMalformed, k, kindImported)
+	}
+	return nil
+}
+
+// HandoverMessage is in the status message (UNAVAILABLE) with which a
+// daemon that handed its memory over to a successor ends every lease:
+// clients then re-attach to the successor, which serves the same
+// generation, instead of treating the weights as gone (core/client.Lease).
+const HandoverMessage = "handed its memory over to a successor"

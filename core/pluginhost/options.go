@@ -50,6 +50,11 @@ type Options struct {
 	// SHA256 optionally pins the plugin binary: 64 hex digits. "" skips the
 	// check.
 	SHA256 string
+	// Binary, when set, is the BinaryID of the file a previous start of
+	// this plugin ran (Plugin.Binary): a restart refuses another file
+	// (*ReplacedError) unless SHA256 pins it. nil: any file that passes
+	// the other checks.
+	Binary *BinaryID
 	// Logger receives the host's messages about the plugin and the
 	// plugin's own log lines, under a sub-logger named after the binary.
 	// nil → an hclog logger on stderr at level info.

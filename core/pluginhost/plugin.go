@@ -33,6 +33,7 @@ const exitWait = 3 * time.Second
 type Plugin struct {
 	name      string
 	path      string
+	binary    BinaryID
 	ring      *logRing
 	socketDir string
 	logger    hclog.Logger
@@ -55,7 +56,8 @@ type Plugin struct {
 
 // Start resolves the plugin (see Resolve), checks the SHA-256 pin when one
 // is set, starts the process and completes the handshake. Errors:
-// *NotFoundError, *InsecurePluginError, *ChecksumError, *APIVersionError,
+// *NotFoundError, *InsecurePluginError, *ChecksumError, *ReplacedError
+// (Options.Binary), *APIVersionError,
 // *ExitError (the plugin exited or failed before the handshake, with its
 // last log lines), *ConfigureError (the plugin refused
 // Options.BackendOptions, or speaks API version 1 and some were given), or
@@ -66,10 +68,16 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	bin, err := binaryID(path)
+	if err != nil {
+		return nil, err
+	}
 	if opts.SHA256 != "" {
 		if err := verifyChecksum(path, opts.SHA256); err != nil {
 			return nil, err
 		}
+	} else if opts.Binary != nil && *opts.Binary != bin {
+		return nil, &ReplacedError{Path: path}
 	}
 	base, err := socketBase(opts.SocketDir)
 	if err != nil {
@@ -82,6 +90,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	p := &Plugin{
 		name:      name,
 		path:      path,
+		binary:    bin,
 		ring:      newLogRing(LogLines, newLogForwarder(opts.Logger.Named(filepath.Base(path))).forward),
 		socketDir: socketDir,
 		logger:    opts.Logger,
@@ -308,6 +317,10 @@ func (p *Plugin) ExitError() error {
 
 // Path is the plugin binary that was started.
 func (p *Plugin) Path() string { return p.path }
+
+// Binary identifies the file the plugin was started from (Options.Binary
+// of a restart).
+func (p *Plugin) Binary() BinaryID { return p.binary }
 
 // Name is the backend name, e.g. "mock".
 func (p *Plugin) Name() string { return p.name }

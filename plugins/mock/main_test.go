@@ -23,6 +23,13 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	// The plugin inherits this process's environment: the user's
+	// WCACHE_MOCK_* variables are not the tests' (each test sets its own).
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "WCACHE_MOCK_") {
+			os.Unsetenv(k)
+		}
+	}
 	dir, err := os.MkdirTemp("", "wcache-mock-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -9,6 +9,7 @@ package fdpass
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 
@@ -54,6 +55,17 @@ func Send(c *net.UnixConn, payload []byte, files ...*os.File) error {
 func Recv(c *net.UnixConn, buf []byte, maxFiles int) (int, []*os.File, error) {
 	oob := make([]byte, unix.CmsgSpace(4*max(maxFiles, 1)))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if errors.Is(err, io.EOF) {
+		// Linux answers a non-blocking SOCK_SEQPACKET read that found the
+		// queue empty with 0 bytes (Go: io.EOF) when the peer has shut
+		// down by the time it checks — even if the peer's last message
+		// was queued in between (net/unix/af_unix.c, "Signal EOF on
+		// disconnected non-blocking SEQPACKET socket"). A peer that sends
+		// and closes at once then loses its last message about once in
+		// 10^4 reads on a loaded machine. Shutdown is final, so one more
+		// read settles it: the queued message, or EOF for good.
+		n, oobn, flags, _, err = c.ReadMsgUnix(buf, oob)
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("receive message: %w", err)
 	}

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -255,5 +257,105 @@ func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fdFloodConns is how many connections the fd-flood helper opens.
+const fdFloodConns = 2000
+
+// runFDFloodHelper opens fdFloodConns connections to the descriptor
+// channel and holds them (sending nothing), prints "connected N" for those
+// the kernel accepted, and exits when stdin closes.
+func runFDFloodHelper() int {
+	path := fdchannel.Path(os.Getenv(helperSocketEnv))
+	var held []net.Conn
+	for range fdFloodConns {
+		c, err := net.Dial("unixpacket", path)
+		if err != nil {
+			continue
+		}
+		held = append(held, c)
+	}
+	fmt.Printf("connected %d\n", len(held))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range held {
+		c.Close()
+	}
+	return 0
+}
+
+// TestDescriptorChannelBoundsADeniedPeer: a uid the daemon denies, able to
+// reach the channel (--socket-group), opens 2,000 connections and holds
+// them. The daemon keeps at most a couple of them (the gRPC socket's
+// denied-peer bound), so its descriptors stay few, and the daemon's own
+// uid attaches and receives its descriptors meanwhile.
+func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client as uid 65534 (SysProcAttr.Credential)")
+	}
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	shared := filepath.Join(h.Root, "shared")
+	if err := os.Mkdir(shared, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(shared, 0, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(h.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := filepath.Join(h.Root, "fd-helper")
+	copyFile(t, exe, helper, 0o755)
+	sock := filepath.Join(shared, h.UUIDs[0]+".sock")
+	d := h.start(serveArgs(0, model.Dir, "--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
+		"--ready-template", filepath.Join(shared, "{device_uuid}.ready"), "--socket-group", fmt.Sprint(nobody))...)
+	h.waitReady(d, filepath.Join(shared, h.UUIDs[0]+".ready"))
+	base, err := countFDs(d.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(helper)
+	cmd.Env = append(os.Environ(), helperEnv+"=fd-flood", helperSocketEnv+"="+sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line := bufio.NewScanner(stdout)
+	if !line.Scan() || !strings.HasPrefix(line.Text(), "connected ") {
+		t.Fatalf("the flood helper said %q (%v)", line.Text(), line.Err())
+	}
+	flood := line.Text()
+	t.Logf("uid %d: %s of %d", nobody, flood, fdFloodConns)
+	// Every connection the kernel queued has been accepted or is waiting
+	// in the backlog; an attach goes through the same queue, after them.
+	att, err := client.Attach(context.Background(), client.BySocket(sock), clientConfig(t, model.Dir), client.Options{})
+	if err != nil {
+		t.Fatalf("attach during the flood (%s): %v", flood, err)
+	}
+	defer att.Lease.Close()
+	checkBytes(t, att.Manifest, model, 0)
+	n, err := countFDs(d.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon holds its lease's connection and descriptors, and at most
+	// two of the flood's connections; never hundreds.
+	if n > base+64 {
+		t.Fatalf("the daemon holds %d descriptors during the flood (%d before; %s)", n, base, flood)
 	}
 }

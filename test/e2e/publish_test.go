@@ -42,6 +42,9 @@ func runHelper(name string) int {
 	if name == "load-or-publish" {
 		return runLoadOrPublishHelper()
 	}
+	if name == "fd-flood" {
+		return runFDFloodHelper()
+	}
 	if name != "publish-hold" {
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 		return 2

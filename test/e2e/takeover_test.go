@@ -1,19 +1,23 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // TestTakeoverServesTheSameGenerationWithoutLoading: `serve --takeover`
 // against a live memfd daemon receives its descriptors, serves the same
 // generation with nothing loaded (its Status says so), and the old daemon
-// exits; a client attached before keeps reading the right bytes, and a
-// client attaching after gets the same generation.
+// exits; a client attached before keeps its lease (resumed on the
+// successor) and reads the right bytes, and a client attaching after gets
+// the same generation.
 func TestTakeoverServesTheSameGenerationWithoutLoading(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
@@ -49,12 +53,17 @@ func TestTakeoverServesTheSameGenerationWithoutLoading(t *testing.T) {
 	}
 	t.Logf("takeover: start of the successor to its socket %s (from its Status)", after.StartPhases.Total)
 
-	// The client from before the upgrade: its lease was ended by the old
-	// daemon, its mapping is intact.
+	// The client from before the upgrade did not notice: its lease was
+	// resumed on the successor (the same generation), it never ended, and
+	// its mapping is intact.
+	h.waitLeases(h.UUIDs[0], 1)
 	select {
 	case <-pre.Lease.Done():
-	case <-time.After(5 * time.Second):
-		t.Errorf("the old daemon did not end the lease it held")
+		t.Fatalf("the lease held through the takeover ended: %v", pre.Lease.Err())
+	default:
+	}
+	if st := h.statusOf(0); len(st.Leases) != 1 || st.Leases[0].ID != pre.Lease.ID() {
+		t.Fatalf("the successor's leases %+v, want the resumed lease %d", st.Leases, pre.Lease.ID())
 	}
 	checkBytes(t, pre.Manifest, model, 0)
 	mustRename(t, hidden, model.Dir)
@@ -76,4 +85,80 @@ func mustRename(t *testing.T, from, to string) {
 	if err := os.Rename(from, to); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTakeoverRequestWithoutImportLeavesTheDaemonServing: a same-uid
+// client that asks for the writable descriptors (op TAKEOVER) and then
+// closes without acknowledging their import — a rogue client, or a
+// successor that died while importing — does not make the daemon hand
+// over: it keeps its pid, its leases and its clients.
+func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	d := h.startServe(0, model.Dir)
+	before := h.statusOf(0)
+	held, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Lease.Close()
+	rogue, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Lease.Close()
+	req := fdchannel.Request{ID: rogue.Manifest.LeaseID}
+	copy(req.Token[:], rogue.Manifest.FDToken)
+	tk, err := fdchannel.RequestTakeover(context.Background(), fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.Descriptors) == 0 {
+		t.Fatal("op TAKEOVER sent no descriptor")
+	}
+	fdchannel.CloseAll(tk.Descriptors)
+	tk.Close() // no Imported
+	if err := d.WaitFor(context.Background(), "the daemon's refusal to hand over", readyTimeout, func() bool {
+		return strings.Contains(d.Output(), "did not acknowledge the import; serving on")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, d)
+	}
+	if d.Exited() {
+		t.Fatalf("the daemon exited after an unacknowledged takeover request:\n%s", d)
+	}
+	select {
+	case <-held.Lease.Done():
+		t.Fatalf("the lease held before ended: %v", held.Lease.Err())
+	default:
+	}
+	after := h.statusOf(0)
+	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 2 {
+		t.Fatalf("after the request: pid %d generation %d leases %d; before pid %d generation %d",
+			after.PID, after.Generation, len(after.Leases), before.PID, before.Generation)
+	}
+	checkBytes(t, held.Manifest, model, 0)
+}
+
+// TestTakeoverOfADeadDaemonsLeftoversStartsNormally: `serve --takeover`
+// where a SIGKILLed daemon left its socket, descriptor channel and ready
+// file loads the checkpoint and serves, as documented.
+func TestTakeoverOfADeadDaemonsLeftoversStartsNormally(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	old := h.startServe(0, model.Dir)
+	old.Kill()
+	p := h.Paths(h.UUIDs[0])
+	for _, f := range []string{p.Socket, fdchannel.Path(p.Socket), p.Ready} {
+		if _, err := os.Lstat(f); err != nil {
+			t.Fatalf("the killed daemon left no %s: %v", f, err)
+		}
+	}
+	next := h.start(serveArgs(0, model.Dir, "--takeover")...)
+	h.waitReady(next, p.Ready)
+	st := h.statusOf(0)
+	if st.PID != next.PID() || st.StartPhases.Source != "files" || st.StartPhases.BytesLoaded == 0 {
+		t.Fatalf("serve --takeover over leftovers: pid %d (want %d), source %q, %d bytes loaded",
+			st.PID, next.PID(), st.StartPhases.Source, st.StartPhases.BytesLoaded)
+	}
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
 }

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -110,5 +113,59 @@ func TestStatusShowsDraining(t *testing.T) {
 	}
 	if code := h.waitExit(d, 10*time.Second); code != 0 {
 		t.Errorf("daemon exit %d:\n%s", code, d)
+	}
+}
+
+// TestAnotherUserIsToldHowToShare: an engine running as another uid finds
+// no daemon under its own runtime directory. `wcache attach` says so,
+// lists the daemon of the other user (root's) by pid and says how it is
+// shared (--socket-group, --allow-uid); `wcache status` lists it too.
+func TestAnotherUserIsToldHowToShare(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the CLI as uid 65534 (SysProcAttr.Credential)")
+	}
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	d := h.startServe(0, model.Dir)
+	run := filepath.Join(h.Root, "nobody-run")
+	if err := os.Mkdir(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(run, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(h.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(model.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(args ...string) (string, int) {
+		cmd := exec.Command(binPath(wcacheBin), args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + run, "HOME=" + run}
+		for _, kv := range h.Env() {
+			if strings.HasPrefix(kv, "WCACHE_MOCK_") || strings.HasPrefix(kv, "WCACHE_PLUGIN_DIR=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		var xe *exec.ExitError
+		if err != nil && !errors.As(err, &xe) {
+			t.Fatalf("wcache %v as uid %d: %v", args, nobody, err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	want := []string{fmt.Sprintf("pid %d, uid 0: wcache serve", d.PID()), "--socket-group GROUP --allow-uid 65534", "WCACHE_SOCKET_TEMPLATE"}
+	out, _ := asNobody("status")
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("wcache status as uid %d: %q lacks %q", nobody, out, w)
+		}
+	}
+	out, code := asNobody("attach", "--backend", "mock", "--gpu-id", "0", "--device-uuid", h.UUIDs[0], "--model", model.Dir)
+	if code == 0 || !strings.Contains(out, "no wcache daemon") ||
+		!strings.Contains(out, fmt.Sprintf("pid %d (uid 0: wcache serve", d.PID())) || !strings.Contains(out, "--allow-uid 65534") {
+		t.Errorf("wcache attach as uid %d: exit %d, %q; want the no-daemon error naming root's daemon and how to share it", nobody, code, out)
 	}
 }

@@ -241,3 +241,52 @@ def test_a_client_says_which_handle_kinds_it_maps():
             att.release()
     finally:
         w.close()
+
+
+def test_a_lease_survives_a_takeover_without_on_daemon_gone():
+    """`wcache serve --takeover` replaces the daemon under an attached client:
+    the lease re-attaches to the successor (the same generation), on_daemon_gone
+    never fires, and the tensors keep the checkpoint's bytes."""
+    import wcache  # noqa: PLC0415
+
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        model = os.path.join(w.root, "model")
+        tensors = st_writer.make_checkpoint(model, n_tensors=12, n_shards=2)
+        expected = {n: hashlib.sha256(t[3]).hexdigest() for n, t in tensors.items()}
+        old = w.serve(0, model)
+        sock = w.socket_path(w.uuids[0])
+        cfg = wcache.CacheConfig(model=model, checkpoint_digest=wcache.checkpoint_digest(model), device_capability="mock")
+        gone = []
+        att = wcache.attach(cfg, socket=sock, library="numpy", getenv=w.getenv, on_daemon_gone=gone.append)
+        try:
+            arrays = att.tensors()
+            generation = att.generation
+            try:
+                new = w.serve(0, None, "--takeover")
+            except AssertionError:
+                print("the daemon taken over:\n" + old.log())
+                raise
+            assert old.wait(10) == 0, old.log()
+            # The lease resumes on the successor: its Status lists it.
+            deadline = time.monotonic() + 30
+            while True:
+                rows = [r for r in w.wcache_json("status", "--json") if r.get("pid") == new.pid]
+                if rows and rows[0].get("leases"):
+                    break
+                assert time.monotonic() < deadline and not att.gone.is_set(), (att.gone_reason, rows, new.log())
+                time.sleep(0.05)
+            assert not att.gone.is_set() and not gone, (att.gone_reason, gone, new.log())
+            assert [lease["id"] for lease in rows[0]["leases"]] == [att.lease_id], (rows, att.lease_id)
+            assert wcache.status(socket=sock, getenv=w.getenv).generation == generation
+            bad = [n for n, want in expected.items() if hashlib.sha256(arrays[n].tobytes()).hexdigest() != want]
+            assert not bad, bad
+            assert att.active
+        finally:
+            att.release()
+        assert not gone, gone
+    finally:
+        w.close()

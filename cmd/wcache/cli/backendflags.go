@@ -82,15 +82,17 @@ func (f *backendFlags) backendName() string { return f.name }
 // through an hclog logger at $WCACHE_LOG_LEVEL (default warn). See
 // startPlugin.
 func (f *backendFlags) start(ctx context.Context, e *env) (*pluginhost.Plugin, error) {
-	return f.startPlugin(ctx, hostLogger(e))
+	return f.startPlugin(ctx, hostLogger(e), nil)
 }
 
 // startPlugin starts the backend plugin, forwarding its log lines through
 // logger. A malformed name or pin is a usage error (exit 2); a missing,
 // insecure or broken plugin exits 1 with pluginhost's explanation. The
 // caller must Close the plugin (no plugin outlives wcache even if it does
-// not: pluginhost starts it with a parent-death signal).
-func (f *backendFlags) startPlugin(ctx context.Context, logger hclog.Logger) (*pluginhost.Plugin, error) {
+// not: pluginhost starts it with a parent-death signal). binary, for a
+// restart, is the file the first start ran: another one is refused unless
+// --plugin-sha256 pins it.
+func (f *backendFlags) startPlugin(ctx context.Context, logger hclog.Logger, binary *pluginhost.BinaryID) (*pluginhost.Plugin, error) {
 	name := f.name
 	if err := pluginhost.ValidateName(name); err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("--backend: %w", err))
@@ -105,6 +107,7 @@ func (f *backendFlags) startPlugin(ctx context.Context, logger hclog.Logger) (*p
 	p, err := pluginhost.Start(ctx, name, pluginhost.Options{
 		PluginDir:      f.pluginDir,
 		SHA256:         f.sha256,
+		Binary:         binary,
 		Logger:         logger,
 		BackendOptions: opts,
 	})

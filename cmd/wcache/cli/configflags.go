@@ -8,6 +8,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/launcher"
 )
 
 // configFlags are the CacheConfig flags shared by serve, launch and attach.
@@ -81,6 +82,21 @@ func (f *configFlags) config() (cacheconfig.Config, error) {
 	}{{"tp-rank", "tp-size", c.TPRank}, {"pp-rank", "pp-size", c.PPRank}, {"dp-rank", "dp-size", c.DPRank}, {"ep-rank", "ep-size", c.EPRank}} {
 		if f.fs != nil && f.fs.Changed(p.rank) && !f.fs.Changed(p.size) && p.r > 0 {
 			return cacheconfig.Config{}, usageErrorf("--%s %d needs --%s (%s must be below %s, which defaults to 1)", p.rank, p.r, p.size, strings.ReplaceAll(p.rank, "-", "_"), strings.ReplaceAll(p.size, "-", "_"))
+		}
+	}
+	// A misspelt dtype would only ever miss: refuse it with the vocabulary.
+	if !cacheconfig.KnownDType(c.DType) {
+		return cacheconfig.Config{}, usageErrorf("--dtype %q is not a dtype this version knows; use one of %s (aliases such as bfloat16, float16, half, torch.bfloat16 are accepted)",
+			c.DType, strings.Join(cacheconfig.DTypeSpellings(), ", "))
+	}
+	// Sizes beyond any machine: the same bound as launch's topology.
+	for _, p := range []struct {
+		name string
+		v    uint32
+	}{{"tp-size", c.TPSize}, {"pp-size", c.PPSize}, {"dp-size", c.DPSize}, {"ep-size", c.EPSize}} {
+		if p.v > launcher.MaxSize {
+			return cacheconfig.Config{}, withCode(ExitUsage, &launcher.TopologyError{Field: p.name,
+				Reason: fmt.Sprintf("%d is more than %d", p.v, launcher.MaxSize)})
 		}
 	}
 	// Validate the layout now (a usage error); what names the weights is

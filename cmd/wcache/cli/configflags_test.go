@@ -58,6 +58,9 @@ func TestConfigFlagsUsageErrors(t *testing.T) {
 		{"--extra", "k=1", "--extra", "k=2"},
 		{"--tp-size", "2", "--tp-rank", "2"},
 		{"--pp-size", "0"},
+		{"--dtype", "bflaot16"},
+		{"--tp-size", "1000000000"},
+		{"--ep-size", "1048577"},
 	} {
 		_, err := parseConfigFlags(t, args...)
 		var xe *exitError
@@ -75,5 +78,19 @@ func TestConfigFlagsRankWithoutSizeNamesTheMissingSize(t *testing.T) {
 	}
 	if _, err := parseConfigFlags(t, "--tp-rank", "1", "--tp-size", "2"); err != nil {
 		t.Fatalf("--tp-rank 1 --tp-size 2: %v", err)
+	}
+}
+
+// TestConfigFlagsUnknownDTypeNamesTheVocabulary: a misspelt --dtype is
+// refused with the accepted spellings; every alias of the vocabulary passes.
+func TestConfigFlagsUnknownDTypeNamesTheVocabulary(t *testing.T) {
+	_, err := parseConfigFlags(t, "--dtype", "bflaot16")
+	if err == nil || !strings.Contains(err.Error(), `"bflaot16"`) || !strings.Contains(err.Error(), "bf16, fp16") {
+		t.Fatalf("--dtype bflaot16: %v, want a refusal naming the vocabulary", err)
+	}
+	for _, ok := range []string{"auto", "BF16", "bfloat16", "torch.float16", "half", "fp8_e4m3fn", ""} {
+		if _, err := parseConfigFlags(t, "--dtype", ok); err != nil {
+			t.Errorf("--dtype %q: %v", ok, err)
+		}
 	}
 }

@@ -40,7 +40,13 @@ func buildWcacheWithMock(t *testing.T) string {
 func runWcache(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "wcache"), args...)
-	cmd.Env = append(os.Environ(), env...)
+	// The user's WCACHE_* variables are not the test's: only env counts.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WCACHE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

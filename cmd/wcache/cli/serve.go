@@ -161,12 +161,15 @@ has stopped.`,
 		// ready file. Ignored, the write fails with EPIPE and is dropped.
 		signal.Ignore(syscall.SIGPIPE)
 
-		plugin, err := bf.startPlugin(ctx, log)
+		plugin, err := bf.startPlugin(ctx, log, nil)
 		if err != nil {
 			return err
 		}
-		// With descriptor handles a dead plugin is replaced, not fatal.
-		opts.RestartPlugin = func(ctx context.Context) (daemon.Plugin, error) { return bf.startPlugin(ctx, log) }
+		// With descriptor handles a dead plugin is replaced, not fatal —
+		// by the very file that was started (or one --plugin-sha256 pins):
+		// a binary replaced since is refused.
+		first := plugin.Binary()
+		opts.RestartPlugin = func(ctx context.Context) (daemon.Plugin, error) { return bf.startPlugin(ctx, log, &first) }
 		bar := newProgress("loading", e.stderr, log, logFormat == "text" && isTerminal(e.stderr))
 		opts.Progress = bar.update
 		d, err := daemon.Start(ctx, plugin, opts)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wcache/wcache/core/daemonctl"
+	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -67,7 +69,10 @@ func newStatusCommand(e *env) *cobra.Command {
 		Short: "List this user's daemons: device, process, what they hold, who is attached",
 		Long: `List every daemon of this user, found through the ready files of the path
 layout. A live daemon is asked over its socket (Status RPC); a ready file
-whose process is gone is reported as stale (remove it with wcache cleanup).`,
+whose process is gone is reported as stale (remove it with wcache cleanup).
+The table is followed by the wcache serve processes of other users (from
+/proc), which this user's layout does not reach, and how such a daemon is
+shared (serve --socket-group, --allow-uid). --json prints this user's daemons only.`,
 		Args: cobra.NoArgs,
 	}
 	lf := addLayoutFlags(cmd.Flags())
@@ -90,7 +95,10 @@ whose process is gone is reported as stale (remove it with wcache cleanup).`,
 			enc.SetIndent("", "  ")
 			return enc.Encode(rows)
 		}
-		return printStatus(e.stdout, rows)
+		if err := printStatus(e.stdout, rows); err != nil {
+			return err
+		}
+		return printForeign(e.stdout, daemonfile.ForeignDaemons(uint32(os.Geteuid())))
 	}
 	return cmd
 }
@@ -130,6 +138,21 @@ func statusRow(rep daemonctl.Report) daemonStatus {
 			SinceMS: l.Since.UnixMilli()})
 	}
 	return row
+}
+
+// printForeign lists the daemons of other users (which this user's
+// layout does not find) and says how one is shared.
+func printForeign(w io.Writer, others []daemonfile.ForeignDaemon) error {
+	if len(others) == 0 {
+		return nil
+	}
+	uid := uint32(os.Geteuid())
+	fmt.Fprintf(w, "\ndaemons of other users (not shared with uid %d unless set up for it):\n", uid)
+	for _, o := range others {
+		fmt.Fprintf(w, "  pid %d, uid %d: %s\n", o.PID, o.UID, o.Command())
+	}
+	_, err := fmt.Fprintf(w, "%s.\n", daemonfile.ShareHint(uid))
+	return err
 }
 
 // printStatus renders rows as a table.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +128,27 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if s := procstat.Inspect(victim.Process.Pid, start); s != procstat.Alive {
 		t.Fatalf("the process named by the planted file is %s: cleanup --force signalled it", s)
+	}
+}
+
+// TestServeRefusesWhatLaunchRefuses: serve's sizes have launch's bound
+// (exit 2 naming the topology), and a misspelt --dtype is refused with the
+// vocabulary by serve, launch and attach alike, before any backend starts.
+func TestServeRefusesWhatLaunchRefuses(t *testing.T) {
+	model := writeTinyModel(t)
+	for _, args := range [][]string{
+		{"serve", "--backend", "mock", "--model", model, "--tp-size", "1000000000"},
+		{"serve", "--backend", "mock", "--model", model, "--dtype", "bflaot16"},
+		{"attach", "--backend", "mock", "--model", model, "--dtype", "bflaot16"},
+		{"launch", "--backend", "mock", "--model", model, "--dtype", "bflaot16"},
+	} {
+		_, stderr, code, _ := runInProcess(t, args...)
+		want := "invalid topology: tp-size"
+		if slices.Contains(args, "--dtype") {
+			want = "use one of auto, bf16, fp16"
+		}
+		if code != ExitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("wcache %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(args, " "), code, strings.TrimSpace(stderr), want)
+		}
 	}
 }

@@ -20,7 +20,7 @@ type fakeOptions struct {
 // fakeConfig sets opts.env for the test and returns a Config whose driver
 // is a private copy of the fake, so that its cuInit reads this test's
 // CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
-func fakeConfig(t *testing.T, opts fakeOptions) Config {
+func fakeConfig(t testing.TB, opts fakeOptions) Config {
 	t.Helper()
 	if fakelib.Real(os.Getenv) {
 		t.Fatalf("%s=1 runs the conformance tests against the real driver only: select them with -run Conformance", fakelib.EnvReal)
@@ -47,7 +47,7 @@ func fakeConfig(t *testing.T, opts fakeOptions) Config {
 }
 
 // newBackend opens a Backend (and its Runtime) closed at cleanup.
-func newBackend(t *testing.T, cfg Config) *Backend {
+func newBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
 	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }

@@ -39,11 +39,17 @@ type MainOptions struct {
 
 // Main is the TestMain of a GPU backend package: the importing process
 // when HelperEnv is set, else the tests, over fake libraries built into a
-// temporary folder (removed afterwards) unless Real, and with the plugin
-// built when Plugin is set. It returns the exit status.
+// temporary folder (removed afterwards) and without the user's WCACHE_*
+// variables (ClearUserEnv) unless Real, and with the plugin built when
+// Plugin is set. It returns the exit status.
 func Main(m *testing.M, o MainOptions) int {
 	if os.Getenv(o.HelperEnv) != "" {
 		return ImporterMain(o.HandleKind, o.Open)
+	}
+	if !o.Real {
+		// On the fakes the user's WCACHE_* are not the tests'; on real
+		// hardware (the GPU check) they may name the real libraries.
+		ClearUserEnv()
 	}
 	dir, err := os.MkdirTemp("", o.Name+"-test-")
 	if err != nil {

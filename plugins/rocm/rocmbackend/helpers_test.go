@@ -22,7 +22,7 @@ type fakeOptions struct {
 // a private copy of the fake, so that its initialisation reads this
 // test's visibility variables. Sysfs is an empty folder unless the test
 // sets SysfsRoot.
-func fakeConfig(t *testing.T, opts fakeOptions) Config {
+func fakeConfig(t testing.TB, opts fakeOptions) Config {
 	t.Helper()
 	if fakes.Real(os.Getenv) {
 		t.Fatalf("%s=1 runs the conformance tests against the real libraries only: select them with -run Conformance", fakes.EnvReal)
@@ -50,7 +50,7 @@ func fakeConfig(t *testing.T, opts fakeOptions) Config {
 }
 
 // newBackend opens a Backend (and its Runtime) closed at cleanup.
-func newBackend(t *testing.T, cfg Config) *Backend {
+func newBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
 	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }

@@ -15,7 +15,10 @@ the tensors alias; ``release()`` (or leaving a ``with`` block, or process exit)
 ends it. A background thread reads the rest of the stream: notices (the
 daemon is draining) go to ``on_notice``; the end of the stream that the client
 did not ask for (daemon stopped, crashed, forced stop) goes to
-``on_daemon_gone``.
+``on_daemon_gone``. A takeover (``wcache serve --takeover``) is not a gone
+daemon: the lease re-attaches to the successor, which serves the same
+generation, and the tensors stay valid (``lease_id`` becomes the
+successor's); ``on_daemon_gone`` fires only when the weights are gone.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
@@ -167,6 +171,20 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
     return DaemonError(operation, code, details or "")
 
 
+# A daemon that handed its memory over to a successor (serve --takeover) ends
+# every lease with UNAVAILABLE and this text (Go: fdchannel.HandoverMessage).
+HANDOVER_MESSAGE = "handed its memory over to a successor"
+# How long a lease ended by a handover tries to re-attach to the successor.
+RESUME_WINDOW = 30.0
+RESUME_RETRY = 0.05
+
+
+def _same_weights(a, b) -> bool:
+    """b serves what a did: the same device, generation and handles (kind and size)."""
+    return (a.device_uuid == b.device_uuid and a.generation == b.generation and len(a.handles) == len(b.handles)
+            and all(x.kind == y.kind and x.size == y.size for x, y in zip(a.handles, b.handles)))
+
+
 class Attachment:
     """A lease on a daemon's weights. Create with wcache.attach().
 
@@ -185,8 +203,13 @@ class Attachment:
                  on_daemon_gone: Optional[Callable[[DaemonGone], None]],
                  on_notice: Optional[Callable[[object], None]],
                  device_index: Optional[int], library: str, mappers: Optional[HandleMappers] = None,
-                 descriptors: Optional[Dict[int, int]] = None, copy: bool = False):
+                 descriptors: Optional[Dict[int, int]] = None, request=None, allow_owners: Iterable[int] = (),
+                 copy: bool = False):
         self._channel = channel
+        # What a resume after a takeover needs (see _resume).
+        self._target = target
+        self._request = request
+        self._allow_owners = tuple(allow_owners)
         # handle index → descriptor of a descriptor handle (memfd), closed by release().
         self._descriptors: Dict[int, int] = dict(descriptors or {})
         self._call = call
@@ -269,12 +292,15 @@ class Attachment:
             self._released = True
             self._materialized = None
             descriptors, self._descriptors = self._descriptors, {}
+            call = self._call
         for fd in descriptors.values():  # mappings made from them stay valid
             os.close(fd)
-        self._call.cancel()
+        call.cancel()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
-        self._channel.close()
+        with self._lock:
+            channel = self._channel
+        channel.close()
 
     def __enter__(self) -> "Attachment":
         return self
@@ -287,7 +313,21 @@ class Attachment:
         return self.gone.wait(timeout)
 
     def _watch(self) -> None:
-        gone = DaemonGone(grpc.StatusCode.OK, "the daemon closed the lease")
+        while True:
+            gone = self._read_stream()
+            if self._resume(gone):
+                continue
+            break
+        with self._lock:
+            released = self._released
+        if not released:
+            self.gone_reason = gone
+        self.gone.set()
+        if not released:
+            self._callback(self._on_daemon_gone, gone)
+
+    def _read_stream(self) -> "DaemonGone":
+        """Read the lease's stream until it ends; why it ended."""
         try:
             for event in self._call:
                 if event.WhichOneof("event") == "notice":
@@ -299,16 +339,60 @@ class Attachment:
                     log.warning("wcache lease %d: ignoring unexpected %s after the manifest",
                                 self.lease_id, event.WhichOneof("event"))
         except grpc.RpcError as err:
-            gone = DaemonGone(err.code(), err.details() or "")
+            return DaemonGone(err.code(), err.details() or "")
         except Exception as exc:  # noqa: BLE001 - a broken stream is still a gone daemon
-            gone = DaemonGone(grpc.StatusCode.UNKNOWN, str(exc))
-        with self._lock:
-            released = self._released
-        if not released:
-            self.gone_reason = gone
-        self.gone.set()
-        if not released:
-            self._callback(self._on_daemon_gone, gone)
+            return DaemonGone(grpc.StatusCode.UNKNOWN, str(exc))
+        return DaemonGone(grpc.StatusCode.OK, "the daemon closed the lease")
+
+    def _resume(self, gone: "DaemonGone") -> bool:
+        """After a takeover (UNAVAILABLE, HANDOVER_MESSAGE), re-attach to the successor.
+
+        Tries for up to RESUME_WINDOW seconds. The new lease replaces the
+        ended one only when it serves the same generation of the same device
+        with the same handles (kind and size): the tensors, mappings and
+        descriptors of this lease stay valid, and on_daemon_gone does not
+        fire. Its own descriptors are closed. False: not a handover, released,
+        or no successor serving the same weights — the lease ends.
+        """
+        if (self._request is None or gone.code != grpc.StatusCode.UNAVAILABLE
+                or HANDOVER_MESSAGE not in (gone.details or "")):
+            return False
+        deadline = time.monotonic() + RESUME_WINDOW
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._released:
+                    return False
+            try:
+                check_socket(self._target, self._allow_owners)
+                channel, call, manifest, descriptors = _open_lease(
+                    self._target, self._request, max(0.1, min(5.0, deadline - time.monotonic())))
+            except Exception as err:  # noqa: BLE001 - no successor yet: retry until the window ends
+                if isinstance(err, (IncompatibleConfigError, EmptyDaemonError, ProtocolError)):
+                    log.warning("wcache lease %d: after a takeover: %s", self.lease_id, err)
+                    return False
+                time.sleep(RESUME_RETRY)
+                continue
+            for fd in descriptors.values():  # ours map the same memory
+                os.close(fd)
+            if not _same_weights(self.manifest, manifest):
+                call.cancel()
+                channel.close()
+                log.warning("wcache lease %d: the successor serves other weights (generation %d, was %d)",
+                            self.lease_id, manifest.generation, self.generation)
+                return False
+            with self._lock:
+                if self._released:
+                    call.cancel()
+                    channel.close()
+                    return False
+                old = self._channel
+                self._channel, self._call = channel, call
+                log.info("wcache lease %d: resumed as lease %d after a takeover (generation %d)",
+                         self.lease_id, manifest.lease_id, manifest.generation)
+                self.lease_id = manifest.lease_id
+            old.close()
+            return True
+        return False
 
     def _callback(self, fn, arg) -> None:
         if fn is None:
@@ -374,6 +458,13 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
 
+    channel, call, manifest, descriptors = _open_lease(target, request, timeout)
+    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
+                      descriptors, request=request, allow_owners=allow_owners, copy=copy)
+
+
+def _open_lease(target: Target, request, timeout: float):
+    """Make the Attach RPC: (channel, call, manifest, descriptors), or raise as attach() does."""
     channel = _channel(target.socket)
     try:
         stream = channel.unary_stream(pb.METHOD_ATTACH,
@@ -414,8 +505,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     except BaseException:
         channel.close()
         raise
-    return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
-                      descriptors, copy)
+    return channel, call, manifest, descriptors
 
 
 def _fetch_descriptors(socket_path: str, manifest, call, timeout: float) -> Dict[int, int]:

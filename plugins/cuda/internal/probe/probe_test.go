@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -28,6 +29,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
+	// The user's WCACHE_* are not the tests' (the helper gets its own).
+	gputest.ClearUserEnv()
 	dir, err := os.MkdirTemp("", "probe-fakes-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
