@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -198,6 +199,9 @@ type Group struct {
 	// locks are the launch locks of the group's GPUs, released by stop
 	// once its daemons are gone, or once every daemon handed over; with
 	// Options.Takeover they are taken after the daemons are ready.
+	// handedOver: every daemon handed over to a successor (Supervise).
+	handedOver atomic.Bool
+
 	locksMu       sync.Mutex
 	locks         launchLocks
 	locksReleased bool
@@ -368,6 +372,7 @@ func (g *Group) Supervise(ctx context.Context) error {
 						continue
 					}
 					g.releaseLocks()
+					g.handedOver.Store(true)
 					g.o.Logf("every daemon handed over to a successor; waiting for SIGTERM")
 					<-ctx.Done()
 					return nil

@@ -18,6 +18,10 @@ func (g *Group) serveArgs(r Rank) []string {
 	return args
 }
 
+// HandedOver reports whether every daemon of the group handed its memory
+// over to a successor (see Supervise): they run on, under another launcher.
+func (g *Group) HandedOver() bool { return g.handedOver.Load() }
+
 // setLocks records the launch locks the group holds.
 func (g *Group) setLocks(l launchLocks) {
 	g.locksMu.Lock()

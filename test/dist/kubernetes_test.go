@@ -225,6 +225,9 @@ func rollout(t *testing.T, n *node, check func()) {
 	if code, ok := old.Wait(time.Minute); !ok || code != 0 {
 		t.Fatalf("old pod after SIGTERM: exit %d (exited %v)\n%s", code, ok, old.Output())
 	}
+	if !strings.Contains(old.Output(), "all 2 daemons run on under their successors; exiting") {
+		t.Errorf("old pod did not say its daemons run on:\n%s", old.Output())
+	}
 	if !n.probe() {
 		t.Fatalf("probe fails after the old pod is gone:\n%s", n.wcache("status"))
 	}

@@ -241,6 +241,10 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	if err := g.Supervise(ctx); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
+	if g.HandedOver() {
+		logf("all %d daemons run on under their successors; exiting", len(ranks))
+		return nil
+	}
 	logf("all %d daemons stopped cleanly", len(ranks))
 	return nil
 }
