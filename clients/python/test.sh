@@ -1,16 +1,21 @@
 #!/bin/sh
 # Runs the Python client's tests: unit tests and interop tests against the Go
 # binaries in $WCACHE_BIN_DIR (default <repo>/bin, built by `make build`).
+# Extra arguments go to pytest.
 #
-# Uses Debian's interpreter (PYTHON, default /usr/bin/python3) with the Debian
-# packages python3-grpcio python3-protobuf python3-numpy python3-torch
-# python3-pytest, plus gcc (a fake libcuda is compiled for one test) and
-# protoc (the descriptor staleness check). Extra arguments go to pytest.
+# Interpreter:
+# - default: the pinned environment clients/python/venv.sh builds (once, from
+#   requirements/test.txt: PyTorch 2.11 from PyPI, numpy, grpcio, protobuf,
+#   pytest, safetensors) outside the repository and reuses afterwards;
+# - PYTHON=/usr/bin/python3: Debian's interpreter with the Debian packages
+#   python3-grpcio python3-protobuf python3-numpy python3-torch (1.13)
+#   python3-pytest, the oldest torch and protobuf the client supports.
+# Both need gcc (a fake libcuda is compiled for one test) and protoc (the
+# descriptor staleness check).
 set -eu
 
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
-PYTHON=${PYTHON:-/usr/bin/python3}
 WCACHE_BIN_DIR=${WCACHE_BIN_DIR:-$repo/bin}
 export WCACHE_BIN_DIR
 
@@ -24,12 +29,20 @@ if [ -n "$missing" ]; then
 	exit 1
 fi
 
-if ! "$PYTHON" -c 'import grpc, google.protobuf, numpy, torch, pytest' 2>/dev/null; then
+if [ -z "${PYTHON:-}" ]; then
+	venv=$(clients/python/venv.sh)
+	PYTHON=$venv/bin/python
+	# The pinned uv beside it, for tests/test_install.py's fresh environment.
+	WCACHE_DEV_UV=$(dirname "$venv")/uv-$(sha256sum <clients/python/requirements/uv.txt | cut -c1-12)/bin/uv
+	export WCACHE_DEV_UV
+elif ! "$PYTHON" -c 'import grpc, google.protobuf, numpy, torch, pytest' 2>/dev/null; then
 	echo "python-test: $PYTHON lacks a module; install the Debian packages:" >&2
 	echo "  apt-get install python3-grpcio python3-protobuf python3-numpy python3-torch python3-pytest" >&2
+	echo "python-test: or leave PYTHON unset to use the pinned environment (clients/python/venv.sh)" >&2
 	exit 1
 fi
 
+"$PYTHON" -c 'import sys, torch, google.protobuf as pb, grpc; print("python-test: python %s, torch %s, protobuf %s, grpcio %s (%s)" % (sys.version.split()[0], torch.__version__, pb.__version__, grpc.__version__, sys.executable))'
 "$PYTHON" clients/python/tools/gen_descriptors.py --check
 
 exec "$PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests "$@"

@@ -185,11 +185,17 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	planned := time.Since(startPlan)
 
 	var took *takeover
+	replaceEmpty := false
 	if opts.Takeover {
-		if took, err = d.takeOver(ctx); err != nil {
+		took, err = d.takeOver(ctx)
+		if errors.Is(err, errEmptyPredecessor) {
+			d.log.Info("takeover: replacing an empty daemon (stopping it), starting as usual", "reason", err.Error())
+			took, err, replaceEmpty = nil, nil, true
+		}
+		if err != nil {
 			return nil, pluginErr("takeover", err)
 		}
-		if took == nil {
+		if took == nil && !replaceEmpty {
 			d.log.Info("takeover: no daemon on the device's socket, starting as usual")
 		} else {
 			pl = nil // nothing to load: the memory is here
@@ -205,7 +211,8 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	lock, res, err := daemonfile.Acquire(ctx, d.info.Paths, daemonfile.CleanupOptions{
 		// The daemon taken over exits by itself once it handed over; Force
 		// waits for it (and ends it, should it linger).
-		Force: opts.Force || took != nil, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
+		// An empty daemon is replaced the same way.
+		Force: opts.Force || took != nil || replaceEmpty, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
 		Logf: func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {

@@ -25,6 +25,11 @@ import (
 // taken over (its handles are names, not descriptors). It was left alone.
 var ErrNoTakeover = errors.New("cannot take over")
 
+// errEmptyPredecessor: the daemon serve --takeover found holds no weights
+// (it waits for a publish): there is nothing to hand over, so the successor
+// replaces it (stops it, as --force does) and starts as usual.
+var errEmptyPredecessor = errors.New("the daemon is empty: nothing to hand over")
+
 // takeoverTimeout bounds the successor's talk with the daemon it replaces.
 const takeoverTimeout = 30 * time.Second
 
@@ -63,6 +68,9 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
+	}
+	if st.State == StateEmpty.String() {
+		return nil, fmt.Errorf("take over %s: pid %d: %w", sock, st.PID, errEmptyPredecessor)
 	}
 	if st.State != StateServing.String() {
 		return nil, fmt.Errorf("take over %s: the daemon (pid %d) is %s: %w", sock, st.PID, st.State, ErrNoTakeover)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,19 @@ func Launch(ctx context.Context, opts Options) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Takeover {
+		// The previous launcher holds the launch locks and its daemons hold
+		// the GPUs until they hand over: spawn first, lock once ready.
+		g := newGroup(o, targets)
+		if err := g.spawnAll(); err != nil {
+			return nil, errors.Join(err, g.Stop())
+		}
+		if err := g.waitReady(ctx); err != nil {
+			return nil, err
+		}
+		g.lockWhenFree()
+		return g, nil
+	}
 	locks, err := lockLaunch(targets, o.LaunchLock)
 	if err != nil {
 		return nil, err
@@ -65,7 +79,7 @@ func Launch(ctx context.Context, opts Options) (*Group, error) {
 		return nil, err
 	}
 	g := newGroup(o, targets)
-	g.locks = locks
+	g.setLocks(locks)
 	if err := g.spawnAll(); err != nil {
 		return nil, errors.Join(err, g.Stop())
 	}
@@ -183,8 +197,14 @@ type Group struct {
 	starter  Starter
 	own      *ExecStarter // closed by stop when the group created it
 	// locks are the launch locks of the group's GPUs, released by stop
-	// once its daemons are gone.
-	locks launchLocks
+	// once its daemons are gone, or once every daemon handed over; with
+	// Options.Takeover they are taken after the daemons are ready.
+	// handedOver: every daemon handed over to a successor (Supervise).
+	handedOver atomic.Bool
+
+	locksMu       sync.Mutex
+	locks         launchLocks
+	locksReleased bool
 
 	stopOnce sync.Once
 	stopErr  error
@@ -215,7 +235,7 @@ func (g *Group) spawnAll() error {
 			Rank:       c.rank,
 			DeviceUUID: c.uuid,
 			Path:       g.o.Executable,
-			Args:       ServeCommand(g.o.Topology, c.rank, g.o.ServeArgs),
+			Args:       g.serveArgs(c.rank),
 			Env:        g.o.Env,
 			Output:     c.out,
 		}
@@ -330,19 +350,43 @@ func (g *Group) Daemons() []Daemon {
 // returns (nil when they stop cleanly). Any other exit — crash, plugin
 // death — returns a *DaemonError (ErrDaemonDied) naming the one that
 // exited. Call it once, after Launch.
+//
+// A daemon that exited with status 0 while a successor's ready file appeared
+// on its GPU within Options.HandoverWait handed its memory over (`wcache
+// serve --takeover`, a rolling upgrade): Supervise keeps the other daemons
+// serving, since their successors are taking them over too. Once every
+// daemon has handed over it releases the launch locks (the successors'
+// launcher takes them) and waits for ctx, then returns nil: a launcher that
+// exited instead would be restarted by its supervisor (systemd, the
+// kubelet) and take the weights back.
 func (g *Group) Supervise(ctx context.Context) error {
-	select {
-	case c := <-g.exits:
-		if c.status.Success() {
-			g.o.Logf("%s: stopped on request (%s); stopping the other daemons", c.rank, c.status)
+	handed := 0
+	for {
+		select {
+		case c := <-g.exits:
+			if c.status.Success() {
+				if pid, ok := g.successor(ctx, c); ok {
+					handed++
+					g.o.Logf("%s: handed over to daemon pid %d (serve --takeover)", c.rank, pid)
+					if handed < len(g.children) {
+						continue
+					}
+					g.releaseLocks()
+					g.handedOver.Store(true)
+					g.o.Logf("every daemon handed over to a successor; waiting for SIGTERM")
+					<-ctx.Done()
+					return nil
+				}
+				g.o.Logf("%s: stopped on request (%s); stopping the other daemons", c.rank, c.status)
+				return g.Stop()
+			}
+			de := c.failure(ErrDaemonDied)
+			g.o.Logf("%s: %v (%s); stopping the other daemons", c.rank, ErrDaemonDied, de.Status)
+			return errors.Join(de, g.Stop())
+		case <-ctx.Done():
+			g.o.Logf("stopping %d daemons", len(g.children)-handed)
 			return g.Stop()
 		}
-		de := c.failure(ErrDaemonDied)
-		g.o.Logf("%s: %v (%s); stopping the other daemons", c.rank, ErrDaemonDied, de.Status)
-		return errors.Join(de, g.Stop())
-	case <-ctx.Done():
-		g.o.Logf("stopping %d daemons", len(g.children))
-		return g.Stop()
 	}
 }
 
@@ -358,7 +402,7 @@ func (g *Group) Stop() error {
 }
 
 func (g *Group) stop() error {
-	defer g.locks.release() // deferred first: runs after the children are gone
+	defer g.releaseLocks() // deferred first: runs after the children are gone
 	if g.own != nil {
 		// Children still alive when the spawning thread exits get
 		// Pdeathsig; close only after they are gone.

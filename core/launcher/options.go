@@ -18,6 +18,8 @@ const (
 	DefaultReadyTimeout = 10 * time.Minute
 	DefaultStopGrace    = 30 * time.Second
 	DefaultPollInterval = 50 * time.Millisecond
+	// DefaultHandoverWait is Options.HandoverWait's default.
+	DefaultHandoverWait = 10 * time.Second
 	DefaultTailLines    = 20
 	// killWait bounds the wait for a child after SIGKILL.
 	killWait = 10 * time.Second
@@ -70,6 +72,17 @@ type Options struct {
 	// ForceGrace is the TERM→KILL grace of a takeover (0 → daemonfile's
 	// default).
 	ForceGrace time.Duration
+	// Takeover starts every daemon with `serve --takeover`: a live daemon
+	// on a GPU hands its memory over to the new one instead of being
+	// refused or stopped (a daemon with nothing to hand over, or none at
+	// all, starts as usual). The launch locks are taken once the daemons
+	// are ready, waiting for the previous launcher to let them go (see
+	// Group.Supervise). Exclusive with Force.
+	Takeover bool
+	// HandoverWait is how long Supervise waits, after a daemon exited with
+	// status 0, for a successor's ready file on its GPU before it takes the
+	// exit for a requested stop (default 10 s).
+	HandoverWait time.Duration
 
 	// ReadyTimeout bounds the wait for every ready file (default 10 min).
 	ReadyTimeout time.Duration
@@ -117,8 +130,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
+	if o.Force && o.Takeover {
+		return o, errors.New("launcher: Force and Takeover exclude each other")
+	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = DefaultReadyTimeout
+	}
+	if o.HandoverWait <= 0 {
+		o.HandoverWait = DefaultHandoverWait
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace

@@ -36,6 +36,7 @@ type launchFlags struct {
 	gpus                 string
 	timeout, stopGrace   time.Duration
 	force                bool
+	takeover             bool
 	replicate            bool
 }
 
@@ -47,7 +48,7 @@ const stopGraceMargin = 15 * time.Second
 // launchOnlyFlags are the flags of launch that are not passed on to the
 // daemons; launcher.OwnedServeFlags are set per daemon by the launcher.
 func launchOnlyFlags() []string {
-	return []string{"nnodes", "node-rank", "base-gpu-id", "gpu-id-step", "gpus", "timeout", "stop-grace", "force", "replicate"}
+	return []string{"nnodes", "node-rank", "base-gpu-id", "gpu-id-step", "gpus", "timeout", "stop-grace", "force", "takeover", "replicate"}
 }
 
 func newLaunchCommand(e *env) *cobra.Command {
@@ -72,7 +73,7 @@ checkpoint must be pre-sharded (--shard-pattern): a whole checkpoint on every
 GPU is refused unless --replicate says a full copy per GPU is wanted.
 
 Every flag except the launcher's own (--nnodes --node-rank --base-gpu-id
---gpu-id-step --gpus --timeout --stop-grace --force --replicate) is passed on
+--gpu-id-step --gpus --timeout --stop-grace --force --takeover --replicate) is passed on
 to each 'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
@@ -103,6 +104,9 @@ to each 'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
 	fs.DurationVar(&f.stopGrace, "stop-grace", 0,
 		"how long stopping daemons may take after SIGTERM before SIGKILL (default --drain-timeout + 15s)")
 	fs.BoolVar(&f.force, "force", false, "terminate live daemons found on the GPUs and take over")
+	fs.BoolVar(&f.takeover, "takeover", false,
+		"start every daemon with serve --takeover: live daemons hand their memory over without a reload (a rolling upgrade); "+
+			"their launcher then waits for SIGTERM")
 	fs.BoolVar(&f.replicate, "replicate", false,
 		"with --tp-size above 1 and no --shard-pattern, load the whole checkpoint on every GPU (a full copy per GPU)")
 	return cmd
@@ -186,6 +190,9 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	} else if f.shardPattern != "" || f.replicate {
 		return usageErrorf("--shard-pattern and --replicate need --model (without it the daemons start empty)")
 	}
+	if f.force && f.takeover {
+		return usageErrorf("--force and --takeover exclude each other: --force stops live daemons and reloads, --takeover keeps their memory")
+	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -220,6 +227,7 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 		Layout:       layout,
 		ServeArgs:    passOn,
 		Force:        f.force,
+		Takeover:     f.takeover,
 		ReadyTimeout: f.timeout,
 		StopGrace:    f.stopGrace,
 		Output:       e.stderr,
@@ -232,6 +240,10 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	logf("supervising %d daemons; SIGTERM or Ctrl-C stops them all", len(ranks))
 	if err := g.Supervise(ctx); err != nil {
 		return fmt.Errorf("launch: %w", err)
+	}
+	if g.HandedOver() {
+		logf("all %d daemons run on under their successors; exiting", len(ranks))
+		return nil
 	}
 	logf("all %d daemons stopped cleanly", len(ranks))
 	return nil

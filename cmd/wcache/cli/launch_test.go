@@ -122,7 +122,10 @@ func TestLaunchFlagsMatchServe(t *testing.T) {
 		if !inServe && !isOnly {
 			t.Errorf("launch flag --%s is neither launch-only nor a serve flag", f.Name)
 		}
-		if inServe && f.Name != "force" && isOnly && f.Name != "tp-rank" && f.Name != "pp-rank" {
+		// --force and --takeover mean more to the launcher than to one
+		// daemon (it cleans or locks differently); it passes --takeover on
+		// itself (launcher.Options.Takeover).
+		if inServe && f.Name != "force" && f.Name != "takeover" && isOnly && f.Name != "tp-rank" && f.Name != "pp-rank" {
 			t.Errorf("launch flag --%s is launch-only but serve defines it too; pass it through?", f.Name)
 		}
 	})

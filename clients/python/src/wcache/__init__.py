@@ -63,7 +63,7 @@ from .paths import Layout, default_dir, parse_template, validate_device_uuid
 from .publish import PublishResult, Weights, load_or_publish, publish
 from .vocab import normalize_dtype, normalize_quantization
 
-__version__ = "0.1.0.dev0"
+from ._version import __version__
 
 NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
