@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/launcher"
+	"github.com/wcache/wcache/core/paths"
 )
 
 // configFlags are the CacheConfig flags shared by serve, launch and attach.
