@@ -7,11 +7,14 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // Fill copies every extent from its file to the destination of c, whose
@@ -22,6 +25,10 @@ import (
 // sdk.ErrInvalidArgument and nothing is copied. A file that shrinks during
 // the fill is sdk.ErrInvalidArgument too. Empty extents are skipped;
 // extents contiguous in one file and in the destination are merged.
+//
+// Unless opts.NoDigest, the readers also hash what they read into
+// content-digest leaves (sdk/filedigest), returned in LoadStats.Leaves
+// (one entry per file, by path) when the fill succeeded.
 //
 // progress (may be nil) is called from the calling goroutine with the
 // bytes whose copies have completed: once per completed chunk, the last
@@ -67,6 +74,12 @@ func Fill(ctx context.Context, c Copier, size uint64, extents []sdk.Extent, prog
 	if r.err != nil {
 		return st, r.err
 	}
+	for _, f := range files {
+		if f.digest != nil {
+			st.Leaves = append(st.Leaves, filedigest.FileLeaves{Path: f.path, Size: f.size, Leaves: f.digest.Leaves()})
+		}
+	}
+	slices.SortFunc(st.Leaves, func(a, b filedigest.FileLeaves) int { return strings.Compare(a.Path, b.Path) })
 	if progress != nil {
 		progress(total, total)
 	}
@@ -117,6 +130,9 @@ func openFiles(extents []sdk.Extent, opts Options) (map[string]*file, error) {
 			var err error
 			if f, err = openFile(e.Path, opts.Direct, opts.pread); err != nil {
 				return fail(fmt.Errorf("extent %d: %w: %w", i, err, sdk.ErrInvalidArgument))
+			}
+			if !opts.NoDigest {
+				f.digest = filedigest.NewAssembler(f.size)
 			}
 			files[e.Path] = f
 		}
@@ -300,6 +316,12 @@ loop:
 			break
 		}
 		st.Chunks++
+		if j.f.digest != nil {
+			// The copy out of buf runs meanwhile; both only read it.
+			t = time.Now()
+			j.f.digest.Write(int64(j.c.ReadOffset)+int64(j.c.Skip), buf[j.c.Skip:j.c.Skip+j.c.Len])
+			st.Hash += time.Since(t)
+		}
 		pending[k], pendingLen[k] = comp, j.c.Len
 		k = (k + 1) % len(pending)
 	}
@@ -314,5 +336,6 @@ loop:
 	r.stats.BufferWait += st.BufferWait
 	r.stats.Queue += st.Queue
 	r.stats.CopyWait += st.CopyWait
+	r.stats.Hash += st.Hash
 	r.mu.Unlock()
 }
