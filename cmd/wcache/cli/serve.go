@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
@@ -36,6 +37,8 @@ func newServeCommand(e *env) *cobra.Command {
 		metricsAddr  string
 		metricsAny   bool
 		publish      publishFlags
+		// contentPolicies are the content policies clients may use.
+		contentPolicies []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --backend NAME --gpu-id N [--model DIR]",
@@ -80,6 +83,8 @@ has stopped.`,
 	fs.BoolVar(&takeover, "takeover", false,
 		"receive the memory of a live daemon of the same GPU over its descriptor channel and serve the same "+
 			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
+	fs.StringSliceVar(&contentPolicies, "content-policies", cacheconfig.PolicyStrings(cacheconfig.DefaultDaemonPolicies),
+		"content policies clients may use (identity, hash, headers): add headers to let clients match on headers alone")
 	fs.BoolVar(&verifyLoad, "verify", false,
 		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -124,6 +129,14 @@ has stopped.`,
 		if logFormat != "text" && logFormat != "json" {
 			return usageErrorf("--log-format %q: want text or json", logFormat)
 		}
+		var policies []cacheconfig.Policy
+		for _, p := range contentPolicies {
+			policy, err := cacheconfig.ParsePolicy(p)
+			if err != nil || p == "" {
+				return usageErrorf("--content-policies: %q: want identity, hash or headers", p)
+			}
+			policies = append(policies, policy)
+		}
 		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
 		if err != nil {
 			return err
@@ -131,7 +144,8 @@ has stopped.`,
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
-			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad}
+			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad,
+			ContentPolicies: policies}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
