@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+)
+
+// zeroLastTensor zeroes the last tensor of path in place: same header,
+// same checkpoint_digest, other weights.
+func zeroLastTensor(t *testing.T, path string) {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := f.Header.Tensors[len(f.Header.Tensors)-1]
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt(make([]byte, ts.Len()), f.Offset(ts)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttachRefusesACopyWithATensorZeroed: the scenario of issue 24. A
+// daemon serves m1; m2 is a copy with one tensor zeroed (same headers).
+// `wcache attach --model m2` must not hand out m1's bytes: under
+// --content identity it is a miss (exit 3, load from disk), under hash a
+// mismatch naming the file (exit 4), and headers is refused by a daemon
+// that does not allow it. An unchanged `cp -p` copy attaches after one
+// hash, then from the warm digest cache.
+func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	m1 := genModel(t, filepath.Join(h.Root, "m1"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
+	h.startServe(0, m1.Dir)
+	cache := filepath.Join(h.Root, "xdg-cache")
+	withCache := func(c *exec.Cmd) { c.Env = append(c.Env, "XDG_CACHE_HOME="+cache) }
+	attach := func(model string, extra ...string) cliResult {
+		t.Helper()
+		return h.runWith(withCache, append([]string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)...)
+	}
+	if res := attach(m1.Dir); res.Code != 0 {
+		t.Fatalf("the daemon's own files: %s", res)
+	}
+	cp := func(dst string) {
+		t.Helper()
+		if out, err := exec.Command("cp", "-rp", m1.Dir, dst).CombinedOutput(); err != nil {
+			t.Fatalf("cp -rp: %v\n%s", err, out)
+		}
+	}
+	m2 := filepath.Join(h.Root, "m2")
+	cp(m2)
+	zeroed := filepath.Join(m2, filepath.Base(m1.Files[1]))
+	zeroLastTensor(t, zeroed)
+	if res := attach(m2); res.Code != 3 || !strings.Contains(res.Stderr, "content not proven") {
+		t.Errorf("zeroed copy, --content identity: want exit 3 (content not proven)\n%s", res)
+	}
+	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
+		t.Errorf("zeroed copy, --content hash: want exit 4 naming %s\n%s", zeroed, res)
+	}
+	if res := attach(m2, "--content", "headers"); res.Code != 4 || !strings.Contains(res.Stderr, "refused") {
+		t.Errorf("zeroed copy, --content headers: want exit 4 (refused by the daemon)\n%s", res)
+	}
+
+	m3 := filepath.Join(h.Root, "m3")
+	cp(m3)
+	if res := attach(m3); res.Code != 3 {
+		t.Errorf("unchanged copy, cold cache, --content identity: want exit 3\n%s", res)
+	}
+	if res := attach(m3, "--content", "hash"); res.Code != 0 || !strings.Contains(res.Stderr, "hashing") {
+		t.Errorf("unchanged copy, --content hash: want exit 0 after hashing\n%s", res)
+	}
+	if res := attach(m3); res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
+		t.Errorf("unchanged copy, warm cache, --content identity: want exit 0 without hashing\n%s", res)
+	}
+}
