@@ -160,6 +160,9 @@ type run struct {
 	// on the Fill goroutine for long.
 	chunkDone chan int
 
+	// hashNs sums the hashing goroutines' time (LoadStats.Hash).
+	hashNs atomic.Int64
+
 	mu    sync.Mutex
 	err   error // first error
 	stats sdk.LoadStats
@@ -223,6 +226,7 @@ func (r *run) run(ctx context.Context, extents []sdk.Extent, files map[string]*f
 		break
 	}
 	r.stats.Readers = readers
+	r.stats.Hash = time.Duration(r.hashNs.Load())
 	if r.err == nil && r.landed.Load() != r.total {
 		// Every reader ended without an error of its own: ctx ended.
 		r.err = fmt.Errorf("fill stopped after %d of %d bytes: %w", r.landed.Load(), r.total, context.Cause(ctx))
@@ -237,6 +241,35 @@ func (r *run) fail(cancel context.CancelCauseFunc, err error) {
 	}
 	r.mu.Unlock()
 	cancel(err)
+}
+
+// hash hashes the chunk j just read into buf on a goroutine of its own,
+// while the copy out of buf runs (both only read it), and returns a
+// Completion that waits for both: the reader reads into its other buffers
+// meanwhile, so a fill hashes on up to Readers × Buffers cores and the
+// hash costs time only where it is slower than the read or the copy.
+func (r *run) hash(j job, buf []byte, copied Completion) Completion {
+	hashed := make(chan struct{})
+	off, p := int64(j.c.ReadOffset)+int64(j.c.Skip), buf[j.c.Skip:j.c.Skip+j.c.Len]
+	go func() {
+		defer close(hashed)
+		t := time.Now()
+		j.f.digest.Write(off, p)
+		r.hashNs.Add(int64(time.Since(t)))
+	}()
+	return hashedCompletion{copied: copied, hashed: hashed}
+}
+
+// hashedCompletion is a chunk's copy and its hash.
+type hashedCompletion struct {
+	copied Completion
+	hashed <-chan struct{}
+}
+
+func (c hashedCompletion) Wait() error {
+	err := c.copied.Wait()
+	<-c.hashed
+	return err
 }
 
 // land hands the size of a chunk whose copy completed to Fill's
@@ -317,10 +350,7 @@ loop:
 		}
 		st.Chunks++
 		if j.f.digest != nil {
-			// The copy out of buf runs meanwhile; both only read it.
-			t = time.Now()
-			j.f.digest.Write(int64(j.c.ReadOffset)+int64(j.c.Skip), buf[j.c.Skip:j.c.Skip+j.c.Len])
-			st.Hash += time.Since(t)
+			comp = r.hash(j, buf, comp)
 		}
 		pending[k], pendingLen[k] = comp, j.c.Len
 		k = (k + 1) % len(pending)
@@ -336,6 +366,5 @@ loop:
 	r.stats.BufferWait += st.BufferWait
 	r.stats.Queue += st.Queue
 	r.stats.CopyWait += st.CopyWait
-	r.stats.Hash += st.Hash
 	r.mu.Unlock()
 }
