@@ -145,6 +145,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		m.tensors[i].Layout = spec.GetLayout()
 	}
 	m.metadata = begin.GetMetadata()
+	m.content, m.policies = begin.GetFiles(), cacheconfig.PolicyStrings(d.opts.ContentPolicies)
 	if err := stream.Send(m.publishPlan(publishID, fdToken)); err != nil {
 		return err
 	}

@@ -82,3 +82,31 @@ func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
 		t.Errorf("unchanged copy, warm cache, --content identity: want exit 0 without hashing\n%s", res)
 	}
 }
+
+// TestPublishCarriesContent: `wcache publish --model m1` into an empty
+// daemon carries the files' content, so an attach naming m1 proves it by
+// identity, and one naming a copy with a tensor zeroed is refused.
+func TestPublishCarriesContent(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	m1 := genModel(t, filepath.Join(h.Root, "m1"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
+	h.startEmpty(0)
+	h.mustRun("publish", "--backend", "mock", "--gpu-id", "0", "--model", m1.Dir)
+	cache := filepath.Join(h.Root, "xdg-cache")
+	withCache := func(c *exec.Cmd) { c.Env = append(c.Env, "XDG_CACHE_HOME="+cache) }
+	attach := func(model string, extra ...string) cliResult {
+		t.Helper()
+		return h.runWith(withCache, append([]string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)...)
+	}
+	if res := attach(m1.Dir); res.Code != 0 {
+		t.Fatalf("the published files: %s", res)
+	}
+	m2 := filepath.Join(h.Root, "m2")
+	if out, err := exec.Command("cp", "-rp", m1.Dir, m2).CombinedOutput(); err != nil {
+		t.Fatalf("cp -rp: %v\n%s", err, out)
+	}
+	zeroed := filepath.Join(m2, filepath.Base(m1.Files[0]))
+	zeroLastTensor(t, zeroed)
+	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
+		t.Errorf("zeroed copy of published files, --content hash: want exit 4 naming %s\n%s", zeroed, res)
+	}
+}

@@ -162,7 +162,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 			return attachExit(err)
 		}
 		defer c.Close()
-		pub, src, err := client.OpenCheckpointPublication(ck, cfg)
+		pub, src, err := client.OpenCheckpointPublication(ctx, ck, cfg)
 		if err != nil {
 			return err
 		}

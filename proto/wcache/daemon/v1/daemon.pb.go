@@ -1898,7 +1898,14 @@ type PublishBegin struct {
 	TensorCount uint32 `protobuf:"varint,4,opt,name=tensor_count,json=tensorCount,proto3" json:"tensor_count,omitempty"`
 	// The first entries of the table (all of them when they fit the 1 MiB
 	// request limit).
-	Tensors       []*TensorSpec `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	Tensors []*TensorSpec `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	// The content of the files the bytes were read from, when they are a
+	// checkpoint's tensors as stored (`wcache publish`): served in the
+	// generation's Manifest.files, so that clients prove their files against
+	// them as against a daemon that loaded them. Empty for an engine's own
+	// post-processed weights (clients under "identity" and "hash" then load
+	// from disk).
+	Files         []*FileContent `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1964,6 +1971,13 @@ func (x *PublishBegin) GetTensorCount() uint32 {
 func (x *PublishBegin) GetTensors() []*TensorSpec {
 	if x != nil {
 		return x.Tensors
+	}
+	return nil
+}
+
+func (x *PublishBegin) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
 	}
 	return nil
 }
@@ -2748,14 +2762,15 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05dtype\x18\x02 \x01(\tR\x05dtype\x12\x14\n" +
 	"\x05shape\x18\x03 \x03(\x04R\x05shape\x12\x16\n" +
 	"\x06length\x18\x04 \x01(\x04R\x06length\x126\n" +
-	"\x06layout\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.TensorLayoutR\x06layout\"\xc8\x02\n" +
+	"\x06layout\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.TensorLayoutR\x06layout\"\xfd\x02\n" +
 	"\fPublishBegin\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
 	"clientName\x12H\n" +
 	"\bmetadata\x18\x03 \x03(\v2,.wcache.daemon.v1.PublishBegin.MetadataEntryR\bmetadata\x12!\n" +
 	"\ftensor_count\x18\x04 \x01(\rR\vtensorCount\x126\n" +
-	"\atensors\x18\x05 \x03(\v2\x1c.wcache.daemon.v1.TensorSpecR\atensors\x1a;\n" +
+	"\atensors\x18\x05 \x03(\v2\x1c.wcache.daemon.v1.TensorSpecR\atensors\x123\n" +
+	"\x05files\x18\x06 \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
@@ -2898,31 +2913,32 @@ var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
 	35, // 20: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
 	34, // 21: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
 	21, // 22: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	21, // 23: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	22, // 24: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	23, // 25: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	24, // 26: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	8,  // 27: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 28: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	26, // 29: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	27, // 30: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 31: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 32: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 33: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	7,  // 34: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	16, // 35: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	25, // 36: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	30, // 37: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	5,  // 38: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	15, // 39: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	17, // 40: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	28, // 41: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	31, // 42: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	38, // [38:43] is the sub-list for method output_type
-	33, // [33:38] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	13, // 23: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
+	21, // 24: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	22, // 25: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	23, // 26: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	24, // 27: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	8,  // 28: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 29: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	26, // 30: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	27, // 31: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 32: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 33: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 34: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	7,  // 35: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	16, // 36: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	25, // 37: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	30, // 38: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	5,  // 39: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	15, // 40: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	17, // 41: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	28, // 42: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	31, // 43: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	39, // [39:44] is the sub-list for method output_type
+	34, // [34:39] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
