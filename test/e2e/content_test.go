@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,5 +110,56 @@ func TestPublishCarriesContent(t *testing.T) {
 	zeroLastTensor(t, zeroed)
 	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
 		t.Errorf("zeroed copy of published files, --content hash: want exit 4 naming %s\n%s", zeroed, res)
+	}
+}
+
+// TestHubIDsOffline: `--model org/name` and `org/name@revision` resolve
+// through a local Hugging Face cache (snapshots/ symlinks into blobs/ named
+// by SHA-256), without network, in serve and attach; the attach proves the
+// files by identity (no hashing); an id absent from the cache is a usage
+// error naming where it looked.
+func TestHubIDsOffline(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
+	hub := filepath.Join(h.Root, "hf", "hub")
+	const commit = "89abcdef0123456789abcdef0123456789abcdef"
+	repo := filepath.Join(hub, "models--acme--tiny")
+	snap := filepath.Join(repo, "snapshots", commit)
+	for _, d := range []string{filepath.Join(repo, "blobs"), filepath.Join(repo, "refs"), snap} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(m.Dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(m.Dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := fmt.Sprintf("%x", sha256.Sum256(b))
+		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withHub := func(c *exec.Cmd) {
+		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
+	}
+	p := h.startWith(withHub, serveArgs(0, "acme/tiny")...)
+	h.waitReady(p, h.Paths(h.UUIDs[0]).Ready)
+	for _, model := range []string{"acme/tiny", "acme/tiny@main", "acme/tiny@" + commit, snap} {
+		res := h.runWith(withHub, "attach", "--backend", "mock", "--gpu-id", "0", "--model", model)
+		if res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
+			t.Errorf("attach --model %s: want exit 0 without hashing\n%s", model, res)
+		}
+	}
+	res := h.runWith(withHub, "attach", "--backend", "mock", "--gpu-id", "0", "--model", "acme/absent@v1")
+	if want := filepath.Join(hub, "models--acme--absent", "refs", "v1"); res.Code != 2 || !strings.Contains(res.Stderr, want) {
+		t.Errorf("attach --model acme/absent@v1: want exit 2 naming %s\n%s", want, res)
 	}
 }

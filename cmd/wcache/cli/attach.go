@@ -98,7 +98,7 @@ or content (the first differing file is named), 1 anything else.`,
 	fs.StringVar(&socket, "socket", "", "attach to the daemon at this socket path")
 	fs.StringVar(&uuid, "device-uuid", "", "attach to the daemon of this device UUID")
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (with --backend)")
-	fs.StringVar(&model, "model", "", "checkpoint directory the weights must come from")
+	fs.StringVar(&model, "model", "", "checkpoint directory the weights must come from, or a hub id org/name[@revision] in the local Hugging Face cache")
 	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
 	fs.BoolVar(&verify, "verify", false, "read every tensor back (mapped, or through the backend) and compare it with the file")
@@ -123,6 +123,9 @@ or content (the first differing file is named), 1 anything else.`,
 		}
 		if model == "" {
 			return usageErrorf("--model is required: the checkpoint digest names the weights")
+		}
+		if model, err = resolveModel(model); err != nil {
+			return err
 		}
 		policy, err := cacheconfig.ParsePolicy(contentPolicy)
 		if err != nil {

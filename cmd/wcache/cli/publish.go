@@ -118,7 +118,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 	cf := addConfigFlags(fs)
 	lf := addLayoutFlags(fs)
 	sel.add(fs, "publish to")
-	fs.StringVar(&model, "model", "", "checkpoint directory whose tensors to publish")
+	fs.StringVar(&model, "model", "", "checkpoint directory whose tensors to publish, or a hub id org/name[@revision] in the local Hugging Face cache")
 	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
 	fs.BoolVar(&digest, "sha256", false, "send a SHA-256 per tensor with the commit")
 	fs.StringVar(&clientName, "client-name", "wcache-publish", "name shown by wcache status while publishing")
@@ -134,6 +134,9 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		}
 		if model == "" {
 			return usageErrorf("--model is required")
+		}
+		if model, err = resolveModel(model); err != nil {
+			return err
 		}
 		if !sel.set() {
 			return usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")

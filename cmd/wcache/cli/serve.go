@@ -75,7 +75,7 @@ has stopped.`,
 	cf := addConfigFlags(fs)
 	lf := addLayoutFlags(fs)
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
-	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors); empty: start empty and wait for a publish")
+	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache; empty: start empty and wait for a publish")
 	publish.add(fs)
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
@@ -121,6 +121,9 @@ has stopped.`,
 		}
 		if model == "" && shardPattern != "" {
 			return usageErrorf("--shard-pattern needs --model")
+		}
+		if model, err = resolveModel(model); err != nil {
+			return err
 		}
 		level := hclog.LevelFromString(logLevel)
 		if level == hclog.NoLevel {
