@@ -111,3 +111,20 @@ def test_copy_with_a_tensor_zeroed_is_refused(tmp_path):
         assert hashed == []
     finally:
         w.close()
+
+
+def test_hub_ids_resolve_offline(tmp_path):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--name"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    for model in ("org/name", "org/name@main", "org/name@" + commit):
+        assert wcache.resolve_model(model, env.get) == str(snap)
+    assert wcache.resolve_model("org/name", {"HF_HOME": str(tmp_path)}.get) == str(snap)
+    assert wcache.resolve_model(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(wcache.ModelNotCachedError) as e:
+        wcache.resolve_model("org/absent@v1", env.get)
+    assert str(tmp_path / "hub" / "models--org--absent" / "refs" / "v1") in str(e.value)

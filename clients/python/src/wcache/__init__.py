@@ -34,6 +34,7 @@ except ImportError as _exc:
 from . import pb
 from .client import Attachment, DaemonGone, attach, default_client_name, status
 from .checkpoint import checkpoint_digest
+from .hub import ModelNotCachedError, resolve_model
 from . import content
 from .content import (ContentMismatchError, ContentUnknownError, DigestCache, PolicyRefusedError, digest_file,
                       identities_match, prove_content)
