@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -17,18 +16,27 @@ import (
 // same checkpoint_digest, other weights.
 func zeroLastTensor(t *testing.T, path string) {
 	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
+	if _, err := safetensorstest.ZeroTensor(path, -1); err != nil {
 		t.Fatal(err)
 	}
-	ts := f.Header.Tensors[len(f.Header.Tensors)-1]
-	w, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// copyTree copies src to dst as `cp -rp` does (modification times kept).
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-rp", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -rp: %v\n%s", err, out)
 	}
-	defer w.Close()
-	if _, err := w.WriteAt(make([]byte, ts.Len()), f.Offset(ts)); err != nil {
-		t.Fatal(err)
+}
+
+// attacher returns a function that runs `wcache attach --model MODEL
+// EXTRA...` on mock device 0 with a digest cache of its own under h.Root.
+func attacher(t *testing.T, h *harness) func(model string, extra ...string) cliResult {
+	cache := filepath.Join(h.Root, "xdg-cache")
+	withCache := func(c *exec.Cmd) { c.Env = append(c.Env, "XDG_CACHE_HOME="+cache) }
+	return func(model string, extra ...string) cliResult {
+		t.Helper()
+		return h.runWith(withCache, append([]string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)...)
 	}
 }
 
@@ -43,23 +51,12 @@ func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1})
 	m1 := genModel(t, filepath.Join(h.Root, "m1"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
 	h.startServe(0, m1.Dir)
-	cache := filepath.Join(h.Root, "xdg-cache")
-	withCache := func(c *exec.Cmd) { c.Env = append(c.Env, "XDG_CACHE_HOME="+cache) }
-	attach := func(model string, extra ...string) cliResult {
-		t.Helper()
-		return h.runWith(withCache, append([]string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)...)
-	}
+	attach := attacher(t, h)
 	if res := attach(m1.Dir); res.Code != 0 {
 		t.Fatalf("the daemon's own files: %s", res)
 	}
-	cp := func(dst string) {
-		t.Helper()
-		if out, err := exec.Command("cp", "-rp", m1.Dir, dst).CombinedOutput(); err != nil {
-			t.Fatalf("cp -rp: %v\n%s", err, out)
-		}
-	}
 	m2 := filepath.Join(h.Root, "m2")
-	cp(m2)
+	copyTree(t, m1.Dir, m2)
 	zeroed := filepath.Join(m2, filepath.Base(m1.Files[1]))
 	zeroLastTensor(t, zeroed)
 	if res := attach(m2); res.Code != 3 || !strings.Contains(res.Stderr, "content not proven") {
@@ -73,7 +70,7 @@ func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
 	}
 
 	m3 := filepath.Join(h.Root, "m3")
-	cp(m3)
+	copyTree(t, m1.Dir, m3)
 	if res := attach(m3); res.Code != 3 {
 		t.Errorf("unchanged copy, cold cache, --content identity: want exit 3\n%s", res)
 	}
@@ -93,19 +90,12 @@ func TestPublishCarriesContent(t *testing.T) {
 	m1 := genModel(t, filepath.Join(h.Root, "m1"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
 	h.startEmpty(0)
 	h.mustRun("publish", "--backend", "mock", "--gpu-id", "0", "--model", m1.Dir)
-	cache := filepath.Join(h.Root, "xdg-cache")
-	withCache := func(c *exec.Cmd) { c.Env = append(c.Env, "XDG_CACHE_HOME="+cache) }
-	attach := func(model string, extra ...string) cliResult {
-		t.Helper()
-		return h.runWith(withCache, append([]string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)...)
-	}
+	attach := attacher(t, h)
 	if res := attach(m1.Dir); res.Code != 0 {
 		t.Fatalf("the published files: %s", res)
 	}
 	m2 := filepath.Join(h.Root, "m2")
-	if out, err := exec.Command("cp", "-rp", m1.Dir, m2).CombinedOutput(); err != nil {
-		t.Fatalf("cp -rp: %v\n%s", err, out)
-	}
+	copyTree(t, m1.Dir, m2)
 	zeroed := filepath.Join(m2, filepath.Base(m1.Files[0]))
 	zeroLastTensor(t, zeroed)
 	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
