@@ -128,3 +128,21 @@ def test_hub_ids_resolve_offline(tmp_path):
     with pytest.raises(wcache.ModelNotCachedError) as e:
         wcache.resolve_model("org/absent@v1", env.get)
     assert str(tmp_path / "hub" / "models--org--absent" / "refs" / "v1") in str(e.value)
+
+
+def test_file_changed_in_place_after_the_load_is_caught(tmp_path):
+    p = tmp_path / "model.safetensors"
+    p.write_bytes(b"a" * (LEAF := content.LEAF_BYTES + 7))
+    st = os.stat(p)
+    rec = [content.FileContent(p.name, content.digest_bytes(b"a" * LEAF), str(p), content.Identity.of(st))]
+    cache = content.DigestCache(str(tmp_path / "c"))
+    content.prove_content(rec, [str(p)], cache=cache)  # the very file: proven by identity
+    with open(p, "r+b") as f:  # same size, mtime put back: only the ctime tells
+        f.seek(5)
+        f.write(b"b")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(wcache.ContentUnknownError):
+        content.prove_content(rec, [str(p)], cache=cache)
+    with pytest.raises(wcache.ContentMismatchError) as e:
+        content.prove_content(rec, [str(p)], "hash", cache=cache)
+    assert e.value.name == p.name
