@@ -18,6 +18,7 @@ import (
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -248,14 +249,15 @@ func TestLoadStreamsThrottledProgress(t *testing.T) {
 func TestLoadStatsCrossTheBoundary(t *testing.T) {
 	want := sdk.LoadStats{Bytes: 300, Chunks: 3, Readers: 2, DirectFiles: 1, BufferedFiles: 1,
 		Wall: 5 * time.Millisecond, Read: 6 * time.Millisecond, BufferWait: time.Millisecond,
-		Queue: 2 * time.Microsecond, CopyWait: 3 * time.Microsecond}
+		Queue: 2 * time.Microsecond, CopyWait: 3 * time.Microsecond, Hash: 4 * time.Microsecond,
+		Leaves: []filedigest.FileLeaves{{Path: "/a", Size: 3 << 20, Leaves: []filedigest.Leaf{{Index: 1, Sum: filedigest.Sum{7, 8}}, {Index: 2, Sum: filedigest.Sum{31: 9}}}}}}
 	client, _ := connect(t, &mock.Backend{
 		LoadStatsFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) (sdk.LoadStats, error) {
 			return want, nil
 		},
 	})
 	got, err := sdk.LoadWithStats(context.Background(), client, 1, []sdk.Extent{{Path: "/a", Length: 300}}, nil)
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("LoadWithStats = %+v, %v; want %+v", got, err, want)
 	}
 	// A backend that measures nothing sends no stats: zero on arrival.
@@ -263,7 +265,7 @@ func TestLoadStatsCrossTheBoundary(t *testing.T) {
 		LoadFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) error { return nil },
 	})
 	got, err = sdk.LoadWithStats(context.Background(), client, 1, []sdk.Extent{{Path: "/a", Length: 300}}, nil)
-	if err != nil || got != (sdk.LoadStats{}) {
+	if err != nil || !got.IsZero() {
 		t.Fatalf("LoadWithStats without stats = %+v, %v; want zero", got, err)
 	}
 }

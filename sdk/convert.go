@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"github.com/wcache/wcache/sdk/filedigest"
+
 	"fmt"
 	"math"
 	"time"
@@ -178,7 +180,7 @@ func digestsFromProto(in [][]byte, want int) ([][32]byte, error) {
 // loadStatsToProto returns nil for zero stats (a backend that measured
 // nothing), so that the final message stays as it was.
 func loadStatsToProto(s LoadStats) *backendv1.LoadStats {
-	if s == (LoadStats{}) {
+	if s.IsZero() {
 		return nil
 	}
 	return &backendv1.LoadStats{
@@ -192,6 +194,8 @@ func loadStatsToProto(s LoadStats) *backendv1.LoadStats {
 		BufferWaitNs:  durationToNs(s.BufferWait),
 		QueueNs:       durationToNs(s.Queue),
 		CopyWaitNs:    durationToNs(s.CopyWait),
+		Leaves:        fileLeavesToProto(s.Leaves),
+		HashNs:        durationToNs(s.Hash),
 	}
 }
 
@@ -210,7 +214,44 @@ func loadStatsFromProto(s *backendv1.LoadStats) LoadStats {
 		BufferWait:    nsToDuration(s.GetBufferWaitNs()),
 		Queue:         nsToDuration(s.GetQueueNs()),
 		CopyWait:      nsToDuration(s.GetCopyWaitNs()),
+		Leaves:        fileLeavesFromProto(s.GetLeaves()),
+		Hash:          nsToDuration(s.GetHashNs()),
 	}
+}
+
+func fileLeavesToProto(in []filedigest.FileLeaves) []*backendv1.FileLeaves {
+	out := make([]*backendv1.FileLeaves, 0, len(in))
+	for _, f := range in {
+		p := &backendv1.FileLeaves{Path: f.Path, Size: uint64(max(f.Size, 0)),
+			Indices: make([]uint64, len(f.Leaves)), Sums: make([]byte, 0, len(f.Leaves)*len(filedigest.Sum{}))}
+		for i, l := range f.Leaves {
+			p.Indices[i] = uint64(l.Index)
+			p.Sums = append(p.Sums, l.Sum[:]...)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// fileLeavesFromProto converts the leaves a plugin sent; an entry whose
+// sums do not match its indices is dropped (the daemon then hashes that
+// file's leaves itself).
+func fileLeavesFromProto(in []*backendv1.FileLeaves) []filedigest.FileLeaves {
+	var out []filedigest.FileLeaves
+	for _, p := range in {
+		const n = len(filedigest.Sum{})
+		idx, sums := p.GetIndices(), p.GetSums()
+		if len(sums) != n*len(idx) || p.GetSize() > math.MaxInt64 {
+			continue
+		}
+		f := filedigest.FileLeaves{Path: p.GetPath(), Size: int64(p.GetSize()), Leaves: make([]filedigest.Leaf, len(idx))}
+		for i, ix := range idx {
+			f.Leaves[i].Index = int64(min(ix, math.MaxInt64))
+			copy(f.Leaves[i].Sum[:], sums[i*n:])
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func clampUint32(n int) uint32 {

@@ -3,6 +3,8 @@ package sdk
 import (
 	"context"
 	"time"
+
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // LoadStats are the counters of one Load, as the fill pipeline (sdk/fill)
@@ -34,10 +36,25 @@ type LoadStats struct {
 	Queue time.Duration
 	// CopyWait is the time spent waiting, at the end, for the last copies.
 	CopyWait time.Duration
+	// Hash is the time spent hashing content-digest leaves (while the
+	// copies ran).
+	Hash time.Duration
+	// Leaves are the content-digest leaves (sdk/filedigest) the fill
+	// hashed as the bytes passed, one entry per source file; nil when the
+	// backend does not hash. Leaves no chunk covered whole (the header's,
+	// those at the edges of the extents) are missing: the daemon reads
+	// and hashes those itself.
+	Leaves []filedigest.FileLeaves
+}
+
+// IsZero reports whether s holds no counter and no leaf ("not measured").
+func (s LoadStats) IsZero() bool {
+	return s.Bytes == 0 && s.Chunks == 0 && s.Readers == 0 && s.DirectFiles == 0 && s.BufferedFiles == 0 &&
+		s.Wall == 0 && s.Read == 0 && s.BufferWait == 0 && s.Queue == 0 && s.CopyWait == 0 && s.Hash == 0 && len(s.Leaves) == 0
 }
 
 // Add accumulates o into s: counts and durations add, Readers and Wall
-// take the larger value (fills that ran side by side).
+// take the larger value (fills that ran side by side), Leaves append.
 func (s *LoadStats) Add(o LoadStats) {
 	s.Bytes += o.Bytes
 	s.Chunks += o.Chunks
@@ -49,6 +66,8 @@ func (s *LoadStats) Add(o LoadStats) {
 	s.BufferWait += o.BufferWait
 	s.Queue += o.Queue
 	s.CopyWait += o.CopyWait
+	s.Hash += o.Hash
+	s.Leaves = append(s.Leaves, o.Leaves...)
 }
 
 // StatsLoader is a Backend whose Load also returns the fill counters.

@@ -1,13 +1,18 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // CheckpointSource reads the tensors of a checkpoint from its files for a
@@ -30,23 +35,37 @@ type tensorSource struct {
 // cfg, in checkpoint order (the order of a daemon's manifest of the same
 // files), and the source of their bytes: pass src.Copy to ShmFill. The
 // config is used as given (set Model and CheckpointDigest as `wcache serve
-// --model` would to make `wcache attach --model` find the weights). Errors:
-// a file that cannot be opened (the files opened so far are closed).
-func OpenCheckpointPublication(ck *safetensors.Checkpoint, cfg cacheconfig.Config) (Publication, *CheckpointSource, error) {
+// --model` would to make `wcache attach --model` find the weights). The
+// publication carries each file's content digest and identity (Files), as
+// a daemon that loaded the files records them: this reads every file once
+// more (from the page cache, typically) before the publish. Errors: a file
+// that cannot be opened or hashed, or that is no longer the file whose
+// header was read (the files opened so far are closed).
+func OpenCheckpointPublication(ctx context.Context, ck *safetensors.Checkpoint, cfg cacheconfig.Config) (Publication, *CheckpointSource, error) {
 	pub := Publication{Config: cfg}
 	src := &CheckpointSource{}
 	for _, f := range ck.Files {
-		fh, err := os.Open(f.Path)
+		fh, err := f.OpenUnchanged()
 		if err != nil {
 			_ = src.Close()
 			return Publication{}, nil, fmt.Errorf("checkpoint: %w", err)
 		}
 		src.files = append(src.files, fh)
+		digest, err := filedigest.Complete(ctx, f.Path, f.Stamp.Size, nil, filedigest.Options{})
+		if err == nil {
+			err = f.Changed()
+		}
+		if err != nil {
+			_ = src.Close()
+			return Publication{}, nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		pub.Files = append(pub.Files, cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: digest, Identity: f.Stamp})
 		for _, t := range f.Header.Tensors {
 			pub.Tensors = append(pub.Tensors, TensorSpec{Name: t.Name, DType: string(t.DType), Shape: t.Shape, Length: t.Len()})
 			src.srcs = append(src.srcs, tensorSource{f: fh, path: f.Path, offset: f.Offset(t), length: int64(t.Len())})
 		}
 	}
+	slices.SortFunc(pub.Files, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
 	return pub, src, nil
 }
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // fills each entry with exactly the tensor's bytes.
 func TestCheckpointPublicationCopiesTheFilesBytes(t *testing.T) {
 	ck := holdCheckpoint(t).ck
-	pub, src, err := OpenCheckpointPublication(ck, cacheconfig.Default())
+	pub, src, err := OpenCheckpointPublication(context.Background(), ck, cacheconfig.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
 		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
 		Metadata: pm.GetMetadata(), FDToken: pm.GetFdToken(),
+		Files:           cacheconfig.FilesFromProto(pm.GetFiles()),
+		ContentPolicies: cacheconfig.PoliciesFromStrings(pm.GetContentPolicies()),
 	}
 	if pm.GetConfig() != nil {
 		m.Config = cacheconfig.FromProto(pm.GetConfig())
@@ -130,7 +132,8 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		ConfigDigest: r.GetConfigDigest(), Bytes: r.GetBytes(), Tensors: int(r.GetTensors()),
 		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
 		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
-		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata()}
+		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata(),
+		Files: cacheconfig.FilesFromProto(r.GetFiles()), ContentPolicies: cacheconfig.PoliciesFromStrings(r.GetContentPolicies())}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}

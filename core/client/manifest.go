@@ -79,6 +79,12 @@ type Manifest struct {
 	// Metadata is the metadata map of published weights (nil for file
 	// loads).
 	Metadata map[string]string
+	// Files is the content of the files the weights came from (digest and
+	// identity, sorted by name); ContentPolicies the content policies the
+	// daemon lets its clients use (nil: cacheconfig.DefaultDaemonPolicies).
+	// ProveContent checks a client's files against them.
+	Files           []cacheconfig.FileContent
+	ContentPolicies []cacheconfig.Policy
 }
 
 // Bytes is the sum of every tensor's length.

@@ -45,6 +45,10 @@ type Publication struct {
 	Config   cacheconfig.Config
 	Tensors  []TensorSpec
 	Metadata map[string]string
+	// Files is the content of the files the tensors were read from, as
+	// stored (OpenCheckpointPublication sets it): clients prove their files
+	// against it. Leave it empty for weights the engine transformed.
+	Files []cacheconfig.FileContent
 }
 
 // PublishPlan is the daemon's answer to the table: writable handles and
@@ -203,7 +207,7 @@ func publishRequests(pub Publication, clientName string) []*daemonv1.PublishRequ
 	chunks = append(chunks, cur)
 	reqs := []*daemonv1.PublishRequest{{Msg: &daemonv1.PublishRequest_Begin{Begin: &daemonv1.PublishBegin{
 		Config: pub.Config.ToProto(), ClientName: clientName, Metadata: pub.Metadata,
-		TensorCount: uint32(len(pub.Tensors)), Tensors: chunks[0]}}}}
+		TensorCount: uint32(len(pub.Tensors)), Tensors: chunks[0], Files: cacheconfig.FilesToProto(pub.Files)}}}}
 	for _, ch := range chunks[1:] {
 		reqs = append(reqs, &daemonv1.PublishRequest{Msg: &daemonv1.PublishRequest_Tensors{
 			Tensors: &daemonv1.PublishTensors{Tensors: ch}}})

@@ -43,6 +43,9 @@ type Status struct {
 	PublisherPID int32
 	// Metadata is the metadata map of published weights.
 	Metadata map[string]string
+	// Files and ContentPolicies are as in Manifest.
+	Files           []cacheconfig.FileContent
+	ContentPolicies []cacheconfig.Policy
 }
 
 // StartPhases are the durations of a daemon's start-up as the daemon

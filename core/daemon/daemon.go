@@ -79,6 +79,10 @@ type Info struct {
 	// files removed, a live daemon taken over).
 	Cleanup daemonfile.CleanupResult
 	Load    LoadStats
+	// Content is the content record of every file loaded (sorted by name):
+	// its digest, hashed as the fill passed the bytes, and its identity
+	// as checked at the end of the load.
+	Content []cacheconfig.FileContent
 	// StartDuration is the time from the start of Start until the socket
 	// listened (the backend plugin was already running).
 	StartDuration time.Duration
@@ -233,6 +237,13 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		if err != nil {
 			return nil, pluginErr("load", err)
 		}
+		content, err := d.contentOf(ctx, ck, d.info.Load.Fill.Leaves)
+		if err != nil {
+			return nil, err
+		}
+		d.info.Load.Fill.Leaves = nil // in Content now
+		// After the content digests: the leaves the daemon hashed itself
+		// were read by path too.
 		if err := unchanged(ck); err != nil {
 			return nil, err
 		}
@@ -247,6 +258,9 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		d.started = time.Now()
 		d.generation = uint64(d.started.UnixNano())
 		d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
+		d.manifest.content = cacheconfig.FilesToProto(content)
+		d.manifest.policies = cacheconfig.PolicyStrings(d.opts.ContentPolicies)
+		d.info.Content = content
 	} else if took != nil {
 		d.adopt(took, planned, locked)
 		d.metrics.Loaded(d.info.Load, d.info.Tensors)

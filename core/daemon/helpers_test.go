@@ -28,6 +28,9 @@ type fixture struct {
 	uuids  []string
 	// memfd makes plugin's backends export memfd descriptor handles.
 	memfd bool
+	// fillStats makes plugin's backends return the fill's counters and
+	// content-digest leaves (mock.Wrap alone drops them).
+	fillStats bool
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -59,6 +62,9 @@ func (f *fixture) plugin(inject func(*mock.Backend)) *testplugin.Plugin {
 		f.t.Fatal(err)
 	}
 	b := mock.Wrap(mem)
+	if f.fillStats {
+		b.LoadFunc, b.LoadStatsFunc = nil, mem.LoadWithStats
+	}
 	if inject != nil {
 		inject(b)
 	}

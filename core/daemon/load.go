@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // LoadStats measure the load.
@@ -31,6 +36,11 @@ type LoadStats struct {
 	// Fill sums the fill pipeline's counters over the arenas (zero when
 	// the backend does not measure them; see sdk.LoadStats).
 	Fill sdk.LoadStats
+	// DigestLeaves counts the content-digest leaves of the files; the
+	// fill hashed DigestLeavesFromFill of them as it passed the bytes, the
+	// daemon read and hashed the rest (the headers', those at the edges of
+	// arenas: all of them with a backend that does not hash).
+	DigestLeaves, DigestLeavesFromFill int64
 	// Adopted is the part of Bytes taken over as descriptors instead of
 	// read from files (a takeover); Source says how the weights came:
 	// SourceFiles, SourceTakeover, or "" (empty, published).
@@ -84,6 +94,34 @@ func unchanged(ck *safetensors.Checkpoint) error {
 		return fmt.Errorf("refusing to serve what was loaded: %w", err)
 	}
 	return nil
+}
+
+// contentOf returns the content record of every checkpoint file: the
+// digest (sdk/filedigest) from the leaves the fill hashed, completed by
+// reading the leaves it did not cover whole (the header's, those at arena
+// edges; all of them for a backend that does not hash), and the identity
+// the header was read with (unchanged checks it still holds afterwards).
+func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leaves []filedigest.FileLeaves) ([]cacheconfig.FileContent, error) {
+	byPath := map[string][]filedigest.Leaf{}
+	for _, fl := range leaves {
+		byPath[fl.Path] = append(byPath[fl.Path], fl.Leaves...)
+	}
+	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
+	var all, fromFill int64
+	for _, f := range ck.Files {
+		have := byPath[f.Path]
+		digest, err := filedigest.Complete(ctx, f.Path, f.Stamp.Size, have, filedigest.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("refusing to serve what was loaded: %w", err)
+		}
+		all += filedigest.LeafCount(f.Stamp.Size)
+		fromFill += int64(len(have))
+		out = append(out, cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: digest, Identity: f.Stamp})
+	}
+	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
+	d.info.Load.DigestLeaves, d.info.Load.DigestLeavesFromFill = all, fromFill
+	d.log.Info("content digests", "files", len(out), "leaves", all, "leaves_from_fill", fromFill)
+	return out, nil
 }
 
 // completeConfig fills the fields the daemon knows and validates the result.

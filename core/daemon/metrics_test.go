@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -86,7 +87,7 @@ func TestMetricsSeeLoadAttachesLeasesAndState(t *testing.T) {
 	if got.device != f.uuids[1] {
 		t.Errorf("factory called with %q, want %q", got.device, f.uuids[1])
 	}
-	if len(got.loaded) != 1 || got.loaded[0] != info.Load || got.tensors != info.Tensors {
+	if len(got.loaded) != 1 || !reflect.DeepEqual(got.loaded[0], info.Load) || got.tensors != info.Tensors {
 		t.Errorf("loaded = %+v (%d tensors), want once %+v (%d tensors)", got.loaded, got.tensors, info.Load, info.Tensors)
 	}
 	if !slices.Equal(got.states, []State{StateServing}) || !slices.Equal(got.leases, []int{0}) {

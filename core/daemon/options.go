@@ -143,6 +143,11 @@ type Options struct {
 	// the checkpoint a second time. Without it Start still refuses files
 	// whose inode, size or times changed during the load.
 	VerifyLoad bool
+	// ContentPolicies are the content policies (cacheconfig.Policy) the
+	// daemon's clients may use, served in the manifest; nil means
+	// cacheconfig.DefaultDaemonPolicies ("identity" and "hash": "headers",
+	// which does not look at tensor bytes, only when named).
+	ContentPolicies []cacheconfig.Policy
 
 	// VerifyPublish makes a publish's commit carry a SHA-256 per tensor,
 	// checked through the backend's Digest before the weights are served.

@@ -160,6 +160,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	}
 	m.metadata = begin.GetMetadata()
 	m.published = true
+	m.content, m.policies = begin.GetFiles(), cacheconfig.PolicyStrings(d.opts.ContentPolicies)
 	if err := stream.Send(m.publishPlan(publishID, fdToken)); err != nil {
 		return err
 	}

@@ -150,6 +150,7 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 func manifestFromClient(m *client.Manifest, cfg *configv1.CacheConfig, handles []sdk.Handle) *manifest {
 	out := &manifest{deviceUUID: m.DeviceUUID, backend: m.Backend, config: cfg, digest: m.ConfigDigest,
 		generation: m.Generation, metadata: m.Metadata,
+		content: cacheconfig.FilesToProto(m.Files), policies: cacheconfig.PolicyStrings(m.ContentPolicies),
 		handles: make([]*daemonv1.Handle, len(m.Handles)), tensors: make([]*daemonv1.Tensor, len(m.Tensors))}
 	for i, h := range m.Handles {
 		out.handles[i] = &daemonv1.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size}

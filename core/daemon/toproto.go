@@ -34,6 +34,10 @@ type manifest struct {
 	// published: an engine published these weights (attaches are compared
 	// with cacheconfig.ComparePublished), not a file load.
 	published bool
+	// content is the content of the source files (sorted by name) and
+	// policies the content policies the daemon's clients may use.
+	content  []*daemonv1.FileContent
+	policies []string
 	// files holds the descriptors of the descriptor handles (index = handle
 	// index, nil for a name handle); see descriptors.go. nil when no
 	// handle is a descriptor.
@@ -85,6 +89,8 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 		LeaseId:         leaseID,
 		ProtocolVersion: daemonv1.ProtocolVersion,
 		Metadata:        m.metadata,
+		Files:           m.content,
+		ContentPolicies: m.policies,
 	}}}
 }
 
@@ -105,6 +111,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	}
 	if d.manifest != nil {
 		resp.Metadata = d.manifest.metadata
+		resp.Files, resp.ContentPolicies = d.manifest.content, d.manifest.policies
 	}
 	for _, l := range d.leaseInfos() {
 		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,

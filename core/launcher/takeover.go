@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // serveArgs is the command line of rank's daemon: ServeCommand, plus
@@ -94,7 +94,7 @@ func (g *Group) successor(ctx context.Context, c *child) (int, bool) {
 	defer tick.Stop()
 	for {
 		r, err := g.o.ReadReady(c.paths.Ready)
-		if err == nil && r.PID != c.pid && daemonfile.InspectProcess(r.PID, r.StartTime) == daemonfile.ProcAlive {
+		if err == nil && r.PID != c.pid && procstat.Inspect(r.PID, r.StartTime) == procstat.Alive {
 			return r.PID, true
 		}
 		select {

@@ -86,3 +86,8 @@ func (f *File) compare(now Stamp) error {
 	}
 	return nil
 }
+
+// StampOf is the Stamp of a stat result (following symlinks or not, as
+// the caller statted): how clients compare their files with the identity
+// a daemon recorded.
+func StampOf(st os.FileInfo) Stamp { return stampOf(st) }

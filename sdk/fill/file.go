@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // file is one source file of a Fill, shared by every reader. It is always
@@ -23,6 +25,9 @@ type file struct {
 	direct    *os.File // nil when not used
 	directOff atomic.Bool
 	pread     func(fd int, p []byte, off int64) (int, error)
+	// digest collects the content-digest leaves of what the fill reads;
+	// nil when Options.NoDigest.
+	digest *filedigest.Assembler
 }
 
 // openFile opens path for a Fill. Errors wrap the os error

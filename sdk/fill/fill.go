@@ -7,11 +7,14 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // Fill copies every extent from its file to the destination of c, whose
@@ -22,6 +25,10 @@ import (
 // sdk.ErrInvalidArgument and nothing is copied. A file that shrinks during
 // the fill is sdk.ErrInvalidArgument too. Empty extents are skipped;
 // extents contiguous in one file and in the destination are merged.
+//
+// Unless opts.NoDigest, the readers also hash what they read into
+// content-digest leaves (sdk/filedigest), returned in LoadStats.Leaves
+// (one entry per file, by path) when the fill succeeded.
 //
 // progress (may be nil) is called from the calling goroutine with the
 // bytes whose copies have completed: once per completed chunk, the last
@@ -67,6 +74,12 @@ func Fill(ctx context.Context, c Copier, size uint64, extents []sdk.Extent, prog
 	if r.err != nil {
 		return st, r.err
 	}
+	for _, f := range files {
+		if f.digest != nil {
+			st.Leaves = append(st.Leaves, filedigest.FileLeaves{Path: f.path, Size: f.size, Leaves: f.digest.Leaves()})
+		}
+	}
+	slices.SortFunc(st.Leaves, func(a, b filedigest.FileLeaves) int { return strings.Compare(a.Path, b.Path) })
 	if progress != nil {
 		progress(total, total)
 	}
@@ -118,6 +131,9 @@ func openFiles(extents []sdk.Extent, opts Options) (map[string]*file, error) {
 			if f, err = openFile(e.Path, opts.Direct, opts.pread); err != nil {
 				return fail(fmt.Errorf("extent %d: %w: %w", i, err, sdk.ErrInvalidArgument))
 			}
+			if !opts.NoDigest {
+				f.digest = filedigest.NewAssembler(f.size)
+			}
 			files[e.Path] = f
 		}
 		if e.FileOffset+e.Length > uint64(f.size) {
@@ -143,6 +159,9 @@ type run struct {
 	// its buffer (Readers × Buffers) is enough that readers never wait
 	// on the Fill goroutine for long.
 	chunkDone chan int
+
+	// hashNs sums the hashing goroutines' time (LoadStats.Hash).
+	hashNs atomic.Int64
 
 	mu    sync.Mutex
 	err   error // first error
@@ -207,6 +226,7 @@ func (r *run) run(ctx context.Context, extents []sdk.Extent, files map[string]*f
 		break
 	}
 	r.stats.Readers = readers
+	r.stats.Hash = time.Duration(r.hashNs.Load())
 	if r.err == nil && r.landed.Load() != r.total {
 		// Every reader ended without an error of its own: ctx ended.
 		r.err = fmt.Errorf("fill stopped after %d of %d bytes: %w", r.landed.Load(), r.total, context.Cause(ctx))
@@ -221,6 +241,35 @@ func (r *run) fail(cancel context.CancelCauseFunc, err error) {
 	}
 	r.mu.Unlock()
 	cancel(err)
+}
+
+// hash hashes the chunk j just read into buf on a goroutine of its own,
+// while the copy out of buf runs (both only read it), and returns a
+// Completion that waits for both: the reader reads into its other buffers
+// meanwhile, so a fill hashes on up to Readers × Buffers cores and the
+// hash costs time only where it is slower than the read or the copy.
+func (r *run) hash(j job, buf []byte, copied Completion) Completion {
+	hashed := make(chan struct{})
+	off, p := int64(j.c.ReadOffset)+int64(j.c.Skip), buf[j.c.Skip:j.c.Skip+j.c.Len]
+	go func() {
+		defer close(hashed)
+		t := time.Now()
+		j.f.digest.Write(off, p)
+		r.hashNs.Add(int64(time.Since(t)))
+	}()
+	return hashedCompletion{copied: copied, hashed: hashed}
+}
+
+// hashedCompletion is a chunk's copy and its hash.
+type hashedCompletion struct {
+	copied Completion
+	hashed <-chan struct{}
+}
+
+func (c hashedCompletion) Wait() error {
+	err := c.copied.Wait()
+	<-c.hashed
+	return err
 }
 
 // land hands the size of a chunk whose copy completed to Fill's
@@ -300,6 +349,9 @@ loop:
 			break
 		}
 		st.Chunks++
+		if j.f.digest != nil {
+			comp = r.hash(j, buf, comp)
+		}
 		pending[k], pendingLen[k] = comp, j.c.Len
 		k = (k + 1) % len(pending)
 	}

@@ -56,6 +56,11 @@ type Options struct {
 	BufferBytes int
 	// Direct says when to use O_DIRECT (default DirectAuto).
 	Direct DirectMode
+	// NoDigest turns off the content digest: by default each reader
+	// hashes the chunks it read (sdk/filedigest leaves) after queueing
+	// their copy, while the copy runs, and Fill returns the leaves in
+	// LoadStats.Leaves.
+	NoDigest bool
 
 	// pread replaces unix.Pread in tests, to inject errors.
 	pread func(fd int, p []byte, off int64) (int, error)

@@ -98,7 +98,7 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 		return 0, 0, nil, d.withOutput(err)
 	}
 	defer c.Close()
-	publication, src, err := client.OpenCheckpointPublication(ck, cfg)
+	publication, src, err := client.OpenCheckpointPublication(ctx, ck, cfg)
 	if err != nil {
 		return 0, 0, nil, err
 	}

@@ -63,6 +63,7 @@ func newAttachCommand(e *env) *cobra.Command {
 		clientName     string
 		releaseOnDrain bool
 		allowOwners    []uint
+		contentPolicy  string
 	)
 	cmd := &cobra.Command{
 		Use:   "attach (--socket PATH | --device-uuid UUID | --backend NAME --gpu-id N) --model DIR",
@@ -76,9 +77,17 @@ SHA-256, with a progress bar on a terminal (else a "verifying" log line on
 stderr every 10%). --hold keeps the lease open (releasing it early when the daemon
 drains, unless --release-on-drain=false).
 
-Exit codes: 3 no daemon, or an empty one (the only cases in which an engine
-may load from disk instead),
-4 incompatible config (every differing field is listed), 1 anything else.`,
+--content says how the files under --model are proven to hold the bytes the
+daemon serves (docs/cacheconfig.md, "Content identity"): identity (default) by
+one stat per file, or a digest cached by an earlier hash; hash also hashes
+the files it cannot prove otherwise (with progress) and caches the digests;
+headers compares headers only (unsafe: a fine-tune with the base model's
+shapes matches), where the daemon allows it.
+
+Exit codes: 3 no daemon, an empty one, or files whose content could not be
+proven under --content identity (the only cases in which an engine may load
+from disk instead), 4 incompatible config (every differing field is listed)
+or content (the first differing file is named), 1 anything else.`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -87,13 +96,17 @@ may load from disk instead),
 	fs.StringVar(&socket, "socket", "", "attach to the daemon at this socket path")
 	fs.StringVar(&uuid, "device-uuid", "", "attach to the daemon of this device UUID")
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (with --backend)")
-	fs.StringVar(&model, "model", "", "checkpoint directory the weights must come from")
+	fs.StringVar(&model, "model", "", "checkpoint directory the weights must come from, or a hub id org/name[@revision] in the local Hugging Face cache")
 	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
 	fs.BoolVar(&verify, "verify", false, "read every tensor back (mapped, or through the backend) and compare it with the file")
 	fs.DurationVar(&hold, "hold", 0, "keep the lease open this long before releasing it")
 	fs.StringVar(&clientName, "client-name", "wcache-attach", "name shown by wcache status")
 	fs.BoolVar(&releaseOnDrain, "release-on-drain", true, "with --hold, release as soon as the daemon drains")
+	fs.StringVar(&contentPolicy, "content", string(cacheconfig.PolicyIdentity),
+		"how to prove the files under --model hold the daemon's bytes: identity (the files the daemon loaded, "+
+			"or a cached digest; else exit 3, load from disk), hash (hash files not otherwise proven, then decide), "+
+			"headers (compare headers only: unsafe for fine-tunes, and only if the daemon allows it)")
 	fs.UintSliceVar(&allowOwners, "allow-owner", nil,
 		"also trust a socket owned by this uid (a daemon run by a service account; repeatable)")
 
@@ -104,6 +117,13 @@ may load from disk instead),
 		}
 		if model == "" {
 			return usageErrorf("--model is required: the checkpoint digest names the weights")
+		}
+		if model, err = resolveModel(model); err != nil {
+			return err
+		}
+		policy, err := cacheconfig.ParsePolicy(contentPolicy)
+		if err != nil {
+			return withCode(ExitUsage, err)
 		}
 		if socket != "" && uuid != "" {
 			return usageErrorf("--socket and --device-uuid exclude each other")
@@ -163,7 +183,22 @@ may load from disk instead),
 				return err
 			}
 		}
-		a, err := c.Attach(ctx, cfg)
+		files := make([]string, len(ck.Files))
+		for i, f := range ck.Files {
+			files[i] = f.Path
+		}
+		var bar *progress
+		content := client.ContentOptions{Policy: policy, Progress: func(name string, done, total int64) {
+			if bar == nil {
+				bar = newProgress("hashing "+name, e.stderr, progressLogger(e), isTerminal(e.stderr))
+			}
+			bar.update(uint64(done), uint64(total))
+			if done == total {
+				bar.finish()
+				bar = nil
+			}
+		}}
+		a, err := c.AttachFiles(ctx, cfg, files, content)
 		if err != nil {
 			return attachExit(err)
 		}
@@ -232,9 +267,10 @@ func deviceCapability(ctx context.Context, b sdk.Backend, gpu int, c *client.Cli
 // attachExit maps discovery and attach errors to exit codes.
 func attachExit(err error) error {
 	switch {
-	case errors.Is(err, client.ErrNoDaemon), errors.Is(err, client.ErrEmpty):
+	case errors.Is(err, client.ErrNoDaemon), errors.Is(err, client.ErrEmpty), errors.Is(err, cacheconfig.ErrContentUnknown):
 		return withCode(ExitNoDaemon, err)
-	case errors.Is(err, cacheconfig.ErrMismatch):
+	case errors.Is(err, cacheconfig.ErrMismatch), errors.Is(err, cacheconfig.ErrContentMismatch),
+		errors.Is(err, client.ErrPolicyRefused):
 		return withCode(ExitIncompatible, err)
 	}
 	return err

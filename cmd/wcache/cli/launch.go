@@ -89,7 +89,7 @@ to each 'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
 	f.backend = addBackendFlags(fs)
 	f.config = addConfigFlags(fs)
 	f.layout = addLayoutFlags(fs)
-	fs.StringVar(&f.model, "model", "", "checkpoint directory every daemon loads; empty: start empty daemons for engines to publish into")
+	fs.StringVar(&f.model, "model", "", "checkpoint directory every daemon loads (or a hub id org/name[@revision] in the local Hugging Face cache); empty: start empty daemons for engines to publish into")
 	fs.StringVar(&f.shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -177,6 +177,9 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 	ranks, err := launcher.Place(topo)
 	if err != nil {
 		return withCode(ExitUsage, err)
+	}
+	if f.model, err = resolveModel(f.model); err != nil {
+		return err
 	}
 	if f.model != "" {
 		if st, err := os.Stat(f.model); err != nil {

@@ -115,7 +115,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 	cache := addCacheFlags(fs)
 	bf := cache.backend
 	sel.add(fs, "publish to")
-	fs.StringVar(&model, "model", "", "checkpoint directory whose tensors to publish")
+	fs.StringVar(&model, "model", "", "checkpoint directory whose tensors to publish, or a hub id org/name[@revision] in the local Hugging Face cache")
 	fs.StringVar(&shardPattern, "shard-pattern", "", "pre-sharded per-rank files inside --model")
 	fs.BoolVar(&digest, "sha256", false, "send a SHA-256 per tensor with the commit")
 	fs.StringVar(&clientName, "client-name", "wcache-publish", "name shown by wcache status while publishing")
@@ -127,6 +127,9 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 		}
 		if model == "" {
 			return usageErrorf("--model is required")
+		}
+		if model, err = resolveModel(model); err != nil {
+			return err
 		}
 		if !sel.set() {
 			return usageErrorf("name a daemon with --gpu-id, --device-uuid or --socket")
@@ -153,7 +156,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 			return attachExit(err)
 		}
 		defer c.Close()
-		pub, src, err := client.OpenCheckpointPublication(ck, cfg)
+		pub, src, err := client.OpenCheckpointPublication(ctx, ck, cfg)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
@@ -36,6 +37,8 @@ func newServeCommand(e *env) *cobra.Command {
 		metricsAddr  string
 		metricsAny   bool
 		publish      publishFlags
+		// contentPolicies are the content policies clients may use.
+		contentPolicies []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --backend NAME --gpu-id N [--model DIR]",
@@ -71,7 +74,7 @@ has stopped.`,
 	cache := addCacheFlags(fs)
 	bf := cache.backend
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
-	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors); empty: start empty and wait for a publish")
+	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache; empty: start empty and wait for a publish")
 	publish.add(fs)
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
@@ -79,6 +82,8 @@ has stopped.`,
 	fs.BoolVar(&takeover, "takeover", false,
 		"receive the memory of a live daemon of the same GPU over its descriptor channel and serve the same "+
 			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
+	fs.StringSliceVar(&contentPolicies, "content-policies", cacheconfig.PolicyStrings(cacheconfig.DefaultDaemonPolicies),
+		"content policies clients may use (identity, hash, headers): add headers to let clients match on headers alone")
 	fs.BoolVar(&verifyLoad, "verify", false,
 		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -112,12 +117,23 @@ has stopped.`,
 		if model == "" && shardPattern != "" {
 			return usageErrorf("--shard-pattern needs --model")
 		}
+		if model, err = resolveModel(model); err != nil {
+			return err
+		}
 		level := hclog.LevelFromString(logLevel)
 		if level == hclog.NoLevel {
 			return usageErrorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
 		}
 		if logFormat != "text" && logFormat != "json" {
 			return usageErrorf("--log-format %q: want text or json", logFormat)
+		}
+		var policies []cacheconfig.Policy
+		for _, p := range contentPolicies {
+			policy, err := cacheconfig.ParsePolicy(p)
+			if err != nil || p == "" {
+				return usageErrorf("--content-policies: %q: want identity, hash or headers", p)
+			}
+			policies = append(policies, policy)
 		}
 		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
 		if err != nil {
@@ -126,7 +142,8 @@ has stopped.`,
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
-			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven()}
+			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
+			ContentPolicies: policies}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}

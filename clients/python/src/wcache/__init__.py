@@ -34,6 +34,10 @@ except ImportError as _exc:
 from . import pb
 from .client import Attachment, DaemonGone, EvictResult, attach, default_client_name, evict, status
 from .checkpoint import checkpoint_digest
+from .hub import ModelNotCachedError, resolve_model
+from . import content
+from .content import (ContentMismatchError, ContentUnknownError, DigestCache, PolicyRefusedError, digest_file,
+                      identities_match, prove_content)
 from .config import PROTOCOL_VERSION, CacheConfig, InvalidConfigError
 from .device import (MOCK_CAPABILITY, canonical_device_uuid, device_capability, device_index_for_uuid, device_uuid,
                      mock_device_uuids)

@@ -29,11 +29,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
-from . import fdchannel, pb
+from . import content, fdchannel, pb
 from .config import CacheConfig
 from .discovery import Target, check_socket, probe, resolve
 from .errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HandleKindsError, HoldsWeightsError,
@@ -415,7 +415,10 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
            on_notice: Optional[Callable[[object], None]] = None,
            timeout: float = 30.0, library: str = LIBRARY_AUTO, getenv: Getenv = None,
            allow_owners: Iterable[int] = (), mappers: Optional[HandleMappers] = None,
-           copy: bool = False, handle_kinds: Optional[Iterable[str]] = None) -> Attachment:
+           copy: bool = False, handle_kinds: Optional[Iterable[str]] = None,
+           files: Optional[Sequence[str]] = None, content_policy: str = content.POLICY_IDENTITY,
+           digest_cache: Optional[content.DigestCache] = None,
+           on_hash_progress: Optional[Callable[[str, int, int], None]] = None) -> Attachment:
     """Attach to the daemon of this process's GPU and take a lease.
 
     Discovery: an explicit socket wins; else device_uuid (canonical, e.g.
@@ -440,6 +443,16 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     and those of mappers); a daemon whose handles are of another kind
     refuses with HandleKindsError before a lease exists.
 
+    files: the checkpoint files the engine would load. When given, the
+    manifest's content records must prove them under content_policy
+    (wcache.content: "identity", the default, by one stat per file or the
+    per-user digest_cache; "hash" also hashes unknown files, reporting
+    on_hash_progress(name, done, total); "headers" checks nothing more,
+    where the daemon allows it), else the lease is released and
+    ContentUnknownError (a NoDaemonError: load from disk),
+    ContentMismatchError (names the first differing file) or
+    PolicyRefusedError is raised.
+
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk; its subclass
     EmptyDaemonError when the daemon holds no weights yet), UnsafeSocketError,
@@ -459,6 +472,17 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     probe(target, timeout=min(timeout, 5.0))
 
     channel, call, manifest, descriptors = _open_lease(target, request, timeout)
+    if files is not None:
+        try:
+            content.prove_content(content.files_from_proto(manifest.files), list(files), content_policy,
+                                  list(manifest.content_policies), cache=digest_cache,
+                                  progress=on_hash_progress)
+        except BaseException:
+            for fd in descriptors.values():
+                os.close(fd)
+            call.cancel()
+            channel.close()
+            raise
     return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
                       descriptors, request=request, allow_owners=allow_owners, copy=copy)
 
@@ -502,6 +526,16 @@ def _open_lease(target: Target, request, timeout: float):
             raise ProtocolError(f"wcache daemon at {target.socket} serves device {manifest.device_uuid!r}, "
                                 f"not {target.device_uuid!r}: refusing another GPU's weights")
         descriptors = _fetch_descriptors(target.socket, manifest, call, timeout)
+        if files is not None:
+            try:
+                content.prove_content(content.files_from_proto(manifest.files), list(files), content_policy,
+                                      list(manifest.content_policies), cache=digest_cache,
+                                      progress=on_hash_progress)
+            except BaseException:
+                for fd in descriptors.values():
+                    os.close(fd)
+                call.cancel()
+                raise
     except BaseException:
         channel.close()
         raise

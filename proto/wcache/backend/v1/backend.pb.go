@@ -83,7 +83,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28, 0}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type InfoRequest struct {
@@ -938,11 +938,16 @@ type LoadStats struct {
 	BufferedFiles uint32 `protobuf:"varint,5,opt,name=buffered_files,json=bufferedFiles,proto3" json:"buffered_files,omitempty"`
 	// Nanoseconds: the whole fill; in pread; waiting for a free staging
 	// buffer; queueing copies; waiting for the last copies.
-	WallNs        uint64 `protobuf:"varint,6,opt,name=wall_ns,json=wallNs,proto3" json:"wall_ns,omitempty"`
-	ReadNs        uint64 `protobuf:"varint,7,opt,name=read_ns,json=readNs,proto3" json:"read_ns,omitempty"`
-	BufferWaitNs  uint64 `protobuf:"varint,8,opt,name=buffer_wait_ns,json=bufferWaitNs,proto3" json:"buffer_wait_ns,omitempty"`
-	QueueNs       uint64 `protobuf:"varint,9,opt,name=queue_ns,json=queueNs,proto3" json:"queue_ns,omitempty"`
-	CopyWaitNs    uint64 `protobuf:"varint,10,opt,name=copy_wait_ns,json=copyWaitNs,proto3" json:"copy_wait_ns,omitempty"`
+	WallNs       uint64 `protobuf:"varint,6,opt,name=wall_ns,json=wallNs,proto3" json:"wall_ns,omitempty"`
+	ReadNs       uint64 `protobuf:"varint,7,opt,name=read_ns,json=readNs,proto3" json:"read_ns,omitempty"`
+	BufferWaitNs uint64 `protobuf:"varint,8,opt,name=buffer_wait_ns,json=bufferWaitNs,proto3" json:"buffer_wait_ns,omitempty"`
+	QueueNs      uint64 `protobuf:"varint,9,opt,name=queue_ns,json=queueNs,proto3" json:"queue_ns,omitempty"`
+	CopyWaitNs   uint64 `protobuf:"varint,10,opt,name=copy_wait_ns,json=copyWaitNs,proto3" json:"copy_wait_ns,omitempty"`
+	// Content-digest leaves the fill hashed as the bytes passed, per source
+	// file (sdk/filedigest: SHA-256 of each 1 MiB block of the file).
+	Leaves []*FileLeaves `protobuf:"bytes,11,rep,name=leaves,proto3" json:"leaves,omitempty"`
+	// Nanoseconds spent hashing those leaves.
+	HashNs        uint64 `protobuf:"varint,12,opt,name=hash_ns,json=hashNs,proto3" json:"hash_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1047,6 +1052,93 @@ func (x *LoadStats) GetCopyWaitNs() uint64 {
 	return 0
 }
 
+func (x *LoadStats) GetLeaves() []*FileLeaves {
+	if x != nil {
+		return x.Leaves
+	}
+	return nil
+}
+
+func (x *LoadStats) GetHashNs() uint64 {
+	if x != nil {
+		return x.HashNs
+	}
+	return 0
+}
+
+// FileLeaves are the content-digest leaves of one source file hashed by a
+// fill; leaves it did not cover whole are absent.
+type FileLeaves struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The file's size when the fill opened it.
+	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Leaf indices, ascending, and their 32-byte SHA-256 sums (one per index,
+	// concatenated: len(sums) == 32 × len(indices)).
+	Indices       []uint64 `protobuf:"varint,3,rep,packed,name=indices,proto3" json:"indices,omitempty"`
+	Sums          []byte   `protobuf:"bytes,4,opt,name=sums,proto3" json:"sums,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileLeaves) Reset() {
+	*x = FileLeaves{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileLeaves) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileLeaves) ProtoMessage() {}
+
+func (x *FileLeaves) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileLeaves.ProtoReflect.Descriptor instead.
+func (*FileLeaves) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FileLeaves) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileLeaves) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileLeaves) GetIndices() []uint64 {
+	if x != nil {
+		return x.Indices
+	}
+	return nil
+}
+
+func (x *FileLeaves) GetSums() []byte {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
 type Handle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "cuda-ipc", "hip-ipc", "posix-shm", ...
@@ -1067,7 +1159,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1171,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[16]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1184,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{16}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Handle) GetKind() string {
@@ -1132,7 +1224,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1236,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[17]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1249,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{17}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExportRequest) GetAllocationId() uint64 {
@@ -1176,7 +1268,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1280,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[18]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1293,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{18}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExportResponse) GetHandle() *Handle {
@@ -1221,7 +1313,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1325,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[19]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1338,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{19}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ImportRequest) GetOrdinal() uint32 {
@@ -1272,7 +1364,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1376,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[20]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1389,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{20}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ImportResponse) GetAllocationId() uint64 {
@@ -1318,7 +1410,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1422,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[21]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1435,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{21}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadRequest) GetAllocationId() uint64 {
@@ -1376,7 +1468,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1480,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1493,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1421,7 +1513,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1525,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1538,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Range) GetOffset() uint64 {
@@ -1473,7 +1565,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1577,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1590,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DigestRequest) GetAllocationId() uint64 {
@@ -1525,7 +1617,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1629,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1642,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DigestResponse) GetSha256() [][]byte {
@@ -1569,7 +1661,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1673,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1686,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{26}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FreeRequest) GetAllocationId() uint64 {
@@ -1612,7 +1704,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1716,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1729,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{27}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28}
 }
 
 // ErrorDetail rides in a gRPC status so that typed errors survive the
@@ -1652,7 +1744,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1756,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1769,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -1758,7 +1850,7 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\vbytes_total\x18\x02 \x01(\x04R\n" +
 	"bytesTotal\x12\x12\n" +
 	"\x04done\x18\x03 \x01(\bR\x04done\x122\n" +
-	"\x05stats\x18\x04 \x01(\v2\x1c.wcache.backend.v1.LoadStatsR\x05stats\"\xb2\x02\n" +
+	"\x05stats\x18\x04 \x01(\v2\x1c.wcache.backend.v1.LoadStatsR\x05stats\"\x82\x03\n" +
 	"\tLoadStats\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x16\n" +
 	"\x06chunks\x18\x02 \x01(\x04R\x06chunks\x12\x18\n" +
@@ -1771,7 +1863,15 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\bqueue_ns\x18\t \x01(\x04R\aqueueNs\x12 \n" +
 	"\fcopy_wait_ns\x18\n" +
 	" \x01(\x04R\n" +
-	"copyWaitNs\"_\n" +
+	"copyWaitNs\x125\n" +
+	"\x06leaves\x18\v \x03(\v2\x1d.wcache.backend.v1.FileLeavesR\x06leaves\x12\x17\n" +
+	"\ahash_ns\x18\f \x01(\x04R\x06hashNs\"b\n" +
+	"\n" +
+	"FileLeaves\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x18\n" +
+	"\aindices\x18\x03 \x03(\x04R\aindices\x12\x12\n" +
+	"\x04sums\x18\x04 \x01(\fR\x04sums\"_\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -1840,7 +1940,7 @@ func file_wcache_backend_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_backend_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(ErrorDetail_Reason)(0),       // 0: wcache.backend.v1.ErrorDetail.Reason
 	(*InfoRequest)(nil),           // 1: wcache.backend.v1.InfoRequest
@@ -1859,58 +1959,60 @@ var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(*LoadRequest)(nil),           // 14: wcache.backend.v1.LoadRequest
 	(*LoadProgress)(nil),          // 15: wcache.backend.v1.LoadProgress
 	(*LoadStats)(nil),             // 16: wcache.backend.v1.LoadStats
-	(*Handle)(nil),                // 17: wcache.backend.v1.Handle
-	(*ExportRequest)(nil),         // 18: wcache.backend.v1.ExportRequest
-	(*ExportResponse)(nil),        // 19: wcache.backend.v1.ExportResponse
-	(*ImportRequest)(nil),         // 20: wcache.backend.v1.ImportRequest
-	(*ImportResponse)(nil),        // 21: wcache.backend.v1.ImportResponse
-	(*ReadRequest)(nil),           // 22: wcache.backend.v1.ReadRequest
-	(*ReadResponse)(nil),          // 23: wcache.backend.v1.ReadResponse
-	(*Range)(nil),                 // 24: wcache.backend.v1.Range
-	(*DigestRequest)(nil),         // 25: wcache.backend.v1.DigestRequest
-	(*DigestResponse)(nil),        // 26: wcache.backend.v1.DigestResponse
-	(*FreeRequest)(nil),           // 27: wcache.backend.v1.FreeRequest
-	(*FreeResponse)(nil),          // 28: wcache.backend.v1.FreeResponse
-	(*ErrorDetail)(nil),           // 29: wcache.backend.v1.ErrorDetail
-	nil,                           // 30: wcache.backend.v1.ConfigureRequest.ValuesEntry
+	(*FileLeaves)(nil),            // 17: wcache.backend.v1.FileLeaves
+	(*Handle)(nil),                // 18: wcache.backend.v1.Handle
+	(*ExportRequest)(nil),         // 19: wcache.backend.v1.ExportRequest
+	(*ExportResponse)(nil),        // 20: wcache.backend.v1.ExportResponse
+	(*ImportRequest)(nil),         // 21: wcache.backend.v1.ImportRequest
+	(*ImportResponse)(nil),        // 22: wcache.backend.v1.ImportResponse
+	(*ReadRequest)(nil),           // 23: wcache.backend.v1.ReadRequest
+	(*ReadResponse)(nil),          // 24: wcache.backend.v1.ReadResponse
+	(*Range)(nil),                 // 25: wcache.backend.v1.Range
+	(*DigestRequest)(nil),         // 26: wcache.backend.v1.DigestRequest
+	(*DigestResponse)(nil),        // 27: wcache.backend.v1.DigestResponse
+	(*FreeRequest)(nil),           // 28: wcache.backend.v1.FreeRequest
+	(*FreeResponse)(nil),          // 29: wcache.backend.v1.FreeResponse
+	(*ErrorDetail)(nil),           // 30: wcache.backend.v1.ErrorDetail
+	nil,                           // 31: wcache.backend.v1.ConfigureRequest.ValuesEntry
 }
 var file_wcache_backend_v1_backend_proto_depIdxs = []int32{
 	3,  // 0: wcache.backend.v1.InfoResponse.options:type_name -> wcache.backend.v1.ConfigOption
-	30, // 1: wcache.backend.v1.ConfigureRequest.values:type_name -> wcache.backend.v1.ConfigureRequest.ValuesEntry
+	31, // 1: wcache.backend.v1.ConfigureRequest.values:type_name -> wcache.backend.v1.ConfigureRequest.ValuesEntry
 	6,  // 2: wcache.backend.v1.DevicesResponse.devices:type_name -> wcache.backend.v1.Device
 	13, // 3: wcache.backend.v1.LoadRequest.extents:type_name -> wcache.backend.v1.Extent
 	16, // 4: wcache.backend.v1.LoadProgress.stats:type_name -> wcache.backend.v1.LoadStats
-	17, // 5: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
-	17, // 6: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
-	24, // 7: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
-	0,  // 8: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
-	1,  // 9: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
-	7,  // 10: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
-	9,  // 11: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
-	11, // 12: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
-	14, // 13: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
-	18, // 14: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
-	20, // 15: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
-	22, // 16: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
-	25, // 17: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
-	27, // 18: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
-	4,  // 19: wcache.backend.v1.Backend.Configure:input_type -> wcache.backend.v1.ConfigureRequest
-	2,  // 20: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
-	8,  // 21: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
-	10, // 22: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
-	12, // 23: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
-	15, // 24: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
-	19, // 25: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
-	21, // 26: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
-	23, // 27: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
-	26, // 28: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
-	28, // 29: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
-	5,  // 30: wcache.backend.v1.Backend.Configure:output_type -> wcache.backend.v1.ConfigureResponse
-	20, // [20:31] is the sub-list for method output_type
-	9,  // [9:20] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	17, // 5: wcache.backend.v1.LoadStats.leaves:type_name -> wcache.backend.v1.FileLeaves
+	18, // 6: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
+	18, // 7: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
+	25, // 8: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
+	0,  // 9: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
+	1,  // 10: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
+	7,  // 11: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
+	9,  // 12: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
+	11, // 13: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
+	14, // 14: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
+	19, // 15: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
+	21, // 16: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
+	23, // 17: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
+	26, // 18: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
+	28, // 19: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
+	4,  // 20: wcache.backend.v1.Backend.Configure:input_type -> wcache.backend.v1.ConfigureRequest
+	2,  // 21: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
+	8,  // 22: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
+	10, // 23: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
+	12, // 24: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
+	15, // 25: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
+	20, // 26: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
+	22, // 27: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
+	24, // 28: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
+	27, // 29: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
+	29, // 30: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
+	5,  // 31: wcache.backend.v1.Backend.Configure:output_type -> wcache.backend.v1.ConfigureResponse
+	21, // [21:32] is the sub-list for method output_type
+	10, // [10:21] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_wcache_backend_v1_backend_proto_init() }
@@ -1924,7 +2026,7 @@ func file_wcache_backend_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_backend_v1_backend_proto_rawDesc), len(file_wcache_backend_v1_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -135,7 +135,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11, 0}
 }
 
 type PublishConflict_Reason int32
@@ -187,7 +187,7 @@ func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PublishConflict_Reason.Descriptor instead.
 func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type StatusRequest struct {
@@ -330,11 +330,14 @@ type StatusResponse struct {
 	// publisher_pid is the publishing client's pid while daemon_state is
 	// PUBLISHING (0 otherwise); metadata is the published metadata map
 	// (empty for weights loaded from files).
-	DaemonState   DaemonState       `protobuf:"varint,30,opt,name=daemon_state,json=daemonState,proto3,enum=wcache.daemon.v1.DaemonState" json:"daemon_state,omitempty"`
-	PublisherPid  int32             `protobuf:"varint,31,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
-	Metadata      map[string]string `protobuf:"bytes,32,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DaemonState  DaemonState       `protobuf:"varint,30,opt,name=daemon_state,json=daemonState,proto3,enum=wcache.daemon.v1.DaemonState" json:"daemon_state,omitempty"`
+	PublisherPid int32             `protobuf:"varint,31,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	Metadata     map[string]string `protobuf:"bytes,32,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// As in Manifest (numbers from 40 on).
+	Files           []*FileContent `protobuf:"bytes,40,rep,name=files,proto3" json:"files,omitempty"`
+	ContentPolicies []string       `protobuf:"bytes,41,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -503,6 +506,20 @@ func (x *StatusResponse) GetPublisherPid() int32 {
 func (x *StatusResponse) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetContentPolicies() []string {
+	if x != nil {
+		return x.ContentPolicies
 	}
 	return nil
 }
@@ -1109,9 +1126,16 @@ type Manifest struct {
 	// beside the daemon's socket and receives the descriptors with
 	// SCM_RIGHTS (docs/protocol.md, "Descriptor channel"). Empty when the
 	// manifest has no descriptor handle.
-	FdToken       []byte `protobuf:"bytes,12,opt,name=fd_token,json=fdToken,proto3" json:"fd_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FdToken []byte `protobuf:"bytes,12,opt,name=fd_token,json=fdToken,proto3" json:"fd_token,omitempty"`
+	// The content of the files the weights came from (docs/cacheconfig.md,
+	// "Content identity"): one entry per file, sorted by name. Empty for a
+	// daemon that predates it, and for a publish that sent none.
+	Files []*FileContent `protobuf:"bytes,13,rep,name=files,proto3" json:"files,omitempty"`
+	// The content policies the daemon's clients may use ("identity",
+	// "hash", "headers"); empty means "identity" and "hash".
+	ContentPolicies []string `protobuf:"bytes,14,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
@@ -1228,6 +1252,126 @@ func (x *Manifest) GetFdToken() []byte {
 	return nil
 }
 
+func (x *Manifest) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *Manifest) GetContentPolicies() []string {
+	if x != nil {
+		return x.ContentPolicies
+	}
+	return nil
+}
+
+// FileContent is one source file of the weights: its base name, its
+// content digest (sdk/filedigest: "sha256-tree-1m:<hex>") and the
+// identity the file had at the end of the load (device, inode, size,
+// modification and status-change times in ns). A client whose file has
+// this very identity has this content; any other needs the digest.
+type FileContent struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Digest string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	// The path the daemon loaded (for messages; clients match by name).
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Dev           uint64 `protobuf:"varint,4,opt,name=dev,proto3" json:"dev,omitempty"`
+	Ino           uint64 `protobuf:"varint,5,opt,name=ino,proto3" json:"ino,omitempty"`
+	Size          int64  `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	MtimeNs       int64  `protobuf:"varint,7,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
+	CtimeNs       int64  `protobuf:"varint,8,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileContent) Reset() {
+	*x = FileContent{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileContent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileContent) ProtoMessage() {}
+
+func (x *FileContent) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
+func (*FileContent) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FileContent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FileContent) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *FileContent) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileContent) GetDev() uint64 {
+	if x != nil {
+		return x.Dev
+	}
+	return 0
+}
+
+func (x *FileContent) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *FileContent) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileContent) GetMtimeNs() int64 {
+	if x != nil {
+		return x.MtimeNs
+	}
+	return 0
+}
+
+func (x *FileContent) GetCtimeNs() int64 {
+	if x != nil {
+		return x.CtimeNs
+	}
+	return 0
+}
+
 type Notice struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Kind           Notice_Kind            `protobuf:"varint,1,opt,name=kind,proto3,enum=wcache.daemon.v1.Notice_Kind" json:"kind,omitempty"`
@@ -1239,7 +1383,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1395,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1408,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -1301,7 +1445,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1457,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1470,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -1381,7 +1525,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1537,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1550,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -1432,7 +1576,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1588,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1601,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -1487,7 +1631,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1643,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1656,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -1571,7 +1715,7 @@ type ConfigMismatch struct {
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1727,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1740,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1627,7 +1771,7 @@ type NoWeights struct {
 
 func (x *NoWeights) Reset() {
 	*x = NoWeights{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1783,7 @@ func (x *NoWeights) String() string {
 func (*NoWeights) ProtoMessage() {}
 
 func (x *NoWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1796,7 @@ func (x *NoWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
 func (*NoWeights) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NoWeights) GetState() DaemonState {
@@ -1687,7 +1831,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1843,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1856,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -1767,14 +1911,21 @@ type PublishBegin struct {
 	TensorCount uint32 `protobuf:"varint,4,opt,name=tensor_count,json=tensorCount,proto3" json:"tensor_count,omitempty"`
 	// The first entries of the table (all of them when they fit the 1 MiB
 	// request limit).
-	Tensors       []*TensorSpec `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	Tensors []*TensorSpec `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	// The content of the files the bytes were read from, when they are a
+	// checkpoint's tensors as stored (`wcache publish`): served in the
+	// generation's Manifest.files, so that clients prove their files against
+	// them as against a daemon that loaded them. Empty for an engine's own
+	// post-processed weights (clients under "identity" and "hash" then load
+	// from disk).
+	Files         []*FileContent `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishBegin) Reset() {
 	*x = PublishBegin{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1937,7 @@ func (x *PublishBegin) String() string {
 func (*PublishBegin) ProtoMessage() {}
 
 func (x *PublishBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1950,7 @@ func (x *PublishBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
 func (*PublishBegin) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PublishBegin) GetConfig() *v1.CacheConfig {
@@ -1837,6 +1988,13 @@ func (x *PublishBegin) GetTensors() []*TensorSpec {
 	return nil
 }
 
+func (x *PublishBegin) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 // PublishTensors continues the table after PublishBegin until
 // tensor_count entries have been sent.
 type PublishTensors struct {
@@ -1848,7 +2006,7 @@ type PublishTensors struct {
 
 func (x *PublishTensors) Reset() {
 	*x = PublishTensors{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2018,7 @@ func (x *PublishTensors) String() string {
 func (*PublishTensors) ProtoMessage() {}
 
 func (x *PublishTensors) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2031,7 @@ func (x *PublishTensors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
 func (*PublishTensors) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishTensors) GetTensors() []*TensorSpec {
@@ -1897,7 +2055,7 @@ type PublishCommit struct {
 
 func (x *PublishCommit) Reset() {
 	*x = PublishCommit{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2067,7 @@ func (x *PublishCommit) String() string {
 func (*PublishCommit) ProtoMessage() {}
 
 func (x *PublishCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2080,7 @@ func (x *PublishCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
 func (*PublishCommit) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishCommit) GetSha256() [][]byte {
@@ -1946,7 +2104,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2116,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2129,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
@@ -2055,7 +2213,7 @@ type PublishPlan struct {
 
 func (x *PublishPlan) Reset() {
 	*x = PublishPlan{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2225,7 @@ func (x *PublishPlan) String() string {
 func (*PublishPlan) ProtoMessage() {}
 
 func (x *PublishPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2238,7 @@ func (x *PublishPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
 func (*PublishPlan) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishPlan) GetHandles() []*Handle {
@@ -2140,7 +2298,7 @@ type PublishDone struct {
 
 func (x *PublishDone) Reset() {
 	*x = PublishDone{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2310,7 @@ func (x *PublishDone) String() string {
 func (*PublishDone) ProtoMessage() {}
 
 func (x *PublishDone) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2323,7 @@ func (x *PublishDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
 func (*PublishDone) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishDone) GetGeneration() uint64 {
@@ -2216,7 +2374,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2386,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2399,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
@@ -2301,7 +2459,7 @@ type PublishConflict struct {
 
 func (x *PublishConflict) Reset() {
 	*x = PublishConflict{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2471,7 @@ func (x *PublishConflict) String() string {
 func (*PublishConflict) ProtoMessage() {}
 
 func (x *PublishConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2484,7 @@ func (x *PublishConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
 func (*PublishConflict) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishConflict) GetReason() PublishConflict_Reason {
@@ -2368,7 +2526,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2538,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2551,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EvictRequest) GetTimeoutMs() uint64 {
@@ -2414,7 +2572,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2584,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2597,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EvictResponse) GetLeasesAtEvict() uint32 {
@@ -2469,7 +2627,7 @@ type HandleKindsRefused struct {
 
 func (x *HandleKindsRefused) Reset() {
 	*x = HandleKindsRefused{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2639,7 @@ func (x *HandleKindsRefused) String() string {
 func (*HandleKindsRefused) ProtoMessage() {}
 
 func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2652,7 @@ func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleKindsRefused.ProtoReflect.Descriptor instead.
 func (*HandleKindsRefused) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HandleKindsRefused) GetDaemonKinds() []string {
@@ -2523,7 +2681,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xc0\x06\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xa0\a\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -2550,7 +2708,9 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fstart_phases\x18\x11 \x01(\v2\x1d.wcache.daemon.v1.StartPhasesR\vstartPhases\x12@\n" +
 	"\fdaemon_state\x18\x1e \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\vdaemonState\x12#\n" +
 	"\rpublisher_pid\x18\x1f \x01(\x05R\fpublisherPid\x12J\n" +
-	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x123\n" +
+	"\x05files\x18( \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
+	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
@@ -2603,7 +2763,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fhandle_index\x18\b \x03(\rR\vhandleIndex\x12\x16\n" +
 	"\x06offset\x18\t \x03(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\n" +
-	" \x03(\x04R\x06length\"\xcf\x04\n" +
+	" \x03(\x04R\x06length\"\xaf\x05\n" +
 	"\bManifest\x12\x1f\n" +
 	"\vdevice_uuid\x18\x01 \x01(\tR\n" +
 	"deviceUuid\x12\x18\n" +
@@ -2620,10 +2780,21 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2(.wcache.daemon.v1.Manifest.MetadataEntryR\bmetadata\x12@\n" +
 	"\ftensor_table\x18\v \x01(\v2\x1d.wcache.daemon.v1.TensorTableR\vtensorTable\x12\x19\n" +
-	"\bfd_token\x18\f \x01(\fR\afdToken\x1a;\n" +
+	"\bfd_token\x18\f \x01(\fR\afdToken\x123\n" +
+	"\x05files\x18\r \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
+	"\x10content_policies\x18\x0e \x03(\tR\x0fcontentPolicies\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\vFileContent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x10\n" +
+	"\x03dev\x18\x04 \x01(\x04R\x03dev\x12\x10\n" +
+	"\x03ino\x18\x05 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x03R\x04size\x12\x19\n" +
+	"\bmtime_ns\x18\a \x01(\x03R\amtimeNs\x12\x19\n" +
+	"\bctime_ns\x18\b \x01(\x03R\actimeNs\"\xb0\x01\n" +
 	"\x06Notice\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.wcache.daemon.v1.Notice.KindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12(\n" +
@@ -2660,14 +2831,15 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05dtype\x18\x02 \x01(\tR\x05dtype\x12\x14\n" +
 	"\x05shape\x18\x03 \x03(\x04R\x05shape\x12\x16\n" +
 	"\x06length\x18\x04 \x01(\x04R\x06length\x126\n" +
-	"\x06layout\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.TensorLayoutR\x06layout\"\xc8\x02\n" +
+	"\x06layout\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.TensorLayoutR\x06layout\"\xfd\x02\n" +
 	"\fPublishBegin\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
 	"clientName\x12H\n" +
 	"\bmetadata\x18\x03 \x03(\v2,.wcache.daemon.v1.PublishBegin.MetadataEntryR\bmetadata\x12!\n" +
 	"\ftensor_count\x18\x04 \x01(\rR\vtensorCount\x126\n" +
-	"\atensors\x18\x05 \x03(\v2\x1c.wcache.daemon.v1.TensorSpecR\atensors\x1a;\n" +
+	"\atensors\x18\x05 \x03(\v2\x1c.wcache.daemon.v1.TensorSpecR\atensors\x123\n" +
+	"\x05files\x18\x06 \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
@@ -2750,7 +2922,7 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
 	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
@@ -2765,77 +2937,81 @@ var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(*TensorLayout)(nil),        // 10: wcache.daemon.v1.TensorLayout
 	(*TensorTable)(nil),         // 11: wcache.daemon.v1.TensorTable
 	(*Manifest)(nil),            // 12: wcache.daemon.v1.Manifest
-	(*Notice)(nil),              // 13: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),         // 14: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),         // 15: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),        // 16: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),           // 17: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil),      // 18: wcache.daemon.v1.ConfigMismatch
-	(*NoWeights)(nil),           // 19: wcache.daemon.v1.NoWeights
-	(*TensorSpec)(nil),          // 20: wcache.daemon.v1.TensorSpec
-	(*PublishBegin)(nil),        // 21: wcache.daemon.v1.PublishBegin
-	(*PublishTensors)(nil),      // 22: wcache.daemon.v1.PublishTensors
-	(*PublishCommit)(nil),       // 23: wcache.daemon.v1.PublishCommit
-	(*PublishRequest)(nil),      // 24: wcache.daemon.v1.PublishRequest
-	(*PublishPlan)(nil),         // 25: wcache.daemon.v1.PublishPlan
-	(*PublishDone)(nil),         // 26: wcache.daemon.v1.PublishDone
-	(*PublishResponse)(nil),     // 27: wcache.daemon.v1.PublishResponse
-	(*PublishConflict)(nil),     // 28: wcache.daemon.v1.PublishConflict
-	(*EvictRequest)(nil),        // 29: wcache.daemon.v1.EvictRequest
-	(*EvictResponse)(nil),       // 30: wcache.daemon.v1.EvictResponse
-	(*HandleKindsRefused)(nil),  // 31: wcache.daemon.v1.HandleKindsRefused
-	nil,                         // 32: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 33: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 34: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 35: wcache.config.v1.CacheConfig
+	(*FileContent)(nil),         // 13: wcache.daemon.v1.FileContent
+	(*Notice)(nil),              // 14: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 15: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 16: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 17: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 18: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 19: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 20: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 21: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 22: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 23: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 24: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 25: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 26: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 27: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 28: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 29: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 30: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 31: wcache.daemon.v1.EvictResponse
+	(*HandleKindsRefused)(nil),  // 32: wcache.daemon.v1.HandleKindsRefused
+	nil,                         // 33: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 34: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 35: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 36: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	35, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	36, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
 	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
 	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
 	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	32, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	35, // 5: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	10, // 6: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	35, // 7: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	8,  // 8: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 9: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	33, // 10: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
-	11, // 11: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
-	1,  // 12: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	12, // 13: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	13, // 14: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	17, // 15: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	0,  // 16: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
-	10, // 17: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	35, // 18: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	34, // 19: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
-	20, // 20: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	20, // 21: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	21, // 22: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	22, // 23: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	23, // 24: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	8,  // 25: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 26: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	25, // 27: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	26, // 28: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 29: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 30: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 31: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	7,  // 32: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	15, // 33: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	24, // 34: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	29, // 35: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	5,  // 36: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	14, // 37: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	16, // 38: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	27, // 39: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	30, // 40: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	36, // [36:41] is the sub-list for method output_type
-	31, // [31:36] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	33, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	13, // 5: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
+	36, // 6: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	10, // 7: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
+	36, // 8: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	8,  // 9: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 10: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	34, // 11: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	11, // 12: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
+	13, // 13: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
+	1,  // 14: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	12, // 15: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	14, // 16: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	18, // 17: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 18: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	10, // 19: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	36, // 20: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	35, // 21: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	21, // 22: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	13, // 23: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
+	21, // 24: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	22, // 25: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	23, // 26: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	24, // 27: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	8,  // 28: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 29: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	26, // 30: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	27, // 31: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 32: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 33: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 34: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	7,  // 35: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	16, // 36: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	25, // 37: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	30, // 38: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	5,  // 39: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	15, // 40: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	17, // 41: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	28, // 42: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	31, // 43: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	39, // [39:44] is the sub-list for method output_type
+	34, // [34:39] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -2843,16 +3019,16 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[11].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[12].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[21].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[22].OneofWrappers = []any{
 		(*PublishRequest_Begin)(nil),
 		(*PublishRequest_Tensors)(nil),
 		(*PublishRequest_Commit)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[24].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[25].OneofWrappers = []any{
 		(*PublishResponse_Plan)(nil),
 		(*PublishResponse_Done)(nil),
 	}
@@ -2862,7 +3038,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

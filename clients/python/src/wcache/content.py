@@ -1,0 +1,307 @@
+"""Content identity: prove that the checkpoint files an engine names hold the bytes a daemon serves.
+
+Mirror of sdk/filedigest (the digest), core/cacheconfig/content.go (policies and
+matching) and core/client/digestcache.go (the per-user digest cache); see
+docs/cacheconfig.md, "Content identity".
+
+The content digest of a file is a two-level SHA-256 tree over its 1 MiB
+leaves::
+
+    "sha256-tree-1m:" + hex(SHA-256(b"wcache-content-v1\\0" + u64le(size) + leaf_0 + … + leaf_{n-1}))
+
+with leaf_i = SHA-256 of bytes [i MiB, min((i+1) MiB, size)). A daemon records
+it, with the file's identity (device, inode, size, mtime and ctime in ns) at
+the end of its load; a client whose file has that identity is proven by one
+stat, another by the digest cache or (policy "hash") by hashing the file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import re
+import stat as stat_mod
+import struct
+import tempfile
+import threading
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
+
+from .errors import NoDaemonError, WcacheError
+
+LEAF_BYTES = 1 << 20
+PREFIX = "sha256-tree-1m:"
+_DOMAIN = b"wcache-content-v1\x00"
+
+POLICY_IDENTITY = "identity"
+POLICY_HASH = "hash"
+POLICY_HEADERS = "headers"
+POLICIES = (POLICY_IDENTITY, POLICY_HASH, POLICY_HEADERS)
+DEFAULT_DAEMON_POLICIES = (POLICY_IDENTITY, POLICY_HASH)
+
+_DIGEST_RE = re.compile(r"^" + re.escape(PREFIX) + r"[0-9a-f]{64}$")
+
+
+class Identity(NamedTuple):
+    """A file's identity: device, inode, size, mtime and ctime in ns (stat, following symlinks)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> "Identity":
+        return cls(int(st.st_dev), int(st.st_ino), int(st.st_size), int(st.st_mtime_ns), int(st.st_ctime_ns))
+
+
+class ContentMismatchError(WcacheError):
+    """The client's file ``name`` (at ``client_path``) holds other bytes than the daemon serves."""
+
+    def __init__(self, name: str, daemon: str, client: str, client_path: str = ""):
+        self.name, self.daemon, self.client, self.client_path = name, daemon, client, client_path
+        if not daemon:
+            msg = f"content mismatch: {name} ({client_path}) is not among the daemon's files"
+        elif not client:
+            msg = f"content mismatch: the daemon's file {name} is not among the client's"
+        else:
+            msg = (f"content mismatch: {name} ({client_path}) holds other bytes than the daemon serves: "
+                   f"daemon {daemon}, client {client}")
+        super().__init__(msg)
+
+
+class ContentUnknownError(NoDaemonError):
+    """The policy could not prove the files without reading them: treat as a miss and load from disk."""
+
+    def __init__(self, name: str, client_path: str, why: str):
+        self.name, self.client_path, self.why = name, client_path, why
+        WcacheError.__init__(self, f"content not proven: {name} ({client_path}): {why}" if name
+                             else f"content not proven: {why}")
+        self.socket_path, self.device_uuid = "", None
+
+
+class PolicyRefusedError(WcacheError):
+    """The daemon does not let its clients use this content policy."""
+
+
+def parse_policy(policy: Optional[str]) -> str:
+    """Validate a policy name; None or "" is "identity"."""
+    if not policy:
+        return POLICY_IDENTITY
+    p = policy.strip().lower()
+    if p not in POLICIES:
+        raise ValueError(f"content policy {policy!r}: want identity, hash or headers")
+    return p
+
+
+def digest_bytes(data: bytes) -> str:
+    """The content digest of data, a whole file's bytes."""
+    view = memoryview(data)
+    leaves = [hashlib.sha256(view[o:o + LEAF_BYTES]).digest() for o in range(0, len(data), LEAF_BYTES)]
+    return _root(len(data), leaves)
+
+
+def _root(size: int, leaves: Sequence[bytes]) -> str:
+    h = hashlib.sha256(_DOMAIN + struct.pack("<Q", size))
+    for leaf in leaves:
+        h.update(leaf)
+    return PREFIX + h.hexdigest()
+
+
+def digest_file(path: str, workers: int = 0, progress: Optional[Callable[[int, int], None]] = None,
+                size: Optional[int] = None) -> str:
+    """The content digest of the file at path, read once by ``workers`` threads (hashlib releases the GIL).
+
+    progress(done, total) is called as leaves are hashed. A file shorter than
+    ``size`` (default: its size when opened) raises OSError.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if size is None:
+            size = st.st_size
+        n = (size + LEAF_BYTES - 1) // LEAF_BYTES
+        leaves: List[bytes] = [b""] * n
+        workers = workers or min(8, os.cpu_count() or 1)
+        lock = threading.Lock()
+        done = [0]
+
+        def leaf(i: int) -> None:
+            off = i * LEAF_BYTES
+            want = min(LEAF_BYTES, size - off)
+            data = os.pread(fd, want, off)
+            while len(data) < want:
+                more = os.pread(fd, want - len(data), off + len(data))
+                if not more:
+                    raise OSError(f"content digest: {path} ends at {off + len(data)}, expected {size} bytes")
+                data += more
+            leaves[i] = hashlib.sha256(data).digest()
+            if progress is not None:
+                with lock:
+                    done[0] += want
+                    progress(done[0], size)
+
+        if n:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, n)) as pool:
+                for f in [pool.submit(leaf, i) for i in range(n)]:
+                    f.result()
+        return _root(size, leaves)
+    finally:
+        os.close(fd)
+
+
+class DigestCache:
+    """Per-user digest cache keyed by identity, private to ``uid`` (default: the effective uid).
+
+    Same layout and trust rules as the Go client's (core/client/digestcache.go):
+    one file per identity in ``directory`` (default $XDG_CACHE_HOME/wcache/digests,
+    else ~/.cache/wcache/digests); an entry or directory not owned by uid,
+    writable by group or others, or a symlink, is ignored.
+    """
+
+    def __init__(self, directory: Optional[str] = None, uid: Optional[int] = None):
+        if directory is None:
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            directory = os.path.join(base, "wcache", "digests")
+        self.directory = directory
+        self.uid = os.geteuid() if uid is None else uid
+
+    @staticmethod
+    def entry_name(ident: Identity) -> str:
+        return "-".join(format(v & 0xFFFFFFFFFFFFFFFF, "x") for v in ident)
+
+    def _private(self, st: os.stat_result) -> bool:
+        return st.st_uid == self.uid and not (st.st_mode & 0o022)
+
+    def lookup(self, ident: Identity) -> Optional[str]:
+        try:
+            dst = os.lstat(self.directory)
+            if not stat_mod.S_ISDIR(dst.st_mode) or not self._private(dst):
+                return None
+            fd = os.open(os.path.join(self.directory, self.entry_name(ident)),
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat_mod.S_ISREG(st.st_mode) or not self._private(st):
+                return None
+            d = os.read(fd, 256).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+        return d if _DIGEST_RE.match(d) else None
+
+    def store(self, ident: Identity, digest: str) -> None:
+        if not _DIGEST_RE.match(digest):
+            raise ValueError(f"{digest!r} is not a content digest")
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        dst = os.lstat(self.directory)
+        if not stat_mod.S_ISDIR(dst.st_mode) or not self._private(dst):
+            raise OSError(f"digest cache {self.directory} is not a directory private to uid {self.uid}")
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        try:
+            os.write(fd, (digest + "\n").encode("ascii"))
+            os.close(fd)
+            os.rename(tmp, os.path.join(self.directory, self.entry_name(ident)))
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+class FileContent(NamedTuple):
+    """A daemon's record of one source file."""
+
+    name: str
+    digest: str
+    path: str
+    identity: Identity
+
+
+def files_from_proto(messages: Iterable) -> List[FileContent]:
+    """The FileContent records of a Manifest's or StatusResponse's ``files``."""
+    return [FileContent(m.name, m.digest, m.path, Identity(int(m.dev), int(m.ino), int(m.size), int(m.mtime_ns),
+                                                           int(m.ctime_ns))) for m in messages]
+
+
+def identities_match(records: Sequence[FileContent], files: Sequence[str]) -> bool:
+    """Whether files are, by name and identity, exactly the files of records: one stat per file, no read.
+
+    The cheap test an engine runs before anything else (e.g. before parsing
+    headers for checkpoint_digest): True means the daemon's digests hold.
+    """
+    if not records or len(records) != len(files):
+        return False
+    by_name = {r.name: r for r in records}
+    for p in files:
+        r = by_name.get(os.path.basename(p))
+        if r is None:
+            return False
+        try:
+            if Identity.of(os.stat(p)) != r.identity or r.identity == Identity(0, 0, 0, 0, 0):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def prove_content(records: Sequence[FileContent], files: Sequence[str], policy: str = POLICY_IDENTITY,
+                  allowed: Sequence[str] = (), cache: Optional[DigestCache] = None, use_cache: bool = True,
+                  progress: Optional[Callable[[str, int, int], None]] = None, workers: int = 0) -> None:
+    """Check that files hold the daemon's bytes (records: its FileContent list) under policy.
+
+    allowed: the daemon's content policies (empty: identity and hash).
+    Raises PolicyRefusedError, ContentMismatchError (the first differing file
+    by name) or ContentUnknownError (a NoDaemonError: load from disk).
+    """
+    policy = parse_policy(policy)
+    allowed = tuple(allowed) or DEFAULT_DAEMON_POLICIES
+    if policy not in allowed:
+        raise PolicyRefusedError(f"content policy refused by the daemon: {policy!r} (the daemon allows "
+                                 f"{list(allowed)})")
+    if policy == POLICY_HEADERS:
+        return
+    if not records:
+        raise ContentUnknownError("", "", "the daemon recorded no content digest (an older daemon, or a publish "
+                                          "without one)")
+    if cache is None and use_cache:
+        cache = DigestCache()
+    daemon = {r.name: r for r in records}
+    client: Dict[str, tuple] = {}
+    for p in files:
+        client[os.path.basename(p)] = (p, Identity.of(os.stat(p)))
+    unproven = []
+    for name in sorted(set(daemon) | set(client)):
+        if name not in daemon:
+            raise ContentMismatchError(name, "", "present", client[name][0])
+        if name not in client:
+            raise ContentMismatchError(name, daemon[name].digest, "")
+        if client[name][1] != daemon[name].identity or daemon[name].identity == Identity(0, 0, 0, 0, 0):
+            unproven.append(name)
+    for name in unproven:
+        path, ident = client[name]
+        rec = daemon[name]
+        if ident.size != rec.identity.size:
+            raise ContentMismatchError(name, rec.digest, f"({ident.size} bytes, the daemon's file has "
+                                                         f"{rec.identity.size})", path)
+        digest = cache.lookup(ident) if cache is not None else None
+        if digest is None:
+            if policy != POLICY_HASH:
+                raise ContentUnknownError(name, path, "not the file the daemon loaded and no cached digest "
+                                                      "(policy \"identity\"; \"hash\" hashes it)")
+            digest = digest_file(path, workers, (lambda d, t, n=name: progress(n, d, t)) if progress else None,
+                                 size=ident.size)
+            if Identity.of(os.stat(path)) != ident:
+                raise WcacheError(f"content of {path}: the file changed while it was hashed")
+            if cache is not None:
+                try:
+                    cache.store(ident, digest)
+                except OSError:
+                    pass  # not fatal: the next run hashes again
+        if digest != rec.digest:
+            raise ContentMismatchError(name, rec.digest, digest, path)

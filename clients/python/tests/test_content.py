@@ -1,0 +1,148 @@
+"""Content identity (wcache.content): the digest matches the Go vectors, the digest
+cache trusts only its own user's private entries, and against the real Go daemon a
+copy of the served checkpoint with one tensor zeroed is refused (issue 24)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+
+import pytest
+
+import harness
+import st_writer
+import wcache
+from wcache import content
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+VECTORS = os.path.join(REPO, "sdk", "filedigest", "testdata", "vectors.json")
+
+
+def vector_bytes(size: int) -> bytes:
+    return bytes((31 * i + (i >> 11)) & 0xFF for i in range(size))
+
+
+@pytest.mark.parametrize("vector", json.load(open(VECTORS, encoding="utf-8")), ids=lambda v: str(v["size"]))
+def test_digest_vectors(vector, tmp_path):
+    data = vector_bytes(vector["size"])
+    assert content.digest_bytes(data) == vector["digest"]
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    seen = []
+    assert content.digest_file(str(p), workers=3, progress=lambda d, t: seen.append((d, t))) == vector["digest"]
+    assert not data or seen[-1] == (len(data), len(data))
+
+
+def test_digest_cache_trusts_only_private_entries_of_its_uid(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x" * 10)
+    ident = content.Identity.of(os.stat(p))
+    d = content.digest_bytes(b"x" * 10)
+    cache = content.DigestCache(str(tmp_path / "c"))
+    cache.store(ident, d)
+    assert cache.lookup(ident) == d
+    assert content.DigestCache(str(tmp_path / "c"), uid=os.geteuid() + 1).lookup(ident) is None
+    entry = os.path.join(cache.directory, cache.entry_name(ident))
+    os.chmod(entry, 0o666)
+    assert cache.lookup(ident) is None
+    os.chmod(entry, 0o600)
+    os.chmod(cache.directory, 0o777)
+    assert cache.lookup(ident) is None
+    os.chmod(cache.directory, 0o700)
+    os.unlink(entry)
+    os.symlink(str(p), entry)
+    assert cache.lookup(ident) is None
+
+
+def zero_last_tensor(path: str) -> None:
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        entries = [v for k, v in header.items() if k != "__metadata__"]
+        begin, end = max((e["data_offsets"] for e in entries), key=lambda o: o[0])
+        f.seek(8 + n + begin)
+        f.write(bytes(end - begin))
+
+
+@pytest.mark.interop
+def test_copy_with_a_tensor_zeroed_is_refused(tmp_path):
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing), pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        m1 = os.path.join(w.root, "m1")
+        st_writer.make_checkpoint(m1, n_tensors=40, n_shards=2)
+        w.serve(0, m1)
+        files1 = sorted(glob.glob(os.path.join(m1, "*.safetensors")))
+        cfg = wcache.CacheConfig(model=m1, checkpoint_digest=wcache.checkpoint_digest(m1), device_capability="mock")
+        kw = dict(socket=w.socket_path(w.uuids[0]))
+        cache = content.DigestCache(str(tmp_path / "digests"))
+        # The daemon's own files: proven by identity, cheaply, and attachable.
+        status = wcache.status(**kw)
+        assert content.identities_match(content.files_from_proto(status.files), files1)
+        wcache.attach(cfg, files=files1, digest_cache=cache, **kw).release()
+
+        m2 = os.path.join(w.root, "m2")
+        shutil.copytree(m1, m2)  # copy2 keeps mtimes, like cp -p
+        files2 = sorted(glob.glob(os.path.join(m2, "*.safetensors")))
+        zero_last_tensor(files2[1])
+        assert not content.identities_match(content.files_from_proto(status.files), files2)
+        with pytest.raises(wcache.ContentUnknownError):
+            wcache.attach(cfg, files=files2, digest_cache=cache, **kw)
+        with pytest.raises(wcache.ContentMismatchError) as e:
+            wcache.attach(cfg, files=files2, content_policy="hash", digest_cache=cache, **kw)
+        assert e.value.name == os.path.basename(files2[1])
+        with pytest.raises(wcache.PolicyRefusedError):
+            wcache.attach(cfg, files=files2, content_policy="headers", digest_cache=cache, **kw)
+
+        m3 = os.path.join(w.root, "m3")
+        shutil.copytree(m1, m3)
+        files3 = sorted(glob.glob(os.path.join(m3, "*.safetensors")))
+        hashed = []
+        wcache.attach(cfg, files=files3, content_policy="hash", digest_cache=cache,
+                      on_hash_progress=lambda n, d, t: hashed.append(n) if d == t else None, **kw).release()
+        assert sorted(hashed) == [os.path.basename(p) for p in files3]
+        hashed.clear()
+        wcache.attach(cfg, files=files3, digest_cache=cache,
+                      on_hash_progress=lambda n, d, t: hashed.append(n), **kw).release()
+        assert hashed == []
+    finally:
+        w.close()
+
+
+def test_hub_ids_resolve_offline(tmp_path):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--name"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    for model in ("org/name", "org/name@main", "org/name@" + commit):
+        assert wcache.resolve_model(model, env.get) == str(snap)
+    assert wcache.resolve_model("org/name", {"HF_HOME": str(tmp_path)}.get) == str(snap)
+    assert wcache.resolve_model(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(wcache.ModelNotCachedError) as e:
+        wcache.resolve_model("org/absent@v1", env.get)
+    assert str(tmp_path / "hub" / "models--org--absent" / "refs" / "v1") in str(e.value)
+
+
+def test_file_changed_in_place_after_the_load_is_caught(tmp_path):
+    p = tmp_path / "model.safetensors"
+    p.write_bytes(b"a" * (LEAF := content.LEAF_BYTES + 7))
+    st = os.stat(p)
+    rec = [content.FileContent(p.name, content.digest_bytes(b"a" * LEAF), str(p), content.Identity.of(st))]
+    cache = content.DigestCache(str(tmp_path / "c"))
+    content.prove_content(rec, [str(p)], cache=cache)  # the very file: proven by identity
+    with open(p, "r+b") as f:  # same size, mtime put back: only the ctime tells
+        f.seek(5)
+        f.write(b"b")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(wcache.ContentUnknownError):
+        content.prove_content(rec, [str(p)], cache=cache)
+    with pytest.raises(wcache.ContentMismatchError) as e:
+        content.prove_content(rec, [str(p)], "hash", cache=cache)
+    assert e.value.name == p.name

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+)
+
+// zeroLastTensor zeroes the last tensor of path in place: same header,
+// same checkpoint_digest, other weights.
+func zeroLastTensor(t *testing.T, path string) {
+	t.Helper()
+	if _, err := safetensorstest.ZeroTensor(path, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyTree copies src to dst as `cp -rp` does (modification times kept).
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-rp", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -rp: %v\n%s", err, out)
+	}
+}
+
+// attacher returns a function that runs `wcache attach --model MODEL
+// EXTRA...` on mock device 0 with a digest cache of its own under h.Root.
+func attacher(t *testing.T, h *harness) func(model string, extra ...string) cliResult {
+	cache := filepath.Join(h.Root, "xdg-cache")
+	withCache := func(c *exec.Cmd) { c.Env = append(c.Env, "XDG_CACHE_HOME="+cache) }
+	return func(model string, extra ...string) cliResult {
+		t.Helper()
+		return h.runWith(withCache, append([]string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model}, extra...)...)
+	}
+}
+
+// TestAttachRefusesACopyWithATensorZeroed: the scenario of issue 24. A
+// daemon serves m1; m2 is a copy with one tensor zeroed (same headers).
+// `wcache attach --model m2` must not hand out m1's bytes: under
+// --content identity it is a miss (exit 3, load from disk), under hash a
+// mismatch naming the file (exit 4), and headers is refused by a daemon
+// that does not allow it. An unchanged `cp -p` copy attaches after one
+// hash, then from the warm digest cache.
+func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	m1 := genModel(t, filepath.Join(h.Root, "m1"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
+	h.startServe(0, m1.Dir)
+	attach := attacher(t, h)
+	if res := attach(m1.Dir); res.Code != 0 {
+		t.Fatalf("the daemon's own files: %s", res)
+	}
+	m2 := filepath.Join(h.Root, "m2")
+	copyTree(t, m1.Dir, m2)
+	zeroed := filepath.Join(m2, filepath.Base(m1.Files[1]))
+	zeroLastTensor(t, zeroed)
+	if res := attach(m2); res.Code != 3 || !strings.Contains(res.Stderr, "content not proven") {
+		t.Errorf("zeroed copy, --content identity: want exit 3 (content not proven)\n%s", res)
+	}
+	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
+		t.Errorf("zeroed copy, --content hash: want exit 4 naming %s\n%s", zeroed, res)
+	}
+	if res := attach(m2, "--content", "headers"); res.Code != 4 || !strings.Contains(res.Stderr, "refused") {
+		t.Errorf("zeroed copy, --content headers: want exit 4 (refused by the daemon)\n%s", res)
+	}
+
+	m3 := filepath.Join(h.Root, "m3")
+	copyTree(t, m1.Dir, m3)
+	if res := attach(m3); res.Code != 3 {
+		t.Errorf("unchanged copy, cold cache, --content identity: want exit 3\n%s", res)
+	}
+	if res := attach(m3, "--content", "hash"); res.Code != 0 || !strings.Contains(res.Stderr, "hashing") {
+		t.Errorf("unchanged copy, --content hash: want exit 0 after hashing\n%s", res)
+	}
+	if res := attach(m3); res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
+		t.Errorf("unchanged copy, warm cache, --content identity: want exit 0 without hashing\n%s", res)
+	}
+}
+
+// TestPublishCarriesContent: `wcache publish --model m1` into an empty
+// daemon carries the files' content, so an attach naming m1 proves it by
+// identity, and one naming a copy with a tensor zeroed is refused.
+func TestPublishCarriesContent(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	m1 := genModel(t, filepath.Join(h.Root, "m1"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
+	h.startEmpty(0)
+	h.mustRun("publish", "--backend", "mock", "--gpu-id", "0", "--model", m1.Dir)
+	attach := attacher(t, h)
+	if res := attach(m1.Dir); res.Code != 0 {
+		t.Fatalf("the published files: %s", res)
+	}
+	m2 := filepath.Join(h.Root, "m2")
+	copyTree(t, m1.Dir, m2)
+	zeroed := filepath.Join(m2, filepath.Base(m1.Files[0]))
+	zeroLastTensor(t, zeroed)
+	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
+		t.Errorf("zeroed copy of published files, --content hash: want exit 4 naming %s\n%s", zeroed, res)
+	}
+}
+
+// TestHubIDsOffline: `--model org/name` and `org/name@revision` resolve
+// through a local Hugging Face cache (snapshots/ symlinks into blobs/ named
+// by SHA-256), without network, in serve and attach; the attach proves the
+// files by identity (no hashing); an id absent from the cache is a usage
+// error naming where it looked.
+func TestHubIDsOffline(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
+	hub := filepath.Join(h.Root, "hf", "hub")
+	const commit = "89abcdef0123456789abcdef0123456789abcdef"
+	repo := filepath.Join(hub, "models--acme--tiny")
+	snap := filepath.Join(repo, "snapshots", commit)
+	for _, d := range []string{filepath.Join(repo, "blobs"), filepath.Join(repo, "refs"), snap} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(m.Dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(m.Dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := fmt.Sprintf("%x", sha256.Sum256(b))
+		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withHub := func(c *exec.Cmd) {
+		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
+	}
+	p := h.startWith(withHub, serveArgs(0, "acme/tiny")...)
+	h.waitReady(p, h.Paths(h.UUIDs[0]).Ready)
+	for _, model := range []string{"acme/tiny", "acme/tiny@main", "acme/tiny@" + commit, snap} {
+		res := h.runWith(withHub, "attach", "--backend", "mock", "--gpu-id", "0", "--model", model)
+		if res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
+			t.Errorf("attach --model %s: want exit 0 without hashing\n%s", model, res)
+		}
+	}
+	res := h.runWith(withHub, "attach", "--backend", "mock", "--gpu-id", "0", "--model", "acme/absent@v1")
+	if want := filepath.Join(hub, "models--acme--absent", "refs", "v1"); res.Code != 2 || !strings.Contains(res.Stderr, want) {
+		t.Errorf("attach --model acme/absent@v1: want exit 2 naming %s\n%s", want, res)
+	}
+}
