@@ -175,7 +175,6 @@ func (n *node) daemons() map[int][2]string {
 	return m
 }
 
-
 // verify attaches to both ranks' daemons with --verify (every byte compared
 // with the checkpoint) using the config the DaemonSet serves.
 func (n *node) verify(model string) {
