@@ -113,7 +113,9 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		ConfigDigest: r.GetConfigDigest(), Bytes: r.GetBytes(), Tensors: int(r.GetTensors()),
 		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
 		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
-		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata()}
+		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata(),
+		DeviceBytes: r.GetDeviceBytes(), DeviceBytesTotal: r.GetDeviceBytesTotal(),
+		MaxBytes: r.GetMaxBytes(), ReserveBytes: r.GetReserveBytes()}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}

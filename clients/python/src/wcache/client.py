@@ -421,7 +421,13 @@ def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
            allow_owners: Iterable[int] = ()):
     """Ask a daemon for its status (wcache.pb.StatusResponse).
 
-    Discovery and errors as attach(); an RPC error is a DaemonError.
+    ``device_bytes_total`` is the device memory the daemon holds (its
+    arenas' sizes as the backend allocated them, a publish in progress
+    included; ``device_bytes`` the served generation's alone): the figure an
+    engine integration hands to its KV-cache sizing (SGLang
+    ``preloaded_weights_bytes``). ``max_bytes`` and ``reserve_bytes`` are the
+    daemon's cap and reserve (0: none). Discovery and errors as attach(); an
+    RPC error is a DaemonError.
     """
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
     check_socket(target, allow_owners)

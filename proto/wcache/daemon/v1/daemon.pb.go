@@ -330,9 +330,22 @@ type StatusResponse struct {
 	// publisher_pid is the publishing client's pid while daemon_state is
 	// PUBLISHING (0 otherwise); metadata is the published metadata map
 	// (empty for weights loaded from files).
-	DaemonState   DaemonState       `protobuf:"varint,30,opt,name=daemon_state,json=daemonState,proto3,enum=wcache.daemon.v1.DaemonState" json:"daemon_state,omitempty"`
-	PublisherPid  int32             `protobuf:"varint,31,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
-	Metadata      map[string]string `protobuf:"bytes,32,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DaemonState  DaemonState       `protobuf:"varint,30,opt,name=daemon_state,json=daemonState,proto3,enum=wcache.daemon.v1.DaemonState" json:"daemon_state,omitempty"`
+	PublisherPid int32             `protobuf:"varint,31,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	Metadata     map[string]string `protobuf:"bytes,32,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Device memory held (issue 25), in bytes: the sizes of the arenas as
+	// the backend reported them when it allocated (or imported) them, not
+	// the tensor bytes (bytes). device_bytes is the held generation's (0
+	// while empty or publishing); device_bytes_total everything the daemon
+	// holds now: the generation plus the arenas of a publish in progress.
+	// An engine hands device_bytes_total to its KV-cache sizing.
+	DeviceBytes      uint64 `protobuf:"varint,33,opt,name=device_bytes,json=deviceBytes,proto3" json:"device_bytes,omitempty"`
+	DeviceBytesTotal uint64 `protobuf:"varint,34,opt,name=device_bytes_total,json=deviceBytesTotal,proto3" json:"device_bytes_total,omitempty"`
+	// The daemon's cap (serve --max-bytes; 0: none) and reserve
+	// (--reserve-bytes): a load or publish past either is refused with
+	// RESOURCE_EXHAUSTED before anything is allocated.
+	MaxBytes      uint64 `protobuf:"varint,35,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	ReserveBytes  uint64 `protobuf:"varint,36,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +518,34 @@ func (x *StatusResponse) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetDeviceBytes() uint64 {
+	if x != nil {
+		return x.DeviceBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetDeviceBytesTotal() uint64 {
+	if x != nil {
+		return x.DeviceBytesTotal
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetReserveBytes() uint64 {
+	if x != nil {
+		return x.ReserveBytes
+	}
+	return 0
 }
 
 // StartPhases are the durations of a daemon's start, in the order they run,
@@ -2455,7 +2496,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xc0\x06\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xd3\a\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -2482,7 +2523,11 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fstart_phases\x18\x11 \x01(\v2\x1d.wcache.daemon.v1.StartPhasesR\vstartPhases\x12@\n" +
 	"\fdaemon_state\x18\x1e \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\vdaemonState\x12#\n" +
 	"\rpublisher_pid\x18\x1f \x01(\x05R\fpublisherPid\x12J\n" +
-	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x12!\n" +
+	"\fdevice_bytes\x18! \x01(\x04R\vdeviceBytes\x12,\n" +
+	"\x12device_bytes_total\x18\" \x01(\x04R\x10deviceBytesTotal\x12\x1b\n" +
+	"\tmax_bytes\x18# \x01(\x04R\bmaxBytes\x12#\n" +
+	"\rreserve_bytes\x18$ \x01(\x04R\freserveBytes\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
