@@ -171,7 +171,10 @@ class Attachment:
     CacheConfig), ``metadata`` (the publisher's metadata map, empty for
     weights loaded from files), ``device_uuid``, ``socket``, ``lease_id``, ``generation``,
     ``draining`` and ``gone`` (threading.Event set when the daemon announced a
-    drain / when the lease ended), ``gone_reason`` (DaemonGone or None).
+    drain / when the lease ended), ``gone_reason`` (DaemonGone or None),
+    ``device_bytes`` (the device memory this generation holds: the sum of
+    its arenas' sizes, at least the tensor bytes; wcache.status() reports
+    the daemon's total as ``device_bytes_total``).
 
     Thread-safe; callbacks run on the lease's background thread and must not
     call release() and then wait for that thread (release() from a callback is
@@ -195,6 +198,7 @@ class Attachment:
         self.config = CacheConfig.from_proto(manifest.config)
         self.config_digest = manifest.config_digest
         self.metadata: Dict[str, str] = dict(manifest.metadata)
+        self.device_bytes: int = sum(int(h.size) for h in manifest.handles)
         self._on_daemon_gone = on_daemon_gone
         self._on_notice = on_notice
         self._device_index = device_index
