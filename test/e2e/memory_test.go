@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,14 @@ func TestMaxBytes(t *testing.T) {
 	if len(arenas) == 0 || st.DeviceBytesTotal != sum || st.DeviceBytes != sum || st.StartPhases.BytesAllocated != sum {
 		t.Fatalf("device bytes: status %d (generation %d, start %d), the backend's %d arenas hold %d",
 			st.DeviceBytesTotal, st.DeviceBytes, st.StartPhases.BytesAllocated, len(arenas), sum)
+	}
+	var rows []struct {
+		DeviceUUID       string `json:"device_uuid"`
+		DeviceBytesTotal uint64 `json:"device_bytes_total"`
+	}
+	if res := h.mustRun("status", "--json"); json.Unmarshal([]byte(res.Stdout), &rows) != nil || len(rows) != 1 ||
+		rows[0].DeviceUUID != h.UUIDs[0] || rows[0].DeviceBytesTotal != sum {
+		t.Fatalf("status --json: want device_bytes_total %d for %s\n%s", sum, h.UUIDs[0], res)
 	}
 	if st.DeviceBytes < st.Bytes {
 		t.Fatalf("device bytes %d below the tensor bytes %d", st.DeviceBytes, st.Bytes)
