@@ -56,7 +56,7 @@ func TestMaxBytes(t *testing.T) {
 	// and before any allocation.
 	cap := fmt.Sprint(sum - 1)
 	res := h.run(serveArgs(0, model.Dir, "--force", "--max-bytes", cap)...)
-	if res.Code == 0 || !strings.Contains(res.Stderr, "--max-bytes") || !strings.Contains(res.Stderr, fmt.Sprint(sum)) ||
+	if res.Code != 1 || !strings.Contains(res.Stderr, "--max-bytes") || !strings.Contains(res.Stderr, fmt.Sprint(sum)) ||
 		!strings.Contains(res.Stderr, cap) {
 		t.Fatalf("serve --max-bytes %s of a %d-byte plan: want a refusal naming both\n%s", cap, sum, res)
 	}
@@ -91,7 +91,7 @@ func TestMaxBytes(t *testing.T) {
 		t.Fatalf("daemon after a refused publish: state %s, held %d", st.State, st.DeviceBytesTotal)
 	}
 	res = h.run("publish", "--backend", "mock", "--gpu-id", "1", "--model", model.Dir)
-	if res.Code == 0 || !strings.Contains(res.Stderr, "--max-bytes") {
+	if res.Code != 1 || !strings.Contains(res.Stderr, "--max-bytes") || !strings.Contains(res.Stderr, "ResourceExhausted") {
 		t.Fatalf("wcache publish past --max-bytes: want a refusal naming the flag\n%s", res)
 	}
 }
