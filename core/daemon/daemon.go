@@ -181,10 +181,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		if pl, err = plan.Build(ck, opts.Plan); err != nil {
 			return nil, fmt.Errorf("plan %s: %w", opts.Model, err)
 		}
-		if max := opts.MaxBytes; max != 0 && pl.AllocatedBytes() > max {
+		if limit := opts.MaxBytes; limit != 0 && pl.AllocatedBytes() > limit {
 			// Refused before the lock: a --force start does not end the
 			// device's daemon for a load that cannot fit.
-			return nil, &MemoryError{What: "load", Need: pl.AllocatedBytes(), MaxBytes: max}
+			return nil, &MemoryError{What: "load", Need: pl.AllocatedBytes(), MaxBytes: limit}
 		}
 		if err := d.completeConfig(ctx, ck); err != nil {
 			return nil, pluginErr("config", err)

@@ -39,8 +39,8 @@ func (e *MemoryError) Error() string {
 // (its allocation granularity); the check uses the plan's sizes.
 func (d *Daemon) admit(ctx context.Context, what string, need uint64) error {
 	held := d.heldBytes()
-	if max := d.opts.MaxBytes; max != 0 && (need > max || held > max-need) {
-		return &MemoryError{What: what, Need: need, Held: held, MaxBytes: max}
+	if limit := d.opts.MaxBytes; limit != 0 && (need > limit || held > limit-need) {
+		return &MemoryError{What: what, Need: need, Held: held, MaxBytes: limit}
 	}
 	devs, err := d.backend.Devices(ctx)
 	if err != nil {

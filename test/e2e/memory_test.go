@@ -54,11 +54,11 @@ func TestMaxBytes(t *testing.T) {
 
 	// A load past the cap: refused before the lock (so --force ends nothing)
 	// and before any allocation.
-	cap := fmt.Sprint(sum - 1)
-	res := h.run(serveArgs(0, model.Dir, "--force", "--max-bytes", cap)...)
+	limit := fmt.Sprint(sum - 1)
+	res := h.run(serveArgs(0, model.Dir, "--force", "--max-bytes", limit)...)
 	if res.Code != 1 || !strings.Contains(res.Stderr, "--max-bytes") || !strings.Contains(res.Stderr, fmt.Sprint(sum)) ||
-		!strings.Contains(res.Stderr, cap) {
-		t.Fatalf("serve --max-bytes %s of a %d-byte plan: want a refusal naming both\n%s", cap, sum, res)
+		!strings.Contains(res.Stderr, limit) {
+		t.Fatalf("serve --max-bytes %s of a %d-byte plan: want a refusal naming both\n%s", limit, sum, res)
 	}
 	if got := h.shmFiles(); len(got) != len(arenas) {
 		t.Fatalf("a refused load allocated: %d arena files, had %d", len(got), len(arenas))
