@@ -133,7 +133,9 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
 		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
 		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata(),
-		Files: cacheconfig.FilesFromProto(r.GetFiles()), ContentPolicies: cacheconfig.PoliciesFromStrings(r.GetContentPolicies())}
+		Files: cacheconfig.FilesFromProto(r.GetFiles()), ContentPolicies: cacheconfig.PoliciesFromStrings(r.GetContentPolicies()),
+		DeviceBytes: r.GetDeviceBytes(), DeviceBytesTotal: r.GetDeviceBytesTotal(),
+		MaxBytes: r.GetMaxBytes(), ReserveBytes: r.GetReserveBytes()}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}

@@ -46,6 +46,16 @@ type Status struct {
 	// Files and ContentPolicies are as in Manifest.
 	Files           []cacheconfig.FileContent
 	ContentPolicies []cacheconfig.Policy
+	// DeviceBytes is the device memory the served generation holds: its
+	// arenas' sizes as the backend allocated them (0 while empty or
+	// publishing). DeviceBytesTotal is all the daemon holds, a publish in
+	// progress included: the figure to hand to an engine's KV-cache sizing
+	// (SGLang preloaded_weights_bytes). Both 0 from a daemon older than
+	// these fields.
+	DeviceBytes, DeviceBytesTotal uint64
+	// MaxBytes and ReserveBytes are the daemon's memory cap and reserve
+	// (serve --max-bytes, --reserve-bytes; 0: none).
+	MaxBytes, ReserveBytes uint64
 }
 
 // StartPhases are the durations of a daemon's start-up as the daemon

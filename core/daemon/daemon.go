@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,6 +52,9 @@ type Daemon struct {
 	generation  uint64
 	// restarts count the plugins replaced (restart.go).
 	restarts restartStats
+	// publishing is the sum of the arenas allocated by a publish in
+	// progress (0 when none): part of heldBytes (memory.go).
+	publishing atomic.Uint64
 
 	reg     *registry
 	metrics Metrics
@@ -181,6 +185,11 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		if pl, err = plan.Build(ck, opts.Plan); err != nil {
 			return nil, fmt.Errorf("plan %s: %w", opts.Model, err)
 		}
+		if limit := opts.MaxBytes; limit != 0 && pl.AllocatedBytes() > limit {
+			// Refused before the lock: a --force start does not end the
+			// device's daemon for a load that cannot fit.
+			return nil, &MemoryError{What: "load", Need: pl.AllocatedBytes(), MaxBytes: limit}
+		}
 		if err := d.completeConfig(ctx, ck); err != nil {
 			return nil, pluginErr("config", err)
 		}
@@ -233,6 +242,11 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	undo = append(undo, func() { d.freeAll() })
 	d.started = time.Now()
 	if pl != nil {
+		// The device's free memory is read once the lock is held: a
+		// daemon taken over with --force has released its memory by now.
+		if err := d.admit(ctx, "load", pl.AllocatedBytes()); err != nil {
+			return nil, pluginErr("load", err)
+		}
 		handles, err := d.fill(ctx, pl)
 		if err != nil {
 			return nil, pluginErr("load", err)

@@ -150,7 +150,8 @@ func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint)
 // fill allocates every arena of the plan, loads it and exports it.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
-	if err := d.allocate(ctx, pl, &d.allocs); err != nil {
+	reserved, err := d.allocate(ctx, pl, &d.allocs)
+	if err != nil {
 		return nil, err
 	}
 	startLoad := time.Now()
@@ -159,7 +160,7 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 	if err != nil {
 		return nil, err
 	}
-	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
+	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
 		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated, Source: SourceFiles}
 	f := fillStats
 	d.log.Info("loaded", "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", d.info.Load.Duration.Seconds(),
@@ -180,19 +181,22 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) 
 
 // allocate reserves every arena of pl, appending each id to *ids as soon as
 // it exists (so that the caller frees what was reserved when a later one
-// fails).
-func (d *Daemon) allocate(ctx context.Context, pl *plan.Plan, ids *[]sdk.AllocationID) error {
+// fails). It returns the bytes the backend reserved, summed (each arena's
+// size as the backend reported it: at least the plan's).
+func (d *Daemon) allocate(ctx context.Context, pl *plan.Plan, ids *[]sdk.AllocationID) (uint64, error) {
+	var reserved uint64
 	for i, a := range pl.Allocations {
 		id, got, err := d.backend.Allocate(ctx, d.opts.GPU, a.Bytes)
 		if err != nil {
-			return fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
+			return reserved, fmt.Errorf("allocate arena %d of %d (%d bytes): %w", i+1, len(pl.Allocations), a.Bytes, err)
 		}
 		*ids = append(*ids, id)
+		reserved += got
 		if got < a.Bytes {
-			return fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
+			return reserved, fmt.Errorf("allocate arena %d: backend reserved %d bytes, %d requested", i+1, got, a.Bytes)
 		}
 	}
-	return nil
+	return reserved, nil
 }
 
 // export exports every allocation, in order.

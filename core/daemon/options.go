@@ -80,6 +80,19 @@ type Options struct {
 	KeepLayout bool
 	// Plan tunes the arena plan (zero: 16 GiB arenas, 4096-byte alignment).
 	Plan plan.Options
+	// MaxBytes caps the device memory the daemon may hold: the sum of its
+	// arenas' sizes, a publish in progress included. A load or a publish
+	// whose plan would pass it is refused before anything is allocated
+	// (*MemoryError; RESOURCE_EXHAUSTED for a publish). 0 (the default):
+	// no cap but the device's free memory.
+	MaxBytes uint64
+	// ReserveBytes is device memory a load or a publish must leave free,
+	// for the engine's context and kernels: one whose plan needs more than
+	// the device's free memory less ReserveBytes is refused the same way.
+	// It applies only when the backend reports free memory
+	// (sdk.Device.FreeMemory non-zero). Default 0: the free memory itself
+	// is the limit.
+	ReserveBytes uint64
 
 	// Force takes over a live daemon of the same device (TERM, grace, KILL)
 	// instead of refusing with *daemonfile.LiveDaemonError.

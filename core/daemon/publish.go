@@ -90,6 +90,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 			return
 		}
 		d.freeAllocs(ids)
+		d.publishing.Store(0)
 		if m != nil {
 			m.files.close()
 		}
@@ -139,8 +140,13 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		}
 		return status.Errorf(code, "publish: %v", err)
 	}
+	if err := d.admit(ctx, "publish", pl.AllocatedBytes()); err != nil {
+		return memoryStatus(err)
+	}
 	begun := time.Now()
-	if err := d.allocate(ctx, pl, &ids); err != nil {
+	reserved, err := d.allocate(ctx, pl, &ids)
+	d.publishing.Store(reserved)
+	if err != nil {
 		return backendStatus("publish", err)
 	}
 	handles, err := d.export(ctx, ids)
@@ -187,7 +193,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	if err != nil {
 		return err
 	}
-	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: pl.AllocatedBytes(), Allocations: len(pl.Allocations),
+	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
 		Duration: time.Since(begun)}
 	if err := d.install(pub, cfg, ids, m, stats); err != nil {
 		return err
@@ -354,6 +360,7 @@ func (d *Daemon) install(pub *publisher, cfg cacheconfig.Config, ids []sdk.Alloc
 	d.info.Model, d.info.Files = "", nil
 	d.info.Config, d.info.ConfigDigest = cfg, m.digest
 	d.info.Tensors, d.info.Load = len(m.tensors), stats
+	d.publishing.Store(0) // now counted as the generation's
 	if !d.reg.finishPublish(pub, StateServing) {
 		d.info, d.allocs, d.manifest, d.config, d.configProto = old, nil, nil, cacheconfig.Config{}, d.emptyConfigProto()
 		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)
@@ -380,6 +387,16 @@ func backendStatus(what string, err error) error {
 		code = codes.Canceled
 	}
 	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// memoryStatus converts admit's refusal into RESOURCE_EXHAUSTED with its
+// numbers; another error (the backend could not say its free memory) goes
+// through backendStatus.
+func memoryStatus(err error) error {
+	if me, ok := errors.AsType[*MemoryError](err); ok {
+		return status.Error(codes.ResourceExhausted, me.Error())
+	}
+	return backendStatus("publish", err)
 }
 
 // noWeightsStatus is the NOT_FOUND answer of an Attach to a daemon that

@@ -108,6 +108,8 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
 		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration, d.restarts),
 		DaemonState: stateProto(state), PublisherPid: publisherPID,
+		DeviceBytes: d.info.Load.AllocatedBytes, DeviceBytesTotal: d.heldBytesLocked(),
+		MaxBytes: d.opts.MaxBytes, ReserveBytes: d.opts.ReserveBytes,
 	}
 	if d.manifest != nil {
 		resp.Metadata = d.manifest.metadata

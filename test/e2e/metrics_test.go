@@ -103,6 +103,11 @@ func TestMetricsOverUnixSocket(t *testing.T) {
 	if n := sample(t, body, "wcache_loaded_bytes", dev); n != float64(model.TotalBytes) {
 		t.Errorf("wcache_loaded_bytes = %v, want the checkpoint's %d bytes", n, model.TotalBytes)
 	}
+	if st := h.clientStatus(0); st.DeviceBytes < model.TotalBytes ||
+		sample(t, body, "wcache_device_bytes", dev) != float64(st.DeviceBytes) {
+		t.Errorf("wcache_device_bytes = %v, want Status device_bytes %d (at least the checkpoint's %d bytes)",
+			sample(t, body, "wcache_device_bytes", dev), st.DeviceBytes, model.TotalBytes)
+	}
 	if n := sample(t, body, "wcache_tensors", dev); n != float64(len(model.Tensors)) {
 		t.Errorf("wcache_tensors = %v, want %d", n, len(model.Tensors))
 	}

@@ -315,3 +315,29 @@ def test_table_publishes_each_storage_once():
     assert specs[2].layout.storage == "s1" and specs[2].length == 12 and specs[2].dtype == "F32"
     assert list(specs[2].layout.strides) == [1] and specs[2].layout.storage_offset == 0
     assert not specs[3].HasField("layout") and specs[3].length == 0
+
+
+def test_max_bytes_refuses_a_publish_before_allocating_and_status_reports_device_bytes(world):
+    # Issue 25: a publish whose arenas would pass --max-bytes is RESOURCE_EXHAUSTED before any
+    # allocation file exists; what the daemon holds is the sum of its arenas' sizes, the same in
+    # Status, on the attachment and in the mock's files.
+    import grpc  # noqa: PLC0415
+
+    import publish_child  # noqa: PLC0415
+
+    world.serve(0, None, "--max-bytes", "4096", *POSIX_SHM)
+    cfg = publish_child.config()
+    with pytest.raises(wcache.DaemonError) as exc:
+        wcache.publish(cfg, {"x": torch.ones(4096)}, device_uuid=world.uuids[0], getenv=world.getenv)
+    assert exc.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.value
+    assert "--max-bytes" in str(exc.value) and "4096" in str(exc.value), exc.value
+    assert shm_files(world) == []
+    st = wcache.status(device_uuid=world.uuids[0], getenv=world.getenv)
+    assert (st.state, st.device_bytes, st.device_bytes_total, st.max_bytes) == ("empty", 0, 0, 4096)
+
+    wcache.publish(cfg, {"x": torch.ones(3)}, device_uuid=world.uuids[0], getenv=world.getenv)
+    st = wcache.status(device_uuid=world.uuids[0], getenv=world.getenv)
+    files = sum(os.path.getsize(os.path.join(world.mock_dir, f)) for f in shm_files(world))
+    with wcache.attach(cfg, device_uuid=world.uuids[0], getenv=world.getenv) as att:
+        assert st.device_bytes_total == st.device_bytes == att.device_bytes == files > 0
+        assert st.bytes <= st.device_bytes <= 4096

@@ -16,6 +16,7 @@ import (
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/sdk"
 )
 
 func newServeCommand(e *env) *cobra.Command {
@@ -31,6 +32,8 @@ func newServeCommand(e *env) *cobra.Command {
 		allowGIDs    []uint
 		socketGroup  string
 		maxArena     uint64
+		maxBytes     string
+		reserveBytes string
 		hugePages    bool
 		logLevel     string
 		logFormat    string
@@ -94,6 +97,11 @@ has stopped.`,
 		"make the socket group-owned by this group (name or gid) with mode 0660, for clients of other users "+
 			"(they must also pass --allow-uid/--allow-gid)")
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
+	fs.StringVar(&maxBytes, "max-bytes", "",
+		"cap on the device memory the daemon may hold (e.g. 40GiB); a load or publish past it is refused before "+
+			"anything is allocated (RESOURCE_EXHAUSTED); empty: no cap but the device's free memory")
+	fs.StringVar(&reserveBytes, "reserve-bytes", "",
+		"device memory a load or publish must leave free (e.g. 2GiB), when the backend reports free memory; empty: 0")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
 	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text",
@@ -140,7 +148,18 @@ has stopped.`,
 			return err
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
-		opts := daemon.Options{GPU: gpu, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
+		var capBytes, reserve uint64
+		if maxBytes != "" {
+			if capBytes, err = sdk.ParseSize(maxBytes); err != nil || capBytes == 0 {
+				return usageErrorf("--max-bytes %q: want a size above 0 such as 40GiB", maxBytes)
+			}
+		}
+		if reserveBytes != "" {
+			if reserve, err = sdk.ParseSize(reserveBytes); err != nil {
+				return usageErrorf("--reserve-bytes: %v", err)
+			}
+		}
+		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, ReserveBytes: reserve, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
 			ContentPolicies: policies}

@@ -51,7 +51,13 @@ type daemonStatus struct {
 	Source         string `json:"source,omitempty"`
 	BytesLoaded    uint64 `json:"bytes_loaded"`
 	PluginRestarts int    `json:"plugin_restarts,omitempty"`
-	Error          string `json:"error,omitempty"`
+	// DeviceBytes is the device memory the served generation holds (its
+	// arenas' sizes), DeviceBytesTotal all the daemon holds (a publish in
+	// progress included); MaxBytes its --max-bytes (0: none).
+	DeviceBytes      uint64 `json:"device_bytes"`
+	DeviceBytesTotal uint64 `json:"device_bytes_total"`
+	MaxBytes         uint64 `json:"max_bytes,omitempty"`
+	Error            string `json:"error,omitempty"`
 }
 
 type statusLease struct {
@@ -131,6 +137,7 @@ func statusRow(rep daemonctl.Report) daemonStatus {
 	}
 	row.PublisherPID = st.PublisherPID
 	row.Source, row.BytesLoaded, row.PluginRestarts = st.StartPhases.Source, st.StartPhases.BytesLoaded, st.StartPhases.PluginRestarts
+	row.DeviceBytes, row.DeviceBytesTotal, row.MaxBytes = st.DeviceBytes, st.DeviceBytesTotal, st.MaxBytes
 	row.TPRank, row.TPSize, row.PPRank, row.PPSize = st.Config.TPRank, st.Config.TPSize, st.Config.PPRank, st.Config.PPSize
 	row.UptimeSeconds = time.Since(st.Started).Seconds()
 	for _, l := range st.Leases {

@@ -38,6 +38,7 @@ type Sink struct {
 	attachDuration prometheus.Histogram
 	leases         prometheus.Gauge
 	loadedBytes    prometheus.Gauge
+	deviceBytes    prometheus.Gauge
 	tensors        prometheus.Gauge
 	loadDuration   prometheus.Gauge
 	loadRate       prometheus.Gauge
@@ -74,8 +75,10 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 		attachDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
 			Name: "attach_duration_seconds", ConstLabels: labels, Buckets: AttachDurationBuckets(),
 			Help: "Server-side time of a successful attach, from the request to the manifest sent."}),
-		leases:       gauge("leases", "Live leases (attached clients)."),
-		loadedBytes:  gauge("loaded_bytes", "Bytes of the checkpoint loaded into device memory."),
+		leases:      gauge("leases", "Live leases (attached clients)."),
+		loadedBytes: gauge("loaded_bytes", "Bytes of the checkpoint loaded into device memory."),
+		deviceBytes: gauge("device_bytes",
+			"Device memory held by the served generation: its arenas' sizes as the backend allocated them (Status device_bytes)."),
 		tensors:      gauge("tensors", "Tensors served."),
 		loadDuration: gauge("load_duration_seconds", "Duration of the initial load (the backend's Load calls)."),
 		loadRate:     gauge("load_bytes_per_second", "Fill rate of the initial load: loaded bytes / load duration."),
@@ -103,7 +106,7 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 	s.fillFiles.WithLabelValues("direct").Set(0)
 	s.fillFiles.WithLabelValues("buffered").Set(0)
 	for _, c := range []prometheus.Collector{s.attaches, s.attachErrors, s.attachDuration, s.leases,
-		s.loadedBytes, s.tensors, s.loadDuration, s.loadRate, s.fillSeconds, s.fillReaders, s.fillChunks,
+		s.loadedBytes, s.deviceBytes, s.tensors, s.loadDuration, s.loadRate, s.fillSeconds, s.fillReaders, s.fillChunks,
 		s.fillFiles, s.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics of device %s: %w", deviceUUID, err)
@@ -115,6 +118,7 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 // Loaded implements daemon.Metrics.
 func (s *Sink) Loaded(stats daemon.LoadStats, tensors int) {
 	s.loadedBytes.Set(float64(stats.Bytes))
+	s.deviceBytes.Set(float64(stats.AllocatedBytes))
 	s.tensors.Set(float64(tensors))
 	s.loadDuration.Set(stats.Duration.Seconds())
 	s.loadRate.Set(stats.BytesPerSecond())

@@ -36,6 +36,9 @@ func TestMetricsSinkFollowsTheDaemon(t *testing.T) {
 	if got := testutil.ToFloat64(s.loadedBytes); got != float64(td.model.TotalBytes) {
 		t.Errorf("loaded_bytes = %v, want the checkpoint's %d", got, td.model.TotalBytes)
 	}
+	if got := testutil.ToFloat64(s.deviceBytes); got != float64(info.Load.AllocatedBytes) || info.Load.AllocatedBytes < td.model.TotalBytes {
+		t.Errorf("device_bytes = %v, want the arenas' %d (at least the checkpoint's %d)", got, info.Load.AllocatedBytes, td.model.TotalBytes)
+	}
 	if got := testutil.ToFloat64(s.tensors); got != float64(len(td.model.Tensors)) {
 		t.Errorf("tensors = %v, want %d", got, len(td.model.Tensors))
 	}

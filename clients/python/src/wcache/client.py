@@ -192,7 +192,10 @@ class Attachment:
     CacheConfig), ``metadata`` (the publisher's metadata map, empty for
     weights loaded from files), ``device_uuid``, ``socket``, ``lease_id``, ``generation``,
     ``draining`` and ``gone`` (threading.Event set when the daemon announced a
-    drain / when the lease ended), ``gone_reason`` (DaemonGone or None).
+    drain / when the lease ended), ``gone_reason`` (DaemonGone or None),
+    ``device_bytes`` (the device memory this generation holds: the sum of
+    its arenas' sizes, at least the tensor bytes; wcache.status() reports
+    the daemon's total as ``device_bytes_total``).
 
     Thread-safe; callbacks run on the lease's background thread and must not
     call release() and then wait for that thread (release() from a callback is
@@ -221,6 +224,7 @@ class Attachment:
         self.config = CacheConfig.from_proto(manifest.config)
         self.config_digest = manifest.config_digest
         self.metadata: Dict[str, str] = dict(manifest.metadata)
+        self.device_bytes: int = sum(int(h.size) for h in manifest.handles)
         self._on_daemon_gone = on_daemon_gone
         self._on_notice = on_notice
         self._device_index = device_index
@@ -568,7 +572,13 @@ def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
            allow_owners: Iterable[int] = ()):
     """Ask a daemon for its status (wcache.pb.StatusResponse).
 
-    Discovery and errors as attach(); an RPC error is a DaemonError.
+    ``device_bytes_total`` is the device memory the daemon holds (its
+    arenas' sizes as the backend allocated them, a publish in progress
+    included; ``device_bytes`` the served generation's alone): the figure an
+    engine integration hands to its KV-cache sizing (SGLang
+    ``preloaded_weights_bytes``). ``max_bytes`` and ``reserve_bytes`` are the
+    daemon's cap and reserve (0: none). Discovery and errors as attach(); an
+    RPC error is a DaemonError.
     """
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
     check_socket(target, allow_owners)

@@ -333,6 +333,19 @@ type StatusResponse struct {
 	DaemonState  DaemonState       `protobuf:"varint,30,opt,name=daemon_state,json=daemonState,proto3,enum=wcache.daemon.v1.DaemonState" json:"daemon_state,omitempty"`
 	PublisherPid int32             `protobuf:"varint,31,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
 	Metadata     map[string]string `protobuf:"bytes,32,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Device memory held (issue 25), in bytes: the sizes of the arenas as
+	// the backend reported them when it allocated (or imported) them, not
+	// the tensor bytes (bytes). device_bytes is the held generation's (0
+	// while empty or publishing); device_bytes_total everything the daemon
+	// holds now: the generation plus the arenas of a publish in progress.
+	// An engine hands device_bytes_total to its KV-cache sizing.
+	DeviceBytes      uint64 `protobuf:"varint,33,opt,name=device_bytes,json=deviceBytes,proto3" json:"device_bytes,omitempty"`
+	DeviceBytesTotal uint64 `protobuf:"varint,34,opt,name=device_bytes_total,json=deviceBytesTotal,proto3" json:"device_bytes_total,omitempty"`
+	// The daemon's cap (serve --max-bytes; 0: none) and reserve
+	// (--reserve-bytes): a load or publish past either is refused with
+	// RESOURCE_EXHAUSTED before anything is allocated.
+	MaxBytes     uint64 `protobuf:"varint,35,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	ReserveBytes uint64 `protobuf:"varint,36,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
 	// As in Manifest (numbers from 40 on).
 	Files           []*FileContent `protobuf:"bytes,40,rep,name=files,proto3" json:"files,omitempty"`
 	ContentPolicies []string       `protobuf:"bytes,41,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
@@ -508,6 +521,34 @@ func (x *StatusResponse) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetDeviceBytes() uint64 {
+	if x != nil {
+		return x.DeviceBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetDeviceBytesTotal() uint64 {
+	if x != nil {
+		return x.DeviceBytesTotal
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetReserveBytes() uint64 {
+	if x != nil {
+		return x.ReserveBytes
+	}
+	return 0
 }
 
 func (x *StatusResponse) GetFiles() []*FileContent {
@@ -2681,7 +2722,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xa0\a\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xb3\b\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -2708,7 +2749,11 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fstart_phases\x18\x11 \x01(\v2\x1d.wcache.daemon.v1.StartPhasesR\vstartPhases\x12@\n" +
 	"\fdaemon_state\x18\x1e \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\vdaemonState\x12#\n" +
 	"\rpublisher_pid\x18\x1f \x01(\x05R\fpublisherPid\x12J\n" +
-	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x123\n" +
+	"\bmetadata\x18  \x03(\v2..wcache.daemon.v1.StatusResponse.MetadataEntryR\bmetadata\x12!\n" +
+	"\fdevice_bytes\x18! \x01(\x04R\vdeviceBytes\x12,\n" +
+	"\x12device_bytes_total\x18\" \x01(\x04R\x10deviceBytesTotal\x12\x1b\n" +
+	"\tmax_bytes\x18# \x01(\x04R\bmaxBytes\x12#\n" +
+	"\rreserve_bytes\x18$ \x01(\x04R\freserveBytes\x123\n" +
 	"\x05files\x18( \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
 	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
