@@ -81,4 +81,6 @@ __all__ = [
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
     "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "normalize_dtype",
     "normalize_quantization", "parse_template", "evict", "pb", "status", "validate_device_uuid",
+    "ModelNotCachedError", "resolve_model", "content", "ContentMismatchError", "ContentUnknownError", "DigestCache",
+    "PolicyRefusedError", "digest_file", "identities_match", "prove_content", "__version__",
 ]

@@ -530,16 +530,6 @@ def _open_lease(target: Target, request, timeout: float):
             raise ProtocolError(f"wcache daemon at {target.socket} serves device {manifest.device_uuid!r}, "
                                 f"not {target.device_uuid!r}: refusing another GPU's weights")
         descriptors = _fetch_descriptors(target.socket, manifest, call, timeout)
-        if files is not None:
-            try:
-                content.prove_content(content.files_from_proto(manifest.files), list(files), content_policy,
-                                      list(manifest.content_policies), cache=digest_cache,
-                                      progress=on_hash_progress)
-            except BaseException:
-                for fd in descriptors.values():
-                    os.close(fd)
-                call.cancel()
-                raise
     except BaseException:
         channel.close()
         raise
