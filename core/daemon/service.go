@@ -92,8 +92,13 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachDraining)
 		return busyStatus(d.info.DeviceUUID, st)
 	}
+	// A publication that carries its source files' content (wcache
+	// publish of a checkpoint as stored) is matched as a file load: its
+	// clients prove their files against that content, which pins the
+	// model. An engine's own post-processed weights carry none and are
+	// matched by ComparePublished (model and stated dtype compared).
 	compare := cacheconfig.Compare
-	if d.manifest != nil && d.manifest.published {
+	if d.manifest != nil && d.manifest.published && len(d.manifest.content) == 0 {
 		compare = cacheconfig.ComparePublished
 	}
 	if diffs := compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
