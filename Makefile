@@ -10,8 +10,8 @@ GOTEST    ?= $(GO) test -timeout 15m
 # calls none of them, and the warnings would bury real build output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build proto proto-check mod-check test go-test python-test vet fmt-check lint \
-        fuzz bench bench-docs gpu-bundle clean
+.PHONY: all build proto proto-check mod-check test go-test python-test engine-test engine-test-ci vet \
+        fmt-check lint fuzz bench bench-docs gpu-bundle clean
 
 all: build
 
@@ -74,13 +74,28 @@ lint:
 	$(GO) tool staticcheck ./...
 
 ## test: everything CI runs. Fuzz targets run their seed corpora here.
-test: build fmt-check mod-check vet proto-check lint go-test python-test
+test: build fmt-check mod-check vet proto-check lint go-test python-test engine-test-ci
 
 go-test:
 	$(GOTEST) ./...
 
 python-test: build
 	@if [ -x clients/python/test.sh ]; then WCACHE_BIN_DIR=$(BIN) clients/python/test.sh; fi
+
+## engine-test: the engine integrations (docs/engines.md) against the pinned
+## engines, each in its cached environment under ~/.cache/wcache/engines,
+## built from clients/python/engines/<engine>.txt on first use (PyPI; GBs:
+## transformers ~4.7 GiB, vllm ~3 GiB more, sglang ~10 GiB). ENGINES picks some.
+ENGINES ?= transformers vllm sglang
+engine-test: build
+	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh $(ENGINES)
+
+## engine-test-ci: what `make test` runs: transformers always (its
+## environment is built when absent), vLLM and SGLang when their
+## environments exist (make engine-test builds them).
+engine-test-ci: build
+	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh transformers
+	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh --if-present vllm sglang
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
