@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from .device import BACKEND_ENV, BACKEND_MOCK, device_capability
+from .discovery import check_socket, resolve
 from .errors import NoDaemonError, WcacheError
 from .paths import Getenv, _getter
 
@@ -98,6 +99,17 @@ class EngineOptions:
         """Raise NoDaemonFallbackError unless fallback is "load"."""
         if self.fallback != FALLBACK_LOAD:
             raise NoDaemonFallbackError(engine, reason)
+
+    def require_daemon(self, engine: str, device_index: Optional[int], getenv: Getenv = None) -> None:
+        """With fallback "error", raise NoDaemonFallbackError now when the
+        daemon's socket is absent (before the engine loads anything)."""
+        if self.fallback == FALLBACK_LOAD:
+            return
+        target = resolve(getenv=getenv, **self.discovery(device_index))
+        try:
+            check_socket(target)
+        except NoDaemonError as exc:
+            raise NoDaemonFallbackError(engine, str(exc)) from None
 
 
 def config_digest(value) -> str:

@@ -150,6 +150,7 @@ class WcacheModelLoader(_base()):
             log.info("wcache: %s; SGLang's loader", reason)
             return self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config)
 
+        self.options.require_daemon(ENGINE_NAME, index)
         cfg = cache_config(model_config, self.options.capability(index or 0))
         loaded: Dict[str, nn.Module] = {}
 

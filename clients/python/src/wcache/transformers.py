@@ -138,6 +138,7 @@ def from_pretrained(pretrained_model_name_or_path, *, auto_class=None, socket: O
     if discovery["device_index"] is None and discovery["socket"] is None and discovery["device_uuid"] is None \
             and not gpu_visible() and mock_backend(getenv):
         discovery["device_index"] = 0
+    options.require_daemon(ENGINE_NAME, discovery["device_index"], getenv)
     weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(ENGINE_NAME),
                               getenv=getenv, **discovery)
     if weights.source == "loaded":

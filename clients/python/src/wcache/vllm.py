@@ -198,6 +198,7 @@ class WcacheModelLoader(_base()):
             log.info("wcache: %s; default loader", reason)
             return self._disk_loader().load_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
 
+        self.options.require_daemon(ENGINE_NAME, index)
         cfg = cache_config(vllm_config, model_config, self.options.capability(index or 0))
         loaded: Dict[str, nn.Module] = {}
 
