@@ -28,7 +28,8 @@ release) to end the lease.
 
 The cache key (wcache.CacheConfig): model = the directory (or hub id),
 checkpoint_digest of its safetensors headers, model_arch, revision (hub
-snapshots), dtype as requested ("auto" unless given), quantization "none",
+snapshots), dtype as loaded (the one asked for; for "auto", the config's or
+the checkpoint's), quantization "none",
 engine_name "transformers", engine_version transformers.__version__,
 device_capability of the device. Keyword arguments that would change which
 bytes or which modules the model has (quantization_config, adapters,
@@ -161,12 +162,33 @@ def from_pretrained(pretrained_model_name_or_path, *, auto_class=None, socket: O
 def cache_config(path: str, model_id: str, revision: str, hf_config, kwargs: dict, version: str,
                  capability: str) -> CacheConfig:
     """The CacheConfig of a transformers model: see the module docstring."""
-    dtype = kwargs.get("dtype", kwargs.get("torch_dtype"))
     archs = getattr(hf_config, "architectures", None) or []
     return CacheConfig(model=model_id, checkpoint_digest=checkpoint_digest(path),
                        model_arch=archs[0] if archs else type(hf_config).__name__, revision=revision,
-                       dtype=normalize_dtype(dtype if dtype is not None else "auto"),
+                       dtype=resolved_dtype(path, hf_config, kwargs.get("dtype", kwargs.get("torch_dtype"))),
                        engine_name=ENGINE_NAME, engine_version=version, device_capability=capability)
+
+
+def resolved_dtype(path: str, hf_config, dtype) -> str:
+    """The dtype from_pretrained loads in, canonical: the one asked for, or
+    for "auto" (and None, transformers 5's default) the config's dtype, else
+    the first floating-point dtype of the checkpoint. Never "auto" in the key:
+    the daemon lets "auto" match any dtype, and these bytes are one dtype's."""
+    if dtype is not None and normalize_dtype(dtype) != "auto":
+        return normalize_dtype(dtype)
+    configured = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None)
+    if configured is not None and normalize_dtype(configured) != "auto":
+        return normalize_dtype(configured)
+    from .checkpoint import checkpoint_files, read_header  # noqa: PLC0415
+
+    files, _ = checkpoint_files(path)
+    for f in files:
+        _, tensors = read_header(f)
+        for name in sorted(tensors):
+            dt = tensors[name][0]
+            if dt.startswith(("F", "BF")):
+                return normalize_dtype(dt)
+    return "auto"
 
 
 def _device(torch, device_map, getenv: Getenv):
@@ -241,4 +263,4 @@ def _check_device(model, device) -> None:
         return
 
 
-__all__ = ["ENGINE_NAME", "cache_config", "from_pretrained", "NoDaemonError"]
+__all__ = ["ENGINE_NAME", "cache_config", "from_pretrained", "resolved_dtype", "NoDaemonError"]
