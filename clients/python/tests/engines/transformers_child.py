@@ -49,7 +49,7 @@ def tensors_digest(model) -> str:
     named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
     for name, t in sorted(named, key=lambda kv: kv[0]):
         h.update(f"{name}:{t.dtype}:{list(t.shape)};".encode())
-        h.update(t.detach().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
 
