@@ -125,7 +125,7 @@ def _decode(metadata: Mapping[str, str], key: str, value_type) -> dict:
 
 
 def install(model, tensors: Mapping[str, object], metadata: Mapping[str, str], *, check_shapes: bool = True,
-            allow_new: bool = False, leftover_meta: str = "error") -> int:
+            allow_new: bool = False, leftover_meta: str = "error", copy_buffers: bool = False) -> int:
     """Put tensors (canonical name → torch.Tensor, as module_table published
     them) into model, zero-copy; return how many were installed.
 
@@ -134,6 +134,9 @@ def install(model, tensors: Mapping[str, object], metadata: Mapping[str, str], *
     post-processing legitimately reshapes, e.g. repacked quantized weights).
     allow_new: a name the model lacks may be added to its module (an engine's
     post-processing may add tensors); otherwise it is a mismatch.
+    copy_buffers: buffers become private copies instead of aliases of the
+    daemon's memory (an engine whose post-processing rewrites buffers in
+    place, e.g. vLLM's attention scales, must not write into shared memory).
     leftover_meta: what to do with parameters and buffers still on the meta
     device afterwards: "error" (ModuleMismatchError naming them) or "keep"
     (the caller deals with them).
@@ -188,7 +191,7 @@ def install(model, tensors: Mapping[str, object], metadata: Mapping[str, str], *
             put(name, t, False, False, None)
             continue
         if name in buffers:
-            put(name, t, True, buffers[name], t)
+            put(name, t.clone() if copy_buffers else t, True, buffers[name], t)
             continue
         mod_name, _, leaf = name.rpartition(".")
         mod = modules.get(mod_name)

@@ -235,8 +235,11 @@ class WcacheModelLoader(_base()):
                 model = initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
             # Post-processing may have reshaped (repacked) or added tensors:
             # the published ones are what the model runs.
+            # Buffers are copied: process_weights_after_loading rewrites some
+            # in place (attention k/v scales), which must not touch the
+            # daemon's shared (on the mock: read-only) memory.
             modules.install(model, weights, weights.metadata, check_shapes=False, allow_new=True,
-                            leftover_meta="keep")
+                            leftover_meta="keep", copy_buffers=True)
             with weights_already_processed():
                 process_weights_after_loading(model, model_config, device)
         dropped = _drop_meta(model)

@@ -53,13 +53,13 @@ def tensors_digest(model) -> str:
     return h.hexdigest()
 
 
-def in_attached_memory(model, weights) -> bool:
-    """Every parameter and buffer shares its storage with an attached tensor."""
+def in_attached_memory(model, weights, buffers: bool = True) -> bool:
+    """Every parameter (and buffer) shares its storage with an attached tensor."""
     spans = []
     for t in weights.values():
         st = t.untyped_storage()
         spans.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
-    for _, t in list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers()):
+    for _, t in list(model.named_parameters(remove_duplicate=False)) + (list(model.named_buffers()) if buffers else []):
         p = t.untyped_storage().data_ptr()
         if not any(lo <= p < hi or (lo == hi == p) for lo, hi in spans):
             return False

@@ -7,8 +7,8 @@ Runs vLLM's plugin loading (load_general_plugins), a single-process gloo
 "distributed" world of TP=1/PP=1, and get_model() under the CPU platform
 (VLLM_TARGET_DEVICE=cpu). Prints one JSON object: the loader's class, the
 model's class, a SHA-256 of every parameter and buffer (names, dtypes,
-shapes, bytes), for wcache the source and whether every parameter and buffer
-lies in the attached tensors' memory, and get_external_weight_memory. A
+shapes, bytes), for wcache the source and whether every parameter lies in
+the attached tensors' memory (buffers are private copies on attach), and get_external_weight_memory. A
 WcacheError prints {"error", "message", "fields"} and exits 3.
 """
 
@@ -76,7 +76,7 @@ def main() -> int:
     w = getattr(model, "_wcache_weights", None)
     if w is not None:
         out.update(source=w.source, reason=w.reason,
-                   in_attached_memory=in_attached_memory(model, w) if w.source != "loaded" else False)
+                   in_attached_memory=in_attached_memory(model, w, buffers=False) if w.source != "loaded" else False)
     out.update({"class": type(model).__name__, "tensors_sha256": tensors_digest(model),
                 "tensors": len(list(model.named_parameters())) + len(list(model.named_buffers()))})
     print(json.dumps(out, default=str))
