@@ -11,7 +11,7 @@ GOTEST    ?= $(GO) test -timeout 15m
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build proto proto-check mod-check test go-test python-test python-test-debian \
-        python-env vet fmt-check lint fuzz bench bench-docs gpu-bundle dist wheel clean
+        python-env engine-test engine-test-ci vet fmt-check lint fuzz bench bench-docs gpu-bundle dist wheel clean
 
 # The release string: sdk/version's default ("0.1.0-dev") unless VERSION=x is
 # given. make dist stamps it into the Go binaries, make wheel into the wheel.
@@ -91,7 +91,7 @@ lint:
 
 ## test: everything CI runs. Fuzz targets run their seed corpora here.
 ## test: everything a change must pass; CI (.ci/run) adds python-test-debian.
-test: build fmt-check mod-check vet proto-check lint go-test python-test
+test: build fmt-check mod-check vet proto-check lint go-test python-test engine-test-ci
 
 go-test:
 	@build/step.sh "go test ./..." $(GOTEST) ./...
@@ -127,6 +127,20 @@ wheel: python-env
 dist:
 	@VERSION='$(VERSION)' DIST='$(DIST)' GO='$(GO)' CC_linux_amd64='$(CC_linux_amd64)' \
 	  CC_linux_arm64='$(CC_linux_arm64)' build/dist.sh $(DIST_PLATFORMS)
+
+## engine-test: the engine integrations (docs/engines.md) against the pinned
+## engines, each in its cached environment under ~/.cache/wcache/engines,
+## built from clients/python/engines/<engine>.txt on first use (PyPI; GBs:
+## transformers ~4.7 GiB, vllm ~3 GiB more, sglang ~10 GiB). ENGINES picks some.
+ENGINES ?= transformers vllm sglang
+engine-test: build
+	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh $(ENGINES)
+
+## engine-test-ci: what `make test` runs: transformers (its environment is
+## built when absent). vLLM and SGLang (GBs more, minutes per engine start on
+## 2 cores) run in make engine-test only.
+engine-test-ci: build
+	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh transformers
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:

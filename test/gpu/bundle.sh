@@ -47,7 +47,7 @@ if ((size > LIMIT)); then
 fi
 if [[ -n "$TAR" ]]; then
 	tar -czf "$TAR" -C "$ROOT" --exclude=__pycache__ --transform "s|^${BIN#"$ROOT"/}|bin|" "${BIN#"$ROOT"/}" \
-		test/gpu clients/python/src
+		test/gpu clients/python/src clients/python/tests/engines/tiny_llama.py
 	echo "bundle: $TAR (unpack, then run test/gpu/gpu-check.sh)"
 fi
 echo "bundle binaries in $BIN"

@@ -34,6 +34,13 @@
 #   publish        an empty daemon; wcache.publish of 4 GiB made on the GPU
 #                  (device-to-device copies into the daemon's handles), its rate
 #                  against a torch device-to-device copy, then attach and compare
+#   vllm, sglang   engine_check.py: the engine with --load-format wcache on a tiny
+#                  Llama against an empty daemon — default loader, publish, attach —
+#                  the same greedy tokens and logprobs each time (CUDA IPC under the
+#                  engine, its kernels and KV sizing: what the CPU tests cannot run).
+#                  Needs GPU_CHECK_VLLM_PYTHON / GPU_CHECK_SGLANG_PYTHON, the Python
+#                  of the engine's environment (clients/python/engines/setup-venv.sh,
+#                  with wcache installed); "unavailable" without it.
 # Results: $OUT/gpu-results.json (and gpu-results.md), log $OUT/gpu-check.log.
 # Verdict: PASS only when every step passed; "unavailable" (no torch/grpcio)
 # is a failure where torch and grpcio are installed. Without a GPU (no
@@ -276,6 +283,32 @@ step_publish() {
 	return $rc
 }
 
+# step_engine ENGINE: an empty daemon, then engine_check.py with the engine's Python.
+step_engine() {
+	local engine=$1 py pid rc=0
+	py=$(eval echo "\${GPU_CHECK_${engine^^}_PYTHON:-}")
+	if [[ -z $py ]]; then echo "GPU_CHECK_${engine^^}_PYTHON is not set"; return 3; fi
+	rm -f "$RUN"/*.ready "$RUN"/*.sock
+	setsid "$BIN/wcache" serve --backend cuda --gpu-id "$GPU" --plugin-dir "$BIN" --socket-template "$SOCK_TMPL" \
+		--ready-template "$READY_TMPL" --log-level info >"$OUT/serve-$engine.out" 2>"$OUT/serve-$engine.err" </dev/null &
+	pid=$!
+	echo $pid >"$WORK/serve.pid"
+	while ! compgen -G "$RUN/*.ready" >/dev/null; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "empty wcache serve exited before it was ready:"; tail -20 "$OUT/serve-$engine.err"; return 1
+		fi
+		sleep 0.1
+	done
+	CUDA_VISIBLE_DEVICES=$GPU WCACHE_SOCKET_TEMPLATE=$SOCK_TMPL WCACHE_READY_TEMPLATE=$READY_TMPL \
+		"$py" "$GPU_SCRIPTS/engine_check.py" "$engine" --work "$WORK" >"$OUT/engine-$engine.json" || rc=$?
+	cat "$OUT/engine-$engine.json"
+	stop_daemon
+	return $rc
+}
+step_vllm() { step_engine vllm; }
+step_sglang() { step_engine sglang; }
+export -f step_engine
+
 log "wcache CUDA GPU check: bundle $ROOT, output $OUT, work $WORK, GPU $GPU, checkpoint $CKPT_BYTES, readers $READERS, deadline ${DEADLINE_S}s"
 step facts 20 step_facts
 grep -q '"status":"no-gpu"' "$STEPS" && NO_GPU=1
@@ -301,6 +334,8 @@ done
 stop_daemon
 step big-arena 90 step_big_arena gpu
 step publish 40 step_publish gpu
+step vllm 200 step_vllm gpu
+step sglang 200 step_sglang gpu
 "$PY" "$GPU_SCRIPTS/results.py" "$OUT"
 rc=$?
 log "total $(($(date +%s) - T_START))s"

@@ -1,0 +1,135 @@
+"""wcache.transformers end to end: real engine processes against `wcache serve --backend mock`.
+
+A tiny Llama (random weights, ~14 MB of float32, tied embeddings) written
+with save_pretrained; every engine is a fresh process (transformers_child.py):
+
+1. a plain AutoModelForCausalLM.from_pretrained gives the reference logits;
+2. without a daemon, wcache.transformers.from_pretrained loads from disk
+   (and refuses with fallback="error");
+3. into an empty daemon it loads, publishes and continues on the daemon's
+   memory;
+4. the checkpoint's tensor bytes are then overwritten (headers, hence the
+   checkpoint digest, unchanged) and evicted from the page cache: a fresh
+   process attaches, and its logits still equal the reference bit for bit,
+   so no tensor byte came from the files; its /proc/self/io read_bytes while
+   loading stays far below the checkpoint's size;
+5. a different dtype is a config mismatch naming the field.
+
+Needs transformers (clients/python/engines/test.sh transformers runs it in the
+pinned environment); skipped without it. Needs bin/wcache (make build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed in this Python "
+                                   "(run clients/python/engines/test.sh transformers)")
+
+import harness  # noqa: E402
+import wcache  # noqa: E402
+from tiny_llama import write_tiny_llama  # noqa: E402
+
+pytestmark = pytest.mark.interop
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformers_child.py")
+
+
+def drop_page_cache(path: str) -> None:
+    """Evict path's pages, so that a later read of them is a read from the device."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def overwrite_tensor_bytes(path: str) -> None:
+    """Invert every byte after the safetensors header (the header stays)."""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        f.seek(8 + n)
+        data = bytearray(f.read())
+        for i in range(len(data)):
+            data[i] ^= 0xFF
+        f.seek(8 + n)
+        f.write(data)
+
+
+def run_child(env, *args, expect_rc=0):
+    proc = subprocess.run([sys.executable, CHILD, *args], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == expect_rc, f"{args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
+                                         f"{proc.stderr[-6000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def world():
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def test_from_pretrained_publishes_then_attaches_without_reading_the_files(world):
+    ckpt = tempfile.mkdtemp(prefix="wc-hf-", dir=os.environ.get("WCACHE_TEST_CKPT_DIR", "/var/tmp"))
+    try:
+        st_file = write_tiny_llama(ckpt)
+        size = os.path.getsize(st_file)
+        digest = wcache.checkpoint_digest(ckpt)
+        env = dict(world.env, WCACHE_BACKEND="mock", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+
+        drop_page_cache(st_file)
+        ref = run_child(env, "disk", ckpt)
+        assert ref["class"] == "LlamaForCausalLM" and ref["tied"] and not ref["training"]
+        if os.major(os.stat(st_file).st_dev) != 0:  # a block device: reads are counted
+            assert ref["read_bytes"] >= size * 0.9, \
+                f"the control read {ref['read_bytes']} bytes of a {size}-byte checkpoint: read_bytes is not counted"
+
+        # No daemon (an empty runtime dir): the plain load, or an error when asked.
+        no_daemon = dict(env, XDG_RUNTIME_DIR=os.path.join(ckpt, "no-daemon"))
+        os.mkdir(no_daemon["XDG_RUNTIME_DIR"], 0o700)
+        refused = run_child(no_daemon, "wcache", ckpt, "--fallback", "error", expect_rc=3)
+        assert refused["error"] == "NoDaemonFallbackError", refused
+        alone = run_child(no_daemon, "wcache", ckpt)
+        assert alone["source"] == "loaded" and "no" in alone["reason"]
+        assert alone["logits_sha256"] == ref["logits_sha256"]
+
+        world.serve(0, None)  # an empty daemon
+        first = run_child(env, "wcache", ckpt)
+        assert first["source"] == "published", first
+        assert first["in_attached_memory"], "the publisher still runs on its own copies"
+        for key in ("logits_sha256", "tensors_sha256", "class", "tied", "training", "config", "generation_config"):
+            assert first[key] == ref[key], key
+
+        overwrite_tensor_bytes(st_file)
+        assert wcache.checkpoint_digest(ckpt) == digest
+        drop_page_cache(st_file)
+        second = run_child(env, "wcache", ckpt)
+        assert second["source"] == "attached", second
+        assert second["in_attached_memory"], "parameters were copied, not attached"
+        for key in ("logits_sha256", "tensors_sha256", "class", "tied", "training", "config", "generation_config"):
+            assert second[key] == ref[key], f"{key}: attached {second[key]!r} != disk {ref[key]!r}"
+        assert second["read_bytes"] < size // 8, \
+            f"the attaching process read {second['read_bytes']} bytes (checkpoint: {size})"
+
+        # Other weights for another dtype: a mismatch, never a silent reload.
+        other = run_child(env, "wcache", ckpt, "--dtype", "bfloat16", expect_rc=3)
+        assert other["error"] == "IncompatibleConfigError" and "dtype" in other["fields"], other
+        st = world.wcache_json("status", "--json")[0]
+        assert st.get("state") == "serving", st
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
