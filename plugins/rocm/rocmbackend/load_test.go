@@ -3,13 +3,11 @@ package rocmbackend
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -68,22 +66,7 @@ func TestLoadThroughSmallStaging(t *testing.T) {
 }
 
 func TestLoadRejectsBadExtentsBeforeCopying(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{}))
-	ctx := context.Background()
-	path, _ := writeFile(t, 10_000, 5)
-	id, _, err := b.Allocate(ctx, 0, 8192)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, e := range map[string]sdk.Extent{
-		"past the allocation": {Path: path, Length: 4096, DestOffset: 8000},
-		"past the file":       {Path: path, FileOffset: 9000, Length: 2000},
-		"missing file":        {Path: filepath.Join(t.TempDir(), "absent"), Length: 1},
-	} {
-		if err := b.Load(ctx, id, []sdk.Extent{e}, nil); !errors.Is(err, sdk.ErrInvalidArgument) {
-			t.Errorf("%s: Load = %v, want ErrInvalidArgument", name, err)
-		}
-	}
+	gputest.CheckLoadRejectsBadExtents(t, newBackend(t, fakeConfig(t, fakeOptions{})))
 }
 
 // TestLoadKeepsThePacedCopyEngineBusy paces the fake HIP's copy engine
@@ -124,21 +107,7 @@ func TestCloseDuringLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	path, _ := writeFile(t, 8<<20, 6)
-	id, _, err := b.Allocate(ctx, 0, 8<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- b.Load(ctx, id, []sdk.Extent{{Path: path, Length: 8 << 20}}, nil) }()
-	time.Sleep(50 * time.Millisecond)
-	if err := b.Close(); err != nil {
-		t.Fatalf("Close during a Load: %v", err)
-	}
-	if err := <-done; err == nil {
-		t.Fatal("a Load cut short by Close succeeded")
-	}
+	gputest.CheckCloseDuringLoad(t, b)
 }
 
 // TestStagingPlacedOnTheGPUsNUMANode checks the lanes are made for the
