@@ -79,3 +79,60 @@ func CheckImportAcrossProcesses(t *testing.T, b sdk.Backend, marker string, env 
 		t.Fatalf("importing an oversized handle: %q, want an invalid-argument error about the mapping's size", out)
 	}
 }
+
+// CheckImportOwnExport loads 300,000 bytes at offset 100 of a 1 MiB
+// allocation of exporter and exports it: a 64-byte handle of kind, the
+// same on a second Export. importer (exporter itself, or another Backend
+// of its Runtime) imports it under an id of its own, which keeps the
+// memory readable after the exporter frees its id; once both are freed
+// the handle is stale (ErrInvalidArgument) and, when capacity is not 0,
+// device 0's FreeMemory is capacity again.
+func CheckImportOwnExport(t *testing.T, exporter, importer sdk.Backend, kind string, capacity uint64) {
+	t.Helper()
+	ctx := context.Background()
+	path, data := WriteFile(t, 300_000, 1)
+	id := LoadFile(t, exporter, path, len(data), 1<<20, 100)
+	h, err := exporter.Export(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Kind != kind || len(h.Data) != 64 || h.Size != 1<<20 {
+		t.Fatalf("Export = %s, %d bytes of data, size %d", h.Kind, len(h.Data), h.Size)
+	}
+	again, err := exporter.Export(ctx, id)
+	if err != nil || !bytes.Equal(again.Data, h.Data) {
+		t.Fatalf("second Export = %x, %v; want the cached handle", again.Data, err)
+	}
+	alias, err := importer.Import(ctx, 0, h)
+	if err != nil {
+		t.Fatalf("Import of this process's own handle: %v", err)
+	}
+	if importer == exporter && alias == id {
+		t.Fatal("Import returned the exporter's id")
+	}
+	// The alias keeps the memory after the original id is freed.
+	if err := exporter.Free(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	got, err := importer.Read(ctx, alias, 100, uint64(len(data)))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Read through the alias after freeing the original: %v (equal=%v)", err, bytes.Equal(got, data))
+	}
+	if err := importer.Free(ctx, alias); err != nil {
+		t.Fatal(err)
+	}
+	// Both ids gone: the memory is freed and the handle is stale.
+	if _, err := importer.Import(ctx, 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
+		t.Fatalf("Import of a freed allocation's handle = %v, want ErrInvalidArgument", err)
+	}
+	if capacity == 0 {
+		return
+	}
+	devs, err := exporter.Devices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs[0].FreeMemory != capacity {
+		t.Fatalf("device free memory %d after freeing everything, want %d", devs[0].FreeMemory, capacity)
+	}
+}

@@ -1,8 +1,6 @@
 package rocmbackend
 
 import (
-	"context"
-	"encoding/hex"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
@@ -15,40 +13,13 @@ func loadFile(t *testing.T, b *Backend, path string, n int, size, dest uint64) s
 }
 
 func TestImportOwnExportSharesTheAllocation(t *testing.T) {
-	rt, err := OpenRuntime(fakeConfig(t, fakeOptions{}), nil)
+	// Without amdsmi, FreeMemory is HIP's count (hipMemGetInfo).
+	rt, err := OpenRuntime(fakeConfig(t, fakeOptions{noSMI: true}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	a, b := rt.NewBackend(), rt.NewBackend()
-	ctx := context.Background()
-	path, data := writeFile(t, 100_000, 1)
-	id := loadFile(t, a, path, len(data), 1<<20, 0)
-	h, err := a.Export(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.Kind != HandleKind || len(h.Data) != 64 || h.Size != 1<<20 {
-		t.Fatalf("Export = %+v", h)
-	}
-	again, err := a.Export(ctx, id)
-	if err != nil || hex.EncodeToString(again.Data) != hex.EncodeToString(h.Data) {
-		t.Fatalf("a second Export gave another handle (%v)", err)
-	}
-	imp, err := b.Import(ctx, 0, h)
-	if err != nil {
-		t.Fatalf("Import of this process's own export: %v", err)
-	}
-	if err := a.Free(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	got, err := b.Read(ctx, imp, 0, uint64(len(data)))
-	if err != nil || string(got) != string(data) {
-		t.Fatalf("the importer's id must keep the allocation alive after the exporter freed its id: %v", err)
-	}
-	if err := b.Free(ctx, imp); err != nil {
-		t.Fatal(err)
-	}
+	gputest.CheckImportOwnExport(t, rt.NewBackend(), rt.NewBackend(), HandleKind, fakeMemory)
 }
 
 func TestImportRejectsBadHandles(t *testing.T) {
