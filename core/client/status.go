@@ -10,13 +10,24 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
-// LeaseInfo is one attached client as the daemon reports it.
+// LeaseInfo is one attached client as the daemon reports it (and as
+// core/daemon lists its own leases: daemon.LeaseInfo is this type).
 type LeaseInfo struct {
 	ID         uint64
 	PID        int32
 	UID        uint32
 	ClientName string
 	Since      time.Time
+}
+
+// String names the lease, its peer and its client ("unnamed" when the
+// client gave no name).
+func (l LeaseInfo) String() string {
+	name := l.ClientName
+	if name == "" {
+		name = "unnamed"
+	}
+	return fmt.Sprintf("lease %d (pid %d, uid %d, %s)", l.ID, l.PID, l.UID, name)
 }
 
 // Status describes a daemon.

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -13,27 +12,15 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 )
 
 // maxClientNameLen bounds the client name a lease records.
 const maxClientNameLen = 256
 
-// LeaseInfo describes one attached client.
-type LeaseInfo struct {
-	ID         uint64
-	PID        int32
-	UID        uint32
-	ClientName string
-	Since      time.Time
-}
-
-func (l LeaseInfo) String() string {
-	name := l.ClientName
-	if name == "" {
-		name = "unnamed"
-	}
-	return fmt.Sprintf("lease %d (pid %d, uid %d, %s)", l.ID, l.PID, l.UID, name)
-}
+// LeaseInfo describes one attached client: the type the client reports
+// in Status, so one declaration serves both sides.
+type LeaseInfo = client.LeaseInfo
 
 // Leases lists the attached clients, oldest first.
 func (d *Daemon) Leases() []LeaseInfo { return d.leaseInfos() }

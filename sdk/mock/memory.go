@@ -3,64 +3,59 @@ package mock
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/wcache/wcache/sdk/fill"
-	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
+
+	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
-	"github.com/wcache/wcache/sdk/procstat"
 )
 
-// FileHandleKind is the handle kind Memory exports and imports: Data is
-// the absolute path of the allocation file, Size its length. Another
-// process of the same uid reads it, or maps it with mmap(PROT_READ,
-// MAP_SHARED); it is the kind the mock plugin calls "posix-shm".
+// FileHandleKind is the handle kind of Memory's allocation files: Data is
+// the absolute path of the file, Size its length. Another process of the
+// same uid maps it with mmap(PROT_READ, MAP_SHARED); it is the kind the
+// mock plugin calls "posix-shm".
 const FileHandleKind = names.KindPosixShm
-
-// fileSuffix ends every allocation file's name:
-// <pid>-<instance nonce>-<id>.shm.
-const fileSuffix = ".shm"
-
-// pageSize is the granularity of allocations.
-const pageSize = 4096
-
-// copyChunk is how much Load copies between progress reports and context
-// checks.
-const copyChunk = 4 << 20
 
 // MemoryOptions configure NewMemory.
 type MemoryOptions struct {
-	// Dir holds the allocation files; created 0700 when missing. Required.
-	// Put it on tmpfs (/dev/shm) for speed; any folder works.
+	// Dir holds the allocation files; created 0700 when missing. Required
+	// unless Memfd is set (then it is neither used nor created). Put it on
+	// tmpfs (/dev/shm) for speed; any folder works.
 	Dir string
-	// DeviceUUIDs are the devices, by ordinal. Default: one device,
-	// GPU-00000000-0000-4000-8000-000000000000.
+	// DeviceUUIDs are the devices, by ordinal. Default (nil): one device,
+	// GPU-00000000-0000-4000-8000-000000000000; an empty non-nil list is
+	// a backend of no devices.
 	DeviceUUIDs []string
 	// Memory is each device's capacity in bytes. Default 1 GiB.
 	Memory uint64
 	// Memfd makes allocations sealed memfds exported as sdk.HandleMemfd
 	// descriptor handles (what the mock plugin does by default) instead of
-	// files in Dir exported by path. Dir is then still required but unused.
+	// files in Dir exported by path.
 	Memfd bool
+	// DeviceName is the Name Devices reports. Default "sdk/mock memory
+	// device".
+	DeviceName string
+	// Logger receives the removal of files of dead processes. Default:
+	// none.
+	Logger hclog.Logger
 }
 
-// Memory is a working in-process sdk.Backend for tests of code that uses
-// a backend: every device is a capacity counter, every allocation a file
-// in a folder, written by Load, read by Read and Digest, exported as a
-// FileHandleKind handle that another Memory (in this or another process)
-// on the same folder imports read-only. It checks arguments the way the
-// conformance suite (sdk/backendtest) demands, so errors carry the sdk
-// kinds. It is not fast and not a model of any device; for fault
-// injection wrap it with Wrap and replace the funcs a test needs to fail.
+// Memory is a working sdk.Backend in process, and the engine of the mock
+// plugin (plugins/mock): every device is a capacity counter, every
+// allocation a sparse file in a folder (or a sealed memfd) mapped with
+// mmap, filled by Load with pwrite through the shared fill pipeline
+// (sdk/fill), read by Read and Digest from the mapping, exported as a
+// handle that another Memory (in this or another process) on the same
+// folder imports read-only. It checks arguments the way the conformance
+// suite (sdk/backendtest) demands, so errors carry the sdk kinds. It is
+// not a model of any device; for fault injection wrap it with Wrap and
+// replace the funcs a test needs to fail, or use LoadWith.
 //
 // Files of this process are removed by Free and Close; files of
 // processes no longer running (procstat.Running) are removed by NewMemory
@@ -70,92 +65,82 @@ type Memory struct {
 	pid   int
 	nonce string
 
+	closing   chan struct{} // closed when Close starts; stops running loads
+	closeOnce sync.Once
+	closeErr  error
+
 	mu     sync.Mutex
 	closed bool
 	nextID sdk.AllocationID
-	allocs map[sdk.AllocationID]*memAlloc
-	used   []uint64
+	allocs map[sdk.AllocationID]*allocation
+	used   []uint64 // bytes allocated per device
 }
 
-var _ sdk.Backend = (*Memory)(nil)
+var (
+	_ sdk.Backend     = (*Memory)(nil)
+	_ sdk.StatsLoader = (*Memory)(nil)
+)
 
-// memAlloc is one allocation or imported file. mu is held shared by calls
-// using the file and exclusively by Free.
-type memAlloc struct {
-	mu       sync.RWMutex
-	f        *os.File
-	ordinal  int
-	size     uint64
-	imported bool // read-only, not charged, file not removed
-	// memfd: f is a memfd (exported as a descriptor, nothing to remove);
-	// an imported memfd is adopted: exportable again, not charged.
-	memfd bool
-}
+// errClosed is the error of every call after Close.
+func errClosed() error { return sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down") }
 
-// NewMemory creates the folder when missing, removes allocation files
-// left there by processes that no longer run, and returns a backend.
+// NewMemory creates the folder when missing (file handles only), removes
+// allocation files left there by processes that no longer run, and
+// returns a backend.
 func NewMemory(opts MemoryOptions) (*Memory, error) {
-	if opts.Dir == "" {
+	if opts.Dir == "" && !opts.Memfd {
 		return nil, errors.New("mock memory: Dir is required")
 	}
-	if len(opts.DeviceUUIDs) == 0 {
+	if opts.DeviceUUIDs == nil {
 		opts.DeviceUUIDs = []string{"GPU-00000000-0000-4000-8000-000000000000"}
 	}
 	if opts.Memory == 0 {
 		opts.Memory = 1 << 30
 	}
-	dir, err := filepath.Abs(opts.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("mock memory: %w", err)
+	if opts.DeviceName == "" {
+		opts.DeviceName = "sdk/mock memory device"
 	}
-	opts.Dir = dir
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("mock memory: %w", err)
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
 	}
-	var nonce [6]byte
+	if opts.Dir != "" {
+		dir, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("mock memory: %w", err)
+		}
+		opts.Dir = dir
+	}
+	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, fmt.Errorf("mock memory: instance nonce: %w", err)
 	}
 	m := &Memory{opts: opts, pid: os.Getpid(), nonce: hex.EncodeToString(nonce[:]), nextID: 1,
-		allocs: make(map[sdk.AllocationID]*memAlloc), used: make([]uint64, len(opts.DeviceUUIDs))}
-	if err := removeDeadFiles(dir); err != nil {
-		return nil, fmt.Errorf("mock memory: %w", err)
+		closing: make(chan struct{}),
+		allocs:  make(map[sdk.AllocationID]*allocation), used: make([]uint64, len(opts.DeviceUUIDs))}
+	if !opts.Memfd {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("mock memory: %w", err)
+		}
+		removeStaleFiles(opts.Dir, m.pid, opts.Logger)
 	}
 	return m, nil
-}
-
-// removeDeadFiles removes allocation files whose process no longer runs.
-func removeDeadFiles(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		name := e.Name()
-		pidText, _, ok := strings.Cut(name, "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || !strings.HasSuffix(name, fileSuffix) {
-			continue
-		}
-		if !procstat.Running(pid) {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Dir is the folder of the allocation files.
 func (m *Memory) Dir() string { return m.opts.Dir }
 
+// HandleKind is the kind Export produces: sdk.HandleMemfd or
+// FileHandleKind.
+func (m *Memory) HandleKind() string {
+	if m.opts.Memfd {
+		return sdk.HandleMemfd
+	}
+	return FileHandleKind
+}
+
 // Info names the backend "mock" on platform "mock".
 func (m *Memory) Info(context.Context) (sdk.Info, error) {
-	kind := FileHandleKind
-	if m.opts.Memfd {
-		kind = sdk.HandleMemfd
-	}
-	return sdk.Info{Name: "mock", Version: "sdk-mock", Platform: "mock", HandleKinds: []string{kind}}, nil
+	return sdk.Info{Name: "mock", Version: "sdk-mock", Platform: "mock", HandleKinds: []string{m.HandleKind()}}, nil
 }
 
 // Devices lists the devices with their free memory.
@@ -164,7 +149,7 @@ func (m *Memory) Devices(context.Context) ([]sdk.Device, error) {
 	defer m.mu.Unlock()
 	out := make([]sdk.Device, len(m.opts.DeviceUUIDs))
 	for i, u := range m.opts.DeviceUUIDs {
-		out[i] = sdk.Device{Ordinal: i, UUID: u, Name: "sdk/mock memory device", TotalMemory: m.opts.Memory,
+		out[i] = sdk.Device{Ordinal: i, UUID: u, Name: m.opts.DeviceName, TotalMemory: m.opts.Memory,
 			FreeMemory: m.opts.Memory - m.used[i], Capability: "mock"}
 	}
 	return out, nil
@@ -180,238 +165,62 @@ func (m *Memory) DeviceUUID(_ context.Context, ordinal int) (string, error) {
 
 func (m *Memory) checkOrdinal(ordinal int) error {
 	if ordinal < 0 || ordinal >= len(m.opts.DeviceUUIDs) {
-		return sdk.Errorf(sdk.ErrNoSuchDevice, "mock device %d (there are %d)", ordinal, len(m.opts.DeviceUUIDs))
+		return sdk.Errorf(sdk.ErrNoSuchDevice, "mock device %d (this backend has %d devices)", ordinal, len(m.opts.DeviceUUIDs))
 	}
 	return nil
 }
 
-// Allocate creates a file of bytes rounded up to 4 KiB.
-func (m *Memory) Allocate(_ context.Context, ordinal int, bytes uint64) (sdk.AllocationID, uint64, error) {
-	if err := m.checkOrdinal(ordinal); err != nil {
-		return 0, 0, err
+// Ordinal returns the device of a live allocation, for a backend built on
+// Memory that decides per device (the mock plugin's fault knobs).
+func (m *Memory) Ordinal(id sdk.AllocationID) (int, error) {
+	a, err := m.lookup(id)
+	if err != nil {
+		return 0, err
 	}
-	if bytes == 0 {
-		return 0, 0, sdk.Errorf(sdk.ErrInvalidArgument, "allocate 0 bytes")
-	}
-	if bytes > m.opts.Memory {
-		return 0, 0, sdk.Errorf(sdk.ErrOutOfMemory, "allocate %d bytes on a %d-byte device", bytes, m.opts.Memory)
-	}
-	size := (bytes + pageSize - 1) / pageSize * pageSize
+	return a.ordinal, nil
+}
+
+// lookup returns a live allocation or ErrNoSuchAllocation.
+func (m *Memory) lookup(id sdk.AllocationID) (*allocation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return 0, 0, sdk.Errorf(sdk.ErrUnavailable, "mock memory is closed")
-	}
-	if m.opts.Memory-m.used[ordinal] < size {
-		return 0, 0, sdk.Errorf(sdk.ErrOutOfMemory, "allocate %d bytes: %d of %d free on device %d",
-			size, m.opts.Memory-m.used[ordinal], m.opts.Memory, ordinal)
-	}
-	id := m.nextID
-	var f *os.File
-	var err error
-	if m.opts.Memfd {
-		f, err = sdk.NewMemfd(fmt.Sprintf("sdk-mock-%s-%d", m.nonce, id), size)
-	} else {
-		f, err = m.createFile(id, size)
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("mock memory: allocate: %w", err)
-	}
-	m.nextID++
-	m.used[ordinal] += size
-	m.allocs[id] = &memAlloc{f: f, ordinal: ordinal, size: size, memfd: m.opts.Memfd}
-	return id, size, nil
-}
-
-// createFile creates allocation file id of size bytes in Dir.
-func (m *Memory) createFile(id sdk.AllocationID, size uint64) (*os.File, error) {
-	path := filepath.Join(m.opts.Dir, fmt.Sprintf("%d-%s-%d%s", m.pid, m.nonce, id, fileSuffix))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Truncate(int64(size)); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, err
-	}
-	return f, nil
-}
-
-// lookup returns a live allocation, read-locked; the caller unlocks.
-func (m *Memory) lookup(id sdk.AllocationID) (*memAlloc, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, sdk.Errorf(sdk.ErrUnavailable, "mock memory is closed")
+		return nil, errClosed()
 	}
 	a, ok := m.allocs[id]
 	if !ok {
 		return nil, sdk.Errorf(sdk.ErrNoSuchAllocation, "allocation %d", id)
 	}
-	a.mu.RLock()
 	return a, nil
 }
 
-// inside reports whether [off, off+n) lies in [0, size) without overflow.
-func inside(off, n, size uint64) bool { return off <= size && n <= size-off }
-
-// Load copies every extent, checking all of them first: an extent past
-// the allocation's end, a missing file or a range past a file's end is
-// ErrInvalidArgument, and so is loading into an imported mapping.
-func (m *Memory) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) error {
-	_, err := m.LoadWithStats(ctx, id, extents, progress)
-	return err
-}
-
-// LoadWithStats is Load through the shared fill pipeline (sdk/fill) with a
-// pwrite into the allocation's file as the "copy", so tests that use
-// Memory exercise the same pipeline as the real backends and get its
-// counters.
-func (m *Memory) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
-	a, err := m.lookup(id)
-	if err != nil {
-		return sdk.LoadStats{}, err
-	}
-	defer a.mu.RUnlock()
-	if a.imported && !a.memfd {
-		return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "load into imported mapping %d", id)
-	}
-	for i, e := range extents {
-		if !inside(e.DestOffset, e.Length, a.size) {
-			return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "extent %d [%d, +%d) outside the %d-byte allocation", i, e.DestOffset, e.Length, a.size)
-		}
-	}
-	st, err := fill.Fill(ctx, fill.WriterAt{W: a.f}, a.size, extents, progress, fill.Options{Buffers: 1, BufferBytes: copyChunk})
-	if err != nil {
-		return st, fmt.Errorf("load into allocation %d: %w", id, err)
-	}
-	return st, nil
-}
-
-// Export returns the allocation's file as a FileHandleKind handle.
-func (m *Memory) Export(_ context.Context, id sdk.AllocationID) (sdk.Handle, error) {
-	a, err := m.lookup(id)
-	if err != nil {
-		return sdk.Handle{}, err
-	}
-	defer a.mu.RUnlock()
-	if a.memfd {
-		f, err := sdk.DupFile(a.f)
-		if err != nil {
-			return sdk.Handle{}, fmt.Errorf("mock memory: export: %w", err)
-		}
-		return sdk.Handle{Kind: sdk.HandleMemfd, Size: a.size, File: f}, nil
-	}
-	return sdk.Handle{Kind: FileHandleKind, Data: []byte(a.f.Name()), Size: a.size}, nil
-}
-
-// Import opens, read-only, an allocation file of this folder named by a
-// FileHandleKind handle. Anything else is ErrInvalidArgument (another
-// kind: ErrUnsupported).
-func (m *Memory) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
-	if err := m.checkOrdinal(ordinal); err != nil {
-		return 0, err
-	}
-	if h.Kind == sdk.HandleMemfd {
-		return m.importMemfd(ordinal, h)
-	}
-	if h.Kind != FileHandleKind {
-		return 0, sdk.Errorf(sdk.ErrUnsupported, "handle kind %q (mock memory imports %q)", h.Kind, FileHandleKind)
-	}
-	path := string(h.Data)
-	if filepath.Dir(path) != m.opts.Dir || !strings.HasSuffix(path, fileSuffix) || filepath.Clean(path) != path {
-		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "handle %q names no allocation file of %s", path, m.opts.Dir)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import: %v", err)
-	}
-	st, err := f.Stat()
-	if err != nil || uint64(st.Size()) != h.Size {
-		f.Close()
-		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import %s: size is not the handle's %d bytes", path, h.Size)
-	}
-	return m.adopt(&memAlloc{f: f, ordinal: ordinal, size: h.Size, imported: true})
-}
-
-// importMemfd adopts a sealed memfd of the handle's size (a duplicate of
-// its descriptor): the same memory, exportable again, not charged.
-func (m *Memory) importMemfd(ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
-	if h.File == nil || h.Size == 0 {
-		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "import a memfd handle of %d bytes without a descriptor", h.Size)
-	}
-	if err := sdk.CheckMemfd(h.File, h.Size); err != nil {
-		return 0, fmt.Errorf("mock memory: import: %w", err)
-	}
-	f, err := sdk.DupFile(h.File)
-	if err != nil {
-		return 0, fmt.Errorf("mock memory: import: %w", err)
-	}
-	return m.adopt(&memAlloc{f: f, ordinal: ordinal, size: h.Size, memfd: true, imported: true})
-}
-
-// adopt registers an imported file under a new id (it is not charged);
-// once Close ran, it closes the file and fails with ErrUnavailable.
-func (m *Memory) adopt(a *memAlloc) (sdk.AllocationID, error) {
+// adopt registers an imported allocation under a new id (it is not
+// charged), naming an adopted memfd "memfd:imported-<id>"; once Close
+// ran, it releases it and fails with ErrUnavailable.
+func (m *Memory) adopt(a *allocation) (sdk.AllocationID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		a.f.Close()
-		return 0, sdk.Errorf(sdk.ErrUnavailable, "mock memory is closed")
+		_ = a.release()
+		return 0, errClosed()
 	}
-	id := m.nextID
+	a.id = m.nextID
 	m.nextID++
-	m.allocs[id] = a
-	return id, nil
+	if a.path == "" {
+		a.path = fmt.Sprintf("memfd:imported-%d", a.id)
+	}
+	m.allocs[a.id] = a
+	return a.id, nil
 }
 
-// Read returns [offset, offset+length); at most sdk.MaxReadBytes.
-func (m *Memory) Read(_ context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error) {
-	a, err := m.lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	defer a.mu.RUnlock()
-	if length > sdk.MaxReadBytes || !inside(offset, length, a.size) {
-		return nil, sdk.Errorf(sdk.ErrInvalidArgument, "read [%d, +%d) of a %d-byte allocation", offset, length, a.size)
-	}
-	p := make([]byte, length)
-	if _, err := a.f.ReadAt(p, int64(offset)); err != nil {
-		return nil, fmt.Errorf("mock memory: read: %w", err)
-	}
-	return p, nil
-}
-
-// Digest returns the SHA-256 of each range.
-func (m *Memory) Digest(_ context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error) {
-	a, err := m.lookup(id)
-	if err != nil {
-		return nil, err
-	}
-	defer a.mu.RUnlock()
-	out := make([][32]byte, len(ranges))
-	for i, r := range ranges {
-		if !inside(r.Offset, r.Length, a.size) {
-			return nil, sdk.Errorf(sdk.ErrInvalidArgument, "digest range %d [%d, +%d) of a %d-byte allocation", i, r.Offset, r.Length, a.size)
-		}
-		h := sha256.New()
-		if _, err := io.Copy(h, io.NewSectionReader(a.f, int64(r.Offset), int64(r.Length))); err != nil {
-			return nil, fmt.Errorf("mock memory: digest: %w", err)
-		}
-		copy(out[i][:], h.Sum(nil))
-	}
-	return out, nil
-}
-
-// Free closes an allocation and removes its file, or closes an imported
-// one. It waits for calls still using it.
+// Free unmaps an allocation and deletes its file, or unmaps an imported
+// mapping. It waits for calls still using the allocation.
 func (m *Memory) Free(_ context.Context, id sdk.AllocationID) error {
 	m.mu.Lock()
 	a, ok := m.allocs[id]
 	if ok {
 		delete(m.allocs, id)
-		if !a.imported {
+		if !a.imported && !a.adopted {
 			m.used[a.ordinal] -= a.size
 		}
 	}
@@ -419,35 +228,31 @@ func (m *Memory) Free(_ context.Context, id sdk.AllocationID) error {
 	if !ok {
 		return sdk.Errorf(sdk.ErrNoSuchAllocation, "free allocation %d", id)
 	}
-	return a.release()
-}
-
-func (a *memAlloc) release() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	err := a.f.Close()
-	if !a.imported && !a.memfd {
-		if rerr := os.Remove(a.f.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			err = errors.Join(err, rerr)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("mock memory: free: %w", err)
+	if err := a.release(); err != nil {
+		return fmt.Errorf("free allocation %d: %w", id, err)
 	}
 	return nil
 }
 
-// Close frees every allocation, removing its file; later calls fail with
-// ErrUnavailable. It is safe to call more than once.
+// Close stops running loads, unmaps every allocation and deletes every
+// file this backend created. Later calls fail with ErrUnavailable. Close is
+// safe to call more than once and from a signal handler goroutine.
 func (m *Memory) Close() error {
-	m.mu.Lock()
-	m.closed = true
-	all := m.allocs
-	m.allocs = map[sdk.AllocationID]*memAlloc{}
-	m.mu.Unlock()
-	var errs []error
-	for _, a := range all {
-		errs = append(errs, a.release())
-	}
-	return errors.Join(errs...)
+	m.closeOnce.Do(func() {
+		close(m.closing)
+		m.mu.Lock()
+		m.closed = true
+		all := m.allocs
+		m.allocs = map[sdk.AllocationID]*allocation{}
+		m.mu.Unlock()
+		var errs []error
+		for _, a := range all {
+			if err := a.release(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		m.closeErr = errors.Join(errs...)
+		m.opts.Logger.Debug("mock memory closed", "released", len(all))
+	})
+	return m.closeErr
 }

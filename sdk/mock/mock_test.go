@@ -114,8 +114,8 @@ func TestNewMemoryRemovesFilesOfDeadProcesses(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	dead := filepath.Join(dir, strconv.Itoa(cmd.Process.Pid)+"-0123456789ab-1.shm")
-	live := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-0123456789ab-1.shm")
+	dead := filepath.Join(dir, strconv.Itoa(cmd.Process.Pid)+"-0123456789abcdef-1.shm")
+	live := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-0123456789abcdef-1.shm")
 	other := filepath.Join(dir, "notes.txt")
 	for _, f := range []string{dead, live, other} {
 		if err := os.WriteFile(f, nil, 0o600); err != nil {

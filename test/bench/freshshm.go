@@ -14,6 +14,7 @@ import (
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/sdk/mock"
 )
 
 // Fills of fresh shared memory without wcache: the baselines that locate
@@ -22,13 +23,13 @@ import (
 // it; creating, sizing and mapping the file is timed apart from the fill,
 // as the mock's Allocate is apart from its Load.
 
-// The mock backend's Load tuning (plugins/mock/mockbackend/load.go: the
-// sdk/fill pipeline with its default readers and one 1 MiB buffer each),
-// mirrored so that the bare pattern is the mock's own; the other probes
-// cut their work into mockChunk pieces.
+// The mock backend's Load tuning (sdk/mock/load.go, the engine of the mock
+// plugin: the sdk/fill pipeline with its default readers and one
+// mock.LoadChunk buffer each), taken from it so that the bare pattern is
+// the mock's own; the other probes cut their work into mockChunk pieces.
 const (
 	mockChunk  = 8 << 20
-	mockBounce = 1 << 20
+	mockBounce = mock.LoadChunk
 	// pageSize is the page size faults and allocation costs count in.
 	pageSize = 4096
 )

@@ -25,7 +25,7 @@ func (rt *Runtime) Devices(ctx context.Context) ([]sdk.Device, error) {
 			UUID:        d.canonical,
 			Name:        d.name,
 			TotalMemory: total,
-			FreeMemory:  min(free, total),
+			FreeMemory:  free,
 			PCIBusID:    d.pciBusID,
 			Capability:  d.capability,
 		}
@@ -33,19 +33,17 @@ func (rt *Runtime) Devices(ctx context.Context) ([]sdk.Device, error) {
 	return out, nil
 }
 
-// memInfo returns the free and total bytes of a device.
+// memInfo returns the free and total bytes of a device (NVML's figures
+// when it knows the device, see gpucore.Runtime.DeviceMemory).
 func (rt *Runtime) memInfo(ctx context.Context, d deviceInfo) (free, total uint64, err error) {
 	rt.mu.Lock()
 	nv := rt.nvml
 	rt.mu.Unlock()
-	if rt.isClosed() {
-		return 0, 0, rt.core.ErrClosed()
-	}
-	if nv != nil && d.fromNVML {
-		if m, ok := nv.Lookup(d.uuid); ok && m.HaveMemory && m.TotalMemory > 0 {
-			return m.FreeMemory, m.TotalMemory, nil
+	return rt.core.DeviceMemory(ctx, d.ordinal, d.totalMemory, func() (uint64, uint64, bool) {
+		if nv == nil || !d.fromNVML {
+			return 0, 0, false
 		}
-	}
-	free, _, err = rt.core.FreeMemory(ctx, d.ordinal) // 0 without a running worker: unknown, see Devices
-	return free, d.totalMemory, err
+		m, ok := nv.Lookup(d.uuid)
+		return m.FreeMemory, m.TotalMemory, ok && m.HaveMemory
+	})
 }

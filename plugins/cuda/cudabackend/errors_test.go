@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -64,49 +65,12 @@ func TestUnavailableBackend(t *testing.T) {
 }
 
 func TestOutOfMemoryThenFreeMakesRoom(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{}))
-	ctx := context.Background()
-	big, _, err := b.Allocate(ctx, 0, 200<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = b.Allocate(ctx, 0, 100<<20)
-	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
-		t.Fatalf("Allocate past capacity = %v, want ErrOutOfMemory naming CUDA_ERROR_OUT_OF_MEMORY", err)
-	}
-	if err := b.Free(ctx, big); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := b.Allocate(ctx, 0, 100<<20); err != nil {
-		t.Fatalf("Allocate after Free: %v", err)
-	}
+	gputest.CheckOutOfMemoryThenFree(t, newBackend(t, fakeConfig(t, fakeOptions{})), fakeMemory, "CUDA_ERROR_OUT_OF_MEMORY")
 }
 
 func TestClosedBackendIsUnavailable(t *testing.T) {
-	b, err := New(fakeConfig(t, fakeOptions{}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	id, _, err := b.Allocate(ctx, 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := b.Read(ctx, id, 0, 1); !errors.Is(err, sdk.ErrUnavailable) {
-		t.Fatalf("Read after Close = %v, want ErrUnavailable", err)
-	}
-	if _, _, err := b.Allocate(ctx, 0, 1); !errors.Is(err, sdk.ErrUnavailable) {
-		t.Fatalf("Allocate after Close = %v, want ErrUnavailable", err)
-	}
-	if _, err := b.Devices(ctx); !errors.Is(err, sdk.ErrUnavailable) {
-		t.Fatalf("Devices after Close = %v, want ErrUnavailable", err)
-	}
+	cfg := fakeConfig(t, fakeOptions{})
+	gputest.CheckClosedIsUnavailable(t, func() (*Backend, error) { return New(cfg, nil) })
 }
 
 func TestRuntimeCloseFreesSharedMemory(t *testing.T) {

@@ -252,6 +252,25 @@ func (rt *Runtime) FreeMemory(ctx context.Context, ordinal int) (free uint64, kn
 	return free, true, nil
 }
 
+// DeviceMemory returns a device's free and total bytes for Devices:
+// monitor's (the vendor's management library: NVML, amdsmi) when it
+// reports (ok and a total above 0), else the free bytes of a running
+// worker (FreeMemory: 0 without one, meaning unknown) and total, the
+// driver's figure. Free is never above total. monitor may be nil; after
+// Close it is ErrClosed.
+func (rt *Runtime) DeviceMemory(ctx context.Context, ordinal int, total uint64, monitor func() (free, total uint64, ok bool)) (uint64, uint64, error) {
+	if rt.IsClosed() {
+		return 0, 0, rt.errClosed
+	}
+	if monitor != nil {
+		if f, t, ok := monitor(); ok && t > 0 {
+			return min(f, t), t, nil
+		}
+	}
+	free, _, err := rt.FreeMemory(ctx, ordinal)
+	return min(free, total), total, err
+}
+
 // Worker is one device's thread: every Driver call marked "thread" runs
 // there. State is what Driver.Setup returned; Lanes is the Driver's to
 // keep the device's fill lanes in (made once, through LanesOnce).

@@ -2,8 +2,6 @@ package mockbackend
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mock"
 	"github.com/wcache/wcache/sdk/names"
 	"github.com/wcache/wcache/sdk/version"
 )
@@ -28,28 +27,21 @@ const (
 	HandleKind = HandlePosixShm
 )
 
-// Backend is the mock sdk.Backend. Every device is a capacity counter;
-// every allocation is a sparse file in a private folder, sized with
-// ftruncate, mapped with mmap and filled by Load with pwrite. Create it
-// with New and release it with Close.
+// Backend is the mock sdk.Backend: an sdk/mock.Memory (every device a
+// capacity counter, every allocation a sealed memfd or a sparse file in a
+// private folder, sized with ftruncate, mapped with mmap and filled by
+// Load with pwrite) with the plugin's configuration and fault knobs.
+// Create it with New and release it with Close.
 type Backend struct {
-	cfg   Config
-	dir   string
-	log   hclog.Logger
-	pid   int
-	nonce string
+	cfg Config
+	dir string
+	log hclog.Logger
+	mem *mock.Memory
 	// exit ends the process for an injected crash; os.Exit outside tests.
 	exit func(code int)
 
-	closing   chan struct{} // closed when Close starts; stops running loads
+	closing   chan struct{} // closed when Close starts; ends load delays
 	closeOnce sync.Once
-	closeErr  error
-
-	mu     sync.Mutex
-	closed bool
-	nextID sdk.AllocationID
-	allocs map[sdk.AllocationID]*allocation
-	used   []uint64 // bytes allocated per device
 }
 
 var _ sdk.Backend = (*Backend)(nil)
@@ -91,28 +83,16 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 			return nil, fmt.Errorf("mock backend: %w", err)
 		}
 	}
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return nil, fmt.Errorf("mock backend: instance nonce: %w", err)
-	}
-	b := &Backend{
-		cfg:     cfg,
-		dir:     dir,
-		log:     logger,
-		pid:     os.Getpid(),
-		nonce:   hex.EncodeToString(nonce[:]),
-		exit:    os.Exit,
-		closing: make(chan struct{}),
-		nextID:  1,
-		allocs:  make(map[sdk.AllocationID]*allocation),
-		used:    make([]uint64, len(cfg.DeviceUUIDs)),
-	}
-	if cfg.Handle == HandlePosixShm {
-		removeStaleFiles(dir, b.pid, logger)
+	// A non-nil list, even an empty one: a mock of no devices is valid.
+	uuids := append(make([]string, 0, len(cfg.DeviceUUIDs)), cfg.DeviceUUIDs...)
+	mem, err := mock.NewMemory(mock.MemoryOptions{Dir: dir, DeviceUUIDs: uuids, Memory: cfg.Memory,
+		Memfd: cfg.Handle == HandleMemfd, DeviceName: "wcache mock device", Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("mock backend: %w", err)
 	}
 	logger.Debug("mock backend ready", "handle", cfg.Handle, "dir", dir, "devices", len(cfg.DeviceUUIDs), "memory_per_device", cfg.Memory,
 		"fault_devices", cfg.Faults.Devices)
-	return b, nil
+	return &Backend{cfg: cfg, dir: dir, log: logger, mem: mem, exit: os.Exit, closing: make(chan struct{})}, nil
 }
 
 // Dir is the folder that holds this backend's allocation files (posix-shm
@@ -128,36 +108,11 @@ func (b *Backend) Info(context.Context) (sdk.Info, error) {
 }
 
 // Devices lists the configured devices with their free memory.
-func (b *Backend) Devices(context.Context) ([]sdk.Device, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]sdk.Device, len(b.cfg.DeviceUUIDs))
-	for i, u := range b.cfg.DeviceUUIDs {
-		out[i] = sdk.Device{
-			Ordinal:     i,
-			UUID:        u,
-			Name:        "wcache mock device",
-			TotalMemory: b.cfg.Memory,
-			FreeMemory:  b.cfg.Memory - b.used[i],
-			Capability:  "mock",
-		}
-	}
-	return out, nil
-}
+func (b *Backend) Devices(ctx context.Context) ([]sdk.Device, error) { return b.mem.Devices(ctx) }
 
 // DeviceUUID returns the UUID of a configured device.
-func (b *Backend) DeviceUUID(_ context.Context, ordinal int) (string, error) {
-	if err := b.checkOrdinal(ordinal); err != nil {
-		return "", err
-	}
-	return b.cfg.DeviceUUIDs[ordinal], nil
-}
-
-func (b *Backend) checkOrdinal(ordinal int) error {
-	if ordinal < 0 || ordinal >= len(b.cfg.DeviceUUIDs) {
-		return sdk.Errorf(sdk.ErrNoSuchDevice, "mock device %d (this backend has %d devices)", ordinal, len(b.cfg.DeviceUUIDs))
-	}
-	return nil
+func (b *Backend) DeviceUUID(ctx context.Context, ordinal int) (string, error) {
+	return b.mem.DeviceUUID(ctx, ordinal)
 }
 
 // faults returns the knobs that apply to allocations on device ordinal:
@@ -169,63 +124,60 @@ func (b *Backend) faults(ordinal int) Faults {
 	return NoFaults()
 }
 
-// lookup returns a live allocation or ErrNoSuchAllocation.
-func (b *Backend) lookup(id sdk.AllocationID) (*allocation, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, sdk.Errorf(sdk.ErrUnavailable, "mock backend is shutting down")
+// Allocate is sdk/mock.Memory's Allocate (a sparse file or memfd of bytes
+// rounded up to the page size, refused with ErrOutOfMemory beyond the
+// device's capacity or what the folder can hold) unless EnvFailAllocate
+// applies to the device.
+func (b *Backend) Allocate(ctx context.Context, ordinal int, bytes uint64) (sdk.AllocationID, uint64, error) {
+	if _, err := b.mem.DeviceUUID(ctx, ordinal); err != nil {
+		return 0, 0, err
 	}
-	a, ok := b.allocs[id]
-	if !ok {
-		return nil, sdk.Errorf(sdk.ErrNoSuchAllocation, "allocation %d", id)
+	if bytes == 0 {
+		return 0, 0, sdk.Errorf(sdk.ErrInvalidArgument, "allocate 0 bytes")
 	}
-	return a, nil
+	if b.faults(ordinal).FailAllocate {
+		return 0, 0, sdk.Errorf(sdk.ErrOutOfMemory, "allocate %d bytes on mock device %d: injected by %s", bytes, ordinal, EnvFailAllocate)
+	}
+	return b.mem.Allocate(ctx, ordinal, bytes)
+}
+
+// Export returns the handle of an allocation: posix-shm, its file path and
+// size; memfd, a duplicate of its descriptor (the caller's to close). An
+// imported posix-shm mapping is ErrInvalidArgument; EnvFailExport fails it
+// (untyped).
+func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error) {
+	return b.mem.ExportWith(ctx, id, func(ordinal int) error {
+		if b.faults(ordinal).FailExport {
+			return fmt.Errorf("export allocation %d: injected by %s", id, EnvFailExport)
+		}
+		return nil
+	})
+}
+
+// Import maps a posix-shm handle of this backend's folder read-only, or
+// adopts a memfd handle (sdk/mock.Memory's Import).
+func (b *Backend) Import(ctx context.Context, ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
+	return b.mem.Import(ctx, ordinal, h)
+}
+
+// Read copies a range of an allocation.
+func (b *Backend) Read(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error) {
+	return b.mem.Read(ctx, id, offset, length)
+}
+
+// Digest hashes each range with SHA-256.
+func (b *Backend) Digest(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error) {
+	return b.mem.Digest(ctx, id, ranges)
 }
 
 // Free unmaps an allocation and deletes its file, or unmaps an imported
 // mapping. It waits for calls still using the allocation.
-func (b *Backend) Free(_ context.Context, id sdk.AllocationID) error {
-	b.mu.Lock()
-	a, ok := b.allocs[id]
-	if ok {
-		delete(b.allocs, id)
-		if !a.imported && !a.adopted {
-			b.used[a.ordinal] -= a.size
-		}
-	}
-	b.mu.Unlock()
-	if !ok {
-		return sdk.Errorf(sdk.ErrNoSuchAllocation, "free allocation %d", id)
-	}
-	if err := a.release(); err != nil {
-		return fmt.Errorf("free allocation %d: %w", id, err)
-	}
-	return nil
-}
+func (b *Backend) Free(ctx context.Context, id sdk.AllocationID) error { return b.mem.Free(ctx, id) }
 
 // Close stops running loads, unmaps every allocation and deletes every
 // file this backend created. Later calls fail with ErrUnavailable. Close is
 // safe to call more than once and from a signal handler goroutine.
 func (b *Backend) Close() error {
-	b.closeOnce.Do(func() {
-		close(b.closing)
-		b.mu.Lock()
-		b.closed = true
-		all := make([]*allocation, 0, len(b.allocs))
-		for id, a := range b.allocs {
-			all = append(all, a)
-			delete(b.allocs, id)
-		}
-		b.mu.Unlock()
-		var errs []error
-		for _, a := range all {
-			if err := a.release(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		b.closeErr = errors.Join(errs...)
-		b.log.Debug("mock backend closed", "released", len(all))
-	})
-	return b.closeErr
+	b.closeOnce.Do(func() { close(b.closing) })
+	return b.mem.Close()
 }

@@ -18,7 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mock"
 )
+
+// loadBuffer is the chunk of a load: the unit of progress and of the load
+// fault knobs.
+const loadBuffer = mock.LoadChunk
 
 func newTestBackend(t *testing.T, mutate func(*Config)) *Backend {
 	t.Helper()

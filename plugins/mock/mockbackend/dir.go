@@ -1,24 +1,13 @@
 package mockbackend
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
-	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
-
-	"github.com/wcache/wcache/sdk/procstat"
 )
-
-// fileNamePattern matches allocation files: <pid>-<instance>-<id>.shm. The
-// pid lets a later mock remove the files of a mock that died without
-// cleaning up; the instance nonce keeps two backends of one process apart.
-var fileNamePattern = regexp.MustCompile(`^([0-9]+)-([0-9a-f]{16})-([0-9]+)\.shm$`)
 
 // DefaultDir is where allocation files live unless WCACHE_MOCK_DIR says
 // otherwise: /dev/shm/wcache-mock-<uid> when /dev/shm exists (memory, like a
@@ -55,32 +44,4 @@ func ensurePrivateDir(dir string) error {
 		return fmt.Errorf("mock folder %s has mode %04o; it must be private (chmod 700)", dir, st.Mode&0o7777)
 	}
 	return nil
-}
-
-// removeStaleFiles deletes the allocation files of mock processes that are
-// no longer alive (crashed or SIGKILLed before they could clean up). Files
-// of live processes, including our own, are left alone; a pid reused by an
-// unrelated process keeps its files until that process is gone too.
-func removeStaleFiles(dir string, self int, log hclog.Logger) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		log.Warn("cannot scan mock folder for stale files", "dir", dir, "error", err)
-		return
-	}
-	for _, e := range entries {
-		m := fileNamePattern.FindStringSubmatch(e.Name())
-		if m == nil || !e.Type().IsRegular() {
-			continue
-		}
-		pid, err := strconv.Atoi(m[1])
-		if err != nil || pid == self || procstat.Running(pid) {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			log.Warn("cannot remove stale allocation file", "path", path, "error", err)
-			continue
-		}
-		log.Info("removed allocation file of a dead mock process", "path", path, "pid", pid)
-	}
 }

@@ -54,8 +54,8 @@ func TestMemfdIsTheDefaultSealedAndNamedNowhere(t *testing.T) {
 		t.Fatalf("handle %+v, want a memfd of %d bytes with a File and no data", h, size)
 	}
 	seals, err := unix.FcntlInt(h.File.Fd(), unix.F_GET_SEALS, 0)
-	if err != nil || seals != memfdSeals {
-		t.Errorf("seals %#x (%v), want %#x", seals, err, memfdSeals)
+	if err != nil || seals != sdk.MemfdSeals {
+		t.Errorf("seals %#x (%v), want %#x", seals, err, sdk.MemfdSeals)
 	}
 	if err := unix.Ftruncate(int(h.File.Fd()), 4096); !errors.Is(err, unix.EPERM) {
 		t.Errorf("shrinking the exported memfd: %v, want EPERM (sealed)", err)

@@ -155,24 +155,22 @@ func (rt *Runtime) Devices(ctx context.Context) ([]sdk.Device, error) {
 			return nil, err
 		}
 		out[i] = sdk.Device{Ordinal: d.ordinal, UUID: d.uuid, Name: d.name, TotalMemory: total,
-			FreeMemory: min(free, total), PCIBusID: d.pciBusID, Capability: d.gfx}
+			FreeMemory: free, PCIBusID: d.pciBusID, Capability: d.gfx}
 	}
 	return out, nil
 }
 
-// memInfo returns the free and total bytes of a device.
+// memInfo returns the free and total bytes of a device (amdsmi's figures
+// when it knows the device, see gpucore.Runtime.DeviceMemory).
 func (rt *Runtime) memInfo(ctx context.Context, d deviceInfo) (free, total uint64, err error) {
 	rt.mu.Lock()
 	smi := rt.smi
 	rt.mu.Unlock()
-	if rt.isClosed() {
-		return 0, 0, rt.core.ErrClosed()
-	}
-	if smi != nil && d.smi != nil {
-		if t, u, err := smi.Memory(*d.smi); err == nil && t > 0 {
-			return t - min(u, t), t, nil
+	return rt.core.DeviceMemory(ctx, d.ordinal, d.totalMemory, func() (uint64, uint64, bool) {
+		if smi == nil || d.smi == nil {
+			return 0, 0, false
 		}
-	}
-	free, _, err = rt.core.FreeMemory(ctx, d.ordinal)
-	return free, d.totalMemory, err
+		t, u, err := smi.Memory(*d.smi)
+		return t - min(u, t), t, err == nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/plugins/internal/dl"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -34,21 +35,7 @@ func TestMissingLibraryOrSymbolIsUnavailable(t *testing.T) {
 }
 
 func TestOutOfMemoryThenFreeMakesRoom(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{}))
-	ctx := context.Background()
-	id, _, err := b.Allocate(ctx, 0, fakeMemory-4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := b.Allocate(ctx, 0, 8<<20); !errors.Is(err, sdk.ErrOutOfMemory) {
-		t.Fatalf("Allocate past the device = %v, want ErrOutOfMemory", err)
-	}
-	if err := b.Free(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := b.Allocate(ctx, 0, 8<<20); err != nil {
-		t.Fatalf("Allocate after Free: %v", err)
-	}
+	gputest.CheckOutOfMemoryThenFree(t, newBackend(t, fakeConfig(t, fakeOptions{})), fakeMemory, "hipErrorOutOfMemory")
 }
 
 // TestFatalErrorExitsThePlugin latches a fatal HIP error (the fake's
@@ -91,17 +78,6 @@ func TestNoExitWithoutFatalError(t *testing.T) {
 }
 
 func TestClosedBackendIsUnavailable(t *testing.T) {
-	b, err := New(fakeConfig(t, fakeOptions{}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := b.Allocate(context.Background(), 0, 1); !errors.Is(err, sdk.ErrUnavailable) {
-		t.Fatalf("Allocate after Close = %v", err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
+	cfg := fakeConfig(t, fakeOptions{})
+	gputest.CheckClosedIsUnavailable(t, func() (*Backend, error) { return New(cfg, nil) })
 }

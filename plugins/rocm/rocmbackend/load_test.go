@@ -3,13 +3,11 @@ package rocmbackend
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -20,70 +18,19 @@ import (
 // TestLoadThroughSmallStaging loads extents much larger than the staging
 // buffers while the fake delays every asynchronous copy, on device 1 (so
 // a reader whose thread lacks hipSetDevice would queue onto device 0's
-// stream, which the fake refuses): a buffer refilled before its copy
-// completed, a wrong offset or a Load returning before the stream drained
-// would all show as differing bytes.
+// stream, which the fake refuses; see gputest.CheckLoadExtents).
 func TestLoadThroughSmallStaging(t *testing.T) {
 	for _, buffers := range []int{2, 3} {
 		t.Run(fmt.Sprint("buffers=", buffers), func(t *testing.T) {
 			cfg := fakeConfig(t, fakeOptions{staging: 16 << 10, env: map[string]string{"FAKEHIP_COPY_DELAY_US": "200"}})
 			cfg.Staging.Buffers = buffers
-			b := newBackend(t, cfg)
-			ctx := context.Background()
-			pathA, a := writeFile(t, 700_001, 3)
-			pathB, bb := writeFile(t, 123_457, 4)
-			extents := []sdk.Extent{
-				{Path: pathA, FileOffset: 5, Length: 300_000, DestOffset: 3},
-				{Path: pathA, FileOffset: 300_005, Length: 400_000 - 4, DestOffset: 300_003},
-				{Path: pathB, FileOffset: 0, Length: uint64(len(bb)), DestOffset: 800_000},
-				{Path: pathB, FileOffset: 4095, Length: 8194, DestOffset: 1_000_000},
-			}
-			id, _, err := b.Allocate(ctx, 1, 1_200_000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var last [2]uint64
-			if err := b.Load(ctx, id, extents, func(done, total uint64) { last = [2]uint64{done, total} }); err != nil {
-				t.Fatal(err)
-			}
-			want := [][]byte{a[5:300_005], a[300_005:700_001], bb, bb[4095 : 4095+8194]}
-			var total uint64
-			for i, w := range want {
-				e := extents[i]
-				total += e.Length
-				got, err := b.Read(ctx, id, e.DestOffset, e.Length)
-				if err != nil || !bytes.Equal(got, w) {
-					t.Fatalf("extent %d: bytes read back differ from the file (%v)", i, err)
-				}
-				sums, err := b.Digest(ctx, id, []sdk.Range{{Offset: e.DestOffset, Length: e.Length}})
-				if err != nil || sums[0] != sha(w) {
-					t.Fatalf("extent %d: Digest %x, %v", i, sums, err)
-				}
-			}
-			if last != [2]uint64{total, total} {
-				t.Fatalf("last progress %v, want (%d, %d)", last, total, total)
-			}
+			gputest.CheckLoadExtents(t, newBackend(t, cfg), 1)
 		})
 	}
 }
 
 func TestLoadRejectsBadExtentsBeforeCopying(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{}))
-	ctx := context.Background()
-	path, _ := writeFile(t, 10_000, 5)
-	id, _, err := b.Allocate(ctx, 0, 8192)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, e := range map[string]sdk.Extent{
-		"past the allocation": {Path: path, Length: 4096, DestOffset: 8000},
-		"past the file":       {Path: path, FileOffset: 9000, Length: 2000},
-		"missing file":        {Path: filepath.Join(t.TempDir(), "absent"), Length: 1},
-	} {
-		if err := b.Load(ctx, id, []sdk.Extent{e}, nil); !errors.Is(err, sdk.ErrInvalidArgument) {
-			t.Errorf("%s: Load = %v, want ErrInvalidArgument", name, err)
-		}
-	}
+	gputest.CheckLoadRejectsBadExtents(t, newBackend(t, fakeConfig(t, fakeOptions{})))
 }
 
 // TestLoadThroughThePacedCopyEngine paces the fake HIP's copy engine
@@ -138,21 +85,7 @@ func TestCloseDuringLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	path, _ := writeFile(t, 8<<20, 6)
-	id, _, err := b.Allocate(ctx, 0, 8<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- b.Load(ctx, id, []sdk.Extent{{Path: path, Length: 8 << 20}}, nil) }()
-	time.Sleep(50 * time.Millisecond)
-	if err := b.Close(); err != nil {
-		t.Fatalf("Close during a Load: %v", err)
-	}
-	if err := <-done; err == nil {
-		t.Fatal("a Load cut short by Close succeeded")
-	}
+	gputest.CheckCloseDuringLoad(t, b)
 }
 
 // TestStagingPlacedOnTheGPUsNUMANode checks the lanes are made for the
