@@ -120,3 +120,70 @@ def test_check_and_probe_accept_a_live_socket(short_tmp):
         probe(t)
     finally:
         s.close()
+
+
+def test_foreign_daemons_reads_serve_processes_of_other_users(tmp_path):
+    """/proc as the Go client reads it: `wcache serve` of another uid is
+    listed, this uid's own, other commands and unreadable entries are not."""
+    from wcache.discovery import foreign_daemons  # noqa: PLC0415
+
+    def proc(pid, *argv):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+    proc(40, "/opt/bin/wcache", "serve", "--backend", "cuda", "--gpu-id", "0")
+    proc(7, "wcache", "--log-level=debug", "serve", "--gpu-id", "1")
+    proc(41, "/opt/bin/wcache", "status")
+    proc(42, "/usr/bin/python3", "wcache", "serve")
+    (tmp_path / "43").mkdir()  # no cmdline: skipped
+    (tmp_path / "self").mkdir()
+    owner = os.stat(tmp_path).st_uid
+    got = foreign_daemons(owner + 1, proc=str(tmp_path))
+    assert [(d.pid, d.uid) for d in got] == [(7, owner), (40, owner)]
+    assert got[1].command == "wcache serve --backend cuda --gpu-id 0"
+    assert foreign_daemons(owner, proc=str(tmp_path)) == []
+    assert foreign_daemons(owner, proc=str(tmp_path / "absent")) == []
+
+
+@pytest.mark.interop
+def test_another_user_is_told_how_to_share():
+    """An engine of another uid finds no daemon of its own: NoDaemonError
+    (still the load-from-disk case) names root's daemon and how to share it."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    import harness  # noqa: PLC0415
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a client as uid 65534")
+    python = "/usr/bin/python3"
+    if subprocess.run([python, "-c", "import grpc, google.protobuf"], capture_output=True).returncode != 0:
+        pytest.skip(f"{python} lacks grpcio or protobuf (the client runs as uid 65534, outside root's environments)")
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        d = w.serve(0, None)
+        src = os.path.join(harness.REPO, "clients", "python", "src")
+        code = ("import json, sys; sys.path.insert(0, %r); import wcache\n"
+                "try:\n"
+                "    wcache.attach(wcache.CacheConfig(model='/m', device_capability='mock'), device_uuid=%r)\n"
+                "except wcache.NoDaemonError as e:\n"
+                "    print(json.dumps({'msg': str(e), 'pids': [o.pid for o in e.others], 'uids': [o.uid for o in e.others]}))\n"
+                % (src, w.uuids[0]))
+
+        def as_nobody():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, preexec_fn=as_nobody,
+                           env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"}, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert d.proc.pid in got["pids"] and 0 in got["uids"], got
+        assert f"pid {d.proc.pid} (uid 0: wcache serve" in got["msg"], got["msg"]
+        assert "--socket-group" in got["msg"] and "--allow-uid 65534" in got["msg"], got["msg"]
+    finally:
+        w.close()

@@ -100,7 +100,7 @@ def check_socket(target: Target, allow_owners: Iterable[int] = ()) -> None:
     try:
         st = os.lstat(target.socket)
     except FileNotFoundError:
-        raise NoDaemonError(target.socket, target.device_uuid) from None
+        raise NoDaemonError(target.socket, target.device_uuid, foreign_daemons(os.geteuid())) from None
     except OSError as exc:
         raise WcacheError(f"inspect wcache socket {target.socket}: {exc.strerror}") from exc
     if stat.S_ISLNK(st.st_mode):
@@ -109,6 +109,50 @@ def check_socket(target: Target, allow_owners: Iterable[int] = ()) -> None:
         raise UnsafeSocketError(target.socket, f"it is not a socket ({_kind(st.st_mode)})")
     if st.st_uid != os.geteuid() and st.st_uid not in set(allow_owners):
         raise UnsafeSocketError(target.socket, f"it is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
+
+
+@dataclass(frozen=True)
+class ForeignDaemon:
+    """A ``wcache serve`` process of another user, found in /proc."""
+
+    pid: int
+    uid: int
+    args: tuple
+
+    @property
+    def command(self) -> str:
+        return "wcache " + " ".join(self.args)
+
+
+def foreign_daemons(uid: int, proc: str = "/proc") -> list:
+    """The ``wcache serve`` processes (launch's daemons included) whose
+    owner is not uid, by pid, as the Go client's daemonfile.ForeignDaemons
+    finds them: /proc only (no signal, no socket); a process whose command
+    line cannot be read is skipped; no /proc: []."""
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.isdigit() or int(name) <= 0:
+            continue
+        try:
+            owner = os.stat(os.path.join(proc, name)).st_uid
+            if owner == uid:
+                continue
+            with open(os.path.join(proc, name, "cmdline"), "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
+        if not argv or os.path.basename(argv[0]) != "wcache":
+            continue
+        command = next((a for a in argv[1:] if not a.startswith("-")), None)
+        if command != "serve":
+            continue
+        found.append(ForeignDaemon(int(name), owner, tuple(argv[1:])))
+    return sorted(found, key=lambda d: d.pid)
 
 
 def _kind(mode: int) -> str:

@@ -9,6 +9,7 @@ as one) is there but cannot be used safely, and must surface to the operator.
 
 from __future__ import annotations
 
+import os
 from typing import List, NamedTuple, Optional
 
 
@@ -20,13 +21,32 @@ class NoDaemonError(WcacheError):
     """No daemon serves this GPU: the socket path does not exist.
 
     The only error after which an engine may load weights from disk.
+
+    ``others`` lists the ``wcache serve`` processes of other users running
+    on this machine (ForeignDaemon: pid, uid, command line, read from /proc)
+    when the socket was looked up by discovery: their sockets are not where
+    this user looks unless their owner shares them, and the message says how.
     """
 
-    def __init__(self, socket_path: str, device_uuid: Optional[str] = None):
+    def __init__(self, socket_path: str, device_uuid: Optional[str] = None, others=()):
         self.socket_path = socket_path
         self.device_uuid = device_uuid
+        self.others = list(others)
         who = f" for device {device_uuid}" if device_uuid else ""
-        super().__init__(f"no wcache daemon{who}: socket {socket_path} does not exist")
+        msg = f"no wcache daemon{who}: socket {socket_path} does not exist"
+        if self.others:
+            listed = ", ".join(f"pid {o.pid} (uid {o.uid}: {o.command})" for o in self.others)
+            msg = f"{msg}; daemons of other users run here: {listed} — {share_hint(os.geteuid())}"
+        super().__init__(msg)
+
+
+def share_hint(uid: int) -> str:
+    """How a daemon of another user is shared with uid (the words of the Go
+    client's and `wcache status`'s hint)."""
+    return (f"a daemon of another user serves uid {uid} only if its owner starts it with "
+            f"`wcache serve --socket-group GROUP --allow-uid {uid}` (or --allow-gid) and a socket template in a "
+            f"directory uid {uid} can reach, and this side sets WCACHE_SOCKET_TEMPLATE (or --socket-template) "
+            "to the same template")
 
 
 class EmptyDaemonError(NoDaemonError):
