@@ -115,9 +115,6 @@ func (rt *Runtime) HasNVML() bool {
 	return rt.nvml != nil
 }
 
-// isClosed reports whether Close has started.
-func (rt *Runtime) isClosed() bool { return rt.core.IsClosed() }
-
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
 // workers (releasing their staging buffers and primary contexts) and shuts

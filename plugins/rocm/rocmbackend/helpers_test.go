@@ -1,7 +1,6 @@
 package rocmbackend
 
 import (
-	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,8 +56,6 @@ func newBackend(t testing.TB, cfg Config) *Backend {
 
 // writeFile writes n deterministic pseudo-random bytes to a new file.
 func writeFile(t *testing.T, n int, seed byte) (string, []byte) { return gputest.WriteFile(t, n, seed) }
-
-func sha(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // writeKFDNode writes a fixture KFD node under root.
 func writeKFDNode(t *testing.T, root string, id int, props string) {

@@ -8,10 +8,6 @@ import (
 )
 
 // loadFile allocates size bytes on device 0 and loads the file at dest.
-func loadFile(t *testing.T, b *Backend, path string, n int, size, dest uint64) sdk.AllocationID {
-	return gputest.LoadFile(t, b, path, n, size, dest)
-}
-
 func TestImportOwnExportSharesTheAllocation(t *testing.T) {
 	// Without amdsmi, FreeMemory is HIP's count (hipMemGetInfo).
 	rt, err := OpenRuntime(fakeConfig(t, fakeOptions{noSMI: true}), nil)

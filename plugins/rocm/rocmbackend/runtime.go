@@ -109,9 +109,6 @@ func (rt *Runtime) HasAMDSMI() bool {
 	return rt.smi != nil
 }
 
-// isClosed reports whether Close has started.
-func (rt *Runtime) isClosed() bool { return rt.core.IsClosed() }
-
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
 // workers (freeing their staging buffers and streams) and shuts amdsmi
