@@ -170,6 +170,81 @@ def test_malformed_manifests_are_protocol_errors(short_tmp, tensors):
         assert what
 
 
+def as_table(m) -> "pb.Manifest":
+    """m with its tensors moved into the compact tensor_table (front-coded
+    names), as a daemon sends them to a client that asks for it."""
+    out = pb.Manifest()
+    out.CopyFrom(m)
+    del out.tensors[:]
+    table, prev = out.tensor_table, b""
+    for t in m.tensors:
+        name = t.name.encode()
+        keep = 0
+        while keep < min(len(prev), len(name)) and prev[keep] == name[keep]:
+            keep += 1
+        table.name_shared.append(keep)
+        table.name_suffix_len.append(len(name) - keep)
+        table.name_suffixes += name[keep:]
+        if t.dtype not in table.dtypes:
+            table.dtypes.append(t.dtype)
+        table.dtype.append(list(table.dtypes).index(t.dtype))
+        table.ndim.append(len(t.shape))
+        table.dims.extend(t.shape)
+        table.handle_index.append(t.handle_index)
+        table.offset.append(t.offset)
+        table.length.append(t.length)
+        prev = name
+    return out
+
+
+def test_tensor_table_manifests_equal_their_tensors(short_tmp, tensors):
+    """The compact tensor table (what attach asks for) gives the same specs
+    and tensors as Manifest.tensors, non-ASCII names included, and each
+    malformed case is refused with the same error."""
+    from wcache.manifest import parse_manifest
+
+    named = [(f"layer.{i}.wé" if i % 2 else f"layer.{i}.w", *t[1:]) for i, t in enumerate(tensors[:6])]
+    for chosen in (tensors[:6], named):
+        good, _ = arena.build(short_tmp, chosen, n_handles=2)
+        table = as_table(good)
+        assert len(table.tensors) == 0 and len(table.tensor_table.name_shared) == len(good.tensors)
+        assert parse_manifest(table) == parse_manifest(good)
+        a, b = materialize(good, library="torch"), materialize(table, library="torch")
+        assert list(a.tensors) == list(b.tensors) == [t[0] for t in chosen]
+        for name, t in a.tensors.items():
+            u = b.tensors[name]
+            assert (t.dtype, t.shape, t.stride(), t.storage_offset()) == (u.dtype, u.shape, u.stride(),
+                                                                          u.storage_offset())
+            assert torch.equal(t, u)
+
+    good, _ = arena.build(short_tmp, tensors[:5], n_handles=1)
+    cases = {
+        "outside": lambda m: setattr(m.tensors[2], "offset", m.handles[0].size),
+        "length": lambda m: setattr(m.tensors[2], "length", m.tensors[2].length + 2),
+        "handle index": lambda m: setattr(m.tensors[2], "handle_index", 3),
+        "twice": lambda m: setattr(m.tensors[3], "name", m.tensors[2].name),
+    }
+    for what, mutate in cases.items():
+        m = pb.Manifest()
+        m.CopyFrom(good)
+        mutate(m)
+        with pytest.raises(ProtocolError) as want:
+            parse_manifest(m)
+        with pytest.raises(ProtocolError) as got:
+            parse_manifest(as_table(m))
+        assert str(got.value) == str(want.value), what
+    torn = as_table(good)
+    torn.tensor_table.ndim.append(1)
+    both = as_table(good)
+    both.tensors.add().CopyFrom(good.tensors[0])
+    overshare = as_table(good)
+    overshare.tensor_table.name_shared[1] = 1000
+    for m, message in ((torn, "columns of different lengths"), (both, "both tensors and a tensor table"),
+                       (overshare, "shares 1000 bytes")):
+        with pytest.raises(ProtocolError, match=message):
+            parse_manifest(m)
+
+
 def test_published_views_never_reach_outside_their_entry(short_tmp, tensors):
     """A manifest whose view (shape, strides, storage offset) reaches past its
     entry is refused before any view is built, for every dtype torch could

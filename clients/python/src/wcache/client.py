@@ -188,7 +188,10 @@ def _same_weights(a, b) -> bool:
 class Attachment:
     """A lease on a daemon's weights. Create with wcache.attach().
 
-    Attributes: ``manifest`` (wcache.pb.Manifest), ``config`` (the daemon's
+    Attributes: ``manifest`` (wcache.pb.Manifest; attach asks for the
+    compact tensor_table, so weights loaded from files come in
+    manifest.tensor_table and published ones in manifest.tensors:
+    ``specs`` reads either), ``config`` (the daemon's
     CacheConfig), ``metadata`` (the publisher's metadata map, empty for
     weights loaded from files), ``device_uuid``, ``socket``, ``lease_id``, ``generation``,
     ``draining`` and ``gone`` (threading.Event set when the daemon announced a
@@ -409,7 +412,7 @@ class Attachment:
     def __repr__(self) -> str:
         state = "released" if self._released else ("gone" if self.gone.is_set() else "active")
         return (f"Attachment(device_uuid={self.device_uuid!r}, lease_id={self.lease_id}, "
-                f"tensors={len(self.manifest.tensors)}, {state})")
+                f"tensors={len(self.manifest.tensors) or len(self.manifest.tensor_table.name_shared)}, {state})")
 
 
 def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] = None,
@@ -470,7 +473,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
         handle_kinds = list(CORE_KINDS) + (mappers.kinds() if mappers is not None else [])
     request = pb.AttachRequest(config=_config_message(config),
                                client_name=client_name if client_name is not None else default_client_name(),
-                               handle_kinds=list(handle_kinds))
+                               handle_kinds=list(handle_kinds), tensor_table=True)
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))

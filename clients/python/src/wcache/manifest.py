@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+import functools
+import itertools
+import math
+import operator
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from . import dtypes
 from .errors import ProtocolError
@@ -43,6 +47,12 @@ class TensorSpec(NamedTuple):
         return bool(self.storage) or self.strides is not None or self.storage_offset != 0
 
 
+def _new_spec(fields: tuple) -> TensorSpec:
+    """TensorSpec from all nine fields, without the Python-level __new__ of
+    the NamedTuple (a manifest builds 100k of them)."""
+    return tuple.__new__(TensorSpec, fields)
+
+
 class HandleSpec(NamedTuple):
     """One exported allocation: kind ("posix-shm", "cuda-ipc", "hip-ipc"), opaque data, size in bytes."""
 
@@ -59,38 +69,110 @@ def parse_manifest(manifest) -> Tuple[List[HandleSpec], List[TensorSpec]]:
     appears twice. Unknown dtypes are accepted (they are returned as raw bytes).
     """
     handles = [HandleSpec(h.kind, bytes(h.data), int(h.size)) for h in manifest.handles]
+    sizes = [h.size for h in handles]
     specs: List[TensorSpec] = []
     seen = set()
-    for t in manifest.tensors:
-        storage, strides, storage_offset = "", None, 0
-        if t.HasField("layout"):
-            storage = t.layout.storage
-            strides = tuple(int(s) for s in t.layout.strides) or None
-            storage_offset = int(t.layout.storage_offset)
-        spec = TensorSpec(t.name, t.dtype, tuple(int(d) for d in t.shape), int(t.handle_index),
-                          int(t.offset), int(t.length), storage, strides, storage_offset)
-        if spec.name in seen:
-            raise ProtocolError(f"manifest lists tensor {spec.name!r} twice")
-        seen.add(spec.name)
-        if spec.handle_index >= len(handles):
-            raise ProtocolError(f"tensor {spec.name!r}: handle index {spec.handle_index} out of range "
+    # One lookup per distinct dtype, not per tensor (100k-tensor manifests).
+    bits_of: Dict[str, Optional[int]] = {}
+    if manifest.HasField("tensor_table"):
+        if len(manifest.tensors):
+            raise ProtocolError("manifest carries both tensors and a tensor table")
+        listed, checked = _table_specs(manifest.tensor_table, sizes)
+        if checked:
+            listed, specs = (), listed
+    else:
+        listed = map(_tensor_spec, manifest.tensors)
+    for spec in listed:
+        name, dtype, shape, handle_index, offset, length, storage, strides, storage_offset = spec
+        if name in seen:
+            raise ProtocolError(f"manifest lists tensor {name!r} twice")
+        seen.add(name)
+        if handle_index >= len(sizes):
+            raise ProtocolError(f"tensor {name!r}: handle index {handle_index} out of range "
                                 f"({len(handles)} handles)")
-        size = handles[spec.handle_index].size
-        if spec.offset + spec.length > size:
-            raise ProtocolError(f"tensor {spec.name!r}: bytes [{spec.offset}, {spec.offset + spec.length}) "
-                                f"lie outside handle {spec.handle_index} of {size} bytes")
-        if spec.has_layout:
+        size = sizes[handle_index]
+        if offset + length > size:
+            raise ProtocolError(f"tensor {name!r}: bytes [{offset}, {offset + length}) "
+                                f"lie outside handle {handle_index} of {size} bytes")
+        if storage or strides is not None or storage_offset != 0:  # spec.has_layout
             _check_layout(spec)
         else:
-            want = dtypes.byte_length(spec.dtype, spec.shape)
-            if want is not None and want != spec.length:
-                raise ProtocolError(f"tensor {spec.name!r}: {spec.dtype}{list(spec.shape)} is {want} bytes, "
-                                    f"the manifest says {spec.length}")
+            bits = bits_of.get(dtype, -1)
+            if bits == -1:
+                bits = bits_of[dtype] = dtypes.element_bits(dtype)
+            if bits is not None:
+                total = math.prod(shape) * bits
+                if total % 8 == 0 and total // 8 != length:
+                    raise ProtocolError(f"tensor {name!r}: {dtype}{list(shape)} is {total // 8} bytes, "
+                                        f"the manifest says {length}")
         specs.append(spec)
     for i, h in enumerate(handles):
         if h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC) and len(h.data) != IPC_HANDLE_SIZE:
             raise ProtocolError(f"handle {i} ({h.kind}): {len(h.data)} bytes of handle data, want {IPC_HANDLE_SIZE}")
     return handles, specs
+
+
+def _tensor_spec(t) -> TensorSpec:
+    """The TensorSpec of a Manifest.tensors entry."""
+    if t.HasField("layout"):
+        return TensorSpec(t.name, t.dtype, tuple(t.shape), t.handle_index, t.offset, t.length, t.layout.storage,
+                          tuple(t.layout.strides) or None, t.layout.storage_offset)
+    return _new_spec((t.name, t.dtype, tuple(t.shape), t.handle_index, t.offset, t.length, "", None, 0))
+
+
+def _table_specs(table, sizes: List[int]) -> Tuple[List[TensorSpec], bool]:
+    """The TensorSpecs of a Manifest.tensor_table (AttachRequest.tensor_table),
+    in manifest order, and whether they passed parse_manifest's checks in
+    bulk (names unique, handles in range, bytes inside their handle, lengths
+    that agree with dtype and shape for whole-byte dtypes); when not,
+    parse_manifest checks them one by one (and names the first bad one).
+    Columns are read once each, names expanded from their front coding.
+    Raises ProtocolError when the columns do not fit together (as
+    proto/wcache/daemon/v1 TensorTable.Each checks)."""
+    shared, suffix_len = list(table.name_shared), list(table.name_suffix_len)
+    dtype_ix, ndims = list(table.dtype), list(table.ndim)
+    handle_ix, offsets, lengths = list(table.handle_index), list(table.offset), list(table.length)
+    dims, names_of, suffixes = list(table.dims), list(table.dtypes), table.name_suffixes
+    n = len(shared)
+    if any(len(c) != n for c in (suffix_len, dtype_ix, ndims, handle_ix, offsets, lengths)):
+        raise ProtocolError("malformed tensor table: columns of different lengths")
+    if sum(suffix_len) != len(suffixes) or sum(ndims) != len(dims):
+        raise ProtocolError(f"malformed tensor table: {len(suffixes)} suffix bytes and {len(dims)} dims, "
+                            f"the columns say {sum(suffix_len)} and {sum(ndims)}")
+    if n and max(dtype_ix) >= len(names_of):
+        raise ProtocolError(f"malformed tensor table: dtype {max(dtype_ix)} of {len(names_of)}")
+    # ASCII names (the usual case) are expanded as str, without a decode per name.
+    text = suffixes.decode() if suffixes.isascii() else None
+    names: List[str] = []
+    prev = text[:0] if text is not None else b""
+    at = 0
+    for i, (keep, grow) in enumerate(zip(shared, suffix_len)):
+        if keep > len(prev):
+            raise ProtocolError(f"malformed tensor table: tensor {i} shares {keep} bytes of a "
+                                f"{len(prev)}-byte name")
+        end = at + grow
+        prev = prev[:keep] + (text[at:end] if text is not None else suffixes[at:end])
+        at = end
+        names.append(prev)
+    if text is None:
+        try:
+            names = [b.decode() for b in names]
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"malformed tensor table: a name is not UTF-8 ({exc})") from None
+    flat = iter(dims)
+    shapes = [tuple(itertools.islice(flat, nd)) for nd in ndims]
+    dtype_names = list(map(names_of.__getitem__, dtype_ix))
+    new = functools.partial(tuple.__new__, TensorSpec)
+    specs = list(map(new, zip(names, dtype_names, shapes, handle_ix, offsets, lengths,
+                              itertools.repeat(""), itertools.repeat(None), itertools.repeat(0))))
+    bits = [dtypes.element_bits(d) for d in names_of]
+    checked = (n == 0 or (
+        len(set(names)) == n and max(handle_ix) < len(sizes)
+        and all(b is not None and b % 8 == 0 for b in (bits[i] for i in set(dtype_ix)))
+        and all(map(operator.le, map(operator.add, offsets, lengths), map(sizes.__getitem__, handle_ix)))
+        and list(map(operator.mul, map(math.prod, shapes),
+                     map([(b or 0) // 8 for b in bits].__getitem__, dtype_ix))) == lengths))
+    return specs, checked
 
 
 def _check_layout(spec: TensorSpec) -> None:

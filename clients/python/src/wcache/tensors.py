@@ -214,9 +214,30 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
     by_name: Dict[str, TensorSpec] = {}
     # Published storages: one torch storage per byte range, shared by its views.
     ranges: Dict[tuple, object] = {}
+    # The common case (host memory, torch, no layout, a dtype torch has, an
+    # aligned offset) is built inline: one empty tensor set_ onto the
+    # handle's storage, with dtype, element size and strides looked up once
+    # per dtype and shape instead of per tensor (100k-tensor checkpoints).
+    host = [storages[i] if isinstance(r, ShmRegion) else None for i, r in enumerate(regions)]
+    kinds: Dict[str, tuple] = {}  # dtype string → (torch dtype or None, element size)
+    strides_of: Dict[tuple, tuple] = {}
+    empty = torch.empty if torch is not None else None
     for spec in specs:
-        region = regions[spec.handle_index]
-        by_name[spec.name] = spec
+        name, dtype, shape, handle_index, offset, length, storage, strides, storage_offset = spec
+        by_name[name] = spec
+        base = host[handle_index]
+        if base is not None and length and not storage and strides is None and not storage_offset:
+            kind = kinds.get(dtype)
+            if kind is None:
+                tdtype = dtypes.torch_dtype(dtype, torch)
+                kind = kinds[dtype] = (tdtype, empty((), dtype=tdtype).element_size() if tdtype is not None else 1)
+            if kind[0] is not None and offset % kind[1] == 0:
+                contiguous = strides_of.get(shape)
+                if contiguous is None:
+                    contiguous = strides_of[shape] = dtypes.contiguous_strides(shape)
+                out[name] = empty(0, dtype=kind[0], device="cpu").set_(base, offset // kind[1], shape, contiguous)
+                continue
+        region = regions[handle_index]
         if isinstance(region, ShmRegion):
             if spec.length == 0:
                 out[spec.name] = _empty(torch, numpy, spec, "cpu")
