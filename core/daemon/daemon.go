@@ -50,6 +50,9 @@ type Daemon struct {
 	lock        *daemonfile.Lock
 	started     time.Time
 	generation  uint64
+	// released: the identity lock and files are released to a successor
+	// that has not served yet (handover.go); the ready file is not rewritten.
+	released bool
 	// restarts count the plugins replaced (restart.go).
 	restarts restartStats
 	// publishing is the sum of the arenas allocated by a publish in
@@ -60,7 +63,17 @@ type Daemon struct {
 	metrics Metrics
 	srv     *grpc.Server
 	lis     *net.UnixListener
-	// fdLis is the descriptor channel (fdserver.go).
+	// glis is what the gRPC server accepts on: lis, paused while a
+	// successor takes over (handover.go).
+	glis *handoverListener
+	// watchMu guards watchStop, runCtx and runCancel: Run's check of the
+	// daemon files, stopped while a successor takes over (handover.go).
+	watchMu   sync.Mutex
+	watchStop context.CancelFunc
+	runCtx    context.Context
+	runCancel context.CancelCauseFunc
+	// fdLis is the descriptor channel (fdserver.go); replaced under mu by
+	// retakeIdentity.
 	fdLis    *net.UnixListener
 	serveErr chan error
 	stopCh   chan struct{}
@@ -213,6 +226,11 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		} else {
 			pl = nil // nothing to load: the memory is here
 			undo = append(undo, func() {
+				if took == nil {
+					return // an empty daemon replaced
+				}
+				// Closing the connection makes the previous daemon take its lock back.
+				took.finish()
 				if d.manifest != took.manifest { // else freeAll does it
 					d.freeAllocs(took.ids)
 					took.manifest.files.close()
@@ -312,7 +330,8 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	d.info.StartDuration = time.Since(begin)
 	var auth authorizer
 	d.srv, auth = d.newGRPCServer()
-	lis := newPeerListener(d.lis, auth.allows, d.log)
+	d.glis = newHandoverListener(d.lis)
+	lis := newPeerListener(d.glis, auth.allows, d.log)
 	go func() { d.serveErr <- d.srv.Serve(lis) }()
 	undo = append(undo, func() { d.srv.Stop() })
 
@@ -321,14 +340,31 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	}
 	// Recorded so that shutdown removes only these very files, and Run
 	// notices when they are gone.
-	for _, f := range []string{d.info.Paths.Socket, fdchannel.Path(d.info.Paths.Socket), d.info.Paths.Ready} {
-		if err := d.lock.Own(f); err != nil {
-			return nil, err
+	if err := d.ownFiles(); err != nil {
+		return nil, err
+	}
+	if took != nil {
+		// The previous daemon ends its leases and exits only now: until
+		// this message it keeps its memory and takes its lock back.
+		if err := took.tk.Serving(); err != nil {
+			d.log.Warn("takeover: telling the previous daemon that this one serves", "error", err)
 		}
+		took.finish()
 	}
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "tensors", d.info.Tensors,
 		"bytes", d.info.Load.Bytes, "allocations", d.info.Load.Allocations)
 	return d, nil
+}
+
+// ownFiles records the daemon's socket, descriptor channel and ready file
+// as its own (daemonfile.Lock.Own).
+func (d *Daemon) ownFiles() error {
+	for _, f := range []string{d.info.Paths.Socket, fdchannel.Path(d.info.Paths.Socket), d.info.Paths.Ready} {
+		if err := d.lock.Own(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Info describes the daemon and what it holds now.
@@ -369,6 +405,9 @@ func (d *Daemon) newGRPCServer() (*grpc.Server, authorizer) {
 // what the daemon holds (the caller holds d.mu), and records the new file as
 // the daemon's own so that Run's file watch does not take it for lost.
 func (d *Daemon) rewriteReady() error {
+	if d.released {
+		return nil // a takeover in progress: retakeIdentity writes it, or the successor does
+	}
 	return d.lock.Replace(d.info.Paths.Ready, d.writeReady)
 }
 

@@ -30,12 +30,10 @@ import (
 func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go func() {
-		if err, ok := <-d.lock.Watch(ctx, fileCheckInterval); ok {
-			d.log.Error("stopping: lost a daemon file", "error", err)
-			cancel(err)
-		}
-	}()
+	d.watchMu.Lock()
+	d.runCtx, d.runCancel = ctx, cancel
+	d.watchMu.Unlock()
+	d.watchFiles()
 	for {
 		select {
 		case <-d.stopCh:
@@ -150,7 +148,10 @@ func (d *Daemon) shutdown(leaseErr error, free bool) error {
 		d.srv.Stop()
 		<-done
 	}
-	d.fdLis.Close()
+	d.mu.RLock()
+	fdLis := d.fdLis
+	d.mu.RUnlock()
+	fdLis.Close()
 	var errs []error
 	if err := d.lock.RemoveOwned(); err != nil {
 		errs = append(errs, fmt.Errorf("removing files: %w", err))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fdpass"
@@ -41,19 +42,44 @@ type takeover struct {
 	ids      []sdk.AllocationID
 	bytes    uint64
 	sizes    uint64
+	// tk is the takeover connection, open until the successor serves
+	// (Serving) or fails (finish without Serving: the previous daemon takes
+	// its lock back); cancel ends its context.
+	tk     *fdchannel.Takeover
+	cancel context.CancelFunc
+}
+
+// finish closes the takeover connection. Before tk.Serving, that leaves the
+// previous daemon in charge. Calling it again is a no-op.
+func (t *takeover) finish() {
+	if t.tk != nil {
+		t.tk.Close()
+		t.tk = nil
+	}
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
 }
 
 // takeOver receives the memory of the live daemon on the device's socket
 // (Options.Takeover): it attaches with the config that daemon serves (after
 // comparing it with opts.Config's checkpoint when a model was given: the
 // attach refuses other weights), asks the descriptor channel for the
-// writable descriptors (op TAKEOVER, which tells that daemon to hand over
-// and exit), and imports every one into this daemon's plugin. It reads no
-// tensor byte. (nil, nil): no daemon there, or only a dead one's socket;
+// writable descriptors (op TAKEOVER), imports every one into this daemon's
+// plugin and says so ("imported"), and returns once that daemon released
+// its identity lock and socket ("released"): the caller takes them, listens
+// and then sends "serving" (takeover.tk), upon which that daemon ends its
+// leases and exits. It reads no tensor byte. (nil, nil): no daemon there, or only a dead one's socket;
 // the caller starts as usual.
 func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	ctx, cancel := context.WithTimeout(ctx, takeoverTimeout)
-	defer cancel()
+	ok := false
+	defer func() {
+		if !ok {
+			cancel()
+		}
+	}()
 	sock := d.info.Paths.Socket
 	c, err := client.Dial(ctx, client.BySocket(sock), client.Options{ClientName: fmt.Sprintf("wcache serve --takeover (pid %d)", os.Getpid())})
 	if errors.Is(err, client.ErrNoDaemon) || errors.Is(err, client.ErrDaemonDead) {
@@ -104,7 +130,11 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	}
 	// Closing without Imported (a failed import below) leaves that daemon
 	// serving.
-	defer tk.Close()
+	defer func() {
+		if !ok {
+			tk.Close()
+		}
+	}()
 	descs := tk.Descriptors
 	handles := make([]sdk.Handle, len(m.Handles))
 	for _, ds := range descs {
@@ -132,11 +162,13 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 		t.ids = append(t.ids, id)
 		t.sizes += h.Size
 	}
-	// Every descriptor is this daemon's now: the previous one may hand
-	// over (until this message it serves on, whatever happens here).
+	// Every descriptor is this daemon's now: the previous one releases
+	// its lock and socket, keeping its memory and leases until "serving".
 	if err := tk.Imported(); err != nil {
 		return fail(err)
 	}
+	testDieAfter("imported")
+	t.tk, t.cancel, ok = tk, cancel, true
 	t.bytes = m.Bytes()
 	t.manifest = manifestFromClient(m, cfg.ToProto(), handles)
 	d.log.Info("took over the memory of the previous daemon", "pid", st.PID, "generation", m.Generation,
@@ -169,31 +201,66 @@ func manifestFromClient(m *client.Manifest, cfg *configv1.CacheConfig, handles [
 	return out
 }
 
-// successorAckTimeout bounds how long a daemon that sent its writable
-// descriptors (op TAKEOVER) waits for the successor's acknowledgement
-// before it goes on serving alone.
+// successorAckTimeout bounds each wait of a daemon that sent its
+// writable descriptors (op TAKEOVER) for the successor's next message.
 const successorAckTimeout = takeoverTimeout
 
 // awaitSuccessor is the old daemon's side of a takeover once the successor
-// has its writable descriptors (on connection c): it hands over only when
-// the successor acknowledges their import (fdchannel.ParseImported). A successor that closes, dies, sends anything else or stays
-// silent for successorAckTimeout leaves this daemon serving, its leases
-// untouched: nothing has changed hands.
+// has its writable descriptors (on connection c; docs/protocol.md,
+// "Takeover"): on "imported" it releases its identity lock and socket
+// (releaseIdentity, keeping memory and leases) and says "released"; on
+// "serving" it hands over. A successor that closes, dies, sends anything
+// else or stays silent for successorAckTimeout before "imported" changes
+// nothing; before "serving", the daemon takes its lock back and listens
+// again (retakeIdentity), its leases untouched. Only if the successor holds
+// the lock by then does it hand over all the same.
 func (d *Daemon) awaitSuccessor(c *net.UnixConn, successor PeerInfo) {
+	if err := awaitAck(c, fdchannel.AckImported); err != nil {
+		d.log.Warn("takeover: the successor did not acknowledge the import; serving on", "successor_pid", successor.PID, "error", err)
+		return
+	}
+	err := d.releaseIdentity()
+	if err == nil {
+		d.log.Info("takeover: released the lock and socket to the successor; serving the leases until it serves", "successor_pid", successor.PID)
+		if err = fdpass.Send(c, fdchannel.MarshalAck(fdchannel.AckReleased)); err == nil {
+			err = awaitAck(c, fdchannel.AckServing)
+		}
+	}
+	if err == nil {
+		d.handOver(successor)
+		return
+	}
+	d.log.Warn("takeover: the successor failed before it served; taking the lock back", "successor_pid", successor.PID, "error", err)
+	ctx, cancel := context.WithTimeout(context.Background(), takeoverTimeout)
+	defer cancel()
+	if rerr := d.retakeIdentity(ctx); rerr != nil {
+		var live *daemonfile.LiveDaemonError
+		if errors.As(rerr, &live) {
+			d.log.Warn("takeover: the successor holds the lock after all: handing over", "error", rerr)
+			d.handOver(successor)
+			return
+		}
+		d.log.Error("takeover: cannot serve again: stopping", "error", rerr)
+		d.reg.stop(status.Errorf(codes.Unavailable, "daemon of %s stopped: a takeover failed and it could not listen again: %v", d.info.DeviceUUID, rerr))
+		d.requestShutdown()
+		return
+	}
+	d.log.Info("takeover: serving again", "socket", d.info.Paths.Socket)
+}
+
+// awaitAck waits up to successorAckTimeout for the successor's message of
+// kind want on c.
+func awaitAck(c *net.UnixConn, want fdchannel.AckKind) error {
 	_ = c.SetDeadline(time.Now().Add(successorAckTimeout))
 	buf := make([]byte, fdchannel.AckSize+1)
 	n, files, err := fdpass.Recv(c, buf, 0)
 	for _, f := range files {
 		_ = f.Close()
 	}
-	if err == nil {
-		err = fdchannel.ParseImported(buf[:n])
-	}
 	if err != nil {
-		d.log.Warn("takeover: the successor did not acknowledge the import; serving on", "successor_pid", successor.PID, "error", err)
-		return
+		return fmt.Errorf("waiting for %q: %w", want, err)
 	}
-	d.handOver(successor)
+	return fdchannel.ParseAck(buf[:n], want)
 }
 
 // handOver is the old daemon's side of a takeover, once the successor has

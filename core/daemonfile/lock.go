@@ -1,6 +1,7 @@
 package daemonfile
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/core/paths"
 )
 
 // maxLockContent bounds how much of a lock file is read for its owner.
@@ -37,7 +40,7 @@ func (l *Lock) Release() error {
 		return nil
 	}
 	f := l.f
-	l.f = nil
+	l.f, l.owned = nil, nil // the files are no longer this process's to remove
 	uerr := unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	cerr := f.Close()
 	if uerr != nil {
@@ -210,4 +213,24 @@ func (h *lockHandle) writeOwner(o procRef) error {
 		return fmt.Errorf("write lock file %s: fsync: %w", h.path, err)
 	}
 	return nil
+}
+
+// Retake acquires the identity lock again (Acquire, with opts) after
+// Release, into l: a daemon that released its lock to a successor that
+// then failed takes it back. It forgets the files recorded by Own (the
+// caller records the files it makes again). A live holder (the successor
+// took the lock after all) is a *LiveDaemonError, and l stays released.
+func (l *Lock) Retake(ctx context.Context, p paths.Paths, opts CleanupOptions) (CleanupResult, error) {
+	n, res, err := Acquire(ctx, p, opts)
+	if err != nil {
+		return res, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		_ = n.f.Close() // cannot happen: Acquire would have refused
+		return res, fmt.Errorf("retake lock %s: still held", l.path)
+	}
+	l.f, l.path, l.id, l.owned = n.f, n.path, n.id, nil
+	return res, nil
 }

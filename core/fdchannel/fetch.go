@@ -91,11 +91,37 @@ func RequestTakeover(ctx context.Context, path string, req Request) (*Takeover, 
 	return &Takeover{Descriptors: ds, c: c}, nil
 }
 
-// Imported tells the daemon that every descriptor was imported: it hands
-// over and exits.
+// Imported tells the daemon that every descriptor was imported and waits
+// for its "released": it stopped accepting, removed its socket, channel
+// and ready file and released its identity lock, which the successor may
+// take now. It keeps its memory and leases until Serving; the connection's
+// deadline (the ctx of RequestTakeover) bounds the wait.
 func (t *Takeover) Imported() error {
-	if err := fdpass.Send(t.c.UnixConn, MarshalImported()); err != nil {
+	if err := fdpass.Send(t.c.UnixConn, MarshalAck(AckImported)); err != nil {
 		return fmt.Errorf("descriptor channel %s: acknowledge the takeover: %w", t.c.path, err)
+	}
+	buf := make([]byte, AckSize+1)
+	n, files, err := fdpass.Recv(t.c.UnixConn, buf, 0)
+	for _, f := range files {
+		_ = f.Close()
+	}
+	if err == nil {
+		err = ParseAck(buf[:n], AckReleased)
+	}
+	if err != nil {
+		return fmt.Errorf("descriptor channel %s: wait for the daemon to release its lock: %w", t.c.path, err)
+	}
+	return nil
+}
+
+// Serving tells the daemon that the successor holds the identity lock,
+// listens and wrote its ready file: the daemon then ends its leases with
+// HandoverMessage and exits. Without it (the successor closes or dies
+// first) the daemon takes its lock back and serves on.
+func (t *Takeover) Serving() error {
+	_ = t.c.SetDeadline(time.Now().Add(DefaultTimeout))
+	if err := fdpass.Send(t.c.UnixConn, MarshalAck(AckServing)); err != nil {
+		return fmt.Errorf("descriptor channel %s: tell the daemon this one serves: %w", t.c.path, err)
 	}
 	return nil
 }

@@ -247,43 +247,79 @@ func checkHead(b []byte) error {
 	return nil
 }
 
-// AckSize is the size of a successor's acknowledgement. After the
-// descriptors of op TAKEOVER the connection stays open; the successor
-// sends this message once it has imported every descriptor, and only then
-// does the daemon hand over (docs/protocol.md, "Takeover"). A successor
-// that closes, dies or stays silent leaves the daemon serving:
+// AckSize is the size of each message of the takeover exchange that
+// follows the descriptors of op TAKEOVER on the same connection
+// (docs/protocol.md, "Takeover"):
+//
+//	successor -> daemon  kind 0x20 (imported): every descriptor imported
+//	daemon -> successor  kind 0x21 (released): the daemon stopped accepting,
+//	                     removed its socket, channel and ready file and
+//	                     released its identity lock; it keeps its memory,
+//	                     its process and its leases
+//	successor -> daemon  kind 0x22 (serving): the successor holds the lock,
+//	                     listens and wrote its ready file
+//
+// Only after "serving" does the daemon end its leases (HandoverMessage)
+// and exit. A successor that closes, dies, sends anything else or stays
+// silent before it leaves the daemon serving (after "released", it takes
+// its lock back and listens again). Each message is:
 //
 //	0  4  magic "WCFD"
 //	4  2  version (1)
-//	6  2  kind 0x20 (imported)
+//	6  2  kind
+const AckSize = 8
+
+// AckKind is the kind of a takeover-exchange message (bytes 6-7).
+type AckKind uint16
+
+// The kinds of the takeover exchange, in their order.
 const (
-	AckSize      = 8
-	kindImported = 0x20
+	AckImported AckKind = 0x20
+	AckReleased AckKind = 0x21
+	AckServing  AckKind = 0x22
 )
 
-// MarshalImported encodes the successor's acknowledgement.
-func MarshalImported() []byte {
+func (k AckKind) String() string {
+	switch k {
+	case AckImported:
+		return "imported"
+	case AckReleased:
+		return "released"
+	case AckServing:
+		return "serving"
+	}
+	return fmt.Sprintf("kind %#x", uint16(k))
+}
+
+// MarshalAck encodes a takeover-exchange message of kind k.
+func MarshalAck(k AckKind) []byte {
 	b := make([]byte, AckSize)
 	copy(b, Magic)
 	binary.LittleEndian.PutUint16(b[4:], Version)
-	binary.LittleEndian.PutUint16(b[6:], kindImported)
+	binary.LittleEndian.PutUint16(b[6:], uint16(k))
 	return b
 }
 
-// ParseImported checks a successor's acknowledgement; anything else is
-// ErrMalformed.
-func ParseImported(b []byte) error {
+// ParseAck checks that b is the takeover-exchange message of kind want;
+// anything else is ErrMalformed.
+func ParseAck(b []byte, want AckKind) error {
 	if len(b) != AckSize {
-		return fmt.Errorf("%w: acknowledgement of %d bytes, want %d", ErrMalformed, len(b), AckSize)
+		return fmt.Errorf("%w: %s message of %d bytes, want %d", ErrMalformed, want, len(b), AckSize)
 	}
 	if err := checkHead(b); err != nil {
 		return err
 	}
-	if k := binary.LittleEndian.Uint16(b[6:]); k != kindImported {
-		return fmt.Errorf("%w: message kind %#x, want an acknowledgement (%#x)", ErrMalformed, k, kindImported)
+	if k := AckKind(binary.LittleEndian.Uint16(b[6:])); k != want {
+		return fmt.Errorf("%w: message %s, want %s (%#x)", ErrMalformed, k, want, uint16(want))
 	}
 	return nil
 }
+
+// MarshalImported encodes the successor's "imported" (MarshalAck).
+func MarshalImported() []byte { return MarshalAck(AckImported) }
+
+// ParseImported checks a successor's "imported" (ParseAck).
+func ParseImported(b []byte) error { return ParseAck(b, AckImported) }
 
 // HandoverMessage is in the status message (UNAVAILABLE) with which a
 // daemon that handed its memory over to a successor ends every lease:

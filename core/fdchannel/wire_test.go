@@ -70,3 +70,29 @@ func TestReplyAndDescriptorRoundTrip(t *testing.T) {
 		t.Errorf("Path = %q", Path("/run/w/GPU-1.sock"))
 	}
 }
+
+// TestTakeoverAcksRoundTripAndRefuseOtherKinds: each message of the
+// takeover exchange parses as itself only; a short message, another kind
+// or a wrong magic is ErrMalformed.
+func TestTakeoverAcksRoundTripAndRefuseOtherKinds(t *testing.T) {
+	kinds := []AckKind{AckImported, AckReleased, AckServing}
+	for _, k := range kinds {
+		b := MarshalAck(k)
+		if len(b) != AckSize || string(b[:4]) != Magic || b[6] != byte(k) {
+			t.Fatalf("%s: % x", k, b)
+		}
+		for _, want := range kinds {
+			err := ParseAck(b, want)
+			if (err == nil) != (k == want) || (err != nil && !errors.Is(err, ErrMalformed)) {
+				t.Errorf("ParseAck(%s, want %s) = %v", k, want, err)
+			}
+		}
+		if err := ParseAck(b[:AckSize-1], k); !errors.Is(err, ErrMalformed) {
+			t.Errorf("short %s: %v", k, err)
+		}
+		bad := append([]byte("XXXX"), b[4:]...)
+		if err := ParseAck(bad, k); !errors.Is(err, ErrMalformed) {
+			t.Errorf("bad magic %s: %v", k, err)
+		}
+	}
+}

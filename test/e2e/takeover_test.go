@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
@@ -135,6 +137,68 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 2 {
 		t.Fatalf("after the request: pid %d generation %d leases %d; before pid %d generation %d",
 			after.PID, after.Generation, len(after.Leases), before.PID, before.Generation)
+	}
+	checkBytes(t, held.Manifest, model, 0)
+}
+
+// TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing: a
+// successor SIGKILLed right after it imported the descriptors — once the
+// old daemon has released its identity lock and socket to it, before it
+// took them (test hook WCACHE_TEST_TAKEOVER_DIE_AFTER=imported) — does
+// not lose the cache: the old daemon takes its lock back and serves on
+// with the same pid, generation and leases (the lease held through it
+// never ends and reads the right bytes), attach --verify passes, and a
+// later takeover still succeeds.
+func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	old := h.startServe(0, model.Dir)
+	before := h.statusOf(0)
+	held, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Lease.Close()
+
+	dying := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, "WCACHE_TEST_TAKEOVER_DIE_AFTER=imported") },
+		"serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
+	h.waitExit(dying, 30*time.Second)
+	if !strings.Contains(old.Output(), "released the lock and socket to the successor") {
+		t.Fatalf("the successor died before the old daemon released its lock: the hook did not test the window\n%s\n%s", old, dying)
+	}
+	if err := old.WaitFor(context.Background(), "the daemon serving again", readyTimeout, func() bool {
+		return strings.Contains(old.Output(), "takeover: serving again")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, old)
+	}
+	if old.Exited() {
+		t.Fatalf("the daemon exited although its successor died:\n%s", old)
+	}
+	select {
+	case <-held.Lease.Done():
+		t.Fatalf("the lease held through the failed takeover ended: %v", held.Lease.Err())
+	default:
+	}
+	after := h.statusOf(0)
+	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
+		after.Leases[0].ID != held.Lease.ID() {
+		t.Fatalf("after the failed takeover: pid %d generation %d leases %+v; before pid %d generation %d lease %d",
+			after.PID, after.Generation, after.Leases, before.PID, before.Generation, held.Lease.ID())
+	}
+	if r, err := daemonfile.ReadReady(h.Paths(h.UUIDs[0]).Ready); err != nil || r.PID != before.PID {
+		t.Fatalf("ready file after the failed takeover: %+v, %v; want pid %d", r, err, before.PID)
+	}
+	checkBytes(t, held.Manifest, model, 0)
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+
+	// The descriptor channel listens again: a successor that lives takes over.
+	next := h.start("serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
+	h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
+	if code := h.waitExit(old, 10*time.Second); code != 0 {
+		t.Errorf("the daemon taken over exited %d, want 0:\n%s", code, old)
+	}
+	if st := h.statusOf(0); st.PID != next.PID() || st.Generation != before.Generation {
+		t.Fatalf("after the second takeover: pid %d generation %d, want pid %d generation %d", st.PID, st.Generation, next.PID(), before.Generation)
 	}
 	checkBytes(t, held.Manifest, model, 0)
 }

@@ -1,0 +1,60 @@
+package daemon
+
+import (
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+)
+
+// TestHandoverListenerPausesAndResumesOnANewSocket: a paused
+// handoverListener closes its socket without failing Accept, serves the
+// socket given to resume, and fails with net.ErrClosed once closed.
+func TestHandoverListenerPausesAndResumesOnANewSocket(t *testing.T) {
+	dir := t.TempDir()
+	listen := func(name string) *net.UnixListener {
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, name), Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	first := listen("a")
+	h := newHandoverListener(first)
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	next := make(chan accepted, 1)
+	accept := func() { c, err := h.Accept(); next <- accepted{c, err} }
+
+	go accept()
+	h.pause() // Accept, blocked on the first socket, must wait, not fail
+	if _, err := net.Dial("unix", filepath.Join(dir, "a")); err == nil {
+		t.Fatal("the paused listener's socket still accepts connections")
+	}
+	select {
+	case a := <-next:
+		t.Fatalf("Accept returned while paused: %v, %v", a.c, a.err)
+	default:
+	}
+	h.resume(listen("b"))
+	c, err := net.Dial("unix", filepath.Join(dir, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := <-next
+	if a.err != nil {
+		t.Fatalf("Accept after resume: %v", a.err)
+	}
+	a.c.Close()
+
+	go accept()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-next; !errors.Is(a.err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v, %v", a.c, a.err)
+	}
+}
