@@ -180,23 +180,8 @@ func TestDescriptorChannelRefusesOtherUID(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{Devices: 2})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
-	shared := filepath.Join(h.Root, "shared")
-	if err := os.Mkdir(shared, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(shared, 0, nobody); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(h.Root, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	// The helper is this test binary: a copy nobody may run.
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper := filepath.Join(h.Root, "fd-helper")
-	copyFile(t, exe, helper, 0o755)
+	shared, helper := sharedWithNobody(t, h)
 	tmpl := []string{"--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
 		"--ready-template", filepath.Join(shared, "{device_uuid}.ready"), "--socket-group", fmt.Sprint(nobody)}
 	for gpu, extra := range [][]string{nil, {"--allow-gid", fmt.Sprint(nobody)}} {
@@ -238,6 +223,32 @@ func mustCheckpoint(t *testing.T, dir string) *safetensors.Checkpoint {
 		t.Fatal(err)
 	}
 	return ck
+}
+
+// sharedWithNobody prepares what a test that runs a client as uid 65534
+// needs: h.Root readable by all, a folder "shared" (0750, group 65534) for
+// sockets and ready files the daemon opens to that group, and a copy of
+// this test binary (the helper process) that uid 65534 may run. It
+// returns the folder and the helper's path.
+func sharedWithNobody(t *testing.T, h *harness) (shared, helper string) {
+	t.Helper()
+	shared = filepath.Join(h.Root, "shared")
+	if err := os.Mkdir(shared, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(shared, 0, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(h.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper = filepath.Join(h.Root, "fd-helper")
+	copyFile(t, exe, helper, 0o755)
+	return shared, helper
 }
 
 // copyFile copies src to dst with mode.
@@ -295,22 +306,7 @@ func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{Devices: 1})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
-	shared := filepath.Join(h.Root, "shared")
-	if err := os.Mkdir(shared, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(shared, 0, nobody); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(h.Root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper := filepath.Join(h.Root, "fd-helper")
-	copyFile(t, exe, helper, 0o755)
+	shared, helper := sharedWithNobody(t, h)
 	sock := filepath.Join(shared, h.UUIDs[0]+".sock")
 	d := h.start(serveArgs(0, model.Dir, "--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
 		"--ready-template", filepath.Join(shared, "{device_uuid}.ready"), "--socket-group", fmt.Sprint(nobody))...)

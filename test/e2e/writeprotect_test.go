@@ -148,24 +148,10 @@ func TestAttacherCannotWriteTheWeights(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{Devices: 2})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
-	shared := filepath.Join(h.Root, "shared")
-	if err := os.Mkdir(shared, 0o750); err != nil {
+	shared, helper := sharedWithNobody(t, h)
+	if err := os.Chmod(model.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(shared, 0, nobody); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{h.Root, model.Dir} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper := filepath.Join(h.Root, "fd-helper")
-	copyFile(t, exe, helper, 0o755)
 	for gpu, as := range []struct {
 		name string
 		cred *syscall.Credential
