@@ -429,3 +429,60 @@ func TestConnectionLimitAnswersBusy(t *testing.T) {
 		t.Fatalf("a range past the arena: %v, want ErrInvalid", err)
 	}
 }
+
+// TestCredentialsReloadOnRotation rotates the server's files to a new CA
+// (as cert-manager rewrites a Secret): clients of the old CA are refused
+// from the next connection on, clients of the new one served, without a
+// restart.
+func TestCredentialsReloadOnRotation(t *testing.T) {
+	oldCA, newCAuth := newCA(t, "old CA"), newCA(t, "new CA")
+	creds := oldCA.issue(t, "node-a", oldCA)
+	addr, _ := serve(t, newSource(content(1<<20, 1)), creds, peer.ServerOptions{})
+	oldClient, newClient := oldCA.issue(t, "node-b", oldCA), newCAuth.issue(t, "node-b", newCAuth)
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(oldClient, addr)); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+	rotated := newCAuth.issue(t, "node-a", newCAuth)
+	for _, f := range [][2]string{{rotated.CertFile, creds.CertFile}, {rotated.KeyFile, creds.KeyFile}, {rotated.CAFile, creds.CAFile}} {
+		// Written beside, then renamed over: a new inode, as a Secret
+		// volume's atomic update gives.
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f[1]+".new", b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(f[1]+".new", f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(oldClient, addr)); !errors.Is(err, peer.ErrNoPeer) {
+		t.Fatalf("a client of the old CA after the rotation: %v, want refused", err)
+	}
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(newClient, addr)); err != nil {
+		t.Fatalf("a client of the new CA after the rotation: %v", err)
+	}
+}
+
+func TestCredentialsMissingFilesFailAtStart(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	creds := authority.issue(t, "node-a", authority)
+	creds.KeyFile = filepath.Join(t.TempDir(), "absent.key")
+	if _, err := peer.NewServer(newSource(content(1, 1)), creds, peer.ServerOptions{}); err == nil || !strings.Contains(err.Error(), "absent.key") {
+		t.Fatalf("NewServer with a missing key: %v", err)
+	}
+}
+
+func TestResolvePeers(t *testing.T) {
+	r := resolver{"peers.svc": {"10.0.0.1", "10.0.0.2", "10.0.0.3"}}
+	got, err := peer.ResolvePeers(t.Context(), r, []string{"10.0.0.9:7000", "peers.svc:7000", "10.0.0.9:7000", "gone.svc:7000"}, []string{"10.0.0.2:7000"})
+	want := []string{"10.0.0.9:7000", "10.0.0.1:7000", "10.0.0.3:7000"}
+	if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ResolvePeers = %v (%v), want %v", got, err, want)
+	}
+	if _, err := peer.ResolvePeers(t.Context(), r, []string{"gone.svc:7000", "no-port"}, nil); !errors.Is(err, peer.ErrNoPeer) ||
+		!strings.Contains(err.Error(), "gone.svc") || !strings.Contains(err.Error(), "no-port") {
+		t.Fatalf("no peer left: %v", err)
+	}
+}
