@@ -104,9 +104,10 @@ type memSource struct {
 }
 
 type memGen struct {
-	src    *memSource
-	id     string
-	arenas [][]byte
+	src     *memSource
+	id      string
+	arenas  [][]byte
+	digests []string // computed once, as a daemon records them at load
 }
 
 func (s *memSource) Open(_ context.Context, identity string) (peer.Generation, error) {
@@ -125,7 +126,7 @@ func (g *memGen) ID() string { return g.id }
 func (g *memGen) Arenas() []peer.Arena {
 	out := make([]peer.Arena, len(g.arenas))
 	for i, a := range g.arenas {
-		out[i] = peer.Arena{Size: uint64(len(a)), Digest: filedigest.Bytes(a)}
+		out[i] = peer.Arena{Size: uint64(len(a)), Digest: g.digests[i]}
 		if g.src.announce != nil {
 			out[i].Digest = g.src.announce[i]
 		}
@@ -194,7 +195,11 @@ const identity = "sha256:1111111111111111111111111111111111111111111111111111111
 
 func newSource(arenas ...[]byte) *memSource {
 	s := &memSource{failAt: -1}
-	s.gens = map[string]*memGen{identity: {src: s, id: "gen-1", arenas: arenas}}
+	g := &memGen{src: s, id: "gen-1", arenas: arenas}
+	for _, a := range arenas {
+		g.digests = append(g.digests, filedigest.Bytes(a))
+	}
+	s.gens = map[string]*memGen{identity: g}
 	return s
 }
 

@@ -91,7 +91,9 @@ type Source interface {
 type Generation interface {
 	// ID names the generation (stable while it is served).
 	ID() string
-	// Arenas lists its arenas with their sizes and content digests.
+	// Arenas lists its arenas with their sizes and content digests. It is
+	// called for every request: return digests recorded once (at load),
+	// never computed here.
 	Arenas() []Arena
 	// ReadAt fills p with arena's bytes at off (the range lies inside the
 	// arena; the server checks it).
