@@ -39,6 +39,9 @@ type FetchOptions struct {
 	// arenas must have (by arena): an offer that differs is refused
 	// before a byte is read.
 	Expect []string
+	// MaxBytes, when not 0, refuses an offer of more bytes in all (the
+	// daemon's memory budget) before the sink is prepared.
+	MaxBytes uint64
 	// Logger (nil: none) receives peers skipped and the fetch's outcome.
 	Logger hclog.Logger
 }
@@ -87,6 +90,9 @@ func Fetch(ctx context.Context, identity string, sink Sink, opts FetchOptions) (
 	}
 	if err := checkOffer(peer, offer, identity, opts.Expect); err != nil {
 		return FetchResult{}, err
+	}
+	if opts.MaxBytes != 0 && offer.Bytes() > opts.MaxBytes {
+		return FetchResult{}, fmt.Errorf("peer %s offers %d bytes, more than the %d allowed", peer, offer.Bytes(), opts.MaxBytes)
 	}
 	start := time.Now()
 	if err := sink.Prepare(ctx, offer); err != nil {

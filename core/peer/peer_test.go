@@ -491,3 +491,23 @@ func TestResolvePeers(t *testing.T) {
 		t.Fatalf("no peer left: %v", err)
 	}
 }
+
+// A rate-limited server still serves every byte (the limit's effect on
+// time belongs in the benchmarks), and an offer over the caller's budget
+// is refused before the sink is prepared.
+func TestRateLimitAndBudget(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	data := content(3<<20+1, 4)
+	addr, _ := serve(t, newSource(data), authority.issue(t, "node-a", authority), peer.ServerOptions{RateBytesPerSec: 256 << 20})
+	client := authority.issue(t, "node-b", authority)
+	sink := &memSink{}
+	if _, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(client, addr)); err != nil || !bytes.Equal(sink.arenas[0], data) {
+		t.Fatalf("rate-limited fetch: %v", err)
+	}
+	sink = &memSink{}
+	opts := fetchOpts(client, addr)
+	opts.MaxBytes = uint64(len(data)) - 1
+	if _, err := peer.Fetch(t.Context(), identity, sink, opts); err == nil || sink.prepared {
+		t.Fatalf("offer over the budget: err %v, sink prepared %v", err, sink.prepared)
+	}
+}

@@ -25,10 +25,14 @@ type Offer struct {
 	Arenas     []Arena
 }
 
-// Bytes is the total size of the offer's arenas.
+// Bytes is the total size of the offer's arenas (saturating at the
+// largest uint64, so a hostile offer cannot wrap it).
 func (o Offer) Bytes() uint64 {
 	var n uint64
 	for _, a := range o.Arenas {
+		if n+a.Size < n {
+			return ^uint64(0)
+		}
 		n += a.Size
 	}
 	return n
