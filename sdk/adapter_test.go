@@ -325,3 +325,50 @@ func TestDeadServerIsUnavailable(t *testing.T) {
 		t.Fatalf("Info on a dead server: err = %v, want ErrUnavailable", err)
 	}
 }
+
+// A backend without PeerCopy answers ErrUnsupported across the boundary,
+// the error a daemon falls back to the files on; one with it returns the
+// new allocation and its stats.
+func TestPeerCopyAcrossTheBoundary(t *testing.T) {
+	client, _ := connect(t, &mock.Backend{})
+	_, err := sdk.PeerCopy(context.Background(), client, sdk.PeerCopyRequest{Source: sdk.Handle{Kind: "posix-shm", Data: []byte("/x"), Size: 8}}, nil)
+	if !errors.Is(err, sdk.ErrUnsupported) {
+		t.Fatalf("PeerCopy on a backend without it: %v, want ErrUnsupported", err)
+	}
+	if _, err := sdk.PeerCopy(context.Background(), struct{ sdk.Backend }{client}, sdk.PeerCopyRequest{}, nil); !errors.Is(err, sdk.ErrUnsupported) {
+		t.Fatalf("sdk.PeerCopy on a Backend that is no PeerCopier: %v", err)
+	}
+
+	var got sdk.PeerCopyRequest
+	client, _ = connect(t, &mock.Backend{PeerCopyFunc: func(_ context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+		got = req
+		progress(4, 8)
+		return sdk.PeerCopyResult{ID: 7, Bytes: 4096, Stats: sdk.PeerCopyStats{Bytes: 8, Chunks: 2, Streams: 2, Wall: time.Millisecond, Path: "p2p"}}, nil
+	}})
+	var seen []uint64
+	res, err := sdk.PeerCopy(context.Background(), client, sdk.PeerCopyRequest{Ordinal: 1, Source: sdk.Handle{Kind: "posix-shm", Data: []byte("/x"), Size: 8}},
+		func(done, _ uint64) { seen = append(seen, done) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sdk.PeerCopyResult{ID: 7, Bytes: 4096, Stats: sdk.PeerCopyStats{Bytes: 8, Chunks: 2, Streams: 2, Wall: time.Millisecond, Path: "p2p"}}
+	if !reflect.DeepEqual(res, want) || got.Ordinal != 1 || string(got.Source.Data) != "/x" || got.Source.Size != 8 {
+		t.Fatalf("result %+v, request seen %+v", res, got)
+	}
+	if len(seen) == 0 || seen[len(seen)-1] != 8 {
+		t.Fatalf("progress %v, want it to end at 8", seen)
+	}
+
+	// A plugin that reserves less than it copied violates the protocol: the
+	// host frees the allocation and fails.
+	var freed []sdk.AllocationID
+	client, _ = connect(t, &mock.Backend{
+		PeerCopyFunc: func(context.Context, sdk.PeerCopyRequest, sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+			return sdk.PeerCopyResult{ID: 9, Bytes: 4}, nil
+		},
+		FreeFunc: func(_ context.Context, id sdk.AllocationID) error { freed = append(freed, id); return nil },
+	})
+	if _, err := sdk.PeerCopy(context.Background(), client, sdk.PeerCopyRequest{Source: sdk.Handle{Kind: "posix-shm", Data: []byte("/x"), Size: 8}}, nil); err == nil || len(freed) != 1 || freed[0] != 9 {
+		t.Fatalf("short reservation: err %v, freed %v", err, freed)
+	}
+}

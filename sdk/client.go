@@ -220,3 +220,58 @@ func (c *grpcClient) Free(ctx context.Context, id AllocationID) error {
 	}
 	return nil
 }
+
+// PeerCopy sends the source handle (its descriptor on the plugin
+// descriptor channel) and streams progress; the final message names the
+// new allocation. A plugin without PeerCopy answers ErrUnsupported. A
+// stream that ends without the final message is a *TransportError (the
+// plugin frees what it allocated when it cannot deliver the result).
+func (c *grpcClient) PeerCopy(ctx context.Context, req PeerCopyRequest, progress ProgressFunc) (PeerCopyResult, error) {
+	ord, err := ordinalToProto(req.Ordinal)
+	if err != nil {
+		return PeerCopyResult{}, err
+	}
+	ph := handleToProto(req.Source)
+	if req.Source.File != nil {
+		if c.fds == nil {
+			return PeerCopyResult{}, Errorf(ErrUnsupported, "peer copy from a %s handle: the plugin has no descriptor channel", req.Source.Kind)
+		}
+		if ph.FdToken, err = c.fds.Send(req.Source.File); err != nil {
+			return PeerCopyResult{}, &TransportError{Op: "PeerCopy", Err: err}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rpc.PeerCopy(ctx, &backendv1.PeerCopyRequest{Ordinal: ord, Source: ph, Length: req.Length})
+	if err != nil {
+		return PeerCopyResult{}, fromStatus(ctx, "PeerCopy", err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return PeerCopyResult{}, &TransportError{Op: "PeerCopy", Err: errors.New("progress stream ended before the copy completed")}
+		}
+		if err != nil {
+			return PeerCopyResult{}, fromStatus(ctx, "PeerCopy", err)
+		}
+		if !msg.GetDone() {
+			if progress != nil {
+				progress(msg.GetBytesDone(), msg.GetBytesTotal())
+			}
+			continue
+		}
+		res := PeerCopyResult{ID: AllocationID(msg.GetAllocationId()), Bytes: msg.GetBytes(), Stats: peerCopyStatsFromProto(msg.GetStats())}
+		want := req.Length
+		if want == 0 {
+			want = req.Source.Size
+		}
+		if res.Bytes < want {
+			_ = c.Free(context.WithoutCancel(ctx), res.ID)
+			return PeerCopyResult{}, fmt.Errorf("backend reserved %d bytes for a peer copy of %d: protocol violation", res.Bytes, want)
+		}
+		if progress != nil {
+			progress(msg.GetBytesDone(), msg.GetBytesTotal())
+		}
+		return res, nil
+	}
+}

@@ -261,3 +261,13 @@ func clampUint32(n int) uint32 {
 func durationToNs(d time.Duration) uint64 { return uint64(max(d, 0)) }
 
 func nsToDuration(ns uint64) time.Duration { return time.Duration(min(ns, math.MaxInt64)) }
+
+func peerCopyStatsToProto(s PeerCopyStats) *backendv1.PeerCopyStats {
+	return &backendv1.PeerCopyStats{Bytes: s.Bytes, Chunks: s.Chunks, Streams: clampUint32(s.Streams),
+		WallNs: durationToNs(s.Wall), Path: s.Path}
+}
+
+func peerCopyStatsFromProto(s *backendv1.PeerCopyStats) PeerCopyStats {
+	return PeerCopyStats{Bytes: s.GetBytes(), Chunks: s.GetChunks(), Streams: int(s.GetStreams()),
+		Wall: nsToDuration(s.GetWallNs()), Path: s.GetPath()}
+}

@@ -183,6 +183,55 @@ func (s *grpcServer) Free(ctx context.Context, req *backendv1.FreeRequest) (*bac
 	return &backendv1.FreeResponse{}, nil
 }
 
+// PeerCopy runs the backend's PeerCopy (ErrUnsupported when it has none)
+// and streams its progress, throttled as Load's. The final message names
+// the new allocation; when it cannot be sent (the host went away) the
+// allocation is freed, so a copy the host never learnt of leaves nothing.
+func (s *grpcServer) PeerCopy(req *backendv1.PeerCopyRequest, stream backendv1.Backend_PeerCopyServer) error {
+	if req.GetSource() == nil {
+		return ToStatus(Errorf(ErrInvalidArgument, "peer copy without a source handle"))
+	}
+	if _, ok := s.impl.(PeerCopier); !ok {
+		return ToStatus(Errorf(ErrUnsupported, "peer copy: this backend cannot copy from a peer's memory"))
+	}
+	ctx := stream.Context()
+	src := handleFromProto(req.GetSource())
+	if token := req.GetSource().GetFdToken(); token != 0 {
+		if s.fds == nil {
+			return ToStatus(Errorf(ErrInvalidArgument, "peer copy from a %s handle with descriptor %d: no descriptor channel", src.Kind, token))
+		}
+		tctx, cancel := context.WithTimeout(ctx, FDWait)
+		f, err := s.fds.Take(tctx, token)
+		cancel()
+		if err != nil {
+			return ToStatus(Errorf(ErrInvalidArgument, "peer copy from a %s handle: %v", src.Kind, err))
+		}
+		defer f.Close()
+		src.File = f
+	}
+	total := req.GetLength()
+	if total == 0 {
+		total = src.Size
+	}
+	t := newProgressThrottle(total, time.Now, func(done uint64) error {
+		return stream.Send(&backendv1.PeerCopyProgress{BytesDone: done, BytesTotal: total})
+	})
+	res, err := PeerCopy(ctx, s.impl, PeerCopyRequest{Ordinal: int(req.GetOrdinal()), Source: src, Length: req.GetLength()}, t.report)
+	if err != nil {
+		return ToStatus(err)
+	}
+	err = t.sendErr()
+	if err == nil {
+		err = stream.Send(&backendv1.PeerCopyProgress{BytesDone: total, BytesTotal: total, Done: true,
+			AllocationId: uint64(res.ID), Bytes: res.Bytes, Stats: peerCopyStatsToProto(res.Stats)})
+	}
+	if err != nil {
+		_ = s.impl.Free(context.WithoutCancel(ctx), res.ID)
+		return err
+	}
+	return nil
+}
+
 // progressThrottle forwards Load progress at most every
 // ProgressBytesInterval bytes or ProgressTimeInterval. It is safe for
 // concurrent use, so a backend that reports from several goroutines cannot

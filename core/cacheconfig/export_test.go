@@ -12,3 +12,13 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// IdentityRuleFields lists the field names the weights-identity rule has a
+// row for (ExtraPrefix for the extra entries).
+func IdentityRuleFields() []string {
+	var out []string
+	for _, r := range identityRules() {
+		out = append(out, r.field)
+	}
+	return out
+}

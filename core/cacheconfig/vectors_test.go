@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -113,6 +114,91 @@ type vectorFile struct {
 	CheckpointDirs []vectorDir        `json:"checkpoint_dirs"`
 	DTypes         []vectorSpelling   `json:"dtypes"`
 	Quantizations  []vectorSpelling   `json:"quantizations"`
+	Identities     []vectorIdentity   `json:"weights_identities"`
+}
+
+// vectorIdentity is a weights identity (WeightsIdentity) of one config for
+// one kind; NoIdentity: the config has none (ErrNoWeightsIdentity) and
+// Canonical and Identity are empty.
+type vectorIdentity struct {
+	Name       string          `json:"name"`
+	Kind       string          `json:"kind"`
+	Config     json.RawMessage `json:"config"`
+	Canonical  string          `json:"canonical"`
+	Identity   string          `json:"identity"`
+	NoIdentity bool            `json:"no_identity,omitempty"`
+}
+
+// identityConfigs are the configurations the identity vectors cover: every
+// config vector, and data-parallel replicas with and without experts
+// sharded (two with the same identity, one without).
+func identityConfigs() map[string]cacheconfig.Config {
+	out := vectorConfigs()
+	replica := cacheconfig.Default()
+	replica.Model = "/models/moe"
+	replica.CheckpointDigest = "sha256:" + strings.Repeat("ab", 32)
+	replica.DType = "bfloat16"
+	replica.DPSize, replica.DPRank = 4, 0
+	out["dp-replica-rank-0"] = replica
+	replica.DPRank, replica.DType = 3, "torch.bfloat16"
+	out["dp-replica-rank-3"] = replica
+	replica.EPSize, replica.EPRank = 4, 3
+	out["dp-rank-3-experts-sharded"] = replica
+	return out
+}
+
+func identityVectors() []vectorIdentity {
+	configs := identityConfigs()
+	var out []vectorIdentity
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		c := configs[name]
+		for _, kind := range []cacheconfig.WeightsKind{cacheconfig.WeightsFromFiles, cacheconfig.WeightsPublished} {
+			v := vectorIdentity{Name: name, Kind: string(kind), Config: configJSON(c)}
+			canon, err := cacheconfig.WeightsIdentityCanonical(c, kind)
+			id, _ := cacheconfig.WeightsIdentity(c, kind)
+			v.Canonical, v.Identity, v.NoIdentity = canon, id, err != nil
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestWeightsIdentityVectors(t *testing.T) {
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	want := identityVectors()
+	if len(vf.Identities) != len(want) {
+		t.Fatalf("%d weights-identity vectors, want %d; regenerate with %s=1", len(vf.Identities), len(want), updateEnv)
+	}
+	ids := map[string]string{}
+	for i, v := range vf.Identities {
+		var p configv1.CacheConfig
+		if err := protojson.Unmarshal(v.Config, &p); err != nil {
+			t.Fatal(err)
+		}
+		c := cacheconfig.FromProto(&p)
+		canon, err := cacheconfig.WeightsIdentityCanonical(c, cacheconfig.WeightsKind(v.Kind))
+		if v.NoIdentity != errors.Is(err, cacheconfig.ErrNoWeightsIdentity) || canon != v.Canonical {
+			t.Errorf("%s/%s: canonical %q (%v), vector %q (no_identity %v)", v.Name, v.Kind, canon, err, v.Canonical, v.NoIdentity)
+		}
+		if id, _ := cacheconfig.WeightsIdentity(c, cacheconfig.WeightsKind(v.Kind)); id != v.Identity {
+			t.Errorf("%s/%s: identity %s, vector %s", v.Name, v.Kind, id, v.Identity)
+		}
+		if w := want[i]; w.Name != v.Name || w.Kind != v.Kind || w.Identity != v.Identity {
+			t.Errorf("vector %d (%s/%s) is not the one made from the configuration", i, v.Name, v.Kind)
+		}
+		ids[v.Name+"/"+v.Kind] = v.Identity
+	}
+	if ids["dp-replica-rank-0/published"] != ids["dp-replica-rank-3/published"] ||
+		ids["dp-replica-rank-3/published"] == ids["dp-rank-3-experts-sharded/published"] {
+		t.Error("the vectors do not show the data-parallel rule")
+	}
 }
 
 // dtypeInputs are the dtype spellings the vectors cover: every alias (the
@@ -393,6 +479,7 @@ func writeVectors(t *testing.T) {
 	vf.CheckpointDirs = []vectorDir{{Path: strings.TrimPrefix(hiddenDir, "testdata/"), Digest: hidden}}
 	vf.DTypes = spellings(dtypeInputs(), cacheconfig.NormalizeDType)
 	vf.Quantizations = spellings(quantizationInputs(), cacheconfig.NormalizeQuantization)
+	vf.Identities = identityVectors()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -17,6 +17,7 @@ type backend struct {
 var (
 	_ sdk.Backend         = (*backend)(nil)
 	_ sdk.StatsLoader     = (*backend)(nil)
+	_ sdk.PeerCopier      = (*backend)(nil)
 	_ sdk.ValueConfigurer = (*backend)(nil)
 )
 
@@ -52,6 +53,11 @@ func (b *backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.E
 func (b *backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
 	st, err := sdk.LoadWithStats(ctx, b.inner, id, extents, progress)
 	return st, b.p.diedDuring("Load", err)
+}
+
+func (b *backend) PeerCopy(ctx context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+	res, err := sdk.PeerCopy(ctx, b.inner, req, progress)
+	return res, b.p.diedDuring("PeerCopy", err)
 }
 
 func (b *backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -70,5 +71,85 @@ func TestRunByHandExplains(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "wcache backend plugin") ||
 		!strings.Contains(string(out), "docs/mock-backend.md") {
 		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
+	}
+}
+
+// TestPeerCopyFailingMidCopyLeavesNothing copies a 24 MiB arena of one
+// plugin process into another whose copy fails after 8 MiB
+// (WCACHE_MOCK_FAIL_PEER_COPY_AFTER): the error names the knob, the
+// copier's device has all its memory free again (no half arena), it still
+// serves, and the source is untouched.
+func TestPeerCopyFailingMidCopyLeavesNothing(t *testing.T) {
+	for _, kind := range []string{mockbackend.HandleMemfd, mockbackend.HandlePosixShm} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := t.Context()
+			dir := filepath.Join(t.TempDir(), "shm")
+			env := []string{mockbackend.EnvDir + "=" + dir, mockbackend.EnvMemory + "=64MiB", mockbackend.EnvHandle + "=" + kind}
+			src := backendtest.StartPlugin(t, os.Getenv(pluginEnv), env...)
+			failing := backendtest.StartPlugin(t, os.Getenv(pluginEnv), append(env, mockbackend.EnvFailPeerCopyAfter+"=8MiB")...)
+
+			const size = 24 << 20
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(i*7 + i>>13)
+			}
+			path := filepath.Join(t.TempDir(), "arena.bin")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			id, _, err := src.Allocate(ctx, 0, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := src.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			h, err := src.Export(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.File != nil {
+				defer h.File.Close()
+			}
+			free := func(b sdk.Backend) uint64 {
+				devs, err := b.Devices(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return devs[0].FreeMemory
+			}
+			before := free(failing)
+
+			_, err = sdk.PeerCopy(ctx, failing, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
+			if err == nil || !strings.Contains(err.Error(), mockbackend.EnvFailPeerCopyAfter) {
+				t.Fatalf("PeerCopy with the knob: %v, want the injected failure", err)
+			}
+			if after := free(failing); after != before {
+				t.Fatalf("free memory %d after the failed copy, %d before: a half arena was left", after, before)
+			}
+			// The copier still works: the same copy without the knob, on a
+			// fresh plugin, gives the bytes; the source never changed.
+			ok := backendtest.StartPlugin(t, os.Getenv(pluginEnv), env...)
+			res, err := sdk.PeerCopy(ctx, ok, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
+			if err != nil {
+				t.Fatalf("PeerCopy: %v", err)
+			}
+			for off := uint64(0); off < size; off += sdk.MaxReadBytes {
+				got, err := ok.Read(ctx, res.ID, off, min(sdk.MaxReadBytes, size-off))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, data[off:off+uint64(len(got))]) {
+					t.Fatalf("copied bytes at %d differ", off)
+				}
+				src, err := src.Read(ctx, id, off, uint64(len(got)))
+				if err != nil || !bytes.Equal(src, got) {
+					t.Fatalf("source bytes at %d changed (%v)", off, err)
+				}
+			}
+			if res.Stats.Path != "memcpy" || res.Stats.Bytes != size {
+				t.Errorf("stats %+v", res.Stats)
+			}
+		})
 	}
 }

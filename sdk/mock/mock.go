@@ -35,6 +35,9 @@ type Backend struct {
 	ReadFunc      func(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
 	DigestFunc    func(ctx context.Context, id sdk.AllocationID, ranges []sdk.Range) ([][32]byte, error)
 	FreeFunc      func(ctx context.Context, id sdk.AllocationID) error
+	// PeerCopyFunc serves PeerCopy (sdk.PeerCopier); nil: ErrUnsupported,
+	// as a backend without peer copies answers.
+	PeerCopyFunc func(ctx context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error)
 	// OptionsFunc is the schema (sdk.Configurable); nil: no options.
 	OptionsFunc func() []sdk.Option
 	// ConfigureFunc receives the resolved configuration; nil: accepted.
@@ -47,7 +50,16 @@ var (
 	_ sdk.Backend      = (*Backend)(nil)
 	_ sdk.StatsLoader  = (*Backend)(nil)
 	_ sdk.Configurable = (*Backend)(nil)
+	_ sdk.PeerCopier   = (*Backend)(nil)
 )
+
+// PeerCopy calls PeerCopyFunc.
+func (b *Backend) PeerCopy(ctx context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+	if b.PeerCopyFunc == nil {
+		return sdk.PeerCopyResult{}, notSet("PeerCopy")
+	}
+	return b.PeerCopyFunc(ctx, req, progress)
+}
 
 // Options calls OptionsFunc, or returns nil.
 func (b *Backend) Options() []sdk.Option {

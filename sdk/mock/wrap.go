@@ -10,11 +10,15 @@ import "github.com/wcache/wcache/sdk"
 //		return sdk.Handle{}, sdk.Errorf(sdk.ErrUnsupported, "injected")
 //	}
 //
-// A b that is sdk.Configurable keeps its options and Configure.
+// A b that is sdk.Configurable keeps its options and Configure; one that
+// is an sdk.PeerCopier keeps its PeerCopy.
 func Wrap(b sdk.Backend) *Backend {
 	w := wrap(b)
 	if c, ok := b.(sdk.Configurable); ok {
 		w.OptionsFunc, w.ConfigureFunc = c.Options, c.Configure
+	}
+	if pc, ok := b.(sdk.PeerCopier); ok {
+		w.PeerCopyFunc = pc.PeerCopy
 	}
 	return w
 }

@@ -16,7 +16,7 @@ import (
 // resolved configuration, and which forwards every other call to it
 // (building it from the environment and the defaults when no Configure
 // came first). It implements the optional interfaces the gRPC adapter
-// looks for (sdk.Configurable, sdk.StatsLoader) and io.Closer, so that
+// looks for (sdk.Configurable, sdk.StatsLoader, sdk.PeerCopier) and io.Closer, so that
 // the built backend is seen as if it were served directly; a new Backend
 // method fails to compile here until it is forwarded.
 type lazyBackend struct {
@@ -33,6 +33,7 @@ var (
 	_ sdk.Backend      = (*lazyBackend)(nil)
 	_ sdk.Configurable = (*lazyBackend)(nil)
 	_ sdk.StatsLoader  = (*lazyBackend)(nil)
+	_ sdk.PeerCopier   = (*lazyBackend)(nil)
 	_ io.Closer        = (*lazyBackend)(nil)
 )
 
@@ -154,6 +155,16 @@ func (l *lazyBackend) LoadWithStats(ctx context.Context, id sdk.AllocationID, ex
 		return sdk.LoadStats{}, err
 	}
 	return sdk.LoadWithStats(ctx, b, id, extents, progress)
+}
+
+// PeerCopy forwards to the built backend's PeerCopy (sdk.PeerCopy:
+// ErrUnsupported when it has none).
+func (l *lazyBackend) PeerCopy(ctx context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+	b, err := l.get()
+	if err != nil {
+		return sdk.PeerCopyResult{}, err
+	}
+	return sdk.PeerCopy(ctx, b, req, progress)
 }
 
 func (l *lazyBackend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error) {

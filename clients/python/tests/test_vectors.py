@@ -3,6 +3,7 @@ client must produce byte-identical canonical encodings and digests."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -12,6 +13,7 @@ import pytest
 from wcache import CacheConfig, checkpoint_digest, normalize_dtype, normalize_quantization
 from wcache.vocab import DTYPE_ALIASES, QUANTIZATION_ALIASES
 from wcache.checkpoint import digest_headers
+from wcache.config import NoWeightsIdentityError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "core", "cacheconfig", "testdata", "vectors.json")
@@ -32,6 +34,24 @@ def test_config_vectors(vector):
     cfg = CacheConfig(**vector["config"])
     assert cfg.canonical() == vector["canonical"].encode("utf-8")
     assert cfg.digest() == vector["digest"]
+
+
+@pytest.mark.parametrize("vector", load()["weights_identities"], ids=lambda v: v["name"] + "/" + v["kind"])
+def test_weights_identity_vectors(vector):
+    cfg = CacheConfig(**vector["config"])
+    if vector.get("no_identity"):
+        with pytest.raises(NoWeightsIdentityError):
+            cfg.weights_identity(vector["kind"])
+        return
+    assert cfg.weights_identity_canonical(vector["kind"]) == vector["canonical"].encode("utf-8")
+    assert cfg.weights_identity(vector["kind"]) == vector["identity"]
+
+
+def test_weights_identity_rule_covers_every_field():
+    # A field added to CacheConfig needs a row in the rule (Go checks its own table).
+    from wcache.config import _IDENTITY_RULES
+    names = {f.name for f in dataclasses.fields(CacheConfig)} - {"extra"} | {"extra."}
+    assert set(_IDENTITY_RULES) == names
 
 
 @pytest.mark.parametrize("vector", load()["checkpoints"], ids=lambda v: v["name"])

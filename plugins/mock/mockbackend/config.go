@@ -44,6 +44,10 @@ const (
 	// EnvCrashLoadAfter=N: the plugin process exits with status 3 once a
 	// Load has copied N bytes, leaving its files behind like a real crash.
 	EnvCrashLoadAfter = "WCACHE_MOCK_CRASH_LOAD_AFTER"
+	// EnvFailPeerCopyAfter=N: a PeerCopy fails (untyped error) once it has
+	// copied N bytes; 0 fails before the first byte. The new allocation is
+	// freed either way.
+	EnvFailPeerCopyAfter = "WCACHE_MOCK_FAIL_PEER_COPY_AFTER"
 	// EnvFailExport=1: every Export fails (untyped error).
 	EnvFailExport = "WCACHE_MOCK_FAIL_EXPORT"
 	// EnvLoadDelay=<duration>: every Load waits this long (time.ParseDuration
@@ -88,8 +92,10 @@ type Faults struct {
 	// FailLoadAfter and CrashLoadAfter are byte counts; negative is off.
 	FailLoadAfter  int64
 	CrashLoadAfter int64
-	FailExport     bool
-	LoadDelay      time.Duration
+	// FailPeerCopyAfter is a byte count; negative is off.
+	FailPeerCopyAfter int64
+	FailExport        bool
+	LoadDelay         time.Duration
 	// Devices are the ordinals whose allocations the knobs above apply
 	// to: Allocate on such a device, Load and Export of an allocation made
 	// on one. Empty (the default): every device. New refuses an ordinal
@@ -104,7 +110,7 @@ func (f Faults) AppliesTo(ordinal int) bool {
 }
 
 // NoFaults returns Faults with every knob off.
-func NoFaults() Faults { return Faults{FailLoadAfter: -1, CrashLoadAfter: -1} }
+func NoFaults() Faults { return Faults{FailLoadAfter: -1, CrashLoadAfter: -1, FailPeerCopyAfter: -1} }
 
 // DefaultConfig is DefaultDeviceCount devices of DefaultMemory bytes, the
 // default folder and no faults.
@@ -177,6 +183,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, err)
 	}
 	if cfg.Faults.CrashLoadAfter, err = parseByteKnob(getenv, EnvCrashLoadAfter); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Faults.FailPeerCopyAfter, err = parseByteKnob(getenv, EnvFailPeerCopyAfter); err != nil {
 		errs = append(errs, err)
 	}
 	if v := strings.TrimSpace(getenv(EnvLoadDelay)); v != "" {

@@ -45,12 +45,13 @@ func TestConfigFromEnv(t *testing.T) {
 	cfg, err = ConfigFromEnv(env(map[string]string{
 		EnvDevices: "3", EnvMemory: "512MiB", EnvDir: "/x/y",
 		EnvFailAllocate: "1", EnvFailExport: "true", EnvFailLoadAfter: "1MiB", EnvCrashLoadAfter: "0",
-		EnvLoadDelay: "250ms",
+		EnvLoadDelay: "250ms", EnvFailPeerCopyAfter: "2MiB",
 	}))
 	if err != nil {
 		t.Fatalf("ConfigFromEnv: %v", err)
 	}
-	want := Faults{FailAllocate: true, FailExport: true, FailLoadAfter: 1 << 20, CrashLoadAfter: 0, LoadDelay: 250 * time.Millisecond}
+	want := Faults{FailAllocate: true, FailExport: true, FailLoadAfter: 1 << 20, CrashLoadAfter: 0, LoadDelay: 250 * time.Millisecond,
+		FailPeerCopyAfter: 2 << 20}
 	if len(cfg.DeviceUUIDs) != 3 || cfg.DeviceUUIDs[2] != DeviceUUID(2) || cfg.Memory != 512<<20 || cfg.Dir != "/x/y" || !reflect.DeepEqual(cfg.Faults, want) {
 		t.Fatalf("cfg = %+v", cfg)
 	}

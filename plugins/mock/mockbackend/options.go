@@ -26,6 +26,8 @@ func Options() []sdk.Option {
 			Description: "a Load fails once it has copied this many bytes (default: never)"},
 		{Name: "crash-load-after", Type: sdk.OptionSize, Env: EnvCrashLoadAfter,
 			Description: "the plugin exits with status 3 once a Load has copied this many bytes (default: never)"},
+		{Name: "fail-peer-copy-after", Type: sdk.OptionSize, Env: EnvFailPeerCopyAfter,
+			Description: "a PeerCopy fails once it has copied this many bytes (default: never)"},
 		{Name: "fail-export", Type: sdk.OptionBool, Default: "false", Env: EnvFailExport,
 			Description: "every Export fails"},
 		{Name: "load-delay", Type: sdk.OptionDuration, Default: "0s", Env: EnvLoadDelay,

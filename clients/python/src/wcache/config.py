@@ -15,6 +15,7 @@ from typing import Dict, List, Tuple
 
 from . import pb
 from .errors import WcacheError
+from .vocab import normalize_dtype, normalize_quantization
 
 PROTOCOL_VERSION = 1
 
@@ -26,6 +27,59 @@ TAIL_STRING_FIELDS = ("engine_name", "engine_version", "device_capability")
 EXTRA_PREFIX = "extra."
 DIGEST_PREFIX = "sha256:"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+# The weights-identity rule (core/cacheconfig/identity.go, docs/cacheconfig.md
+# "Weights identity"): where a generation's bytes came from decides which
+# fields can change them.
+WEIGHTS_FROM_FILES = "files"
+WEIGHTS_PUBLISHED = "published"
+WEIGHTS_IDENTITY_VERSION = "wcache-weights-identity-v1"
+
+
+def _keep(_cfg, v):
+    return v
+
+
+def _drop(_cfg, _v):
+    return None
+
+
+def _dp_rank_unless_expert_sharded(cfg, v):
+    # Data-parallel replicas hold the same bytes unless experts are sharded.
+    return None if cfg.ep_size <= 1 else v
+
+
+# One row per field (EXTRA_PREFIX for every extra entry): (files, published),
+# each returning the value kept, or None to leave the field out. A new field
+# is one row here and one in identityRules (Go).
+_IDENTITY_RULES = {
+    "model": (_drop, _keep),
+    "checkpoint_digest": (_keep, _keep),
+    "model_arch": (_drop, _keep),
+    "revision": (_drop, _keep),
+    "dtype": (_drop, lambda _c, v: normalize_dtype(v)),
+    "quantization": (_drop, lambda _c, v: normalize_quantization(v)),
+    "quantization_config_digest": (_drop, _keep),
+    "tp_size": (_drop, _keep),
+    "tp_rank": (_drop, _keep),
+    "pp_size": (_drop, _keep),
+    "pp_rank": (_drop, _keep),
+    "dp_size": (_drop, _keep),
+    "dp_rank": (_drop, _dp_rank_unless_expert_sharded),
+    "ep_size": (_drop, _keep),
+    "ep_rank": (_drop, _keep),
+    "extra.": (_drop, _keep),
+    "engine_name": (_drop, _keep),
+    "engine_version": (_drop, _keep),
+    "device_capability": (_drop, _keep),
+    "protocol_version": (_drop, _drop),
+}
+
+
+class NoWeightsIdentityError(WcacheError, ValueError):
+    """The config cannot name its bytes: weights loaded from files without a
+    checkpoint_digest, or an unknown kind (Go: ErrNoWeightsIdentity)."""
 
 
 class InvalidConfigError(WcacheError, ValueError):
@@ -160,6 +214,32 @@ class CacheConfig:
         """"sha256:" + lowercase hex SHA-256 of canonical(): equal digests mean
         identical configs (compatibility is the daemon's field-by-field check)."""
         return DIGEST_PREFIX + hashlib.sha256(self.canonical()).hexdigest()
+
+    def weights_identity_canonical(self, kind: str) -> bytes:
+        """The canonical encoding of the weights identity (Go
+        cacheconfig.WeightsIdentityCanonical): the length-prefixed version and
+        kind, then each field the rule keeps, in canonical() order, with its
+        kept value. Raises NoWeightsIdentityError for an unknown kind or for
+        ``files`` without a checkpoint_digest."""
+        self._check_types()
+        if kind not in (WEIGHTS_FROM_FILES, WEIGHTS_PUBLISHED):
+            raise NoWeightsIdentityError(f"no weights identity: unknown weights kind {kind!r}")
+        if kind == WEIGHTS_FROM_FILES and not self.checkpoint_digest:
+            raise NoWeightsIdentityError("no weights identity: weights loaded from files need a checkpoint_digest")
+        col = 0 if kind == WEIGHTS_FROM_FILES else 1
+        out = [_len_prefixed(WEIGHTS_IDENTITY_VERSION), _len_prefixed(kind)]
+        for name, value in self._fields():
+            rule = _IDENTITY_RULES.get(EXTRA_PREFIX if name.startswith(EXTRA_PREFIX) else name)
+            kept = value if rule is None else rule[col](self, value)
+            if kept is not None:
+                out.append(_len_prefixed(name) + _len_prefixed(kept))
+        return b"".join(out)
+
+    def weights_identity(self, kind: str) -> str:
+        """"sha256:" + hex SHA-256 of weights_identity_canonical(kind): two
+        generations with one identity hold the same bytes (up to what a
+        checkpoint_digest covers), so one can be filled from the other."""
+        return DIGEST_PREFIX + hashlib.sha256(self.weights_identity_canonical(kind)).hexdigest()
 
     def to_proto(self):
         """A wcache.pb.CacheConfig message with these fields (types checked, not validated)."""

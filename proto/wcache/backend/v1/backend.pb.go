@@ -83,7 +83,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{29, 0}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{32, 0}
 }
 
 type InfoRequest struct {
@@ -1399,6 +1399,235 @@ func (x *ImportResponse) GetAllocationId() uint64 {
 	return 0
 }
 
+type PeerCopyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The destination device, as the plugin process sees it.
+	Ordinal uint32 `protobuf:"varint,1,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
+	// The sibling's exported handle (a descriptor handle's descriptor
+	// travels on the plugin descriptor channel, as for Import).
+	Source *Handle `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// Bytes to copy from offset 0 of the source to offset 0 of the new
+	// allocation; 0: the source's size.
+	Length        uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCopyRequest) Reset() {
+	*x = PeerCopyRequest{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCopyRequest) ProtoMessage() {}
+
+func (x *PeerCopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCopyRequest.ProtoReflect.Descriptor instead.
+func (*PeerCopyRequest) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PeerCopyRequest) GetOrdinal() uint32 {
+	if x != nil {
+		return x.Ordinal
+	}
+	return 0
+}
+
+func (x *PeerCopyRequest) GetSource() *Handle {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *PeerCopyRequest) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+type PeerCopyProgress struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BytesDone  uint64                 `protobuf:"varint,1,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	BytesTotal uint64                 `protobuf:"varint,2,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	// Set on the final message only, with the fields below.
+	Done bool `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	// The new allocation and the bytes it reserved.
+	AllocationId  uint64         `protobuf:"varint,4,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
+	Bytes         uint64         `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Stats         *PeerCopyStats `protobuf:"bytes,6,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCopyProgress) Reset() {
+	*x = PeerCopyProgress{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCopyProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCopyProgress) ProtoMessage() {}
+
+func (x *PeerCopyProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCopyProgress.ProtoReflect.Descriptor instead.
+func (*PeerCopyProgress) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PeerCopyProgress) GetBytesDone() uint64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *PeerCopyProgress) GetBytesTotal() uint64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *PeerCopyProgress) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *PeerCopyProgress) GetAllocationId() uint64 {
+	if x != nil {
+		return x.AllocationId
+	}
+	return 0
+}
+
+func (x *PeerCopyProgress) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *PeerCopyProgress) GetStats() *PeerCopyStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// PeerCopyStats are the counters of one peer copy (sdk/fill.CopyDevice).
+type PeerCopyStats struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Bytes   uint64                 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Chunks  uint64                 `protobuf:"varint,2,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	Streams uint32                 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
+	WallNs  uint64                 `protobuf:"varint,4,opt,name=wall_ns,json=wallNs,proto3" json:"wall_ns,omitempty"`
+	// "p2p", "staged" (through host memory), "memcpy" (mock), "" unknown.
+	Path          string `protobuf:"bytes,5,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCopyStats) Reset() {
+	*x = PeerCopyStats{}
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCopyStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCopyStats) ProtoMessage() {}
+
+func (x *PeerCopyStats) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCopyStats.ProtoReflect.Descriptor instead.
+func (*PeerCopyStats) Descriptor() ([]byte, []int) {
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PeerCopyStats) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *PeerCopyStats) GetChunks() uint64 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *PeerCopyStats) GetStreams() uint32 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+func (x *PeerCopyStats) GetWallNs() uint64 {
+	if x != nil {
+		return x.WallNs
+	}
+	return 0
+}
+
+func (x *PeerCopyStats) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 type ReadRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AllocationId  uint64                 `protobuf:"varint,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
@@ -1410,7 +1639,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1651,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[22]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1664,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{22}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadRequest) GetAllocationId() uint64 {
@@ -1468,7 +1697,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1709,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[23]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1722,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{23}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadResponse) GetData() []byte {
@@ -1513,7 +1742,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1754,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[24]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1767,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{24}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Range) GetOffset() uint64 {
@@ -1565,7 +1794,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1806,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[25]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1819,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{25}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DigestRequest) GetAllocationId() uint64 {
@@ -1617,7 +1846,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1858,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[26]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1871,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{26}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DigestResponse) GetSha256() [][]byte {
@@ -1661,7 +1890,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1902,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[27]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1915,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{27}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FreeRequest) GetAllocationId() uint64 {
@@ -1704,7 +1933,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1945,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[28]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1958,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{28}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{31}
 }
 
 // ErrorDetail rides in a gRPC status so that typed errors survive the
@@ -1744,7 +1973,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[29]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1985,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_backend_v1_backend_proto_msgTypes[29]
+	mi := &file_wcache_backend_v1_backend_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1998,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{29}
+	return file_wcache_backend_v1_backend_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -1885,7 +2114,26 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\aordinal\x18\x01 \x01(\rR\aordinal\x121\n" +
 	"\x06handle\x18\x02 \x01(\v2\x19.wcache.backend.v1.HandleR\x06handle\"5\n" +
 	"\x0eImportResponse\x12#\n" +
-	"\rallocation_id\x18\x01 \x01(\x04R\fallocationId\"b\n" +
+	"\rallocation_id\x18\x01 \x01(\x04R\fallocationId\"v\n" +
+	"\x0fPeerCopyRequest\x12\x18\n" +
+	"\aordinal\x18\x01 \x01(\rR\aordinal\x121\n" +
+	"\x06source\x18\x02 \x01(\v2\x19.wcache.backend.v1.HandleR\x06source\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\x04R\x06length\"\xd9\x01\n" +
+	"\x10PeerCopyProgress\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\x01 \x01(\x04R\tbytesDone\x12\x1f\n" +
+	"\vbytes_total\x18\x02 \x01(\x04R\n" +
+	"bytesTotal\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x12#\n" +
+	"\rallocation_id\x18\x04 \x01(\x04R\fallocationId\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x126\n" +
+	"\x05stats\x18\x06 \x01(\v2 .wcache.backend.v1.PeerCopyStatsR\x05stats\"\x84\x01\n" +
+	"\rPeerCopyStats\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06chunks\x18\x02 \x01(\x04R\x06chunks\x12\x18\n" +
+	"\astreams\x18\x03 \x01(\rR\astreams\x12\x17\n" +
+	"\awall_ns\x18\x04 \x01(\x04R\x06wallNs\x12\x12\n" +
+	"\x04path\x18\x05 \x01(\tR\x04path\"b\n" +
 	"\vReadRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\x04R\fallocationId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
@@ -1913,7 +2161,7 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\x12REASON_UNSUPPORTED\x10\x03\x12\x16\n" +
 	"\x12REASON_UNAVAILABLE\x10\x04\x12\x1b\n" +
 	"\x17REASON_INVALID_ARGUMENT\x10\x05\x12\x1d\n" +
-	"\x19REASON_NO_SUCH_ALLOCATION\x10\x062\xff\x06\n" +
+	"\x19REASON_NO_SUCH_ALLOCATION\x10\x062\xd6\a\n" +
 	"\aBackend\x12G\n" +
 	"\x04Info\x12\x1e.wcache.backend.v1.InfoRequest\x1a\x1f.wcache.backend.v1.InfoResponse\x12P\n" +
 	"\aDevices\x12!.wcache.backend.v1.DevicesRequest\x1a\".wcache.backend.v1.DevicesResponse\x12b\n" +
@@ -1925,7 +2173,8 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"\x04Read\x12\x1e.wcache.backend.v1.ReadRequest\x1a\x1f.wcache.backend.v1.ReadResponse\x12M\n" +
 	"\x06Digest\x12 .wcache.backend.v1.DigestRequest\x1a!.wcache.backend.v1.DigestResponse\x12G\n" +
 	"\x04Free\x12\x1e.wcache.backend.v1.FreeRequest\x1a\x1f.wcache.backend.v1.FreeResponse\x12V\n" +
-	"\tConfigure\x12#.wcache.backend.v1.ConfigureRequest\x1a$.wcache.backend.v1.ConfigureResponseB<Z:github.com/wcache/wcache/proto/wcache/backend/v1;backendv1b\x06proto3"
+	"\tConfigure\x12#.wcache.backend.v1.ConfigureRequest\x1a$.wcache.backend.v1.ConfigureResponse\x12U\n" +
+	"\bPeerCopy\x12\".wcache.backend.v1.PeerCopyRequest\x1a#.wcache.backend.v1.PeerCopyProgress0\x01B<Z:github.com/wcache/wcache/proto/wcache/backend/v1;backendv1b\x06proto3"
 
 var (
 	file_wcache_backend_v1_backend_proto_rawDescOnce sync.Once
@@ -1940,7 +2189,7 @@ func file_wcache_backend_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_backend_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_wcache_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(ErrorDetail_Reason)(0),       // 0: wcache.backend.v1.ErrorDetail.Reason
 	(*InfoRequest)(nil),           // 1: wcache.backend.v1.InfoRequest
@@ -1965,54 +2214,61 @@ var file_wcache_backend_v1_backend_proto_goTypes = []any{
 	(*ExportResponse)(nil),        // 20: wcache.backend.v1.ExportResponse
 	(*ImportRequest)(nil),         // 21: wcache.backend.v1.ImportRequest
 	(*ImportResponse)(nil),        // 22: wcache.backend.v1.ImportResponse
-	(*ReadRequest)(nil),           // 23: wcache.backend.v1.ReadRequest
-	(*ReadResponse)(nil),          // 24: wcache.backend.v1.ReadResponse
-	(*Range)(nil),                 // 25: wcache.backend.v1.Range
-	(*DigestRequest)(nil),         // 26: wcache.backend.v1.DigestRequest
-	(*DigestResponse)(nil),        // 27: wcache.backend.v1.DigestResponse
-	(*FreeRequest)(nil),           // 28: wcache.backend.v1.FreeRequest
-	(*FreeResponse)(nil),          // 29: wcache.backend.v1.FreeResponse
-	(*ErrorDetail)(nil),           // 30: wcache.backend.v1.ErrorDetail
-	nil,                           // 31: wcache.backend.v1.ConfigureRequest.ValuesEntry
+	(*PeerCopyRequest)(nil),       // 23: wcache.backend.v1.PeerCopyRequest
+	(*PeerCopyProgress)(nil),      // 24: wcache.backend.v1.PeerCopyProgress
+	(*PeerCopyStats)(nil),         // 25: wcache.backend.v1.PeerCopyStats
+	(*ReadRequest)(nil),           // 26: wcache.backend.v1.ReadRequest
+	(*ReadResponse)(nil),          // 27: wcache.backend.v1.ReadResponse
+	(*Range)(nil),                 // 28: wcache.backend.v1.Range
+	(*DigestRequest)(nil),         // 29: wcache.backend.v1.DigestRequest
+	(*DigestResponse)(nil),        // 30: wcache.backend.v1.DigestResponse
+	(*FreeRequest)(nil),           // 31: wcache.backend.v1.FreeRequest
+	(*FreeResponse)(nil),          // 32: wcache.backend.v1.FreeResponse
+	(*ErrorDetail)(nil),           // 33: wcache.backend.v1.ErrorDetail
+	nil,                           // 34: wcache.backend.v1.ConfigureRequest.ValuesEntry
 }
 var file_wcache_backend_v1_backend_proto_depIdxs = []int32{
 	3,  // 0: wcache.backend.v1.InfoResponse.options:type_name -> wcache.backend.v1.ConfigOption
-	31, // 1: wcache.backend.v1.ConfigureRequest.values:type_name -> wcache.backend.v1.ConfigureRequest.ValuesEntry
+	34, // 1: wcache.backend.v1.ConfigureRequest.values:type_name -> wcache.backend.v1.ConfigureRequest.ValuesEntry
 	6,  // 2: wcache.backend.v1.DevicesResponse.devices:type_name -> wcache.backend.v1.Device
 	13, // 3: wcache.backend.v1.LoadRequest.extents:type_name -> wcache.backend.v1.Extent
 	16, // 4: wcache.backend.v1.LoadProgress.stats:type_name -> wcache.backend.v1.LoadStats
 	17, // 5: wcache.backend.v1.LoadStats.leaves:type_name -> wcache.backend.v1.FileLeaves
 	18, // 6: wcache.backend.v1.ExportResponse.handle:type_name -> wcache.backend.v1.Handle
 	18, // 7: wcache.backend.v1.ImportRequest.handle:type_name -> wcache.backend.v1.Handle
-	25, // 8: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
-	0,  // 9: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
-	1,  // 10: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
-	7,  // 11: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
-	9,  // 12: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
-	11, // 13: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
-	14, // 14: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
-	19, // 15: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
-	21, // 16: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
-	23, // 17: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
-	26, // 18: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
-	28, // 19: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
-	4,  // 20: wcache.backend.v1.Backend.Configure:input_type -> wcache.backend.v1.ConfigureRequest
-	2,  // 21: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
-	8,  // 22: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
-	10, // 23: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
-	12, // 24: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
-	15, // 25: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
-	20, // 26: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
-	22, // 27: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
-	24, // 28: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
-	27, // 29: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
-	29, // 30: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
-	5,  // 31: wcache.backend.v1.Backend.Configure:output_type -> wcache.backend.v1.ConfigureResponse
-	21, // [21:32] is the sub-list for method output_type
-	10, // [10:21] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	18, // 8: wcache.backend.v1.PeerCopyRequest.source:type_name -> wcache.backend.v1.Handle
+	25, // 9: wcache.backend.v1.PeerCopyProgress.stats:type_name -> wcache.backend.v1.PeerCopyStats
+	28, // 10: wcache.backend.v1.DigestRequest.ranges:type_name -> wcache.backend.v1.Range
+	0,  // 11: wcache.backend.v1.ErrorDetail.reason:type_name -> wcache.backend.v1.ErrorDetail.Reason
+	1,  // 12: wcache.backend.v1.Backend.Info:input_type -> wcache.backend.v1.InfoRequest
+	7,  // 13: wcache.backend.v1.Backend.Devices:input_type -> wcache.backend.v1.DevicesRequest
+	9,  // 14: wcache.backend.v1.Backend.GetDeviceUUID:input_type -> wcache.backend.v1.GetDeviceUUIDRequest
+	11, // 15: wcache.backend.v1.Backend.Allocate:input_type -> wcache.backend.v1.AllocateRequest
+	14, // 16: wcache.backend.v1.Backend.Load:input_type -> wcache.backend.v1.LoadRequest
+	19, // 17: wcache.backend.v1.Backend.Export:input_type -> wcache.backend.v1.ExportRequest
+	21, // 18: wcache.backend.v1.Backend.Import:input_type -> wcache.backend.v1.ImportRequest
+	26, // 19: wcache.backend.v1.Backend.Read:input_type -> wcache.backend.v1.ReadRequest
+	29, // 20: wcache.backend.v1.Backend.Digest:input_type -> wcache.backend.v1.DigestRequest
+	31, // 21: wcache.backend.v1.Backend.Free:input_type -> wcache.backend.v1.FreeRequest
+	4,  // 22: wcache.backend.v1.Backend.Configure:input_type -> wcache.backend.v1.ConfigureRequest
+	23, // 23: wcache.backend.v1.Backend.PeerCopy:input_type -> wcache.backend.v1.PeerCopyRequest
+	2,  // 24: wcache.backend.v1.Backend.Info:output_type -> wcache.backend.v1.InfoResponse
+	8,  // 25: wcache.backend.v1.Backend.Devices:output_type -> wcache.backend.v1.DevicesResponse
+	10, // 26: wcache.backend.v1.Backend.GetDeviceUUID:output_type -> wcache.backend.v1.GetDeviceUUIDResponse
+	12, // 27: wcache.backend.v1.Backend.Allocate:output_type -> wcache.backend.v1.AllocateResponse
+	15, // 28: wcache.backend.v1.Backend.Load:output_type -> wcache.backend.v1.LoadProgress
+	20, // 29: wcache.backend.v1.Backend.Export:output_type -> wcache.backend.v1.ExportResponse
+	22, // 30: wcache.backend.v1.Backend.Import:output_type -> wcache.backend.v1.ImportResponse
+	27, // 31: wcache.backend.v1.Backend.Read:output_type -> wcache.backend.v1.ReadResponse
+	30, // 32: wcache.backend.v1.Backend.Digest:output_type -> wcache.backend.v1.DigestResponse
+	32, // 33: wcache.backend.v1.Backend.Free:output_type -> wcache.backend.v1.FreeResponse
+	5,  // 34: wcache.backend.v1.Backend.Configure:output_type -> wcache.backend.v1.ConfigureResponse
+	24, // 35: wcache.backend.v1.Backend.PeerCopy:output_type -> wcache.backend.v1.PeerCopyProgress
+	24, // [24:36] is the sub-list for method output_type
+	12, // [12:24] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_wcache_backend_v1_backend_proto_init() }
@@ -2026,7 +2282,7 @@ func file_wcache_backend_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_backend_v1_backend_proto_rawDesc), len(file_wcache_backend_v1_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

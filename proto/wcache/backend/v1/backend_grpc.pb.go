@@ -34,6 +34,7 @@ const (
 	Backend_Digest_FullMethodName        = "/wcache.backend.v1.Backend/Digest"
 	Backend_Free_FullMethodName          = "/wcache.backend.v1.Backend/Free"
 	Backend_Configure_FullMethodName     = "/wcache.backend.v1.Backend/Configure"
+	Backend_PeerCopy_FullMethodName      = "/wcache.backend.v1.Backend/PeerCopy"
 )
 
 // BackendClient is the client API for Backend service.
@@ -72,6 +73,14 @@ type BackendClient interface {
 	// known keys. A host of version 2 calls it once, right after the
 	// handshake and before any other call, also with no values.
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
+	// PeerCopy fills a new allocation from memory another process exported
+	// (a sibling daemon's arena on the same node: peer fill). The plugin
+	// imports the source handle, allocates, copies device to device, and
+	// unmaps the source; it streams progress and ends with a message whose
+	// done is true and which names the new allocation. On any error nothing
+	// is left allocated. A plugin that cannot copy from a peer answers
+	// UNIMPLEMENTED (REASON_UNSUPPORTED); so does one built before it.
+	PeerCopy(ctx context.Context, in *PeerCopyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PeerCopyProgress], error)
 }
 
 type backendClient struct {
@@ -201,6 +210,25 @@ func (c *backendClient) Configure(ctx context.Context, in *ConfigureRequest, opt
 	return out, nil
 }
 
+func (c *backendClient) PeerCopy(ctx context.Context, in *PeerCopyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PeerCopyProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[1], Backend_PeerCopy_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PeerCopyRequest, PeerCopyProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_PeerCopyClient = grpc.ServerStreamingClient[PeerCopyProgress]
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -237,6 +265,14 @@ type BackendServer interface {
 	// known keys. A host of version 2 calls it once, right after the
 	// handshake and before any other call, also with no values.
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
+	// PeerCopy fills a new allocation from memory another process exported
+	// (a sibling daemon's arena on the same node: peer fill). The plugin
+	// imports the source handle, allocates, copies device to device, and
+	// unmaps the source; it streams progress and ends with a message whose
+	// done is true and which names the new allocation. On any error nothing
+	// is left allocated. A plugin that cannot copy from a peer answers
+	// UNIMPLEMENTED (REASON_UNSUPPORTED); so does one built before it.
+	PeerCopy(*PeerCopyRequest, grpc.ServerStreamingServer[PeerCopyProgress]) error
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -279,6 +315,9 @@ func (UnimplementedBackendServer) Free(context.Context, *FreeRequest) (*FreeResp
 }
 func (UnimplementedBackendServer) Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Configure not implemented")
+}
+func (UnimplementedBackendServer) PeerCopy(*PeerCopyRequest, grpc.ServerStreamingServer[PeerCopyProgress]) error {
+	return status.Error(codes.Unimplemented, "method PeerCopy not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -492,6 +531,17 @@ func _Backend_Configure_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_PeerCopy_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(PeerCopyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BackendServer).PeerCopy(m, &grpc.GenericServerStream[PeerCopyRequest, PeerCopyProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_PeerCopyServer = grpc.ServerStreamingServer[PeerCopyProgress]
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -544,6 +594,11 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Load",
 			Handler:       _Backend_Load_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "PeerCopy",
+			Handler:       _Backend_PeerCopy_Handler,
 			ServerStreams: true,
 		},
 	},

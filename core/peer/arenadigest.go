@@ -1,0 +1,40 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
+)
+
+// digestBatch is how many leaves one Digest call asks for (32 bytes of
+// answer each: 64 KiB a call).
+const digestBatch = 2048
+
+// ArenaDigest returns the content digest (sdk/filedigest) of the first size
+// bytes of allocation id, with the leaves hashed by the backend where the
+// bytes are (b.Digest of each 1 MiB range): nothing but the sums crosses
+// the plugin boundary. A daemon computes its arenas' digests with it once,
+// at load or publish, for the Offers its peer Server makes and to check
+// an arena filled from a peer.
+func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size uint64) (string, error) {
+	n := filedigest.LeafCount(int64(size))
+	leaves := make([]filedigest.Sum, 0, n)
+	for first := int64(0); first < n; first += digestBatch {
+		ranges := make([]sdk.Range, 0, min(digestBatch, n-first))
+		for i := first; i < min(first+digestBatch, n); i++ {
+			off, length := filedigest.LeafRange(int64(size), i)
+			ranges = append(ranges, sdk.Range{Offset: uint64(off), Length: uint64(length)})
+		}
+		sums, err := b.Digest(ctx, id, ranges)
+		if err != nil {
+			return "", fmt.Errorf("content digest of allocation %d: %w", id, err)
+		}
+		if len(sums) != len(ranges) {
+			return "", fmt.Errorf("content digest of allocation %d: %d sums for %d ranges: protocol violation", id, len(sums), len(ranges))
+		}
+		leaves = append(leaves, sums...)
+	}
+	return filedigest.Root(int64(size), leaves)
+}

@@ -1,0 +1,513 @@
+package peer_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/sdk/filedigest"
+)
+
+// ca is a certificate authority made for one test.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newCA(t testing.TB, name string) *ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue writes a leaf certificate for name (CN, and a SPIFFE URI SAN),
+// its key and the CA bundle trust into a new folder, and returns the
+// credentials that read them.
+func (c *ca) issue(t testing.TB, name string, trust *ca) *peer.Credentials {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("spiffe://test/" + name)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		URIs:        []*url.URL{u}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cr := &peer.Credentials{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt")}
+	for path, data := range map[string][]byte{
+		cr.CertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		cr.KeyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		cr.CAFile:   trust.pem,
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cr
+}
+
+// memSource serves generations from memory. failAt (>= 0) makes ReadAt
+// fail once a read reaches that offset of arena 0: the peer dies
+// mid-stream. announce, when set, replaces the digests it announces.
+type memSource struct {
+	gens     map[string]*memGen
+	failAt   int64
+	announce []string
+
+	mu       sync.Mutex
+	open     int
+	released int
+}
+
+type memGen struct {
+	src     *memSource
+	id      string
+	arenas  [][]byte
+	digests []string // computed once, as a daemon records them at load
+}
+
+func (s *memSource) Open(_ context.Context, identity string) (peer.Generation, error) {
+	g, ok := s.gens[identity]
+	if !ok {
+		return nil, fmt.Errorf("identity %s: %w", identity, peer.ErrNotHeld)
+	}
+	s.mu.Lock()
+	s.open++
+	s.mu.Unlock()
+	return g, nil
+}
+
+func (g *memGen) ID() string { return g.id }
+
+func (g *memGen) Arenas() []peer.Arena {
+	out := make([]peer.Arena, len(g.arenas))
+	for i, a := range g.arenas {
+		out[i] = peer.Arena{Size: uint64(len(a)), Digest: g.digests[i]}
+		if g.src.announce != nil {
+			out[i].Digest = g.src.announce[i]
+		}
+	}
+	return out
+}
+
+func (g *memGen) ReadAt(_ context.Context, arena int, p []byte, off uint64) error {
+	if f := g.src.failAt; f >= 0 && arena == 0 && int64(off)+int64(len(p)) > f {
+		return errors.New("injected: the peer died")
+	}
+	copy(p, g.arenas[arena][off:])
+	return nil
+}
+
+func (g *memGen) Release() {
+	g.src.mu.Lock()
+	g.src.released++
+	g.src.mu.Unlock()
+}
+
+// memSink collects a fetch.
+type memSink struct {
+	mu        sync.Mutex
+	arenas    [][]byte
+	prepared  bool
+	committed bool
+	aborted   error
+}
+
+func (s *memSink) Prepare(_ context.Context, o peer.Offer) error {
+	s.prepared = true
+	for _, a := range o.Arenas {
+		s.arenas = append(s.arenas, make([]byte, a.Size))
+	}
+	return nil
+}
+
+func (s *memSink) WriteAt(arena int, p []byte, off uint64) error {
+	copy(s.arenas[arena][off:], p)
+	return nil
+}
+
+func (s *memSink) Commit(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed = true
+	return nil
+}
+
+func (s *memSink) Abort(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted = err
+}
+
+func content(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*31+i>>11) ^ seed
+	}
+	return b
+}
+
+const identity = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+
+func newSource(arenas ...[]byte) *memSource {
+	s := &memSource{failAt: -1}
+	g := &memGen{src: s, id: "gen-1", arenas: arenas}
+	for _, a := range arenas {
+		g.digests = append(g.digests, filedigest.Bytes(a))
+	}
+	s.gens = map[string]*memGen{identity: g}
+	return s
+}
+
+// serve starts a server of src on loopback and returns its address.
+func serve(t testing.TB, src peer.Source, creds *peer.Credentials, opts peer.ServerOptions) (string, *peer.Server) {
+	t.Helper()
+	srv, err := peer.NewServer(src, creds, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return l.Addr().String(), srv
+}
+
+// resolver maps names to addresses.
+type resolver map[string][]string
+
+func (r resolver) LookupHost(_ context.Context, host string) ([]string, error) {
+	if a, ok := r[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func fetchOpts(creds *peer.Credentials, peers ...string) peer.FetchOptions {
+	return peer.FetchOptions{Transport: &peer.TCPTransport{Creds: creds, IOTimeout: 5 * time.Second},
+		Peers: peers, Streams: 3, ChunkBytes: 2 << 20}
+}
+
+func TestFetchHappyPath(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	a0, a1 := content(5<<20+123, 1), content(1<<20-7, 2)
+	src := newSource(a0, a1)
+	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	// A second peer that holds nothing is asked first and skipped; the
+	// holder is found through one DNS name resolving to both.
+	empty := &memSource{failAt: -1, gens: map[string]*memGen{}}
+	emptyAddr, _ := serve(t, empty, authority.issue(t, "node-c", authority), peer.ServerOptions{})
+	_, port, _ := net.SplitHostPort(addr)
+	_, emptyPort, _ := net.SplitHostPort(emptyAddr)
+
+	sink := &memSink{}
+	opts := fetchOpts(authority.issue(t, "node-b", authority), "127.0.0.1:"+emptyPort, "peers.test:"+port)
+	opts.Resolver = resolver{"peers.test": {"127.0.0.1", "127.0.0.2"}}
+	opts.Self = []string{"127.0.0.2:" + port}
+	res, err := peer.Fetch(t.Context(), identity, sink, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sink.committed || sink.aborted != nil {
+		t.Fatalf("sink committed %v, aborted %v", sink.committed, sink.aborted)
+	}
+	if !bytes.Equal(sink.arenas[0], a0) || !bytes.Equal(sink.arenas[1], a1) {
+		t.Fatal("fetched bytes differ from the peer's")
+	}
+	if res.Peer != addr || res.Bytes != uint64(len(a0)+len(a1)) || res.Offer.Generation != "gen-1" {
+		t.Fatalf("result %+v", res)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.open == 0 || src.open != src.released {
+		t.Fatalf("source opened %d times, released %d", src.open, src.released)
+	}
+}
+
+func TestPeerFromAnotherCARefused(t *testing.T) {
+	authority, other := newCA(t, "wcache test CA"), newCA(t, "someone else's CA")
+	src := newSource(content(3<<20, 1))
+	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+
+	// A client whose certificate another CA signed (it trusts ours).
+	sink := &memSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(other.issue(t, "intruder", authority), addr))
+	if !errors.Is(err, peer.ErrNoPeer) || sink.prepared || sink.committed {
+		t.Fatalf("client of another CA: err %v, sink prepared %v committed %v", err, sink.prepared, sink.committed)
+	}
+	// A server whose certificate another CA signed: our client refuses it.
+	rogue, _ := serve(t, src, other.issue(t, "rogue", other), peer.ServerOptions{})
+	_, err = peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.issue(t, "node-b", authority), rogue))
+	if !errors.Is(err, peer.ErrNoPeer) || !strings.Contains(err.Error(), "certificate") || sink.prepared {
+		t.Fatalf("server of another CA: %v", err)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.open != 0 {
+		t.Fatalf("the source was opened %d times for refused peers", src.open)
+	}
+}
+
+func TestAllowedNames(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	creds := authority.issue(t, "node-a", authority)
+	creds.AllowedNames = []string{"spiffe://test/node-b"}
+	addr, _ := serve(t, newSource(content(1<<20, 1)), creds, peer.ServerOptions{})
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(authority.issue(t, "node-x", authority), addr)); !errors.Is(err, peer.ErrNoPeer) {
+		t.Fatalf("a name not allowed: %v", err)
+	}
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(authority.issue(t, "node-b", authority), addr)); err != nil {
+		t.Fatalf("an allowed name: %v", err)
+	}
+}
+
+func TestPeerDyingMidStream(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	src := newSource(content(12<<20, 1))
+	src.failAt = 7 << 20
+	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	sink := &memSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.issue(t, "node-b", authority), addr))
+	if err == nil || !strings.Contains(err.Error(), "stream ended") {
+		t.Fatalf("err %v, want the stream cut short", err)
+	}
+	if sink.committed || sink.aborted == nil {
+		t.Fatalf("sink committed %v, aborted %v: want aborted, never committed", sink.committed, sink.aborted)
+	}
+}
+
+// TestPeerKilledMidStream closes the serving peer while a fetch reads (its
+// source blocks at 6 MiB until then): the fetch fails, the sink is
+// aborted.
+func TestPeerKilledMidStream(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	src := newSource(content(16<<20, 1))
+	reached := make(chan struct{})
+	var once sync.Once
+	blocking := &blockingSource{memSource: src, at: 6 << 20, reached: func() { once.Do(func() { close(reached) }) }}
+	addr, srv := serve(t, blocking, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	go func() {
+		<-reached
+		srv.Close() // the peer dies: every connection closed
+	}()
+	sink := &memSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.issue(t, "node-b", authority), addr))
+	if err == nil || sink.committed || sink.aborted == nil {
+		t.Fatalf("err %v, sink committed %v aborted %v", err, sink.committed, sink.aborted)
+	}
+}
+
+// blockingSource's ReadAt blocks at offset at of arena 0 until the server
+// closes (its context ends).
+type blockingSource struct {
+	*memSource
+	at      uint64
+	reached func()
+}
+
+func (s *blockingSource) Open(ctx context.Context, identity string) (peer.Generation, error) {
+	g, err := s.memSource.Open(ctx, identity)
+	if err != nil {
+		return nil, err
+	}
+	return blockingGen{g.(*memGen), s}, nil
+}
+
+type blockingGen struct {
+	*memGen
+	s *blockingSource
+}
+
+func (g blockingGen) ReadAt(ctx context.Context, arena int, p []byte, off uint64) error {
+	if arena == 0 && off+uint64(len(p)) > g.s.at {
+		g.s.reached()
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return g.memGen.ReadAt(ctx, arena, p, off)
+}
+
+func TestPeerServingDifferentContent(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	want, other := content(3<<20+5, 1), content(3<<20+5, 9)
+	// The peer announces the digest of the right content but serves other
+	// bytes (corruption, a bug, a lie).
+	src := newSource(other)
+	src.announce = []string{filedigest.Bytes(want)}
+	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	client := authority.issue(t, "node-b", authority)
+	sink := &memSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(client, addr))
+	var dm *peer.DigestMismatchError
+	if !errors.Is(err, peer.ErrDigestMismatch) || !errors.As(err, &dm) || dm.Arena != 0 || dm.Got != filedigest.Bytes(other) {
+		t.Fatalf("err %v, want a digest mismatch on arena 0", err)
+	}
+	if sink.committed || sink.aborted == nil {
+		t.Fatalf("sink committed %v, aborted %v", sink.committed, sink.aborted)
+	}
+
+	// An honest peer with other content, refused by the caller's expected
+	// digest before a byte is read.
+	honest := newSource(other)
+	addr2, _ := serve(t, honest, authority.issue(t, "node-c", authority), peer.ServerOptions{})
+	sink = &memSink{}
+	opts := fetchOpts(client, addr2)
+	opts.Expect = []string{filedigest.Bytes(want)}
+	if _, err := peer.Fetch(t.Context(), identity, sink, opts); !errors.Is(err, peer.ErrDigestMismatch) || sink.prepared {
+		t.Fatalf("expected digest: err %v, sink prepared %v", err, sink.prepared)
+	}
+}
+
+func TestConnectionLimitAnswersBusy(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	addr, _ := serve(t, newSource(content(1<<20, 1)), authority.issue(t, "node-a", authority), peer.ServerOptions{MaxConnsPerPeer: 1})
+	tr := &peer.TCPTransport{Creds: authority.issue(t, "node-b", authority)}
+	offer, err := tr.Describe(t.Context(), addr, identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.Open(t.Context(), addr, offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := make([]byte, 4096)
+	if err := s.ReadRange(t.Context(), 0, 0, p); err != nil { // the session holds the peer's one connection
+		t.Fatal(err)
+	}
+	if _, err := tr.Describe(t.Context(), addr, identity); !errors.Is(err, peer.ErrBusy) {
+		t.Fatalf("a second connection: %v, want ErrBusy", err)
+	}
+	if err := s.ReadRange(t.Context(), 0, 1<<20-1, make([]byte, 2)); !errors.Is(err, peer.ErrInvalid) {
+		t.Fatalf("a range past the arena: %v, want ErrInvalid", err)
+	}
+}
+
+// TestCredentialsReloadOnRotation rotates the server's files to a new CA
+// (as cert-manager rewrites a Secret): clients of the old CA are refused
+// from the next connection on, clients of the new one served, without a
+// restart.
+func TestCredentialsReloadOnRotation(t *testing.T) {
+	oldCA, newCAuth := newCA(t, "old CA"), newCA(t, "new CA")
+	creds := oldCA.issue(t, "node-a", oldCA)
+	addr, _ := serve(t, newSource(content(1<<20, 1)), creds, peer.ServerOptions{})
+	oldClient, newClient := oldCA.issue(t, "node-b", oldCA), newCAuth.issue(t, "node-b", newCAuth)
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(oldClient, addr)); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+	rotated := newCAuth.issue(t, "node-a", newCAuth)
+	for _, f := range [][2]string{{rotated.CertFile, creds.CertFile}, {rotated.KeyFile, creds.KeyFile}, {rotated.CAFile, creds.CAFile}} {
+		// Written beside, then renamed over: a new inode, as a Secret
+		// volume's atomic update gives.
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f[1]+".new", b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(f[1]+".new", f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(oldClient, addr)); !errors.Is(err, peer.ErrNoPeer) {
+		t.Fatalf("a client of the old CA after the rotation: %v, want refused", err)
+	}
+	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(newClient, addr)); err != nil {
+		t.Fatalf("a client of the new CA after the rotation: %v", err)
+	}
+}
+
+func TestCredentialsMissingFilesFailAtStart(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	creds := authority.issue(t, "node-a", authority)
+	creds.KeyFile = filepath.Join(t.TempDir(), "absent.key")
+	if _, err := peer.NewServer(newSource(content(1, 1)), creds, peer.ServerOptions{}); err == nil || !strings.Contains(err.Error(), "absent.key") {
+		t.Fatalf("NewServer with a missing key: %v", err)
+	}
+}
+
+func TestResolvePeers(t *testing.T) {
+	r := resolver{"peers.svc": {"10.0.0.1", "10.0.0.2", "10.0.0.3"}}
+	got, err := peer.ResolvePeers(t.Context(), r, []string{"10.0.0.9:7000", "peers.svc:7000", "10.0.0.9:7000", "gone.svc:7000"}, []string{"10.0.0.2:7000"})
+	want := []string{"10.0.0.9:7000", "10.0.0.1:7000", "10.0.0.3:7000"}
+	if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ResolvePeers = %v (%v), want %v", got, err, want)
+	}
+	if _, err := peer.ResolvePeers(t.Context(), r, []string{"gone.svc:7000", "no-port"}, nil); !errors.Is(err, peer.ErrNoPeer) ||
+		!strings.Contains(err.Error(), "gone.svc") || !strings.Contains(err.Error(), "no-port") {
+		t.Fatalf("no peer left: %v", err)
+	}
+}
+
+// A rate-limited server still serves every byte (the limit's effect on
+// time belongs in the benchmarks), and an offer over the caller's budget
+// is refused before the sink is prepared.
+func TestRateLimitAndBudget(t *testing.T) {
+	authority := newCA(t, "wcache test CA")
+	data := content(3<<20+1, 4)
+	addr, _ := serve(t, newSource(data), authority.issue(t, "node-a", authority), peer.ServerOptions{RateBytesPerSec: 256 << 20})
+	client := authority.issue(t, "node-b", authority)
+	sink := &memSink{}
+	if _, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(client, addr)); err != nil || !bytes.Equal(sink.arenas[0], data) {
+		t.Fatalf("rate-limited fetch: %v", err)
+	}
+	sink = &memSink{}
+	opts := fetchOpts(client, addr)
+	opts.MaxBytes = uint64(len(data)) - 1
+	if _, err := peer.Fetch(t.Context(), identity, sink, opts); err == nil || sink.prepared {
+		t.Fatalf("offer over the budget: err %v, sink prepared %v", err, sink.prepared)
+	}
+}
