@@ -137,11 +137,7 @@ func (d cudaDriver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 		if readers == 0 {
 			readers = fill.DefaultReaders()
 		}
-		var busID string
-		if dev, err := rt.device(w.Ordinal); err == nil {
-			busID = dev.pciBusID
-		}
-		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
 		w.Lanes = newLanePool(rt.drv, readers, place, rt.log)
 	})

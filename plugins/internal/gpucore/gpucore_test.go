@@ -19,8 +19,9 @@ import (
 // fakeRuntime is a vendor runtime over the fake driver, as the CUDA and
 // ROCm runtimes are over theirs.
 type fakeRuntime struct {
-	core *gpucore.Runtime
-	drv  *fakeDriver
+	core    *gpucore.Runtime
+	drv     *fakeDriver
+	monitor map[int][2]uint64 // MonitorMemory's free and total by ordinal
 }
 
 func (r *fakeRuntime) Core() *gpucore.Runtime { return r.core }
@@ -29,23 +30,18 @@ func (r *fakeRuntime) Info() sdk.Info {
 	return sdk.Info{Name: "fake", Version: "0", Platform: "fake", HandleKinds: []string{fakeKind}}
 }
 
-func (r *fakeRuntime) DeviceUUID(ordinal int) (string, error) {
-	if err := r.core.CheckOrdinal(ordinal); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", ordinal), nil
-}
-
-func (r *fakeRuntime) Devices(context.Context) ([]sdk.Device, error) {
+func (r *fakeRuntime) DeviceTable() []sdk.Device {
 	out := make([]sdk.Device, r.drv.devices)
 	for i := range out {
-		uuid, err := r.DeviceUUID(i)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = sdk.Device{Ordinal: i, UUID: uuid, Name: "fake", TotalMemory: r.drv.capacity}
+		out[i] = sdk.Device{Ordinal: i, UUID: fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", i), Name: "fake", TotalMemory: r.drv.capacity}
 	}
-	return out, nil
+	return out
+}
+
+// MonitorMemory reports the monitor figures a test set for an ordinal.
+func (r *fakeRuntime) MonitorMemory(ordinal int) (free, total uint64, ok bool) {
+	m, ok := r.monitor[ordinal]
+	return m[0], m[1], ok
 }
 
 // fakeBackend is the vendor backend of the fake runtime.

@@ -97,11 +97,7 @@ func (d driver) OpenFailure(err error) (driverError, invalidContext bool) {
 func (d driver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 	rt := d.rt
 	w.LanesOnce.Do(func() {
-		var busID string
-		if dev, err := rt.device(w.Ordinal); err == nil {
-			busID = dev.pciBusID
-		}
-		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
 		readers := rt.cfg.Staging.Lanes()
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
 		w.Lanes = newLanePool(rt.hip, readers, place, rt.log)
