@@ -1,13 +1,11 @@
 package cudabackend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -154,25 +152,9 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var logs bytes.Buffer
-		b2, err := New(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		path, data := writeFile(t, 300_000, 10)
-		id, _, err := b2.Allocate(context.Background(), 0, uint64(len(data)))
-		if err == nil {
-			err = b2.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
-		}
-		if cerr := b2.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(logs.String(), tc.want) {
-			t.Errorf("numa_node file %q: logs lack %q:\n%s", tc.content, tc.want, logs.String())
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			gputest.CheckLanesLogNUMANode(t, func(logger hclog.Logger) (*Backend, error) { return New(cfg, logger) }, tc.want)
+		})
 	}
 }
 

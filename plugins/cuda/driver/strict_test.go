@@ -185,19 +185,7 @@ func TestMappingDiesWithItsExporter(t *testing.T) {
 // exportHelper allocates 2 MiB filled with 0x5a, prints its IPC handle in
 // hex and exits when stdin closes.
 func exportHelper() int {
-	d, err := Open(os.Getenv(helperEnv))
-	if err == nil {
-		err = d.Init()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	runtime.LockOSThread()
-	ctx, err := d.PrimaryCtxRetain(0)
-	if err == nil {
-		err = d.CtxSetCurrent(ctx)
-	}
+	d, _, err := helperDriver()
 	const size = 2 << 20
 	var p DevicePtr
 	if err == nil {

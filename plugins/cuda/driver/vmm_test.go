@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,18 +136,8 @@ func TestVMMExportImportAcrossProcesses(t *testing.T) {
 // size bytes of it and prints their sha256.
 func vmmImportHelper(sizeArg string) int {
 	size, _ := strconv.Atoi(sizeArg)
-	d, err := Open(os.Getenv(helperEnv))
-	if err == nil {
-		err = d.Init()
-	}
+	d, dev, err := helperDriver()
 	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	runtime.LockOSThread()
-	dev, _ := d.DeviceGet(0)
-	ctx, _ := d.PrimaryCtxRetain(dev)
-	if err := d.CtxSetCurrent(ctx); err != nil {
 		fmt.Println(err)
 		return 1
 	}

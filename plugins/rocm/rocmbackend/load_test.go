@@ -1,18 +1,14 @@
 package rocmbackend
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/sdk"
 )
 
 // TestLoadThroughSmallStaging loads extents much larger than the staging
@@ -99,23 +95,5 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	b, err := New(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, data := writeFile(t, 300_000, 10)
-	id, _, err := b.Allocate(context.Background(), 0, uint64(len(data)))
-	if err == nil {
-		err = b.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
-	}
-	if cerr := b.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "numa_node=0") {
-		t.Errorf("logs lack numa_node=0:\n%s", logs.String())
-	}
+	gputest.CheckLanesLogNUMANode(t, func(logger hclog.Logger) (*Backend, error) { return New(cfg, logger) }, "numa_node=0")
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/wcache/wcache/plugins/internal/gputest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 )
 
 // libDirEnv names the folder of the fakes TestMain builds.
@@ -26,27 +26,16 @@ const libDirEnv = "WCACHE_PROBE_TEST_LIBS"
 const helperEnv = "WCACHE_PROBE_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
-	}
-	// The user's WCACHE_* are not the tests' (the helper gets its own).
-	gputest.ClearUserEnv()
-	dir, err := os.MkdirTemp("", "probe-fakes-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		if _, err := fakelib.CUDA(filepath.Join("..", ".."), dir, ""); err != nil {
-			fmt.Fprintln(os.Stderr, "probe tests:", err)
-			return 2
-		}
-		os.Setenv(libDirEnv, dir)
-		os.Setenv("FAKECUDA_DEVICES", "1")
-		return m.Run()
-	}()
-	os.Exit(code)
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "probe", HelperEnv: helperEnv,
+		Helper: func() int { return Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv) },
+		Build: func(dir string) error {
+			_, err := fakelib.CUDA(filepath.Join("..", ".."), dir, "")
+			return err
+		},
+		LibDirEnv: libDirEnv,
+		Env:       map[string]string{"FAKECUDA_DEVICES": "1"},
+	}))
 }
 
 // writeCheckpoint writes a safetensors file of two tensors (a BF16 3x1000
