@@ -306,22 +306,11 @@ func TestIPCAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := d.MemHostAlloc(size, 0)
+	buf, err := copyIn(d, p, size, func(i int) byte { return byte(i * 7) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.MemFreeHost(buf)
-	for i := range buf.Bytes() {
-		buf.Bytes()[i] = byte(i * 7)
-	}
-	s, _ := d.StreamCreate(StreamNonBlocking)
-	defer d.StreamDestroy(s)
-	if err := d.MemcpyHtoDAsync(p, buf, 0, size, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
 	h, err := d.IpcGetMemHandle(p)
 	if err != nil {
 		t.Fatal(err)
@@ -355,6 +344,28 @@ func runHelper(t *testing.T, lib string, args ...string) string {
 		t.Fatalf("helper %v: %v\n%s", args, err, b)
 	}
 	return string(b)
+}
+
+// copyIn copies size bytes of pattern into device memory at p through a
+// pinned buffer and a stream of its own, and returns the buffer (the
+// caller frees it).
+func copyIn(d *Driver, p DevicePtr, size int, pattern func(i int) byte) (HostBuffer, error) {
+	buf, err := d.MemHostAlloc(size, 0)
+	if err != nil {
+		return buf, err
+	}
+	for i := range buf.Bytes() {
+		buf.Bytes()[i] = pattern(i)
+	}
+	s, err := d.StreamCreate(StreamNonBlocking)
+	if err != nil {
+		return buf, err
+	}
+	defer d.StreamDestroy(s)
+	if err := d.MemcpyHtoDAsync(p, buf, 0, size, s); err != nil {
+		return buf, err
+	}
+	return buf, d.StreamSynchronize(s)
 }
 
 // helperDriver opens and initialises the driver library helperEnv names,

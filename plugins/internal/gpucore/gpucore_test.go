@@ -89,6 +89,18 @@ func loaded(t *testing.T, b sdk.Backend, n int) (sdk.AllocationID, []byte) {
 	return id, data
 }
 
+// exported loads n bytes into a fresh allocation on ordinal 0 of b
+// (loaded) and exports it.
+func exported(t *testing.T, b sdk.Backend, n int) (sdk.AllocationID, []byte, sdk.Handle) {
+	t.Helper()
+	id, data := loaded(t, b, n)
+	h, err := b.Export(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, data, h
+}
+
 // reader is the Read of an sdk.Backend or a bare gpucore.Backend.
 type reader interface {
 	Read(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
@@ -108,11 +120,7 @@ func read(t *testing.T, b reader, id sdk.AllocationID, n int) []byte {
 func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 	sp := newSpace()
 	exporter, importer := newFake(t, sp), newFake(t, sp)
-	id, want := loaded(t, exporter, 1<<20)
-	h, err := exporter.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, want, h := exported(t, exporter, 1<<20)
 	a, err := importer.Import(t.Context(), 0, h)
 	if err != nil {
 		t.Fatal(err)
@@ -156,11 +164,7 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 	owner := newFake(t, newSpace())
 	other := owner.Runtime().Core().NewBackend()
-	id, want := loaded(t, owner, 1<<20)
-	h, err := owner.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, want, h := exported(t, owner, 1<<20)
 	imp, err := other.Import(t.Context(), 0, h)
 	if err != nil {
 		t.Fatal(err)
@@ -191,11 +195,7 @@ func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 func TestImportClaimingMoreThanTheAllocationIsInvalid(t *testing.T) {
 	sp := newSpace()
 	exporter, importer := newFake(t, sp), newFake(t, sp)
-	id, _ := loaded(t, exporter, 1<<20)
-	h, err := exporter.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, h := exported(t, exporter, 1<<20)
 	h.Size++
 	if _, err := importer.Import(t.Context(), 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
 		t.Fatalf("import of a handle claiming one byte more: %v, want ErrInvalidArgument", err)
@@ -216,14 +216,10 @@ func TestImportClaimingMoreThanTheAllocationIsInvalid(t *testing.T) {
 func TestOpenFailuresAreInvalidArguments(t *testing.T) {
 	sp := newSpace()
 	exporter, importer := newFake(t, sp), newFake(t, sp)
-	id, _ := loaded(t, exporter, 1<<20)
-	h, err := exporter.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, _, h := exported(t, exporter, 1<<20)
 	// A second Runtime in the exporting process (no shared export table)
 	// reaches the driver, which refuses its own handle: invalid context.
-	_, err = newFakeBackendOver(t, exporter.Runtime().drv).Import(t.Context(), 0, h)
+	_, err := newFakeBackendOver(t, exporter.Runtime().drv).Import(t.Context(), 0, h)
 	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "process that exported it") {
 		t.Errorf("open refused with invalid context: %v", err)
 	}

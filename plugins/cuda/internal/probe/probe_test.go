@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -90,20 +89,10 @@ func TestProbeHandleOpensInAnotherProcess(t *testing.T) {
 	p2, d2 := writeCheckpoint(t, "model-00002-of-00002.safetensors", 7)
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--gpu-id=0", p1, p2)
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	stdin, stdout := gputest.StartPiped(t, cmd)
+	line, err := stdout.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("probe printed no report: %v\n%s", err, stderr.String())
 	}
