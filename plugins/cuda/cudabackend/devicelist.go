@@ -20,9 +20,7 @@ func (rt *Runtime) DeviceTable() []sdk.Device {
 // MonitorMemory returns NVML's free and total bytes of a device; ok is
 // false without NVML or when NVML does not know the device.
 func (rt *Runtime) MonitorMemory(ordinal int) (free, total uint64, ok bool) {
-	rt.mu.Lock()
-	nv := rt.nvml
-	rt.mu.Unlock()
+	nv := rt.nvml.Get()
 	d := rt.devices[ordinal]
 	if nv == nil || !d.fromNVML {
 		return 0, 0, false

@@ -151,9 +151,7 @@ func (rt *Runtime) DeviceTable() []sdk.Device {
 // MonitorMemory returns amdsmi's free and total bytes of a device; ok is
 // false without amdsmi, when it does not know the device or fails.
 func (rt *Runtime) MonitorMemory(ordinal int) (free, total uint64, ok bool) {
-	rt.mu.Lock()
-	smi := rt.smi
-	rt.mu.Unlock()
+	smi := rt.smi.Get()
 	d := rt.devices[ordinal]
 	if smi == nil || d.smi == nil {
 		return 0, 0, false
