@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/cudabackend"
@@ -96,38 +92,12 @@ func TestUnavailableDriverReachesTheHostTyped(t *testing.T) {
 	}
 	missing := filepath.Join(t.TempDir(), "libcuda.so.1")
 	symbolLess := filepath.Join(os.Getenv(fakesEnv), "noipcopen", "libcuda.so.1")
-	for name, tc := range map[string]struct {
-		env  []string
-		want string
-	}{
-		"missing library": {pluginEnv(t, "", cudabackend.EnvLibrary+"="+missing), "backend unavailable: cannot load " + missing},
-		"missing symbol":  {pluginEnv(t, "noipcopen"), "backend unavailable: " + symbolLess + ": missing symbol cuIpcOpenMemHandle_v2"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			b := start(t, tc.env)
-			ctx := context.Background()
-			info, err := b.Info(ctx)
-			if err != nil || info.Platform != "cuda" {
-				t.Fatalf("Info = %+v, %v; want the cuda backend's info", info, err)
-			}
-			_, err = b.Devices(ctx)
-			if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Devices = %v, want ErrUnavailable containing %q", err, tc.want)
-			}
-			_, _, err = b.Allocate(ctx, 0, 4096)
-			if !errors.Is(err, sdk.ErrUnavailable) {
-				t.Fatalf("Allocate = %v, want ErrUnavailable", err)
-			}
-		})
-	}
+	gputest.CheckUnavailableReachesTheHost(t, start, sdk.Info{Platform: "cuda"}, map[string]gputest.Unavailable{
+		"missing library": {Env: pluginEnv(t, "", cudabackend.EnvLibrary+"="+missing), Want: "backend unavailable: cannot load " + missing},
+		"missing symbol":  {Env: pluginEnv(t, "noipcopen"), Want: "backend unavailable: " + symbolLess + ": missing symbol cuIpcOpenMemHandle_v2"},
+	})
 }
 
 func TestRunByHandExplains(t *testing.T) {
-	cmd := exec.Command(filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"))
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "wcache backend plugin") {
-		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
-	}
+	gputest.CheckRunByHandExplains(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"))
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
@@ -84,37 +80,12 @@ func TestUnavailableRuntimeReachesTheHostTyped(t *testing.T) {
 	}
 	missing := filepath.Join(t.TempDir(), "libamdhip64.so.7")
 	symbolLess := filepath.Join(os.Getenv(fakesEnv), "noipcopen", fakes.HIPName)
-	for name, tc := range map[string]struct {
-		env  []string
-		want string
-	}{
-		"missing library": {pluginEnv(t, "", rocmbackend.EnvLibrary+"="+missing), "backend unavailable: cannot load " + missing},
-		"missing symbol":  {pluginEnv(t, "noipcopen"), "backend unavailable: " + symbolLess + ": missing symbol hipIpcOpenMemHandle"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			b := start(t, tc.env)
-			ctx := context.Background()
-			info, err := b.Info(ctx)
-			if err != nil || info.Platform != "rocm" || len(info.HandleKinds) != 1 || info.HandleKinds[0] != "hip-ipc" {
-				t.Fatalf("Info = %+v, %v; want the rocm backend's info", info, err)
-			}
-			_, err = b.Devices(ctx)
-			if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Devices = %v, want ErrUnavailable containing %q", err, tc.want)
-			}
-			if _, _, err = b.Allocate(ctx, 0, 4096); !errors.Is(err, sdk.ErrUnavailable) {
-				t.Fatalf("Allocate = %v, want ErrUnavailable", err)
-			}
-		})
-	}
+	gputest.CheckUnavailableReachesTheHost(t, start, sdk.Info{Platform: "rocm", HandleKinds: []string{"hip-ipc"}}, map[string]gputest.Unavailable{
+		"missing library": {Env: pluginEnv(t, "", rocmbackend.EnvLibrary+"="+missing), Want: "backend unavailable: cannot load " + missing},
+		"missing symbol":  {Env: pluginEnv(t, "noipcopen"), Want: "backend unavailable: " + symbolLess + ": missing symbol hipIpcOpenMemHandle"},
+	})
 }
 
 func TestRunByHandExplains(t *testing.T) {
-	cmd := exec.Command(filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"))
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "wcache backend plugin") {
-		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
-	}
+	gputest.CheckRunByHandExplains(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"))
 }

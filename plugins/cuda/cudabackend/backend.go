@@ -41,15 +41,3 @@ func (rt *Runtime) Info() sdk.Info { return info(rt.cfg.handleKind()) }
 func info(kind string) sdk.Info {
 	return sdk.Info{Name: Name, Version: version.Version, Platform: Platform, HandleKinds: []string{kind}}
 }
-
-// DeviceUUID returns the canonical UUID ("GPU-…" or "MIG-…") of the device
-// this process sees as ordinal, i.e. after CUDA_VISIBLE_DEVICES and
-// CUDA_DEVICE_ORDER, exactly as an engine process with the same
-// environment sees it. An unknown ordinal is ErrNoSuchDevice.
-func (rt *Runtime) DeviceUUID(ordinal int) (string, error) {
-	d, err := rt.device(ordinal)
-	if err != nil {
-		return "", err
-	}
-	return d.canonical, nil
-}

@@ -7,7 +7,6 @@ import (
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/gpuid"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
-	"github.com/wcache/wcache/sdk"
 )
 
 // deviceInfo is what the Runtime learns about a visible device at open.
@@ -130,12 +129,4 @@ func describe(drv *driver.Driver, nv *nvmlinfo.Library, ordinal int) (deviceInfo
 	}
 	d.canonical = d.uuid.Canonical(d.kind)
 	return d, nil
-}
-
-// device returns the info for an ordinal, or ErrNoSuchDevice.
-func (rt *Runtime) device(ordinal int) (deviceInfo, error) {
-	if ordinal < 0 || ordinal >= len(rt.devices) {
-		return deviceInfo{}, sdk.Errorf(sdk.ErrNoSuchDevice, "CUDA device ordinal %d: this process sees %d device(s)", ordinal, len(rt.devices))
-	}
-	return rt.devices[ordinal], nil
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
-	"github.com/wcache/wcache/plugins/internal/lanepool"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk/fill"
 )
@@ -64,7 +63,7 @@ func (d cudaDriver) Setup(ordinal int) (any, error) {
 func (d cudaDriver) Cleanup(w *gpucore.Worker) error {
 	drv := d.rt.drv
 	var errs []error
-	if p, ok := w.Lanes.(*lanepool.Pool[*lane]); ok {
+	if p, ok := w.Lanes.(*lanes); ok {
 		errs = append(errs, p.Free())
 	}
 	return errors.Join(append(errs, drv.CtxSetCurrent(driver.Context{}), drv.PrimaryCtxRelease(d.rt.devices[w.Ordinal].dev))...)
@@ -137,13 +136,9 @@ func (d cudaDriver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 		if readers == 0 {
 			readers = fill.DefaultReaders()
 		}
-		var busID string
-		if dev, err := rt.device(w.Ordinal); err == nil {
-			busID = dev.pciBusID
-		}
-		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
 		w.Lanes = newLanePool(rt.drv, readers, place, rt.log)
 	})
-	return copier{drv: rt.drv, pool: w.Lanes.(*lanepool.Pool[*lane]), ctx: w.State.(driver.Context), base: driver.DevicePtr(base), log: rt.log}
+	return newCopier(rt.drv, w.Lanes.(*lanes), w.State.(driver.Context), base, rt.log)
 }

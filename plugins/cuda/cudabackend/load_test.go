@@ -1,13 +1,11 @@
 package cudabackend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -70,32 +68,29 @@ func TestCloseDuringLoad(t *testing.T) {
 	gputest.CheckCloseDuringLoad(t, b)
 }
 
-// TestLoadThroughThePacedCopyEngine runs the fill against the fake
-// driver's copy engine (FAKECUDA_COPY_GBPS): every stream of the device
-// shares one engine of that rate, so the Load can be no faster than
-// bytes/rate; how close it comes with reading overlapped is a figure
-// (BenchmarkPacedFillOverlap), not a check. It checks the bytes and that
-// the counters add up.
-func TestLoadThroughThePacedCopyEngine(t *testing.T) {
-	const chunk = 2 << 20
-	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": "0.25"}})
-	cfg.Readers = 3
+// pacedBackend opens a Backend for gputest's paced fill (see
+// gputest.PacedSize): the fake driver's copy engine paced at gputest.PacedGBPS.
+func pacedBackend(tb testing.TB) *Backend {
+	cfg := fakeConfig(tb, fakeOptions{staging: gputest.PacedChunk, env: map[string]string{"FAKECUDA_COPY_GBPS": fmt.Sprint(gputest.PacedGBPS)}})
+	cfg.Readers = gputest.PacedReaders
 	cfg.DirectIO = false
-	gputest.CheckPacedFill(t, newBackend(t, cfg), 48<<20, chunk, 3, 0.25)
+	return newBackend(tb, cfg)
 }
 
+// TestLoadThroughThePacedCopyEngine runs the fill against the fake's
+// paced copy engine (FAKECUDA_COPY_GBPS: every stream of the device shares one
+// engine of that rate), so the Load can be no faster than bytes/rate; how
+// close it comes with reading overlapped is a figure
+// (BenchmarkPacedFillOverlap), not a check. It checks the bytes and that
+// the counters add up.
+func TestLoadThroughThePacedCopyEngine(t *testing.T) { gputest.CheckPacedFill(t, pacedBackend(t)) }
+
 // BenchmarkPacedFillOverlap reports how close a fill through the paced
-// fake copy engine (FAKECUDA_COPY_GBPS=0.25) comes to the engine's time
-// (engine_fraction, 1 when reading hides behind the copies): the figure
+// fake copy engine comes to the engine's time (engine_fraction, 1 when
+// reading hides behind the copies): the figure
 // TestLoadThroughThePacedCopyEngine asserted before, which load on the
 // machine could break.
-func BenchmarkPacedFillOverlap(b *testing.B) {
-	const chunk = 2 << 20
-	cfg := fakeConfig(b, fakeOptions{staging: chunk, env: map[string]string{"FAKECUDA_COPY_GBPS": "0.25"}})
-	cfg.Readers = 3
-	cfg.DirectIO = false
-	gputest.BenchPacedFill(b, newBackend(b, cfg), 48<<20, 0.25)
-}
+func BenchmarkPacedFillOverlap(b *testing.B) { gputest.BenchPacedFill(b, pacedBackend(b)) }
 
 // TestLoadsOfSeveralAllocationsShareTheLanes runs Loads into four
 // allocations at once with fewer lanes than Loads × readers.
@@ -154,25 +149,9 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var logs bytes.Buffer
-		b2, err := New(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		path, data := writeFile(t, 300_000, 10)
-		id, _, err := b2.Allocate(context.Background(), 0, uint64(len(data)))
-		if err == nil {
-			err = b2.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
-		}
-		if cerr := b2.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(logs.String(), tc.want) {
-			t.Errorf("numa_node file %q: logs lack %q:\n%s", tc.content, tc.want, logs.String())
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			gputest.CheckLanesLogNUMANode(t, func(logger hclog.Logger) (*Backend, error) { return New(cfg, logger) }, tc.want)
+		})
 	}
 }
 
@@ -188,10 +167,5 @@ func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
 	cfg.SysfsRoot = dir
 	cfg.StagingBytes = 4 << 20
 	cfg.DirectIO = false
-	be, err := New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
-	gputest.BenchFill(b, be)
+	gputest.BenchFill(b, newBackend(b, cfg))
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -24,14 +23,12 @@ type Runtime struct {
 	cfg     Config
 	log     hclog.Logger
 	drv     *driver.Driver
-	nvml    *nvmlinfo.Library // nil when NVML is unavailable
-	version int               // cuDriverGetVersion
-	devices []deviceInfo      // by ordinal, fixed at open
+	nvml    gpucore.Monitor[*nvmlinfo.Library] // none when NVML is unavailable
+	version int                                // cuDriverGetVersion
+	devices []deviceInfo                       // by ordinal, fixed at open
 
 	core *gpucore.Runtime // workers, memory registry, IPC cache
 	vmm  vmmTable         // VMM mappings by base (cuda-vmm-fd)
-
-	mu sync.Mutex // guards nvml
 }
 
 // OpenRuntime loads the CUDA driver named by cfg.Library, resolves every
@@ -66,9 +63,9 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if nv, err := nvmlinfo.Open(cfg.NVMLLibrary); err != nil {
 		logger.Info("NVML unavailable; device metadata comes from the CUDA driver", "error", err)
 	} else {
-		rt.nvml = nv
+		rt.nvml.Set(nv)
 	}
-	rt.devices, err = enumerate(drv, rt.nvml)
+	rt.devices, err = enumerate(drv, rt.nvml.Get())
 	if err == nil {
 		err = checkComputeModes(rt.devices, os.Getenv)
 	}
@@ -76,14 +73,14 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 		err = checkVMMSupport(drv, rt.devices)
 	}
 	if err != nil {
-		rt.closeNVML()
+		rt.nvml.Close()
 		return nil, fmt.Errorf("%s: %w", drv.Path(), err)
 	}
 	if fb := drv.FellBack(); len(fb) > 0 {
 		logger.Warn("cuGetProcAddress lacks entry points at the CUDA 12.0 ABI; found them with dlsym", "symbols", fb)
 	}
 	logger.Info("CUDA driver loaded", "library", drv.Path(), "driver_version", version, "resolver", drv.Resolver(),
-		"nvml", rt.nvml != nil, "devices", len(rt.devices), "uuid_v2", drv.HasUUIDV2(),
+		"nvml", rt.HasNVML(), "devices", len(rt.devices), "uuid_v2", drv.HasUUIDV2(),
 		"handle", cfg.handleKind(), "staging_bytes", cfg.StagingBytes, "staging_buffers", cfg.StagingBuffers, "direct_io", cfg.DirectIO)
 	for _, d := range rt.devices {
 		logger.Debug("device", "ordinal", d.ordinal, "uuid", d.canonical, "name", d.name,
@@ -109,11 +106,7 @@ func (rt *Runtime) FatalError() error {
 func (rt *Runtime) DriverVersion() int { return rt.version }
 
 // HasNVML reports whether NVML is loaded.
-func (rt *Runtime) HasNVML() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.nvml != nil
-}
+func (rt *Runtime) HasNVML() bool { return rt.nvml.Get() != nil }
 
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
@@ -123,16 +116,5 @@ func (rt *Runtime) HasNVML() bool {
 // Backends sharing the Runtime fail with ErrUnavailable afterwards. Close
 // is idempotent.
 func (rt *Runtime) Close() error {
-	return errors.Join(rt.core.Close(), rt.closeNVML())
-}
-
-func (rt *Runtime) closeNVML() error {
-	rt.mu.Lock()
-	nv := rt.nvml
-	rt.nvml = nil
-	rt.mu.Unlock()
-	if nv == nil {
-		return nil
-	}
-	return nv.Close()
+	return errors.Join(rt.core.Close(), rt.nvml.Close())
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -30,32 +31,24 @@ func fakeLib(variant string) string {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(helperMain())
-	}
-	dir, err := os.MkdirTemp("", "fakecuda")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		for variant, defines := range map[string][]string{
-			"":          nil,
-			"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
-			"nouuid":    {"FAKECUDA_OMIT_cuDeviceGetUuid_v2", "FAKECUDA_OMIT_cuDeviceGetUuid"},
-			"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
-			"noproc":    {"FAKECUDA_OMIT_cuGetProcAddress"},
-		} {
-			if _, err := fakelib.CUDA("..", dir, variant, defines...); err != nil {
-				fmt.Fprintln(os.Stderr, "driver tests:", err)
-				return 2
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "driver", HelperEnv: helperEnv, Helper: helperMain,
+		Build: func(dir string) error {
+			for variant, defines := range map[string][]string{
+				"":          nil,
+				"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
+				"nouuid":    {"FAKECUDA_OMIT_cuDeviceGetUuid_v2", "FAKECUDA_OMIT_cuDeviceGetUuid"},
+				"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
+				"noproc":    {"FAKECUDA_OMIT_cuGetProcAddress"},
+			} {
+				if _, err := fakelib.CUDA("..", dir, variant, defines...); err != nil {
+					return err
+				}
 			}
-		}
-		os.Setenv(libDirEnv, dir)
-		return m.Run()
-	}()
-	os.Exit(code)
+			return nil
+		},
+		LibDirEnv: libDirEnv,
+	}))
 }
 
 // openFake opens a private copy of lib (fresh driver state) with env set.
@@ -313,22 +306,11 @@ func TestIPCAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := d.MemHostAlloc(size, 0)
+	buf, err := copyIn(d, p, size, func(i int) byte { return byte(i * 7) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.MemFreeHost(buf)
-	for i := range buf.Bytes() {
-		buf.Bytes()[i] = byte(i * 7)
-	}
-	s, _ := d.StreamCreate(StreamNonBlocking)
-	defer d.StreamDestroy(s)
-	if err := d.MemcpyHtoDAsync(p, buf, 0, size, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
 	h, err := d.IpcGetMemHandle(p)
 	if err != nil {
 		t.Fatal(err)
@@ -364,6 +346,51 @@ func runHelper(t *testing.T, lib string, args ...string) string {
 	return string(b)
 }
 
+// copyIn copies size bytes of pattern into device memory at p through a
+// pinned buffer and a stream of its own, and returns the buffer (the
+// caller frees it).
+func copyIn(d *Driver, p DevicePtr, size int, pattern func(i int) byte) (HostBuffer, error) {
+	buf, err := d.MemHostAlloc(size, 0)
+	if err != nil {
+		return buf, err
+	}
+	for i := range buf.Bytes() {
+		buf.Bytes()[i] = pattern(i)
+	}
+	s, err := d.StreamCreate(StreamNonBlocking)
+	if err != nil {
+		return buf, err
+	}
+	defer d.StreamDestroy(s)
+	if err := d.MemcpyHtoDAsync(p, buf, 0, size, s); err != nil {
+		return buf, err
+	}
+	return buf, d.StreamSynchronize(s)
+}
+
+// helperDriver opens and initialises the driver library helperEnv names,
+// in a child process, and makes device 0's primary context current on the
+// locked calling thread.
+func helperDriver() (*Driver, Device, error) {
+	d, err := Open(os.Getenv(helperEnv))
+	if err == nil {
+		err = d.Init()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	runtime.LockOSThread()
+	dev, err := d.DeviceGet(0)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err == nil {
+		err = d.CtxSetCurrent(ctx)
+	}
+	return d, dev, err
+}
+
 // helperMain runs in a child process: "open <hex handle> <size>" opens the
 // handle twice (refcounted), prints the sha256 of its bytes, closes twice.
 func helperMain() int {
@@ -374,18 +401,8 @@ func helperMain() int {
 		return vmmImportHelper(os.Args[len(os.Args)-1])
 	}
 	args := os.Args[len(os.Args)-3:]
-	d, err := Open(os.Getenv(helperEnv))
-	if err == nil {
-		err = d.Init()
-	}
+	d, _, err := helperDriver()
 	if err != nil {
-		fmt.Println(err)
-		return 0
-	}
-	runtime.LockOSThread()
-	dev, _ := d.DeviceGet(0)
-	ctx, _ := d.PrimaryCtxRetain(dev)
-	if err := d.CtxSetCurrent(ctx); err != nil {
 		fmt.Println(err)
 		return 0
 	}

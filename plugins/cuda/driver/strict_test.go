@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -138,19 +139,8 @@ func TestMappingDiesWithItsExporter(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "export")
 	cmd.Env = append(os.Environ(), helperEnv+"="+d.Path())
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	stdin, stdout := gputest.StartPiped(t, cmd)
+	line, err := stdout.ReadString('\n')
 	if err != nil {
 		t.Fatalf("exporter: %v (%q)", err, line)
 	}
@@ -185,38 +175,14 @@ func TestMappingDiesWithItsExporter(t *testing.T) {
 // exportHelper allocates 2 MiB filled with 0x5a, prints its IPC handle in
 // hex and exits when stdin closes.
 func exportHelper() int {
-	d, err := Open(os.Getenv(helperEnv))
-	if err == nil {
-		err = d.Init()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	runtime.LockOSThread()
-	ctx, err := d.PrimaryCtxRetain(0)
-	if err == nil {
-		err = d.CtxSetCurrent(ctx)
-	}
+	d, _, err := helperDriver()
 	const size = 2 << 20
 	var p DevicePtr
 	if err == nil {
 		p, err = d.MemAlloc(size)
 	}
-	var buf HostBuffer
 	if err == nil {
-		buf, err = d.MemHostAlloc(size, 0)
-	}
-	if err == nil {
-		for i := range buf.Bytes() {
-			buf.Bytes()[i] = 0x5a
-		}
-		var s Stream
-		if s, err = d.StreamCreate(StreamNonBlocking); err == nil {
-			if err = d.MemcpyHtoDAsync(p, buf, 0, size, s); err == nil {
-				err = d.StreamSynchronize(s)
-			}
-		}
+		_, err = copyIn(d, p, size, func(int) byte { return 0x5a })
 	}
 	var h IPCHandle
 	if err == nil {

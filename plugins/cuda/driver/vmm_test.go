@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,22 +48,11 @@ func TestVMMExportImportAcrossProcesses(t *testing.T) {
 	if err := d.MemSetAccess(va, size, dev, MemAccessReadWrite); err != nil {
 		t.Fatal(err)
 	}
-	buf, err := d.MemHostAlloc(size, 0)
+	buf, err := copyIn(d, va, size, func(i int) byte { return byte(i*13 + i>>12) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.MemFreeHost(buf)
-	for i := range buf.Bytes() {
-		buf.Bytes()[i] = byte(i*13 + i>>12)
-	}
-	s, _ := d.StreamCreate(StreamNonBlocking)
-	defer d.StreamDestroy(s)
-	if err := d.MemcpyHtoDAsync(va, buf, 0, size, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := d.IpcGetMemHandle(va); !errors.Is(err, sdk.ErrInvalidArgument) {
 		t.Fatalf("legacy IPC of a VMM mapping = %v, want CUDA_ERROR_INVALID_VALUE", err)
 	}
@@ -137,18 +125,8 @@ func TestVMMExportImportAcrossProcesses(t *testing.T) {
 // size bytes of it and prints their sha256.
 func vmmImportHelper(sizeArg string) int {
 	size, _ := strconv.Atoi(sizeArg)
-	d, err := Open(os.Getenv(helperEnv))
-	if err == nil {
-		err = d.Init()
-	}
+	d, dev, err := helperDriver()
 	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	runtime.LockOSThread()
-	dev, _ := d.DeviceGet(0)
-	ctx, _ := d.PrimaryCtxRetain(dev)
-	if err := d.CtxSetCurrent(ctx); err != nil {
 		fmt.Println(err)
 		return 1
 	}

@@ -3,7 +3,9 @@
 // plugins/cuda/testdata, the fake libamdhip64 and libamd_smi of
 // plugins/rocm/testdata): C sources compiled with gcc by the tests, so that
 // every backend is tested through its real dlopen path on a machine without
-// a GPU.
+// a GPU. The fake drivers share one core, include/fakecore.h (allocations,
+// pinned memory, streams and the paced copy engine, copies, IPC, the
+// sticky error); each vendor's file maps its entry points onto it.
 package fakelib
 
 import (

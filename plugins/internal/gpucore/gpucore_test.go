@@ -19,8 +19,9 @@ import (
 // fakeRuntime is a vendor runtime over the fake driver, as the CUDA and
 // ROCm runtimes are over theirs.
 type fakeRuntime struct {
-	core *gpucore.Runtime
-	drv  *fakeDriver
+	core    *gpucore.Runtime
+	drv     *fakeDriver
+	monitor map[int][2]uint64 // MonitorMemory's free and total by ordinal
 }
 
 func (r *fakeRuntime) Core() *gpucore.Runtime { return r.core }
@@ -29,23 +30,18 @@ func (r *fakeRuntime) Info() sdk.Info {
 	return sdk.Info{Name: "fake", Version: "0", Platform: "fake", HandleKinds: []string{fakeKind}}
 }
 
-func (r *fakeRuntime) DeviceUUID(ordinal int) (string, error) {
-	if err := r.core.CheckOrdinal(ordinal); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", ordinal), nil
-}
-
-func (r *fakeRuntime) Devices(context.Context) ([]sdk.Device, error) {
+func (r *fakeRuntime) DeviceTable() []sdk.Device {
 	out := make([]sdk.Device, r.drv.devices)
 	for i := range out {
-		uuid, err := r.DeviceUUID(i)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = sdk.Device{Ordinal: i, UUID: uuid, Name: "fake", TotalMemory: r.drv.capacity}
+		out[i] = sdk.Device{Ordinal: i, UUID: fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", i), Name: "fake", TotalMemory: r.drv.capacity}
 	}
-	return out, nil
+	return out
+}
+
+// MonitorMemory reports the monitor figures a test set for an ordinal.
+func (r *fakeRuntime) MonitorMemory(ordinal int) (free, total uint64, ok bool) {
+	m, ok := r.monitor[ordinal]
+	return m[0], m[1], ok
 }
 
 // fakeBackend is the vendor backend of the fake runtime.
@@ -93,6 +89,18 @@ func loaded(t *testing.T, b sdk.Backend, n int) (sdk.AllocationID, []byte) {
 	return id, data
 }
 
+// exported loads n bytes into a fresh allocation on ordinal 0 of b
+// (loaded) and exports it.
+func exported(t *testing.T, b sdk.Backend, n int) (sdk.AllocationID, []byte, sdk.Handle) {
+	t.Helper()
+	id, data := loaded(t, b, n)
+	h, err := b.Export(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, data, h
+}
+
 // reader is the Read of an sdk.Backend or a bare gpucore.Backend.
 type reader interface {
 	Read(ctx context.Context, id sdk.AllocationID, offset, length uint64) ([]byte, error)
@@ -112,11 +120,7 @@ func read(t *testing.T, b reader, id sdk.AllocationID, n int) []byte {
 func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 	sp := newSpace()
 	exporter, importer := newFake(t, sp), newFake(t, sp)
-	id, want := loaded(t, exporter, 1<<20)
-	h, err := exporter.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, want, h := exported(t, exporter, 1<<20)
 	a, err := importer.Import(t.Context(), 0, h)
 	if err != nil {
 		t.Fatal(err)
@@ -160,11 +164,7 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 	owner := newFake(t, newSpace())
 	other := owner.Runtime().Core().NewBackend()
-	id, want := loaded(t, owner, 1<<20)
-	h, err := owner.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, want, h := exported(t, owner, 1<<20)
 	imp, err := other.Import(t.Context(), 0, h)
 	if err != nil {
 		t.Fatal(err)
@@ -195,11 +195,7 @@ func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 func TestImportClaimingMoreThanTheAllocationIsInvalid(t *testing.T) {
 	sp := newSpace()
 	exporter, importer := newFake(t, sp), newFake(t, sp)
-	id, _ := loaded(t, exporter, 1<<20)
-	h, err := exporter.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, h := exported(t, exporter, 1<<20)
 	h.Size++
 	if _, err := importer.Import(t.Context(), 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
 		t.Fatalf("import of a handle claiming one byte more: %v, want ErrInvalidArgument", err)
@@ -220,14 +216,10 @@ func TestImportClaimingMoreThanTheAllocationIsInvalid(t *testing.T) {
 func TestOpenFailuresAreInvalidArguments(t *testing.T) {
 	sp := newSpace()
 	exporter, importer := newFake(t, sp), newFake(t, sp)
-	id, _ := loaded(t, exporter, 1<<20)
-	h, err := exporter.Export(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, _, h := exported(t, exporter, 1<<20)
 	// A second Runtime in the exporting process (no shared export table)
 	// reaches the driver, which refuses its own handle: invalid context.
-	_, err = newFakeBackendOver(t, exporter.Runtime().drv).Import(t.Context(), 0, h)
+	_, err := newFakeBackendOver(t, exporter.Runtime().drv).Import(t.Context(), 0, h)
 	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "process that exported it") {
 		t.Errorf("open refused with invalid context: %v", err)
 	}

@@ -9,15 +9,24 @@ import (
 )
 
 // VendorRuntime is what a vendor's runtime (CUDA, ROCm) adds to this
-// package's Runtime, which it owns (Core): the backend's description, its
-// device list and the UUIDs by ordinal. Vendor checks that the backend is
-// live before it asks for devices or UUIDs.
+// package's Runtime, which it owns (Core): the backend's description, the
+// devices it found at open and its management library's memory figures.
+// Vendor lists devices and answers UUIDs from them, after checking that
+// the backend is live.
 type VendorRuntime interface {
 	io.Closer
 	Core() *Runtime
 	Info() sdk.Info
-	Devices(ctx context.Context) ([]sdk.Device, error)
-	DeviceUUID(ordinal int) (string, error)
+	// DeviceTable lists the devices this process sees, by ordinal (as
+	// many as Core's Driver.DeviceCount), as the runtime found them at
+	// open: UUID, name, PCI bus id, capability and total memory;
+	// FreeMemory is not read.
+	DeviceTable() []sdk.Device
+	// MonitorMemory returns a device's free and total bytes from the
+	// vendor's management library (NVML, amdsmi); ok is false when the
+	// library is absent or does not know the device (see
+	// Runtime.DeviceMemory).
+	MonitorMemory(ordinal int) (free, total uint64, ok bool)
 }
 
 // Vendor is a vendor's sdk.Backend: a Backend (allocation ids over Core's
@@ -54,21 +63,42 @@ func (v *Vendor[R]) Runtime() R { return v.rt }
 func (v *Vendor[R]) Info(context.Context) (sdk.Info, error) { return v.rt.Info(), nil }
 
 // Devices lists the devices this process sees, by ordinal
-// (VendorRuntime.Devices); ErrUnavailable once closed.
+// (VendorRuntime.DeviceTable), with their memory as Runtime.DeviceMemory
+// gives it: the management library's figures when it knows the device,
+// else the free bytes of a running device worker (0, meaning unknown,
+// without one: listing devices never creates a context, which costs
+// device memory and, on an exclusive GPU, locks the engines out) and the
+// driver's total. ErrUnavailable once closed.
 func (v *Vendor[R]) Devices(ctx context.Context) ([]sdk.Device, error) {
 	if err := v.Live(); err != nil {
 		return nil, err
 	}
-	return v.rt.Devices(ctx)
+	out := v.rt.DeviceTable()
+	for i := range out {
+		d := &out[i]
+		free, total, err := v.rt.Core().DeviceMemory(ctx, d.Ordinal, d.TotalMemory, func() (uint64, uint64, bool) {
+			return v.rt.MonitorMemory(d.Ordinal)
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.FreeMemory, d.TotalMemory = free, total
+	}
+	return out, nil
 }
 
 // DeviceUUID returns the UUID of the device this process sees as ordinal
-// (VendorRuntime.DeviceUUID); ErrUnavailable once closed.
+// (VendorRuntime.DeviceTable): the canonical form every engine process
+// with the same environment sees. An unknown ordinal is ErrNoSuchDevice;
+// ErrUnavailable once closed.
 func (v *Vendor[R]) DeviceUUID(_ context.Context, ordinal int) (string, error) {
 	if err := v.Live(); err != nil {
 		return "", err
 	}
-	return v.rt.DeviceUUID(ordinal)
+	if err := v.rt.Core().CheckOrdinal(ordinal); err != nil {
+		return "", err
+	}
+	return v.rt.DeviceTable()[ordinal].UUID, nil
 }
 
 // Close frees every allocation and mapping the Backend's ids hold (memory

@@ -5,10 +5,12 @@
 package gputest
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +39,32 @@ func WriteFile(t testing.TB, n int, seed byte) (string, []byte) {
 		t.Fatal(err)
 	}
 	return path, data
+}
+
+// StartPiped starts cmd with a pipe to its standard input and one from its
+// standard output, and returns them; cmd is killed at the test's cleanup
+// unless it has ended (closing stdin and waiting is the caller's way to
+// end it).
+func StartPiped(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return stdin, bufio.NewReader(stdout)
 }
 
 // Environment of the importing process (RunImporter, ImporterMain).
@@ -124,15 +152,27 @@ type StatsBackend interface {
 	sdk.StatsLoader
 }
 
-// CheckPacedFill loads size bytes (read in chunk-byte buffers by readers
-// readers) into device 0 through a fake copy engine paced at gbps, and
-// checks what does not depend on the machine's load: the bytes are in
-// place and the counters add up. How close the fill comes to the engine's
-// time (reading overlapped with copying) is a figure for `make bench`
-// (BenchPacedFill), logged here, never asserted. The first Load faults
-// the fake's device memory in; the second is checked.
-func CheckPacedFill(t *testing.T, b StatsBackend, size, chunk int, readers int, gbps float64) {
+// The paced fill (CheckPacedFill, BenchPacedFill): PacedSize bytes read in
+// PacedChunk-byte staging buffers by PacedReaders readers, without direct
+// I/O, through a fake copy engine paced at PacedGBPS GB/s (the fake's
+// <FAKE>_COPY_GBPS). A vendor's test opens its backend so.
+const (
+	PacedSize    = 48 << 20
+	PacedChunk   = 2 << 20
+	PacedReaders = 3
+	PacedGBPS    = 0.25
+)
+
+// CheckPacedFill loads PacedSize bytes into device 0 of b, configured for
+// the paced fill (see PacedSize), and checks what does not depend on the
+// machine's load: the bytes are in place and the counters add up. How
+// close the fill comes to the engine's time (reading overlapped with
+// copying) is a figure for `make bench` (BenchPacedFill), logged here,
+// never asserted. The first Load faults the fake's device memory in; the
+// second is checked.
+func CheckPacedFill(t *testing.T, b StatsBackend) {
 	t.Helper()
+	const size, chunk, readers, gbps = PacedSize, PacedChunk, PacedReaders, PacedGBPS
 	ctx := context.Background()
 	path, data := WriteFile(t, size, 8)
 	id, _, err := b.Allocate(ctx, 0, uint64(size))
@@ -158,11 +198,12 @@ func CheckPacedFill(t *testing.T, b StatsBackend, size, chunk int, readers int, 
 	}
 }
 
-// BenchPacedFill measures Loads of size bytes through a copy engine paced
-// at gbps and reports engine_fraction: the engine's time for the bytes
-// over the fill's wall time (1 when reading hides entirely behind the
-// copies, lower when it does not).
-func BenchPacedFill(b *testing.B, be StatsBackend, size int, gbps float64) {
+// BenchPacedFill measures Loads of PacedSize bytes into be, configured for
+// the paced fill (see PacedSize), and reports engine_fraction: the
+// engine's time for the bytes over the fill's wall time (1 when reading
+// hides entirely behind the copies, lower when it does not).
+func BenchPacedFill(b *testing.B, be StatsBackend) {
+	const size, gbps = PacedSize, PacedGBPS
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "weights")
 	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {

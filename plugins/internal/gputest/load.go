@@ -6,7 +6,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+
+	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/sdk"
 )
@@ -135,5 +138,36 @@ func CheckLoadExtents(t *testing.T, b sdk.Backend, ordinal int) {
 		if calls[i][0] <= calls[i-1][0] || calls[i][1] != total {
 			t.Fatalf("progress calls %v: not increasing", calls)
 		}
+	}
+}
+
+// CheckLanesLogNUMANode opens a backend with a debug logger (open: its
+// configuration's sysfs says which NUMA node device 0 sits on), loads a
+// file into device 0, closes the backend and checks that the log names
+// want, the node its fill lanes were made for ("numa_node=0"; the
+// placement itself is set_mempolicy, tested in plugins/internal/staging).
+func CheckLanesLogNUMANode[B interface {
+	sdk.Backend
+	io.Closer
+}](t *testing.T, open func(hclog.Logger) (B, error), want string) {
+	t.Helper()
+	var logs bytes.Buffer
+	b, err := open(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, data := WriteFile(t, 300_000, 10)
+	id, _, err := b.Allocate(context.Background(), 0, uint64(len(data)))
+	if err == nil {
+		err = b.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
+	}
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("logs lack %q:\n%s", want, logs.String())
 	}
 }

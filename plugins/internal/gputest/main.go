@@ -18,10 +18,12 @@ type MainOptions struct {
 	// Name names the package in messages and its temporary folder.
 	Name string
 	// HandleKind and Open are the importing process's (ImporterMain),
-	// which the binary becomes when HelperEnv is set.
+	// which the binary becomes when HelperEnv is set; or Helper, when not
+	// nil, is the process it becomes (returning its exit status).
 	HandleKind string
 	HelperEnv  string
 	Open       func() (sdk.Backend, func() error, error)
+	Helper     func() int
 	// Real runs the tests against the real vendor libraries (the GPU
 	// check): nothing is built, nothing set.
 	Real bool
@@ -38,12 +40,15 @@ type MainOptions struct {
 }
 
 // Main is the TestMain of a GPU backend package: the importing process
-// when HelperEnv is set, else the tests, over fake libraries built into a
+// (or Helper) when HelperEnv is set, else the tests, over fake libraries built into a
 // temporary folder (removed afterwards) and without the user's WCACHE_*
 // variables (ClearUserEnv) unless Real, and with the plugin built when
 // Plugin is set. It returns the exit status.
 func Main(m *testing.M, o MainOptions) int {
-	if os.Getenv(o.HelperEnv) != "" {
+	if o.HelperEnv != "" && os.Getenv(o.HelperEnv) != "" {
+		if o.Helper != nil {
+			return o.Helper()
+		}
 		return ImporterMain(o.HandleKind, o.Open)
 	}
 	if !o.Real {

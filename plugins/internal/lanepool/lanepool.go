@@ -3,8 +3,9 @@
 // most max lanes exist per device; the Loads running at once (one per
 // arena) share them, and a reader that finds none free waits. A lane that
 // saw a failure is destroyed rather than reused (its stream is in an
-// unknown state). The CUDA and ROCm backends' Copiers are built on it; the
-// vendor code only creates and destroys a lane.
+// unknown state). The CUDA and ROCm backends' lanes and Copiers are its
+// StreamLane and StreamCopier (streams.go): the vendor code only gives its
+// stream, event and pinned-memory calls (Streams).
 package lanepool
 
 import (

@@ -28,16 +28,12 @@ func newMemfdBackend(t *testing.T) *Backend {
 	return b
 }
 
-// TestMemfdIsTheDefaultSealedAndNamedNowhere: a memfd allocation is
-// exported as a sealed descriptor of the allocation's size, holding the
-// loaded bytes, and nothing appears in the folder.
-func TestMemfdIsTheDefaultSealedAndNamedNowhere(t *testing.T) {
-	b := newMemfdBackend(t)
+// exportLoaded loads n random bytes into a fresh allocation on device 0
+// of b and exports it; the handle's descriptor is closed at cleanup.
+func exportLoaded(t *testing.T, b *Backend, n int) (sdk.AllocationID, uint64, []byte, sdk.Handle) {
+	t.Helper()
 	ctx := context.Background()
-	if info, _ := b.Info(ctx); len(info.HandleKinds) != 1 || info.HandleKinds[0] != HandleMemfd {
-		t.Fatalf("handle kinds %v, want [memfd]", info.HandleKinds)
-	}
-	path, data := randomFile(t, 100_000)
+	path, data := randomFile(t, n)
 	id, size, err := b.Allocate(ctx, 0, uint64(len(data)))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +45,22 @@ func TestMemfdIsTheDefaultSealedAndNamedNowhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.File.Close()
+	if h.File != nil {
+		t.Cleanup(func() { h.File.Close() })
+	}
+	return id, size, data, h
+}
+
+// TestMemfdIsTheDefaultSealedAndNamedNowhere: a memfd allocation is
+// exported as a sealed descriptor of the allocation's size, holding the
+// loaded bytes, and nothing appears in the folder.
+func TestMemfdIsTheDefaultSealedAndNamedNowhere(t *testing.T) {
+	b := newMemfdBackend(t)
+	ctx := context.Background()
+	if info, _ := b.Info(ctx); len(info.HandleKinds) != 1 || info.HandleKinds[0] != HandleMemfd {
+		t.Fatalf("handle kinds %v, want [memfd]", info.HandleKinds)
+	}
+	id, size, data, h := exportLoaded(t, b, 100_000)
 	if h.Kind != HandleMemfd || h.File == nil || len(h.Data) != 0 || h.Size != size {
 		t.Fatalf("handle %+v, want a memfd of %d bytes with a File and no data", h, size)
 	}
@@ -87,16 +98,7 @@ func TestMemfdImportAdoptsAndChecks(t *testing.T) {
 	b := newMemfdBackend(t)
 	other := newMemfdBackend(t)
 	ctx := context.Background()
-	path, data := randomFile(t, 8192)
-	id, size, _ := b.Allocate(ctx, 0, uint64(len(data)))
-	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	h, err := b.Export(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.File.Close()
+	_, size, data, h := exportLoaded(t, b, 8192)
 	imp, err := other.Import(ctx, 0, h)
 	if err != nil {
 		t.Fatal(err)

@@ -1,36 +1,16 @@
 package mockbackend
 
 import (
-	"reflect"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/optiontest"
 	"github.com/wcache/wcache/sdk"
 )
 
 // The defaults the schema shows are the ones ConfigFromEnv applies: a
 // drift between the two would make `wcache devices --describe` lie.
 func TestOptionDefaultsMatchConfigFromEnv(t *testing.T) {
-	if err := sdk.ValidateSchema(Options()); err != nil {
-		t.Fatal(err)
-	}
-	byEnv := map[string]string{}
-	for _, o := range Options() {
-		if o.Env == "" {
-			t.Errorf("option %s has no variable to fall back on", o.Name)
-		}
-		byEnv[o.Env] = o.Default
-	}
-	fromDefaults, err := ConfigFromEnv(func(name string) string { return byEnv[name] })
-	if err != nil {
-		t.Fatalf("ConfigFromEnv(the schema's defaults): %v", err)
-	}
-	plain, err := ConfigFromEnv(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(fromDefaults, plain) {
-		t.Fatalf("the schema's defaults give %+v, no variables give %+v", fromDefaults, plain)
-	}
+	optiontest.CheckDefaults(t, Options(), ConfigFromEnv)
 }
 
 // An option given by the host wins over its variable; the variable still

@@ -40,16 +40,3 @@ func (rt *Runtime) Info() sdk.Info { return info() }
 func info() sdk.Info {
 	return sdk.Info{Name: Name, Version: version.Version, Platform: Platform, HandleKinds: []string{HandleKind}}
 }
-
-// DeviceUUID returns the canonical UUID ("GPU-" + 16 hex digits) of the
-// device this process sees as ordinal, i.e. after ROCR_VISIBLE_DEVICES,
-// HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES, exactly as an engine
-// process with the same environment sees it. An unknown ordinal is
-// ErrNoSuchDevice.
-func (rt *Runtime) DeviceUUID(ordinal int) (string, error) {
-	d, err := rt.device(ordinal)
-	if err != nil {
-		return "", err
-	}
-	return d.uuid, nil
-}

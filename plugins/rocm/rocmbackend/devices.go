@@ -1,7 +1,6 @@
 package rocmbackend
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/wcache/wcache/plugins/internal/staging"
@@ -133,44 +132,30 @@ func checkDevices(devs []deviceInfo) error {
 	return nil
 }
 
-// device returns the info for an ordinal, or ErrNoSuchDevice.
-func (rt *Runtime) device(ordinal int) (deviceInfo, error) {
-	if ordinal < 0 || ordinal >= len(rt.devices) {
-		return deviceInfo{}, sdk.Errorf(sdk.ErrNoSuchDevice, "ROCm device ordinal %d: this process sees %d device(s)", ordinal, len(rt.devices))
-	}
-	return rt.devices[ordinal], nil
-}
-
-// Devices lists the devices this process sees, by ordinal. Name and
-// memory come from amdsmi when it knows the device (joined by UUID or PCI
-// address), else from HIP; Capability is the gfx target from the KFD
-// topology ("" when unknown). FreeMemory comes from amdsmi, else from
-// hipMemGetInfo on a device worker already running; without either it is
-// 0, meaning unknown: listing devices never creates a context.
-func (rt *Runtime) Devices(ctx context.Context) ([]sdk.Device, error) {
+// DeviceTable lists the devices this process sees, by ordinal, as found at
+// open (gpucore.VendorRuntime): the canonical UUID ("GPU-" + 16 hex
+// digits) after ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and
+// CUDA_VISIBLE_DEVICES, exactly as an engine process with the same
+// environment sees it; the name from amdsmi when it knows the device
+// (joined by UUID or PCI address), else from HIP; Capability the gfx
+// target from the KFD topology ("" when unknown).
+func (rt *Runtime) DeviceTable() []sdk.Device {
 	out := make([]sdk.Device, len(rt.devices))
 	for i, d := range rt.devices {
-		free, total, err := rt.memInfo(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = sdk.Device{Ordinal: d.ordinal, UUID: d.uuid, Name: d.name, TotalMemory: total,
-			FreeMemory: free, PCIBusID: d.pciBusID, Capability: d.gfx}
+		out[i] = sdk.Device{Ordinal: d.ordinal, UUID: d.uuid, Name: d.name, TotalMemory: d.totalMemory,
+			PCIBusID: d.pciBusID, Capability: d.gfx}
 	}
-	return out, nil
+	return out
 }
 
-// memInfo returns the free and total bytes of a device (amdsmi's figures
-// when it knows the device, see gpucore.Runtime.DeviceMemory).
-func (rt *Runtime) memInfo(ctx context.Context, d deviceInfo) (free, total uint64, err error) {
-	rt.mu.Lock()
-	smi := rt.smi
-	rt.mu.Unlock()
-	return rt.core.DeviceMemory(ctx, d.ordinal, d.totalMemory, func() (uint64, uint64, bool) {
-		if smi == nil || d.smi == nil {
-			return 0, 0, false
-		}
-		t, u, err := smi.Memory(*d.smi)
-		return t - min(u, t), t, err == nil
-	})
+// MonitorMemory returns amdsmi's free and total bytes of a device; ok is
+// false without amdsmi, when it does not know the device or fails.
+func (rt *Runtime) MonitorMemory(ordinal int) (free, total uint64, ok bool) {
+	smi := rt.smi.Get()
+	d := rt.devices[ordinal]
+	if smi == nil || d.smi == nil {
+		return 0, 0, false
+	}
+	t, u, err := smi.Memory(*d.smi)
+	return t - min(u, t), t, err == nil
 }

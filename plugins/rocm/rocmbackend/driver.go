@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/wcache/wcache/plugins/internal/gpucore"
-	"github.com/wcache/wcache/plugins/internal/lanepool"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/plugins/rocm/hip"
 	"github.com/wcache/wcache/sdk/fill"
@@ -33,7 +32,7 @@ func (d driver) Fatal() error {
 func (d driver) Setup(ordinal int) (any, error) { return nil, d.rt.hip.SetDevice(ordinal) }
 
 func (d driver) Cleanup(w *gpucore.Worker) error {
-	if p, ok := w.Lanes.(*lanepool.Pool[*lane]); ok {
+	if p, ok := w.Lanes.(*lanes); ok {
 		return p.Free()
 	}
 	return nil
@@ -97,14 +96,10 @@ func (d driver) OpenFailure(err error) (driverError, invalidContext bool) {
 func (d driver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 	rt := d.rt
 	w.LanesOnce.Do(func() {
-		var busID string
-		if dev, err := rt.device(w.Ordinal); err == nil {
-			busID = dev.pciBusID
-		}
-		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, busID, rt.log.With("ordinal", w.Ordinal))
+		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
 		readers := rt.cfg.Staging.Lanes()
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
 		w.Lanes = newLanePool(rt.hip, readers, place, rt.log)
 	})
-	return copier{hip: rt.hip, pool: w.Lanes.(*lanepool.Pool[*lane]), ordinal: w.Ordinal, base: hip.DevicePtr(base)}
+	return newCopier(rt.hip, w.Lanes.(*lanes), w.Ordinal, base)
 }

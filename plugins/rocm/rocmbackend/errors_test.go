@@ -1,9 +1,7 @@
 package rocmbackend
 
 import (
-	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,43 +36,25 @@ func TestOutOfMemoryThenFreeMakesRoom(t *testing.T) {
 	gputest.CheckOutOfMemoryThenFree(t, newBackend(t, fakeConfig(t, fakeOptions{})), fakeMemory, "hipErrorOutOfMemory")
 }
 
-// TestFatalErrorExitsThePlugin latches a fatal HIP error (the fake's
+// watch is the plugin's exit-on-fatal loop over b's runtime.
+func watch(b *Backend) gputest.ExitWatch {
+	return func(logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
+		exitOnFatal(b.Runtime(), logger, stop, exit)
+	}
+}
+
+// TestFatalErrorExitsThePlugin latches a fatal HIP error (700, the fake's
 // sticky file) and checks exitOnFatal logs it and exits with
-// ExitStatusFatal; without one it does not exit.
+// ExitStatusFatal (see gputest.CheckFatalErrorExits).
 func TestFatalErrorExitsThePlugin(t *testing.T) {
 	trigger := filepath.Join(t.TempDir(), "fatal")
 	b := newBackend(t, fakeConfig(t, fakeOptions{env: map[string]string{"FAKEHIP_STICKY_FILE": trigger}}))
-	ctx := context.Background()
-	id, _, err := b.Allocate(ctx, 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan int, 1)
-	stop := make(chan struct{})
-	go exitOnFatal(b.Runtime(), hclog.NewNullLogger(), stop, func(code int) { exited <- code })
-	if err := os.WriteFile(trigger, []byte("700"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Read(ctx, id, 0, 1)
-	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "hipErrorIllegalAddress") {
-		t.Fatalf("Read after the fault = %v, want hipErrorIllegalAddress", err)
-	}
-	if code := <-exited; code != ExitStatusFatal {
-		t.Fatalf("exit(%d), want %d", code, ExitStatusFatal)
-	}
-	close(stop)
+	gputest.CheckFatalErrorExits(t, b, watch(b), trigger, 700, "hipErrorIllegalAddress", ExitStatusFatal)
 }
 
 func TestNoExitWithoutFatalError(t *testing.T) {
-	quiet := newBackend(t, fakeConfig(t, fakeOptions{}))
-	stop2 := make(chan struct{})
-	returned := make(chan struct{})
-	go func() {
-		exitOnFatal(quiet.Runtime(), hclog.NewNullLogger(), stop2, func(int) { t.Error("exit called without a fatal error") })
-		close(returned)
-	}()
-	close(stop2)
-	<-returned
+	b := newBackend(t, fakeConfig(t, fakeOptions{}))
+	gputest.CheckNoExitWithoutFatalError(t, b, watch(b), fakeMemory)
 }
 
 func TestClosedBackendIsUnavailable(t *testing.T) {

@@ -1,18 +1,14 @@
 package rocmbackend
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/sdk"
 )
 
 // TestLoadThroughSmallStaging loads extents much larger than the staging
@@ -33,31 +29,29 @@ func TestLoadRejectsBadExtentsBeforeCopying(t *testing.T) {
 	gputest.CheckLoadRejectsBadExtents(t, newBackend(t, fakeConfig(t, fakeOptions{})))
 }
 
-// TestLoadThroughThePacedCopyEngine paces the fake HIP's copy engine
-// (FAKEHIP_COPY_GBPS: every stream of a device shares one engine of that
-// rate), so the Load can be no faster than bytes/rate; how close it comes
-// with reading overlapped is a figure (BenchmarkPacedFillOverlap), not a
-// check. It checks the bytes and that the counters add up.
-func TestLoadThroughThePacedCopyEngine(t *testing.T) {
-	const chunk = 2 << 20
-	cfg := fakeConfig(t, fakeOptions{staging: chunk, env: map[string]string{"FAKEHIP_COPY_GBPS": "0.25"}})
-	cfg.Staging.Readers = 3
+// pacedBackend opens a Backend for gputest's paced fill (see
+// gputest.PacedSize): the fake HIP's copy engine paced at gputest.PacedGBPS.
+func pacedBackend(tb testing.TB) *Backend {
+	cfg := fakeConfig(tb, fakeOptions{staging: gputest.PacedChunk, env: map[string]string{"FAKEHIP_COPY_GBPS": fmt.Sprint(gputest.PacedGBPS)}})
+	cfg.Staging.Readers = gputest.PacedReaders
 	cfg.Staging.DirectIO = false
-	gputest.CheckPacedFill(t, newBackend(t, cfg), 48<<20, chunk, 3, 0.25)
+	return newBackend(tb, cfg)
 }
 
+// TestLoadThroughThePacedCopyEngine runs the fill against the fake's
+// paced copy engine (FAKEHIP_COPY_GBPS: every stream of the device shares one
+// engine of that rate), so the Load can be no faster than bytes/rate; how
+// close it comes with reading overlapped is a figure
+// (BenchmarkPacedFillOverlap), not a check. It checks the bytes and that
+// the counters add up.
+func TestLoadThroughThePacedCopyEngine(t *testing.T) { gputest.CheckPacedFill(t, pacedBackend(t)) }
+
 // BenchmarkPacedFillOverlap reports how close a fill through the paced
-// fake copy engine (FAKEHIP_COPY_GBPS=0.25) comes to the engine's time
-// (engine_fraction, 1 when reading hides behind the copies): the figure
+// fake copy engine comes to the engine's time (engine_fraction, 1 when
+// reading hides behind the copies): the figure
 // TestLoadThroughThePacedCopyEngine asserted before, which load on the
 // machine could break.
-func BenchmarkPacedFillOverlap(b *testing.B) {
-	const chunk = 2 << 20
-	cfg := fakeConfig(b, fakeOptions{staging: chunk, env: map[string]string{"FAKEHIP_COPY_GBPS": "0.25"}})
-	cfg.Staging.Readers = 3
-	cfg.Staging.DirectIO = false
-	gputest.BenchPacedFill(b, newBackend(b, cfg), 48<<20, 0.25)
-}
+func BenchmarkPacedFillOverlap(b *testing.B) { gputest.BenchPacedFill(b, pacedBackend(b)) }
 
 // BenchmarkFillThroughFakeCopyEngine is the fill pipeline through the fake
 // HIP copy engine (unpaced: as fast as its stream threads copy), 64 MiB
@@ -71,12 +65,7 @@ func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
 	cfg.SysfsRoot = dir
 	cfg.Staging.Bytes = 4 << 20
 	cfg.Staging.DirectIO = false
-	be, err := New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
-	gputest.BenchFill(b, be)
+	gputest.BenchFill(b, newBackend(b, cfg))
 }
 
 func TestCloseDuringLoad(t *testing.T) {
@@ -99,23 +88,5 @@ func TestStagingPlacedOnTheGPUsNUMANode(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	b, err := New(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, data := writeFile(t, 300_000, 10)
-	id, _, err := b.Allocate(context.Background(), 0, uint64(len(data)))
-	if err == nil {
-		err = b.Load(context.Background(), id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil)
-	}
-	if cerr := b.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "numa_node=0") {
-		t.Errorf("logs lack numa_node=0:\n%s", logs.String())
-	}
+	gputest.CheckLanesLogNUMANode(t, func(logger hclog.Logger) (*Backend, error) { return New(cfg, logger) }, "numa_node=0")
 }

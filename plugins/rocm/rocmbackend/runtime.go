@@ -3,7 +3,6 @@ package rocmbackend
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -23,13 +22,11 @@ type Runtime struct {
 	cfg     Config
 	log     hclog.Logger
 	hip     *hip.Runtime
-	smi     *amdsmi.Library // nil when amdsmi is unavailable
-	version int             // hipDriverGetVersion
-	devices []deviceInfo    // by ordinal, fixed at open
+	smi     gpucore.Monitor[*amdsmi.Library] // none when amdsmi is unavailable
+	version int                              // hipDriverGetVersion
+	devices []deviceInfo                     // by ordinal, fixed at open
 
 	core *gpucore.Runtime
-
-	mu sync.Mutex // guards smi
 }
 
 // OpenRuntime loads HIP (cfg.Library, else the default sonames and
@@ -63,21 +60,21 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	if smi, err := amdsmi.Open(cfg.AMDSMILibrary); err != nil {
 		logger.Info("amdsmi unavailable; device metadata comes from HIP and the KFD topology", "error", err)
 	} else {
-		rt.smi = smi
+		rt.smi.Set(smi)
 	}
 	nodes, err := kfd.Read(cfg.SysfsRoot)
 	if err != nil {
 		logger.Info("KFD topology unreadable; gfx targets unknown", "error", err)
 	}
-	rt.devices, err = enumerate(h, rt.smi, nodes)
+	rt.devices, err = enumerate(h, rt.smi.Get(), nodes)
 	if err == nil {
 		err = checkDevices(rt.devices)
 	}
 	if err != nil {
-		rt.closeSMI()
+		rt.smi.Close()
 		return nil, fmt.Errorf("%s: %w", h.Path(), err)
 	}
-	logger.Info("HIP runtime loaded", "library", h.Path(), "driver_version", version, "amdsmi", rt.smi != nil,
+	logger.Info("HIP runtime loaded", "library", h.Path(), "driver_version", version, "amdsmi", rt.HasAMDSMI(),
 		"kfd_nodes", len(nodes), "devices", len(rt.devices), "staging_bytes", cfg.Staging.Bytes,
 		"staging_buffers", cfg.Staging.Buffers, "direct_io", cfg.Staging.DirectIO)
 	for _, d := range rt.devices {
@@ -103,11 +100,7 @@ func (rt *Runtime) FatalError() error {
 func (rt *Runtime) DriverVersion() int { return rt.version }
 
 // HasAMDSMI reports whether amdsmi is loaded.
-func (rt *Runtime) HasAMDSMI() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.smi != nil
-}
+func (rt *Runtime) HasAMDSMI() bool { return rt.smi.Get() != nil }
 
 // Close stops running Loads (they fail with ErrUnavailable) and waits for
 // them, frees every allocation and mapping still held, stops the device
@@ -115,16 +108,5 @@ func (rt *Runtime) HasAMDSMI() bool {
 // down. After a fatal error it releases nothing on the device: every call
 // would fail, and the process exit frees it all. Close is idempotent.
 func (rt *Runtime) Close() error {
-	return errors.Join(rt.core.Close(), rt.closeSMI())
-}
-
-func (rt *Runtime) closeSMI() error {
-	rt.mu.Lock()
-	smi := rt.smi
-	rt.smi = nil
-	rt.mu.Unlock()
-	if smi == nil {
-		return nil
-	}
-	return smi.Close()
+	return errors.Join(rt.core.Close(), rt.smi.Close())
 }

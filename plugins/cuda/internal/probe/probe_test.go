@@ -1,12 +1,10 @@
 package probe
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/wcache/wcache/plugins/internal/gputest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 )
 
 // libDirEnv names the folder of the fakes TestMain builds.
@@ -26,27 +25,16 @@ const libDirEnv = "WCACHE_PROBE_TEST_LIBS"
 const helperEnv = "WCACHE_PROBE_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
-	}
-	// The user's WCACHE_* are not the tests' (the helper gets its own).
-	gputest.ClearUserEnv()
-	dir, err := os.MkdirTemp("", "probe-fakes-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		if _, err := fakelib.CUDA(filepath.Join("..", ".."), dir, ""); err != nil {
-			fmt.Fprintln(os.Stderr, "probe tests:", err)
-			return 2
-		}
-		os.Setenv(libDirEnv, dir)
-		os.Setenv("FAKECUDA_DEVICES", "1")
-		return m.Run()
-	}()
-	os.Exit(code)
+	os.Exit(gputest.Main(m, gputest.MainOptions{
+		Name: "probe", HelperEnv: helperEnv,
+		Helper: func() int { return Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv) },
+		Build: func(dir string) error {
+			_, err := fakelib.CUDA(filepath.Join("..", ".."), dir, "")
+			return err
+		},
+		LibDirEnv: libDirEnv,
+		Env:       map[string]string{"FAKECUDA_DEVICES": "1"},
+	}))
 }
 
 // writeCheckpoint writes a safetensors file of two tensors (a BF16 3x1000
@@ -101,20 +89,10 @@ func TestProbeHandleOpensInAnotherProcess(t *testing.T) {
 	p2, d2 := writeCheckpoint(t, "model-00002-of-00002.safetensors", 7)
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--gpu-id=0", p1, p2)
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	stdin, stdout := gputest.StartPiped(t, cmd)
+	line, err := stdout.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("probe printed no report: %v\n%s", err, stderr.String())
 	}

@@ -21,17 +21,19 @@
  *  - A primary context is current per OS thread (cuCtxSetCurrent); calls
  *    that need a context fail with CUDA_ERROR_INVALID_CONTEXT without one,
  *    so a goroutine that wandered to another thread is caught.
- *  - Device memory is a memfd per cuMemAlloc_v2, mapped at a fake device
- *    address (never a host pointer). Capacity is accounted per device in
- *    2 MiB granules; exhaustion is CUDA_ERROR_OUT_OF_MEMORY.
+ *  - Device memory, pinned memory, streams, events, copies, IPC and the
+ *    sticky error are the shared fake core's (fakecore.h, with the fake
+ *    libamdhip64 of plugins/rocm): device memory is a memfd per
+ *    cuMemAlloc_v2, mapped at a fake device address (never a host
+ *    pointer). Capacity is accounted per device in 2 MiB granules;
+ *    exhaustion is CUDA_ERROR_OUT_OF_MEMORY.
  *  - cuMemcpyHtoDAsync_v2 really is asynchronous: a thread per stream
  *    performs the copy later (after FAKECUDA_COPY_DELAY_US microseconds),
  *    reading the source then, so reusing a staging buffer before its event
  *    completed corrupts the result as on hardware. The source must be
  *    pinned memory from cuMemHostAlloc unless FAKECUDA_ALLOW_PAGEABLE=1.
  *    FAKECUDA_COPY_GBPS=<GB/s> paces the copies of all streams of a device
- *    through one copy engine of that rate (fakeengine.h, shared with the
- *    fake HIP of plugins/rocm).
+ *    through one copy engine of that rate (fakeengine.h).
  *    FAKECUDA_PREFAULT=1 makes cuMemAlloc_v2 and cuMemHostAlloc allocate
  *    every page at once, as a GPU's memory and pinned memory are.
  *    cuMemcpyDtoH_v2 does not wait for non-blocking streams.
@@ -87,24 +89,21 @@
  *    single value for every device; default 0, DEFAULT). FAKECUDA_RETAIN_ERROR
  *    makes cuDevicePrimaryCtxRetain fail with that code (a device another
  *    process holds in EXCLUSIVE_PROCESS mode answers 46 on real drivers).
- */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
+ */#define _GNU_SOURCE
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "fakeconfig.h"
-#include "fakeengine.h"
-#include "fakeipc.h"
-#include "fakesticky.h"
+
+#define FC_PREFIX "fakecuda"
+#define FC_VA_BASE 0x100000000000ULL /* 16 TiB: never a host pointer here */
+#define FC_IPC_MAGIC "FAKECUDA"
+#define FC_STICKY_ENV "FAKECUDA_STICKY_FILE"
+#define FC_HTOD_NAME "cuMemcpyHtoDAsync_v2"
+#define FC_HOSTALLOC_NAME "cuMemHostAlloc"
+#define FC_IPC_INTERIOR 0 /* handles of an allocation's base only */
+#define FC_IPC_PER_DEVICE 0
+#define FC_STREAM_SAME_DEVICE 0
+#include "fakecore.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -113,23 +112,22 @@ typedef struct { char bytes[16]; } CUuuid;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 
 enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_SUCCESS = FC_SUCCESS,
+    CUDA_ERROR_INVALID_VALUE = FC_INVALID_VALUE,
+    CUDA_ERROR_OUT_OF_MEMORY = FC_OUT_OF_MEMORY,
     CUDA_ERROR_NOT_INITIALIZED = 3,
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_INVALID_CONTEXT = 201,
-    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_INVALID_CONTEXT = FC_INVALID_CONTEXT,
+    CUDA_ERROR_INVALID_HANDLE = FC_INVALID_HANDLE,
     CUDA_ERROR_NOT_FOUND = 500,
-    CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_ILLEGAL_ADDRESS = FC_ILLEGAL_ADDRESS,
     CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_UNKNOWN = 999,
 };
 
-#define GRANULE (2ULL << 20)
-#define IPC_MAGIC "FAKECUDA"
+#define GRANULE FC_GRANULE
 
 /* ---------------------------------------------------------------- state */
 
@@ -138,30 +136,14 @@ struct fctx {
     int refs;
 };
 
+/* fdev is what CUDA adds to a visible device's memory (fc_devs). */
 struct fdev {
     struct fake_phys phys;
-    int phys_index;
-    unsigned long long total, used;
     struct fctx ctx;
 };
 
-struct falloc {
-    CUdeviceptr base;
-    size_t size;
-    unsigned char *host;
-    int fd;        /* exporter: memfd; importer: -1 */
-    int dev;       /* visible ordinal of the owning context */
-    int imported;  /* opened through IPC */
-    int refs;      /* IPC open count (imported only) */
-    pid_t owner;   /* exporting process */
-    uint64_t id;   /* allocation id in the exporting process */
-    uint64_t nonce;
-    struct fvmm *vmm; /* a cuMemMap mapping of this physical allocation */
-    unsigned access;  /* cuMemSetAccess flags of a mapping: 0 none, 1 read, 3 read-write */
-    struct falloc *next;
-};
-
-/* fvmm is a physical allocation of cuMemCreate or cuMemImportFromShareableHandle. */
+/* fvmm is a physical allocation of cuMemCreate or cuMemImportFromShareableHandle;
+ * its cuMemMap mappings are fc_allocs entries whose vmm points at it. */
 struct fvmm {
     unsigned long long handle;
     int fd; /* the memfd holding the bytes */
@@ -180,50 +162,14 @@ struct freserve {
     struct freserve *next;
 };
 
-struct fpinned {
-    unsigned char *p;
-    size_t size;
-    struct fpinned *next;
-};
-
-struct fstream {
-    struct fe_stream *s; /* fakeengine.h */
-    struct fstream *next;
-};
-
-struct fevent {
-    struct fe_stream *stream;
-    uint64_t seq;
-};
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_init;
 static int g_ndev;
 static struct fdev g_dev[FAKE_MAX_DEVICES];
-static struct falloc *g_allocs;
-static struct fpinned *g_pinned;
-static struct fstream *g_streams;
 static struct fvmm *g_vmms;
 static struct freserve *g_reserves;
-static uint64_t g_next_id = 1;
-static CUdeviceptr g_next_va = 0x100000000000ULL; /* 16 TiB: never a host pointer here */
 static __thread struct fctx *t_ctx;
 
-/* sticky_check returns the process's sticky error (fakesticky.h),
- * latching one from FAKECUDA_STICKY_FILE when that file exists and holds
- * a code. */
-static CUresult sticky_check(void) { return (CUresult)fs_check(&g_mu, "FAKECUDA_STICKY_FILE"); }
-
-/* exporter_gone reports whether an imported mapping's exporting process
- * has exited (its memfd is no longer reachable). */
-static int exporter_gone(const struct falloc *a) { return a->imported && fi_exporter_gone(a->owner); }
-
 /* ------------------------------------------------------------- helpers */
-
-static int env_int(const char *name, int def) {
-    const char *v = getenv(name);
-    return (v && *v) ? atoi(v) : def;
-}
 
 /* current returns the calling thread's live context, or NULL. */
 static struct fctx *current(void) {
@@ -233,34 +179,18 @@ static struct fctx *current(void) {
 
 static CUresult need_ctx(struct fctx **out) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult sticky = sticky_check();
+    CUresult sticky = fc_sticky();
     if (sticky) return sticky;
     if (t_ctx != NULL && t_ctx->refs <= 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if ((*out = current()) == NULL) return CUDA_ERROR_INVALID_CONTEXT;
     return CUDA_SUCCESS;
 }
 
-/* find_range returns the allocation holding [p, p+n) (g_mu held). */
-static struct falloc *find_range(CUdeviceptr p, size_t n) {
-    for (struct falloc *a = g_allocs; a; a = a->next) {
-        if (p >= a->base && p - a->base <= a->size && n <= a->size - (p - a->base)) return a;
-    }
-    return NULL;
-}
-
-static int is_pinned(const void *p, size_t n) {
-    const unsigned char *c = p;
-    for (struct fpinned *q = g_pinned; q; q = q->next) {
-        if (c >= q->p && (size_t)(c - q->p) <= q->size && n <= q->size - (size_t)(c - q->p)) return 1;
-    }
-    return 0;
-}
-
-static uint64_t rand64(void) { return fi_rand64(g_next_id); }
-
-static void memfd_name(char *buf, size_t len, pid_t pid, uint64_t id, uint64_t nonce) {
-    fi_memfd_name(buf, len, "fakecuda", pid, id, nonce);
-}
+/* prefault reports FAKECUDA_PREFAULT=1: cuMemAlloc_v2 and cuMemHostAlloc
+ * allocate every page at once, as a GPU's memory and pinned memory are
+ * there before the first copy (benchmarks of the fill then time the copy
+ * engine, not the kernel's page allocation). */
+static int prefault(void) { return fc_env_int("FAKECUDA_PREFAULT", 0); }
 
 /* ---------------------------------------------------------- init/device */
 
@@ -272,6 +202,26 @@ static int uuid_prefix_match(const struct fake_phys *d, const char *entry) {
     size_t n = strlen(entry + 4);
     if (n == 0 || n > 36) return 0;
     return strncasecmp(entry + 4, hex, n) == 0;
+}
+
+/* uuid_table is the physical device table visible_uuid searches. */
+struct uuid_table {
+    struct fake_phys *phys;
+    int n;
+};
+
+/* visible_uuid resolves a CUDA_VISIBLE_DEVICES entry by UUID prefix; -2
+ * when it is ambiguous. */
+static int visible_uuid(const char *tok, void *arg) {
+    const struct uuid_table *t = arg;
+    int pick = -1;
+    for (int i = 0; i < t->n; i++) {
+        if (uuid_prefix_match(&t->phys[i], tok)) {
+            if (pick >= 0) return -2; /* ambiguous */
+            pick = i;
+        }
+    }
+    return pick;
 }
 
 /* apply_visibility fills g_dev from the physical table, honouring
@@ -298,43 +248,15 @@ static int apply_visibility(struct fake_phys *phys, int nphys) {
         }
     }
     int vis[FAKE_MAX_DEVICES];
-    int nvis = 0;
+    int nvis = nphys;
+    memcpy(vis, order, sizeof order);
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    if (cvd == NULL) {
-        for (int i = 0; i < nphys; i++) vis[nvis++] = order[i];
-    } else {
-        char *copy = strdup(cvd);
-        char *save = NULL;
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            while (*tok == ' ') tok++;
-            size_t tl = strlen(tok);
-            while (tl > 0 && tok[tl - 1] == ' ') tok[--tl] = '\0';
-            int pick = -1;
-            if (tl > 0 && strspn(tok, "0123456789") == tl) {
-                int idx = atoi(tok);
-                if (idx < nphys) pick = order[idx];
-            } else {
-                for (int i = 0; i < nphys; i++) {
-                    if (uuid_prefix_match(&phys[i], tok)) {
-                        if (pick >= 0) { pick = -2; break; } /* ambiguous */
-                        pick = i;
-                    }
-                }
-            }
-            if (pick < 0) break;
-            int dup = 0;
-            for (int i = 0; i < nvis; i++) dup |= vis[i] == pick;
-            if (dup) break;
-            vis[nvis++] = pick;
-        }
-        free(copy);
-    }
-    unsigned long long mem = fake_memory();
+    struct uuid_table table = {phys, nphys};
+    if (cvd != NULL) nvis = fc_pick_list(cvd, order, nphys, visible_uuid, &table, vis);
+    fc_set_devices(vis, nvis, fake_memory());
     for (int i = 0; i < nvis; i++) {
         memset(&g_dev[i], 0, sizeof g_dev[i]);
         g_dev[i].phys = phys[vis[i]];
-        g_dev[i].phys_index = vis[i];
-        g_dev[i].total = mem;
         g_dev[i].ctx.dev = i;
     }
     return nvis;
@@ -342,9 +264,9 @@ static int apply_visibility(struct fake_phys *phys, int nphys) {
 
 CUresult cuInit(unsigned int flags) {
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    int fail = env_int("FAKECUDA_INIT_ERROR", 0);
+    int fail = fc_env_int("FAKECUDA_INIT_ERROR", 0);
     if (fail) return fail;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     CUresult r = CUDA_SUCCESS;
     if (!g_init) {
         struct fake_phys phys[FAKE_MAX_DEVICES];
@@ -360,11 +282,11 @@ CUresult cuInit(unsigned int flags) {
             }
         }
     }
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return r;
 }
 
-static int driver_version(void) { return env_int("FAKECUDA_DRIVER_VERSION", 13000); }
+static int driver_version(void) { return fc_env_int("FAKECUDA_DRIVER_VERSION", 13000); }
 
 CUresult cuDriverGetVersion(int *v) {
     if (!v) return CUDA_ERROR_INVALID_VALUE;
@@ -398,7 +320,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
     CUresult r = check_dev(d);
     if (r) return r;
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "Fake CUDA Device %d", g_dev[d].phys_index);
+    snprintf(name, (size_t)len, "Fake CUDA Device %d", fc_devs[d].phys_index);
     return CUDA_SUCCESS;
 }
 
@@ -406,7 +328,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     CUresult r = check_dev(d);
     if (r) return r;
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
-    *bytes = (size_t)g_dev[d].total;
+    *bytes = (size_t)fc_devs[d].total;
     return CUDA_SUCCESS;
 }
 
@@ -421,9 +343,9 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     case 75: *v = 9; break;                 /* COMPUTE_CAPABILITY_MAJOR */
     case 76: *v = 0; break;                 /* COMPUTE_CAPABILITY_MINOR */
     case 41: *v = 1; break;                 /* UNIFIED_ADDRESSING */
-    case 20: *v = env_int("FAKECUDA_COMPUTE_MODE", 0); break; /* COMPUTE_MODE */
+    case 20: *v = fc_env_int("FAKECUDA_COMPUTE_MODE", 0); break; /* COMPUTE_MODE */
     case 102: *v = 1; break; /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    case 103: *v = !env_int("FAKECUDA_NO_POSIX_FD", 0); break; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+    case 103: *v = !fc_env_int("FAKECUDA_NO_POSIX_FD", 0); break; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -449,18 +371,17 @@ CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) {
     return CUDA_SUCCESS;
 }
 #endif
-
 /* ------------------------------------------------------------ contexts */
 
 CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
     CUresult r = check_dev(d);
     if (r) return r;
     if (!ctx) return CUDA_ERROR_INVALID_VALUE;
-    int fail = env_int("FAKECUDA_RETAIN_ERROR", 0);
+    int fail = fc_env_int("FAKECUDA_RETAIN_ERROR", 0);
     if (fail) return fail;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     g_dev[d].ctx.refs++;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     *ctx = &g_dev[d].ctx;
     return CUDA_SUCCESS;
 }
@@ -468,14 +389,14 @@ CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     CUresult r = check_dev(d);
     if (r) return r;
-    struct falloc *dead = NULL;
-    pthread_mutex_lock(&g_mu);
+    struct fc_alloc *dead = NULL;
+    pthread_mutex_lock(&fc_mu);
     if (g_dev[d].ctx.refs <= 0) r = CUDA_ERROR_INVALID_CONTEXT;
     else if (--g_dev[d].ctx.refs == 0) {
         /* The last release destroys the context and everything in it. */
-        struct falloc **pp = &g_allocs;
+        struct fc_alloc **pp = &fc_allocs;
         while (*pp) {
-            struct falloc *a = *pp;
+            struct fc_alloc *a = *pp;
             if (a->dev != d || a->vmm) {
                 pp = &a->next;
                 continue;
@@ -484,16 +405,10 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
             a->next = dead;
             dead = a;
         }
-        g_dev[d].used = 0;
+        fc_devs[d].used = 0;
     }
-    pthread_mutex_unlock(&g_mu);
-    while (dead) {
-        struct falloc *a = dead;
-        dead = a->next;
-        munmap(a->host, a->size);
-        if (a->fd >= 0) close(a->fd);
-        free(a);
-    }
+    pthread_mutex_unlock(&fc_mu);
+    fc_unmap_list(dead);
     return r;
 }
 
@@ -507,7 +422,6 @@ CUresult cuCtxSetCurrent(void *ctx) {
     t_ctx = ctx;
     return CUDA_SUCCESS;
 }
-
 /* -------------------------------------------------------------- memory */
 
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
@@ -515,10 +429,7 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!free_b || !total_b) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_mu);
-    *total_b = (size_t)g_dev[c->dev].total;
-    *free_b = (size_t)(g_dev[c->dev].total - g_dev[c->dev].used);
-    pthread_mutex_unlock(&g_mu);
+    fc_mem_info(c->dev, free_b, total_b);
     return CUDA_SUCCESS;
 }
 
@@ -527,83 +438,26 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!p || size == 0) return CUDA_ERROR_INVALID_VALUE;
-    unsigned long long rounded = (size + GRANULE - 1) / GRANULE * GRANULE;
-    pthread_mutex_lock(&g_mu);
-    struct fdev *dv = &g_dev[c->dev];
-    if (rounded > dv->total - dv->used) {
-        pthread_mutex_unlock(&g_mu);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    struct falloc *a = calloc(1, sizeof *a);
-    a->id = g_next_id++;
-    a->nonce = rand64();
-    a->owner = getpid();
-    char name[96];
-    memfd_name(name, sizeof name, a->owner, a->id, a->nonce);
-    a->fd = memfd_create(name, MFD_CLOEXEC);
-    if (a->fd < 0 || ftruncate(a->fd, (off_t)size) != 0) {
-        if (a->fd >= 0) close(a->fd);
-        free(a);
-        pthread_mutex_unlock(&g_mu);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    /* FAKECUDA_PREFAULT=1 allocates the pages here, as a GPU's memory is
-     * there before the first copy (benchmarks of the fill then time the
-     * copy engine, not the kernel's page allocation). */
-    int populate = env_int("FAKECUDA_PREFAULT", 0) ? MAP_POPULATE : 0;
-    a->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, a->fd, 0);
-    if (a->host == MAP_FAILED) {
-        close(a->fd);
-        free(a);
-        pthread_mutex_unlock(&g_mu);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    a->size = size;
-    a->dev = c->dev;
-    a->base = g_next_va;
-    g_next_va += rounded + GRANULE; /* a guard gap; addresses are never reused */
-    a->next = g_allocs;
-    g_allocs = a;
-    dv->used += rounded;
-    *p = a->base;
-    pthread_mutex_unlock(&g_mu);
+    uintptr_t base;
+    if ((r = fc_malloc(c->dev, size, prefault(), &base))) return r;
+    *p = base;
     return CUDA_SUCCESS;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    pthread_mutex_lock(&g_mu);
-    struct falloc **pp = &g_allocs;
-    while (*pp && !((*pp)->base == p && !(*pp)->imported && !(*pp)->vmm)) pp = &(*pp)->next;
-    struct falloc *a = *pp;
-    if (!a) {
-        pthread_mutex_unlock(&g_mu);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *pp = a->next;
-    g_dev[a->dev].used -= (a->size + GRANULE - 1) / GRANULE * GRANULE;
-    pthread_mutex_unlock(&g_mu);
-    munmap(a->host, a->size);
-    close(a->fd);
-    free(a);
-    return CUDA_SUCCESS;
+    return r ? r : fc_free(p);
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
     if (r) return r;
-    pthread_mutex_lock(&g_mu);
-    struct falloc *a = find_range(p, 0);
-    if (a && p == a->base + a->size) a = NULL; /* one past the end is outside */
-    if (a) {
-        if (base) *base = a->base;
-        if (size) *size = a->size;
-    }
-    pthread_mutex_unlock(&g_mu);
-    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    uintptr_t b;
+    if (fc_address_range(p, &b, size)) return CUDA_ERROR_NOT_FOUND;
+    if (base) *base = b;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags) {
@@ -611,115 +465,41 @@ CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags) {
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!p || size == 0 || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
-    /* Pinned memory is resident from the start; with FAKECUDA_PREFAULT the
-     * fake's is too (see cuMemAlloc_v2). */
-    int populate = env_int("FAKECUDA_PREFAULT", 0) ? MAP_POPULATE : 0;
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
-    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-    struct fpinned *q = calloc(1, sizeof *q);
-    q->p = m;
-    q->size = size;
-    pthread_mutex_lock(&g_mu);
-    q->next = g_pinned;
-    g_pinned = q;
-    pthread_mutex_unlock(&g_mu);
-    *p = m;
-    return CUDA_SUCCESS;
+    return fc_host_alloc(size, prefault(), p);
 }
 
 CUresult cuMemFreeHost(void *p) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    pthread_mutex_lock(&g_mu);
-    struct fpinned **pp = &g_pinned;
-    while (*pp && (*pp)->p != p) pp = &(*pp)->next;
-    struct fpinned *q = *pp;
-    if (q) *pp = q->next;
-    pthread_mutex_unlock(&g_mu);
-    if (!q) return CUDA_ERROR_INVALID_VALUE;
-    munmap(q->p, q->size);
-    free(q);
-    return CUDA_SUCCESS;
+    return r ? r : fc_host_free(p);
 }
 
 /* ------------------------------------------------------ streams/events */
-
-/* The copy engine, stream threads and FAKECUDA_COPY_GBPS pacing are the
- * shared fake engine's (plugins/internal/fakelib/include/fakeengine.h). */
-static double engine_gbps(void) {
-    const char *v = getenv("FAKECUDA_COPY_GBPS");
-    return (v && *v) ? strtod(v, NULL) : 0;
-}
 
 CUresult cuStreamCreate(void **out, unsigned int flags) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
-    struct fstream *s = calloc(1, sizeof *s);
-    s->s = fe_stream_create(c->dev, env_int("FAKECUDA_COPY_DELAY_US", 0), engine_gbps());
-    if (!s->s) {
-        free(s);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    pthread_mutex_lock(&g_mu);
-    s->next = g_streams;
-    g_streams = s;
-    pthread_mutex_unlock(&g_mu);
-    *out = s;
-    return CUDA_SUCCESS;
-}
-
-static struct fstream *lookup_stream(void *p) {
-    for (struct fstream *s = g_streams; s; s = s->next)
-        if (s == p) return s;
-    return NULL;
+    return fc_stream_create(c->dev, fc_env_int("FAKECUDA_COPY_DELAY_US", 0), fc_env_double("FAKECUDA_COPY_GBPS"), out);
 }
 
 CUresult cuStreamSynchronize(void *sp) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    if (sp == NULL) return CUDA_SUCCESS;
-    pthread_mutex_lock(&g_mu);
-    struct fstream *s = lookup_stream(sp);
-    pthread_mutex_unlock(&g_mu);
-    if (!s) return CUDA_ERROR_INVALID_HANDLE;
-    fe_stream_wait(s->s, fe_stream_last(s->s));
-    return CUDA_SUCCESS;
+    return r ? r : fc_stream_sync(sp);
 }
 
 CUresult cuStreamDestroy_v2(void *sp) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    pthread_mutex_lock(&g_mu);
-    struct fstream **pp = &g_streams;
-    while (*pp && *pp != sp) pp = &(*pp)->next;
-    struct fstream *s = *pp;
-    if (s) *pp = s->next;
-    pthread_mutex_unlock(&g_mu);
-    if (!s) return CUDA_ERROR_INVALID_HANDLE;
-    fe_stream_destroy(s->s);
-    free(s);
-    return CUDA_SUCCESS;
+    return r ? r : fc_stream_destroy(sp);
 }
 
 CUresult cuCtxSynchronize(void) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    for (;;) {
-        /* Wait for every stream of this device; re-scan after each wait. */
-        struct fe_stream *pending = NULL;
-        pthread_mutex_lock(&g_mu);
-        for (struct fstream *s = g_streams; s && !pending; s = s->next)
-            if (s->s->dev == c->dev && fe_stream_pending(s->s)) pending = s->s;
-        pthread_mutex_unlock(&g_mu);
-        if (!pending) return CUDA_SUCCESS;
-        fe_stream_wait(pending, fe_stream_last(pending));
-    }
+    return r ? r : fc_device_sync(c->dev);
 }
 
 CUresult cuEventCreate(void **out, unsigned int flags) {
@@ -727,133 +507,53 @@ CUresult cuEventCreate(void **out, unsigned int flags) {
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!out || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
-    *out = calloc(1, sizeof(struct fevent));
-    return CUDA_SUCCESS;
+    return fc_event_create(out);
 }
 
 CUresult cuEventDestroy_v2(void *e) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    free(e);
-    return CUDA_SUCCESS;
+    return r ? r : fc_event_destroy(e);
 }
 
-CUresult cuEventRecord(void *ep, void *sp) {
+CUresult cuEventRecord(void *e, void *sp) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    struct fevent *e = ep;
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    if (sp == NULL) {
-        e->stream = NULL;
-        e->seq = 0;
-        return CUDA_SUCCESS;
-    }
-    pthread_mutex_lock(&g_mu);
-    struct fstream *s = lookup_stream(sp);
-    pthread_mutex_unlock(&g_mu);
-    if (!s) return CUDA_ERROR_INVALID_HANDLE;
-    e->stream = s->s;
-    e->seq = fe_stream_last(s->s);
-    return CUDA_SUCCESS;
+    return r ? r : fc_event_record(e, sp);
 }
 
-CUresult cuEventSynchronize(void *ep) {
+CUresult cuEventSynchronize(void *e) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    struct fevent *e = ep;
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    if (e->stream) fe_stream_wait(e->stream, e->seq);
-    return CUDA_SUCCESS;
+    return r ? r : fc_event_sync(e);
 }
 
 /* ---------------------------------------------------------------- copies */
 
+/* A VMM mapping takes copies only after cuMemSetAccess granted READWRITE
+ * (reads: READ); the source must be cuMemHostAlloc memory unless
+ * FAKECUDA_ALLOW_PAGEABLE=1. cuMemcpyDtoH_v2 does not wait for
+ * non-blocking streams. */
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *sp) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    if (n == 0) return CUDA_SUCCESS;
-    if (!src) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_mu);
-    struct falloc *a = find_range(dst, n);
-    int pinned = is_pinned(src, n);
-    struct fstream *s = sp ? lookup_stream(sp) : NULL;
-    if (a && a->vmm && a->access != 3) a = NULL; /* cuMemSetAccess READWRITE first */
-    pthread_mutex_unlock(&g_mu);
-    if (!a) return CUDA_ERROR_INVALID_VALUE;
-    if (sp && !s) return CUDA_ERROR_INVALID_HANDLE;
-    if (!pinned && !env_int("FAKECUDA_ALLOW_PAGEABLE", 0)) {
-        fprintf(stderr, "fakecuda: cuMemcpyHtoDAsync_v2 from pageable memory %p (not from cuMemHostAlloc)\n", src);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    unsigned char *d = a->host + (dst - a->base);
-    if (!s) {
-        memcpy(d, src, n);
-        return CUDA_SUCCESS;
-    }
-    fe_stream_enqueue(s->s, d, src, n);
-    return CUDA_SUCCESS;
+    return r ? r : fc_copy_htod(dst, src, n, sp, fc_env_int("FAKECUDA_ALLOW_PAGEABLE", 0));
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    if (n == 0) return CUDA_SUCCESS;
-    if (!dst) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_mu);
-    struct falloc *a = find_range(src, n);
-    if (a && a->vmm && !(a->access & 1)) a = NULL; /* cuMemSetAccess first */
-    if (a && exporter_gone(a)) fs_latch(CUDA_ERROR_ILLEGAL_ADDRESS);
-    pthread_mutex_unlock(&g_mu);
-    if (!a) return CUDA_ERROR_INVALID_VALUE;
-    if (fs_sticky) return (CUresult)fs_sticky;
-    memcpy(dst, a->host + (src - a->base), n);
-    return CUDA_SUCCESS;
+    return r ? r : fc_copy_dtoh(dst, src, n);
 }
 
 /* ------------------------------------------------------------------- IPC */
-
-struct ipc_wire {
-    char magic[8];
-    uint32_t version;
-    int32_t pid;
-    int32_t fd;
-    int32_t phys_index;
-    uint64_t id;
-    uint64_t size;
-    uint64_t nonce;
-};
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!h) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_mu);
-    struct falloc *a = find_range(p, 0);
-    if (a && (a->base != p || a->imported || a->vmm)) a = NULL; /* base of an own cuMemAlloc only */
-    struct ipc_wire w;
-    memset(&w, 0, sizeof w);
-    if (a) {
-        memcpy(w.magic, IPC_MAGIC, 8);
-        w.version = 1;
-        w.pid = a->owner;
-        w.fd = a->fd;
-        w.phys_index = g_dev[a->dev].phys_index;
-        w.id = a->id;
-        w.size = a->size;
-        w.nonce = a->nonce;
-    }
-    pthread_mutex_unlock(&g_mu);
-    if (!a) return CUDA_ERROR_INVALID_VALUE;
-    memset(h, 0, sizeof *h);
-    memcpy(h->reserved, &w, sizeof w);
-    return CUDA_SUCCESS;
+    return fc_ipc_get(h->reserved, p); /* the base of an own cuMemAlloc only */
 }
 
 #ifndef FAKECUDA_OMIT_cuIpcOpenMemHandle_v2
@@ -862,42 +562,12 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle h, unsigned int 
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
-    struct ipc_wire w;
-    memcpy(&w, h.reserved, sizeof w);
-    if (memcmp(w.magic, IPC_MAGIC, 8) != 0 || w.version != 1 || w.size == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (w.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
-    if (w.phys_index != g_dev[c->dev].phys_index && !(flags & 1u)) return CUDA_ERROR_INVALID_DEVICE;
-    pthread_mutex_lock(&g_mu);
-    for (struct falloc *a = g_allocs; a; a = a->next) {
-        if (a->imported && a->owner == w.pid && a->id == w.id && a->nonce == w.nonce) {
-            a->refs++;
-            *out = a->base;
-            pthread_mutex_unlock(&g_mu);
-            return CUDA_SUCCESS;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
-    unsigned char *m = NULL;
-    int mapped = fi_map_exported("fakecuda", w.pid, w.fd, w.id, w.nonce, w.size, &m);
-    if (mapped == FI_NOMEM) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (mapped != FI_OK) return CUDA_ERROR_INVALID_VALUE;
-    struct falloc *a = calloc(1, sizeof *a);
-    a->host = m;
-    a->size = w.size;
-    a->fd = -1;
-    a->dev = c->dev;
-    a->imported = 1;
-    a->refs = 1;
-    a->owner = w.pid;
-    a->id = w.id;
-    a->nonce = w.nonce;
-    pthread_mutex_lock(&g_mu);
-    a->base = g_next_va;
-    g_next_va += (w.size + GRANULE - 1) / GRANULE * GRANULE + GRANULE;
-    a->next = g_allocs;
-    g_allocs = a;
-    *out = a->base;
-    pthread_mutex_unlock(&g_mu);
+    struct fc_ipc_wire w;
+    if ((r = fc_ipc_decode(h.reserved, &w))) return r;
+    if (w.phys_index != fc_devs[c->dev].phys_index && !(flags & 1u)) return CUDA_ERROR_INVALID_DEVICE;
+    uintptr_t p;
+    if ((r = fc_ipc_open(&w, c->dev, &p))) return r;
+    *out = p;
     return CUDA_SUCCESS;
 }
 #endif
@@ -905,26 +575,8 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle h, unsigned int 
 CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
-    if (r) return r;
-    pthread_mutex_lock(&g_mu);
-    struct falloc **pp = &g_allocs;
-    while (*pp && !((*pp)->base == p && (*pp)->imported)) pp = &(*pp)->next;
-    struct falloc *a = *pp;
-    if (!a) {
-        pthread_mutex_unlock(&g_mu);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (--a->refs > 0) {
-        pthread_mutex_unlock(&g_mu);
-        return CUDA_SUCCESS;
-    }
-    *pp = a->next;
-    pthread_mutex_unlock(&g_mu);
-    munmap(a->host, a->size);
-    free(a);
-    return CUDA_SUCCESS;
+    return r ? r : fc_ipc_close(p);
 }
-
 
 /* ------------------------------------------------ virtual memory management */
 
@@ -959,11 +611,11 @@ static CUresult check_prop(const CUmemAllocationProp *p) {
     if (!p || p->type != 1 || p->location.type != 1) return CUDA_ERROR_INVALID_VALUE;
     if (p->location.id < 0 || p->location.id >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
     if (p->requestedHandleTypes & ~(unsigned)HANDLE_TYPE_POSIX_FD) return CUDA_ERROR_NOT_SUPPORTED;
-    if ((p->requestedHandleTypes & HANDLE_TYPE_POSIX_FD) && env_int("FAKECUDA_NO_POSIX_FD", 0)) return CUDA_ERROR_NOT_SUPPORTED;
+    if ((p->requestedHandleTypes & HANDLE_TYPE_POSIX_FD) && fc_env_int("FAKECUDA_NO_POSIX_FD", 0)) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;
 }
 
-/* find_vmm returns the live (not released) physical allocation h (g_mu held). */
+/* find_vmm returns the live (not released) physical allocation h (fc_mu held). */
 static struct fvmm *find_vmm(unsigned long long h) {
     for (struct fvmm *v = g_vmms; v; v = v->next) {
         if (v->handle == h && !v->released) return v;
@@ -971,7 +623,7 @@ static struct fvmm *find_vmm(unsigned long long h) {
     return NULL;
 }
 
-/* vmm_maybe_free frees v once released and unmapped (g_mu held). */
+/* vmm_maybe_free frees v once released and unmapped (fc_mu held). */
 static void vmm_maybe_free(struct fvmm *v) {
     if (!v->released || v->maps > 0) return;
     for (struct fvmm **pp = &g_vmms; *pp; pp = &(*pp)->next) {
@@ -980,14 +632,14 @@ static void vmm_maybe_free(struct fvmm *v) {
             break;
         }
     }
-    if (v->owned) g_dev[v->dev].used -= v->size;
+    if (v->owned) fc_devs[v->dev].used -= v->size;
     close(v->fd);
     free(v);
 }
 
 static struct fvmm *new_vmm(int fd, size_t size, int dev, int owned, int exportable) {
     struct fvmm *v = calloc(1, sizeof *v);
-    v->handle = 0x7f00000000000000ULL | g_next_id++;
+    v->handle = 0x7f00000000000000ULL | fc_next_id++;
     v->fd = fd;
     v->size = size;
     v->dev = dev;
@@ -1014,23 +666,23 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
     if ((r = check_prop(prop))) return r;
     if (!h || flags || size == 0 || !granular(size)) return CUDA_ERROR_INVALID_VALUE;
     int dev = prop->location.id;
-    pthread_mutex_lock(&g_mu);
-    struct fdev *dv = &g_dev[dev];
+    pthread_mutex_lock(&fc_mu);
+    struct fc_dev *dv = &fc_devs[dev];
     if (size > dv->total - dv->used) {
-        pthread_mutex_unlock(&g_mu);
+        pthread_mutex_unlock(&fc_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     char name[96];
-    snprintf(name, sizeof name, "%s%d-%llx", VMM_PREFIX + 7, dv->phys_index, (unsigned long long)rand64());
+    snprintf(name, sizeof name, "%s%d-%llx", VMM_PREFIX + 7, dv->phys_index, (unsigned long long)fc_rand64());
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
         if (fd >= 0) close(fd);
-        pthread_mutex_unlock(&g_mu);
+        pthread_mutex_unlock(&fc_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     dv->used += size;
     *h = new_vmm(fd, size, dev, 1, prop->requestedHandleTypes & HANDLE_TYPE_POSIX_FD)->handle;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return CUDA_SUCCESS;
 }
 
@@ -1040,10 +692,10 @@ CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
     if (r) return r;
     if (!out || flags) return CUDA_ERROR_INVALID_VALUE;
     if (type != HANDLE_TYPE_POSIX_FD) return CUDA_ERROR_NOT_SUPPORTED;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     struct fvmm *v = find_vmm(h);
     int fd = (v && v->exportable) ? fcntl(v->fd, F_DUPFD_CLOEXEC, 0) : -1;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     if (!v) return CUDA_ERROR_INVALID_VALUE;
     if (!v->exportable) return CUDA_ERROR_INVALID_VALUE; /* not created exportable */
     if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1076,21 +728,21 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *o
     if (fd < 0 || !is_vmm_memfd(fd, &size)) return CUDA_ERROR_INVALID_VALUE;
     int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (mine < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     *h = new_vmm(mine, size, c->dev, 0, 1)->handle;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return CUDA_SUCCESS;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     struct fvmm *v = find_vmm(h);
     if (v) {
         v->released = 1;
         vmm_maybe_free(v);
     }
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -1099,19 +751,19 @@ CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdevice
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
     if (!p || size == 0 || !granular(size) || flags || (align & (align - 1))) return CUDA_ERROR_INVALID_VALUE;
     struct freserve *res = calloc(1, sizeof *res);
-    pthread_mutex_lock(&g_mu);
-    if (align > GRANULE) g_next_va = (g_next_va + align - 1) / align * align;
-    res->base = g_next_va;
+    pthread_mutex_lock(&fc_mu);
+    if (align > GRANULE) fc_next_va = (fc_next_va + align - 1) / align * align;
+    res->base = fc_next_va;
     res->size = size;
-    g_next_va += size + GRANULE;
+    fc_next_va += size + GRANULE;
     res->next = g_reserves;
     g_reserves = res;
     *p = res->base;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return CUDA_SUCCESS;
 }
 
-/* reserved reports whether [p, p+n) lies inside one reservation (g_mu held). */
+/* reserved reports whether [p, p+n) lies inside one reservation (fc_mu held). */
 static int reserved(CUdeviceptr p, size_t n) {
     for (struct freserve *r = g_reserves; r; r = r->next) {
         if (p >= r->base && p - r->base <= r->size && n <= r->size - (p - r->base)) return 1;
@@ -1121,16 +773,16 @@ static int reserved(CUdeviceptr p, size_t n) {
 
 CUresult cuMemAddressFree(CUdeviceptr p, size_t size) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     struct freserve **pp = &g_reserves;
     while (*pp && !((*pp)->base == p && (*pp)->size == size)) pp = &(*pp)->next;
     struct freserve *res = *pp;
     int mapped = 0;
-    for (struct falloc *a = g_allocs; res && a; a = a->next) {
+    for (struct fc_alloc *a = fc_allocs; res && a; a = a->next) {
         if (a->vmm && a->base >= p && a->base - p < size) mapped = 1;
     }
     if (res && !mapped) *pp = res->next;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     if (!res || mapped) return CUDA_ERROR_INVALID_VALUE;
     free(res);
     return CUDA_SUCCESS;
@@ -1141,22 +793,22 @@ CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocat
     CUresult r = need_ctx(&c);
     if (r) return r;
     if (flags || size == 0 || !granular(size) || !granular(offset) || !granular(p)) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     struct fvmm *v = find_vmm(h);
     int ok = v && offset <= v->size && size <= v->size - offset && reserved(p, size);
-    for (struct falloc *a = g_allocs; ok && a; a = a->next) {
+    for (struct fc_alloc *a = fc_allocs; ok && a; a = a->next) {
         if (a->base < p + size && p < a->base + a->size) ok = 0; /* overlaps a mapping */
     }
     unsigned char *m = ok ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, (off_t)offset) : MAP_FAILED;
     if (ok && m == MAP_FAILED) {
-        pthread_mutex_unlock(&g_mu);
+        pthread_mutex_unlock(&fc_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (!ok) {
-        pthread_mutex_unlock(&g_mu);
+        pthread_mutex_unlock(&fc_mu);
         return v ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
     }
-    struct falloc *a = calloc(1, sizeof *a);
+    struct fc_alloc *a = calloc(1, sizeof *a);
     a->base = p;
     a->size = size;
     a->host = m;
@@ -1165,17 +817,17 @@ CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocat
     a->owner = getpid();
     a->vmm = v;
     v->maps++;
-    a->next = g_allocs;
-    g_allocs = a;
-    pthread_mutex_unlock(&g_mu);
+    a->next = fc_allocs;
+    fc_allocs = a;
+    pthread_mutex_unlock(&fc_mu);
     return CUDA_SUCCESS;
 }
 
 /* covered reports whether the mappings inside [p, p+n) cover it exactly,
- * none crossing its ends (g_mu held). */
+ * none crossing its ends (fc_mu held). */
 static int covered(CUdeviceptr p, size_t n) {
     size_t sum = 0;
-    for (struct falloc *a = g_allocs; a; a = a->next) {
+    for (struct fc_alloc *a = fc_allocs; a; a = a->next) {
         if (!a->vmm || a->base + a->size <= p || a->base >= p + n) continue;
         if (a->base < p || a->base + a->size > p + n) return 0;
         sum += a->size;
@@ -1196,26 +848,26 @@ CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc,
         if (desc[i].location.id < 0 || desc[i].location.id >= g_ndev) return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].location.id == c->dev) flags = desc[i].flags, mine = 1;
     }
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&fc_mu);
     int ok = covered(p, size);
-    for (struct falloc *a = g_allocs; ok && mine && a; a = a->next) {
+    for (struct fc_alloc *a = fc_allocs; ok && mine && a; a = a->next) {
         if (a->vmm && a->base >= p && a->base < p + size) a->access = flags;
     }
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
     if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
-    struct falloc *dead = NULL;
-    pthread_mutex_lock(&g_mu);
+    struct fc_alloc *dead = NULL;
+    pthread_mutex_lock(&fc_mu);
     if (!covered(p, size)) {
-        pthread_mutex_unlock(&g_mu);
+        pthread_mutex_unlock(&fc_mu);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    struct falloc **pp = &g_allocs;
+    struct fc_alloc **pp = &fc_allocs;
     while (*pp) {
-        struct falloc *a = *pp;
+        struct fc_alloc *a = *pp;
         if (!a->vmm || a->base < p || a->base >= p + size) {
             pp = &a->next;
             continue;
@@ -1225,20 +877,19 @@ CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
         dead = a;
     }
     while (dead) {
-        struct falloc *a = dead;
+        struct fc_alloc *a = dead;
         dead = a->next;
         munmap(a->host, a->size);
-        a->vmm->maps--;
+        ((struct fvmm *)a->vmm)->maps--;
         vmm_maybe_free(a->vmm);
         free(a);
     }
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&fc_mu);
     return CUDA_SUCCESS;
 }
-
 /* ----------------------------------------------------------------- errors */
 
-static const struct { int code; const char *name, *desc; } g_errors[] = {
+static const struct fc_error g_errors[] = {
     {0, "CUDA_SUCCESS", "no error"},
     {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
     {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
@@ -1263,26 +914,16 @@ static const struct { int code; const char *name, *desc; } g_errors[] = {
 
 CUresult cuGetErrorName(CUresult e, const char **s) {
     if (!s) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++) {
-        if (g_errors[i].code == e) {
-            *s = g_errors[i].name;
-            return CUDA_SUCCESS;
-        }
-    }
-    *s = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    const struct fc_error *row = fc_error_find(g_errors, sizeof g_errors / sizeof g_errors[0], e);
+    *s = row ? row->name : NULL;
+    return row ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGetErrorString(CUresult e, const char **s) {
     if (!s) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++) {
-        if (g_errors[i].code == e) {
-            *s = g_errors[i].desc;
-            return CUDA_SUCCESS;
-        }
-    }
-    *s = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    const struct fc_error *row = fc_error_find(g_errors, sizeof g_errors / sizeof g_errors[0], e);
+    *s = row ? row->desc : NULL;
+    return row ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ------------------------------------------------------- entry points */
