@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
@@ -86,59 +85,68 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 
 // attachTarget is one daemon of a pair, with its open connection.
 type attachTarget struct {
-	m                 *Model
-	w                 *world
-	d                 *daemonProc
-	c                 *client.Client
-	cfg               cacheconfig.Config
-	st, at, rel, dial []time.Duration
+	m    *Model
+	w    *world
+	d    *daemonProc
+	c    *client.Client
+	cfg  cacheconfig.Config
+	laps laps
 }
 
-// attachPair serves both models and times Status, Attach, Release and
-// Dial+Attach on each, alternating between them (and their order) at
-// every iteration.
-func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, error) {
-	var ts []*attachTarget
-	defer func() {
+// serveTargets serves each model in a world of its own and connects to
+// it; stop stops them all. Connect once every daemon is up, and use each
+// connection at once: core/client hands gRPC a connection dialed in Dial,
+// and a daemon closes a connection that sends nothing within its
+// handshake timeout (5 s), which a large checkpoint's load can exceed.
+func serveTargets(ctx context.Context, o Options, name string, models ...*Model) (ts []*attachTarget, stop func(), err error) {
+	stop = func() {
 		for _, t := range ts {
 			if t.c != nil {
 				t.c.Close()
 			}
 			_ = t.w.Close()
 		}
-	}()
-	for _, m := range models {
-		w, d, cfg, err := serving(ctx, o, "attach", m)
-		if err != nil {
-			return nil, err
-		}
-		ts = append(ts, &attachTarget{m: m, w: w, d: d, cfg: cfg})
 	}
-	// Connect once every daemon is up, and use each connection at once:
-	// core/client hands gRPC a connection dialed in Dial, and a daemon
-	// closes a connection that sends nothing within its handshake timeout
-	// (5 s), which a large checkpoint's load can exceed.
+	for _, m := range models {
+		w, d, cfg, err := serving(ctx, o, name, m)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		ts = append(ts, &attachTarget{m: m, w: w, d: d, cfg: cfg, laps: laps{}})
+	}
 	for _, t := range ts {
-		var err error
-		if t.c, err = client.Dial(ctx, t.w.Target, client.Options{ClientName: "wcache-bench attach"}); err == nil {
+		if t.c, err = client.Dial(ctx, t.w.Target, client.Options{ClientName: "wcache-bench " + name}); err == nil {
 			_, err = t.c.Status(ctx)
 		}
 		if err != nil {
-			return nil, t.d.withOutput(err)
+			stop()
+			return nil, nil, t.d.withOutput(err)
 		}
 	}
-	for i := range attachWarmup + o.AttachIters {
-		for k := range ts {
-			t := ts[(i+k)%len(ts)]
-			if err := t.iterate(ctx, i >= attachWarmup); err != nil {
-				return nil, t.d.withOutput(err)
-			}
-		}
+	return ts, stop, nil
+}
+
+// attachPair serves both models and times Status, Attach, Release and
+// Dial+Attach on each, alternating between them (and their order) at
+// every iteration.
+func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, error) {
+	ts, stop, err := serveTargets(ctx, o, "attach", models...)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var steps []func(bool) error
+	for _, t := range ts {
+		steps = append(steps, func(keep bool) error { return t.d.withOutput(t.iterate(ctx, keep)) })
+	}
+	if err := interleave(attachWarmup, o.AttachIters, steps...); err != nil {
+		return nil, err
 	}
 	var out []AttachCase
 	for _, t := range ts {
-		c := AttachCase{Model: *t.m, Status: Summarize(t.st), Attach: Summarize(t.at), Release: Summarize(t.rel),
-			DialAttach: Summarize(t.dial)}
+		c := AttachCase{Model: *t.m, Status: t.laps.Summary("status"), Attach: t.laps.Summary("attach"),
+			Release: t.laps.Summary("release"), DialAttach: t.laps.Summary("dial")}
 		c.AttachOverFloor = round3(ratio(c.Attach.MedianMS, c.Status.MedianMS))
 		out = append(out, c)
 		if err := t.d.Stop(); err != nil {
@@ -151,34 +159,30 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 // iterate times one Status, Attach, Release and Dial+Attach on t; keep
 // records them.
 func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
-	t0 := time.Now()
+	sw := t.laps.start(keep)
 	if _, err := t.c.Status(ctx); err != nil {
 		return err
 	}
-	t1 := time.Now()
+	sw.lap("status")
 	a, err := t.c.Attach(ctx, t.cfg)
 	if err != nil {
 		return err
 	}
-	t2 := time.Now()
+	sw.lap("attach")
 	if err := a.Lease.Close(); err != nil {
 		return err
 	}
-	t3 := time.Now()
+	sw.lap("release")
 	da, err := client.Attach(ctx, t.w.Target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
 	if err != nil {
 		return err
 	}
-	t4 := time.Now()
+	sw.lap("dial")
 	if err := da.Lease.Close(); err != nil {
 		return err
 	}
 	if len(a.Manifest.Tensors) != t.m.Tensors {
 		return fmt.Errorf("manifest of %d tensors, the checkpoint has %d", len(a.Manifest.Tensors), t.m.Tensors)
-	}
-	if keep {
-		t.st, t.at = append(t.st, t1.Sub(t0)), append(t.at, t2.Sub(t1))
-		t.rel, t.dial = append(t.rel, t3.Sub(t2)), append(t.dial, t4.Sub(t3))
 	}
 	return nil
 }

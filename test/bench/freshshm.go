@@ -48,27 +48,20 @@ type Probe struct {
 	MinorFaultsPerPage float64 `json:"minor_faults_per_page"`
 }
 
-// probeSeries collects the runs of one probe.
-type probeSeries struct {
-	alloc, fill                 []time.Duration
-	fillRates, endRates, faults []float64
-}
-
-func (s *probeSeries) add(t fillTiming) {
-	s.alloc, s.fill = append(s.alloc, t.Alloc), append(s.fill, t.Fill)
-	s.fillRates = append(s.fillRates, gibps(t.Bytes, t.Fill))
-	s.endRates = append(s.endRates, gibps(t.Bytes, t.Alloc+t.Fill))
-	s.faults = append(s.faults, float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
-}
-
-// probe summarises the series (nil when it has no run).
-func (s *probeSeries) probe() *Probe {
-	if len(s.fill) == 0 {
+// probeOf summarises the runs of one probe (nil when there is none).
+func probeOf(ts []fillTiming) *Probe {
+	if len(ts) == 0 {
 		return nil
 	}
-	return &Probe{Runs: len(s.fill), Allocate: Summarize(s.alloc), Fill: Summarize(s.fill),
-		FillGiBps: round3(median(s.fillRates)), EndToEndGiBps: round3(median(s.endRates)),
-		MinorFaultsPerPage: round3(median(s.faults))}
+	l, rates := laps{}, series{}
+	for _, t := range ts {
+		l["alloc"], l["fill"] = append(l["alloc"], t.Alloc), append(l["fill"], t.Fill)
+		rates.add("fill", gibps(t.Bytes, t.Fill))
+		rates.add("end", gibps(t.Bytes, t.Alloc+t.Fill))
+		rates.add("faults", float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
+	}
+	return &Probe{Runs: len(ts), Allocate: l.Summary("alloc"), Fill: l.Summary("fill"), FillGiBps: rates.med("fill"),
+		EndToEndGiBps: rates.med("end"), MinorFaultsPerPage: rates.med("faults")}
 }
 
 // fillTiming is one fill of fresh shared memory: Alloc the file's
@@ -79,6 +72,9 @@ type fillTiming struct {
 	Alloc, Fill time.Duration
 	MinorFaults uint64
 }
+
+// rate is the fill's GiB/s.
+func (t fillTiming) rate() float64 { return gibps(t.Bytes, t.Fill) }
 
 // fillFresh creates a file of total bytes in dir, sizes it with ftruncate
 // (sparse: no memory is taken) and maps it shared, read-write (Alloc, in

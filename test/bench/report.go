@@ -194,34 +194,6 @@ func gibps(bytes uint64, d time.Duration) float64 {
 	return float64(bytes) / float64(1<<30) / d.Seconds()
 }
 
-// PhasesMS are the medians, in milliseconds, of the start-up phases the
-// daemons reported (client.StartPhases) over serve runs, and of the part
-// of start-to-ready outside the daemon's own start-up: process and
-// backend plugin start, and the ready file.
-type PhasesMS struct {
-	Plan     float64 `json:"plan_ms"`
-	Lock     float64 `json:"lock_ms"`
-	Allocate float64 `json:"allocate_ms"`
-	Load     float64 `json:"load_ms"`
-	Export   float64 `json:"export_ms"`
-	Total    float64 `json:"daemon_total_ms"`
-	Outside  float64 `json:"outside_daemon_ms"`
-}
-
-// phasesOf summarises the phases of serve runs.
-func phasesOf(runs []serveRun) PhasesMS {
-	var plan, lock, alloc, load, export, total, outside []time.Duration
-	for _, r := range runs {
-		p := r.Phases
-		plan, lock, alloc = append(plan, p.Plan), append(lock, p.Lock), append(alloc, p.Allocate)
-		load, export, total = append(load, p.Load), append(export, p.Export), append(total, p.Total)
-		outside = append(outside, r.StartToReady-p.Total)
-	}
-	med := func(ds []time.Duration) float64 { return round3(Summarize(ds).MedianMS) }
-	return PhasesMS{Plan: med(plan), Lock: med(lock), Allocate: med(alloc), Load: med(load), Export: med(export),
-		Total: med(total), Outside: med(outside)}
-}
-
 // Machine describes where the benchmark ran.
 type Machine struct {
 	CPUModel    string `json:"cpu_model"`
@@ -286,10 +258,7 @@ func ReadMachine() Machine {
 // "always within_size advise [never] deny force" ("" when none is).
 func selectedMode(s string) string {
 	_, after, _ := strings.Cut(s, "[")
-	mode, _, ok := strings.Cut(after, "]")
-	if !ok {
-		return ""
-	}
+	mode, _, _ := strings.Cut(after, "]")
 	return mode
 }
 

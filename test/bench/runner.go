@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // A Scenario is one measurement. Run measures against the binaries and
@@ -16,7 +20,10 @@ import (
 // stored under Name in the report's results, and the targets it checks.
 // A scenario that cannot measure returns an error: figures are never made
 // up. Adding a measurement is a file with its Run and one line in
-// Scenarios (and, to show it, a section in the docs template).
+// Scenarios (and, to show it, a section in the docs template); the runner
+// below starts daemons (Env.serve, serveOnce), repeats rounds (Env.rounds),
+// interleaves timed iterations (interleave, laps) and summarizes them
+// (Summarize, series).
 type Scenario struct {
 	Name string
 	Run  func(ctx context.Context, e *Env) (any, []Target, error)
@@ -33,6 +40,7 @@ func Scenarios() []Scenario {
 		{"concurrency", runConcurrency},
 		{"startup", runStartup},
 		{"takeover", runTakeover},
+		{"content", runContent},
 		{"micro", runMicro},
 	}
 }
@@ -55,7 +63,14 @@ type Env struct {
 	generated []GeneratedModel
 }
 
-// The four checkpoints scenarios ask for.
+// The checkpoints (testproc.ModelSpec, testproc.Model: generated
+// llama-like checkpoints of a size and a tensor count).
+type (
+	ModelSpec = testproc.ModelSpec
+	Model     = testproc.Model
+)
+
+// The four checkpoints most scenarios ask for.
 func (e *Env) largeFew() ModelSpec  { return ModelSpec{Bytes: e.LargeBytes, Tensors: e.FewTensors} }
 func (e *Env) largeMany() ModelSpec { return ModelSpec{Bytes: e.LargeBytes, Tensors: e.ManyTensors} }
 func (e *Env) smallFew() ModelSpec  { return ModelSpec{Bytes: e.SmallBytes, Tensors: e.FewTensors} }
@@ -67,7 +82,7 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 		return m, nil
 	}
 	e.logf("generating a %d MiB checkpoint of %d tensors in %s", spec.Bytes>>20, spec.Tensors, e.dir)
-	m, took, err := GenerateModel(e.dir, spec)
+	m, took, err := testproc.GenerateModel(e.dir, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +96,7 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 func (e *Env) warmModel(spec ModelSpec) (*Model, error) {
 	m, err := e.Model(spec)
 	if err == nil {
-		_, _, err = sequentialRead(m.Files)
+		_, err = sequentialRead(m.Files)
 	}
 	return m, err
 }
@@ -173,4 +188,99 @@ func snapshotBinaries(dir string) (string, error) {
 		}
 	}
 	return snap, nil
+}
+
+// rounds runs round n times and logs what each returns ("name i/n: …");
+// an error names the round and ends the loop.
+func (e *Env) rounds(name string, n int, round func(i int) (string, error)) error {
+	for i := range n {
+		msg, err := round(i)
+		if err != nil {
+			return fmt.Errorf("%s, round %d: %w", name, i+1, err)
+		}
+		e.logf("%s %d/%d: %s", name, i+1, n, msg)
+	}
+	return nil
+}
+
+// alternate times ways of doing the same work on bytes bytes, Repeats
+// rounds, each round running every way once in an order that rotates; the
+// rates (GiB/s) go to s under the ways' names.
+func (e *Env) alternate(name string, bytes uint64, s series, ways map[string]func() error) error {
+	keys := slices.Sorted(maps.Keys(ways))
+	return e.rounds(name, e.Repeats, func(i int) (string, error) {
+		var msg []string
+		for k := range keys {
+			key := keys[(i+k)%len(keys)]
+			start := time.Now()
+			if err := ways[key](); err != nil {
+				return "", fmt.Errorf("%s: %w", key, err)
+			}
+			s.add(key, gibps(bytes, time.Since(start)))
+		}
+		for _, key := range keys {
+			msg = append(msg, fmt.Sprintf("%s %.2f GiB/s", key, s.last(key)))
+		}
+		return strings.Join(msg, ", "), nil
+	})
+}
+
+// interleave runs warmup untimed iterations, then iters timed ones; each
+// iteration runs every step once, starting one step further each time so
+// that no step always runs first (figures compared in a ratio share the
+// machine's noise). keep tells a step whether the iteration is timed.
+func interleave(warmup, iters int, steps ...func(keep bool) error) error {
+	for i := range warmup + iters {
+		for k := range steps {
+			if err := steps[(i+k)%len(steps)](i >= warmup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// laps are timed intervals by name.
+type laps map[string][]time.Duration
+
+// start begins a stopwatch over consecutive intervals (kept only when keep).
+func (l laps) start(keep bool) *stopwatch { return &stopwatch{l: l, keep: keep, last: time.Now()} }
+
+// Summary summarizes key's intervals.
+func (l laps) Summary(key string) Summary { return Summarize(l[key]) }
+
+// record adds the times of a fresh helper to l: "work", "wall" and its
+// steps.
+func (l laps) record(r HelperResult) {
+	l["work"], l["wall"] = append(l["work"], time.Duration(r.WorkNS)), append(l["wall"], r.Wall)
+	for k, ns := range r.Steps {
+		l[k] = append(l[k], time.Duration(ns))
+	}
+}
+
+// steps are the medians (ms) of every interval but work and wall.
+func (l laps) steps() map[string]float64 {
+	out := map[string]float64{}
+	for k := range l {
+		if k != "work" && k != "wall" {
+			out[k] = round3(l.Summary(k).MedianMS)
+		}
+	}
+	return out
+}
+
+// A stopwatch records the intervals between its laps into laps.
+type stopwatch struct {
+	l    laps
+	keep bool
+	last time.Time
+}
+
+// lap ends the interval named key and starts the next one.
+func (s *stopwatch) lap(key string) {
+	now := time.Now()
+	if s.keep {
+		s.l[key] = append(s.l[key], now.Sub(s.last))
+	}
+	s.last = now
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // StartupCase is one checkpoint's serve runs, page cache warm: how long a
@@ -19,8 +21,8 @@ type StartupCase struct {
 	Phases PhasesMS `json:"daemon_phases"`
 	// Steady is the memory once ready; Peak the sampled peak from start to
 	// ready (maximum over runs of each field). Keys "daemon", "plugin".
-	Steady map[string]ProcMemory `json:"steady"`
-	Peak   map[string]ProcMemory `json:"peak_during_load"`
+	Steady map[string]testproc.Memory `json:"steady"`
+	Peak   map[string]testproc.Memory `json:"peak_during_load"`
 	// NonSharedSteady and NonSharedPeak are RssAnon+RssFile of daemon plus
 	// plugin once ready and at the peak (maximum over runs).
 	NonSharedSteady uint64 `json:"non_shared_steady_bytes"`
@@ -56,14 +58,13 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 			return nil, nil, err
 		}
 		var runs []serveRun
-		for i := range e.Repeats {
+		err = e.rounds(fmt.Sprintf("start-up, %d MiB", m.Bytes>>20), e.Repeats, func(int) (string, error) {
 			r, err := serveOnce(ctx, e.Options, "startup", m, false)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%d MiB, run %d: %w", m.Bytes>>20, i+1, err)
-			}
 			runs = append(runs, r)
-			e.logf("start-up %d/%d (%d MiB): ready in %s, load %s", i+1, e.Repeats, m.Bytes>>20,
-				r.StartToReady.Round(time.Millisecond), r.Phases.Load.Round(time.Millisecond))
+			return fmt.Sprintf("ready in %s, load %s", r.StartToReady.Round(time.Millisecond), r.Phases.Load.Round(time.Millisecond)), err
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 		c := startupCase(m, runs)
 		res.Cases = append(res.Cases, c)
@@ -84,18 +85,18 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 // startupCase summarises serve runs of m.
 func startupCase(m *Model, runs []serveRun) StartupCase {
 	c := StartupCase{Model: *m, Runs: len(runs), Phases: phasesOf(runs),
-		Steady: map[string]ProcMemory{}, Peak: map[string]ProcMemory{}}
-	var ready, over []time.Duration
+		Steady: map[string]testproc.Memory{}, Peak: map[string]testproc.Memory{}}
+	l := laps{}
 	for _, r := range runs {
-		ready, over = append(ready, r.StartToReady), append(over, r.StartToReady-r.Phases.Load)
+		l["ready"], l["over"] = append(l["ready"], r.StartToReady), append(l["over"], r.StartToReady-r.Phases.Load)
 		var steady, peak uint64
 		for _, role := range []string{"daemon", "plugin"} {
-			c.Steady[role], c.Peak[role] = c.Steady[role].max(r.Steady[role]), c.Peak[role].max(r.Peak[role])
+			c.Steady[role], c.Peak[role] = c.Steady[role].Max(r.Steady[role]), c.Peak[role].Max(r.Peak[role])
 			steady, peak = steady+r.Steady[role].NonShared(), peak+r.Peak[role].NonShared()
 		}
 		c.NonSharedSteady, c.NonSharedPeak = max(c.NonSharedSteady, steady), max(c.NonSharedPeak, peak)
 		c.ShmFiles = max(c.ShmFiles, r.ShmFiles)
 	}
-	c.StartToReady, c.Overhead = Summarize(ready), Summarize(over)
+	c.StartToReady, c.Overhead = l.Summary("ready"), l.Summary("over")
 	return c
 }

@@ -1,9 +1,10 @@
 package bench
 
 import (
-	"github.com/wcache/wcache/core/client"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/core/client"
 )
 
 func TestSummarize(t *testing.T) {

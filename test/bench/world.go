@@ -2,19 +2,14 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -28,7 +23,6 @@ type world struct {
 	o      Options
 	UUID   string
 	Target client.Target
-	ready  string
 	// Backend is what `wcache serve` runs ("": the mock).
 	Backend string
 	daemons *testproc.Group
@@ -68,55 +62,12 @@ func newWorld(o Options, name string, m *Model) (*world, error) {
 		"PYTHONDONTWRITEBYTECODE=1")
 	w := &world{World: tw, o: o, UUID: tw.UUIDs[0], daemons: testproc.NewGroup(testproc.Options{})}
 	layout, err := w.Layout()
-	var p paths.Paths
-	if err == nil {
-		p, err = layout.For(w.UUID)
-	}
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("world %s: %w", name, err)
 	}
-	w.Target, w.ready = client.ByDeviceUUID(layout, w.UUID), p.Ready
+	w.Target = client.ByDeviceUUID(layout, w.UUID)
 	return w, nil
-}
-
-// ShmAllocated is the memory held by the mock's allocations: the files of
-// the world's shared-memory folder (posix-shm handles) and the memfds that
-// the processes pids hold open (memfd handles, each inode once), by their
-// allocated blocks (a sparse file counts only the pages written).
-func (w *world) ShmAllocated(pids ...int) (uint64, error) {
-	var total uint64
-	seen := map[[2]uint64]bool{} // device and inode
-	count := func(path string, stat func(string, *unix.Stat_t) error) error {
-		var st unix.Stat_t
-		if err := stat(path, &st); err != nil || seen[[2]uint64{st.Dev, st.Ino}] || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return err
-		}
-		seen[[2]uint64{st.Dev, st.Ino}], total = true, total+uint64(st.Blocks)*512
-		return nil
-	}
-	for _, pid := range pids {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if err != nil {
-			return 0, fmt.Errorf("memfds of pid %d: %w", pid, err)
-		}
-		for _, fd := range fds {
-			link := fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())
-			if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, "/memfd:") {
-				_ = count(link, unix.Stat) // a descriptor closed meanwhile counts nothing
-			}
-		}
-	}
-	entries, err := os.ReadDir(w.MockDir)
-	if err != nil {
-		return 0, fmt.Errorf("shared-memory files: %w", err)
-	}
-	for _, e := range entries {
-		if err := count(filepath.Join(w.MockDir, e.Name()), unix.Lstat); err != nil && !errors.Is(err, unix.ENOENT) {
-			return 0, fmt.Errorf("shared-memory files: %w", err)
-		}
-	}
-	return total, nil
 }
 
 // Close stops the world's daemons and removes its directories (shared
@@ -136,23 +87,20 @@ type daemonProc struct {
 
 // startServe starts `wcache serve` on the world's device 0 with args after
 // --gpu-id (--model DIR, --takeover) and returns once its ready file names
-// it (an error if it exits first or readyTimeout passes). onStart, when
+// it (an error if it exits first or readyTimeout passes). started, when
 // set, runs right after fork/exec.
-func (w *world) startServe(ctx context.Context, onStart func(pid int), args ...string) (*daemonProc, error) {
+func (w *world) startServe(ctx context.Context, started func(pid int), args ...string) (*daemonProc, error) {
 	backend := w.Backend
 	if backend == "" {
 		backend = "mock"
 	}
-	p, err := w.daemons.Start(testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
-		Args: append([]string{"serve", "--backend", backend, "--gpu-id", "0"}, args...), Env: w.Env(), Poll: readyPoll})
+	o := testproc.ServeOptions{Options: testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
+		Args: testproc.ServeArgs(backend, 0, args...), Poll: readyPoll}, UUID: w.UUID, Timeout: readyTimeout}
+	if started != nil {
+		o.Started = func(p *testproc.Process) { started(p.PID()) }
+	}
+	p, err := w.Serve(ctx, w.daemons, o)
 	if err != nil {
-		return nil, err
-	}
-	if onStart != nil {
-		onStart(p.PID())
-	}
-	if _, err := p.WaitReady(ctx, w.ready, readyTimeout); err != nil {
-		p.Kill()
 		return nil, err
 	}
 	return &daemonProc{Process: p, StartToReady: time.Since(p.Started)}, nil
@@ -192,26 +140,10 @@ func (d *daemonProc) withOutput(err error) error {
 }
 
 // PluginPID finds the daemon's backend plugin: its child process.
-func (d *daemonProc) PluginPID() (int, error) {
-	kids, err := testproc.ChildPIDs(d.PID())
-	if err != nil {
-		return 0, err
-	}
-	if len(kids) != 1 {
-		return 0, fmt.Errorf("pid %d has children %v, want one backend plugin", d.PID(), kids)
-	}
-	return kids[0], nil
-}
+func (d *daemonProc) PluginPID() (int, error) { return testproc.PluginPID(d.PID()) }
 
 // status dials the world's daemon and asks for its status.
-func (w *world) status(ctx context.Context) (*client.Status, error) {
-	c, err := client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench"})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.Status(ctx)
-}
+func (w *world) status(ctx context.Context) (*client.Status, error) { return w.Status(ctx, w.UUID) }
 
 // loaded is the start-up phases the world's daemon d reports (Status),
 // which must show a load of m's bytes.
@@ -234,5 +166,5 @@ func (w *world) engineConfig(ctx context.Context, dir string) (cacheconfig.Confi
 	if err != nil {
 		return cacheconfig.Config{}, err
 	}
-	return engineConfig(dir, st.Config.DeviceCapability)
+	return testproc.EngineConfig(dir, st.Config.DeviceCapability)
 }

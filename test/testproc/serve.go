@@ -12,10 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/core/safetensors"
 )
 
 // ServeArgs are the arguments of `wcache serve` on the device of ordinal
@@ -108,26 +106,6 @@ func PluginPID(pid int) (int, error) {
 		return 0, fmt.Errorf("pid %d has children %v, want one backend plugin", pid, kids)
 	}
 	return plugins[0], nil
-}
-
-// EngineConfig is the CacheConfig an engine sends for the checkpoint in
-// dir on a device of capability: the defaults, the model path and the
-// header digest of the whole checkpoint, or of files when given
-// (pre-sharded ranks).
-func EngineConfig(dir, capability string, files ...string) (cacheconfig.Config, error) {
-	var ck *safetensors.Checkpoint
-	var err error
-	if len(files) > 0 {
-		ck, err = safetensors.OpenFiles(files)
-	} else {
-		ck, err = safetensors.OpenCheckpoint(dir)
-	}
-	if err != nil {
-		return cacheconfig.Config{}, err
-	}
-	c := cacheconfig.Default()
-	c.Model, c.CheckpointDigest, c.DeviceCapability = filepath.Clean(dir), cacheconfig.CheckpointDigest(ck), capability
-	return c, nil
 }
 
 // ModuleRoot is the folder holding the go.mod of the module around the
