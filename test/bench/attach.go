@@ -6,31 +6,27 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// AttachCase is one manifest: a checkpoint size and tensor count.
+// AttachCase is one manifest (a checkpoint size and tensor count): a
+// Status round trip on the open connection (the floor), Attach until the
+// manifest arrived, Release until the stream ended, a new connection plus
+// Attach (as a fresh process does), and Attach p50 / Status p50.
 type AttachCase struct {
-	Model Model `json:"model"`
-	// Status is a Status round trip on the same connection: the floor.
-	Status Summary `json:"status_rtt"`
-	// Attach is Attach on an open connection until the manifest is
-	// received (the lease open); Release is Lease.Close until the stream
-	// ended; DialAttach is a new connection plus Attach, as a fresh
-	// process does.
-	Attach     Summary `json:"attach"`
-	Release    Summary `json:"release"`
-	DialAttach Summary `json:"dial_attach"`
-	// AttachOverFloor is Attach p50 / Status p50.
+	Model           Model   `json:"model"`
+	Status          Summary `json:"status_rtt"`
+	Attach          Summary `json:"attach"`
+	Release         Summary `json:"release"`
+	DialAttach      Summary `json:"dial_attach"`
 	AttachOverFloor float64 `json:"attach_over_floor"`
 }
 
 // AttachResult is the attach scenario's figures.
 type AttachResult struct {
-	Iterations int          `json:"iterations"`
-	Cases      []AttachCase `json:"cases"`
-	// Flatness is, per tensor count, attach p50 at the large size over
-	// attach p50 at the small size.
-	Flatness map[string]float64 `json:"flatness"`
+	Iterations int                `json:"iterations"`
+	Cases      []AttachCase       `json:"cases"`
+	Flatness   map[string]float64 `json:"flatness"` // per tensor count: large ÷ small attach p50
 }
 
 // Targets of the attach scenario.
@@ -69,15 +65,15 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 		res.Cases = append(res.Cases, pair...)
 		small, large := pair[0], pair[1]
 		key := fmt.Sprintf("%d tensors", small.Model.Tensors)
-		r := ratio(large.Attach.MedianMS, small.Attach.MedianMS)
-		res.Flatness[key] = round3(r)
+		r := benchreport.Ratio(large.Attach.MedianMS, small.Attach.MedianMS)
+		res.Flatness[key] = benchreport.Round3(r)
 		if small.Model.Tensors <= o.FewTensors {
 			for _, c := range pair {
-				checks = append(checks, atMost(fmt.Sprintf("attach p50, %d tensors, %d MiB",
+				checks = append(checks, benchreport.AtMost(fmt.Sprintf("attach p50, %d tensors, %d MiB",
 					c.Model.Tensors, c.Model.Bytes>>20), c.Attach.MedianMS, attachP50GoalMS, "ms"))
 			}
 		}
-		checks = append(checks, atMost(fmt.Sprintf("flat in bytes: p50 %d MiB / %d MiB, %s",
+		checks = append(checks, benchreport.AtMost(fmt.Sprintf("flat in bytes: p50 %d MiB / %d MiB, %s",
 			large.Model.Bytes>>20, small.Model.Bytes>>20, key), r, attachFlatGoal, "×"))
 	}
 	return res, checks, nil
@@ -147,7 +143,7 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	for _, t := range ts {
 		c := AttachCase{Model: *t.m, Status: t.laps.Summary("status"), Attach: t.laps.Summary("attach"),
 			Release: t.laps.Summary("release"), DialAttach: t.laps.Summary("dial")}
-		c.AttachOverFloor = round3(ratio(c.Attach.MedianMS, c.Status.MedianMS))
+		c.AttachOverFloor = benchreport.Round3(benchreport.Ratio(c.Attach.MedianMS, c.Status.MedianMS))
 		out = append(out, c)
 		if err := t.d.Stop(); err != nil {
 			return nil, err
@@ -159,25 +155,25 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 // iterate times one Status, Attach, Release and Dial+Attach on t; keep
 // records them.
 func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
-	sw := t.laps.start(keep)
+	sw := t.laps.Start(keep)
 	if _, err := t.c.Status(ctx); err != nil {
 		return err
 	}
-	sw.lap("status")
+	sw.Lap("status")
 	a, err := t.c.Attach(ctx, t.cfg)
 	if err != nil {
 		return err
 	}
-	sw.lap("attach")
+	sw.Lap("attach")
 	if err := a.Lease.Close(); err != nil {
 		return err
 	}
-	sw.lap("release")
+	sw.Lap("release")
 	da, err := client.Attach(ctx, t.w.Target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
 	if err != nil {
 		return err
 	}
-	sw.lap("dial")
+	sw.Lap("dial")
 	if err := da.Lease.Close(); err != nil {
 		return err
 	}

@@ -9,39 +9,34 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// ConcurrencyResult is the concurrency scenario's figures.
+// ConcurrencyResult is the concurrency scenario's figures (the docs
+// template, "Concurrency"); FirstErrors and DaemonWarnings (the daemon's
+// WARN/ERROR lines) are the first few when there were errors.
 type ConcurrencyResult struct {
-	Model    Model   `json:"model"`
-	Clients  int     `json:"clients"`
-	Seconds  float64 `json:"seconds"`
-	Attaches int     `json:"attaches"`
-	PerSec   float64 `json:"attaches_per_s"`
-	// Attach is Attach until the manifest arrived; Cycle is attach plus
-	// release, per client iteration.
-	Attach Summary `json:"attach"`
-	Cycle  Summary `json:"cycle"`
-	Errors int     `json:"errors"`
-	// FirstErrors are the first few error messages, if any.
-	FirstErrors []string `json:"first_errors,omitempty"`
-	// DaemonWarnings are the daemon's first few WARN/ERROR log lines when
-	// there were errors, so that a rare failure can be traced after the run.
-	DaemonWarnings []string `json:"daemon_warnings,omitempty"`
-	// LeasesAfter is the daemon's lease count once every client released
-	// (must be 0); Goroutines and OpenFDs are the daemon's before and after.
-	LeasesAfter      int `json:"leases_after"`
-	GoroutinesBefore int `json:"goroutines_before"`
-	GoroutinesAfter  int `json:"goroutines_after"`
-	OpenFDsBefore    int `json:"open_fds_before"`
-	OpenFDsAfter     int `json:"open_fds_after"`
-	// Footprint is the daemon's and plugin's memory after the run.
-	Footprint LoadedFootprint `json:"footprint_after"`
+	Model            Model           `json:"model"`
+	Clients          int             `json:"clients"`
+	Seconds          float64         `json:"seconds"`
+	Attaches         int             `json:"attaches"`
+	PerSec           float64         `json:"attaches_per_s"`
+	Attach           Summary         `json:"attach"`
+	Cycle            Summary         `json:"cycle"`
+	Errors           int             `json:"errors"`
+	FirstErrors      []string        `json:"first_errors,omitempty"`
+	DaemonWarnings   []string        `json:"daemon_warnings,omitempty"`
+	LeasesAfter      int             `json:"leases_after"`
+	GoroutinesBefore int             `json:"goroutines_before"`
+	GoroutinesAfter  int             `json:"goroutines_after"`
+	OpenFDsBefore    int             `json:"open_fds_before"`
+	OpenFDsAfter     int             `json:"open_fds_after"`
+	Footprint        LoadedFootprint `json:"footprint_after"`
 }
 
+// settleTimeout bounds waiting for the daemon to see every lease end.
 const (
-	// settleTimeout bounds waiting for the daemon to see every lease end.
 	settleTimeout = 10 * time.Second
 	maxErrorsKept = 5
 )
@@ -106,8 +101,8 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res.Seconds, res.Attaches = round3(elapsed.Seconds()), len(all["attach"])
-	res.PerSec, res.Attach, res.Cycle = round3(float64(res.Attaches)/elapsed.Seconds()), all.Summary("attach"), all.Summary("cycle")
+	res.Seconds, res.Attaches = benchreport.Round3(elapsed.Seconds()), len(all["attach"])
+	res.PerSec, res.Attach, res.Cycle = benchreport.Round3(float64(res.Attaches)/elapsed.Seconds()), all.Summary("attach"), all.Summary("cycle")
 	// The daemon sees a release when the stream ends on its side: wait
 	// for the lease count to drop to 0 (it must, or leases leak).
 	after, err := w.waitLeases(ctx, 0)
@@ -126,9 +121,9 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	e.logf("concurrency: %d attaches in %.1f s (%.0f/s), p99 %.2f ms, %d errors", res.Attaches, elapsed.Seconds(),
 		res.PerSec, res.Attach.P99MS, res.Errors)
 	return res, []Target{
-		atMost(fmt.Sprintf("errors, %d clients", e.Clients), float64(res.Errors), 0, ""),
-		atMost("leases left after release", float64(res.LeasesAfter), 0, ""),
-		atMost("daemon+plugin RssAnon+RssFile "+res.Footprint.After, float64(res.Footprint.NonShared)/(1<<20), footprintGoalMiB, "MiB"),
+		benchreport.AtMost(fmt.Sprintf("errors, %d clients", e.Clients), float64(res.Errors), 0, ""),
+		benchreport.AtMost("leases left after release", float64(res.LeasesAfter), 0, ""),
+		benchreport.AtMost("daemon+plugin RssAnon+RssFile "+res.Footprint.After, float64(res.Footprint.NonShared)/(1<<20), footprintGoalMiB, "MiB"),
 	}, d.Stop()
 }
 
@@ -155,7 +150,7 @@ type LoadedFootprint struct {
 // loadedFootprint reads the memory of the daemon and its plugin now.
 func loadedFootprint(d *daemonProc, after string) (f LoadedFootprint, err error) {
 	f.After = after
-	pp, err := d.PluginPID()
+	pp, err := testproc.PluginPID(d.PID())
 	if err == nil {
 		if f.Daemon, err = testproc.ReadMemory(d.PID()); err == nil {
 			f.Plugin, err = testproc.ReadMemory(pp)

@@ -8,25 +8,13 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// ContentResult is the content scenario's figures: what proving that a
-// client's files hold the daemon's bytes costs (docs/cacheconfig.md,
-// "Content identity"). Every ratio compares figures of the same rounds,
-// page cache warm; rates are GiB/s, medians over Runs.
-//
-// Fill: sdk/fill reads Model into prefaulted memory with Readers readers
-// and two 16 MiB buffers each, with the content digest the daemon computes
-// during its fill and without (fill.Options.NoDigest). Attach: on an open
-// connection to the daemon serving Model, Attach alone and with the
-// identity check of Model's files (AttachFiles, policy identity, digest
-// cache off: one stat per file), interleaved. Hash: the content digest of
-// every file of HashModel, a copy no daemon loaded (filedigest, Workers
-// goroutines), against a read of the same files by as many readers in the
-// same 1 MiB pieces. Python: a fresh process's wcache.status +
-// wcache.content.identities_match for IdentityModel, which the daemon
-// loaded (py/identity_step.py), and, apart, the header digest
-// (checkpoint_digest) that a match makes unnecessary.
+// ContentResult is what proving that a client's files hold the daemon's
+// bytes costs (docs/cacheconfig.md, "Content identity"): the four figures
+// of issue 24, each ratio from the same rounds (the docs template, "Content
+// identity", says how each is measured); rates in GiB/s, medians.
 type ContentResult struct {
 	Model             Model              `json:"model"`
 	Runs              int                `json:"runs"`
@@ -38,7 +26,6 @@ type ContentResult struct {
 	AttachIdentity    Summary            `json:"attach_identity"`
 	AttachRatio       float64            `json:"attach_ratio"`
 	HashModel         Model              `json:"hash_model"`
-	Workers           int                `json:"workers"`
 	HashGiBps         float64            `json:"hash_gib_per_s"`
 	ReadGiBps         float64            `json:"read_gib_per_s"`
 	HashRatio         float64            `json:"hash_ratio"`
@@ -49,14 +36,10 @@ type ContentResult struct {
 	Samples           series             `json:"samples_gib_per_s"`
 }
 
-// Goals of issue 24 and the content scenario's shape.
+// Goals of issue 24; the checkpoints' file count.
 const (
-	fillDigestGoal     = 0.9
-	attachIdentityGoal = 1.2
-	hashReadGoal       = 0.8
-	pythonIdentityGoal = 50 // ms
-	contentFiles       = 8
-	fillDigestBuffers  = 2
+	fillDigestGoal, attachIdentityGoal, hashReadGoal, pythonIdentityGoalMS = 0.9, 1.2, 0.8, 50
+	contentFiles                                                           = 8
 )
 
 // runContent measures the four figures of content identity side by side.
@@ -65,8 +48,7 @@ func runContent(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &ContentResult{Model: *m, Runs: e.Repeats, Readers: fill.DefaultReaders(), Workers: fill.DefaultReaders(),
-		Samples: series{}}
+	res := &ContentResult{Model: *m, Runs: e.Repeats, Readers: fill.DefaultReaders(), Samples: series{}}
 	for _, measure := range []func(context.Context, *Env, *ContentResult) error{fillDigest, attachIdentity, hashVsRead, pythonIdentity} {
 		if err := measure(ctx, e, res); err != nil {
 			return nil, nil, err
@@ -74,13 +56,13 @@ func runContent(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	id := res.IdentityModel
 	return res, []Target{
-		atLeast(fmt.Sprintf("fill with content digest / without, %d MiB, page cache warm", m.Bytes>>20), res.FillRatio, fillDigestGoal, "×"),
-		atMost(fmt.Sprintf("attach p50 with the identity check / without, %d tensors in %d files", m.Tensors, m.Shards),
+		benchreport.AtLeast(fmt.Sprintf("fill with content digest / without, %d MiB, page cache warm", m.Bytes>>20), res.FillRatio, fillDigestGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("attach p50 with the identity check / without, %d tensors in %d files", m.Tensors, m.Shards),
 			res.AttachRatio, attachIdentityGoal, "×"),
-		atLeast(fmt.Sprintf("hash an unknown copy / read it, %d MiB, page cache warm", res.HashModel.Bytes>>20), res.HashRatio, hashReadGoal, "×"),
-		atMost(fmt.Sprintf("Python identity step (status + identities_match), %d tensors in %d files, median", id.Tensors, id.Shards),
-			res.PythonIdentity.MedianMS, pythonIdentityGoal, "ms"),
-		reported(fmt.Sprintf("Python header digest (checkpoint_digest) it makes unnecessary, %d tensors, median", id.Tensors),
+		benchreport.AtLeast(fmt.Sprintf("hash an unknown copy / read it, %d MiB, page cache warm", res.HashModel.Bytes>>20), res.HashRatio, hashReadGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("Python identity step (status + identities_match), %d tensors in %d files, median", id.Tensors, id.Shards),
+			res.PythonIdentity.MedianMS, pythonIdentityGoalMS, "ms"),
+		benchreport.Reported(fmt.Sprintf("Python header digest (checkpoint_digest) it makes unnecessary, %d tensors, median", id.Tensors),
 			res.HeaderDigest.MedianMS, "ms"),
 	}, nil
 }
@@ -101,14 +83,14 @@ func fillDigest(_ context.Context, e *Env, res *ContentResult) error {
 	fillWith := func(digest bool) func() error {
 		return func() error {
 			_, err := fill.Fill(context.Background(), fill.WriterAt{W: dst}, total, extents, nil, fill.Options{Readers: res.Readers,
-				Buffers: fillDigestBuffers, BufferBytes: fill.DefaultBufferBytes, Direct: fill.DirectNever, NoDigest: !digest})
+				Buffers: 2, BufferBytes: fill.DefaultBufferBytes, Direct: fill.DirectNever, NoDigest: !digest})
 			return err
 		}
 	}
 	err = e.alternate("content fill", total, res.Samples, map[string]func() error{"fill_digest": fillWith(true),
 		"fill_no_digest": fillWith(false)})
-	res.FillDigestGiBps, res.FillNoDigestGiBps = res.Samples.med("fill_digest"), res.Samples.med("fill_no_digest")
-	res.FillRatio = round3(ratio(res.FillDigestGiBps, res.FillNoDigestGiBps))
+	res.FillDigestGiBps, res.FillNoDigestGiBps = res.Samples.Med("fill_digest"), res.Samples.Med("fill_no_digest")
+	res.FillRatio = benchreport.Round3(benchreport.Ratio(res.FillDigestGiBps, res.FillNoDigestGiBps))
 	return err
 }
 
@@ -123,7 +105,7 @@ func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 	t := ts[0]
 	attach := func(key string, check bool) func(bool) error {
 		return func(keep bool) error {
-			sw := t.laps.start(keep)
+			sw := t.laps.Start(keep)
 			var a *client.Attachment
 			var err error
 			if check {
@@ -134,7 +116,7 @@ func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 			if err != nil {
 				return t.d.withOutput(err)
 			}
-			sw.lap(key)
+			sw.Lap(key)
 			return a.Lease.Close()
 		}
 	}
@@ -142,7 +124,7 @@ func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 		return err
 	}
 	res.Attach, res.AttachIdentity = t.laps.Summary("plain"), t.laps.Summary("identity")
-	res.AttachRatio = round3(ratio(res.AttachIdentity.MedianMS, res.Attach.MedianMS))
+	res.AttachRatio = benchreport.Round3(benchreport.Ratio(res.AttachIdentity.MedianMS, res.Attach.MedianMS))
 	e.logf("content attach: p50 %.3f ms, with the identity check %.3f ms", res.Attach.MedianMS, res.AttachIdentity.MedianMS)
 	return t.d.Stop()
 }
@@ -163,21 +145,21 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 	}
 	err = e.alternate("content hash", total, res.Samples, map[string]func() error{
 		"read": func() error {
-			_, err := fill.Fill(ctx, fill.WriterAt{}, total, extents, nil, fill.Options{Readers: res.Workers, Buffers: 1,
+			_, err := fill.Fill(ctx, fill.WriterAt{}, total, extents, nil, fill.Options{Readers: res.Readers, Buffers: 1,
 				BufferBytes: filedigest.LeafBytes, Direct: fill.DirectNever, NoDigest: true})
 			return err
 		},
 		"hash": func() error {
 			for _, f := range m.Files {
-				if _, err := filedigest.File(ctx, f, filedigest.Options{Workers: res.Workers}); err != nil {
+				if _, err := filedigest.File(ctx, f, filedigest.Options{Workers: res.Readers}); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
 	})
-	res.HashGiBps, res.ReadGiBps = res.Samples.med("hash"), res.Samples.med("read")
-	res.HashRatio = round3(ratio(res.HashGiBps, res.ReadGiBps))
+	res.HashGiBps, res.ReadGiBps = res.Samples.Med("hash"), res.Samples.Med("read")
+	res.HashRatio = benchreport.Round3(benchreport.Ratio(res.HashGiBps, res.ReadGiBps))
 	return err
 }
 
@@ -206,14 +188,14 @@ func pythonIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 			return "", d.withOutput(err)
 		}
 		if i > 0 { // the first run warms up
-			runs.record(r)
+			record(runs, r)
 		}
-		return fmt.Sprintf("identity step %.1f ms, header digest %.0f ms", ms(time.Duration(r.WorkNS)),
-			ms(time.Duration(r.Steps["header_digest"]))), nil
+		return fmt.Sprintf("identity step %.1f ms, header digest %.0f ms", benchreport.MS(time.Duration(r.WorkNS)),
+			benchreport.MS(time.Duration(r.Steps["header_digest"]))), nil
 	})
 	if err != nil {
 		return err
 	}
-	res.PythonIdentity, res.HeaderDigest, res.PythonStepsMS = runs.Summary("work"), runs.Summary("header_digest"), runs.steps()
+	res.PythonIdentity, res.HeaderDigest, res.PythonStepsMS = runs.Summary("work"), runs.Summary("header_digest"), runs.MediansMS("work", "wall")
 	return d.Stop()
 }

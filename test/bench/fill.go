@@ -12,22 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// FillVariant is the fill rate under one page-cache condition, medians
-// over Runs, every rate in GiB/s, every baseline measured in the same
-// round as the daemon run it is compared with. The daemon's own rate is
-// bytes loaded over its reported Load phase (allocation and export
-// excluded), its end-to-end rate bytes over Allocate + Load + Export. The
-// baselines: a sequential read of the same files through a seqReadBuffer,
-// a memcpy of the same byte count between two prefaulted copyChunk buffers
-// on one core (warm only), neither of which allocates the memory it
-// writes, and the fills of fresh shared memory without wcache (freshshm.go).
-// PageAllocUS is (FreshWrite − AllocatedWrite fill time) per 4 KiB page:
-// what allocating a page of shared memory costs the fill. Ratio, the
-// target's figure, is DaemonGiBps over the slower of SeqReadGiBps and
-// MemcpyGiBps (SeqReadGiBps alone when cold). Resident is the share of the
-// checkpoint's pages in the page cache right before the daemon started.
+// FillVariant is the fill under one page-cache condition, medians over
+// Runs, rates in GiB/s, each baseline from the same round as the daemon
+// run (the docs template, "Fill rate", says what each is). Ratio is Daemon
+// over the slower of SeqRead and Memcpy (SeqRead alone when cold);
+// PageAllocUS is (FreshWrite − AllocatedWrite) per 4 KiB page.
 type FillVariant struct {
 	Condition           string   `json:"condition"`
 	Runs                int      `json:"runs"`
@@ -82,24 +74,24 @@ type fillSeries struct {
 
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
-	med := s.rates.med
+	med := s.rates.Med
 	v := FillVariant{Condition: condition, Runs: len(s.runs), DaemonGiBps: med("daemon"),
 		DaemonEndToEndGiBps: med("daemon_end_to_end"), Phases: phasesOf(s.runs),
 		SeqReadGiBps: med("seq_read"), MemcpyGiBps: med("memcpy"), MockPattern: probeOf(s.probes["pattern"]),
 		FreshMemcpy: probeOf(s.probes["memcpy"]), FreshWrite: probeOf(s.probes["write"]),
-		AllocatedWrite: probeOf(s.probes["overwrite"]), PageAllocUS: round3(median(s.pageCost)), Workers: workers,
+		AllocatedWrite: probeOf(s.probes["overwrite"]), PageAllocUS: benchreport.Round3(benchreport.Median(s.pageCost)), Workers: workers,
 		PagesLoaded: m.Bytes / pageSize, Samples: s.rates}
 	var minor, major, resident []float64
 	for _, r := range s.runs {
 		minor, major = append(minor, float64(r.PluginFaults.Minor)), append(major, float64(r.PluginFaults.Major))
 		resident = append(resident, r.Resident)
 	}
-	v.PluginMinorFaults, v.PluginMajorFaults, v.Resident = uint64(median(minor)), uint64(median(major)), median(resident)
-	baseline := v.SeqReadGiBps
+	v.PluginMinorFaults, v.PluginMajorFaults, v.Resident = uint64(benchreport.Median(minor)), uint64(benchreport.Median(major)), benchreport.Median(resident)
+	baseline := v.SeqReadGiBps // the slower of read and memcpy (read alone when cold)
 	if v.MemcpyGiBps > 0 {
 		baseline = min(baseline, v.MemcpyGiBps)
 	}
-	v.Ratio = round3(ratio(v.DaemonGiBps, baseline))
+	v.Ratio = benchreport.Round3(benchreport.Ratio(v.DaemonGiBps, baseline))
 	return v
 }
 
@@ -122,10 +114,10 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 			}
 			last := func(k string) float64 { return s.probes[k][len(s.probes[k])-1].rate() }
 			if cold {
-				return fmt.Sprintf("daemon %.2f GiB/s, read %.2f GiB/s", s.rates.last("daemon"), s.rates.last("seq_read")), nil
+				return fmt.Sprintf("daemon %.2f GiB/s, read %.2f GiB/s", s.rates.Last("daemon"), s.rates.Last("seq_read")), nil
 			}
 			return fmt.Sprintf("daemon %.2f GiB/s, mock pattern %.2f, read %.2f, memcpy %.2f, memcpy into fresh shm %.2f GiB/s",
-				s.rates.last("daemon"), last("pattern"), s.rates.last("seq_read"), s.rates.last("memcpy"), last("memcpy")), nil
+				s.rates.Last("daemon"), last("pattern"), s.rates.Last("seq_read"), s.rates.Last("memcpy"), last("memcpy")), nil
 		})
 	}
 	warm, err := measure("fill warm", e.Repeats, false)
@@ -148,16 +140,16 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 		res.Cold = &v
 		res.ColdNote = "page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every daemon run and every baseline read"
 	}
-	targets := []Target{atLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
+	targets := []Target{benchreport.AtLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
 	if c := res.Cold; c != nil {
-		targets = append(targets, atLeast("daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
+		targets = append(targets, benchreport.AtLeast("daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
 	}
 	w := res.Warm
 	fastest := max(w.MockPattern.FillGiBps, w.FreshMemcpy.FillGiBps, w.FreshWrite.FillGiBps)
 	targets = append(targets,
-		atLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", ratio(w.DaemonGiBps, fastest), fillRatioGoal, "×"),
-		reported("daemon fill / the mock's pattern without wcache, page cache warm", ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"),
-		reported("daemon allocate + load + export / sequential read, page cache warm", ratio(w.DaemonEndToEndGiBps, w.SeqReadGiBps), "×"))
+		benchreport.AtLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", benchreport.Ratio(w.DaemonGiBps, fastest), fillRatioGoal, "×"),
+		benchreport.Reported("daemon fill / the mock's pattern without wcache, page cache warm", benchreport.Ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"),
+		benchreport.Reported("daemon allocate + load + export / sequential read, page cache warm", benchreport.Ratio(w.DaemonEndToEndGiBps, w.SeqReadGiBps), "×"))
 	return res, targets, nil
 }
 
@@ -171,8 +163,8 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	}
 	p := r.Phases
 	s.runs = append(s.runs, r)
-	s.rates.add("daemon", gibps(p.BytesLoaded, p.Load))
-	s.rates.add("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
+	s.rates.Add("daemon", benchreport.GiBps(p.BytesLoaded, p.Load))
+	s.rates.Add("daemon_end_to_end", benchreport.GiBps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
 	probe := func(name string, f func() (fillTiming, error)) error {
 		if cold {
 			if err := dropCaches(); err != nil {
@@ -190,11 +182,11 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	if err != nil {
 		return err
 	}
-	s.rates.add("seq_read", s.probes["read"][len(s.probes["read"])-1].rate())
+	s.rates.Add("seq_read", s.probes["read"][len(s.probes["read"])-1].rate())
 	if cold {
 		return nil
 	}
-	s.rates.add("memcpy", gibps(m.Bytes, memcpy(m.Bytes)))
+	s.rates.Add("memcpy", benchreport.GiBps(m.Bytes, memcpy(m.Bytes)))
 	bytes := int64(s.probes["pattern"][0].Bytes)
 	if err := probe("memcpy", func() (fillTiming, error) { return freshMemcpy(o.ShmDir, bytes, workers) }); err != nil {
 		return err

@@ -32,14 +32,12 @@ const (
 	helperAttach = "attach"
 )
 
-// HelperResult is what a helper (Go or Python) prints on stdout, as one
-// JSON object. WorkNS runs from the start of the work (after process start
-// and flag parsing) until every tensor was usable; Steps split it (attach:
-// "digest", "attach", "map"; read: "headers", "read"). TouchNS (attach
-// touch) is the time to then read one byte of every 4 KiB page of every
-// tensor: the first-touch page faults of the shared mapping, which a
-// loader's read already paid. Checksum folds the bytes touched, so that
-// the reads cannot be elided. Wall is set by the parent (fresh).
+// HelperResult is what a helper (Go or Python) prints on stdout as one
+// JSON object: WorkNS from the start of the work (after process start)
+// until every tensor was usable, split into Steps; TouchNS (attach touch)
+// the time to then read a byte of every 4 KiB page (first-touch faults a
+// loader's read already paid); Checksum of the bytes touched, so that no
+// read is elided. Wall is set by the parent (fresh).
 type HelperResult struct {
 	WorkNS   int64             `json:"work_ns"`
 	Tensors  int               `json:"tensors"`
@@ -84,19 +82,19 @@ func readFiles(dir string, start time.Time) (HelperResult, error) {
 	var total uint64
 	for _, f := range ck.Files {
 		fh, err := os.Open(f.Path)
+		for _, t := range f.Header.Tensors {
+			buf := make([]byte, t.Len())
+			if err == nil {
+				_, err = fh.ReadAt(buf, f.Offset(t))
+			}
+			tensors[t.Name], total = buf, total+t.Len()
+		}
+		if fh != nil {
+			fh.Close()
+		}
 		if err != nil {
 			return HelperResult{}, fmt.Errorf("read %s: %w", f.Path, err)
 		}
-		for _, t := range f.Header.Tensors {
-			buf := make([]byte, t.Len())
-			if _, err := fh.ReadAt(buf, f.Offset(t)); err != nil {
-				fh.Close()
-				return HelperResult{}, fmt.Errorf("read %s of %s: %w", t.Name, f.Path, err)
-			}
-			tensors[t.Name] = buf
-			total += t.Len()
-		}
-		fh.Close()
 	}
 	work := time.Since(start)
 	var sum uint64

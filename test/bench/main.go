@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
+
+	"github.com/wcache/wcache/test/benchreport"
 )
 
 // Main runs the wcache-bench command line with args (without the program
@@ -29,7 +32,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			}
 			return 0
 		case "render":
-			return renderMain(args[1:], stdout, stderr)
+			return benchreport.Main(args[1:], DocsTemplate, stdout, stderr)
 		}
 	}
 	o, err := ParseOptions(args, nil)
@@ -50,45 +53,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wcache-bench: %v\n", err)
 		return 1
 	}
-	missed := 0
-	for _, t := range r.Targets {
-		if !t.Met {
-			missed++
-		}
-	}
+	missed := len(slices.DeleteFunc(slices.Clone(r.Targets), func(t Target) bool { return t.Met }))
 	fmt.Fprintf(stdout, "wcache-bench: wrote %s (%d figures against targets, %d missed) in %.0f s\n",
 		filepath.Join(o.OutDir, "benchmarks.json"), len(r.Targets), missed, r.Seconds)
-	return 0
-}
-
-// renderMain is `wcache-bench render -in JSON -out MD [-template FILE]`.
-func renderMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("wcache-bench render", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	in := fs.String("in", "bench-results/benchmarks.json", "report written by a run")
-	out := fs.String("out", "docs/benchmarks.md", "Markdown to write")
-	tmpl := fs.String("template", "", "text/template to fill (default: the one built in, test/bench/benchmarks.md.tmpl)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	text, err := []byte(DocsTemplate), error(nil)
-	if *tmpl != "" {
-		text, err = os.ReadFile(*tmpl)
-	}
-	var report, md []byte
-	if err == nil {
-		report, err = os.ReadFile(*in)
-	}
-	if err == nil {
-		md, err = Render(string(text), report)
-	}
-	if err == nil {
-		err = os.WriteFile(*out, md, 0o644)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "wcache-bench render: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "wcache-bench: wrote %s from %s\n", *out, *in)
 	return 0
 }

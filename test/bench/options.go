@@ -56,8 +56,8 @@ type scaled struct {
 	quick                           bool
 }
 
-// quickValues are the flags' values under -quick: a smoke run of a few
-// minutes that exercises every scenario (a flag or variable still wins).
+// quickValues are the flags' values under -quick, a smoke run of every
+// scenario in minutes (a flag or variable still wins).
 func quickValues() [][2]string {
 	return [][2]string{{"gib", "0.25"}, {"small-mib", "32"}, {"hash-mib", "64"}, {"identity-tensors", "20000"},
 		{"repeats", "2"}, {"attach-iters", "30"}, {"clients", "8"}, {"seconds", "1"}, {"benchtime", "100ms"}}

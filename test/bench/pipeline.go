@@ -11,17 +11,13 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PipelineResult is the pipeline scenario's figures (GiB/s, medians): the
-// CUDA backend's fill through the real daemon on the fake driver
-// (plugins/cuda/testdata/fakecuda, built with gcc; device memory allocated
-// up front, a copy engine at a set rate or as fast as memcpy). Read1/ReadN:
-// sdk/fill reading from the page cache with 1 and N (Readers) readers,
-// copying nothing; Fill1/FillN: the daemon's Load with 1 and N readers,
-// copies unpaced; PacedGiBps: its Load with N readers on an engine of
-// CopyGiBps, half the first round's FillN, so that the engine is the
-// bound; Ratio = Paced / min(ReadN, Copy). NotMeasured says why nothing was.
+// PipelineResult is the CUDA backend's fill through the real daemon on
+// the fake driver (GiB/s, medians; the docs template, "Fill pipeline",
+// says what each is): Ratio = Paced / min(ReadN, Copy). NotMeasured says
+// why nothing was.
 type PipelineResult struct {
 	NotMeasured string  `json:"not_measured,omitempty"`
 	Model       Model   `json:"model"`
@@ -61,49 +57,47 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	n, copyGBps := res.Readers, 0.0
 	rn := fmt.Sprintf("read_%d", n)
 	err = e.rounds("pipeline", e.Repeats, func(i int) (string, error) {
-		for _, r := range []int{1, n} {
-			rate, err := pipelineRead(m.Files, r)
-			if err != nil {
-				return "", fmt.Errorf("pipeline read: %w", err)
-			}
-			res.Samples.add(fmt.Sprintf("read_%d", r), rate)
-		}
 		for _, run := range []struct {
 			key     string
 			readers int
+			fill    bool
 			paced   bool
-		}{{"fill_1", 1, false}, {"fill_n", n, false}, {"paced", n, true}} {
+		}{{"read_1", 1, false, false}, {rn, n, false, false}, {"fill_1", 1, true, false}, {"fill_n", n, true, false}, {"paced", n, true, true}} {
+			if run.paced && i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
+				copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
+				res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
+			}
 			gbps := 0.0
 			if run.paced {
-				if i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
-					copyGBps = res.Samples.last("fill_n") * (1 << 30) / 1e9 / 2
-					res.CopyGiBps = round3(copyGBps * 1e9 / (1 << 30))
-				}
 				gbps = copyGBps
 			}
-			rate, err := fakeCUDAFill(ctx, e.Options, lib, m, run.readers, gbps)
+			read := func() (float64, error) { return pipelineRead(m.Files, run.readers) }
+			if run.fill {
+				read = func() (float64, error) { return fakeCUDAFill(ctx, e.Options, lib, m, run.readers, gbps) }
+			}
+			rate, err := read()
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", run.key, err)
 			}
-			res.Samples.add(run.key, rate)
+			res.Samples.Add(run.key, rate)
 		}
-		l := res.Samples.last
+		l := res.Samples.Last
 		return fmt.Sprintf("read %.2f / %.2f GiB/s (1 / %d readers), fill %.2f / %.2f, paced at %.2f: %.2f",
 			l("read_1"), l(rn), n, l("fill_1"), l("fill_n"), res.CopyGiBps, l("paced")), nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	med := res.Samples.med
+	med := res.Samples.Med
 	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(rn)
 	res.Fill1GiBps, res.FillNGiBps, res.PacedGiBps = med("fill_1"), med("fill_n"), med("paced")
-	res.Scaling = round3(ratio(res.FillNGiBps, res.Fill1GiBps))
-	res.ReadScaling = round3(ratio(res.ReadNGiBps, res.Read1GiBps))
-	res.Ratio = round3(ratio(res.PacedGiBps, min(res.ReadNGiBps, res.CopyGiBps)))
+	res.Scaling = benchreport.Round3(benchreport.Ratio(res.FillNGiBps, res.Fill1GiBps))
+	res.ReadScaling = benchreport.Round3(benchreport.Ratio(res.ReadNGiBps, res.Read1GiBps))
+	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PacedGiBps, min(res.ReadNGiBps, res.CopyGiBps)))
 	return res, []Target{
-		atLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), res.Ratio, fillRatioGoal, "×"),
-		reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
-		reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
+		benchreport.AtLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), res.Ratio, fillRatioGoal, "×"),
+		benchreport.Reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
+		benchreport.Reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
 	}, nil
 }
 
@@ -143,7 +137,7 @@ func pipelineRead(files []string, readers int) (float64, error) {
 	}
 	start := time.Now()
 	_, err = fill.Fill(context.Background(), fill.WriterAt{}, total, extents, nil, fill.Options{Readers: readers, Direct: fill.DirectNever})
-	return gibps(total, time.Since(start)), err
+	return benchreport.GiBps(total, time.Since(start)), err
 }
 
 // fakeCUDAFill serves m with the CUDA backend on the fake driver (readers
@@ -172,5 +166,5 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 			err = d.Stop()
 		}
 	}
-	return gibps(p.BytesLoaded, p.Load), err
+	return benchreport.GiBps(p.BytesLoaded, p.Load), err
 }

@@ -7,16 +7,12 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PublishResult is the publish scenario's figures, medians over Runs
-// publishes of the large checkpoint, each into an empty daemon of its own
-// by a client, as `wcache publish` does (core/client Publish with ShmFill
-// copying from the files). PublishGiBps is over the whole call, FillGiBps
-// over the copy alone; FreshMemcpyGiBps is a memcpy of as many bytes into
-// fresh shared memory on one thread (as ShmFill copies) right after each
-// publish, and Ratio = Publish / FreshMemcpy. Attach: attaches to the
-// published weights on an open connection.
+// PublishResult is the publish scenario's figures, medians over Runs (the
+// docs template, "Publish", says what each is): Ratio = Publish /
+// FreshMemcpy; Attach, attaches to the published weights.
 type PublishResult struct {
 	Model            Model   `json:"model"`
 	Runs             int     `json:"runs"`
@@ -49,21 +45,21 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 		if err == nil {
 			fm, err = freshMemcpy(e.ShmDir, int64(m.Bytes), 1)
 		}
-		res.Samples.add("publish", gibps(m.Bytes, pub))
-		res.Samples.add("fill", gibps(m.Bytes, fill))
-		res.Samples.add("fresh_memcpy", fm.rate())
-		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", res.Samples.last("publish"),
-			res.Samples.last("fill"), res.Samples.last("fresh_memcpy")), err
+		res.Samples.Add("publish", benchreport.GiBps(m.Bytes, pub))
+		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, fill))
+		res.Samples.Add("fresh_memcpy", fm.rate())
+		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", res.Samples.Last("publish"),
+			res.Samples.Last("fill"), res.Samples.Last("fresh_memcpy")), err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	res.PublishGiBps, res.FillGiBps = res.Samples.med("publish"), res.Samples.med("fill")
-	res.FreshMemcpyGiBps, res.Attach = res.Samples.med("fresh_memcpy"), attaches.Summary("attach")
-	res.Ratio = round3(ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
+	res.PublishGiBps, res.FillGiBps = res.Samples.Med("publish"), res.Samples.Med("fill")
+	res.FreshMemcpyGiBps, res.Attach = res.Samples.Med("fresh_memcpy"), attaches.Summary("attach")
+	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
 	return res, []Target{
-		atLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
-		atMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, attachP50GoalMS, "ms"),
+		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, attachP50GoalMS, "ms"),
 	}, nil
 }
 
@@ -110,12 +106,12 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 	}
 	if err == nil {
 		err = interleave(attachWarmup, publishAttachIters, func(keep bool) error {
-			sw := attaches.start(keep)
+			sw := attaches.Start(keep)
 			a, err := c.Attach(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			sw.lap("attach")
+			sw.Lap("attach")
 			return a.Lease.Close()
 		})
 	}

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// RestartVariant is one way a fresh process gets every tensor usable: Path
-// "read" (safetensors from the page cache) or "attach" (wcache daemon), in
-// Lang. Work is measured inside the process (HelperResult.WorkNS), Wall is
-// the whole process; StepsMS are the medians of its steps.
+// RestartVariant is one way a fresh process gets every tensor usable, Path
+// "read" or "attach", in Lang: Work inside the process, Wall the whole.
 type RestartVariant struct {
 	Name    string             `json:"name"`
 	Path    string             `json:"path"`
@@ -81,7 +81,7 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 			if runs[i] == nil {
 				runs[i] = laps{}
 			} else { // the first round warms up
-				runs[i].record(r)
+				record(runs[i], r)
 			}
 		}
 		return "done", nil
@@ -98,22 +98,22 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		}
 		touches = append(touches, time.Duration(r.TouchNS))
 	}
-	res.GoTouch = Summarize(touches)
+	res.GoTouch = benchreport.Summarize(touches)
 	for i, v := range variants {
 		rv := v.RestartVariant
-		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = runs[i].Summary("work"), runs[i].Summary("wall"), m.Tensors, m.Bytes, runs[i].steps()
+		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = runs[i].Summary("work"), runs[i].Summary("wall"), m.Tensors, m.Bytes, runs[i].MediansMS("work", "wall")
 		res.Variants = append(res.Variants, rv)
 	}
 	r := func(read, attach int, f func(RestartVariant) Summary) float64 {
-		return round3(ratio(f(res.Variants[read]).MedianMS, f(res.Variants[attach]).MedianMS))
+		return benchreport.Round3(benchreport.Ratio(f(res.Variants[read]).MedianMS, f(res.Variants[attach]).MedianMS))
 	}
 	work, wall := func(v RestartVariant) Summary { return v.Work }, func(v RestartVariant) Summary { return v.Wall }
 	res.GoWorkRatio, res.GoWallRatio = r(0, 1, work), r(0, 1, wall)
 	res.PythonWorkRatio, res.PythonWallRatio = r(2, 3, work), r(2, 3, wall)
 	return res, []Target{
-		atLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
-		atLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
-		reported("Go read/attach, whole process", res.GoWallRatio, "×"),
-		reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
+		benchreport.AtLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
+		benchreport.AtLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
+		benchreport.Reported("Go read/attach, whole process", res.GoWallRatio, "×"),
+		benchreport.Reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
 	}, d.Stop()
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
 )
 
 // tinyOptions runs scenarios on checkpoints of a few MiB, through the real
@@ -131,7 +133,7 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := Render(DocsTemplate, report)
+	md, err := benchreport.Render(DocsTemplate, report)
 	if err != nil {
 		t.Fatal(err)
 	}

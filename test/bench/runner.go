@@ -12,18 +12,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// A Scenario is one measurement. Run measures against the binaries and
-// checkpoints of Env and returns its figures, any JSON-encodable value
-// stored under Name in the report's results, and the targets it checks.
-// A scenario that cannot measure returns an error: figures are never made
-// up. Adding a measurement is a file with its Run and one line in
-// Scenarios (and, to show it, a section in the docs template); the runner
-// below starts daemons (Env.serve, serveOnce), repeats rounds (Env.rounds),
-// interleaves timed iterations (interleave, laps) and summarizes them
-// (Summarize, series).
+// A Scenario is one measurement: Run measures against the binaries and
+// checkpoints of Env and returns its figures (stored under Name in the
+// report's results) and the targets it checks, or an error: figures are
+// never made up. Adding one is a file with its Run, a line in Scenarios
+// and a section in the docs template. The runner starts daemons (world.go,
+// serve.go), repeats rounds (Env.rounds, Env.alternate) and interleaves
+// timed iterations (interleave); benchreport's Laps and Series summarize.
 type Scenario struct {
 	Name string
 	Run  func(ctx context.Context, e *Env) (any, []Target, error)
@@ -45,8 +44,7 @@ func Scenarios() []Scenario {
 	}
 }
 
-func scenarioNames() []string {
-	var out []string
+func scenarioNames() (out []string) {
 	for _, s := range Scenarios() {
 		out = append(out, s.Name)
 	}
@@ -57,10 +55,9 @@ func scenarioNames() []string {
 // of the binaries) and the generated checkpoints.
 type Env struct {
 	Options
-	dir    string
-	models map[ModelSpec]*Model
-	// generated are the checkpoints made so far, for the report.
-	generated []GeneratedModel
+	dir       string
+	models    map[ModelSpec]*Model
+	generated []benchreport.GeneratedModel // for the report
 }
 
 // The checkpoints (testproc.ModelSpec, testproc.Model: generated
@@ -87,7 +84,7 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 		return nil, err
 	}
 	e.models[spec] = m
-	e.generated = append(e.generated, GeneratedModel{Model: *m, Name: spec.Name(), GenerateSeconds: round3(took.Seconds())})
+	e.generated = append(e.generated, benchreport.GeneratedModel{Model: *m, Name: spec.Name(), GenerateSeconds: benchreport.Round3(took.Seconds())})
 	return m, nil
 }
 
@@ -114,13 +111,13 @@ func (e *Env) dropModel(spec ModelSpec) {
 // missed target is a Target with Met false, not an error.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
-	r := &Report{Schema: ReportSchema, Generated: began.UTC().Truncate(time.Second), Machine: ReadMachine(),
+	r := &Report{Schema: benchreport.Schema, Generated: began.UTC().Truncate(time.Second), Machine: benchreport.ReadMachine(),
 		Results: map[string]any{}}
 	var err error
-	if r.Commit, err = ReadCommit(ctx, o.RepoDir); err != nil {
+	if r.Commit, err = benchreport.ReadCommit(ctx, o.RepoDir); err != nil {
 		return nil, err
 	}
-	r.Settings = Settings{LargeBytes: o.LargeBytes, SmallBytes: o.SmallBytes, FewTensors: o.FewTensors,
+	r.Settings = benchreport.Settings{LargeBytes: o.LargeBytes, SmallBytes: o.SmallBytes, FewTensors: o.FewTensors,
 		ManyTensors: o.ManyTensors, Repeats: o.Repeats, AttachIters: o.AttachIters, Clients: o.Clients,
 		ConcurrencySeconds: o.ConcurrencyDuration.Seconds(), Scenarios: o.Scenarios,
 		CheckpointOnTmpfs: onTmpfs(o.TmpDir), SharedMemoryDirRoot: o.ShmDir}
@@ -161,7 +158,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		r.Results[s.Name], r.Targets = res, append(r.Targets, targets...)
 	}
 	r.Models = e.generated
-	r.Seconds = round3(time.Since(began).Seconds())
+	r.Seconds = benchreport.Round3(time.Since(began).Seconds())
 	return r, nil
 }
 
@@ -216,10 +213,10 @@ func (e *Env) alternate(name string, bytes uint64, s series, ways map[string]fun
 			if err := ways[key](); err != nil {
 				return "", fmt.Errorf("%s: %w", key, err)
 			}
-			s.add(key, gibps(bytes, time.Since(start)))
+			s.Add(key, benchreport.GiBps(bytes, time.Since(start)))
 		}
 		for _, key := range keys {
-			msg = append(msg, fmt.Sprintf("%s %.2f GiB/s", key, s.last(key)))
+			msg = append(msg, fmt.Sprintf("%s %.2f GiB/s", key, s.Last(key)))
 		}
 		return strings.Join(msg, ", "), nil
 	})
@@ -240,47 +237,11 @@ func interleave(warmup, iters int, steps ...func(keep bool) error) error {
 	return nil
 }
 
-// laps are timed intervals by name.
-type laps map[string][]time.Duration
-
-// start begins a stopwatch over consecutive intervals (kept only when keep).
-func (l laps) start(keep bool) *stopwatch { return &stopwatch{l: l, keep: keep, last: time.Now()} }
-
-// Summary summarizes key's intervals.
-func (l laps) Summary(key string) Summary { return Summarize(l[key]) }
-
 // record adds the times of a fresh helper to l: "work", "wall" and its
 // steps.
-func (l laps) record(r HelperResult) {
+func record(l laps, r HelperResult) {
 	l["work"], l["wall"] = append(l["work"], time.Duration(r.WorkNS)), append(l["wall"], r.Wall)
 	for k, ns := range r.Steps {
 		l[k] = append(l[k], time.Duration(ns))
 	}
-}
-
-// steps are the medians (ms) of every interval but work and wall.
-func (l laps) steps() map[string]float64 {
-	out := map[string]float64{}
-	for k := range l {
-		if k != "work" && k != "wall" {
-			out[k] = round3(l.Summary(k).MedianMS)
-		}
-	}
-	return out
-}
-
-// A stopwatch records the intervals between its laps into laps.
-type stopwatch struct {
-	l    laps
-	keep bool
-	last time.Time
-}
-
-// lap ends the interval named key and starts the next one.
-func (s *stopwatch) lap(key string) {
-	now := time.Now()
-	if s.keep {
-		s.l[key] = append(s.l[key], now.Sub(s.last))
-	}
-	s.last = now
 }

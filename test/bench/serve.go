@@ -10,16 +10,15 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// serveRun is one `wcache serve` from fork/exec to ready, then stopped.
-// Phases are the daemon's own timings (Status); Peak is the sampled peak
-// of each memory field from start to ready, Steady the memory once ready
-// (keys "daemon", "plugin"); PluginFaults the plugin's page faults until
-// ready; ShmFiles the memory of the mock's allocations once ready (where
-// the weights are); Resident the share of the checkpoint's pages in the
-// page cache just before the start.
+// serveRun is one `wcache serve` from fork/exec to ready, then stopped:
+// the daemon's own phases (Status), the peak memory during the start and
+// the memory once ready ("daemon", "plugin"), the plugin's page faults,
+// the memory of the mock's allocations (the weights) and the share of the
+// checkpoint in the page cache just before the start.
 type serveRun struct {
 	StartToReady time.Duration
 	Phases       client.StartPhases
@@ -57,7 +56,7 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 		return run, err
 	}
 	run.StartToReady = d.StartToReady
-	pluginPID, err := d.PluginPID()
+	pluginPID, err := testproc.PluginPID(d.PID())
 	if err == nil {
 		run.PluginFaults, err = testproc.ReadFaults(pluginPID)
 	}
@@ -104,7 +103,7 @@ func phasesOf(runs []serveRun) PhasesMS {
 			l[k] = append(l[k], d)
 		}
 	}
-	med := func(k string) float64 { return round3(l.Summary(k).MedianMS) }
+	med := func(k string) float64 { return benchreport.Round3(l.Summary(k).MedianMS) }
 	return PhasesMS{Plan: med("plan"), Lock: med("lock"), Allocate: med("allocate"), Load: med("load"),
 		Export: med("export"), Total: med("total"), Outside: med("outside")}
 }
@@ -152,5 +151,5 @@ func residentFraction(files []string) float64 {
 	if all == 0 {
 		return -1
 	}
-	return round3(float64(in) / float64(all))
+	return benchreport.Round3(float64(in) / float64(all))
 }

@@ -4,24 +4,25 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
 )
 
 // TakeoverCase is one checkpoint's chain of `serve --takeover` upgrades:
 // each successor receives the memory of the daemon before it over the
 // descriptor channel (the mock's memfd handles) and serves the same
 // generation without loading.
+// StartToReady is a successor's fork/exec until its ready file named it
+// (the old daemon's exit included: it waits for the lock), DaemonTotal its
+// own start-up (Status); BytesAdopted what it took over, BytesLoaded what
+// it read (0).
 type TakeoverCase struct {
-	Model Model `json:"model"`
-	Runs  int   `json:"runs"`
-	// StartToReady is the successor's fork/exec until its ready file named
-	// it (the old daemon's exit included: the successor waits for its lock).
+	Model        Model   `json:"model"`
+	Runs         int     `json:"runs"`
 	StartToReady Summary `json:"start_to_ready"`
-	// DaemonTotal is the successor's own start-up (Status total).
-	DaemonTotal Summary `json:"daemon_total"`
-	// BytesAdopted is what each successor took over (the checkpoint's
-	// bytes), BytesLoaded what it read (0).
-	BytesAdopted uint64 `json:"bytes_adopted"`
-	BytesLoaded  uint64 `json:"bytes_loaded"`
+	DaemonTotal  Summary `json:"daemon_total"`
+	BytesAdopted uint64  `json:"bytes_adopted"`
+	BytesLoaded  uint64  `json:"bytes_loaded"`
 }
 
 // TakeoverResult is the takeover scenario's figures.
@@ -83,6 +84,6 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 		res.Cases = append(res.Cases, c)
 	}
 	large := res.Cases[1]
-	return res, []Target{atMost(fmt.Sprintf("serve --takeover start to ready, median, %d MiB", large.Model.Bytes>>20),
+	return res, []Target{benchreport.AtMost(fmt.Sprintf("serve --takeover start to ready, median, %d MiB", large.Model.Bytes>>20),
 		large.StartToReady.MedianMS, takeoverGoalMS, "ms")}, nil
 }

@@ -13,24 +13,21 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// world is one scenario's private environment, a testproc.World (the
-// harness shared with the e2e tests) of one mock device whose
-// shared-memory folder is in Options.ShmDir, and the `wcache serve`
-// daemons started in it. Every process the scenario starts gets Env();
-// Target finds the world's daemon.
+// world is one scenario's private environment: a testproc.World of one
+// mock device, its shared memory in Options.ShmDir, and the daemons
+// started in it (serving Backend, "" for the mock). Every process it
+// starts gets Env(); Target finds its daemon.
 type world struct {
 	*testproc.World
-	o      Options
-	UUID   string
-	Target client.Target
-	// Backend is what `wcache serve` runs ("": the mock).
-	Backend string
-	daemons *testproc.Group
+	o             Options
+	UUID, Backend string
+	Target        client.Target
+	daemons       *testproc.Group
 }
 
-// Timeouts of daemon processes: generous, a healthy daemon of a few GiB is
-// ready in seconds even on a busy two-core machine. readyPoll is how often
-// the ready file is looked for: the resolution of start-to-ready.
+// Timeouts of daemon processes, generous for a busy machine; readyPoll,
+// how often the ready file is looked for, is the resolution of
+// start-to-ready.
 const (
 	readyTimeout = 10 * time.Minute
 	stopTimeout  = 60 * time.Second
@@ -60,14 +57,13 @@ func newWorld(o Options, name string, m *Model) (*world, error) {
 	tw.Setenv("WCACHE_MOCK_MEMORY="+strconv.FormatUint(m.Bytes+m.Bytes/8+(64<<20), 10),
 		"PYTHONPATH="+pysrc, // the Python helpers import the client from the source tree
 		"PYTHONDONTWRITEBYTECODE=1")
-	w := &world{World: tw, o: o, UUID: tw.UUIDs[0], daemons: testproc.NewGroup(testproc.Options{})}
-	layout, err := w.Layout()
+	layout, err := tw.Layout()
 	if err != nil {
-		_ = w.Close()
+		_ = tw.Close()
 		return nil, fmt.Errorf("world %s: %w", name, err)
 	}
-	w.Target = client.ByDeviceUUID(layout, w.UUID)
-	return w, nil
+	return &world{World: tw, o: o, UUID: tw.UUIDs[0], Target: client.ByDeviceUUID(layout, tw.UUIDs[0]),
+		daemons: testproc.NewGroup(testproc.Options{})}, nil
 }
 
 // Close stops the world's daemons and removes its directories (shared
@@ -77,17 +73,15 @@ func (w *world) Close() error {
 	return w.World.Close()
 }
 
-// daemonProc is a running `wcache serve`, in its own process group so that
-// its plugin goes with it.
+// daemonProc is a running `wcache serve` (in its own process group, with
+// its plugin); StartToReady is fork/exec until its ready file named it.
 type daemonProc struct {
 	*testproc.Process
-	// StartToReady is fork/exec until the ready file first named it.
 	StartToReady time.Duration
 }
 
-// startServe starts `wcache serve` on the world's device 0 with args after
-// --gpu-id (--model DIR, --takeover) and returns once its ready file names
-// it (an error if it exits first or readyTimeout passes). started, when
+// startServe starts `wcache serve` on the world's device with args
+// (--model DIR, --takeover) and returns once it is ready. started, when
 // set, runs right after fork/exec.
 func (w *world) startServe(ctx context.Context, started func(pid int), args ...string) (*daemonProc, error) {
 	backend := w.Backend
@@ -126,9 +120,7 @@ func serving(ctx context.Context, o Options, name string, m *Model) (*world, *da
 	return w, d, cfg, nil
 }
 
-// Stop sends SIGTERM and waits for the daemon to drain and exit; after
-// stopTimeout it kills the whole process group. It returns nil for a
-// clean exit, else an error with the daemon's output.
+// Stop stops the daemon (testproc.Process.Stop) with stopTimeout of grace.
 func (d *daemonProc) Stop() error { return d.Process.Stop(stopTimeout) }
 
 // withOutput adds the tail of the daemon's output to err (nil stays nil).
@@ -138,9 +130,6 @@ func (d *daemonProc) withOutput(err error) error {
 	}
 	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), tail(d.Output()))
 }
-
-// PluginPID finds the daemon's backend plugin: its child process.
-func (d *daemonProc) PluginPID() (int, error) { return testproc.PluginPID(d.PID()) }
 
 // status dials the world's daemon and asks for its status.
 func (w *world) status(ctx context.Context) (*client.Status, error) { return w.Status(ctx, w.UUID) }
