@@ -12,22 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// FillVariant is the fill rate under one page-cache condition, medians
-// over Runs, every rate in GiB/s, every baseline measured in the same
-// round as the daemon run it is compared with. The daemon's own rate is
-// bytes loaded over its reported Load phase (allocation and export
-// excluded), its end-to-end rate bytes over Allocate + Load + Export. The
-// baselines: a sequential read of the same files through a seqReadBuffer,
-// a memcpy of the same byte count between two prefaulted copyChunk buffers
-// on one core (warm only), neither of which allocates the memory it
-// writes, and the fills of fresh shared memory without wcache (freshshm.go).
-// PageAllocUS is (FreshWrite − AllocatedWrite fill time) per 4 KiB page:
-// what allocating a page of shared memory costs the fill. Ratio, the
-// target's figure, is DaemonGiBps over the slower of SeqReadGiBps and
-// MemcpyGiBps (SeqReadGiBps alone when cold). Resident is the share of the
-// checkpoint's pages in the page cache right before the daemon started.
+// FillVariant is the fill under one page-cache condition, medians over
+// Runs, rates in GiB/s, each baseline from the same round as the daemon
+// run (the docs template, "Fill rate", says what each is). Ratio is Daemon
+// over the slower of SeqRead and Memcpy (SeqRead alone when cold);
+// PageAllocUS is (FreshWrite − AllocatedWrite) per 4 KiB page.
 type FillVariant struct {
 	Condition           string   `json:"condition"`
 	Runs                int      `json:"runs"`
@@ -71,35 +63,35 @@ const (
 	copyChunk     = 64 << 20
 )
 
-// fillSeries collects the runs of one condition.
+// fillSeries collects the runs of one condition: the daemon's, the rates,
+// the page costs and the fresh-shared-memory probes by name.
 type fillSeries struct {
-	runs                                      []serveRun
-	rates                                     series
-	pageCost                                  []float64
-	pattern, freshCopy, freshWrite, overWrite probeSeries
+	runs     []serveRun
+	rates    series
+	pageCost []float64
+	probes   map[string][]fillTiming
 }
 
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
-	med := s.rates.med
+	med := s.rates.Med
 	v := FillVariant{Condition: condition, Runs: len(s.runs), DaemonGiBps: med("daemon"),
 		DaemonEndToEndGiBps: med("daemon_end_to_end"), Phases: phasesOf(s.runs),
-		SeqReadGiBps: med("seq_read"), MemcpyGiBps: med("memcpy"), MockPattern: s.pattern.probe(),
-		FreshMemcpy: s.freshCopy.probe(), FreshWrite: s.freshWrite.probe(), AllocatedWrite: s.overWrite.probe(),
-		PageAllocUS: round3(median(s.pageCost)), Workers: workers, PagesLoaded: m.Bytes / pageSize,
-		Samples: s.rates}
+		SeqReadGiBps: med("seq_read"), MemcpyGiBps: med("memcpy"), MockPattern: probeOf(s.probes["pattern"]),
+		FreshMemcpy: probeOf(s.probes["memcpy"]), FreshWrite: probeOf(s.probes["write"]),
+		AllocatedWrite: probeOf(s.probes["overwrite"]), PageAllocUS: benchreport.Round3(benchreport.Median(s.pageCost)), Workers: workers,
+		PagesLoaded: m.Bytes / pageSize, Samples: s.rates}
 	var minor, major, resident []float64
 	for _, r := range s.runs {
 		minor, major = append(minor, float64(r.PluginFaults.Minor)), append(major, float64(r.PluginFaults.Major))
 		resident = append(resident, r.Resident)
 	}
-	v.PluginMinorFaults, v.PluginMajorFaults = uint64(median(minor)), uint64(median(major))
-	v.Resident = median(resident)
-	baseline := v.SeqReadGiBps
+	v.PluginMinorFaults, v.PluginMajorFaults, v.Resident = uint64(benchreport.Median(minor)), uint64(benchreport.Median(major)), benchreport.Median(resident)
+	baseline := v.SeqReadGiBps // the slower of read and memcpy (read alone when cold)
 	if v.MemcpyGiBps > 0 {
 		baseline = min(baseline, v.MemcpyGiBps)
 	}
-	v.Ratio = round3(ratio(v.DaemonGiBps, baseline))
+	v.Ratio = benchreport.Round3(benchreport.Ratio(v.DaemonGiBps, baseline))
 	return v
 }
 
@@ -108,36 +100,38 @@ func (s *fillSeries) variant(condition string, workers int, m *Model) FillVarian
 // Right after each daemon run come the mock's pattern without wcache, the
 // target's baselines and the fresh-shared-memory probes.
 func runFill(ctx context.Context, e *Env) (any, []Target, error) {
-	o := e.Options
 	m, err := e.warmModel(e.largeFew())
 	if err != nil {
 		return nil, nil, err
 	}
 	res := &FillResult{Model: *m}
 	workers := fill.DefaultReaders() // as the mock backend's Load
-	s := fillSeries{rates: series{}}
-	for i := range o.Repeats {
-		if err := fillRound(ctx, o, m, workers, false, &s); err != nil {
-			return nil, nil, fmt.Errorf("fill warm run %d: %w", i+1, err)
-		}
-		o.logf("fill warm %d/%d: daemon %.2f GiB/s, mock pattern %.2f, read %.2f, memcpy %.2f, memcpy into fresh shm %.2f GiB/s",
-			i+1, o.Repeats, s.rates["daemon"][i], s.pattern.fillRates[i], s.rates["seq_read"][i], s.rates["memcpy"][i],
-			s.freshCopy.fillRates[i])
+	measure := func(name string, runs int, cold bool) (*fillSeries, error) {
+		s := &fillSeries{rates: series{}, probes: map[string][]fillTiming{}}
+		return s, e.rounds(name, runs, func(int) (string, error) {
+			if err := fillRound(ctx, e.Options, m, workers, cold, s); err != nil {
+				return "", err
+			}
+			last := func(k string) float64 { return s.probes[k][len(s.probes[k])-1].rate() }
+			if cold {
+				return fmt.Sprintf("daemon %.2f GiB/s, read %.2f GiB/s", s.rates.Last("daemon"), s.rates.Last("seq_read")), nil
+			}
+			return fmt.Sprintf("daemon %.2f GiB/s, mock pattern %.2f, read %.2f, memcpy %.2f, memcpy into fresh shm %.2f GiB/s",
+				s.rates.Last("daemon"), last("pattern"), s.rates.Last("seq_read"), s.rates.Last("memcpy"), last("memcpy")), nil
+		})
 	}
-	res.Warm = s.variant("page cache warm", workers, m)
+	warm, err := measure("fill warm", e.Repeats, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Warm = warm.variant("page cache warm", workers, m)
 	switch {
-	case !o.Cold:
+	case !e.Cold:
 		res.ColdNote = "not measured: disabled with -cold=false"
 	case onTmpfs(m.Dir):
 		res.ColdNote = fmt.Sprintf("not measured: the checkpoint lives on tmpfs (%s), which no cache drop makes cold", m.Dir)
 	default:
-		c := fillSeries{rates: series{}}
-		for i := range min(o.Repeats, maxColdRuns) {
-			if err = fillRound(ctx, o, m, workers, true, &c); err != nil {
-				break
-			}
-			o.logf("fill cold %d: daemon %.2f GiB/s, read %.2f GiB/s", i+1, c.rates["daemon"][i], c.rates["seq_read"][i])
-		}
+		c, err := measure("fill cold", min(e.Repeats, maxColdRuns), true)
 		if err != nil {
 			res.ColdNote = fmt.Sprintf("not measured: %v", err)
 			break
@@ -146,21 +140,22 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 		res.Cold = &v
 		res.ColdNote = "page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every daemon run and every baseline read"
 	}
-	targets := []Target{atLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
+	targets := []Target{benchreport.AtLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
 	if c := res.Cold; c != nil {
-		targets = append(targets, atLeast("daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
+		targets = append(targets, benchreport.AtLeast("daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
 	}
 	w := res.Warm
 	fastest := max(w.MockPattern.FillGiBps, w.FreshMemcpy.FillGiBps, w.FreshWrite.FillGiBps)
 	targets = append(targets,
-		atLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", ratio(w.DaemonGiBps, fastest), fillRatioGoal, "×"),
-		reported("daemon fill / the mock's pattern without wcache, page cache warm", ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"),
-		reported("daemon allocate + load + export / sequential read, page cache warm", ratio(w.DaemonEndToEndGiBps, w.SeqReadGiBps), "×"))
+		benchreport.AtLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", benchreport.Ratio(w.DaemonGiBps, fastest), fillRatioGoal, "×"),
+		benchreport.Reported("daemon fill / the mock's pattern without wcache, page cache warm", benchreport.Ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"),
+		benchreport.Reported("daemon allocate + load + export / sequential read, page cache warm", benchreport.Ratio(w.DaemonEndToEndGiBps, w.SeqReadGiBps), "×"))
 	return res, targets, nil
 }
 
 // fillRound is one round: the daemon, the mock's pattern right after it,
-// the sequential read, and when warm the memory baselines.
+// the sequential read, and when warm the memory baselines. Cold, the page
+// cache is dropped before each.
 func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool, s *fillSeries) error {
 	r, err := serveOnce(ctx, o, "fill", m, cold)
 	if err != nil {
@@ -168,75 +163,65 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	}
 	p := r.Phases
 	s.runs = append(s.runs, r)
-	s.rates.add("daemon", gibps(p.BytesLoaded, p.Load))
-	s.rates.add("daemon_end_to_end", gibps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
-	if cold {
-		if err := dropCaches(); err != nil {
-			return err
+	s.rates.Add("daemon", benchreport.GiBps(p.BytesLoaded, p.Load))
+	s.rates.Add("daemon_end_to_end", benchreport.GiBps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
+	probe := func(name string, f func() (fillTiming, error)) error {
+		if cold {
+			if err := dropCaches(); err != nil {
+				return err
+			}
 		}
+		t, err := f()
+		s.probes[name] = append(s.probes[name], t)
+		return err
 	}
-	pat, err := mockPattern(o.ShmDir, m.Files, workers)
+	err = probe("pattern", func() (fillTiming, error) { return mockPattern(o.ShmDir, m.Files, workers) })
+	if err == nil {
+		err = probe("read", func() (fillTiming, error) { return sequentialRead(m.Files) })
+	}
 	if err != nil {
 		return err
 	}
-	s.pattern.add(pat)
-	if cold {
-		if err := dropCaches(); err != nil {
-			return err
-		}
-	}
-	n, took, err := sequentialRead(m.Files)
-	if err != nil {
-		return err
-	}
-	s.rates.add("seq_read", gibps(n, took))
+	s.rates.Add("seq_read", s.probes["read"][len(s.probes["read"])-1].rate())
 	if cold {
 		return nil
 	}
-	s.rates.add("memcpy", gibps(m.Bytes, memcpy(m.Bytes)))
-	fm, err := freshMemcpy(o.ShmDir, int64(pat.Bytes), workers)
+	s.rates.Add("memcpy", benchreport.GiBps(m.Bytes, memcpy(m.Bytes)))
+	bytes := int64(s.probes["pattern"][0].Bytes)
+	if err := probe("memcpy", func() (fillTiming, error) { return freshMemcpy(o.ShmDir, bytes, workers) }); err != nil {
+		return err
+	}
+	fresh, over, err := freshWrite(o.ShmDir, bytes, workers)
 	if err != nil {
 		return err
 	}
-	s.freshCopy.add(fm)
-	fresh, over, err := freshWrite(o.ShmDir, int64(pat.Bytes), workers)
-	if err != nil {
-		return err
-	}
-	s.freshWrite.add(fresh)
-	s.overWrite.add(over)
+	s.probes["write"], s.probes["overwrite"] = append(s.probes["write"], fresh), append(s.probes["overwrite"], over)
 	if pages := fresh.Bytes / pageSize; pages > 0 {
 		s.pageCost = append(s.pageCost, float64(fresh.Fill-over.Fill)/float64(time.Microsecond)/float64(pages))
 	}
 	return nil
 }
 
-// sequentialRead reads every file from start to end through one buffer and
-// returns the bytes read and the time taken: the rate of the storage path
-// (page cache when warm) with nothing else in the way.
-func sequentialRead(files []string) (uint64, time.Duration, error) {
+// sequentialRead reads every file from start to end through one buffer
+// and times it: the rate of the storage path (page cache when warm) with
+// nothing else in the way.
+func sequentialRead(files []string) (t fillTiming, err error) {
 	buf := make([]byte, seqReadBuffer)
-	var total uint64
 	start := time.Now()
 	for _, path := range files {
 		f, err := os.Open(path)
-		if err != nil {
-			return 0, 0, fmt.Errorf("sequential read: %w", err)
+		for n := 0; err == nil; t.Bytes += uint64(n) {
+			n, err = f.Read(buf)
 		}
-		for {
-			n, err := f.Read(buf)
-			total += uint64(n)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				f.Close()
-				return 0, 0, fmt.Errorf("sequential read %s: %w", path, err)
-			}
+		if f != nil {
+			f.Close()
 		}
-		f.Close()
+		if !errors.Is(err, io.EOF) {
+			return t, fmt.Errorf("sequential read %s: %w", path, err)
+		}
 	}
-	return total, time.Since(start), nil
+	t.Fill = time.Since(start)
+	return t, nil
 }
 
 // memcpy copies total bytes between two prefaulted buffers of copyChunk

@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/sdk/fill"
 	"github.com/wcache/wcache/sdk/mmap"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
 // Fills of fresh shared memory without wcache: the baselines that locate
@@ -34,41 +35,33 @@ const (
 	pageSize = 4096
 )
 
-// Probe is one way of filling fresh shared memory, medians over Runs.
+// Probe is one way of filling fresh shared memory, medians over Runs:
+// Allocate is creating, sizing and mapping the file, Fill the copy;
+// EndToEnd counts both; MinorFaultsPerPage are this process's minor
+// faults during the fill per 4 KiB page.
 type Probe struct {
-	Runs int `json:"runs"`
-	// Allocate is creating, sizing and mapping the file; Fill the copy.
-	Allocate Summary `json:"allocate"`
-	Fill     Summary `json:"fill"`
-	// FillGiBps is bytes / Fill, EndToEndGiBps bytes / (Allocate + Fill).
-	FillGiBps     float64 `json:"fill_gib_per_s"`
-	EndToEndGiBps float64 `json:"end_to_end_gib_per_s"`
-	// MinorFaultsPerPage are the harness's minor page faults during the
-	// fill per 4 KiB page filled.
+	Runs               int     `json:"runs"`
+	Allocate           Summary `json:"allocate"`
+	Fill               Summary `json:"fill"`
+	FillGiBps          float64 `json:"fill_gib_per_s"`
+	EndToEndGiBps      float64 `json:"end_to_end_gib_per_s"`
 	MinorFaultsPerPage float64 `json:"minor_faults_per_page"`
 }
 
-// probeSeries collects the runs of one probe.
-type probeSeries struct {
-	alloc, fill                 []time.Duration
-	fillRates, endRates, faults []float64
-}
-
-func (s *probeSeries) add(t fillTiming) {
-	s.alloc, s.fill = append(s.alloc, t.Alloc), append(s.fill, t.Fill)
-	s.fillRates = append(s.fillRates, gibps(t.Bytes, t.Fill))
-	s.endRates = append(s.endRates, gibps(t.Bytes, t.Alloc+t.Fill))
-	s.faults = append(s.faults, float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
-}
-
-// probe summarises the series (nil when it has no run).
-func (s *probeSeries) probe() *Probe {
-	if len(s.fill) == 0 {
+// probeOf summarises the runs of one probe (nil when there is none).
+func probeOf(ts []fillTiming) *Probe {
+	if len(ts) == 0 {
 		return nil
 	}
-	return &Probe{Runs: len(s.fill), Allocate: Summarize(s.alloc), Fill: Summarize(s.fill),
-		FillGiBps: round3(median(s.fillRates)), EndToEndGiBps: round3(median(s.endRates)),
-		MinorFaultsPerPage: round3(median(s.faults))}
+	l, rates := laps{}, series{}
+	for _, t := range ts {
+		l["alloc"], l["fill"] = append(l["alloc"], t.Alloc), append(l["fill"], t.Fill)
+		rates.Add("fill", benchreport.GiBps(t.Bytes, t.Fill))
+		rates.Add("end", benchreport.GiBps(t.Bytes, t.Alloc+t.Fill))
+		rates.Add("faults", float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
+	}
+	return &Probe{Runs: len(ts), Allocate: l.Summary("alloc"), Fill: l.Summary("fill"), FillGiBps: rates.Med("fill"),
+		EndToEndGiBps: rates.Med("end"), MinorFaultsPerPage: rates.Med("faults")}
 }
 
 // fillTiming is one fill of fresh shared memory: Alloc the file's
@@ -79,6 +72,9 @@ type fillTiming struct {
 	Alloc, Fill time.Duration
 	MinorFaults uint64
 }
+
+// rate is the fill's GiB/s.
+func (t fillTiming) rate() float64 { return benchreport.GiBps(t.Bytes, t.Fill) }
 
 // fillFresh creates a file of total bytes in dir, sizes it with ftruncate
 // (sparse: no memory is taken) and maps it shared, read-write (Alloc, in

@@ -1,24 +1,20 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // HelperCommand is the hidden subcommand of the bench binary that runs one
@@ -36,14 +32,12 @@ const (
 	helperAttach = "attach"
 )
 
-// HelperResult is what a helper (Go or Python) prints on stdout, as one
-// JSON object. WorkNS runs from the start of the work (after process start
-// and flag parsing) until every tensor was usable; Steps split it (attach:
-// "digest", "attach", "map"; read: "headers", "read"). TouchNS (attach
-// -touch) is the time to then read one byte of every 4 KiB page of every
-// tensor: the first-touch page faults of the shared mapping, which a
-// loader's read already paid. Checksum folds the bytes touched, so that
-// the reads cannot be elided. Wall is set by the parent (fresh).
+// HelperResult is what a helper (Go or Python) prints on stdout as one
+// JSON object: WorkNS from the start of the work (after process start)
+// until every tensor was usable, split into Steps; TouchNS (attach touch)
+// the time to then read a byte of every 4 KiB page (first-touch faults a
+// loader's read already paid); Checksum of the bytes touched, so that no
+// read is elided. Wall is set by the parent (fresh).
 type HelperResult struct {
 	WorkNS   int64             `json:"work_ns"`
 	Tensors  int               `json:"tensors"`
@@ -55,39 +49,25 @@ type HelperResult struct {
 	Wall     time.Duration     `json:"-"`
 }
 
-// RunHelper runs a helper mode with args and writes the HelperResult to
-// stdout. It is what `wcache-bench helper …` executes.
+// RunHelper runs a helper — "read-files DIR", or "attach DIR DEVICE_UUID
+// DEVICE_CAPABILITY [touch]" — and writes its HelperResult to stdout. It
+// is what `wcache-bench helper …` executes.
 func RunHelper(ctx context.Context, args []string, stdout io.Writer) error {
 	start := time.Now()
-	if len(args) == 0 {
-		return errors.New("helper: no mode (want read-files or attach)")
-	}
-	mode := args[0]
-	fs := flag.NewFlagSet("helper "+mode, flag.ContinueOnError)
-	dir := fs.String("model", "", "checkpoint directory")
-	uuid := fs.String("device-uuid", "", "device UUID of the daemon (attach)")
-	capability := fs.String("device-capability", "", "device capability the engine expects (attach)")
-	touch := fs.Bool("touch", false, "after attach, read one byte per page of every tensor (attach)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if *dir == "" {
-		return errors.New("helper: -model is required")
-	}
 	var res HelperResult
 	var err error
-	switch mode {
-	case helperReadFiles:
-		res, err = readFiles(*dir, start)
-	case helperAttach:
-		res, err = attachAndMap(ctx, *dir, *uuid, *capability, *touch, start)
+	switch {
+	case len(args) == 2 && args[0] == helperReadFiles:
+		res, err = readFiles(args[1], start)
+	case len(args) >= 4 && args[0] == helperAttach:
+		res, err = attachAndMap(ctx, args[1], args[2], args[3], len(args) > 4 && args[4] == "touch", start)
 	default:
-		return fmt.Errorf("helper: unknown mode %q", mode)
+		return fmt.Errorf("helper %q: want %s DIR, or %s DIR DEVICE_UUID DEVICE_CAPABILITY [touch]", args, helperReadFiles, helperAttach)
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = json.NewEncoder(stdout).Encode(res)
 	}
-	return json.NewEncoder(stdout).Encode(res)
+	return err
 }
 
 // readFiles is the loader path: parse the headers, then read every tensor
@@ -102,19 +82,19 @@ func readFiles(dir string, start time.Time) (HelperResult, error) {
 	var total uint64
 	for _, f := range ck.Files {
 		fh, err := os.Open(f.Path)
+		for _, t := range f.Header.Tensors {
+			buf := make([]byte, t.Len())
+			if err == nil {
+				_, err = fh.ReadAt(buf, f.Offset(t))
+			}
+			tensors[t.Name], total = buf, total+t.Len()
+		}
+		if fh != nil {
+			fh.Close()
+		}
 		if err != nil {
 			return HelperResult{}, fmt.Errorf("read %s: %w", f.Path, err)
 		}
-		for _, t := range f.Header.Tensors {
-			buf := make([]byte, t.Len())
-			if _, err := fh.ReadAt(buf, f.Offset(t)); err != nil {
-				fh.Close()
-				return HelperResult{}, fmt.Errorf("read %s of %s: %w", t.Name, f.Path, err)
-			}
-			tensors[t.Name] = buf
-			total += t.Len()
-		}
-		fh.Close()
 	}
 	work := time.Since(start)
 	var sum uint64
@@ -127,25 +107,11 @@ func readFiles(dir string, start time.Time) (HelperResult, error) {
 		Steps: map[string]int64{"headers": int64(headers), "read": int64(work - headers)}}, nil
 }
 
-// engineConfig is the config an engine sends for the checkpoint in dir on a
-// device of capability: the defaults and the checkpoint digest over its
-// headers.
-func engineConfig(dir, capability string) (cacheconfig.Config, error) {
-	cfg := cacheconfig.Default()
-	cfg.Model, cfg.DeviceCapability = dir, capability
-	var err error
-	cfg.CheckpointDigest, err = cacheconfig.CheckpointDigestDir(dir)
-	return cfg, err
-}
-
 // attachAndMap is the wcache path: compute the config the way an engine
 // does (checkpoint digest from the headers), attach by device UUID, map
 // every handle and slice every tensor.
 func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool, start time.Time) (HelperResult, error) {
-	if uuid == "" {
-		return HelperResult{}, errors.New("helper attach: -device-uuid is required")
-	}
-	cfg, err := engineConfig(dir, capability)
+	cfg, err := testproc.EngineConfig(dir, capability)
 	if err != nil {
 		return HelperResult{}, err
 	}
@@ -186,23 +152,21 @@ func attachAndMap(ctx context.Context, dir, uuid, capability string, touch bool,
 }
 
 // Fresh processes, run to completion: this binary re-executed as
-// `wcache-bench helper …` and the embedded Python scripts.
+// `wcache-bench helper …` and the embedded Python scripts (python3 -c).
 
-// Embedded Python helpers, written into a world by script before use.
+// Embedded Python helpers.
 var (
 	//go:embed py/read_numpy.py
 	pyReadNumpy string
 	//go:embed py/attach_torch.py
 	pyAttachTorch string
+	//go:embed py/identity_step.py
+	pyIdentityStep string
 )
 
-// script writes source into the world's root as name and returns its path.
-func (w *world) script(name, source string) (string, error) {
-	path := filepath.Join(w.Root, name)
-	if err := os.WriteFile(path, []byte(source), 0o600); err != nil {
-		return "", fmt.Errorf("python helper %s: %w", name, err)
-	}
-	return path, nil
+// pythonArgv is a fresh Python process running source with args.
+func (w *world) pythonArgv(source string, args ...string) []string {
+	return append([]string{w.o.Python, "-c", source}, args...)
 }
 
 // helperArgv is a fresh Go process running the helper mode with args.
@@ -210,27 +174,26 @@ func (w *world) helperArgv(mode string, args ...string) []string {
 	return append(append(append([]string{}, w.o.HelperArgv...), mode), args...)
 }
 
-// fresh runs argv to completion in the world's environment and decodes the
-// HelperResult it prints last on stdout; Wall is the whole process, from
-// fork/exec to exit, as its parent saw it.
-func (w *world) fresh(ctx context.Context, argv ...string) (HelperResult, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = w.Env(w.o.HelperEnv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	if err != nil {
-		return HelperResult{}, fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, tail(stderr.String()))
+// fresh runs argv to completion (readyTimeout at most) in the world's
+// environment and decodes the HelperResult it prints last on stdout; Wall
+// is the whole process, from fork/exec to exit, as its parent saw it.
+func (w *world) fresh(argv ...string) (HelperResult, error) {
+	res, err := testproc.NewGroup(testproc.Options{}).Run(readyTimeout,
+		testproc.Options{Path: argv[0], Args: argv[1:], Env: w.Env(w.o.HelperEnv...)})
+	name := filepath.Base(argv[0])
+	if err == nil && res.Code != 0 {
+		err = fmt.Errorf("%s: exit %d\n%s", name, res.Code, tail(res.Stderr))
 	}
-	out := strings.TrimSpace(stdout.String())
+	if err != nil {
+		return HelperResult{}, err
+	}
+	out := strings.TrimSpace(res.Stdout)
 	out = out[strings.LastIndexByte(out, '\n')+1:]
 	var r HelperResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return HelperResult{}, fmt.Errorf("%s: result %q: %w", strings.Join(argv, " "), out, err)
+		return HelperResult{}, fmt.Errorf("%s: result %q: %w", name, out, err)
 	}
-	r.Wall = wall
+	r.Wall = res.Wall
 	return r, nil
 }
 

@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/wcache/wcache/test/testproc"
 )
 
 func TestHelperReadFiles(t *testing.T) {
-	m, _, err := GenerateModel(t.TempDir(), ModelSpec{Bytes: 1 << 20, Tensors: 21})
+	m, _, err := testproc.GenerateModel(t.TempDir(), ModelSpec{Bytes: 1 << 20, Tensors: 21})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := RunHelper(context.Background(), []string{helperReadFiles, "-model", m.Dir}, &out); err != nil {
+	if err := RunHelper(context.Background(), []string{helperReadFiles, m.Dir}, &out); err != nil {
 		t.Fatal(err)
 	}
 	var r HelperResult
@@ -34,11 +36,11 @@ func TestHelperRejectsBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no mode":       {nil, "no mode"},
-		"unknown mode":  {[]string{"teleport", "-model", "/x"}, `unknown mode "teleport"`},
-		"no model":      {[]string{helperReadFiles}, "-model is required"},
-		"attach no dev": {[]string{helperAttach, "-model", "/x"}, "-device-uuid is required"},
-		"missing dir":   {[]string{helperReadFiles, "-model", "/nonexistent/wcache-bench"}, "/nonexistent/wcache-bench"},
+		"no mode":       {nil, "want read-files DIR"},
+		"unknown mode":  {[]string{"teleport", "/x"}, `"teleport"`},
+		"no model":      {[]string{helperReadFiles}, "want read-files DIR"},
+		"attach no dev": {[]string{helperAttach, "/x"}, "DEVICE_UUID DEVICE_CAPABILITY"},
+		"missing dir":   {[]string{helperReadFiles, "/nonexistent/wcache-bench"}, "/nonexistent/wcache-bench"},
 	} {
 		err := RunHelper(context.Background(), c.args, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -3,9 +3,9 @@ package bench
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // testHelperEnv makes the test binary act as `wcache-bench helper`: the
@@ -27,31 +27,15 @@ func TestMain(m *testing.M) {
 // the binaries.
 func runTests(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "wcache-bench-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	builds := []struct{ out, pkg, cgo string }{{"wcache", "./cmd/wcache", "0"}, {"wcache-backend-mock", "./plugins/mock", "0"}}
-	if _, err := exec.LookPath("gcc"); err == nil {
+	if err == nil {
+		defer os.RemoveAll(dir)
 		// The pipeline scenario runs the CUDA plugin on the fake driver.
-		builds = append(builds, struct{ out, pkg, cgo string }{cudaPlugin, "./plugins/cuda", "1"})
+		err = testproc.BuildBinaries(dir, true)
 	}
-	for _, b := range builds {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
+	if err == nil {
+		err = os.Setenv(testBinEnv, dir)
 	}
-	if err := os.Setenv(testBinEnv, dir); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -7,15 +7,17 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // Environment variables read by ParseOptions; a flag wins over its variable.
 const (
 	EnvGiB         = "WCACHE_BENCH_GIB"
 	EnvSmallMiB    = "WCACHE_BENCH_SMALL_MIB"
+	EnvHashMiB     = "WCACHE_BENCH_HASH_MIB"
 	EnvRepeats     = "WCACHE_BENCH_REPEATS"
 	EnvAttachIters = "WCACHE_BENCH_ATTACH_ITERS"
 	EnvClients     = "WCACHE_BENCH_CLIENTS"
@@ -26,120 +28,133 @@ const (
 	EnvOut         = "WCACHE_BENCH_OUT"
 )
 
-// Options configure a benchmark run; ParseOptions fills the defaults shown
-// in brackets (the flags' help says which flag sets each).
+// Options configure a benchmark run. ParseOptions fills them from the
+// flags (flagSet says which flag sets each field, and its default): where
+// the binaries and the sources are, where to write, where checkpoints and
+// shared memory go, the checkpoints' sizes and tensor counts, the repeats,
+// the concurrency run, the Python interpreter and the scenarios to run.
+// HelperArgv starts a fresh helper process (this executable, "helper"),
+// to which a mode and its flags are appended; HelperEnv is extra
+// environment for helpers; Log receives progress lines.
 type Options struct {
-	// BinDir holds wcache, wcache-backend-mock and, for the pipeline
-	// scenario, wcache-backend-cuda [bin].
-	BinDir string
-	// RepoDir is the source tree: the commit, the Python client
-	// (clients/python/src), the fake CUDA driver's source and the Go
-	// micro-benchmarks are taken from there [.].
-	RepoDir string
-	// OutDir is the results folder; a run writes OutDir/benchmarks.json and
-	// nothing else [bench-results].
-	OutDir string
-	// TmpDir is where checkpoints are generated: a disk, not tmpfs, for a
-	// cold read to mean something [os.TempDir()]. ShmDir is the parent of
-	// each scenario's shared-memory folder [/dev/shm when present, else TmpDir].
-	TmpDir, ShmDir string
-	// LargeBytes and SmallBytes are the two checkpoint sizes [4 GiB, 256 MiB];
-	// FewTensors and ManyTensors the two manifest sizes [300, 3000].
-	LargeBytes, SmallBytes  uint64
-	FewTensors, ManyTensors int
-	// Repeats is the number of fresh processes per restart variant and of
-	// serve runs per fill, publish, pipeline, start-up and takeover case [5];
-	// AttachIters the timed attaches per manifest [300].
-	Repeats, AttachIters int
-	// Clients and ConcurrencyDuration shape the concurrency run [64, 10 s].
-	Clients             int
-	ConcurrencyDuration time.Duration
-	// Python is the interpreter of the Python scenarios, with numpy and
-	// torch [/usr/bin/python3].
-	Python string
-	// Scenarios to run, by name [all, in the order of Scenarios()].
-	Scenarios []string
-	// Cold tries a page-cache-cold fill (drop_caches, needs root) [true].
-	Cold bool
-	// MicroBenchtime is -benchtime of the hot paths' Go benchmarks [1s].
-	MicroBenchtime string
-	// Keep leaves the generated checkpoints behind [false].
-	Keep bool
-	// HelperArgv starts a fresh helper process, to which the helper mode
-	// and its flags are appended [this executable, "helper"]; HelperEnv is
-	// extra environment for helpers.
-	HelperArgv, HelperEnv []string
-	// Log receives progress lines [stderr].
-	Log io.Writer
+	BinDir, RepoDir, OutDir, TmpDir, ShmDir  string
+	LargeBytes, SmallBytes, HashBytes        uint64
+	FewTensors, ManyTensors, IdentityTensors int
+	Repeats, AttachIters, Clients            int
+	ConcurrencyDuration                      time.Duration
+	Python, MicroBenchtime                   string
+	Scenarios                                []string
+	Cold, Keep                               bool
+	HelperArgv, HelperEnv                    []string
+	Log                                      io.Writer
+}
+
+// scaled are the flags that Options hold in other units.
+type scaled struct {
+	gib, smallMiB, hashMiB, seconds float64
+	only                            string
+	quick                           bool
+}
+
+// quickValues are the flags' values under -quick, a smoke run of every
+// scenario in minutes (a flag or variable still wins).
+func quickValues() [][2]string {
+	return [][2]string{{"gib", "0.25"}, {"small-mib", "32"}, {"hash-mib", "64"}, {"identity-tensors", "20000"},
+		{"repeats", "2"}, {"attach-iters", "30"}, {"clients", "8"}, {"seconds", "1"}, {"benchtime", "100ms"}}
+}
+
+// flagSet defines the command line into o and s; env maps a flag to its
+// environment variable.
+func flagSet(o *Options, s *scaled) (fs *flag.FlagSet, env map[string]string) {
+	fs = flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	env = map[string]string{}
+	v := func(name, key string) string { env[name] = key; return " [" + key + "]" }
+	fs.StringVar(&o.BinDir, "bin", "bin", "`DIR` of wcache, wcache-backend-mock and (pipeline) wcache-backend-cuda")
+	fs.StringVar(&o.RepoDir, "repo", ".", "source tree: git commit, clients/python/src, micro-benchmarks")
+	fs.StringVar(&o.OutDir, "out", "bench-results", "results folder"+v("out", EnvOut))
+	fs.StringVar(&o.TmpDir, "tmpdir", os.TempDir(), "where checkpoints are generated, a disk"+v("tmpdir", EnvTmpDir))
+	fs.StringVar(&o.ShmDir, "shmdir", "", "parent of the mock's shared-memory folders (default /dev/shm, else -tmpdir)")
+	fs.Float64Var(&s.gib, "gib", 4, "large checkpoint, GiB"+v("gib", EnvGiB))
+	fs.Float64Var(&s.smallMiB, "small-mib", 256, "small checkpoint, MiB"+v("small-mib", EnvSmallMiB))
+	fs.Float64Var(&s.hashMiB, "hash-mib", 512, "unknown copy hashed by the content scenario, MiB"+v("hash-mib", EnvHashMiB))
+	fs.IntVar(&o.FewTensors, "few-tensors", 300, "small manifest")
+	fs.IntVar(&o.ManyTensors, "many-tensors", 3000, "large manifest")
+	fs.IntVar(&o.IdentityTensors, "identity-tensors", 100000, "checkpoint of the Python identity step (content)")
+	fs.IntVar(&o.Repeats, "repeats", 5, "fresh processes / serve runs per variant"+v("repeats", EnvRepeats))
+	fs.IntVar(&o.AttachIters, "attach-iters", 300, "timed attaches per manifest"+v("attach-iters", EnvAttachIters))
+	fs.IntVar(&o.Clients, "clients", 64, "concurrent clients"+v("clients", EnvClients))
+	fs.Float64Var(&s.seconds, "seconds", 10, "concurrency run length, s"+v("seconds", EnvSeconds))
+	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter with numpy and torch"+v("python", EnvPython))
+	fs.StringVar(&s.only, "only", "", "scenarios, comma-separated: "+strings.Join(scenarioNames(), ",")+v("only", EnvOnly))
+	fs.BoolVar(&o.Cold, "cold", true, "also fill page-cache-cold (needs root to drop caches)")
+	fs.StringVar(&o.MicroBenchtime, "benchtime", "1s", "-benchtime of the micro-benchmarks")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the generated checkpoints")
+	var quick []string
+	for _, q := range quickValues() {
+		quick = append(quick, "-"+q[0]+" "+q[1])
+	}
+	fs.BoolVar(&s.quick, "quick", false, "a smoke run of every scenario in minutes: "+strings.Join(quick, " ")+" (a flag or variable wins)")
+	return fs, env
+}
+
+// Usage is the help text, with every flag's default.
+func Usage() string {
+	fs, _ := flagSet(&Options{}, &scaled{})
+	var b strings.Builder
+	b.WriteString("usage: wcache-bench [flags]\n       wcache-bench render [-in JSON] [-out MD] [-template FILE]\n\n" +
+		"Runs the wcache benchmarks against the binaries in -bin (make build) and writes OUT/benchmarks.json;\n" +
+		"it modifies nothing else. render fills the docs template (test/bench/benchmarks.md.tmpl) from such a\n" +
+		"report. Flags [environment]:\n\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
 }
 
 // ParseOptions reads flags from args over the environment (getenv; nil is
-// os.Getenv) over the defaults. A malformed value is an error naming the
-// flag or variable.
+// os.Getenv) over -quick over the defaults. A malformed value is an error
+// naming the flag or variable.
 func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	var errs []error
-	// env is the variable key as a number (def when unset); integer
-	// asks for a whole number.
-	env := func(key string, def float64, integer bool) float64 {
-		v := strings.TrimSpace(getenv(key))
-		if v == "" {
-			return def
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f <= 0 || (integer && f != float64(int(f))) {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive number (whole for a count)", key, v))
-			return def
-		}
-		return f
-	}
-	str := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
-	o := Options{Log: os.Stderr}
-	shm := str(EnvTmpDir, os.TempDir())
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		shm = "/dev/shm"
-	}
-	fs := flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.BinDir, "bin", "bin", "")
-	fs.StringVar(&o.RepoDir, "repo", ".", "")
-	fs.StringVar(&o.OutDir, "out", str(EnvOut, "bench-results"), "")
-	fs.StringVar(&o.TmpDir, "tmpdir", str(EnvTmpDir, os.TempDir()), "")
-	fs.StringVar(&o.ShmDir, "shmdir", shm, "")
-	gib := fs.Float64("gib", env(EnvGiB, 4, false), "")
-	smallMiB := fs.Float64("small-mib", env(EnvSmallMiB, 256, false), "")
-	fs.IntVar(&o.FewTensors, "few-tensors", 300, "")
-	fs.IntVar(&o.ManyTensors, "many-tensors", 3000, "")
-	fs.IntVar(&o.Repeats, "repeats", int(env(EnvRepeats, 5, true)), "")
-	fs.IntVar(&o.AttachIters, "attach-iters", int(env(EnvAttachIters, 300, true)), "")
-	fs.IntVar(&o.Clients, "clients", int(env(EnvClients, 64, true)), "")
-	secs := fs.Float64("seconds", env(EnvSeconds, 10, false), "")
-	fs.StringVar(&o.Python, "python", str(EnvPython, "/usr/bin/python3"), "")
-	only := fs.String("only", str(EnvOnly, ""), "")
-	fs.BoolVar(&o.Cold, "cold", true, "")
-	fs.StringVar(&o.MicroBenchtime, "benchtime", "1s", "")
-	fs.BoolVar(&o.Keep, "keep", false, "")
+	o, s := Options{Log: os.Stderr}, scaled{}
+	fs, env := flagSet(&o, &s)
 	if err := fs.Parse(args); err != nil {
 		return Options{}, fmt.Errorf("wcache-bench: %w", err)
 	}
+	var errs []error
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	o.Scenarios = scenarioNames()
-	if *only != "" {
-		o.Scenarios = nil
-		for s := range strings.SplitSeq(*only, ",") {
-			if s = strings.TrimSpace(s); !slices.Contains(scenarioNames(), s) {
-				errs = append(errs, fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(scenarioNames(), ", ")))
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, q := range quickValues() {
+		if s.quick && !set[q[0]] && getenv(env[q[0]]) == "" {
+			_ = fs.Set(q[0], q[1])
+		}
+	}
+	for name, key := range env {
+		if val := strings.TrimSpace(getenv(key)); val != "" && !set[name] {
+			if err := fs.Set(name, val); err != nil || !positive(fs.Lookup(name)) {
+				errs = append(errs, fmt.Errorf("%s=%q: want a positive number (whole for a count)", key, val))
 			}
-			o.Scenarios = append(o.Scenarios, s)
+		}
+	}
+	if o.ShmDir == "" {
+		o.ShmDir = o.TmpDir
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			o.ShmDir = "/dev/shm"
+		}
+	}
+	o.Scenarios = scenarioNames()
+	if s.only != "" {
+		o.Scenarios = nil
+		for name := range strings.SplitSeq(s.only, ",") {
+			if name = strings.TrimSpace(name); !slices.Contains(scenarioNames(), name) {
+				errs = append(errs, fmt.Errorf("unknown scenario %q (want %s)", name, strings.Join(scenarioNames(), ", ")))
+			}
+			o.Scenarios = append(o.Scenarios, name)
 		}
 	}
 	exe, err := os.Executable()
@@ -150,19 +165,32 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 		return Options{}, fmt.Errorf("wcache-bench: %w", errors.Join(errs...))
 	}
 	o.HelperArgv = []string{exe, HelperCommand}
-	o.LargeBytes, o.SmallBytes = uint64(*gib*(1<<30)), uint64(*smallMiB*(1<<20))
-	o.ConcurrencyDuration = time.Duration(*secs * float64(time.Second))
+	o.LargeBytes, o.SmallBytes, o.HashBytes = uint64(s.gib*(1<<30)), uint64(s.smallMiB*(1<<20)), uint64(s.hashMiB*(1<<20))
+	o.ConcurrencyDuration = time.Duration(s.seconds * float64(time.Second))
 	return o, o.validate()
+}
+
+// positive reports whether a numeric flag holds a number above 0 (other
+// flags always do).
+func positive(f *flag.Flag) bool {
+	switch x := f.Value.(flag.Getter).Get().(type) {
+	case int:
+		return x > 0
+	case float64:
+		return x > 0
+	}
+	return true
 }
 
 func (o Options) validate() error {
 	switch {
-	case o.SmallBytes < 1<<20:
-		return fmt.Errorf("wcache-bench: small checkpoint of %d bytes: want at least 1 MiB", o.SmallBytes)
+	case o.SmallBytes < 1<<20 || o.HashBytes < 1<<20:
+		return fmt.Errorf("wcache-bench: small checkpoint of %d bytes, hashed copy of %d: want at least 1 MiB", o.SmallBytes, o.HashBytes)
 	case o.LargeBytes < o.SmallBytes:
 		return fmt.Errorf("wcache-bench: large checkpoint (%d bytes) smaller than the small one (%d bytes)", o.LargeBytes, o.SmallBytes)
-	case o.FewTensors < extraTensors+tensorsPerLayer || o.ManyTensors < o.FewTensors:
-		return fmt.Errorf("wcache-bench: tensor counts %d and %d: want %d ≤ few ≤ many", o.FewTensors, o.ManyTensors, extraTensors+tensorsPerLayer)
+	case o.FewTensors < testproc.MinTensors || o.ManyTensors < o.FewTensors || o.IdentityTensors < o.FewTensors:
+		return fmt.Errorf("wcache-bench: tensor counts %d, %d and %d: want %d ≤ few ≤ many, identity", o.FewTensors,
+			o.ManyTensors, o.IdentityTensors, testproc.MinTensors)
 	case o.Repeats < 1 || o.AttachIters < 1 || o.Clients < 1 || o.ConcurrencyDuration <= 0:
 		return errors.New("wcache-bench: repeats, attach-iters, clients and seconds must be positive")
 	}

@@ -79,3 +79,16 @@ func TestParseOptionsRejects(t *testing.T) {
 		t.Errorf("-h: err = %v, want flag.ErrHelp", err)
 	}
 }
+
+func TestParseOptionsQuick(t *testing.T) {
+	o, err := ParseOptions([]string{"-quick", "-repeats", "3"}, env(map[string]string{EnvGiB: "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.LargeBytes != 1<<30 || o.Repeats != 3 {
+		t.Errorf("a variable and a flag must win over -quick: large %d, repeats %d", o.LargeBytes, o.Repeats)
+	}
+	if o.SmallBytes != 32<<20 || o.HashBytes != 64<<20 || o.IdentityTensors != 20000 || o.AttachIters != 30 {
+		t.Errorf("-quick sizes: %+v", o)
+	}
+}

@@ -9,23 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PipelineResult is the pipeline scenario's figures: the CUDA backend's
-// fill (sdk/fill with per-reader streams and pinned staging) through the
-// real daemon against the fake driver (plugins/cuda/testdata/fakecuda, built
-// with gcc), whose device memory is host memory allocated up front
-// (FAKECUDA_PREFAULT) and whose copy engine runs at a set rate
-// (FAKECUDA_COPY_GBPS) or as fast as memcpy. Rates are GiB/s, medians.
-// Read1/ReadN: sdk/fill reading the checkpoint from the page cache with 1
-// and N (Readers, the default) readers and a copy that does nothing.
-// Fill1/FillN: the daemon's Load phase with 1 and N readers, copies
-// unpaced. CopyGiBps is the paced engine's rate, half the unpaced N-reader
-// fill of the first round so that the engine is the bound; PacedGiBps the
-// daemon's Load with N readers on it; Ratio, the target's figure, is
-// PacedGiBps / min(ReadNGiBps, CopyGiBps). NotMeasured says why nothing was
-// measured (no gcc, no CUDA plugin).
+// PipelineResult is the CUDA backend's fill through the real daemon on
+// the fake driver (GiB/s, medians; the docs template, "Fill pipeline",
+// says what each is): Ratio = Paced / min(ReadN, Copy). NotMeasured says
+// why nothing was.
 type PipelineResult struct {
 	NotMeasured string  `json:"not_measured,omitempty"`
 	Model       Model   `json:"model"`
@@ -46,17 +38,14 @@ type PipelineResult struct {
 // cudaPlugin is the CUDA backend binary the scenario needs.
 const cudaPlugin = "wcache-backend-cuda"
 
-// runPipeline measures the fill pipeline on the fake CUDA driver with the
-// small checkpoint, page cache warm, Repeats rounds of: the read rates with
-// 1 and N readers, the daemon's fill with 1 and N readers unpaced, and
-// with N readers on the paced engine.
+// runPipeline measures the small checkpoint, page cache warm, Repeats
+// rounds of every read and fill.
 func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
-	o := e.Options
 	res := &PipelineResult{Readers: fill.DefaultReaders(), Samples: series{}}
-	lib, why := buildFakeCUDA(o)
+	lib, why := buildFakeCUDA(e.Options)
 	if why != "" {
 		res.NotMeasured = why
-		o.logf("pipeline: not measured: %s", why)
+		e.logf("pipeline: not measured: %s", why)
 		return res, nil, nil
 	}
 	defer os.RemoveAll(filepath.Dir(lib))
@@ -64,52 +53,51 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Model, res.Runs = *m, o.Repeats
-	n := res.Readers
-	var copyGBps float64
-	for i := range o.Repeats {
-		for _, r := range []int{1, n} {
-			rate, err := pipelineRead(m.Files, r)
-			if err != nil {
-				return nil, nil, err
-			}
-			res.Samples.add(fmt.Sprintf("read_%d", r), rate)
-		}
+	res.Model, res.Runs = *m, e.Repeats
+	n, copyGBps := res.Readers, 0.0
+	rn := fmt.Sprintf("read_%d", n)
+	err = e.rounds("pipeline", e.Repeats, func(i int) (string, error) {
 		for _, run := range []struct {
 			key     string
 			readers int
+			fill    bool
 			paced   bool
-		}{{"fill_1", 1, false}, {"fill_n", n, false}, {"paced", n, true}} {
-			if run.paced && i == 0 {
-				// Half of what the fake moves unpaced: the engine, not the
-				// memcpy on the CPUs, is then the bound.
-				copyGBps = res.Samples.last("fill_n") * (1 << 30) / 1e9 / 2
-				res.CopyGiBps = round3(copyGBps * 1e9 / (1 << 30))
+		}{{"read_1", 1, false, false}, {rn, n, false, false}, {"fill_1", 1, true, false}, {"fill_n", n, true, false}, {"paced", n, true, true}} {
+			if run.paced && i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
+				copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
+				res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
 			}
 			gbps := 0.0
 			if run.paced {
 				gbps = copyGBps
 			}
-			rate, err := fakeCUDAFill(ctx, o, lib, m, run.readers, gbps)
-			if err != nil {
-				return nil, nil, fmt.Errorf("pipeline %s: %w", run.key, err)
+			read := func() (float64, error) { return pipelineRead(m.Files, run.readers) }
+			if run.fill {
+				read = func() (float64, error) { return fakeCUDAFill(ctx, e.Options, lib, m, run.readers, gbps) }
 			}
-			res.Samples.add(run.key, rate)
+			rate, err := read()
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", run.key, err)
+			}
+			res.Samples.Add(run.key, rate)
 		}
-		o.logf("pipeline %d/%d: read %.2f / %.2f GiB/s (1 / %d readers), fill %.2f / %.2f, paced at %.2f: %.2f",
-			i+1, o.Repeats, res.Samples.last("read_1"), res.Samples.last(fmt.Sprintf("read_%d", n)), n, res.Samples.last("fill_1"),
-			res.Samples.last("fill_n"), res.CopyGiBps, res.Samples.last("paced"))
+		l := res.Samples.Last
+		return fmt.Sprintf("read %.2f / %.2f GiB/s (1 / %d readers), fill %.2f / %.2f, paced at %.2f: %.2f",
+			l("read_1"), l(rn), n, l("fill_1"), l("fill_n"), res.CopyGiBps, l("paced")), nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	med := res.Samples.med
-	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(fmt.Sprintf("read_%d", n))
+	med := res.Samples.Med
+	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(rn)
 	res.Fill1GiBps, res.FillNGiBps, res.PacedGiBps = med("fill_1"), med("fill_n"), med("paced")
-	res.Scaling = round3(ratio(res.FillNGiBps, res.Fill1GiBps))
-	res.ReadScaling = round3(ratio(res.ReadNGiBps, res.Read1GiBps))
-	res.Ratio = round3(ratio(res.PacedGiBps, min(res.ReadNGiBps, res.CopyGiBps)))
+	res.Scaling = benchreport.Round3(benchreport.Ratio(res.FillNGiBps, res.Fill1GiBps))
+	res.ReadScaling = benchreport.Round3(benchreport.Ratio(res.ReadNGiBps, res.Read1GiBps))
+	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PacedGiBps, min(res.ReadNGiBps, res.CopyGiBps)))
 	return res, []Target{
-		atLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), res.Ratio, fillRatioGoal, "×"),
-		reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
-		reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
+		benchreport.AtLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), res.Ratio, fillRatioGoal, "×"),
+		benchreport.Reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
+		benchreport.Reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
 	}, nil
 }
 
@@ -124,9 +112,6 @@ func buildFakeCUDA(o Options) (lib, why string) {
 		return "", "gcc not found: the fake CUDA driver is built with it"
 	}
 	src := filepath.Join(o.RepoDir, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
-	if _, err := os.Stat(src); err != nil {
-		return "", fmt.Sprintf("no fake driver source: %v", err)
-	}
 	dir, err := os.MkdirTemp("", "wcache-bench-fakecuda-")
 	if err != nil {
 		return "", err.Error()
@@ -151,11 +136,8 @@ func pipelineRead(files []string, readers int) (float64, error) {
 		return 0, err
 	}
 	start := time.Now()
-	if _, err := fill.Fill(context.Background(), fill.WriterAt{}, total, extents, nil,
-		fill.Options{Readers: readers, Direct: fill.DirectNever}); err != nil {
-		return 0, fmt.Errorf("pipeline read: %w", err)
-	}
-	return gibps(total, time.Since(start)), nil
+	_, err = fill.Fill(context.Background(), fill.WriterAt{}, total, extents, nil, fill.Options{Readers: readers, Direct: fill.DirectNever})
+	return benchreport.GiBps(total, time.Since(start)), err
 }
 
 // fakeCUDAFill serves m with the CUDA backend on the fake driver (readers
@@ -178,12 +160,11 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 		"FAKECUDA_PREFAULT=1",
 		"FAKECUDA_COPY_GBPS="+strconv.FormatFloat(gbps, 'f', 4, 64))
 	d, err := w.startServe(ctx, nil, "--model", m.Dir)
-	if err != nil {
-		return 0, err
+	var p client.StartPhases
+	if err == nil {
+		if p, err = w.loaded(ctx, d, m); err == nil {
+			err = d.Stop()
+		}
 	}
-	p, err := w.loaded(ctx, d, m)
-	if err != nil {
-		return 0, err
-	}
-	return gibps(p.BytesLoaded, p.Load), d.Stop()
+	return benchreport.GiBps(p.BytesLoaded, p.Load), err
 }

@@ -7,20 +7,12 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PublishResult is the publish scenario's figures: a publish of the large
-// checkpoint into an empty daemon by a client (as `wcache publish` does:
-// core/client Publish with ShmFill copying from the files), medians over
-// Runs, each run in a world of its own. PublishGiBps is bytes over the
-// whole Publish call (table, the daemon's plan, allocation and export, the
-// copy, the commit); FillGiBps bytes over the copy alone (ShmFill: mapping
-// the writable handles, pread from the files into them). FreshMemcpyGiBps
-// is a memcpy of the same byte count into a new sparse file of the
-// shared-memory folder on one thread (as ShmFill copies), right after each
-// publish; Ratio, the target's figure, is PublishGiBps / FreshMemcpyGiBps.
-// Attach is an Attach on an open connection to the published weights
-// until the manifest arrived, as in the attach scenario.
+// PublishResult is the publish scenario's figures, medians over Runs (the
+// docs template, "Publish", says what each is): Ratio = Publish /
+// FreshMemcpy; Attach, attaches to the published weights.
 type PublishResult struct {
 	Model            Model   `json:"model"`
 	Runs             int     `json:"runs"`
@@ -36,10 +28,8 @@ type PublishResult struct {
 const publishAttachIters = 100
 
 // runPublish publishes the large checkpoint into an empty daemon Repeats
-// times; after each publish it times attaches to the published weights and
-// a memcpy of the same size into fresh shared memory.
+// times, each followed by attaches and the memcpy baseline.
 func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
-	o := e.Options
 	m, err := e.warmModel(e.largeFew()) // the publisher's source is in memory
 	if err != nil {
 		return nil, nil, err
@@ -48,94 +38,85 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &PublishResult{Model: *m, Runs: o.Repeats, Samples: series{}}
-	var attaches []time.Duration
-	for i := range o.Repeats {
-		pub, fill, at, err := publishOnce(ctx, o, m, ck)
-		if err != nil {
-			return nil, nil, fmt.Errorf("publish run %d: %w", i+1, err)
+	res, attaches := &PublishResult{Model: *m, Runs: e.Repeats, Samples: series{}}, laps{}
+	err = e.rounds("publish", e.Repeats, func(int) (string, error) {
+		pub, fill, err := publishOnce(ctx, e.Options, m, ck, attaches)
+		var fm fillTiming
+		if err == nil {
+			fm, err = freshMemcpy(e.ShmDir, int64(m.Bytes), 1)
 		}
-		fm, err := freshMemcpy(o.ShmDir, int64(m.Bytes), 1)
-		if err != nil {
-			return nil, nil, err
-		}
-		attaches = append(attaches, at...)
-		res.Samples.add("publish", gibps(m.Bytes, pub))
-		res.Samples.add("fill", gibps(m.Bytes, fill))
-		res.Samples.add("fresh_memcpy", gibps(fm.Bytes, fm.Fill))
-		o.logf("publish %d/%d: %.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", i+1, o.Repeats,
-			res.Samples.last("publish"), res.Samples.last("fill"), res.Samples.last("fresh_memcpy"))
+		res.Samples.Add("publish", benchreport.GiBps(m.Bytes, pub))
+		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, fill))
+		res.Samples.Add("fresh_memcpy", fm.rate())
+		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", res.Samples.Last("publish"),
+			res.Samples.Last("fill"), res.Samples.Last("fresh_memcpy")), err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	res.PublishGiBps, res.FillGiBps = res.Samples.med("publish"), res.Samples.med("fill")
-	res.FreshMemcpyGiBps = res.Samples.med("fresh_memcpy")
-	res.Ratio = round3(ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
-	res.Attach = Summarize(attaches)
+	res.PublishGiBps, res.FillGiBps = res.Samples.Med("publish"), res.Samples.Med("fill")
+	res.FreshMemcpyGiBps, res.Attach = res.Samples.Med("fresh_memcpy"), attaches.Summary("attach")
+	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
 	return res, []Target{
-		atLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
-		atMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, attachP50GoalMS, "ms"),
+		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, attachP50GoalMS, "ms"),
 	}, nil
 }
 
-// publishOnce starts an empty daemon, publishes ck into it and times the
-// publish, its copy and publishAttachIters attaches (after attachWarmup
-// untimed ones); it stops the daemon.
-func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Checkpoint) (pub, fill time.Duration, attaches []time.Duration, err error) {
+// publishOnce starts an empty daemon, publishes ck into it, times the
+// publish and its copy, then publishAttachIters attaches into attaches
+// (after attachWarmup untimed ones), and stops the daemon.
+func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Checkpoint, attaches laps) (pub, fill time.Duration, err error) {
 	w, err := newWorld(o, "publish", m)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, err
 	}
 	defer w.Close()
 	d, err := w.startServe(ctx, nil)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, err
 	}
 	cfg, err := w.engineConfig(ctx, m.Dir)
-	if err != nil {
-		return 0, 0, nil, d.withOutput(err)
+	var c *client.Client
+	if err == nil {
+		c, err = client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench publish"})
 	}
-	c, err := client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench publish"})
 	if err != nil {
-		return 0, 0, nil, d.withOutput(err)
+		return 0, 0, d.withOutput(err)
 	}
 	defer c.Close()
 	publication, src, err := client.OpenCheckpointPublication(ctx, ck, cfg)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, err
 	}
 	defer src.Close()
 	shmFill := client.ShmFill(src.Copy, false)
 	begin := time.Now()
 	r, err := c.Publish(ctx, publication, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
 		t := time.Now()
-		sums, err := shmFill(ctx, plan)
-		fill = time.Since(t)
-		return sums, err
+		defer func() { fill = time.Since(t) }()
+		return shmFill(ctx, plan)
 	})
 	pub = time.Since(begin)
+	if err == nil && (r.Bytes < m.Bytes || r.Tensors != m.Tensors) {
+		err = fmt.Errorf("published %d tensors, %d bytes; the checkpoint has %d, %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
+	}
+	if err == nil { // the daemon filled in its device capability: attach as an engine that knows it
+		cfg, err = w.engineConfig(ctx, m.Dir)
+	}
+	if err == nil {
+		err = interleave(attachWarmup, publishAttachIters, func(keep bool) error {
+			sw := attaches.Start(keep)
+			a, err := c.Attach(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			sw.Lap("attach")
+			return a.Lease.Close()
+		})
+	}
 	if err != nil {
-		return 0, 0, nil, d.withOutput(err)
+		return 0, 0, d.withOutput(err)
 	}
-	if r.Bytes < m.Bytes || r.Tensors != m.Tensors {
-		return 0, 0, nil, fmt.Errorf("published %d tensors, %d bytes; the checkpoint has %d, %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-	}
-	// The daemon filled in its device capability: attach as an engine
-	// that knows it.
-	if cfg, err = w.engineConfig(ctx, m.Dir); err != nil {
-		return 0, 0, nil, d.withOutput(err)
-	}
-	for i := range attachWarmup + publishAttachIters {
-		t := time.Now()
-		a, err := c.Attach(ctx, cfg)
-		took := time.Since(t)
-		if err != nil {
-			return 0, 0, nil, d.withOutput(err)
-		}
-		if err := a.Lease.Close(); err != nil {
-			return 0, 0, nil, err
-		}
-		if i >= attachWarmup {
-			attaches = append(attaches, took)
-		}
-	}
-	return pub, fill, attaches, d.Stop()
+	return pub, fill, d.Stop()
 }

@@ -3,13 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
 )
 
-// RestartVariant is one way a fresh process gets every tensor usable: Path
-// "read" (safetensors from the page cache) or "attach" (wcache daemon), in
-// Lang. Work is measured inside the process (HelperResult.WorkNS), Wall is
-// the whole process; StepsMS are the medians of its steps.
+// RestartVariant is one way a fresh process gets every tensor usable, Path
+// "read" or "attach", in Lang: Work inside the process, Wall the whole.
 type RestartVariant struct {
 	Name    string             `json:"name"`
 	Path    string             `json:"path"`
@@ -54,82 +55,65 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	defer w.Close()
-	readPy, err := w.script("read_numpy.py", pyReadNumpy)
-	if err != nil {
-		return nil, nil, err
-	}
-	attachPy, err := w.script("attach_torch.py", pyAttachTorch)
-	if err != nil {
-		return nil, nil, err
-	}
-	goAttach := w.helperArgv(helperAttach, "-model", m.Dir, "-device-uuid", w.UUID, "-device-capability", cfg.DeviceCapability)
+	goAttach := w.helperArgv(helperAttach, m.Dir, w.UUID, cfg.DeviceCapability)
 	variants := []struct {
 		RestartVariant
 		argv []string
 	}{
-		{RestartVariant{Name: "Go: parse headers + read every tensor", Path: "read", Lang: "go"}, w.helperArgv(helperReadFiles, "-model", m.Dir)},
+		{RestartVariant{Name: "Go: parse headers + read every tensor", Path: "read", Lang: "go"}, w.helperArgv(helperReadFiles, m.Dir)},
 		{RestartVariant{Name: "Go: core/client attach + mmap handles", Path: "attach", Lang: "go"}, goAttach},
-		{RestartVariant{Name: "Python: numpy read of every tensor", Path: "read", Lang: "python"}, []string{e.Python, readPy, m.Dir}},
+		{RestartVariant{Name: "Python: numpy read of every tensor", Path: "read", Lang: "python"}, w.pythonArgv(pyReadNumpy, m.Dir)},
 		{RestartVariant{Name: "Python: wcache.attach + zero-copy torch tensors", Path: "attach", Lang: "python"},
-			[]string{e.Python, attachPy, m.Dir, w.UUID, cfg.DeviceCapability}},
+			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)},
 	}
 	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
-	runs := make([][]HelperResult, len(variants))
-	for round := 0; round <= e.Repeats; round++ {
+	runs := make([]laps, len(variants))
+	err = e.rounds("restart", e.Repeats+1, func(round int) (string, error) {
 		for i, v := range variants {
-			r, err := w.fresh(ctx, v.argv...)
+			r, err := w.fresh(v.argv...)
+			if err == nil && (r.Tensors != m.Tensors || r.Bytes != m.Bytes) {
+				err = fmt.Errorf("got %d tensors of %d bytes, the checkpoint has %d of %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
+			}
 			if err != nil {
-				return nil, nil, d.withOutput(fmt.Errorf("restart %s: %w", v.Name, err))
+				return "", d.withOutput(fmt.Errorf("%s: %w", v.Name, err))
 			}
-			if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
-				return nil, nil, fmt.Errorf("restart %s: got %d tensors of %d bytes, the checkpoint has %d of %d",
-					v.Name, r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-			}
-			for k, val := range r.Versions {
-				res.Versions[k] = val
-			}
-			if round > 0 { // round 0 warms up
-				runs[i] = append(runs[i], r)
+			maps.Copy(res.Versions, r.Versions)
+			if runs[i] == nil {
+				runs[i] = laps{}
+			} else { // the first round warms up
+				record(runs[i], r)
 			}
 		}
-		e.logf("restart: round %d/%d done", round, e.Repeats)
+		return "done", nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	// First touch of the mapping, apart so that it does not bend the attach figures.
 	var touches []time.Duration
 	for range e.Repeats {
-		r, err := w.fresh(ctx, append(goAttach, "-touch")...)
+		r, err := w.fresh(append(goAttach, "touch")...)
 		if err != nil {
 			return nil, nil, d.withOutput(fmt.Errorf("restart touch: %w", err))
 		}
 		touches = append(touches, time.Duration(r.TouchNS))
 	}
-	res.GoTouch = Summarize(touches)
+	res.GoTouch = benchreport.Summarize(touches)
 	for i, v := range variants {
-		var work, wall []time.Duration
-		steps := map[string][]time.Duration{}
-		for _, r := range runs[i] {
-			work, wall = append(work, time.Duration(r.WorkNS)), append(wall, r.Wall)
-			for k, ns := range r.Steps {
-				steps[k] = append(steps[k], time.Duration(ns))
-			}
-		}
 		rv := v.RestartVariant
-		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = Summarize(work), Summarize(wall), m.Tensors, m.Bytes, map[string]float64{}
-		for k, ds := range steps {
-			rv.StepsMS[k] = round3(Summarize(ds).MedianMS)
-		}
+		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = runs[i].Summary("work"), runs[i].Summary("wall"), m.Tensors, m.Bytes, runs[i].MediansMS("work", "wall")
 		res.Variants = append(res.Variants, rv)
 	}
 	r := func(read, attach int, f func(RestartVariant) Summary) float64 {
-		return round3(ratio(f(res.Variants[read]).MedianMS, f(res.Variants[attach]).MedianMS))
+		return benchreport.Round3(benchreport.Ratio(f(res.Variants[read]).MedianMS, f(res.Variants[attach]).MedianMS))
 	}
 	work, wall := func(v RestartVariant) Summary { return v.Work }, func(v RestartVariant) Summary { return v.Wall }
 	res.GoWorkRatio, res.GoWallRatio = r(0, 1, work), r(0, 1, wall)
 	res.PythonWorkRatio, res.PythonWallRatio = r(2, 3, work), r(2, 3, wall)
 	return res, []Target{
-		atLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
-		atLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
-		reported("Go read/attach, whole process", res.GoWallRatio, "×"),
-		reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
+		benchreport.AtLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
+		benchreport.AtLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
+		benchreport.Reported("Go read/attach, whole process", res.GoWallRatio, "×"),
+		benchreport.Reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
 	}, d.Stop()
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
 )
 
 // tinyOptions runs scenarios on checkpoints of a few MiB, through the real
@@ -17,8 +19,8 @@ func tinyOptions(t *testing.T) Options {
 	o, err := ParseOptions([]string{
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
-		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3",
-		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover",
+		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3", "-hash-mib", "3", "-identity-tensors", "120",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +110,13 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 			t.Errorf("startup %d bytes: %+v", c.Model.Bytes, c)
 		}
 	}
-	if len(r.Targets) < 12 {
+	content := r.Results["content"].(*ContentResult)
+	if content.FillRatio <= 0 || content.AttachRatio <= 0 || content.HashRatio <= 0 || content.AttachIdentity.N != o.AttachIters ||
+		content.PythonIdentity.N != 1 || content.HeaderDigest.MedianMS <= 0 || content.IdentityModel.Tensors != 120 ||
+		content.Model.Shards != 8 || content.HashModel.Bytes < 2<<20 {
+		t.Errorf("content: %+v", content)
+	}
+	if len(r.Targets) < 17 {
 		t.Errorf("%d targets: %+v", len(r.Targets), r.Targets)
 	}
 	for _, tg := range r.Targets {
@@ -125,12 +133,13 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := Render(DocsTemplate, report)
+	md, err := benchreport.Render(DocsTemplate, report)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| restart | Go read/attach, in-process | ≥ 100 × |", "Flat in bytes", "Daemon total",
-		"| takeover | serve --takeover start to ready, median,"} {
+		"| takeover | serve --takeover start to ready, median,",
+		"| content | attach p50 with the identity check / without, 30 tensors in 8 files |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("rendered docs lack %q", want)
 		}

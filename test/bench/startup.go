@@ -4,38 +4,34 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
+	"github.com/wcache/wcache/test/testproc"
 )
 
-// StartupCase is one checkpoint's serve runs, page cache warm: how long a
-// start takes and the memory it uses beyond the cached weights.
+// StartupCase is one checkpoint's serve runs, page cache warm (the docs
+// template, "Start-up and footprint"): Overhead is start-to-ready minus
+// the load; Steady and Peak (during the load) are the memory of "daemon"
+// and "plugin", NonShared* their RssAnon+RssFile, maxima over runs.
 type StartupCase struct {
-	Model        Model   `json:"model"`
-	Runs         int     `json:"runs"`
-	StartToReady Summary `json:"start_to_ready"`
-	// Overhead is start-to-ready minus the daemon's reported load, per run:
-	// the target's figure.
-	Overhead Summary `json:"overhead"`
-	// Phases are the daemon's reported phases (medians).
-	Phases PhasesMS `json:"daemon_phases"`
-	// Steady is the memory once ready; Peak the sampled peak from start to
-	// ready (maximum over runs of each field). Keys "daemon", "plugin".
-	Steady map[string]ProcMemory `json:"steady"`
-	Peak   map[string]ProcMemory `json:"peak_during_load"`
-	// NonSharedSteady and NonSharedPeak are RssAnon+RssFile of daemon plus
-	// plugin once ready and at the peak (maximum over runs).
-	NonSharedSteady uint64 `json:"non_shared_steady_bytes"`
-	NonSharedPeak   uint64 `json:"non_shared_peak_bytes"`
-	// ShmFiles is the memory held by the mock's shared-memory files once
-	// ready: the cached weights.
-	ShmFiles uint64 `json:"shm_file_bytes"`
+	Model           Model                      `json:"model"`
+	Runs            int                        `json:"runs"`
+	StartToReady    Summary                    `json:"start_to_ready"`
+	Overhead        Summary                    `json:"overhead"`
+	Phases          PhasesMS                   `json:"daemon_phases"`
+	Steady          map[string]testproc.Memory `json:"steady"`
+	Peak            map[string]testproc.Memory `json:"peak_during_load"`
+	NonSharedSteady uint64                     `json:"non_shared_steady_bytes"`
+	NonSharedPeak   uint64                     `json:"non_shared_peak_bytes"`
+	ShmFiles        uint64                     `json:"shm_file_bytes"`
 }
 
-// StartupResult is the startup scenario's figures.
+// StartupResult is the startup scenario's figures; PeakGrowth is the
+// growth of NonSharedPeak per checkpoint byte from the small to the large
+// case (0 when nothing grows with it).
 type StartupResult struct {
-	Cases []StartupCase `json:"cases"`
-	// PeakGrowth is the growth of NonSharedPeak per byte of checkpoint
-	// between the small and the large case: 0 when nothing grows with it.
-	PeakGrowth float64 `json:"peak_growth_per_model_byte"`
+	Cases      []StartupCase `json:"cases"`
+	PeakGrowth float64       `json:"peak_growth_per_model_byte"`
 }
 
 // Targets of the startup scenario.
@@ -56,25 +52,24 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 			return nil, nil, err
 		}
 		var runs []serveRun
-		for i := range e.Repeats {
+		err = e.rounds(fmt.Sprintf("start-up, %d MiB", m.Bytes>>20), e.Repeats, func(int) (string, error) {
 			r, err := serveOnce(ctx, e.Options, "startup", m, false)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%d MiB, run %d: %w", m.Bytes>>20, i+1, err)
-			}
 			runs = append(runs, r)
-			e.logf("start-up %d/%d (%d MiB): ready in %s, load %s", i+1, e.Repeats, m.Bytes>>20,
-				r.StartToReady.Round(time.Millisecond), r.Phases.Load.Round(time.Millisecond))
+			return fmt.Sprintf("ready in %s, load %s", r.StartToReady.Round(time.Millisecond), r.Phases.Load.Round(time.Millisecond)), err
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 		c := startupCase(m, runs)
 		res.Cases = append(res.Cases, c)
 		targets = append(targets,
-			atMost(fmt.Sprintf("start to ready minus load, median, %d MiB", m.Bytes>>20), c.Overhead.MedianMS, startupGoalMS, "ms"),
-			atMost(fmt.Sprintf("daemon+plugin RssAnon+RssFile once ready, %d MiB", m.Bytes>>20),
+			benchreport.AtMost(fmt.Sprintf("start to ready minus load, median, %d MiB", m.Bytes>>20), c.Overhead.MedianMS, startupGoalMS, "ms"),
+			benchreport.AtMost(fmt.Sprintf("daemon+plugin RssAnon+RssFile once ready, %d MiB", m.Bytes>>20),
 				float64(c.NonSharedSteady)/(1<<20), footprintGoalMiB, "MiB"))
 		if spec == e.largeFew() && m.Bytes > res.Cases[0].Model.Bytes {
 			small := res.Cases[0]
 			res.PeakGrowth = (float64(c.NonSharedPeak) - float64(small.NonSharedPeak)) / float64(m.Bytes-small.Model.Bytes)
-			targets = append(targets, atMost(fmt.Sprintf("peak RssAnon+RssFile during load, growth per model byte, %d → %d MiB",
+			targets = append(targets, benchreport.AtMost(fmt.Sprintf("peak RssAnon+RssFile during load, growth per model byte, %d → %d MiB",
 				small.Model.Bytes>>20, m.Bytes>>20), res.PeakGrowth, peakGrowthGoal, "B/B"))
 		}
 	}
@@ -84,18 +79,18 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 // startupCase summarises serve runs of m.
 func startupCase(m *Model, runs []serveRun) StartupCase {
 	c := StartupCase{Model: *m, Runs: len(runs), Phases: phasesOf(runs),
-		Steady: map[string]ProcMemory{}, Peak: map[string]ProcMemory{}}
-	var ready, over []time.Duration
+		Steady: map[string]testproc.Memory{}, Peak: map[string]testproc.Memory{}}
+	l := laps{}
 	for _, r := range runs {
-		ready, over = append(ready, r.StartToReady), append(over, r.StartToReady-r.Phases.Load)
+		l["ready"], l["over"] = append(l["ready"], r.StartToReady), append(l["over"], r.StartToReady-r.Phases.Load)
 		var steady, peak uint64
 		for _, role := range []string{"daemon", "plugin"} {
-			c.Steady[role], c.Peak[role] = c.Steady[role].max(r.Steady[role]), c.Peak[role].max(r.Peak[role])
+			c.Steady[role], c.Peak[role] = c.Steady[role].Max(r.Steady[role]), c.Peak[role].Max(r.Peak[role])
 			steady, peak = steady+r.Steady[role].NonShared(), peak+r.Peak[role].NonShared()
 		}
 		c.NonSharedSteady, c.NonSharedPeak = max(c.NonSharedSteady, steady), max(c.NonSharedPeak, peak)
 		c.ShmFiles = max(c.ShmFiles, r.ShmFiles)
 	}
-	c.StartToReady, c.Overhead = Summarize(ready), Summarize(over)
+	c.StartToReady, c.Overhead = l.Summary("ready"), l.Summary("over")
 	return c
 }

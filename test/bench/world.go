@@ -2,41 +2,32 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// world is one scenario's private environment, a testproc.World (the
-// harness shared with the e2e tests) of one mock device whose
-// shared-memory folder is in Options.ShmDir, and the `wcache serve`
-// daemons started in it. Every process the scenario starts gets Env();
-// Target finds the world's daemon.
+// world is one scenario's private environment: a testproc.World of one
+// mock device, its shared memory in Options.ShmDir, and the daemons
+// started in it (serving Backend, "" for the mock). Every process it
+// starts gets Env(); Target finds its daemon.
 type world struct {
 	*testproc.World
-	o      Options
-	UUID   string
-	Target client.Target
-	ready  string
-	// Backend is what `wcache serve` runs ("": the mock).
-	Backend string
-	daemons *testproc.Group
+	o             Options
+	UUID, Backend string
+	Target        client.Target
+	daemons       *testproc.Group
 }
 
-// Timeouts of daemon processes: generous, a healthy daemon of a few GiB is
-// ready in seconds even on a busy two-core machine. readyPoll is how often
-// the ready file is looked for: the resolution of start-to-ready.
+// Timeouts of daemon processes, generous for a busy machine; readyPoll,
+// how often the ready file is looked for, is the resolution of
+// start-to-ready.
 const (
 	readyTimeout = 10 * time.Minute
 	stopTimeout  = 60 * time.Second
@@ -66,57 +57,13 @@ func newWorld(o Options, name string, m *Model) (*world, error) {
 	tw.Setenv("WCACHE_MOCK_MEMORY="+strconv.FormatUint(m.Bytes+m.Bytes/8+(64<<20), 10),
 		"PYTHONPATH="+pysrc, // the Python helpers import the client from the source tree
 		"PYTHONDONTWRITEBYTECODE=1")
-	w := &world{World: tw, o: o, UUID: tw.UUIDs[0], daemons: testproc.NewGroup(testproc.Options{})}
-	layout, err := w.Layout()
-	var p paths.Paths
-	if err == nil {
-		p, err = layout.For(w.UUID)
-	}
+	layout, err := tw.Layout()
 	if err != nil {
-		_ = w.Close()
+		_ = tw.Close()
 		return nil, fmt.Errorf("world %s: %w", name, err)
 	}
-	w.Target, w.ready = client.ByDeviceUUID(layout, w.UUID), p.Ready
-	return w, nil
-}
-
-// ShmAllocated is the memory held by the mock's allocations: the files of
-// the world's shared-memory folder (posix-shm handles) and the memfds that
-// the processes pids hold open (memfd handles, each inode once), by their
-// allocated blocks (a sparse file counts only the pages written).
-func (w *world) ShmAllocated(pids ...int) (uint64, error) {
-	var total uint64
-	seen := map[[2]uint64]bool{} // device and inode
-	count := func(path string, stat func(string, *unix.Stat_t) error) error {
-		var st unix.Stat_t
-		if err := stat(path, &st); err != nil || seen[[2]uint64{st.Dev, st.Ino}] || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return err
-		}
-		seen[[2]uint64{st.Dev, st.Ino}], total = true, total+uint64(st.Blocks)*512
-		return nil
-	}
-	for _, pid := range pids {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if err != nil {
-			return 0, fmt.Errorf("memfds of pid %d: %w", pid, err)
-		}
-		for _, fd := range fds {
-			link := fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())
-			if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, "/memfd:") {
-				_ = count(link, unix.Stat) // a descriptor closed meanwhile counts nothing
-			}
-		}
-	}
-	entries, err := os.ReadDir(w.MockDir)
-	if err != nil {
-		return 0, fmt.Errorf("shared-memory files: %w", err)
-	}
-	for _, e := range entries {
-		if err := count(filepath.Join(w.MockDir, e.Name()), unix.Lstat); err != nil && !errors.Is(err, unix.ENOENT) {
-			return 0, fmt.Errorf("shared-memory files: %w", err)
-		}
-	}
-	return total, nil
+	return &world{World: tw, o: o, UUID: tw.UUIDs[0], Target: client.ByDeviceUUID(layout, tw.UUIDs[0]),
+		daemons: testproc.NewGroup(testproc.Options{})}, nil
 }
 
 // Close stops the world's daemons and removes its directories (shared
@@ -126,33 +73,28 @@ func (w *world) Close() error {
 	return w.World.Close()
 }
 
-// daemonProc is a running `wcache serve`, in its own process group so that
-// its plugin goes with it.
+// daemonProc is a running `wcache serve` (in its own process group, with
+// its plugin); StartToReady is fork/exec until its ready file named it.
 type daemonProc struct {
 	*testproc.Process
-	// StartToReady is fork/exec until the ready file first named it.
 	StartToReady time.Duration
 }
 
-// startServe starts `wcache serve` on the world's device 0 with args after
-// --gpu-id (--model DIR, --takeover) and returns once its ready file names
-// it (an error if it exits first or readyTimeout passes). onStart, when
+// startServe starts `wcache serve` on the world's device with args
+// (--model DIR, --takeover) and returns once it is ready. started, when
 // set, runs right after fork/exec.
-func (w *world) startServe(ctx context.Context, onStart func(pid int), args ...string) (*daemonProc, error) {
+func (w *world) startServe(ctx context.Context, started func(pid int), args ...string) (*daemonProc, error) {
 	backend := w.Backend
 	if backend == "" {
 		backend = "mock"
 	}
-	p, err := w.daemons.Start(testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
-		Args: append([]string{"serve", "--backend", backend, "--gpu-id", "0"}, args...), Env: w.Env(), Poll: readyPoll})
+	o := testproc.ServeOptions{Options: testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
+		Args: testproc.ServeArgs(backend, 0, args...), Poll: readyPoll}, UUID: w.UUID, Timeout: readyTimeout}
+	if started != nil {
+		o.Started = func(p *testproc.Process) { started(p.PID()) }
+	}
+	p, err := w.Serve(ctx, w.daemons, o)
 	if err != nil {
-		return nil, err
-	}
-	if onStart != nil {
-		onStart(p.PID())
-	}
-	if _, err := p.WaitReady(ctx, w.ready, readyTimeout); err != nil {
-		p.Kill()
 		return nil, err
 	}
 	return &daemonProc{Process: p, StartToReady: time.Since(p.Started)}, nil
@@ -178,9 +120,7 @@ func serving(ctx context.Context, o Options, name string, m *Model) (*world, *da
 	return w, d, cfg, nil
 }
 
-// Stop sends SIGTERM and waits for the daemon to drain and exit; after
-// stopTimeout it kills the whole process group. It returns nil for a
-// clean exit, else an error with the daemon's output.
+// Stop stops the daemon (testproc.Process.Stop) with stopTimeout of grace.
 func (d *daemonProc) Stop() error { return d.Process.Stop(stopTimeout) }
 
 // withOutput adds the tail of the daemon's output to err (nil stays nil).
@@ -191,27 +131,8 @@ func (d *daemonProc) withOutput(err error) error {
 	return fmt.Errorf("%w\nwcache serve (pid %d) output:\n%s", err, d.PID(), tail(d.Output()))
 }
 
-// PluginPID finds the daemon's backend plugin: its child process.
-func (d *daemonProc) PluginPID() (int, error) {
-	kids, err := testproc.ChildPIDs(d.PID())
-	if err != nil {
-		return 0, err
-	}
-	if len(kids) != 1 {
-		return 0, fmt.Errorf("pid %d has children %v, want one backend plugin", d.PID(), kids)
-	}
-	return kids[0], nil
-}
-
 // status dials the world's daemon and asks for its status.
-func (w *world) status(ctx context.Context) (*client.Status, error) {
-	c, err := client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench"})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.Status(ctx)
-}
+func (w *world) status(ctx context.Context) (*client.Status, error) { return w.Status(ctx, w.UUID) }
 
 // loaded is the start-up phases the world's daemon d reports (Status),
 // which must show a load of m's bytes.
@@ -234,5 +155,5 @@ func (w *world) engineConfig(ctx context.Context, dir string) (cacheconfig.Confi
 	if err != nil {
 		return cacheconfig.Config{}, err
 	}
-	return engineConfig(dir, st.Config.DeviceCapability)
+	return testproc.EngineConfig(dir, st.Config.DeviceCapability)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // The outside plugin of test/e2e/testdata/acme: a separate Go module
@@ -60,7 +61,7 @@ func acmeMappers(t *testing.T) *client.Mappers {
 // release, so that a dependency bump here does not break the test.
 func buildAcme(t *testing.T) string {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := testproc.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

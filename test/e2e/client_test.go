@@ -18,8 +18,8 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // nobody is the uid/gid tests use for "another user".
@@ -64,18 +64,10 @@ func (h *harness) layout() paths.Layout {
 // of the whole checkpoint, or of files when given (pre-sharded ranks).
 func clientConfig(t *testing.T, dir string, files ...string) cacheconfig.Config {
 	t.Helper()
-	var ck *safetensors.Checkpoint
-	var err error
-	if len(files) > 0 {
-		ck, err = safetensors.OpenFiles(files)
-	} else {
-		ck, err = safetensors.OpenCheckpoint(dir)
-	}
+	c, err := testproc.EngineConfig(dir, "mock", files...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cacheconfig.Default()
-	c.Model, c.CheckpointDigest, c.DeviceCapability = filepath.Clean(dir), cacheconfig.CheckpointDigest(ck), "mock"
 	return c
 }
 

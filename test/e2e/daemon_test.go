@@ -241,11 +241,11 @@ func TestPluginCrashEndsDaemon(t *testing.T) {
 	d := h.startServe(0, model.Dir)
 	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
 	h.waitOutput(holder, "holding lease")
-	children, err := testproc.ChildPIDs(d.PID())
-	if err != nil || len(children) != 1 {
-		t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", children, err)
+	plugin, err := testproc.PluginPID(d.PID())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := syscall.Kill(children[0], syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(plugin, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if code := h.waitExit(d, 10*time.Second); code == 0 || !strings.Contains(d.Stderr(), "backend plugin exited") {
@@ -323,12 +323,12 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 			d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
 			holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
 			h.waitOutput(holder, "holding lease")
-			plugins, err := testproc.ChildPIDs(d.PID())
-			if err != nil || len(plugins) != 1 {
-				t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", plugins, err)
+			plugin, err := testproc.PluginPID(d.PID())
+			if err != nil {
+				t.Fatal(err)
 			}
-			if pg, _ := syscall.Getpgid(plugins[0]); pg == d.PID() {
-				t.Errorf("the plugin (pid %d) is in the daemon's process group %d", plugins[0], pg)
+			if pg, _ := syscall.Getpgid(plugin); pg == d.PID() {
+				t.Errorf("the plugin (pid %d) is in the daemon's process group %d", plugin, pg)
 			}
 			target := d.PID()
 			if c.group {
@@ -349,9 +349,9 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 			}
 			assertGone(t, p.Socket, p.Ready)
 			deadline := time.Now().Add(5 * time.Second)
-			for syscall.Kill(plugins[0], 0) == nil {
+			for syscall.Kill(plugin, 0) == nil {
 				if time.Now().After(deadline) {
-					t.Fatalf("plugin %d still runs after its daemon exited", plugins[0])
+					t.Fatalf("plugin %d still runs after its daemon exited", plugin)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,7 +69,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	if err := buildBinaries(dir); err != nil {
+	if err := testproc.BuildBinaries(dir, false); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
@@ -79,40 +78,6 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// buildBinaries builds wcache and the mock plugin into dir, as `make build`
-// does (CGO_ENABLED=0).
-func buildBinaries(dir string) error {
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	for _, b := range []struct{ out, pkg string }{
-		{wcacheBin, "./cmd/wcache"},
-		{mockBin, "./plugins/mock"},
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, out)
-		}
-	}
-	return nil
-}
-
-// moduleRoot is the directory holding go.mod.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside the wcache module")
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // binPath is the path of a built binary (wcacheBin, mockBin).
@@ -161,11 +126,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 // them in this harness's environment.
 func (h *harness) Paths(uuid string) paths.Paths {
 	h.t.Helper()
-	layout, err := h.Layout()
-	if err != nil {
-		h.t.Fatalf("layout: %v", err)
-	}
-	p, err := layout.For(uuid)
+	p, err := h.World.Paths(uuid)
 	if err != nil {
 		h.t.Fatalf("paths for %s: %v", uuid, err)
 	}
@@ -242,16 +203,18 @@ func (h *harness) cleanup() {
 // serveArgs are the arguments of `wcache serve` for the mock device with
 // ordinal gpu and the checkpoint in model, followed by extra.
 func serveArgs(gpu int, model string, extra ...string) []string {
-	args := []string{"serve", "--backend", "mock", "--gpu-id", fmt.Sprint(gpu), "--model", model}
-	return append(args, extra...)
+	return testproc.ServeArgs("mock", gpu, append([]string{"--model", model}, extra...)...)
 }
 
 // startServe starts `wcache serve` on mock device gpu and waits until its
 // ready file names it. It fails the test if serve exits first.
 func (h *harness) startServe(gpu int, model string, extra ...string) *process {
 	h.t.Helper()
-	p := h.start(serveArgs(gpu, model, extra...)...)
-	h.waitReady(p, h.Paths(h.UUIDs[gpu]).Ready)
+	p, err := h.Serve(context.Background(), h.procs, testproc.ServeOptions{Options: testproc.Options{
+		Args: serveArgs(gpu, model, extra...)}, UUID: h.UUIDs[gpu], Timeout: readyTimeout})
+	if err != nil {
+		h.t.Fatalf("daemon not ready: %v", err)
+	}
 	return p
 }
 

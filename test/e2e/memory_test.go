@@ -120,12 +120,7 @@ func TestReserveBytes(t *testing.T) {
 // clientStatus is the Go client's Status of the daemon of mock GPU gpu.
 func (h *harness) clientStatus(gpu int) *client.Status {
 	h.t.Helper()
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[gpu]), client.Options{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer c.Close()
-	st, err := c.Status(context.Background())
+	st, err := h.Status(context.Background(), h.UUIDs[gpu])
 	if err != nil {
 		h.t.Fatal(err)
 	}

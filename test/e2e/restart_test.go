@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -18,18 +16,11 @@ import (
 // pluginPID is the pid of the backend plugin serving the daemon at pid.
 func pluginPID(t *testing.T, daemon int) int {
 	t.Helper()
-	kids, err := testproc.ChildPIDs(daemon)
+	pid, err := testproc.PluginPID(daemon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range kids {
-		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "comm"))
-		if bytes.HasPrefix(comm, []byte("wcache-backend-")) {
-			return k
-		}
-	}
-	t.Fatalf("daemon %d has no backend plugin among its children %v", daemon, kids)
-	return 0
+	return pid
 }
 
 // statusOf is the daemon's own Status over core/client.
@@ -37,12 +28,7 @@ func (h *harness) statusOf(gpu int) *client.Status {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.BySocket(h.Paths(h.UUIDs[gpu]).Socket), client.Options{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer c.Close()
-	st, err := c.Status(ctx)
+	st, err := h.Status(ctx, h.UUIDs[gpu])
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -5,6 +5,15 @@
 // ready file, and stop it — SIGTERM, a grace period, then SIGKILL to the
 // whole group so that orphaned backend plugins go too.
 //
+// The rest of what the e2e tests and the benchmarks both do with wcache
+// lives here too, once: the `wcache serve` command line and its ready
+// wait (ServeArgs, World.Serve), a daemon's Status and plugin
+// (World.Status, PluginPID), generated checkpoints of a size and tensor
+// count (GenerateModel) and the config an engine sends for them
+// (EngineConfig), building the binaries (BuildBinaries), and the
+// measurements of child processes the benchmarks take (ReadMemory,
+// ReadFaults, Sampler, World.ShmAllocated).
+//
 // It takes no *testing.T: every wait returns an error that carries the
 // process's output, and the caller decides whether that fails a test or a
 // benchmark. A Group remembers what it started and stops it all at once

@@ -63,6 +63,8 @@ type Result struct {
 	Stdout string
 	Stderr string
 	Code   int
+	// Wall is fork/exec to exit, as the parent saw it.
+	Wall time.Duration
 }
 
 func (r Result) String() string {
@@ -90,9 +92,10 @@ func (g *Group) Run(timeout time.Duration, o Options) (Result, error) {
 	if o.Edit != nil {
 		o.Edit(cmd)
 	}
+	start := time.Now()
 	err := cmd.Run()
 	args := o.Args
-	res := Result{Args: args, Stdout: stdout.String(), Stderr: stderr.String()}
+	res := Result{Args: args, Stdout: stdout.String(), Stderr: stderr.String(), Wall: time.Since(start)}
 	var xe *exec.ExitError
 	switch {
 	case ctx.Err() != nil:

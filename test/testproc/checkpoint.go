@@ -1,4 +1,4 @@
-package bench
+package testproc
 
 import (
 	"fmt"
@@ -6,19 +6,28 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // ModelSpec asks for a generated llama-like checkpoint of about Bytes bytes
-// holding about Tensors tensors.
+// holding about Tensors tensors, in Files files (0: files of at most
+// maxShardBytes).
 type ModelSpec struct {
 	Bytes   uint64
 	Tensors int
+	Files   int
 }
 
-// Name is a short directory name for the spec, e.g. "4096MiB-300t".
-func (s ModelSpec) Name() string { return fmt.Sprintf("%dMiB-%dt", s.Bytes>>20, s.Tensors) }
+// Name is a short directory name for the spec, e.g. "4096MiB-300t" or
+// "256MiB-300t-8f".
+func (s ModelSpec) Name() string {
+	if s.Files > 0 {
+		return fmt.Sprintf("%dMiB-%dt-%df", s.Bytes>>20, s.Tensors, s.Files)
+	}
+	return fmt.Sprintf("%dMiB-%dt", s.Bytes>>20, s.Tensors)
+}
 
 // Model is a generated checkpoint on disk.
 type Model struct {
@@ -31,6 +40,9 @@ type Model struct {
 	Hidden  int       `json:"hidden_size"`
 	Layers  int       `json:"layers"`
 }
+
+// MinTensors is the fewest tensors a ModelSpec may ask for: one layer.
+const MinTensors = extraTensors + tensorsPerLayer
 
 // Llama-like shape constants: every decoder layer has 9 tensors (two
 // norms, q/k/v/o, gate/up/down); the model adds embed_tokens, norm and
@@ -63,6 +75,9 @@ func genOptions(s ModelSpec) (safetensorstest.GenOptions, error) {
 	total := modelBytes(o)
 	o.Shards = int(min((total+maxShardBytes-1)/maxShardBytes, uint64(s.Tensors)))
 	o.Shards = max(o.Shards, 1)
+	if s.Files > 0 {
+		o.Shards = s.Files
+	}
 	return o, nil
 }
 
@@ -90,4 +105,24 @@ func GenerateModel(root string, s ModelSpec) (*Model, time.Duration, error) {
 	took := time.Since(start)
 	return &Model{Spec: s, Dir: dir, Files: res.Files, Bytes: res.TotalBytes, Tensors: len(res.Tensors),
 		Shards: o.Shards, Hidden: o.HiddenSize, Layers: o.Layers}, took, nil
+}
+
+// EngineConfig is the CacheConfig an engine sends for the checkpoint in
+// dir on a device of capability: the defaults, the model path and the
+// header digest of the whole checkpoint, or of files when given
+// (pre-sharded ranks).
+func EngineConfig(dir, capability string, files ...string) (cacheconfig.Config, error) {
+	var ck *safetensors.Checkpoint
+	var err error
+	if len(files) > 0 {
+		ck, err = safetensors.OpenFiles(files)
+	} else {
+		ck, err = safetensors.OpenCheckpoint(dir)
+	}
+	if err != nil {
+		return cacheconfig.Config{}, err
+	}
+	c := cacheconfig.Default()
+	c.Model, c.CheckpointDigest, c.DeviceCapability = filepath.Clean(dir), cacheconfig.CheckpointDigest(ck), capability
+	return c, nil
 }

@@ -1,4 +1,4 @@
-package bench
+package testproc
 
 import (
 	"testing"

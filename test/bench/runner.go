@@ -5,18 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
+	"github.com/wcache/wcache/test/testproc"
 )
 
-// A Scenario is one measurement. Run measures against the binaries and
-// checkpoints of Env and returns its figures, any JSON-encodable value
-// stored under Name in the report's results, and the targets it checks.
-// A scenario that cannot measure returns an error: figures are never made
-// up. Adding a measurement is a file with its Run and one line in
-// Scenarios (and, to show it, a section in the docs template).
+// A Scenario is one measurement: Run measures against the binaries and
+// checkpoints of Env and returns its figures (stored under Name in the
+// report's results) and the targets it checks, or an error: figures are
+// never made up. Adding one is a file with its Run, a line in Scenarios
+// and a section in the docs template. The runner starts daemons (world.go,
+// serve.go), repeats rounds (Env.rounds, Env.alternate) and interleaves
+// timed iterations (interleave); benchreport's Laps and Series summarize.
 type Scenario struct {
 	Name string
 	Run  func(ctx context.Context, e *Env) (any, []Target, error)
@@ -33,12 +39,12 @@ func Scenarios() []Scenario {
 		{"concurrency", runConcurrency},
 		{"startup", runStartup},
 		{"takeover", runTakeover},
+		{"content", runContent},
 		{"micro", runMicro},
 	}
 }
 
-func scenarioNames() []string {
-	var out []string
+func scenarioNames() (out []string) {
 	for _, s := range Scenarios() {
 		out = append(out, s.Name)
 	}
@@ -49,13 +55,19 @@ func scenarioNames() []string {
 // of the binaries) and the generated checkpoints.
 type Env struct {
 	Options
-	dir    string
-	models map[ModelSpec]*Model
-	// generated are the checkpoints made so far, for the report.
-	generated []GeneratedModel
+	dir       string
+	models    map[ModelSpec]*Model
+	generated []benchreport.GeneratedModel // for the report
 }
 
-// The four checkpoints scenarios ask for.
+// The checkpoints (testproc.ModelSpec, testproc.Model: generated
+// llama-like checkpoints of a size and a tensor count).
+type (
+	ModelSpec = testproc.ModelSpec
+	Model     = testproc.Model
+)
+
+// The four checkpoints most scenarios ask for.
 func (e *Env) largeFew() ModelSpec  { return ModelSpec{Bytes: e.LargeBytes, Tensors: e.FewTensors} }
 func (e *Env) largeMany() ModelSpec { return ModelSpec{Bytes: e.LargeBytes, Tensors: e.ManyTensors} }
 func (e *Env) smallFew() ModelSpec  { return ModelSpec{Bytes: e.SmallBytes, Tensors: e.FewTensors} }
@@ -67,12 +79,12 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 		return m, nil
 	}
 	e.logf("generating a %d MiB checkpoint of %d tensors in %s", spec.Bytes>>20, spec.Tensors, e.dir)
-	m, took, err := GenerateModel(e.dir, spec)
+	m, took, err := testproc.GenerateModel(e.dir, spec)
 	if err != nil {
 		return nil, err
 	}
 	e.models[spec] = m
-	e.generated = append(e.generated, GeneratedModel{Model: *m, Name: spec.Name(), GenerateSeconds: round3(took.Seconds())})
+	e.generated = append(e.generated, benchreport.GeneratedModel{Model: *m, Name: spec.Name(), GenerateSeconds: benchreport.Round3(took.Seconds())})
 	return m, nil
 }
 
@@ -81,7 +93,7 @@ func (e *Env) Model(spec ModelSpec) (*Model, error) {
 func (e *Env) warmModel(spec ModelSpec) (*Model, error) {
 	m, err := e.Model(spec)
 	if err == nil {
-		_, _, err = sequentialRead(m.Files)
+		_, err = sequentialRead(m.Files)
 	}
 	return m, err
 }
@@ -99,13 +111,13 @@ func (e *Env) dropModel(spec ModelSpec) {
 // missed target is a Target with Met false, not an error.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
-	r := &Report{Schema: ReportSchema, Generated: began.UTC().Truncate(time.Second), Machine: ReadMachine(),
+	r := &Report{Schema: benchreport.Schema, Generated: began.UTC().Truncate(time.Second), Machine: benchreport.ReadMachine(),
 		Results: map[string]any{}}
 	var err error
-	if r.Commit, err = ReadCommit(ctx, o.RepoDir); err != nil {
+	if r.Commit, err = benchreport.ReadCommit(ctx, o.RepoDir); err != nil {
 		return nil, err
 	}
-	r.Settings = Settings{LargeBytes: o.LargeBytes, SmallBytes: o.SmallBytes, FewTensors: o.FewTensors,
+	r.Settings = benchreport.Settings{LargeBytes: o.LargeBytes, SmallBytes: o.SmallBytes, FewTensors: o.FewTensors,
 		ManyTensors: o.ManyTensors, Repeats: o.Repeats, AttachIters: o.AttachIters, Clients: o.Clients,
 		ConcurrencySeconds: o.ConcurrencyDuration.Seconds(), Scenarios: o.Scenarios,
 		CheckpointOnTmpfs: onTmpfs(o.TmpDir), SharedMemoryDirRoot: o.ShmDir}
@@ -146,7 +158,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		r.Results[s.Name], r.Targets = res, append(r.Targets, targets...)
 	}
 	r.Models = e.generated
-	r.Seconds = round3(time.Since(began).Seconds())
+	r.Seconds = benchreport.Round3(time.Since(began).Seconds())
 	return r, nil
 }
 
@@ -173,4 +185,63 @@ func snapshotBinaries(dir string) (string, error) {
 		}
 	}
 	return snap, nil
+}
+
+// rounds runs round n times and logs what each returns ("name i/n: …");
+// an error names the round and ends the loop.
+func (e *Env) rounds(name string, n int, round func(i int) (string, error)) error {
+	for i := range n {
+		msg, err := round(i)
+		if err != nil {
+			return fmt.Errorf("%s, round %d: %w", name, i+1, err)
+		}
+		e.logf("%s %d/%d: %s", name, i+1, n, msg)
+	}
+	return nil
+}
+
+// alternate times ways of doing the same work on bytes bytes, Repeats
+// rounds, each round running every way once in an order that rotates; the
+// rates (GiB/s) go to s under the ways' names.
+func (e *Env) alternate(name string, bytes uint64, s series, ways map[string]func() error) error {
+	keys := slices.Sorted(maps.Keys(ways))
+	return e.rounds(name, e.Repeats, func(i int) (string, error) {
+		var msg []string
+		for k := range keys {
+			key := keys[(i+k)%len(keys)]
+			start := time.Now()
+			if err := ways[key](); err != nil {
+				return "", fmt.Errorf("%s: %w", key, err)
+			}
+			s.Add(key, benchreport.GiBps(bytes, time.Since(start)))
+		}
+		for _, key := range keys {
+			msg = append(msg, fmt.Sprintf("%s %.2f GiB/s", key, s.Last(key)))
+		}
+		return strings.Join(msg, ", "), nil
+	})
+}
+
+// interleave runs warmup untimed iterations, then iters timed ones; each
+// iteration runs every step once, starting one step further each time so
+// that no step always runs first (figures compared in a ratio share the
+// machine's noise). keep tells a step whether the iteration is timed.
+func interleave(warmup, iters int, steps ...func(keep bool) error) error {
+	for i := range warmup + iters {
+		for k := range steps {
+			if err := steps[(i+k)%len(steps)](i >= warmup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// record adds the times of a fresh helper to l: "work", "wall" and its
+// steps.
+func record(l laps, r HelperResult) {
+	l["work"], l["wall"] = append(l["work"], time.Duration(r.WorkNS)), append(l["wall"], r.Wall)
+	for k, ns := range r.Steps {
+		l[k] = append(l[k], time.Duration(ns))
+	}
 }

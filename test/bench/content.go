@@ -1,0 +1,201 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/filedigest"
+	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
+)
+
+// ContentResult is what proving that a client's files hold the daemon's
+// bytes costs (docs/cacheconfig.md, "Content identity"): the four figures
+// of issue 24, each ratio from the same rounds (the docs template, "Content
+// identity", says how each is measured); rates in GiB/s, medians.
+type ContentResult struct {
+	Model             Model              `json:"model"`
+	Runs              int                `json:"runs"`
+	Readers           int                `json:"readers"`
+	FillDigestGiBps   float64            `json:"fill_digest_gib_per_s"`
+	FillNoDigestGiBps float64            `json:"fill_no_digest_gib_per_s"`
+	FillRatio         float64            `json:"fill_ratio"`
+	Attach            Summary            `json:"attach"`
+	AttachIdentity    Summary            `json:"attach_identity"`
+	AttachRatio       float64            `json:"attach_ratio"`
+	HashModel         Model              `json:"hash_model"`
+	HashGiBps         float64            `json:"hash_gib_per_s"`
+	ReadGiBps         float64            `json:"read_gib_per_s"`
+	HashRatio         float64            `json:"hash_ratio"`
+	IdentityModel     Model              `json:"identity_model"`
+	PythonIdentity    Summary            `json:"python_identity"`
+	PythonStepsMS     map[string]float64 `json:"python_steps_ms"`
+	HeaderDigest      Summary            `json:"header_digest"`
+	Samples           series             `json:"samples_gib_per_s"`
+}
+
+// Goals of issue 24; the checkpoints' file count.
+const (
+	fillDigestGoal, attachIdentityGoal, hashReadGoal, pythonIdentityGoalMS = 0.9, 1.2, 0.8, 50
+	contentFiles                                                           = 8
+)
+
+// runContent measures the four figures of content identity side by side.
+func runContent(ctx context.Context, e *Env) (any, []Target, error) {
+	m, err := e.warmModel(ModelSpec{Bytes: e.SmallBytes, Tensors: e.FewTensors, Files: contentFiles})
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &ContentResult{Model: *m, Runs: e.Repeats, Readers: fill.DefaultReaders(), Samples: series{}}
+	for _, measure := range []func(context.Context, *Env, *ContentResult) error{fillDigest, attachIdentity, hashVsRead, pythonIdentity} {
+		if err := measure(ctx, e, res); err != nil {
+			return nil, nil, err
+		}
+	}
+	id := res.IdentityModel
+	return res, []Target{
+		benchreport.AtLeast(fmt.Sprintf("fill with content digest / without, %d MiB, page cache warm", m.Bytes>>20), res.FillRatio, fillDigestGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("attach p50 with the identity check / without, %d tensors in %d files", m.Tensors, m.Shards),
+			res.AttachRatio, attachIdentityGoal, "×"),
+		benchreport.AtLeast(fmt.Sprintf("hash an unknown copy / read it, %d MiB, page cache warm", res.HashModel.Bytes>>20), res.HashRatio, hashReadGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("Python identity step (status + identities_match), %d tensors in %d files, median", id.Tensors, id.Shards),
+			res.PythonIdentity.MedianMS, pythonIdentityGoalMS, "ms"),
+		benchreport.Reported(fmt.Sprintf("Python header digest (checkpoint_digest) it makes unnecessary, %d tensors, median", id.Tensors),
+			res.HeaderDigest.MedianMS, "ms"),
+	}, nil
+}
+
+// memory is prefaulted host memory that a fill writes into.
+type memory []byte
+
+func (m memory) WriteAt(p []byte, off int64) (int, error) { return copy(m[off:], p), nil }
+
+// fillDigest fills the model's files into prefaulted memory with and without the
+// digest.
+func fillDigest(_ context.Context, e *Env, res *ContentResult) error {
+	extents, total, err := extentsOf(res.Model.Files)
+	if err != nil {
+		return err
+	}
+	dst := memory(patterned(int(total)))
+	fillWith := func(digest bool) func() error {
+		return func() error {
+			_, err := fill.Fill(context.Background(), fill.WriterAt{W: dst}, total, extents, nil, fill.Options{Readers: res.Readers,
+				Buffers: 2, BufferBytes: fill.DefaultBufferBytes, Direct: fill.DirectNever, NoDigest: !digest})
+			return err
+		}
+	}
+	err = e.alternate("content fill", total, res.Samples, map[string]func() error{"fill_digest": fillWith(true),
+		"fill_no_digest": fillWith(false)})
+	res.FillDigestGiBps, res.FillNoDigestGiBps = res.Samples.Med("fill_digest"), res.Samples.Med("fill_no_digest")
+	res.FillRatio = benchreport.Round3(benchreport.Ratio(res.FillDigestGiBps, res.FillNoDigestGiBps))
+	return err
+}
+
+// attachIdentity serves the model and times Attach and AttachFiles, interleaved.
+func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
+	m := &res.Model
+	ts, stop, err := serveTargets(ctx, e.Options, "content", m)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	t := ts[0]
+	attach := func(key string, check bool) func(bool) error {
+		return func(keep bool) error {
+			sw := t.laps.Start(keep)
+			var a *client.Attachment
+			var err error
+			if check {
+				a, err = t.c.AttachFiles(ctx, t.cfg, m.Files, client.ContentOptions{NoCache: true})
+			} else {
+				a, err = t.c.Attach(ctx, t.cfg)
+			}
+			if err != nil {
+				return t.d.withOutput(err)
+			}
+			sw.Lap(key)
+			return a.Lease.Close()
+		}
+	}
+	if err := interleave(attachWarmup, e.AttachIters, attach("plain", false), attach("identity", true)); err != nil {
+		return err
+	}
+	res.Attach, res.AttachIdentity = t.laps.Summary("plain"), t.laps.Summary("identity")
+	res.AttachRatio = benchreport.Round3(benchreport.Ratio(res.AttachIdentity.MedianMS, res.Attach.MedianMS))
+	e.logf("content attach: p50 %.3f ms, with the identity check %.3f ms", res.Attach.MedianMS, res.AttachIdentity.MedianMS)
+	return t.d.Stop()
+}
+
+// hashVsRead hashes every file of a copy no daemon loaded and reads it the
+// same way.
+func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
+	spec := ModelSpec{Bytes: e.HashBytes, Tensors: e.FewTensors}
+	m, err := e.warmModel(spec)
+	if err != nil {
+		return err
+	}
+	defer e.dropModel(spec)
+	res.HashModel = *m
+	extents, total, err := extentsOf(m.Files)
+	if err != nil {
+		return err
+	}
+	err = e.alternate("content hash", total, res.Samples, map[string]func() error{
+		"read": func() error {
+			_, err := fill.Fill(ctx, fill.WriterAt{}, total, extents, nil, fill.Options{Readers: res.Readers, Buffers: 1,
+				BufferBytes: filedigest.LeafBytes, Direct: fill.DirectNever, NoDigest: true})
+			return err
+		},
+		"hash": func() error {
+			for _, f := range m.Files {
+				if _, err := filedigest.File(ctx, f, filedigest.Options{Workers: res.Readers}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	res.HashGiBps, res.ReadGiBps = res.Samples.Med("hash"), res.Samples.Med("read")
+	res.HashRatio = benchreport.Round3(benchreport.Ratio(res.HashGiBps, res.ReadGiBps))
+	return err
+}
+
+// pythonIdentity serves a checkpoint of IdentityTensors tensors and runs
+// the Python identity step in fresh processes: one untimed, then Repeats.
+func pythonIdentity(ctx context.Context, e *Env, res *ContentResult) error {
+	spec := ModelSpec{Bytes: e.SmallBytes, Tensors: e.IdentityTensors, Files: contentFiles}
+	m, err := e.Model(spec)
+	if err != nil {
+		return err
+	}
+	defer e.dropModel(spec)
+	res.IdentityModel = *m
+	w, d, _, err := serving(ctx, e.Options, "identity", m)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	runs := laps{}
+	err = e.rounds("content python identity", e.Repeats+1, func(i int) (string, error) {
+		r, err := w.fresh(w.pythonArgv(pyIdentityStep, m.Dir, w.UUID)...)
+		if err == nil && r.Tensors != m.Tensors {
+			err = fmt.Errorf("the daemon reports %d tensors, the checkpoint has %d", r.Tensors, m.Tensors)
+		}
+		if err != nil {
+			return "", d.withOutput(err)
+		}
+		if i > 0 { // the first run warms up
+			record(runs, r)
+		}
+		return fmt.Sprintf("identity step %.1f ms, header digest %.0f ms", benchreport.MS(time.Duration(r.WorkNS)),
+			benchreport.MS(time.Duration(r.Steps["header_digest"]))), nil
+	})
+	if err != nil {
+		return err
+	}
+	res.PythonIdentity, res.HeaderDigest, res.PythonStepsMS = runs.Summary("work"), runs.Summary("header_digest"), runs.MediansMS("work", "wall")
+	return d.Stop()
+}

@@ -1,0 +1,146 @@
+package testproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/paths"
+)
+
+// ServeArgs are the arguments of `wcache serve` on the device of ordinal
+// gpu of backend, followed by args (--model DIR, --takeover, ...).
+func ServeArgs(backend string, gpu int, args ...string) []string {
+	return append([]string{"serve", "--backend", backend, "--gpu-id", strconv.Itoa(gpu)}, args...)
+}
+
+// ServeOptions describe a daemon started by World.Serve.
+type ServeOptions struct {
+	// Options start the process: Args are all of its arguments
+	// (ServeArgs); a nil Env is the world's (World.Env).
+	Options
+	// UUID is the device whose ready file must name the process.
+	UUID string
+	// Timeout bounds the wait for the ready file (default 30 s).
+	Timeout time.Duration
+	// Started, when set, runs right after fork/exec, before the wait.
+	Started func(*Process)
+}
+
+// Serve starts a daemon through g and waits until the ready file of its
+// device names it. When it exits first, the wait times out or ctx ends,
+// it kills the process and returns the error, with the process's output.
+func (w *World) Serve(ctx context.Context, g *Group, o ServeOptions) (*Process, error) {
+	p, err := w.Paths(o.UUID)
+	if err != nil {
+		return nil, err
+	}
+	if o.Env == nil {
+		o.Env = w.Env()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	proc, err := g.Start(o.Options)
+	if err != nil {
+		return nil, err
+	}
+	if o.Started != nil {
+		o.Started(proc)
+	}
+	if _, err := proc.WaitReady(ctx, p.Ready, o.Timeout); err != nil {
+		proc.Kill()
+		return nil, err
+	}
+	return proc, nil
+}
+
+// Paths are the default-layout paths of device uuid, as the binaries
+// compute them in the world's environment.
+func (w *World) Paths(uuid string) (paths.Paths, error) {
+	layout, err := w.Layout()
+	if err != nil {
+		return paths.Paths{}, err
+	}
+	return layout.For(uuid)
+}
+
+// Status dials the daemon of device uuid in the world (discovery by UUID)
+// and returns its Status.
+func (w *World) Status(ctx context.Context, uuid string) (*client.Status, error) {
+	layout, err := w.Layout()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(ctx, client.ByDeviceUUID(layout, uuid), client.Options{ClientName: "testproc"})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Status(ctx)
+}
+
+// PluginPID is the backend plugin of the daemon at pid: its one child
+// whose command name starts with "wcache-backend-".
+func PluginPID(pid int) (int, error) {
+	kids, err := ChildPIDs(pid)
+	if err != nil {
+		return 0, err
+	}
+	var plugins []int
+	for _, k := range kids {
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "comm"))
+		if bytes.HasPrefix(comm, []byte("wcache-backend-")) {
+			plugins = append(plugins, k)
+		}
+	}
+	if len(plugins) != 1 {
+		return 0, fmt.Errorf("pid %d has children %v, want one backend plugin", pid, kids)
+	}
+	return plugins[0], nil
+}
+
+// ModuleRoot is the folder holding the go.mod of the module around the
+// working directory.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the wcache module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// BuildBinaries builds wcache and the mock plugin into dir as `make build`
+// does (CGO_ENABLED=0), and with cuda and gcc on PATH the CUDA plugin
+// (with cgo). It builds from ModuleRoot.
+func BuildBinaries(dir string, cuda bool) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	builds := [][3]string{{"wcache", "./cmd/wcache", "0"}, {"wcache-backend-mock", "./plugins/mock", "0"}}
+	if _, err := exec.LookPath("gcc"); cuda && err == nil {
+		builds = append(builds, [3]string{"wcache-backend-cuda", "./plugins/cuda", "1"})
+	}
+	for _, b := range builds {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b[2])
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", b[1], err, out)
+		}
+	}
+	return nil
+}
