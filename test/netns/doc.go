@@ -5,7 +5,7 @@
 // namespaces, so every pair can use the same addresses and parallel tests
 // do not collide.
 //
-// A test runs a real process on a host with Host.Wrap (through `ip netns
+// A test runs a real process on a host with Host.Start (through `ip netns
 // exec`, which execs the program: the started process is the program
 // itself, so signalling it reaches it) and opens sockets on a host from
 // the test process itself with Host.DialContext and Host.Listen (the
@@ -21,5 +21,5 @@
 // (wcache-test-<pid>.<start>-<random>-a); New deletes the names left by a
 // run that no longer exists (killed before its cleanup), never those of a
 // live run. Processes a killed run left inside them are its children, and
-// Wrap makes them die with their parent (PR_SET_PDEATHSIG).
+// Host.Start makes them die with their parent (PR_SET_PDEATHSIG).
 package netns

@@ -14,12 +14,16 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// Wrap returns o to run inside h: `ip netns exec <Name> <o.Path> <o.Args…>`.
-// ip execs the program after entering the namespace, so the process
-// testproc starts is the program itself (its pid, its process group). The
-// child also gets SIGKILL when the test process dies
-// (PR_SET_PDEATHSIG), so a killed test run leaves no server behind.
-func (h *Host) Wrap(o testproc.Options) testproc.Options {
+// Start starts o's program inside h as testproc.Start does: through
+// `ip netns exec <Name> <o.Path> <o.Args…>`, which execs the program after
+// entering the namespace, so the started process is the program itself
+// (its pid, its process group: Process.Kill reaches it). The child gets
+// SIGKILL when the test process dies (PR_SET_PDEATHSIG), so a killed test
+// run leaves no server behind. The kernel sends that signal when the
+// *thread* that forked the child ends, and Go ends threads (those of
+// DialContext and Listen, for one), so the child is started from a thread
+// locked for as long as the child lives.
+func (h *Host) Start(o testproc.Options) (*testproc.Process, error) {
 	o.Args = append([]string{"netns", "exec", h.Name, o.Path}, o.Args...)
 	o.Path = h.ip
 	edit := o.Edit
@@ -33,7 +37,22 @@ func (h *Host) Wrap(o testproc.Options) testproc.Options {
 		cmd.SysProcAttr.Setpgid = true
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	return o
+	type started struct {
+		p   *testproc.Process
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		p, err := testproc.Start(o)
+		ch <- started{p, err}
+		if err == nil {
+			<-p.Done()
+		}
+	}()
+	s := <-ch
+	return s.p, s.err
 }
 
 // DialContext opens a connection from h, as net.Dialer does from the
@@ -60,8 +79,8 @@ func (h *Host) Listen(network, addr string) (net.Listener, error) {
 	return l, err
 }
 
-// inside runs fn on a goroutine locked to a fresh OS thread that entered
-// h's network namespace. A socket belongs to the namespace it was created
+// inside runs fn on a goroutine locked to its OS thread, after that thread
+// entered h's network namespace. A socket belongs to the namespace it was created
 // in, whichever thread uses it later. The goroutine exits still locked,
 // so the runtime ends the thread rather than running anything else in the
 // namespace.

@@ -75,15 +75,17 @@ func TestHostHasOnlyItsOwnLinks(t *testing.T) {
 	}
 }
 
-// TestWrapRunsTheProgramInTheHost: the process Wrap starts is the program
-// itself (ip exec'd it), inside the namespace.
-func TestWrapRunsTheProgramInTheHost(t *testing.T) {
+// TestStartRunsTheProgramInTheHost: the process Start starts is the
+// program itself (ip exec'd it), inside the namespace, and it outlives the
+// threads that DialContext and Listen end (its parent-death signal is tied
+// to the thread that forked it).
+func TestStartRunsTheProgramInTheHost(t *testing.T) {
 	p := netns.New(t)
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Skip("no sleep command")
 	}
-	proc, err := testproc.Start(p.A.Wrap(testproc.Options{Path: sleep, Args: []string{"600"}}))
+	proc, err := p.A.Start(testproc.Options{Path: sleep, Args: []string{"600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +102,16 @@ func TestWrapRunsTheProgramInTheHost(t *testing.T) {
 	}
 	if got, want := inode(t, filepath.Join("/proc", itoa(proc.PID()), "ns", "net")), inode(t, p.A.Path()); got != want {
 		t.Fatalf("the process's network namespace is inode %d, A's is %d", got, want)
+	}
+	for range 32 {
+		l, err := p.B.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
+	if proc.Exited() {
+		t.Fatalf("the process died when threads of the test ended:\n%s", proc)
 	}
 }
 
