@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/peer/peertest"
 )
 
 // benchMiB sizes BenchmarkTransport's generation (default 256 MiB).
@@ -30,17 +31,15 @@ func BenchmarkTransport(b *testing.B) {
 		size = n << 20
 	}
 	data := content(size, 3)
-	authority := newCA(b, "bench CA")
-	addr, _ := serve(b, newSource(data), authority.issue(b, "node-a", authority), peer.ServerOptions{})
-	client := authority.issue(b, "node-b", authority)
+	authority := peertest.NewCA(b, "bench CA")
+	addr, _ := serve(b, newSource(data), authority.Issue(b, "node-a", authority), peer.ServerOptions{})
+	client := authority.Issue(b, "node-b", authority)
 	for _, streams := range []int{1, 4} {
 		b.Run("mtls-fetch-streams-"+strconv.Itoa(streams), func(b *testing.B) {
 			opts := peer.FetchOptions{Transport: &peer.TCPTransport{Creds: client}, Peers: []string{addr}, Streams: streams}
-			sink := &memSink{}
 			b.SetBytes(int64(size))
 			for b.Loop() {
-				*sink = memSink{}
-				if _, err := peer.Fetch(b.Context(), identity, sink, opts); err != nil {
+				if _, err := peer.Fetch(b.Context(), identity, &peertest.MemSink{}, opts); err != nil {
 					b.Fatal(err)
 				}
 			}

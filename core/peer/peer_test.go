@@ -3,17 +3,9 @@ package peer_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,73 +14,9 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
-
-// ca is a certificate authority made for one test.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t testing.TB, name string) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes a leaf certificate for name (CN, and a SPIFFE URI SAN),
-// its key and the CA bundle trust into a new folder, and returns the
-// credentials that read them.
-func (c *ca) issue(t testing.TB, name string, trust *ca) *peer.Credentials {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse("spiffe://test/" + name)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:        []*url.URL{u}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cr := &peer.Credentials{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt")}
-	for path, data := range map[string][]byte{
-		cr.CertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		cr.KeyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		cr.CAFile:   trust.pem,
-	} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cr
-}
 
 // memSource serves generations from memory. failAt (>= 0) makes ReadAt
 // fail once a read reaches that offset of arena 0: the peer dies
@@ -146,41 +74,6 @@ func (g *memGen) Release() {
 	g.src.mu.Lock()
 	g.src.released++
 	g.src.mu.Unlock()
-}
-
-// memSink collects a fetch.
-type memSink struct {
-	mu        sync.Mutex
-	arenas    [][]byte
-	prepared  bool
-	committed bool
-	aborted   error
-}
-
-func (s *memSink) Prepare(_ context.Context, o peer.Offer) error {
-	s.prepared = true
-	for _, a := range o.Arenas {
-		s.arenas = append(s.arenas, make([]byte, a.Size))
-	}
-	return nil
-}
-
-func (s *memSink) WriteAt(arena int, p []byte, off uint64) error {
-	copy(s.arenas[arena][off:], p)
-	return nil
-}
-
-func (s *memSink) Commit(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.committed = true
-	return nil
-}
-
-func (s *memSink) Abort(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.aborted = err
 }
 
 func content(n int, seed byte) []byte {
@@ -241,29 +134,29 @@ func fetchOpts(creds *peer.Credentials, peers ...string) peer.FetchOptions {
 }
 
 func TestFetchHappyPath(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
+	authority := peertest.NewCA(t, "wcache test CA")
 	a0, a1 := content(5<<20+123, 1), content(1<<20-7, 2)
 	src := newSource(a0, a1)
-	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	addr, _ := serve(t, src, authority.Issue(t, "node-a", authority), peer.ServerOptions{})
 	// A second peer that holds nothing is asked first and skipped; the
 	// holder is found through one DNS name resolving to both.
 	empty := &memSource{failAt: -1, gens: map[string]*memGen{}}
-	emptyAddr, _ := serve(t, empty, authority.issue(t, "node-c", authority), peer.ServerOptions{})
+	emptyAddr, _ := serve(t, empty, authority.Issue(t, "node-c", authority), peer.ServerOptions{})
 	_, port, _ := net.SplitHostPort(addr)
 	_, emptyPort, _ := net.SplitHostPort(emptyAddr)
 
-	sink := &memSink{}
-	opts := fetchOpts(authority.issue(t, "node-b", authority), "127.0.0.1:"+emptyPort, "peers.test:"+port)
+	sink := &peertest.MemSink{}
+	opts := fetchOpts(authority.Issue(t, "node-b", authority), "127.0.0.1:"+emptyPort, "peers.test:"+port)
 	opts.Resolver = resolver{"peers.test": {"127.0.0.1", "127.0.0.2"}}
 	opts.Self = []string{"127.0.0.2:" + port}
 	res, err := peer.Fetch(t.Context(), identity, sink, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sink.committed || sink.aborted != nil {
-		t.Fatalf("sink committed %v, aborted %v", sink.committed, sink.aborted)
+	if !sink.Committed() || sink.Aborted() != nil {
+		t.Fatalf("sink committed %v, aborted %v", sink.Committed(), sink.Aborted())
 	}
-	if !bytes.Equal(sink.arenas[0], a0) || !bytes.Equal(sink.arenas[1], a1) {
+	if !bytes.Equal(sink.Arena(0), a0) || !bytes.Equal(sink.Arena(1), a1) {
 		t.Fatal("fetched bytes differ from the peer's")
 	}
 	if res.Peer != addr || res.Bytes != uint64(len(a0)+len(a1)) || res.Offer.Generation != "gen-1" {
@@ -277,20 +170,20 @@ func TestFetchHappyPath(t *testing.T) {
 }
 
 func TestPeerFromAnotherCARefused(t *testing.T) {
-	authority, other := newCA(t, "wcache test CA"), newCA(t, "someone else's CA")
+	authority, other := peertest.NewCA(t, "wcache test CA"), peertest.NewCA(t, "someone else's CA")
 	src := newSource(content(3<<20, 1))
-	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	addr, _ := serve(t, src, authority.Issue(t, "node-a", authority), peer.ServerOptions{})
 
 	// A client whose certificate another CA signed (it trusts ours).
-	sink := &memSink{}
-	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(other.issue(t, "intruder", authority), addr))
-	if !errors.Is(err, peer.ErrNoPeer) || sink.prepared || sink.committed {
-		t.Fatalf("client of another CA: err %v, sink prepared %v committed %v", err, sink.prepared, sink.committed)
+	sink := &peertest.MemSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(other.Issue(t, "intruder", authority), addr))
+	if !errors.Is(err, peer.ErrNoPeer) || sink.Prepared() || sink.Committed() {
+		t.Fatalf("client of another CA: err %v, sink prepared %v committed %v", err, sink.Prepared(), sink.Committed())
 	}
 	// A server whose certificate another CA signed: our client refuses it.
-	rogue, _ := serve(t, src, other.issue(t, "rogue", other), peer.ServerOptions{})
-	_, err = peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.issue(t, "node-b", authority), rogue))
-	if !errors.Is(err, peer.ErrNoPeer) || !strings.Contains(err.Error(), "certificate") || sink.prepared {
+	rogue, _ := serve(t, src, other.Issue(t, "rogue", other), peer.ServerOptions{})
+	_, err = peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.Issue(t, "node-b", authority), rogue))
+	if !errors.Is(err, peer.ErrNoPeer) || !strings.Contains(err.Error(), "certificate") || sink.Prepared() {
 		t.Fatalf("server of another CA: %v", err)
 	}
 	src.mu.Lock()
@@ -301,30 +194,30 @@ func TestPeerFromAnotherCARefused(t *testing.T) {
 }
 
 func TestAllowedNames(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
-	creds := authority.issue(t, "node-a", authority)
+	authority := peertest.NewCA(t, "wcache test CA")
+	creds := authority.Issue(t, "node-a", authority)
 	creds.AllowedNames = []string{"spiffe://test/node-b"}
 	addr, _ := serve(t, newSource(content(1<<20, 1)), creds, peer.ServerOptions{})
-	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(authority.issue(t, "node-x", authority), addr)); !errors.Is(err, peer.ErrNoPeer) {
+	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(authority.Issue(t, "node-x", authority), addr)); !errors.Is(err, peer.ErrNoPeer) {
 		t.Fatalf("a name not allowed: %v", err)
 	}
-	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(authority.issue(t, "node-b", authority), addr)); err != nil {
+	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(authority.Issue(t, "node-b", authority), addr)); err != nil {
 		t.Fatalf("an allowed name: %v", err)
 	}
 }
 
 func TestPeerDyingMidStream(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
+	authority := peertest.NewCA(t, "wcache test CA")
 	src := newSource(content(12<<20, 1))
 	src.failAt = 7 << 20
-	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
-	sink := &memSink{}
-	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.issue(t, "node-b", authority), addr))
+	addr, _ := serve(t, src, authority.Issue(t, "node-a", authority), peer.ServerOptions{})
+	sink := &peertest.MemSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.Issue(t, "node-b", authority), addr))
 	if err == nil || !strings.Contains(err.Error(), "stream ended") {
 		t.Fatalf("err %v, want the stream cut short", err)
 	}
-	if sink.committed || sink.aborted == nil {
-		t.Fatalf("sink committed %v, aborted %v: want aborted, never committed", sink.committed, sink.aborted)
+	if sink.Committed() || sink.Aborted() == nil {
+		t.Fatalf("sink committed %v, aborted %v: want aborted, never committed", sink.Committed(), sink.Aborted())
 	}
 }
 
@@ -332,20 +225,20 @@ func TestPeerDyingMidStream(t *testing.T) {
 // source blocks at 6 MiB until then): the fetch fails, the sink is
 // aborted.
 func TestPeerKilledMidStream(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
+	authority := peertest.NewCA(t, "wcache test CA")
 	src := newSource(content(16<<20, 1))
 	reached := make(chan struct{})
 	var once sync.Once
 	blocking := &blockingSource{memSource: src, at: 6 << 20, reached: func() { once.Do(func() { close(reached) }) }}
-	addr, srv := serve(t, blocking, authority.issue(t, "node-a", authority), peer.ServerOptions{})
+	addr, srv := serve(t, blocking, authority.Issue(t, "node-a", authority), peer.ServerOptions{})
 	go func() {
 		<-reached
 		srv.Close() // the peer dies: every connection closed
 	}()
-	sink := &memSink{}
-	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.issue(t, "node-b", authority), addr))
-	if err == nil || sink.committed || sink.aborted == nil {
-		t.Fatalf("err %v, sink committed %v aborted %v", err, sink.committed, sink.aborted)
+	sink := &peertest.MemSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.Issue(t, "node-b", authority), addr))
+	if err == nil || sink.Committed() || sink.Aborted() == nil {
+		t.Fatalf("err %v, sink committed %v aborted %v", err, sink.Committed(), sink.Aborted())
 	}
 }
 
@@ -380,40 +273,40 @@ func (g blockingGen) ReadAt(ctx context.Context, arena int, p []byte, off uint64
 }
 
 func TestPeerServingDifferentContent(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
+	authority := peertest.NewCA(t, "wcache test CA")
 	want, other := content(3<<20+5, 1), content(3<<20+5, 9)
 	// The peer announces the digest of the right content but serves other
 	// bytes (corruption, a bug, a lie).
 	src := newSource(other)
 	src.announce = []string{filedigest.Bytes(want)}
-	addr, _ := serve(t, src, authority.issue(t, "node-a", authority), peer.ServerOptions{})
-	client := authority.issue(t, "node-b", authority)
-	sink := &memSink{}
+	addr, _ := serve(t, src, authority.Issue(t, "node-a", authority), peer.ServerOptions{})
+	client := authority.Issue(t, "node-b", authority)
+	sink := &peertest.MemSink{}
 	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(client, addr))
 	var dm *peer.DigestMismatchError
 	if !errors.Is(err, peer.ErrDigestMismatch) || !errors.As(err, &dm) || dm.Arena != 0 || dm.Got != filedigest.Bytes(other) {
 		t.Fatalf("err %v, want a digest mismatch on arena 0", err)
 	}
-	if sink.committed || sink.aborted == nil {
-		t.Fatalf("sink committed %v, aborted %v", sink.committed, sink.aborted)
+	if sink.Committed() || sink.Aborted() == nil {
+		t.Fatalf("sink committed %v, aborted %v", sink.Committed(), sink.Aborted())
 	}
 
 	// An honest peer with other content, refused by the caller's expected
 	// digest before a byte is read.
 	honest := newSource(other)
-	addr2, _ := serve(t, honest, authority.issue(t, "node-c", authority), peer.ServerOptions{})
-	sink = &memSink{}
+	addr2, _ := serve(t, honest, authority.Issue(t, "node-c", authority), peer.ServerOptions{})
+	sink = &peertest.MemSink{}
 	opts := fetchOpts(client, addr2)
 	opts.Expect = []string{filedigest.Bytes(want)}
-	if _, err := peer.Fetch(t.Context(), identity, sink, opts); !errors.Is(err, peer.ErrDigestMismatch) || sink.prepared {
-		t.Fatalf("expected digest: err %v, sink prepared %v", err, sink.prepared)
+	if _, err := peer.Fetch(t.Context(), identity, sink, opts); !errors.Is(err, peer.ErrDigestMismatch) || sink.Prepared() {
+		t.Fatalf("expected digest: err %v, sink prepared %v", err, sink.Prepared())
 	}
 }
 
 func TestConnectionLimitAnswersBusy(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
-	addr, _ := serve(t, newSource(content(1<<20, 1)), authority.issue(t, "node-a", authority), peer.ServerOptions{MaxConnsPerPeer: 1})
-	tr := &peer.TCPTransport{Creds: authority.issue(t, "node-b", authority)}
+	authority := peertest.NewCA(t, "wcache test CA")
+	addr, _ := serve(t, newSource(content(1<<20, 1)), authority.Issue(t, "node-a", authority), peer.ServerOptions{MaxConnsPerPeer: 1})
+	tr := &peer.TCPTransport{Creds: authority.Issue(t, "node-b", authority)}
 	offer, err := tr.Describe(t.Context(), addr, identity)
 	if err != nil {
 		t.Fatal(err)
@@ -440,14 +333,14 @@ func TestConnectionLimitAnswersBusy(t *testing.T) {
 // from the next connection on, clients of the new one served, without a
 // restart.
 func TestCredentialsReloadOnRotation(t *testing.T) {
-	oldCA, newCAuth := newCA(t, "old CA"), newCA(t, "new CA")
-	creds := oldCA.issue(t, "node-a", oldCA)
+	oldCA, newCAuth := peertest.NewCA(t, "old CA"), peertest.NewCA(t, "new CA")
+	creds := oldCA.Issue(t, "node-a", oldCA)
 	addr, _ := serve(t, newSource(content(1<<20, 1)), creds, peer.ServerOptions{})
-	oldClient, newClient := oldCA.issue(t, "node-b", oldCA), newCAuth.issue(t, "node-b", newCAuth)
-	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(oldClient, addr)); err != nil {
+	oldClient, newClient := oldCA.Issue(t, "node-b", oldCA), newCAuth.Issue(t, "node-b", newCAuth)
+	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(oldClient, addr)); err != nil {
 		t.Fatalf("before the rotation: %v", err)
 	}
-	rotated := newCAuth.issue(t, "node-a", newCAuth)
+	rotated := newCAuth.Issue(t, "node-a", newCAuth)
 	for _, f := range [][2]string{{rotated.CertFile, creds.CertFile}, {rotated.KeyFile, creds.KeyFile}, {rotated.CAFile, creds.CAFile}} {
 		// Written beside, then renamed over: a new inode, as a Secret
 		// volume's atomic update gives.
@@ -462,17 +355,17 @@ func TestCredentialsReloadOnRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(oldClient, addr)); !errors.Is(err, peer.ErrNoPeer) {
+	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(oldClient, addr)); !errors.Is(err, peer.ErrNoPeer) {
 		t.Fatalf("a client of the old CA after the rotation: %v, want refused", err)
 	}
-	if _, err := peer.Fetch(t.Context(), identity, &memSink{}, fetchOpts(newClient, addr)); err != nil {
+	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(newClient, addr)); err != nil {
 		t.Fatalf("a client of the new CA after the rotation: %v", err)
 	}
 }
 
 func TestCredentialsMissingFilesFailAtStart(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
-	creds := authority.issue(t, "node-a", authority)
+	authority := peertest.NewCA(t, "wcache test CA")
+	creds := authority.Issue(t, "node-a", authority)
 	creds.KeyFile = filepath.Join(t.TempDir(), "absent.key")
 	if _, err := peer.NewServer(newSource(content(1, 1)), creds, peer.ServerOptions{}); err == nil || !strings.Contains(err.Error(), "absent.key") {
 		t.Fatalf("NewServer with a missing key: %v", err)
@@ -496,18 +389,18 @@ func TestResolvePeers(t *testing.T) {
 // time belongs in the benchmarks), and an offer over the caller's budget
 // is refused before the sink is prepared.
 func TestRateLimitAndBudget(t *testing.T) {
-	authority := newCA(t, "wcache test CA")
+	authority := peertest.NewCA(t, "wcache test CA")
 	data := content(3<<20+1, 4)
-	addr, _ := serve(t, newSource(data), authority.issue(t, "node-a", authority), peer.ServerOptions{RateBytesPerSec: 256 << 20})
-	client := authority.issue(t, "node-b", authority)
-	sink := &memSink{}
-	if _, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(client, addr)); err != nil || !bytes.Equal(sink.arenas[0], data) {
+	addr, _ := serve(t, newSource(data), authority.Issue(t, "node-a", authority), peer.ServerOptions{RateBytesPerSec: 256 << 20})
+	client := authority.Issue(t, "node-b", authority)
+	sink := &peertest.MemSink{}
+	if _, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(client, addr)); err != nil || !bytes.Equal(sink.Arena(0), data) {
 		t.Fatalf("rate-limited fetch: %v", err)
 	}
-	sink = &memSink{}
+	sink = &peertest.MemSink{}
 	opts := fetchOpts(client, addr)
 	opts.MaxBytes = uint64(len(data)) - 1
-	if _, err := peer.Fetch(t.Context(), identity, sink, opts); err == nil || sink.prepared {
-		t.Fatalf("offer over the budget: err %v, sink prepared %v", err, sink.prepared)
+	if _, err := peer.Fetch(t.Context(), identity, sink, opts); err == nil || sink.Prepared() {
+		t.Fatalf("offer over the budget: err %v, sink prepared %v", err, sink.Prepared())
 	}
 }

@@ -32,6 +32,10 @@ type TCPTransport struct {
 	// TLS handshake; IOTimeout (default DefaultIOTimeout) each read and
 	// write after it.
 	DialTimeout, IOTimeout time.Duration
+	// Dial, when set, opens the TCP connection instead of a net.Dialer
+	// (TLS is added over it): a source address, a socket mark, or (in the
+	// tests) another network namespace. nil: net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 var _ Transport = (*TCPTransport)(nil)
@@ -54,9 +58,17 @@ func (t *TCPTransport) dial(ctx context.Context, peer string) (*tcpConn, error) 
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	d := tls.Dialer{NetDialer: &net.Dialer{}, Config: t.Creds.ClientConfig()}
-	c, err := d.DialContext(dctx, "tcp", peer)
+	dial := t.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	raw, err := dial(dctx, "tcp", peer)
 	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", peer, err)
+	}
+	c := tls.Client(raw, t.Creds.ClientConfig())
+	if err := c.HandshakeContext(dctx); err != nil {
+		raw.Close()
 		return nil, fmt.Errorf("peer %s: %w", peer, err)
 	}
 	return &tcpConn{peer: peer, c: c, br: bufio.NewReaderSize(c, 64<<10), timeout: t.ioTimeout()}, nil
