@@ -27,6 +27,7 @@ import tempfile
 import threading
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
+from . import pb
 from .errors import NoDaemonError, WcacheError
 
 LEAF_BYTES = 1 << 20
@@ -229,6 +230,78 @@ def files_from_proto(messages: Iterable) -> List[FileContent]:
                                                            int(m.ctime_ns))) for m in messages]
 
 
+def _hash_and_cache(name: str, path: str, ident: Identity, cache: Optional[DigestCache],
+                    progress: Optional[Callable[[str, int, int], None]], workers: int) -> str:
+    """The digest of the file at path, whose identity is ident: hashed
+    (progress(name, done, total)), checked to have kept ident meanwhile, and
+    stored in cache (a cache that cannot be written is not fatal: the next
+    run hashes again)."""
+    digest = digest_file(path, workers, (lambda d, t: progress(name, d, t)) if progress else None, size=ident.size)
+    if Identity.of(os.stat(path)) != ident:
+        raise WcacheError(f"content of {path}: the file changed while it was hashed")
+    if cache is not None:
+        try:
+            cache.store(ident, digest)
+        except OSError:
+            pass
+    return digest
+
+
+class SourceFiles:
+    """The checkpoint files a publisher loads its weights from, each with the identity it had when named.
+
+    Create it before the engine reads the files; records() then gives the
+    content a publish carries (PublishBegin.files): each file's digest, from
+    the per-user digest cache or by hashing it once (cached afterwards), and
+    the identity, checked to still be the one taken here, so that bytes
+    loaded in between are the files' bytes. Mirror of the Go client's
+    OpenCheckpointPublication. Raises ValueError for two files of one base
+    name (clients match files by name), OSError for a file that is missing
+    or not a regular file.
+    """
+
+    def __init__(self, files: Iterable[str]):
+        self.files: List[tuple] = []
+        seen = set()
+        for p in files:
+            p = os.path.abspath(os.fspath(p))
+            st = os.stat(p)
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise OSError(f"{p} is not a regular file")
+            name = os.path.basename(p)
+            if name in seen:
+                raise ValueError(f"two source files named {name!r}: clients match files by base name")
+            seen.add(name)
+            self.files.append((p, Identity.of(st)))
+
+    def records(self, cache: Optional[DigestCache] = None, use_cache: bool = True,
+                progress: Optional[Callable[[str, int, int], None]] = None, workers: int = 0) -> List[FileContent]:
+        """The FileContent records of the files, sorted by name.
+
+        Raises WcacheError naming a file whose identity changed since it
+        was named (or while it was hashed): its bytes are not one content.
+        """
+        if cache is None and use_cache:
+            cache = DigestCache()
+        out = []
+        for path, ident in self.files:
+            name = os.path.basename(path)
+            if Identity.of(os.stat(path)) != ident:
+                raise WcacheError(f"content of {path}: the file changed since the engine named it (before its load)")
+            digest = cache.lookup(ident) if cache is not None else None
+            if digest is None:
+                digest = _hash_and_cache(name, path, ident, cache, progress, workers)
+            out.append(FileContent(name, digest, path, ident))
+        return sorted(out, key=lambda r: r.name)
+
+
+def files_to_proto(records: Iterable[FileContent]) -> List[object]:
+    """The wire messages (wcache.pb.FileContent) of records."""
+    return [pb.FileContent(name=r.name, digest=r.digest, path=r.path, dev=r.identity.dev, ino=r.identity.ino,
+                           size=r.identity.size, mtime_ns=r.identity.mtime_ns, ctime_ns=r.identity.ctime_ns)
+            for r in records]
+
+
 def identities_match(records: Sequence[FileContent], files: Sequence[str]) -> bool:
     """Whether files are, by name and identity, exactly the files of records: one stat per file, no read.
 
@@ -294,14 +367,6 @@ def prove_content(records: Sequence[FileContent], files: Sequence[str], policy: 
             if policy != POLICY_HASH:
                 raise ContentUnknownError(name, path, "not the file the daemon loaded and no cached digest "
                                                       "(policy \"identity\"; \"hash\" hashes it)")
-            digest = digest_file(path, workers, (lambda d, t, n=name: progress(n, d, t)) if progress else None,
-                                 size=ident.size)
-            if Identity.of(os.stat(path)) != ident:
-                raise WcacheError(f"content of {path}: the file changed while it was hashed")
-            if cache is not None:
-                try:
-                    cache.store(ident, digest)
-                except OSError:
-                    pass  # not fatal: the next run hashes again
+            digest = _hash_and_cache(name, path, ident, cache, progress, workers)
         if digest != rec.digest:
             raise ContentMismatchError(name, rec.digest, digest, path)
