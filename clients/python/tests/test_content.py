@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import shutil
+import time
 
 import pytest
 
@@ -225,3 +226,73 @@ def test_publish_carries_the_source_files_content(world, tmp_path):
         wcache.load_or_publish(cfg, load, files=files_b, digest_cache=cache_b, **kw)
     assert loads == [1, 1]
 
+
+def hub_repo(hub: str, src: str, commit: str = "0123456789abcdef0123456789abcdef01234567") -> str:
+    """src's files laid out as a hub cache holds a snapshot (blobs named by
+    SHA-256, snapshot symlinks into them); returns the snapshot directory."""
+    import hashlib  # noqa: PLC0415
+
+    root = os.path.join(hub, "models--acme--tiny")
+    snap = os.path.join(root, "snapshots", commit)
+    os.makedirs(os.path.join(root, "blobs"))
+    os.makedirs(snap)
+    for name in sorted(os.listdir(src)):
+        data = open(os.path.join(src, name), "rb").read()
+        blob = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(root, "blobs", blob), "wb") as f:
+            f.write(data)
+        os.chmod(os.path.join(root, "blobs", blob), 0o644)
+        os.symlink(os.path.join("..", "..", "blobs", blob), os.path.join(snap, name))
+    return snap
+
+
+def test_hub_blob_names_prove_only_trusted_blobs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.safetensors").write_bytes(b"w" * 1000)
+    snap = hub_repo(str(tmp_path / "hub"), str(src))
+    path = os.path.join(snap, "model.safetensors")
+    sha, resolved = wcache.hub.blob_sha256(path)
+    other = content.FileContent("model.safetensors", content.digest_bytes(b"w" * 1000), "/elsewhere",
+                                content.Identity(1, 2, 1000, 3, 4), sha256=sha)
+    cache = content.DigestCache(str(tmp_path / "c"))
+    content.prove_content([other], [path], cache=cache)  # a trusted blob of the verified name
+    os.chmod(resolved, 0o664)
+    with pytest.raises(wcache.ContentUnknownError):  # writable by its group: the name proves nothing
+        content.prove_content([other], [path], cache=cache)
+    os.chmod(resolved, 0o644)
+    with pytest.raises(wcache.ContentUnknownError):  # a name the daemon did not verify
+        content.prove_content([other._replace(sha256="")], [path], cache=cache)
+    with pytest.raises(wcache.ContentUnknownError):
+        content.prove_content([other._replace(sha256="0" * 64)], [path], cache=cache)
+    assert wcache.hub.blob_sha256(str(src / "model.safetensors")) is None
+
+
+@pytest.mark.interop
+def test_a_copy_in_another_hub_cache_attaches_without_hashing(world, tmp_path):
+    w = world
+    m = os.path.join(w.root, "m")
+    st_writer.make_checkpoint(m, n_tensors=20, n_shards=2)
+    snap_a = hub_repo(os.path.join(w.root, "hubA"), m)
+    snap_b = hub_repo(os.path.join(w.root, "hubB"), m)  # other inodes, the same blob names
+    w.serve(0, snap_a)
+    kw = dict(socket=w.socket_path(w.uuids[0]))
+    names = sorted(n for n in os.listdir(m) if n.endswith(".safetensors"))
+    deadline = time.monotonic() + 120  # the daemon verifies blob names in the background
+    while True:
+        st = wcache.status(**kw)
+        recorded = {r.name: r.sha256 for r in content.files_from_proto(st.files, st.file_sha256)}
+        if all(recorded.get(n) for n in names):
+            break
+        assert time.monotonic() < deadline, f"blob names not verified: {recorded}"
+        time.sleep(0.05)
+    for n in names:
+        assert recorded[n] == wcache.hub.blob_sha256(os.path.join(snap_a, n))[0]
+    cfg = wcache.CacheConfig(model=snap_b, checkpoint_digest=wcache.checkpoint_digest(snap_b),
+                             device_capability="mock")
+    files_b = [os.path.join(snap_b, n) for n in names]
+    hashed = []
+    att = wcache.attach(cfg, files=files_b, digest_cache=content.DigestCache(str(tmp_path / "cold")),
+                        on_hash_progress=lambda *x: hashed.append(x), **kw)
+    att.release()
+    assert hashed == []

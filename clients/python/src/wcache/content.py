@@ -12,7 +12,8 @@ leaves::
 with leaf_i = SHA-256 of bytes [i MiB, min((i+1) MiB, size)). A daemon records
 it, with the file's identity (device, inode, size, mtime and ctime in ns) at
 the end of its load; a client whose file has that identity is proven by one
-stat, another by the digest cache or (policy "hash") by hashing the file.
+stat, another by a Hugging Face hub blob name the daemon verified, by the
+digest cache or (policy "hash") by hashing the file.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import tempfile
 import threading
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
-from . import pb
+from . import hub, pb
 from .errors import NoDaemonError, WcacheError
 
 LEAF_BYTES = 1 << 20
@@ -216,18 +217,35 @@ class DigestCache:
 
 
 class FileContent(NamedTuple):
-    """A daemon's record of one source file."""
+    """A daemon's record of one source file.
+
+    sha256: the content's plain SHA-256 (hex) when the daemon verified that
+    the file is a Hugging Face hub blob of that name, else "".
+    """
 
     name: str
     digest: str
     path: str
     identity: Identity
+    sha256: str = ""
 
 
-def files_from_proto(messages: Iterable) -> List[FileContent]:
-    """The FileContent records of a Manifest's or StatusResponse's ``files``."""
+def files_from_proto(messages: Iterable, sha256: Iterable = ()) -> List[FileContent]:
+    """The FileContent records of a Manifest's or StatusResponse's ``files``,
+    with the hub blob names of its ``file_sha256`` (matched by name)."""
+    sums = {s.name: s.sha256 for s in sha256}
     return [FileContent(m.name, m.digest, m.path, Identity(int(m.dev), int(m.ino), int(m.size), int(m.mtime_ns),
-                                                           int(m.ctime_ns))) for m in messages]
+                                                           int(m.ctime_ns)), sums.get(m.name, ""))
+            for m in messages]
+
+
+def _hub_blob_proof(rec: FileContent, path: str, ident: Identity) -> bool:
+    """Whether the client's file is a trusted hub blob (wcache.hub.trusted_blob)
+    named by the SHA-256 the daemon verified for rec: the same content."""
+    if not rec.sha256:
+        return False
+    blob = hub.trusted_blob(path)
+    return blob is not None and blob[0] == rec.sha256 and Identity.of(blob[1]) == ident
 
 
 def _hash_and_cache(name: str, path: str, ident: Identity, cache: Optional[DigestCache],
@@ -362,6 +380,8 @@ def prove_content(records: Sequence[FileContent], files: Sequence[str], policy: 
         if ident.size != rec.identity.size:
             raise ContentMismatchError(name, rec.digest, f"({ident.size} bytes, the daemon's file has "
                                                          f"{rec.identity.size})", path)
+        if _hub_blob_proof(rec, path, ident):
+            continue
         digest = cache.lookup(ident) if cache is not None else None
         if digest is None:
             if policy != POLICY_HASH:
