@@ -4,6 +4,7 @@ copy of the served checkpoint with one tensor zeroed is refused (issue 24)."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -199,6 +200,10 @@ def test_publish_carries_the_source_files_content(world, tmp_path):
     assert [r.name for r in recorded] == [os.path.basename(p) for p in files_a]
     assert [r.digest for r in recorded] == [content.digest_file(p) for p in files_a]
     got.release()
+    # An engine's publication stays compared as published weights, content or
+    # not: "auto" does not match the dtype it stated.
+    with pytest.raises(wcache.IncompatibleConfigError):
+        wcache.attach(dataclasses.replace(cfg, dtype="auto"), files=files_a, digest_cache=publisher_cache, **kw)
 
     # The very files: one stat each, nothing hashed, no cache needed.
     hashed = []
