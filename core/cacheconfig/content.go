@@ -66,6 +66,11 @@ type FileContent struct {
 	Digest string
 	// Identity is the file's identity at the end of the load.
 	Identity safetensors.Stamp
+	// SHA256 is the plain SHA-256 (lowercase hex) of the content, when the
+	// daemon verified that the file is a Hugging Face hub blob of that
+	// name (daemon.v1 FileSHA256); "" otherwise. Not part of FileContent
+	// on the wire.
+	SHA256 string
 }
 
 // FileContentFromProto converts the wire message.
@@ -94,6 +99,21 @@ func FilesFromProto(ps []*daemonv1.FileContent) []FileContent {
 	var out []FileContent
 	for _, p := range ps {
 		out = append(out, FileContentFromProto(p))
+	}
+	return out
+}
+
+// FilesWithSHA256 converts files and sets each one's SHA256 from sums
+// (daemon.v1 file_sha256, matched by name; a name without a file is
+// dropped).
+func FilesWithSHA256(files []*daemonv1.FileContent, sums []*daemonv1.FileSHA256) []FileContent {
+	out := FilesFromProto(files)
+	for _, s := range sums {
+		for i := range out {
+			if out[i].Name == s.GetName() {
+				out[i].SHA256 = s.GetSha256()
+			}
+		}
 	}
 	return out
 }

@@ -37,13 +37,16 @@ type tensorSource struct {
 // config is used as given (set Model and CheckpointDigest as `wcache serve
 // --model` would to make `wcache attach --model` find the weights). The
 // publication carries each file's content digest and identity (Files), as
-// a daemon that loaded the files records them: this reads every file once
-// more (from the page cache, typically) before the publish. Errors: a file
-// that cannot be opened or hashed, or that is no longer the file whose
-// header was read (the files opened so far are closed).
+// a daemon that loaded the files records them: the digest comes from the
+// per-user digest cache (DefaultDigestCache) by identity, or else this
+// reads the file once more (from the page cache, typically) before the
+// publish and caches the result. Errors: a file that cannot be opened or
+// hashed, or that is no longer the file whose header was read (the files
+// opened so far are closed).
 func OpenCheckpointPublication(ctx context.Context, ck *safetensors.Checkpoint, cfg cacheconfig.Config) (Publication, *CheckpointSource, error) {
 	pub := Publication{Config: cfg}
 	src := &CheckpointSource{}
+	cache, _ := DefaultDigestCache() // none without a home: hash every file
 	for _, f := range ck.Files {
 		fh, err := f.OpenUnchanged()
 		if err != nil {
@@ -51,9 +54,17 @@ func OpenCheckpointPublication(ctx context.Context, ck *safetensors.Checkpoint, 
 			return Publication{}, nil, fmt.Errorf("checkpoint: %w", err)
 		}
 		src.files = append(src.files, fh)
-		digest, err := filedigest.Complete(ctx, f.Path, f.Stamp.Size, nil, filedigest.Options{})
+		digest, cached := cache.Lookup(f.Stamp)
+		if !cached {
+			digest, err = filedigest.Complete(ctx, f.Path, f.Stamp.Size, nil, filedigest.Options{})
+		}
 		if err == nil {
 			err = f.Changed()
+		}
+		if err == nil && !cached {
+			// A cache that cannot be written is not fatal: the next
+			// publish hashes again.
+			_ = cache.Store(f.Stamp, digest)
 		}
 		if err != nil {
 			_ = src.Close()

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // TestCheckpointPublicationCopiesTheFilesBytes: the table lists every
 // tensor in checkpoint order with its dtype, shape and length, and Copy
 // fills each entry with exactly the tensor's bytes.
 func TestCheckpointPublicationCopiesTheFilesBytes(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ck := holdCheckpoint(t).ck
 	pub, src, err := OpenCheckpointPublication(context.Background(), ck, cacheconfig.Default())
 	if err != nil {
@@ -52,5 +55,42 @@ func TestCheckpointPublicationCopiesTheFilesBytes(t *testing.T) {
 	}
 	if err := src.Copy(len(pub.Tensors), nil); err == nil {
 		t.Fatal("Copy of an entry past the table succeeded")
+	}
+}
+
+// TestCheckpointPublicationDigestsFromTheCache: the files' content comes
+// from the per-user digest cache when it holds their identities (nothing
+// hashed: a planted digest is what the publication carries), and a file
+// hashed once is cached.
+func TestCheckpointPublicationDigestsFromTheCache(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ck := holdCheckpoint(t).ck
+	cache, err := DefaultDigestCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, src, err := OpenCheckpointPublication(context.Background(), ck, cacheconfig.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	for _, fc := range pub.Files {
+		if d, ok := cache.Lookup(fc.Identity); !ok || d != fc.Digest {
+			t.Errorf("%s: cached %q, %v after the publish, want %s", fc.Name, d, ok, fc.Digest)
+		}
+	}
+	planted := filedigest.Prefix + strings.Repeat("ab", 32)
+	if err := cache.Store(ck.Files[0].Stamp, planted); err != nil {
+		t.Fatal(err)
+	}
+	pub, src, err = OpenCheckpointPublication(context.Background(), ck, cacheconfig.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	for _, fc := range pub.Files {
+		if fc.Path == ck.Files[0].Path && fc.Digest != planted {
+			t.Errorf("%s: digest %s, want the cached %s", fc.Name, fc.Digest, planted)
+		}
 	}
 }

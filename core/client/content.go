@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
@@ -35,7 +36,8 @@ var ErrPolicyRefused = errors.New("content policy refused by the daemon")
 // ProveContent checks that files (the checkpoint files the engine names)
 // hold the bytes the daemon serves according to m (its Files), under
 // opts.Policy: a file with the daemon's identity is proven by one stat;
-// another by the digest cache, or (PolicyHash) by hashing it, at disk
+// another by a Hugging Face hub blob name the daemon verified, by the
+// digest cache, or (PolicyHash) by hashing it, at disk
 // speed, the result cached. It returns nil, a
 // *cacheconfig.ContentMismatchError naming the first differing file (by
 // name), a *cacheconfig.ContentUnknownError (ErrContentUnknown: under
@@ -69,7 +71,14 @@ func ProveContent(ctx context.Context, m *Manifest, files []string, opts Content
 	if opts.NoCache {
 		cache = nil
 	}
+	daemon := make(map[string]cacheconfig.FileContent, len(m.Files))
+	for _, f := range m.Files {
+		daemon[f.Name] = f
+	}
 	prove := func(name, path string, id safetensors.Stamp) (string, bool, error) {
+		if d, ok := hubBlobProof(daemon[name], path, id); ok {
+			return d, true, nil
+		}
 		if d, ok := cache.Lookup(id); ok {
 			return d, true, nil
 		}
@@ -86,6 +95,22 @@ func ProveContent(ctx context.Context, m *Manifest, files []string, opts Content
 		return d, true, nil
 	}
 	return cacheconfig.MatchContent(m.Files, client, prove)
+}
+
+// hubBlobProof returns rec's digest when the client's file (path, with
+// identity id) is a trusted Hugging Face hub blob (hubcache.TrustedBlob:
+// owned by this user or root, not writable by others) whose name is the
+// SHA-256 the daemon verified for rec: the same content, proven without
+// reading it.
+func hubBlobProof(rec cacheconfig.FileContent, path string, id safetensors.Stamp) (string, bool) {
+	if rec.SHA256 == "" {
+		return "", false
+	}
+	sum, st, ok := hubcache.TrustedBlob(path, os.Geteuid())
+	if !ok || sum != rec.SHA256 || safetensors.StampOf(st) != id {
+		return "", false
+	}
+	return rec.Digest, true
 }
 
 // hashFile hashes path and checks it still has identity id afterwards (a

@@ -21,7 +21,7 @@ func manifestFromProto(pm *daemonv1.Manifest) (*Manifest, error) {
 		DeviceUUID: pm.GetDeviceUuid(), Backend: pm.GetBackend(), ConfigDigest: pm.GetConfigDigest(),
 		Generation: pm.GetGeneration(), LeaseID: pm.GetLeaseId(), ProtocolVersion: pm.GetProtocolVersion(),
 		Metadata: pm.GetMetadata(), FDToken: pm.GetFdToken(),
-		Files:           cacheconfig.FilesFromProto(pm.GetFiles()),
+		Files:           cacheconfig.FilesWithSHA256(pm.GetFiles(), pm.GetFileSha256()),
 		ContentPolicies: cacheconfig.PoliciesFromStrings(pm.GetContentPolicies()),
 	}
 	if pm.GetConfig() != nil {
@@ -133,7 +133,7 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		Generation: r.GetGeneration(), Started: time.UnixMilli(r.GetStartedUnixMs()), Version: r.GetVersion(),
 		State: r.GetState(), ProtocolVersion: r.GetProtocolVersion(), Goroutines: int(r.GetGoroutines()),
 		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata(),
-		Files: cacheconfig.FilesFromProto(r.GetFiles()), ContentPolicies: cacheconfig.PoliciesFromStrings(r.GetContentPolicies()),
+		Files: cacheconfig.FilesWithSHA256(r.GetFiles(), r.GetFileSha256()), ContentPolicies: cacheconfig.PoliciesFromStrings(r.GetContentPolicies()),
 		DeviceBytes: r.GetDeviceBytes(), DeviceBytesTotal: r.GetDeviceBytesTotal(),
 		MaxBytes: r.GetMaxBytes(), ReserveBytes: r.GetReserveBytes()}
 	if r.GetConfig() != nil {

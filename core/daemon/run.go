@@ -34,6 +34,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.runCtx, d.runCancel = ctx, cancel
 	d.watchMu.Unlock()
 	d.watchFiles()
+	stopVerify := d.startHubBlobVerify(ctx)
+	defer stopVerify()
 	for {
 		select {
 		case <-d.stopCh:

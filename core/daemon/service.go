@@ -79,13 +79,14 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachDraining)
 		return busyStatus(d.info.DeviceUUID, st)
 	}
-	// A publication that carries its source files' content (wcache
-	// publish of a checkpoint as stored) is matched as a file load: its
-	// clients prove their files against that content, which pins the
-	// model. An engine's own post-processed weights carry none and are
-	// matched by ComparePublished (model and stated dtype compared).
+	// A publication of a checkpoint as stored (wcache publish: source
+	// files' content, no engine) is matched as a file load: its clients
+	// prove their files against that content, which pins the model. An
+	// engine's post-processed weights (engine_name set) are matched by
+	// ComparePublished (model and stated dtype compared), whether or not
+	// they carry their source files' content for clients to prove.
 	compare := cacheconfig.Compare
-	if d.manifest != nil && d.manifest.published && len(d.manifest.content) == 0 {
+	if d.manifest != nil && d.manifest.published && (len(d.manifest.content) == 0 || d.config.EngineName != "") {
 		compare = cacheconfig.ComparePublished
 	}
 	if diffs := compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {

@@ -38,6 +38,8 @@ type manifest struct {
 	// policies the content policies the daemon's clients may use.
 	content  []*daemonv1.FileContent
 	policies []string
+	// blobs are the hub blob names verified after the load (hubblob.go).
+	blobs blobSums
 	// files holds the descriptors of the descriptor handles (index = handle
 	// index, nil for a name handle); see descriptors.go. nil when no
 	// handle is a descriptor.
@@ -91,6 +93,7 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 		Metadata:        m.metadata,
 		Files:           m.content,
 		ContentPolicies: m.policies,
+		FileSha256:      m.blobs.list(),
 	}}}
 }
 
@@ -114,6 +117,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	if d.manifest != nil {
 		resp.Metadata = d.manifest.metadata
 		resp.Files, resp.ContentPolicies = d.manifest.content, d.manifest.policies
+		resp.FileSha256 = d.manifest.blobs.list()
 	}
 	for _, l := range d.leaseInfos() {
 		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,

@@ -61,6 +61,7 @@ func (m *manifest) encoded(table bool) ([]byte, error) {
 	}
 	w.once.Do(func() {
 		msg := m.forLease(0).GetManifest()
+		msg.FileSha256 = nil // verified later: each lease's tail carries them
 		if table {
 			if t, ok := daemonv1.NewTensorTable(m.tensors); ok {
 				msg.Tensors, msg.TensorTable = nil, t
@@ -82,7 +83,7 @@ type wireForm struct {
 }
 
 // leaseEvent is forLease(leaseID), plus token as fd_token when the manifest
-// has descriptor handles, in its wire form (with table: the
+// has descriptor handles, with the hub blob names verified by now, in its wire form (with table: the
 // tensors as a TensorTable where they fit one), sharing the manifest's
 // bytes: what an attach costs does not grow with the tensor count.
 func (m *manifest) leaseEvent(leaseID uint64, token []byte, table bool) (*preEncoded, error) {
@@ -96,6 +97,15 @@ func (m *manifest) leaseEvent(leaseID uint64, token []byte, table bool) (*preEnc
 	if leaseID != 0 {
 		tail = protowire.AppendTag(tail, manifestFields.ByName("lease_id").Number(), protowire.VarintType)
 		tail = protowire.AppendVarint(tail, leaseID)
+	}
+	for _, s := range m.blobs.list() {
+		// The hub blob names verified by now (hubblob.go), after the body.
+		b, err := proto.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("marshal the manifest: %w", err)
+		}
+		tail = protowire.AppendTag(tail, manifestFields.ByName("file_sha256").Number(), protowire.BytesType)
+		tail = protowire.AppendBytes(tail, b)
 	}
 	if m.files != nil && len(token) > 0 {
 		// The lease's descriptor channel secret, only with descriptors.

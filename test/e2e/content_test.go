@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -103,6 +109,43 @@ func TestPublishCarriesContent(t *testing.T) {
 	}
 }
 
+// hubRepo lays out the files of dir as a Hugging Face hub cache holds a
+// repo's snapshot: <hub>/<repo>/blobs/<SHA-256 of the content>, a
+// snapshots/<commit>/ symlink to each, refs/main naming commit. It returns
+// the snapshot directory. misname, when it names a file, gives that file's
+// blob a name that is not its content's SHA-256 (the SHA-256 of other bytes).
+func hubRepo(t *testing.T, hub, repo, commit, dir string, misname map[string]bool) string {
+	t.Helper()
+	root := filepath.Join(hub, repo)
+	snap := filepath.Join(root, "snapshots", commit)
+	for _, d := range []string{filepath.Join(root, "blobs"), filepath.Join(root, "refs"), snap} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "refs", "main"), []byte(commit+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := fmt.Sprintf("%x", sha256.Sum256(b))
+		if misname[e.Name()] {
+			blob = fmt.Sprintf("%x", sha256.Sum256(append(b, 0)))
+		}
+		if err := os.WriteFile(filepath.Join(root, "blobs", blob), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snap
+}
+
 // TestHubIDsOffline: `--model org/name` and `org/name@revision` resolve
 // through a local Hugging Face cache (snapshots/ symlinks into blobs/ named
 // by SHA-256), without network, in serve and attach; the attach proves the
@@ -113,30 +156,7 @@ func TestHubIDsOffline(t *testing.T) {
 	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
 	hub := filepath.Join(h.Root, "hf", "hub")
 	const commit = "89abcdef0123456789abcdef0123456789abcdef"
-	repo := filepath.Join(hub, "models--acme--tiny")
-	snap := filepath.Join(repo, "snapshots", commit)
-	for _, d := range []string{filepath.Join(repo, "blobs"), filepath.Join(repo, "refs"), snap} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(m.Dir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(m.Dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob := fmt.Sprintf("%x", sha256.Sum256(b))
-		if err := os.WriteFile(filepath.Join(repo, "blobs", blob), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	snap := hubRepo(t, hub, "models--acme--tiny", commit, m.Dir, nil)
 	withHub := func(c *exec.Cmd) {
 		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
 	}
@@ -151,5 +171,89 @@ func TestHubIDsOffline(t *testing.T) {
 	res := h.runWith(withHub, "attach", "--backend", "mock", "--gpu-id", "0", "--model", "acme/absent@v1")
 	if want := filepath.Join(hub, "models--acme--absent", "refs", "v1"); res.Code != 2 || !strings.Contains(res.Stderr, want) {
 		t.Errorf("attach --model acme/absent@v1: want exit 2 naming %s\n%s", want, res)
+	}
+}
+
+// waitBlobSums polls the Status of the daemon of mock device gpu until it
+// has verified the hub blob names of want (file names), and returns the
+// files with their SHA256 (the daemon verifies them in the background after
+// it starts serving). It fails the test after a generous bound.
+func waitBlobSums(t *testing.T, h *harness, gpu int, want ...string) []cacheconfig.FileContent {
+	t.Helper()
+	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[gpu]), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, f := range st.Files {
+			if f.SHA256 != "" && slices.Contains(want, f.Name) {
+				done++
+			}
+		}
+		if done == len(want) {
+			return st.Files
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("device %d: hub blob names of %v not verified: %+v", gpu, want, st.Files)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestHubBlobNamesProveACopy: a daemon that loaded a model from a hub cache
+// verifies the blob names (plain SHA-256) after it starts serving and
+// records them; a client whose files are another hub cache's copy (other
+// inodes, the same blob names) then attaches under --content identity
+// without hashing. A blob whose name is not its content's SHA-256 is never
+// recorded, and a blob writable by others proves nothing.
+func TestHubBlobNamesProveACopy(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
+	first, second := filepath.Base(m.Files[0]), filepath.Base(m.Files[1])
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	snapA := hubRepo(t, filepath.Join(h.Root, "hubA"), "models--acme--tiny", commit, m.Dir, nil)
+	snapB := hubRepo(t, filepath.Join(h.Root, "hubB"), "models--acme--tiny", commit, m.Dir, nil)
+	snapBad := hubRepo(t, filepath.Join(h.Root, "hubC"), "models--acme--tiny", commit, m.Dir, map[string]bool{first: true})
+	h.startServe(0, snapA)
+	h.startServe(1, snapBad)
+
+	files := waitBlobSums(t, h, 0, first, second)
+	for _, f := range files {
+		if want, _, _ := hubcache.BlobSHA256(filepath.Join(snapA, f.Name)); f.SHA256 != want {
+			t.Errorf("%s: recorded SHA-256 %q, blob name %q", f.Name, f.SHA256, want)
+		}
+	}
+	// The daemon verifies in name order: once the second is recorded, the
+	// first (misnamed) was checked and refused.
+	for _, f := range waitBlobSums(t, h, 1, second) {
+		if f.Name == first && f.SHA256 != "" {
+			t.Errorf("device 1 recorded %s for the misnamed blob of %s", f.SHA256, first)
+		}
+	}
+
+	attach := attacher(t, h)
+	if res := attach(snapB); res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
+		t.Errorf("a copy in another hub cache, --content identity: want exit 0 without hashing\n%s", res)
+	}
+	blobB, _ := filepath.EvalSymlinks(filepath.Join(snapB, second))
+	if err := os.Chmod(blobB, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if res := attach(snapB); res.Code != 3 {
+		t.Errorf("a blob writable by its group proves nothing: want exit 3\n%s", res)
+	}
+	if err := os.Chmod(blobB, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := h.run("attach", "--backend", "mock", "--gpu-id", "1", "--model", snapB)
+	if res.Code != 3 || !strings.Contains(res.Stderr, "content not proven: "+first) {
+		t.Errorf("device 1 did not record the misnamed blob: want exit 3 naming %s\n%s", first, res)
 	}
 }

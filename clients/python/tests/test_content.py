@@ -4,10 +4,12 @@ copy of the served checkpoint with one tensor zeroed is refused (issue 24)."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
 import shutil
+import time
 
 import pytest
 
@@ -18,6 +20,19 @@ from wcache import content
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "sdk", "filedigest", "testdata", "vectors.json")
+
+
+@pytest.fixture
+def world():
+    """A harness.World of one mock device (needs the Go binaries: make build)."""
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing), pytrace=False)
+    w = harness.World(devices=1)
+    try:
+        yield w
+    finally:
+        w.close()
 
 
 def vector_bytes(size: int) -> bytes:
@@ -67,50 +82,44 @@ def zero_last_tensor(path: str) -> None:
 
 
 @pytest.mark.interop
-def test_copy_with_a_tensor_zeroed_is_refused(tmp_path):
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing), pytrace=False)
-    w = harness.World(devices=1)
-    try:
-        m1 = os.path.join(w.root, "m1")
-        st_writer.make_checkpoint(m1, n_tensors=40, n_shards=2)
-        w.serve(0, m1)
-        files1 = sorted(glob.glob(os.path.join(m1, "*.safetensors")))
-        cfg = wcache.CacheConfig(model=m1, checkpoint_digest=wcache.checkpoint_digest(m1), device_capability="mock")
-        kw = dict(socket=w.socket_path(w.uuids[0]))
-        cache = content.DigestCache(str(tmp_path / "digests"))
-        # The daemon's own files: proven by identity, cheaply, and attachable.
-        status = wcache.status(**kw)
-        assert content.identities_match(content.files_from_proto(status.files), files1)
-        wcache.attach(cfg, files=files1, digest_cache=cache, **kw).release()
+def test_copy_with_a_tensor_zeroed_is_refused(world, tmp_path):
+    w = world
+    m1 = os.path.join(w.root, "m1")
+    st_writer.make_checkpoint(m1, n_tensors=40, n_shards=2)
+    w.serve(0, m1)
+    files1 = sorted(glob.glob(os.path.join(m1, "*.safetensors")))
+    cfg = wcache.CacheConfig(model=m1, checkpoint_digest=wcache.checkpoint_digest(m1), device_capability="mock")
+    kw = dict(socket=w.socket_path(w.uuids[0]))
+    cache = content.DigestCache(str(tmp_path / "digests"))
+    # The daemon's own files: proven by identity, cheaply, and attachable.
+    status = wcache.status(**kw)
+    assert content.identities_match(content.files_from_proto(status.files), files1)
+    wcache.attach(cfg, files=files1, digest_cache=cache, **kw).release()
 
-        m2 = os.path.join(w.root, "m2")
-        shutil.copytree(m1, m2)  # copy2 keeps mtimes, like cp -p
-        files2 = sorted(glob.glob(os.path.join(m2, "*.safetensors")))
-        zero_last_tensor(files2[1])
-        assert not content.identities_match(content.files_from_proto(status.files), files2)
-        with pytest.raises(wcache.ContentUnknownError):
-            wcache.attach(cfg, files=files2, digest_cache=cache, **kw)
-        with pytest.raises(wcache.ContentMismatchError) as e:
-            wcache.attach(cfg, files=files2, content_policy="hash", digest_cache=cache, **kw)
-        assert e.value.name == os.path.basename(files2[1])
-        with pytest.raises(wcache.PolicyRefusedError):
-            wcache.attach(cfg, files=files2, content_policy="headers", digest_cache=cache, **kw)
+    m2 = os.path.join(w.root, "m2")
+    shutil.copytree(m1, m2)  # copy2 keeps mtimes, like cp -p
+    files2 = sorted(glob.glob(os.path.join(m2, "*.safetensors")))
+    zero_last_tensor(files2[1])
+    assert not content.identities_match(content.files_from_proto(status.files), files2)
+    with pytest.raises(wcache.ContentUnknownError):
+        wcache.attach(cfg, files=files2, digest_cache=cache, **kw)
+    with pytest.raises(wcache.ContentMismatchError) as e:
+        wcache.attach(cfg, files=files2, content_policy="hash", digest_cache=cache, **kw)
+    assert e.value.name == os.path.basename(files2[1])
+    with pytest.raises(wcache.PolicyRefusedError):
+        wcache.attach(cfg, files=files2, content_policy="headers", digest_cache=cache, **kw)
 
-        m3 = os.path.join(w.root, "m3")
-        shutil.copytree(m1, m3)
-        files3 = sorted(glob.glob(os.path.join(m3, "*.safetensors")))
-        hashed = []
-        wcache.attach(cfg, files=files3, content_policy="hash", digest_cache=cache,
-                      on_hash_progress=lambda n, d, t: hashed.append(n) if d == t else None, **kw).release()
-        assert sorted(hashed) == [os.path.basename(p) for p in files3]
-        hashed.clear()
-        wcache.attach(cfg, files=files3, digest_cache=cache,
-                      on_hash_progress=lambda n, d, t: hashed.append(n), **kw).release()
-        assert hashed == []
-    finally:
-        w.close()
+    m3 = os.path.join(w.root, "m3")
+    shutil.copytree(m1, m3)
+    files3 = sorted(glob.glob(os.path.join(m3, "*.safetensors")))
+    hashed = []
+    wcache.attach(cfg, files=files3, content_policy="hash", digest_cache=cache,
+                  on_hash_progress=lambda n, d, t: hashed.append(n) if d == t else None, **kw).release()
+    assert sorted(hashed) == [os.path.basename(p) for p in files3]
+    hashed.clear()
+    wcache.attach(cfg, files=files3, digest_cache=cache,
+                  on_hash_progress=lambda n, d, t: hashed.append(n), **kw).release()
+    assert hashed == []
 
 
 def test_hub_ids_resolve_offline(tmp_path):
@@ -146,3 +155,149 @@ def test_file_changed_in_place_after_the_load_is_caught(tmp_path):
     with pytest.raises(wcache.ContentMismatchError) as e:
         content.prove_content(rec, [str(p)], "hash", cache=cache)
     assert e.value.name == p.name
+
+
+def test_source_files_refuse_a_file_changed_since_it_was_named(tmp_path):
+    p = tmp_path / "model.safetensors"
+    p.write_bytes(b"a" * 100)
+    cache = content.DigestCache(str(tmp_path / "c"))
+    source = content.SourceFiles([str(p)])
+    (rec,) = source.records(cache=cache)
+    assert rec.name == p.name and rec.digest == content.digest_bytes(b"a" * 100)
+    assert cache.lookup(rec.identity) == rec.digest  # hashed once, then cached
+    p.write_bytes(b"b" * 100)  # rewritten between the naming and the publish
+    with pytest.raises(wcache.WcacheError, match="changed since"):
+        source.records(cache=cache)
+    with pytest.raises(ValueError, match="two source files"):
+        content.SourceFiles([str(p), str(p)])
+
+
+@pytest.mark.interop
+def test_publish_carries_the_source_files_content(world, tmp_path):
+    """Publish mode (issue 24): weights published from dir A carry A's content;
+    an engine naming A attaches by identity, one naming a copy of A with one
+    tensor zeroed never gets them."""
+    import torch  # noqa: PLC0415
+
+    w = world
+    a = os.path.join(w.root, "a")
+    st_writer.make_checkpoint(a, n_tensors=20, n_shards=2)
+    files_a = sorted(glob.glob(os.path.join(a, "*.safetensors")))
+    w.serve(0, None)
+    kw = dict(device_uuid=w.uuids[0], getenv=w.getenv)
+    cfg = wcache.CacheConfig(model=a, checkpoint_digest=wcache.checkpoint_digest(a), dtype="fp32",
+                             engine_name="test-engine", engine_version="1", device_capability="mock")
+    loads = []
+
+    def load():
+        loads.append(1)
+        return {"x": torch.arange(64, dtype=torch.float32)}
+
+    publisher_cache = content.DigestCache(str(tmp_path / "publisher"))
+    got = wcache.load_or_publish(cfg, load, files=files_a, digest_cache=publisher_cache, **kw)
+    assert got.source == "published" and loads == [1]
+    recorded = content.files_from_proto(wcache.status(**kw).files)
+    assert [r.name for r in recorded] == [os.path.basename(p) for p in files_a]
+    assert [r.digest for r in recorded] == [content.digest_file(p) for p in files_a]
+    got.release()
+    # An engine's publication stays compared as published weights, content or
+    # not: "auto" does not match the dtype it stated.
+    with pytest.raises(wcache.IncompatibleConfigError):
+        wcache.attach(dataclasses.replace(cfg, dtype="auto"), files=files_a, digest_cache=publisher_cache, **kw)
+
+    # The very files: one stat each, nothing hashed, no cache needed.
+    hashed = []
+    cold = content.DigestCache(str(tmp_path / "cold"))
+    wcache.attach(cfg, files=files_a, digest_cache=cold, on_hash_progress=lambda *x: hashed.append(x),
+                  **kw).release()
+    again = wcache.load_or_publish(cfg, load, files=files_a, digest_cache=cold, **kw)
+    assert again.source == "attached" and loads == [1] and hashed == []
+    again.release()
+
+    b = os.path.join(w.root, "b")
+    shutil.copytree(a, b)
+    files_b = sorted(glob.glob(os.path.join(b, "*.safetensors")))
+    zero_last_tensor(files_b[0])
+    cache_b = content.DigestCache(str(tmp_path / "b"))
+    with pytest.raises(wcache.ContentUnknownError):  # identity: a miss, load from disk
+        wcache.attach(cfg, files=files_b, digest_cache=cache_b, **kw)
+    miss = wcache.load_or_publish(cfg, load, files=files_b, digest_cache=cache_b, **kw)
+    assert miss.source == "loaded" and "content not proven" in miss.reason and loads == [1, 1]
+    with pytest.raises(wcache.ContentMismatchError) as e:
+        wcache.attach(cfg, files=files_b, content_policy="hash", digest_cache=cache_b, **kw)
+    assert e.value.name == os.path.basename(files_b[0])
+    # Now that B's digest is cached, "identity" knows it differs.
+    with pytest.raises(wcache.ContentMismatchError):
+        wcache.load_or_publish(cfg, load, files=files_b, digest_cache=cache_b, **kw)
+    assert loads == [1, 1]
+
+
+def hub_repo(hub: str, src: str, commit: str = "0123456789abcdef0123456789abcdef01234567") -> str:
+    """src's files laid out as a hub cache holds a snapshot (blobs named by
+    SHA-256, snapshot symlinks into them); returns the snapshot directory."""
+    import hashlib  # noqa: PLC0415
+
+    root = os.path.join(hub, "models--acme--tiny")
+    snap = os.path.join(root, "snapshots", commit)
+    os.makedirs(os.path.join(root, "blobs"))
+    os.makedirs(snap)
+    for name in sorted(os.listdir(src)):
+        data = open(os.path.join(src, name), "rb").read()
+        blob = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(root, "blobs", blob), "wb") as f:
+            f.write(data)
+        os.chmod(os.path.join(root, "blobs", blob), 0o644)
+        os.symlink(os.path.join("..", "..", "blobs", blob), os.path.join(snap, name))
+    return snap
+
+
+def test_hub_blob_names_prove_only_trusted_blobs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.safetensors").write_bytes(b"w" * 1000)
+    snap = hub_repo(str(tmp_path / "hub"), str(src))
+    path = os.path.join(snap, "model.safetensors")
+    sha, resolved = wcache.hub.blob_sha256(path)
+    other = content.FileContent("model.safetensors", content.digest_bytes(b"w" * 1000), "/elsewhere",
+                                content.Identity(1, 2, 1000, 3, 4), sha256=sha)
+    cache = content.DigestCache(str(tmp_path / "c"))
+    content.prove_content([other], [path], cache=cache)  # a trusted blob of the verified name
+    os.chmod(resolved, 0o664)
+    with pytest.raises(wcache.ContentUnknownError):  # writable by its group: the name proves nothing
+        content.prove_content([other], [path], cache=cache)
+    os.chmod(resolved, 0o644)
+    with pytest.raises(wcache.ContentUnknownError):  # a name the daemon did not verify
+        content.prove_content([other._replace(sha256="")], [path], cache=cache)
+    with pytest.raises(wcache.ContentUnknownError):
+        content.prove_content([other._replace(sha256="0" * 64)], [path], cache=cache)
+    assert wcache.hub.blob_sha256(str(src / "model.safetensors")) is None
+
+
+@pytest.mark.interop
+def test_a_copy_in_another_hub_cache_attaches_without_hashing(world, tmp_path):
+    w = world
+    m = os.path.join(w.root, "m")
+    st_writer.make_checkpoint(m, n_tensors=20, n_shards=2)
+    snap_a = hub_repo(os.path.join(w.root, "hubA"), m)
+    snap_b = hub_repo(os.path.join(w.root, "hubB"), m)  # other inodes, the same blob names
+    w.serve(0, snap_a)
+    kw = dict(socket=w.socket_path(w.uuids[0]))
+    names = sorted(n for n in os.listdir(m) if n.endswith(".safetensors"))
+    deadline = time.monotonic() + 120  # the daemon verifies blob names in the background
+    while True:
+        st = wcache.status(**kw)
+        recorded = {r.name: r.sha256 for r in content.files_from_proto(st.files, st.file_sha256)}
+        if all(recorded.get(n) for n in names):
+            break
+        assert time.monotonic() < deadline, f"blob names not verified: {recorded}"
+        time.sleep(0.05)
+    for n in names:
+        assert recorded[n] == wcache.hub.blob_sha256(os.path.join(snap_a, n))[0]
+    cfg = wcache.CacheConfig(model=snap_b, checkpoint_digest=wcache.checkpoint_digest(snap_b),
+                             device_capability="mock")
+    files_b = [os.path.join(snap_b, n) for n in names]
+    hashed = []
+    att = wcache.attach(cfg, files=files_b, digest_cache=content.DigestCache(str(tmp_path / "cold")),
+                        on_hash_progress=lambda *x: hashed.append(x), **kw)
+    att.release()
+    assert hashed == []

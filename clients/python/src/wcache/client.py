@@ -481,7 +481,7 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     channel, call, manifest, descriptors = _open_lease(target, request, timeout)
     if files is not None:
         try:
-            content.prove_content(content.files_from_proto(manifest.files), list(files), content_policy,
+            content.prove_content(content.files_from_proto(manifest.files, manifest.file_sha256), list(files), content_policy,
                                   list(manifest.content_policies), cache=digest_cache,
                                   progress=on_hash_progress)
         except BaseException:

@@ -12,7 +12,8 @@ leaves::
 with leaf_i = SHA-256 of bytes [i MiB, min((i+1) MiB, size)). A daemon records
 it, with the file's identity (device, inode, size, mtime and ctime in ns) at
 the end of its load; a client whose file has that identity is proven by one
-stat, another by the digest cache or (policy "hash") by hashing the file.
+stat, another by a Hugging Face hub blob name the daemon verified, by the
+digest cache or (policy "hash") by hashing the file.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import tempfile
 import threading
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
+from . import hub, pb
 from .errors import NoDaemonError, WcacheError
 
 LEAF_BYTES = 1 << 20
@@ -215,18 +217,107 @@ class DigestCache:
 
 
 class FileContent(NamedTuple):
-    """A daemon's record of one source file."""
+    """A daemon's record of one source file.
+
+    sha256: the content's plain SHA-256 (hex) when the daemon verified that
+    the file is a Hugging Face hub blob of that name, else "".
+    """
 
     name: str
     digest: str
     path: str
     identity: Identity
+    sha256: str = ""
 
 
-def files_from_proto(messages: Iterable) -> List[FileContent]:
-    """The FileContent records of a Manifest's or StatusResponse's ``files``."""
+def files_from_proto(messages: Iterable, sha256: Iterable = ()) -> List[FileContent]:
+    """The FileContent records of a Manifest's or StatusResponse's ``files``,
+    with the hub blob names of its ``file_sha256`` (matched by name)."""
+    sums = {s.name: s.sha256 for s in sha256}
     return [FileContent(m.name, m.digest, m.path, Identity(int(m.dev), int(m.ino), int(m.size), int(m.mtime_ns),
-                                                           int(m.ctime_ns))) for m in messages]
+                                                           int(m.ctime_ns)), sums.get(m.name, ""))
+            for m in messages]
+
+
+def _hub_blob_proof(rec: FileContent, path: str, ident: Identity) -> bool:
+    """Whether the client's file is a trusted hub blob (wcache.hub.trusted_blob)
+    named by the SHA-256 the daemon verified for rec: the same content."""
+    if not rec.sha256:
+        return False
+    blob = hub.trusted_blob(path)
+    return blob is not None and blob[0] == rec.sha256 and Identity.of(blob[1]) == ident
+
+
+def _hash_and_cache(name: str, path: str, ident: Identity, cache: Optional[DigestCache],
+                    progress: Optional[Callable[[str, int, int], None]], workers: int) -> str:
+    """The digest of the file at path, whose identity is ident: hashed
+    (progress(name, done, total)), checked to have kept ident meanwhile, and
+    stored in cache (a cache that cannot be written is not fatal: the next
+    run hashes again)."""
+    digest = digest_file(path, workers, (lambda d, t: progress(name, d, t)) if progress else None, size=ident.size)
+    if Identity.of(os.stat(path)) != ident:
+        raise WcacheError(f"content of {path}: the file changed while it was hashed")
+    if cache is not None:
+        try:
+            cache.store(ident, digest)
+        except OSError:
+            pass
+    return digest
+
+
+class SourceFiles:
+    """The checkpoint files a publisher loads its weights from, each with the identity it had when named.
+
+    Create it before the engine reads the files; records() then gives the
+    content a publish carries (PublishBegin.files): each file's digest, from
+    the per-user digest cache or by hashing it once (cached afterwards), and
+    the identity, checked to still be the one taken here, so that bytes
+    loaded in between are the files' bytes. Mirror of the Go client's
+    OpenCheckpointPublication. Raises ValueError for two files of one base
+    name (clients match files by name), OSError for a file that is missing
+    or not a regular file.
+    """
+
+    def __init__(self, files: Iterable[str]):
+        self.files: List[tuple] = []
+        seen = set()
+        for p in files:
+            p = os.path.abspath(os.fspath(p))
+            st = os.stat(p)
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise OSError(f"{p} is not a regular file")
+            name = os.path.basename(p)
+            if name in seen:
+                raise ValueError(f"two source files named {name!r}: clients match files by base name")
+            seen.add(name)
+            self.files.append((p, Identity.of(st)))
+
+    def records(self, cache: Optional[DigestCache] = None, use_cache: bool = True,
+                progress: Optional[Callable[[str, int, int], None]] = None, workers: int = 0) -> List[FileContent]:
+        """The FileContent records of the files, sorted by name.
+
+        Raises WcacheError naming a file whose identity changed since it
+        was named (or while it was hashed): its bytes are not one content.
+        """
+        if cache is None and use_cache:
+            cache = DigestCache()
+        out = []
+        for path, ident in self.files:
+            name = os.path.basename(path)
+            if Identity.of(os.stat(path)) != ident:
+                raise WcacheError(f"content of {path}: the file changed since the engine named it (before its load)")
+            digest = cache.lookup(ident) if cache is not None else None
+            if digest is None:
+                digest = _hash_and_cache(name, path, ident, cache, progress, workers)
+            out.append(FileContent(name, digest, path, ident))
+        return sorted(out, key=lambda r: r.name)
+
+
+def files_to_proto(records: Iterable[FileContent]) -> List[object]:
+    """The wire messages (wcache.pb.FileContent) of records."""
+    return [pb.FileContent(name=r.name, digest=r.digest, path=r.path, dev=r.identity.dev, ino=r.identity.ino,
+                           size=r.identity.size, mtime_ns=r.identity.mtime_ns, ctime_ns=r.identity.ctime_ns)
+            for r in records]
 
 
 def identities_match(records: Sequence[FileContent], files: Sequence[str]) -> bool:
@@ -289,19 +380,13 @@ def prove_content(records: Sequence[FileContent], files: Sequence[str], policy: 
         if ident.size != rec.identity.size:
             raise ContentMismatchError(name, rec.digest, f"({ident.size} bytes, the daemon's file has "
                                                          f"{rec.identity.size})", path)
+        if _hub_blob_proof(rec, path, ident):
+            continue
         digest = cache.lookup(ident) if cache is not None else None
         if digest is None:
             if policy != POLICY_HASH:
                 raise ContentUnknownError(name, path, "not the file the daemon loaded and no cached digest "
                                                       "(policy \"identity\"; \"hash\" hashes it)")
-            digest = digest_file(path, workers, (lambda d, t, n=name: progress(n, d, t)) if progress else None,
-                                 size=ident.size)
-            if Identity.of(os.stat(path)) != ident:
-                raise WcacheError(f"content of {path}: the file changed while it was hashed")
-            if cache is not None:
-                try:
-                    cache.store(ident, digest)
-                except OSError:
-                    pass  # not fatal: the next run hashes again
+            digest = _hash_and_cache(name, path, ident, cache, progress, workers)
         if digest != rec.digest:
             raise ContentMismatchError(name, rec.digest, digest, path)

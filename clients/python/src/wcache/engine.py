@@ -16,7 +16,15 @@ same options, as keyword arguments (transformers) or as the JSON of
   ``"error"`` (refuse to start without the daemon's weights);
 * ``verify``: send a SHA-256 of every tensor when publishing (needed by a
   daemon run with --verify-publish); default False;
-* ``client_name``: shown by ``wcache status`` (default "<engine> (pid N)").
+* ``client_name``: shown by ``wcache status`` (default "<engine> (pid N)");
+* ``content_policy``: how the checkpoint files the engine loads from are
+  proven to hold the daemon's bytes (wcache.content): ``"identity"``
+  (default: the files the daemon or publisher loaded, by one stat each, or
+  a digest cached by an earlier run; any other file is a miss and the
+  engine loads from disk), ``"hash"`` (also hashes unknown files once) or
+  ``"headers"`` (headers only: unsafe for fine-tunes; the daemon must
+  allow it). Files with other content are ContentMismatchError. A publish
+  carries the files' content either way.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
 
+from . import content
+from .checkpoint import checkpoint_files
 from .device import BACKEND_ENV, BACKEND_MOCK, device_capability
 from .discovery import check_socket, resolve
 from .errors import NoDaemonError, WcacheError
@@ -55,8 +65,9 @@ class EngineOptions:
     fallback: str = FALLBACK_LOAD
     verify: bool = False
     client_name: Optional[str] = None
+    content_policy: str = content.POLICY_IDENTITY
 
-    _KEYS = ("socket", "device_uuid", "device_capability", "fallback", "verify", "client_name")
+    _KEYS = ("socket", "device_uuid", "device_capability", "fallback", "verify", "client_name", "content_policy")
 
     @classmethod
     def from_mapping(cls, options: Optional[Mapping[str, object]], where: str) -> "EngineOptions":
@@ -77,9 +88,14 @@ class EngineOptions:
         verify = options.get("verify", False)
         if not isinstance(verify, bool):
             raise ValueError(f"{where}: wcache option verify must be true or false, not {verify!r}")
+        policy = options.get("content_policy", content.POLICY_IDENTITY)
+        try:
+            policy = content.parse_policy(policy if isinstance(policy, str) else repr(policy))
+        except ValueError as exc:
+            raise ValueError(f"{where}: wcache option {exc}") from None
         return cls(socket=options.get("socket"), device_uuid=options.get("device_uuid"),
                    device_capability=options.get("device_capability"), fallback=fallback, verify=verify,
-                   client_name=options.get("client_name"))
+                   client_name=options.get("client_name"), content_policy=policy)
 
     def capability(self, device_index: int, getenv: Getenv = None) -> str:
         """device_capability, or what the daemon's backend reports for
@@ -87,6 +103,16 @@ class EngineOptions:
         if self.device_capability is not None:
             return self.device_capability
         return device_capability(device_index, getenv=getenv)
+
+    def content_kwargs(self, directory: Optional[str]) -> dict:
+        """The keyword arguments of wcache.load_or_publish that prove (and
+        publish) the content of the checkpoint files in directory: none
+        when the engine has no local directory (a hub id not in the local
+        cache), whose attach then matches headers only."""
+        files = source_files(directory)
+        if files is None:
+            return {}
+        return {"files": files, "content_policy": self.content_policy}
 
     def client(self, engine: str) -> str:
         return self.client_name or f"{engine} (pid {os.getpid()})"
@@ -110,6 +136,16 @@ class EngineOptions:
             check_socket(target)
         except NoDaemonError as exc:
             raise NoDaemonFallbackError(engine, str(exc)) from None
+
+
+def source_files(directory: Optional[str]) -> Optional[List[str]]:
+    """The safetensors files of a local checkpoint directory that an engine
+    loads (the files checkpoint_digest covers: wcache.checkpoint), None
+    without a directory or files."""
+    if not directory or not os.path.isdir(directory):
+        return None
+    files, _ = checkpoint_files(directory)
+    return list(files) or None
 
 
 def config_digest(value) -> str:
@@ -144,5 +180,5 @@ def daemon_reachable(options: EngineOptions, getenv: Getenv = None) -> bool:
     return bool(options.socket or options.device_uuid or gpu_visible() or mock_backend(getenv))
 
 
-__all__ = ["EngineOptions", "config_digest", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
+__all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
            "daemon_reachable", "gpu_visible", "mock_backend"]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, List, Optional
+import stat as stat_mod
+from typing import Callable, List, Optional, Tuple
 
 from .errors import WcacheError
 
@@ -23,6 +24,7 @@ DEFAULT_REVISION = "main"
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _REV = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_BLOB = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ModelNotCachedError(WcacheError, FileNotFoundError):
@@ -83,3 +85,33 @@ def resolve_model(model: str, getenv: Optional[Callable[[str], Optional[str]]] =
     if not os.path.isdir(d):
         raise ModelNotCachedError(ident, rev, looked, "the ref names a snapshot that is not there")
     return d
+
+
+def blob_sha256(path: str) -> Optional[Tuple[str, str]]:
+    """(the SHA-256 its name claims, the resolved path) when path resolves to
+    a hub blob (<cache>/models--<org>--<name>/blobs/<64 hex>), else None.
+    Mirror of hubcache.BlobSHA256; the name is only a claim (trusted_blob)."""
+    resolved = os.path.realpath(path)
+    name, parent = os.path.basename(resolved), os.path.dirname(resolved)
+    if not _BLOB.match(name) or os.path.basename(parent) != "blobs" or \
+            not os.path.basename(os.path.dirname(parent)).startswith("models--"):
+        return None
+    return name, resolved
+
+
+def trusted_blob(path: str, uid: Optional[int] = None) -> Optional[Tuple[str, os.stat_result]]:
+    """(the SHA-256 its name claims, its stat) when path resolves to a hub
+    blob whose name may be believed without hashing: a regular file owned by
+    uid (default: the effective uid) or root, not writable by group or
+    others. Mirror of hubcache.TrustedBlob."""
+    blob = blob_sha256(path)
+    if blob is None:
+        return None
+    try:
+        st = os.stat(blob[1])
+    except OSError:
+        return None
+    uid = os.geteuid() if uid is None else uid
+    if not stat_mod.S_ISREG(st.st_mode) or st.st_mode & 0o022 or st.st_uid not in (uid, 0):
+        return None
+    return blob[0], st

@@ -38,13 +38,13 @@ import logging
 import queue
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
 import os
 
-from . import dtypes, fdchannel, pb
+from . import content, dtypes, fdchannel, pb
 from .client import _channel, _config_message, _translate, attach, default_client_name
 from .config import CacheConfig
 from .discovery import check_socket, probe, resolve
@@ -382,7 +382,10 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
             socket: Optional[str] = None, device_uuid: Optional[str] = None, client_name: Optional[str] = None,
             sha256: bool = False, before_commit: Optional[Callable[[], None]] = None,
             timeout: float = 600.0, getenv: Getenv = None, allow_owners: Iterable[int] = (),
-            progress: Optional[Callable[[int, int], None]] = None) -> PublishResult:
+            progress: Optional[Callable[[int, int], None]] = None,
+            files: Union[Sequence[str], content.SourceFiles, None] = None,
+            digest_cache: Optional[content.DigestCache] = None,
+            on_hash_progress: Optional[Callable[[str, int, int], None]] = None) -> PublishResult:
     """Publish tensors into the (empty) daemon of this process's GPU.
 
     config: the identity of the published weights (set engine_name and
@@ -400,6 +403,17 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
     storage offsets relative to that span). before_commit: called
     after every byte is in place and before the commit; an exception from it
     aborts the publish. timeout: seconds for the whole publish.
+
+    files: the checkpoint files the tensors were loaded from (paths, or a
+    wcache.content.SourceFiles made before the load, which load_or_publish
+    does). The publish then carries their content (each file's digest from
+    the per-user digest_cache, or hashed once and cached, reporting
+    on_hash_progress(name, done, total); and the identity, checked to hold
+    since the files were named), and the daemon's clients prove their own
+    files against it (wcache.attach(files=…)): an engine naming changed
+    files never attaches to these weights. Without files, clients that name
+    files get ContentUnknownError (load from disk) under "identity" and
+    "hash".
 
     Anything that ends the call before the commit (an exception, the process
     dying) leaves the daemon empty, its allocations freed. Raises
@@ -419,6 +433,9 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
     begin = {"config": _config_message(config),
              "client_name": client_name if client_name is not None else default_client_name(),
              "metadata": {str(k): str(v) for k, v in (metadata or {}).items()}}
+    if files is not None:
+        source = files if isinstance(files, content.SourceFiles) else content.SourceFiles(files)
+        begin["files"] = content.files_to_proto(source.records(cache=digest_cache, progress=on_hash_progress))
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
@@ -469,7 +486,8 @@ def _split(result) -> Tuple[Mapping[str, object], Dict[str, str]]:
 
 
 def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable[[], object],
-                    device_index: Optional[int] = None, wait: float = 60.0, **kwargs) -> Weights:
+                    device_index: Optional[int] = None, wait: float = 60.0,
+                    files: Optional[Sequence[str]] = None, **kwargs) -> Weights:
     """Attach when the daemon holds weights for config; publish load()'s
     result into an empty daemon; without a daemon, return load()'s tensors.
 
@@ -500,16 +518,28 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
     memory (the engine may drop its own copies); "loaded" are load()'s own
     tensors, unchanged (``reason`` says why).
 
+    files (the checkpoint files load() reads): attaches prove them
+    (content_policy, default "identity": the files the publisher named
+    attach by one stat each; files that are not proven without reading them
+    are a miss, "loaded"; other content is ContentMismatchError, like a
+    config mismatch an error), and a publish carries their content, their
+    identities taken before load() runs (wcache.publish, files).
+
     kwargs go to attach and publish where they apply (socket, device_uuid,
-    client_name, getenv, allow_owners, timeout; sha256, before_commit and
-    progress to publish; library, mappers, copy, handle_kinds and
+    client_name, getenv, allow_owners, timeout, digest_cache,
+    on_hash_progress; sha256, before_commit and progress to publish;
+    library, mappers, copy, handle_kinds, content_policy and
     on_daemon_gone/on_notice to attach). Raises IncompatibleConfigError
-    (above), and every error of attach and publish other than the cases above.
+    and ContentMismatchError (above), and every error of attach and publish
+    other than the cases above.
     """
     publish_only = {"sha256", "before_commit", "progress"}
-    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy", "handle_kinds"}
+    attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy", "handle_kinds", "content_policy"}
     attach_kw = {k: v for k, v in kwargs.items() if k not in publish_only}
     publish_kw = {k: v for k, v in kwargs.items() if k not in attach_only}
+    if files is not None:
+        files = [os.fspath(f) for f in files]
+        attach_kw["files"] = files
 
     def own(reason: str) -> Weights:
         tensors, metadata = _split(load())
@@ -538,9 +568,12 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
             continue
         return Weights(att.tensors(), "attached", att.metadata, att)
 
+    # The identities the files have before load() reads them: the publish
+    # checks they still hold when it records the files' content.
+    source = content.SourceFiles(files) if files is not None else None
     tensors, metadata = _split(load())
     try:
-        publish(config, tensors, device_index=device_index, metadata=metadata, **publish_kw)
+        publish(config, tensors, device_index=device_index, metadata=metadata, files=source, **publish_kw)
     except PublishInProgressError as exc:
         log.warning("wcache: %s; using our own tensors", exc)
         return Weights(tensors, "loaded", metadata, reason=str(exc))
@@ -549,7 +582,7 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
         # they are ours, are as good as ours and already shared.
         try:
             att = attach(config, device_index=device_index, **attach_kw)
-        except (IncompatibleConfigError, NoDaemonError, DaemonBusyError) as lost:
+        except (IncompatibleConfigError, content.ContentMismatchError, NoDaemonError, DaemonBusyError) as lost:
             reason = f"lost the publish race ({exc}) and cannot attach: {lost}"
             log.warning("wcache: %s; using our own tensors", reason)
             return Weights(tensors, "loaded", metadata, reason=reason)

@@ -25,7 +25,8 @@ an error with ``fallback: "error"``), mismatch (IncompatibleConfigError).
 ``preloaded_weights_bytes`` (SGLang's KV-sizing contract) is the daemon's
 bytes when they were attached (resident before this process measured its
 baseline), 0 otherwise. Options (``--model-loader-extra-config``):
-wcache.engine.EngineOptions.
+wcache.engine.EngineOptions (content_policy among them: the files of a local
+``--model-path`` are proven before an attach and carried by a publish).
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class WcacheModelLoader(_base()):
             return table.tensors, table.metadata
 
         weights = load_or_publish(cfg, load, sha256=self.options.verify, client_name=self.options.client(ENGINE_NAME),
-                                  **self.options.discovery(index))
+                                  **self.options.discovery(index), **self.options.content_kwargs(model_config.model_path))
         if weights.source == "loaded":
             self.options.no_daemon(ENGINE_NAME, weights.reason or "no daemon")
             model = loaded["model"]

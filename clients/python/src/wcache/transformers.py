@@ -19,7 +19,9 @@ buffers in the memory of the daemon of the model's GPU:
 * there is no daemon (no socket; or, on a host without a GPU, no socket or
   device named and no mock backend): the plain ``from_pretrained`` result,
   unless ``fallback="error"``;
-* the daemon holds other weights: IncompatibleConfigError naming the fields.
+* the daemon holds other weights: IncompatibleConfigError naming the fields;
+  weights published from files whose content differs from this
+  checkpoint's: ContentMismatchError naming the first differing file.
 
 The lease lives with the model: ``model.wcache_weights`` is the
 wcache.Weights (``.source`` "attached", "published" or "loaded", ``.reason``,
@@ -77,14 +79,17 @@ def _import():
 def from_pretrained(pretrained_model_name_or_path, *, auto_class=None, socket: Optional[str] = None,
                     device_uuid: Optional[str] = None, device_capability: Optional[str] = None,
                     fallback: str = "load", verify: bool = False, client_name: Optional[str] = None,
-                    getenv: Getenv = None, **kwargs):
+                    content_policy: Optional[str] = None, getenv: Getenv = None, **kwargs):
     """AutoModelForCausalLM.from_pretrained(pretrained_model_name_or_path,
     **kwargs), its weights attached from (or published into) the wcache
     daemon of the model's device. See the module docstring.
 
     auto_class: another transformers auto class (default
     AutoModelForCausalLM). socket, device_uuid, device_capability, fallback,
-    verify, client_name: wcache.engine.EngineOptions. The daemon is the one
+    verify, client_name, content_policy: wcache.engine.EngineOptions (the
+    checkpoint's safetensors files are proven under content_policy,
+    default "identity", before an attach, and a publish carries their
+    content). The daemon is the one
     of the device in device_map (a single device: "cuda:N", N, or {"": N});
     without device_map, of torch's current GPU, or of mock device 0 when
     $WCACHE_BACKEND is "mock".
@@ -102,7 +107,8 @@ def from_pretrained(pretrained_model_name_or_path, *, auto_class=None, socket: O
                          "weights or the model's modules); use AutoModelForCausalLM.from_pretrained")
     options = EngineOptions.from_mapping(
         {k: v for k, v in {"socket": socket, "device_uuid": device_uuid, "device_capability": device_capability,
-                           "fallback": fallback, "verify": verify, "client_name": client_name}.items()
+                           "fallback": fallback, "verify": verify, "client_name": client_name,
+                           "content_policy": content_policy}.items()
          if v is not None}, "wcache.transformers.from_pretrained")
     auto_class = auto_class or transformers.AutoModelForCausalLM
     device, device_index = _device(torch, kwargs.get("device_map"), getenv)
@@ -141,7 +147,7 @@ def from_pretrained(pretrained_model_name_or_path, *, auto_class=None, socket: O
         discovery["device_index"] = 0
     options.require_daemon(ENGINE_NAME, discovery["device_index"], getenv)
     weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(ENGINE_NAME),
-                              getenv=getenv, **discovery)
+                              getenv=getenv, **discovery, **options.content_kwargs(path))
     if weights.source == "loaded":
         options.no_daemon(ENGINE_NAME, weights.reason or "no daemon")
         model = loaded["model"]

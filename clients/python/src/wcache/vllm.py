@@ -29,7 +29,10 @@ vLLM subtracts from its ``gpu_memory_utilization`` budget before sizing the
 KV cache (the daemon's memory is on the GPU but outside vLLM's allocator).
 
 Options (``--model-loader-extra-config`` JSON): wcache.engine.EngineOptions
-(socket, device_uuid, device_capability, fallback, verify, client_name).
+(socket, device_uuid, device_capability, fallback, verify, client_name,
+content_policy). The checkpoint files of a local model (a directory, or a
+hub id in the local hub cache) are proven under content_policy before an
+attach, and their content is carried by a publish.
 """
 
 from __future__ import annotations
@@ -209,7 +212,8 @@ class WcacheModelLoader(_base()):
             return table.tensors, table.metadata
 
         weights = load_or_publish(cfg, load, sha256=self.options.verify, client_name=self.options.client(ENGINE_NAME),
-                                  **self.options.discovery(index))
+                                  **self.options.discovery(index),
+                                  **self.options.content_kwargs(_local_checkpoint(model_config)[0]))
         if weights.source == "loaded":
             self.options.no_daemon(ENGINE_NAME, weights.reason or "no daemon")
             model = loaded["model"]

@@ -8,12 +8,16 @@ with save_pretrained; every engine is a fresh process (transformers_child.py):
    (and refuses with fallback="error");
 3. into an empty daemon it loads, publishes and continues on the daemon's
    memory;
-4. the checkpoint's tensor bytes are then overwritten (headers, hence the
-   checkpoint digest, unchanged) and evicted from the page cache: a fresh
-   process attaches, and its logits still equal the reference bit for bit,
-   so no tensor byte came from the files; its /proc/self/io read_bytes while
-   loading stays far below the checkpoint's size;
-5. a different dtype is a config mismatch naming the field.
+4. with the checkpoint evicted from the page cache, a fresh process naming
+   the very files attaches (proven by one stat per file), its logits equal
+   the reference bit for bit and its /proc/self/io read_bytes while loading
+   stays far below the checkpoint's size;
+5. the checkpoint's tensor bytes are then overwritten (headers, hence the
+   checkpoint digest, unchanged): a fresh process does not attach to the
+   weights published from the old bytes (content identity, issue 24): under
+   the default policy it loads from disk, under "hash" it fails naming the
+   file;
+6. a different dtype is a config mismatch naming the field.
 
 Needs transformers (clients/python/engines/test.sh transformers runs it in the
 pinned environment); skipped without it. Needs bin/wcache (make build).
@@ -115,8 +119,6 @@ def test_from_pretrained_publishes_then_attaches_without_reading_the_files(world
         for key in ("logits_sha256", "tensors_sha256", "class", "tied", "training", "config", "generation_config"):
             assert first[key] == ref[key], key
 
-        overwrite_tensor_bytes(st_file)
-        assert wcache.checkpoint_digest(ckpt) == digest
         drop_page_cache(st_file)
         second = run_child(env, "wcache", ckpt)
         assert second["source"] == "attached", second
@@ -125,6 +127,17 @@ def test_from_pretrained_publishes_then_attaches_without_reading_the_files(world
             assert second[key] == ref[key], f"{key}: attached {second[key]!r} != disk {ref[key]!r}"
         assert second["read_bytes"] < size // 8, \
             f"the attaching process read {second['read_bytes']} bytes (checkpoint: {size})"
+
+        # The same headers, other values (issue 24): never the published weights.
+        # Under "identity" the changed file is a miss (loaded from disk), under
+        # "hash" a ContentMismatchError naming it.
+        overwrite_tensor_bytes(st_file)
+        assert wcache.checkpoint_digest(ckpt) == digest
+        changed = run_child(env, "wcache", ckpt)
+        assert changed["source"] == "loaded" and "content not proven" in changed["reason"], changed
+        assert changed["tensors_sha256"] != ref["tensors_sha256"]
+        hashed = run_child(env, "wcache", ckpt, "--content-policy", "hash", expect_rc=3)
+        assert hashed["error"] == "ContentMismatchError" and os.path.basename(st_file) in hashed["message"], hashed
 
         # Other weights for another dtype: a mismatch, never a silent reload.
         other = run_child(env, "wcache", ckpt, "--dtype", "bfloat16", expect_rc=3)

@@ -1,7 +1,7 @@
 """One engine process for test_transformers.py: load the tiny model and describe it.
 
     transformers_child.py disk DIR            AutoModelForCausalLM.from_pretrained(DIR)
-    transformers_child.py wcache DIR [--dtype D] [--fallback error]
+    transformers_child.py wcache DIR [--dtype D] [--fallback error] [--content-policy P]
                                               wcache.transformers.from_pretrained(DIR)
 
 Prints one JSON object: the class, the SHA-256 of the logits' bytes on a fixed
@@ -72,6 +72,7 @@ def main() -> int:
     p.add_argument("dir")
     p.add_argument("--dtype")
     p.add_argument("--fallback", default="load")
+    p.add_argument("--content-policy")
     args = p.parse_args()
     kwargs = {"dtype": getattr(torch, args.dtype)} if args.dtype else {}
 
@@ -81,7 +82,8 @@ def main() -> int:
         out = {}
     else:
         try:
-            model = wcache.transformers.from_pretrained(args.dir, fallback=args.fallback, **kwargs)
+            model = wcache.transformers.from_pretrained(args.dir, fallback=args.fallback,
+                                                        content_policy=args.content_policy, **kwargs)
         except wcache.WcacheError as exc:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc),
                               "fields": sorted(d.field for d in getattr(exc, "diffs", []))}))

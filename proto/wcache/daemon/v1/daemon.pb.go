@@ -135,7 +135,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type PublishConflict_Reason int32
@@ -187,7 +187,7 @@ func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PublishConflict_Reason.Descriptor instead.
 func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type StatusRequest struct {
@@ -349,8 +349,10 @@ type StatusResponse struct {
 	// As in Manifest (numbers from 40 on).
 	Files           []*FileContent `protobuf:"bytes,40,rep,name=files,proto3" json:"files,omitempty"`
 	ContentPolicies []string       `protobuf:"bytes,41,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The hub blob names verified so far (Manifest.file_sha256).
+	FileSha256    []*FileSHA256 `protobuf:"bytes,42,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -561,6 +563,13 @@ func (x *StatusResponse) GetFiles() []*FileContent {
 func (x *StatusResponse) GetContentPolicies() []string {
 	if x != nil {
 		return x.ContentPolicies
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFileSha256() []*FileSHA256 {
+	if x != nil {
+		return x.FileSha256
 	}
 	return nil
 }
@@ -1175,8 +1184,12 @@ type Manifest struct {
 	// The content policies the daemon's clients may use ("identity",
 	// "hash", "headers"); empty means "identity" and "hash".
 	ContentPolicies []string `protobuf:"bytes,14,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The plain SHA-256 of the files whose Hugging Face hub blob name the
+	// daemon has verified so far (FileSHA256); the daemon sends them after
+	// the rest of the manifest, as they were when the lease was taken.
+	FileSha256    []*FileSHA256 `protobuf:"bytes,15,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
@@ -1307,6 +1320,75 @@ func (x *Manifest) GetContentPolicies() []string {
 	return nil
 }
 
+func (x *Manifest) GetFileSha256() []*FileSHA256 {
+	if x != nil {
+		return x.FileSha256
+	}
+	return nil
+}
+
+// FileSHA256 is the plain SHA-256 (lowercase hex) of one source file's
+// content, named as its FileContent. A daemon records it for a file it
+// loaded whose path resolves to a Hugging Face hub blob
+// (.../blobs/<64 hex>) once it has hashed the file, after it started
+// serving, and found the name to be the content's SHA-256 with the file's
+// identity unchanged since the load; a blob whose name is not its content's
+// SHA-256 is never recorded. A client whose own file resolves to a hub blob
+// of this name (owned by the client's user or root, not writable by group or
+// others) holds this content without hashing it (docs/cacheconfig.md,
+// "Content identity").
+type FileSHA256 struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Sha256        string                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileSHA256) Reset() {
+	*x = FileSHA256{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileSHA256) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileSHA256) ProtoMessage() {}
+
+func (x *FileSHA256) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileSHA256.ProtoReflect.Descriptor instead.
+func (*FileSHA256) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FileSHA256) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FileSHA256) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 // FileContent is one source file of the weights: its base name, its
 // content digest (sdk/filedigest: "sha256-tree-1m:<hex>") and the
 // identity the file had at the end of the load (device, inode, size,
@@ -1329,7 +1411,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1423,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1436,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FileContent) GetName() string {
@@ -1424,7 +1506,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1518,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1531,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -1486,7 +1568,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1580,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1593,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -1566,7 +1648,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1660,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1673,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -1617,7 +1699,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1711,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1724,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -1672,7 +1754,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1766,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1779,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -1756,7 +1838,7 @@ type ConfigMismatch struct {
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1850,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1863,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1812,7 +1894,7 @@ type NoWeights struct {
 
 func (x *NoWeights) Reset() {
 	*x = NoWeights{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1906,7 @@ func (x *NoWeights) String() string {
 func (*NoWeights) ProtoMessage() {}
 
 func (x *NoWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1919,7 @@ func (x *NoWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
 func (*NoWeights) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NoWeights) GetState() DaemonState {
@@ -1872,7 +1954,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1966,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +1979,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -1966,7 +2048,7 @@ type PublishBegin struct {
 
 func (x *PublishBegin) Reset() {
 	*x = PublishBegin{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2060,7 @@ func (x *PublishBegin) String() string {
 func (*PublishBegin) ProtoMessage() {}
 
 func (x *PublishBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2073,7 @@ func (x *PublishBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
 func (*PublishBegin) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishBegin) GetConfig() *v1.CacheConfig {
@@ -2047,7 +2129,7 @@ type PublishTensors struct {
 
 func (x *PublishTensors) Reset() {
 	*x = PublishTensors{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2141,7 @@ func (x *PublishTensors) String() string {
 func (*PublishTensors) ProtoMessage() {}
 
 func (x *PublishTensors) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2154,7 @@ func (x *PublishTensors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
 func (*PublishTensors) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishTensors) GetTensors() []*TensorSpec {
@@ -2096,7 +2178,7 @@ type PublishCommit struct {
 
 func (x *PublishCommit) Reset() {
 	*x = PublishCommit{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2190,7 @@ func (x *PublishCommit) String() string {
 func (*PublishCommit) ProtoMessage() {}
 
 func (x *PublishCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2203,7 @@ func (x *PublishCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
 func (*PublishCommit) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishCommit) GetSha256() [][]byte {
@@ -2145,7 +2227,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2239,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2252,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
@@ -2254,7 +2336,7 @@ type PublishPlan struct {
 
 func (x *PublishPlan) Reset() {
 	*x = PublishPlan{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2348,7 @@ func (x *PublishPlan) String() string {
 func (*PublishPlan) ProtoMessage() {}
 
 func (x *PublishPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2361,7 @@ func (x *PublishPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
 func (*PublishPlan) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishPlan) GetHandles() []*Handle {
@@ -2339,7 +2421,7 @@ type PublishDone struct {
 
 func (x *PublishDone) Reset() {
 	*x = PublishDone{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2433,7 @@ func (x *PublishDone) String() string {
 func (*PublishDone) ProtoMessage() {}
 
 func (x *PublishDone) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2446,7 @@ func (x *PublishDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
 func (*PublishDone) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishDone) GetGeneration() uint64 {
@@ -2415,7 +2497,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2509,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2522,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
@@ -2500,7 +2582,7 @@ type PublishConflict struct {
 
 func (x *PublishConflict) Reset() {
 	*x = PublishConflict{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2594,7 @@ func (x *PublishConflict) String() string {
 func (*PublishConflict) ProtoMessage() {}
 
 func (x *PublishConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2607,7 @@ func (x *PublishConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
 func (*PublishConflict) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishConflict) GetReason() PublishConflict_Reason {
@@ -2567,7 +2649,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2661,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2674,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EvictRequest) GetTimeoutMs() uint64 {
@@ -2613,7 +2695,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2707,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2720,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EvictResponse) GetLeasesAtEvict() uint32 {
@@ -2668,7 +2750,7 @@ type HandleKindsRefused struct {
 
 func (x *HandleKindsRefused) Reset() {
 	*x = HandleKindsRefused{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2762,7 @@ func (x *HandleKindsRefused) String() string {
 func (*HandleKindsRefused) ProtoMessage() {}
 
 func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2775,7 @@ func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleKindsRefused.ProtoReflect.Descriptor instead.
 func (*HandleKindsRefused) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HandleKindsRefused) GetDaemonKinds() []string {
@@ -2722,7 +2804,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xb3\b\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xf2\b\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -2755,7 +2837,9 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\tmax_bytes\x18# \x01(\x04R\bmaxBytes\x12#\n" +
 	"\rreserve_bytes\x18$ \x01(\x04R\freserveBytes\x123\n" +
 	"\x05files\x18( \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
-	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x1a;\n" +
+	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x12=\n" +
+	"\vfile_sha256\x18* \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\n" +
+	"fileSha256\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
@@ -2808,7 +2892,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fhandle_index\x18\b \x03(\rR\vhandleIndex\x12\x16\n" +
 	"\x06offset\x18\t \x03(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\n" +
-	" \x03(\x04R\x06length\"\xaf\x05\n" +
+	" \x03(\x04R\x06length\"\xee\x05\n" +
 	"\bManifest\x12\x1f\n" +
 	"\vdevice_uuid\x18\x01 \x01(\tR\n" +
 	"deviceUuid\x12\x18\n" +
@@ -2827,10 +2911,16 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\ftensor_table\x18\v \x01(\v2\x1d.wcache.daemon.v1.TensorTableR\vtensorTable\x12\x19\n" +
 	"\bfd_token\x18\f \x01(\fR\afdToken\x123\n" +
 	"\x05files\x18\r \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
-	"\x10content_policies\x18\x0e \x03(\tR\x0fcontentPolicies\x1a;\n" +
+	"\x10content_policies\x18\x0e \x03(\tR\x0fcontentPolicies\x12=\n" +
+	"\vfile_sha256\x18\x0f \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\n" +
+	"fileSha256\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
+	"\n" +
+	"FileSHA256\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"\xbb\x01\n" +
 	"\vFileContent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x12\n" +
@@ -2967,7 +3057,7 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
 	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
@@ -2982,81 +3072,84 @@ var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(*TensorLayout)(nil),        // 10: wcache.daemon.v1.TensorLayout
 	(*TensorTable)(nil),         // 11: wcache.daemon.v1.TensorTable
 	(*Manifest)(nil),            // 12: wcache.daemon.v1.Manifest
-	(*FileContent)(nil),         // 13: wcache.daemon.v1.FileContent
-	(*Notice)(nil),              // 14: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),         // 15: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),         // 16: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),        // 17: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),           // 18: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil),      // 19: wcache.daemon.v1.ConfigMismatch
-	(*NoWeights)(nil),           // 20: wcache.daemon.v1.NoWeights
-	(*TensorSpec)(nil),          // 21: wcache.daemon.v1.TensorSpec
-	(*PublishBegin)(nil),        // 22: wcache.daemon.v1.PublishBegin
-	(*PublishTensors)(nil),      // 23: wcache.daemon.v1.PublishTensors
-	(*PublishCommit)(nil),       // 24: wcache.daemon.v1.PublishCommit
-	(*PublishRequest)(nil),      // 25: wcache.daemon.v1.PublishRequest
-	(*PublishPlan)(nil),         // 26: wcache.daemon.v1.PublishPlan
-	(*PublishDone)(nil),         // 27: wcache.daemon.v1.PublishDone
-	(*PublishResponse)(nil),     // 28: wcache.daemon.v1.PublishResponse
-	(*PublishConflict)(nil),     // 29: wcache.daemon.v1.PublishConflict
-	(*EvictRequest)(nil),        // 30: wcache.daemon.v1.EvictRequest
-	(*EvictResponse)(nil),       // 31: wcache.daemon.v1.EvictResponse
-	(*HandleKindsRefused)(nil),  // 32: wcache.daemon.v1.HandleKindsRefused
-	nil,                         // 33: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 34: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 35: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 36: wcache.config.v1.CacheConfig
+	(*FileSHA256)(nil),          // 13: wcache.daemon.v1.FileSHA256
+	(*FileContent)(nil),         // 14: wcache.daemon.v1.FileContent
+	(*Notice)(nil),              // 15: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 16: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 17: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 18: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 19: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 20: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 21: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 22: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 23: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 24: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 25: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 26: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 27: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 28: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 29: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 30: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 31: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 32: wcache.daemon.v1.EvictResponse
+	(*HandleKindsRefused)(nil),  // 33: wcache.daemon.v1.HandleKindsRefused
+	nil,                         // 34: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 35: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 36: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 37: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	36, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	37, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
 	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
 	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
 	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	33, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	13, // 5: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
-	36, // 6: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	10, // 7: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	36, // 8: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	8,  // 9: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 10: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	34, // 11: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
-	11, // 12: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
-	13, // 13: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
-	1,  // 14: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	12, // 15: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	14, // 16: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	18, // 17: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	0,  // 18: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
-	10, // 19: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	36, // 20: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	35, // 21: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
-	21, // 22: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	13, // 23: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
-	21, // 24: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	22, // 25: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	23, // 26: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	24, // 27: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	8,  // 28: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 29: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	26, // 30: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	27, // 31: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 32: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 33: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 34: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	7,  // 35: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	16, // 36: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	25, // 37: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	30, // 38: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	5,  // 39: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	15, // 40: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	17, // 41: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	28, // 42: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	31, // 43: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	39, // [39:44] is the sub-list for method output_type
-	34, // [34:39] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	34, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	14, // 5: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
+	13, // 6: wcache.daemon.v1.StatusResponse.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	37, // 7: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	10, // 8: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
+	37, // 9: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	8,  // 10: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 11: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	35, // 12: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	11, // 13: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
+	14, // 14: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
+	13, // 15: wcache.daemon.v1.Manifest.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	1,  // 16: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	12, // 17: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	15, // 18: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	19, // 19: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 20: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	10, // 21: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	37, // 22: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	36, // 23: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	22, // 24: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	14, // 25: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
+	22, // 26: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	23, // 27: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	24, // 28: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	25, // 29: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	8,  // 30: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	9,  // 31: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	27, // 32: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	28, // 33: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 34: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 35: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 36: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	7,  // 37: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	17, // 38: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	26, // 39: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	31, // 40: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	5,  // 41: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	16, // 42: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	18, // 43: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	29, // 44: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	32, // 45: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	41, // [41:46] is the sub-list for method output_type
+	36, // [36:41] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -3064,16 +3157,16 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[12].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[13].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[22].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
 		(*PublishRequest_Begin)(nil),
 		(*PublishRequest_Tensors)(nil),
 		(*PublishRequest_Commit)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[25].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[26].OneofWrappers = []any{
 		(*PublishResponse_Plan)(nil),
 		(*PublishResponse_Done)(nil),
 	}
@@ -3083,7 +3176,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,93 @@
+package hubcache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+)
+
+// blobName is a hub blob's file name: the lowercase-hex SHA-256 of an LFS
+// file's content (safetensors files are LFS files).
+var blobName = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// BlobSHA256 returns the SHA-256 that the name of the file path resolves
+// to claims, when that file is a hub blob: <cache>/models--<org>--<name>/
+// blobs/<64 hex> (a snapshot's files are symlinks to these). resolved is
+// the path after following every symlink. ok is false for any other file
+// (and for a path that does not resolve). The name is only a claim: see
+// TrustedBlob and VerifyBlob.
+func BlobSHA256(path string) (sum, resolved string, ok bool) {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", "", false
+	}
+	name, dir := filepath.Base(resolved), filepath.Dir(resolved)
+	if !blobName.MatchString(name) || filepath.Base(dir) != "blobs" ||
+		!strings.HasPrefix(filepath.Base(filepath.Dir(dir)), "models--") {
+		return "", "", false
+	}
+	return name, resolved, true
+}
+
+// TrustedBlob returns the SHA-256 the name of path's hub blob claims when
+// the claim may be believed without hashing: the blob is a regular file
+// owned by uid or by root and not writable by group or others, so only
+// uid (whose hub client named it) or root could have written other bytes
+// under the name. st is the blob's stat (its identity). ok is false for a
+// file that is not a hub blob or fails a check.
+func TrustedBlob(path string, uid int) (sum string, st os.FileInfo, ok bool) {
+	sum, resolved, ok := BlobSHA256(path)
+	if !ok {
+		return "", nil, false
+	}
+	st, err := os.Stat(resolved)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o022 != 0 {
+		return "", nil, false
+	}
+	sys, isUnix := st.Sys().(*syscall.Stat_t)
+	if !isUnix || (int(sys.Uid) != uid && sys.Uid != 0) {
+		return "", nil, false
+	}
+	return sum, st, true
+}
+
+// ErrBlobMismatch: a hub blob whose content's SHA-256 is not its name.
+var ErrBlobMismatch = errors.New("hub blob name is not its content's SHA-256")
+
+// VerifyBlob reads the file at path sequentially and checks that the
+// SHA-256 of its content is want (lowercase hex). ctx cancels it between
+// reads (1 MiB each). Errors: ErrBlobMismatch, ctx's error, a read error.
+func VerifyBlob(ctx context.Context, path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("hash %s: %w", path, err)
+		}
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%s: %w (SHA-256 %s)", path, ErrBlobMismatch, got)
+	}
+	return nil
+}
