@@ -60,8 +60,8 @@ func TestPluginCrashWithDescriptorHandlesIsSurvived(t *testing.T) {
 	select {
 	case <-a.Lease.Done():
 		t.Fatalf("the lease ended with the plugin: %v", a.Lease.Err())
-	case <-r.done:
-		t.Fatalf("the daemon stopped: %v", r.err)
+	case <-r.Done():
+		t.Fatalf("the daemon stopped: %v", r.Err())
 	default:
 	}
 	after := r.d.statusProto()
@@ -95,7 +95,7 @@ func TestPluginCrashWithNameHandlesStaysFatal(t *testing.T) {
 	})
 	a := r.mustAttach(t)
 	r.p.Crash("signal: killed")
-	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+	if err := r.Wait(t); !errors.Is(err, ErrPluginExited) {
 		t.Fatalf("Run = %v, want ErrPluginExited", err)
 	}
 	<-a.Lease.Done()
@@ -147,7 +147,7 @@ func TestPluginCrashLoopBacksOffAndGivesUp(t *testing.T) {
 		current = started[len(started)-1]
 		mu.Unlock()
 	}
-	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+	if err := r.Wait(t); !errors.Is(err, ErrPluginExited) {
 		t.Fatalf("Run: %v, want ErrPluginExited after a crash loop", err)
 	}
 	mu.Lock()
