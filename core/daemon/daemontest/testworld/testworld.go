@@ -57,17 +57,7 @@ type World struct {
 // the test.
 func New(t testing.TB, o Options) *World {
 	t.Helper()
-	// A short folder: Unix socket paths are limited to 107 bytes, and
-	// t.TempDir() names can be longer.
-	dir, err := os.MkdirTemp("", "wdt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	layout, err := paths.InDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, layout := Folder(t)
 	gen := o.Checkpoint
 	if gen.Shards == 0 {
 		gen.Shards = 2
@@ -81,6 +71,25 @@ func New(t testing.TB, o Options) *World {
 		uuids = []string{DefaultUUID}
 	}
 	return &World{Dir: dir, Layout: layout, Model: model, Shm: filepath.Join(dir, "shm"), UUIDs: uuids}
+}
+
+// Folder makes a short private folder, removed at cleanup, and a layout
+// that puts every device's socket, ready and lock file in it. Failures end
+// the test.
+func Folder(t testing.TB) (string, paths.Layout) {
+	t.Helper()
+	// A short folder: Unix socket paths are limited to 107 bytes, and
+	// t.TempDir() names can be longer.
+	dir, err := os.MkdirTemp("", "wdt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	layout, err := paths.InDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, layout
 }
 
 // Runner is what Run runs: a started *daemon.Daemon.
