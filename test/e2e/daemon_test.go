@@ -88,9 +88,7 @@ func TestStaleFilesAfterKillAreCleanedByNextServe(t *testing.T) {
 	if err := d2.WaitOutput(context.Background(), "stale", 10*time.Second); err != nil {
 		t.Errorf("the new daemon did not report the stale cleanup: %v\n%s", err, d2)
 	}
-	if res := h.run("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify"); res.Code != 0 {
-		t.Fatalf("%s", res)
-	}
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
 }
 
 // TestLiveDaemonBlocksSecondServeUntilForce: one daemon per GPU; --force
@@ -117,9 +115,7 @@ func TestLiveDaemonBlocksSecondServeUntilForce(t *testing.T) {
 	if r, err := daemonfile.ReadReady(p.Ready); err != nil || r.PID != second.PID() {
 		t.Fatalf("ready file after takeover: %+v %v", r, err)
 	}
-	if res := h.run("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify"); res.Code != 0 {
-		t.Fatalf("%s", res)
-	}
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
 }
 
 // TestRacingServesExactlyOneWins: two serves started together on one GPU.
@@ -128,15 +124,7 @@ func TestRacingServesExactlyOneWins(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	a := h.start(serveArgs(0, model.Dir)...)
 	b := h.start(serveArgs(0, model.Dir)...)
-	var loser, winner *process
-	select {
-	case <-a.Done():
-		loser, winner = a, b
-	case <-b.Done():
-		loser, winner = b, a
-	case <-time.After(readyTimeout):
-		t.Fatalf("neither serve gave up:\n%s\n%s", a, b)
-	}
+	loser, winner := firstToExit(t, "serves", a, b)
 	if code := loser.ExitCode(); code != 1 || !strings.Contains(loser.Stderr(), "already running") {
 		t.Fatalf("loser exited %d:\n%s", code, loser)
 	}

@@ -106,6 +106,46 @@ func daemonsOf(model string) []int {
 	return out
 }
 
+// stopLauncher sends p (a launcher, what names it in a failure) SIGTERM
+// and fails the test unless it exits 0 within launchStopTimeout.
+func (h *harness) stopLauncher(p *process, what string) {
+	h.t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		h.t.Fatal(err)
+	}
+	if code := h.waitExit(p, launchStopTimeout); code != 0 {
+		h.t.Fatalf("%s exit %d after SIGTERM:\n%s", what, code, p)
+	}
+}
+
+// firstToExit waits up to readyTimeout for one of two racing processes
+// (what: "serves", "launchers") to exit and returns it as the
+// loser, the other as the winner; neither exiting fails the test.
+func firstToExit(t *testing.T, what string, a, b *process) (loser, winner *process) {
+	t.Helper()
+	select {
+	case <-a.Done():
+		return a, b
+	case <-b.Done():
+		return b, a
+	case <-time.After(readyTimeout):
+		t.Fatalf("neither of the racing %s gave up:\n%s\n%s", what, a, b)
+		return nil, nil
+	}
+}
+
+// assertAllStopped fails unless every device's ready file and socket are
+// gone, the private directory holds only lock files and every process
+// started for model has exited within 5 s.
+func (h *harness) assertAllStopped(model string) {
+	h.t.Helper()
+	for _, u := range h.UUIDs {
+		assertGone(h.t, h.Paths(u).Ready, h.Paths(u).Socket)
+	}
+	h.assertNoDiscoveryFiles()
+	assertNoDaemons(h.t, model, 5*time.Second)
+}
+
 // assertNoDaemons fails unless every process started for model has exited
 // within timeout.
 func assertNoDaemons(t *testing.T, model string, timeout time.Duration) {
@@ -205,12 +245,7 @@ func TestLaunchTP2ServesEachRankOnItsGPU(t *testing.T) {
 		t.Errorf("attach of rank 1 to GPU 0: want exit 4 naming tp_rank\n%s", res)
 	}
 
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d after SIGTERM:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher")
 	if !strings.Contains(p.Stderr(), "all 2 daemons stopped cleanly") {
 		t.Errorf("launcher did not report a clean stop:\n%s", p.Stderr())
 	}
@@ -263,11 +298,7 @@ func TestLaunchDaemonFailureStopsSiblings(t *testing.T) {
 	if !strings.Contains(res.Stderr, "[gpu 0 tp 0 pp 0] ") {
 		t.Errorf("no output of the daemon of GPU 0:\n%s", res)
 	}
-	for _, u := range h.UUIDs {
-		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
-	}
-	h.assertNoDiscoveryFiles()
-	assertNoDaemons(t, model, 5*time.Second)
+	h.assertAllStopped(model)
 }
 
 // sawReady reports whether the launcher's stderr says that the daemon of
@@ -312,11 +343,7 @@ func TestLaunchPluginLoadFailureOnOneGPUStopsSiblings(t *testing.T) {
 			t.Errorf("stderr has %q\n%s", unwanted, res)
 		}
 	}
-	for _, u := range h.UUIDs {
-		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
-	}
-	h.assertNoDiscoveryFiles()
-	assertNoDaemons(t, model, 5*time.Second)
+	h.assertAllStopped(model)
 	h.assertNoMockFiles(5 * time.Second)
 }
 
@@ -344,11 +371,7 @@ func TestLaunchReadyTimeoutNamesTheSlowGPU(t *testing.T) {
 	if strings.Contains(res.Stderr, "daemon for gpu 0") {
 		t.Errorf("the ready GPU 0 is named as pending\n%s", res)
 	}
-	for _, u := range h.UUIDs {
-		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
-	}
-	h.assertNoDiscoveryFiles()
-	assertNoDaemons(t, model, 5*time.Second)
+	h.assertAllStopped(model)
 	h.assertNoMockFiles(5 * time.Second)
 }
 
@@ -397,12 +420,7 @@ func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 
 	again := h.start(launchArgs(model, 2)...)
 	h.waitLaunchReady(again, h.UUIDs[:2])
-	if err := again.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(again, launchStopTimeout); code != 0 {
-		t.Fatalf("second launch exit %d:\n%s", code, again)
-	}
+	h.stopLauncher(again, "second launch")
 	h.assertNoDiscoveryFiles()
 }
 
@@ -414,15 +432,7 @@ func TestLaunchRaceOnOneGPUExactlyOneWins(t *testing.T) {
 	model := shardedModel(t, h, 1)
 	a := h.start(launchArgs(model, 1)...)
 	b := h.start(launchArgs(model, 1)...)
-	var winner, loser *process
-	select {
-	case <-a.Done():
-		loser, winner = a, b
-	case <-b.Done():
-		loser, winner = b, a
-	case <-time.After(readyTimeout):
-		t.Fatalf("neither launcher failed:\n%s\n%s", a, b)
-	}
+	loser, winner := firstToExit(t, "launchers", a, b)
 	if code := loser.ExitCode(); code != 1 || !strings.Contains(loser.Stderr(), "another wcache launch is running") &&
 		!strings.Contains(loser.Stderr(), "already running for device "+h.UUIDs[0]) {
 		t.Fatalf("loser: exit %d, want 1 naming the other launch or the live daemon:\n%s", code, loser)
@@ -431,12 +441,7 @@ func TestLaunchRaceOnOneGPUExactlyOneWins(t *testing.T) {
 	if winner.Exited() {
 		t.Fatalf("the winner exited too:\n%s", winner)
 	}
-	if err := winner.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(winner, launchStopTimeout); code != 0 {
-		t.Fatalf("winner exit %d:\n%s", code, winner)
-	}
+	h.stopLauncher(winner, "winner")
 	if procAlive(r.PID) {
 		t.Errorf("winner's daemon %d still running", r.PID)
 	}
@@ -455,15 +460,7 @@ func TestLaunchRaceOverTwoGPUsLeavesTheWinnerServing(t *testing.T) {
 	for round := range 4 {
 		a := h.start(launchArgs(model, 2)...)
 		b := h.start(launchArgs(model, 2)...)
-		var winner, loser *process
-		select {
-		case <-a.Done():
-			loser, winner = a, b
-		case <-b.Done():
-			loser, winner = b, a
-		case <-time.After(readyTimeout):
-			t.Fatalf("round %d: neither launcher failed:\n%s\n%s", round, a, b)
-		}
+		loser, winner := firstToExit(t, fmt.Sprintf("launchers (round %d)", round), a, b)
 		if code := loser.ExitCode(); code != 1 {
 			t.Fatalf("round %d: loser exit %d, want 1:\n%s", round, code, loser)
 		}
@@ -476,12 +473,7 @@ func TestLaunchRaceOverTwoGPUsLeavesTheWinnerServing(t *testing.T) {
 				t.Fatalf("round %d: the winner's daemon %d is gone", round, r.PID)
 			}
 		}
-		if err := winner.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := h.waitExit(winner, launchStopTimeout); code != 0 {
-			t.Fatalf("round %d: winner exit %d:\n%s", round, code, winner)
-		}
+		h.stopLauncher(winner, fmt.Sprintf("round %d: winner", round))
 		assertNoDaemons(t, model, 5*time.Second)
 	}
 }
@@ -513,12 +505,7 @@ func TestLaunchRefusesLiveDaemonUnlessForced(t *testing.T) {
 	if err := p.WaitOutput(context.Background(), fmt.Sprintf("stopped live daemon pid %d (--force)", serve.PID()), 10*time.Second); err != nil {
 		t.Errorf("launcher did not report the takeover: %v\n%s", err, p.Stderr())
 	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher")
 	h.assertNoDiscoveryFiles()
 }
 
@@ -554,12 +541,7 @@ func TestLaunchSurvivesLostStderr(t *testing.T) {
 	p := h.startWith(func(c *exec.Cmd) { c.Stderr = w }, launchArgs(model, 2)...)
 	w.Close()
 	h.waitLaunchReady(p, h.UUIDs[:2])
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d with a broken stderr:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher with a broken stderr")
 	assertNoDaemons(t, model, 5*time.Second)
 	h.assertNoDiscoveryFiles()
 }

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,22 +67,7 @@ func runLoadOrPublishHelper() int {
 // daemon, with extra environment; the writer is its stdin.
 func (h *harness) startLoadOrPublish(gpu int, env ...string) (*process, io.WriteCloser) {
 	h.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	p := h.startWith(func(cmd *exec.Cmd) {
-		cmd.Path, cmd.Args = exe, []string{exe}
-		cmd.Env = append(append(cmd.Env, helperEnv+"=load-or-publish", helperSocketEnv+"="+h.Paths(h.UUIDs[gpu]).Socket), env...)
-		cmd.Stdin = pr
-	}, "load-or-publish")
-	pr.Close()
-	h.t.Cleanup(func() { pw.Close() })
-	return p, pw
+	return h.startSelf("load-or-publish", gpu, env...)
 }
 
 // TestLoadOrPublishLostRace: two engines find the daemon empty; the one
@@ -161,10 +144,5 @@ func TestEmptyLaunchKeepsLayout(t *testing.T) {
 		t.Fatalf("rank 0 publishing into GPU 1's daemon: want a refusal naming tp_rank\n%s", res)
 	}
 	h.mustRun("publish", "--backend", "mock", "--gpu-id", "1", "--model", model.Dir, "--tp-size", "2", "--tp-rank", "1")
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher")
 }

@@ -95,6 +95,14 @@ func helperPublication() client.Publication {
 // the returned writer is its stdin.
 func (h *harness) startHelper(gpu int) (*process, io.WriteCloser) {
 	h.t.Helper()
+	return h.startSelf("publish-hold", gpu)
+}
+
+// startSelf starts this test binary as the helper of mode (helperEnv)
+// against the daemon of gpu, with extra environment env; the returned
+// writer is its stdin, closed when the test ends.
+func (h *harness) startSelf(mode string, gpu int, env ...string) (*process, io.WriteCloser) {
+	h.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		h.t.Fatal(err)
@@ -105,9 +113,9 @@ func (h *harness) startHelper(gpu int) (*process, io.WriteCloser) {
 	}
 	p := h.startWith(func(cmd *exec.Cmd) {
 		cmd.Path, cmd.Args = exe, []string{exe}
-		cmd.Env = append(cmd.Env, helperEnv+"=publish-hold", helperSocketEnv+"="+h.Paths(h.UUIDs[gpu]).Socket)
+		cmd.Env = append(append(cmd.Env, helperEnv+"="+mode, helperSocketEnv+"="+h.Paths(h.UUIDs[gpu]).Socket), env...)
 		cmd.Stdin = pr
-	}, "publish-hold")
+	}, mode)
 	pr.Close()
 	h.t.Cleanup(func() { pw.Close() })
 	return p, pw
@@ -356,11 +364,6 @@ func TestLaunchGuardAndEmptyLaunch(t *testing.T) {
 					"--tp-rank", fmt.Sprint(gpu), "--verify")
 			}
 		}
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := h.waitExit(p, launchStopTimeout); code != 0 {
-			t.Fatalf("%s: launcher exit %d:\n%s", tc.name, code, p)
-		}
+		h.stopLauncher(p, fmt.Sprintf("%s: launcher", tc.name))
 	}
 }
