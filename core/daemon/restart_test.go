@@ -10,7 +10,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
-	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // mappedBytes maps the manifest of a and returns tensor name → bytes
@@ -78,7 +78,7 @@ func TestPluginCrashWithDescriptorHandlesIsSurvived(t *testing.T) {
 		}
 	}
 	// The new plugin holds the allocations: a verify through it passes.
-	if _, err := client.Verify(context.Background(), b.Manifest, mustCheckpoint(t, f.model.Dir),
+	if _, err := client.Verify(context.Background(), b.Manifest, safetensorstest.Open(t, f.model.Dir),
 		client.VerifyOptions{Importer: restarted[0].Backend()}); err != nil {
 		t.Errorf("verify after the restart: %v", err)
 	}
@@ -102,16 +102,6 @@ func TestPluginCrashWithNameHandlesStaysFatal(t *testing.T) {
 	if called {
 		t.Error("a new plugin was started for name handles")
 	}
-}
-
-// mustCheckpoint opens the checkpoint in dir.
-func mustCheckpoint(t *testing.T, dir string) *safetensors.Checkpoint {
-	t.Helper()
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ck
 }
 
 // TestPluginCrashLoopBacksOffAndGivesUp: a plugin that dies again right

@@ -21,7 +21,6 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -143,7 +142,7 @@ func TestDescriptorChannelDeliversExactlyTheManifest(t *testing.T) {
 		}
 	}
 	// The mapped bytes are the checkpoint's.
-	if _, err := client.Verify(context.Background(), m, mustCheckpoint(t, model.Dir), client.VerifyOptions{}); err != nil {
+	if _, err := client.Verify(context.Background(), m, safetensorstest.Open(t, model.Dir), client.VerifyOptions{}); err != nil {
 		t.Errorf("verify through the received descriptors: %v", err)
 	}
 
@@ -213,16 +212,6 @@ func TestDescriptorChannelRefusesOtherUID(t *testing.T) {
 			t.Errorf("uid %d with %v: %q, want %q", nobody, extra, out, want)
 		}
 	}
-}
-
-// mustCheckpoint opens the checkpoint in dir.
-func mustCheckpoint(t *testing.T, dir string) *safetensors.Checkpoint {
-	t.Helper()
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ck
 }
 
 // sharedWithNobody prepares what a test that runs a client as uid 65534

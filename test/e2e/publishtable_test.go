@@ -101,7 +101,7 @@ func TestAttachSaysWhichHandleKindsItMaps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kinds %v: %v", kinds, err)
 		}
-		if _, err := client.Verify(ctx, att.Manifest, mustCheckpoint(t, model.Dir), client.VerifyOptions{}); err != nil {
+		if _, err := client.Verify(ctx, att.Manifest, safetensorstest.Open(t, model.Dir), client.VerifyOptions{}); err != nil {
 			t.Errorf("kinds %v: %v", kinds, err)
 		}
 		att.Lease.Close()
