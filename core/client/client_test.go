@@ -33,6 +33,19 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
+// layoutIn is a layout of every device's socket and ready file in dir,
+// from templates (no environment).
+func layoutIn(t *testing.T, dir string) paths.Layout {
+	t.Helper()
+	layout, err := paths.NewLayout(paths.Options{
+		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
+		Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layout
+}
+
 // fakeDaemon is a daemon.v1 server whose answers the test sets.
 type fakeDaemon struct {
 	daemonv1.UnimplementedDaemonServer
@@ -147,13 +160,8 @@ func TestDialRefusedIsDaemonDead(t *testing.T) {
 
 func TestDiscoveryByUUIDAndOrdinal(t *testing.T) {
 	dir := shortDir(t)
-	layout, err := paths.NewLayout(paths.Options{
-		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
-		Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Dial(context.Background(), ByDeviceUUID(layout, "GPU-aaaa"), Options{})
+	layout := layoutIn(t, dir)
+	_, err := Dial(context.Background(), ByDeviceUUID(layout, "GPU-aaaa"), Options{})
 	var nd *NoDaemonError
 	if !errors.As(err, &nd) || nd.Socket != dir+"/GPU-aaaa.sock" {
 		t.Fatalf("by uuid: %v", err)
@@ -376,12 +384,7 @@ func TestIdleClientOutlivesHandshakeTimeout(t *testing.T) {
 // an explicit socket, or serving the right UUID, it is accepted.
 func TestAttachRefusesManifestOfAnotherDevice(t *testing.T) {
 	dir := shortDir(t)
-	layout, err := paths.NewLayout(paths.Options{
-		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
-		Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	layout := layoutIn(t, dir)
 	ended := make(chan struct{}, 8)
 	fake := &fakeDaemon{attach: func(_ *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
 		if err := s.Send(manifestEvent()); err != nil { // device GPU-abc
