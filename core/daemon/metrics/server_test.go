@@ -143,7 +143,10 @@ func TestMetricsShutdownLeavesAnotherSocket(t *testing.T) {
 	}
 }
 
-func TestMetricsServeOverLoopbackTCP(t *testing.T) {
+// startLoopback serves a new Exporter on a free loopback TCP port until
+// the test ends.
+func startLoopback(t *testing.T) *Server {
+	t.Helper()
 	a, err := ParseAddr("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +155,12 @@ func TestMetricsServeOverLoopbackTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(t, s)
+	t.Cleanup(func() { shutdown(t, s) })
+	return s
+}
+
+func TestMetricsServeOverLoopbackTCP(t *testing.T) {
+	s := startLoopback(t)
 	if !strings.HasPrefix(s.Addr(), "127.0.0.1:") || strings.HasSuffix(s.Addr(), ":0") {
 		t.Errorf("Addr() = %q, want the bound port", s.Addr())
 	}
@@ -166,15 +174,7 @@ func TestMetricsServeOverLoopbackTCP(t *testing.T) {
 // port (what any local user can open) cost the daemon's process at most
 // maxConns descriptors, and the endpoint serves again once they go.
 func TestMetricsConnectionsAreCapped(t *testing.T) {
-	a, err := ParseAddr("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(a, NewExporter().Handler())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, s)
+	s := startLoopback(t)
 	fds := func() int {
 		e, err := os.ReadDir("/proc/self/fd")
 		if err != nil {
