@@ -118,6 +118,17 @@ func (h *harness) stopLauncher(p *process, what string) {
 	}
 }
 
+// assertStderrHas fails the test for each of wants that res's stderr
+// lacks.
+func assertStderrHas(t *testing.T, res cliResult, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr lacks %q\n%s", want, res)
+		}
+	}
+}
+
 // firstToExit waits up to readyTimeout for one of two racing processes
 // (what: "serves", "launchers") to exit and returns it as the
 // loser, the other as the winner; neither exiting fails the test.
@@ -285,15 +296,11 @@ func TestLaunchDaemonFailureStopsSiblings(t *testing.T) {
 			t.Errorf("the healthy daemon finished loading: the launcher waited for it instead of stopping it: %q\n%s", line, res)
 		}
 	}
-	for _, want := range []string{
-		"launch failed", "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "exited before it was ready", "exit status 1",
+	assertStderrHas(t, res,
+		"launch failed", "daemon for gpu 1 tp 1 pp 0 ("+h.UUIDs[1], "exited before it was ready", "exit status 1",
 		"its last output", "model-rank-1-part-1.safetensors",
 		"gpu 1 tp 1 pp 0: daemon exited before it was ready; stopping the other daemons",
-	} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	)
 	// The healthy daemon had started (it logged) and was stopped.
 	if !strings.Contains(res.Stderr, "[gpu 0 tp 0 pp 0] ") {
 		t.Errorf("no output of the daemon of GPU 0:\n%s", res)
@@ -323,15 +330,11 @@ func TestLaunchPluginLoadFailureOnOneGPUStopsSiblings(t *testing.T) {
 	if res.Code != 1 {
 		t.Fatalf("launch with a failing plugin on GPU 1: want exit 1\n%s", res)
 	}
-	for _, want := range []string{
-		"launch failed", "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "exited before it was ready", "exit status 1",
+	assertStderrHas(t, res,
+		"launch failed", "daemon for gpu 1 tp 1 pp 0 ("+h.UUIDs[1], "exited before it was ready", "exit status 1",
 		"its last output", "injected failure after 0 bytes by WCACHE_MOCK_FAIL_LOAD_AFTER",
 		"gpu 1 tp 1 pp 0: daemon exited before it was ready; stopping the other daemons",
-	} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	)
 	// The sibling loaded normally (the knob did not reach its plugin) and
 	// was serving when the launcher stopped it.
 	if !sawReady(res.Stderr, "gpu 0 tp 0 pp 0") {
@@ -359,12 +362,8 @@ func TestLaunchReadyTimeoutNamesTheSlowGPU(t *testing.T) {
 	if res.Code != 1 {
 		t.Fatalf("want exit 1\n%s", res)
 	}
-	for _, want := range []string{"timed out waiting for daemons to be ready after 2s: 1 of them pending",
-		"daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "not ready in time"} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	assertStderrHas(t, res, "timed out waiting for daemons to be ready after 2s: 1 of them pending",
+		"daemon for gpu 1 tp 1 pp 0 ("+h.UUIDs[1], "not ready in time")
 	if !sawReady(res.Stderr, "gpu 0 tp 0 pp 0") {
 		t.Errorf("the daemon of GPU 0 never became ready\n%s", res)
 	}
@@ -489,11 +488,7 @@ func TestLaunchRefusesLiveDaemonUnlessForced(t *testing.T) {
 	if res.Code != 1 {
 		t.Fatalf("launch over a live daemon: want exit 1\n%s", res)
 	}
-	for _, want := range []string{fmt.Sprintf("pid %d", serve.PID()), h.UUIDs[0], "--force"} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	assertStderrHas(t, res, fmt.Sprintf("pid %d", serve.PID()), h.UUIDs[0], "--force")
 	if serve.Exited() {
 		t.Fatalf("the refused launch stopped the live daemon:\n%s", serve)
 	}

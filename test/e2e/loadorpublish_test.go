@@ -27,9 +27,8 @@ const helperEngineVersionEnv = "WCACHE_E2E_HELPER_ENGINE_VERSION"
 // "reason=R" and exits 0, or prints the error and exits 1.
 func runLoadOrPublishHelper() int {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, client.BySocket(os.Getenv(helperSocketEnv)), client.Options{ClientName: "load-or-publish"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	c, ok := dialHelperDaemon(ctx, client.Options{ClientName: "load-or-publish"})
+	if !ok {
 		return 1
 	}
 	defer c.Close()

@@ -50,9 +50,8 @@ func runHelper(name string) int {
 		return 2
 	}
 	ctx := context.Background()
-	c, err := client.Dial(ctx, client.BySocket(os.Getenv(helperSocketEnv)), client.Options{ClientName: "publish-hold"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	c, ok := dialHelperDaemon(ctx, client.Options{ClientName: "publish-hold"})
+	if !ok {
 		return 1
 	}
 	defer c.Close()
@@ -89,6 +88,18 @@ func helperPublication() client.Publication {
 		{Name: "w", DType: "F32", Shape: []uint64{1024}, Length: 4096},
 		{Name: "b", DType: "U8", Shape: []uint64{100}, Length: 100},
 	}}
+}
+
+// dialHelperDaemon dials, for a helper process, the daemon at
+// $helperSocketEnv with opts; a failure is printed to stderr and ok is
+// false (the helper then exits 1).
+func dialHelperDaemon(ctx context.Context, opts client.Options) (c *client.Client, ok bool) {
+	c, err := client.Dial(ctx, client.BySocket(os.Getenv(helperSocketEnv)), opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return nil, false
+	}
+	return c, true
 }
 
 // startHelper starts the publish-hold helper against the daemon of gpu;

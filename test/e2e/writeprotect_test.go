@@ -92,10 +92,8 @@ func runFDWriteHelper() int {
 		return 1
 	}
 	cfg := mockConfig(dir, ck)
-	c, err := client.Dial(context.Background(), client.BySocket(os.Getenv(helperSocketEnv)),
-		client.Options{ClientName: "fd-write", AllowOwners: []uint32{0}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	c, ok := dialHelperDaemon(context.Background(), client.Options{ClientName: "fd-write", AllowOwners: []uint32{0}})
+	if !ok {
 		return 1
 	}
 	defer c.Close()
