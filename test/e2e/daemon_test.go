@@ -17,10 +17,14 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// holdArgs attaches to mock GPU gpu and holds the lease.
-func holdArgs(gpu int, model string, extra ...string) []string {
+// startHolder starts a client that attaches to mock GPU gpu and holds the
+// lease for 60 s (extra: more attach flags), and waits until it holds it.
+func (h *harness) startHolder(gpu int, model string, extra ...string) *process {
+	h.t.Helper()
 	args := []string{"attach", "--backend", "mock", "--gpu-id", fmt.Sprint(gpu), "--model", model, "--hold", "60s"}
-	return append(args, extra...)
+	p := h.start(append(args, extra...)...)
+	h.waitOutput(p, "holding lease")
+	return p
 }
 
 // waitOutput waits until p has written want to stdout.
@@ -141,8 +145,7 @@ func TestStopDrainsLeases(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir)...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir)
 	res := h.mustRun("stop", "--device-uuid", h.UUIDs[0])
 	if !strings.Contains(res.Stdout, "1 lease(s) at stop") {
 		t.Errorf("stop output: %s", res)
@@ -169,8 +172,7 @@ func TestStopTimeoutKeepsServingUntilForce(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	res := h.run("stop", "--device-uuid", h.UUIDs[0], "--timeout", "500ms")
 	if res.Code != 1 || !strings.Contains(res.Stderr, fmt.Sprintf("pid %d", holder.PID())) {
 		t.Fatalf("stop with a stubborn lease: want exit 1 naming pid %d\n%s", holder.PID(), res)
@@ -197,8 +199,7 @@ func TestSIGTERMDrainsThenStops(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	begin := time.Now()
 	if err := d.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -227,8 +228,7 @@ func TestPluginCrashEndsDaemon(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	children, err := testproc.ChildPIDs(d.PID())
 	if err != nil || len(children) != 1 {
 		t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", children, err)
@@ -252,8 +252,7 @@ func TestStatusAndCleanup(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d0 := h.startServe(0, model.Dir)
 	h.startServe(1, model.Dir)
-	holder := h.start(holdArgs(1, model.Dir)...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(1, model.Dir)
 	h.waitLeases(h.UUIDs[1], 1)
 	res := h.mustRun("status")
 	for _, want := range []string{h.UUIDs[0], h.UUIDs[1], "serving", fmt.Sprintf("1 (pid %d)", holder.PID())} {
@@ -309,8 +308,7 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 			model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 			p := h.Paths(h.UUIDs[0])
 			d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
-			holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-			h.waitOutput(holder, "holding lease")
+			holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 			plugins, err := testproc.ChildPIDs(d.PID())
 			if err != nil || len(plugins) != 1 {
 				t.Fatalf("want exactly one plugin child of the daemon, got %v (%v)", plugins, err)

@@ -388,9 +388,8 @@ func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 	model := shardedModel(t, h, 2)
 	p := h.start(launchArgs(model, 2, "--drain-timeout", "1s")...)
 	readies := h.waitLaunchReady(p, h.UUIDs[:2])
-	holder := h.start(holdArgs(0, model, "--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "0",
-		"--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model, "--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "0",
+		"--release-on-drain=false")
 	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -309,8 +309,7 @@ func TestEvictWaitsForLease(t *testing.T) {
 	h := newHarness(t, shmFileHarness)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false", "--hold", "3s")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false", "--hold", "3s")
 	res := h.run("evict", "--backend", "mock", "--gpu-id", "0", "--timeout", "300ms")
 	if res.Code != 1 || !strings.Contains(res.Stderr, fmt.Sprintf("pid %d", holder.PID())) {
 		t.Fatalf("evict under a stubborn lease: want exit 1 naming pid %d\n%s", holder.PID(), res)

@@ -98,8 +98,7 @@ func TestStatusShowsDraining(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1})
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	stop := h.start("stop", "--device-uuid", h.UUIDs[0], "--timeout", "20s")
 	h.waitState(h.UUIDs[0], "draining")
 	if res := h.mustRun("status"); !strings.Contains(res.Stdout, "draining") || !strings.Contains(res.Stdout, "STATE") {
