@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/daemon"
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
 // shutdown stops s within 5 s.
@@ -29,7 +30,7 @@ func shutdown(t *testing.T, s *Server) {
 // work over it, a second server on a live socket is refused, and shutdown
 // removes the file.
 func TestMetricsServeOverUnixSocket(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	a, err := ParseAddr("unix:"+path, false)
 	if err != nil {
@@ -89,7 +90,7 @@ func TestMetricsServeOverUnixSocket(t *testing.T) {
 // TestStaleUnixSocketIsReplaced: a socket file nobody listens on (a killed
 // daemon's) is replaced; a regular file is not.
 func TestMetricsStaleUnixSocketIsReplaced(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	l, err := daemon.ListenUnix(path, nil)
 	if err != nil {
@@ -122,7 +123,7 @@ func TestMetricsStaleUnixSocketIsReplaced(t *testing.T) {
 // TestShutdownLeavesAnotherSocket: a socket that replaced ours at the path
 // is not removed by our shutdown.
 func TestMetricsShutdownLeavesAnotherSocket(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	a, _ := ParseAddr("unix:"+path, false)
 	s, err := Start(a, NewExporter().Handler())

@@ -9,7 +9,6 @@ package testworld
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -78,13 +78,7 @@ func New(t testing.TB, o Options) *World {
 // the test.
 func Folder(t testing.TB) (string, paths.Layout) {
 	t.Helper()
-	// A short folder: Unix socket paths are limited to 107 bytes, and
-	// t.TempDir() names can be longer.
-	dir, err := os.MkdirTemp("", "wdt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := pathstest.ShortDir(t)
 	layout, err := paths.InDir(dir)
 	if err != nil {
 		t.Fatal(err)
