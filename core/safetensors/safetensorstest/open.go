@@ -1,6 +1,7 @@
 package safetensorstest
 
 import (
+	"os"
 	"testing"
 
 	"github.com/wcache/wcache/core/safetensors"
@@ -15,4 +16,19 @@ func Open(t testing.TB, dir string) *safetensors.Checkpoint {
 		t.Fatal(err)
 	}
 	return ck
+}
+
+// Load opens the safetensors file at path (safetensors.Open) and reads all
+// its bytes; a failure ends the test.
+func Load(t testing.TB, path string) (*safetensors.File, []byte) {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, b
 }
