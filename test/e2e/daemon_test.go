@@ -67,8 +67,7 @@ func (h *harness) waitLeases(uuid string, n int) {
 // its socket and ready file; status calls them stale, a client gets an
 // error (not a silent fallback), and the next serve cleans them up.
 func TestStaleFilesAfterKillAreCleanedByNextServe(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
 	if err := d.Signal(syscall.SIGKILL); err != nil {
@@ -98,8 +97,7 @@ func TestStaleFilesAfterKillAreCleanedByNextServe(t *testing.T) {
 // TestLiveDaemonBlocksSecondServeUntilForce: one daemon per GPU; --force
 // terminates the live one and takes over.
 func TestLiveDaemonBlocksSecondServeUntilForce(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	first := h.startServe(0, model.Dir)
 	res := h.run(serveArgs(0, model.Dir)...)
@@ -124,8 +122,7 @@ func TestLiveDaemonBlocksSecondServeUntilForce(t *testing.T) {
 
 // TestRacingServesExactlyOneWins: two serves started together on one GPU.
 func TestRacingServesExactlyOneWins(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	a := h.start(serveArgs(0, model.Dir)...)
 	b := h.start(serveArgs(0, model.Dir)...)
 	loser, winner := firstToExit(t, "serves", a, b)
@@ -141,8 +138,7 @@ func TestRacingServesExactlyOneWins(t *testing.T) {
 // TestStopDrainsLeases: a stop with a live lease notifies the client, waits
 // for it to release, then the daemon exits cleanly and removes its files.
 func TestStopDrainsLeases(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
 	holder := h.startHolder(0, model.Dir)
@@ -169,8 +165,7 @@ func TestStopDrainsLeases(t *testing.T) {
 // notice makes a stop time out (exit 1, naming the lease) while the daemon
 // keeps serving; --force then ends the lease.
 func TestStopTimeoutKeepsServingUntilForce(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	res := h.run("stop", "--device-uuid", h.UUIDs[0], "--timeout", "500ms")
@@ -195,8 +190,7 @@ func TestStopTimeoutKeepsServingUntilForce(t *testing.T) {
 // TestSIGTERMDrainsThenStops: SIGTERM drains for --drain-timeout, then stops
 // anyway and removes the files.
 func TestSIGTERMDrainsThenStops(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
 	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
@@ -248,8 +242,7 @@ func TestPluginCrashEndsDaemon(t *testing.T) {
 // TestStatusAndCleanup: status lists live daemons with their leases;
 // cleanup refuses a live daemon without --force and removes it with it.
 func TestStatusAndCleanup(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	d0 := h.startServe(0, model.Dir)
 	h.startServe(1, model.Dir)
 	holder := h.startHolder(1, model.Dir)
@@ -304,8 +297,7 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 		sig   syscall.Signal
 	}{{"SIGHUP", false, syscall.SIGHUP}, {"SIGTERM to the group", true, syscall.SIGTERM}} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{Devices: 1})
-			model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+			h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 			p := h.Paths(h.UUIDs[0])
 			d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
 			holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
@@ -348,8 +340,7 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 // TestServeVerifyComparesTheLoad: `serve --verify` hashes every file's
 // bytes in the plugin's memory and in the file before it serves.
 func TestServeVerifyComparesTheLoad(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir, "--verify")
 	h.waitReady(d, h.Paths(h.UUIDs[0]).Ready)
 	// The line is logged before the ready file is written, but reaches this

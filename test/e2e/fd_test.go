@@ -177,8 +177,7 @@ func TestDescriptorChannelRefusesOtherUID(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as uid 65534 (SysProcAttr.Credential)")
 	}
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	// The helper is this test binary: a copy nobody may run.
 	shared, helper := sharedWithNobody(t, h)
 	tmpl := []string{"--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
@@ -293,8 +292,7 @@ func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as uid 65534 (SysProcAttr.Credential)")
 	}
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	shared, helper := sharedWithNobody(t, h)
 	sock := filepath.Join(shared, h.UUIDs[0]+".sock")
 	d := h.start(serveArgs(0, model.Dir, "--socket-template", filepath.Join(shared, "{device_uuid}.sock"),

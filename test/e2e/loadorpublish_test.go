@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // helperEngineVersionEnv sets the engine_version of the load-or-publish
@@ -124,8 +122,7 @@ type layoutRow struct {
 // starts empty daemons that show their rank's layout and refuse a publish
 // of another rank, naming the field (issue 27, item 4).
 func TestEmptyLaunchKeepsLayout(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	p := h.start("launch", "--backend", "mock", "--tp-size", "2", "--timeout", "30s", "--drain-timeout", "2s", "--stop-grace", "10s")
 	h.waitLaunchReady(p, h.UUIDs)
 	var rows []layoutRow

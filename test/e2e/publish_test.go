@@ -345,8 +345,7 @@ func TestEvictWaitsForLease(t *testing.T) {
 // with both ways out; --replicate loads it on both GPUs; without --model
 // the launcher starts empty daemons.
 func TestLaunchGuardAndEmptyLaunch(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	base := []string{"launch", "--backend", "mock", "--tp-size", "2", "--timeout", "30s", "--drain-timeout", "2s", "--stop-grace", "10s"}
 	res := h.run(append(base, "--model", model.Dir)...)
 	if res.Code != 2 || !strings.Contains(res.Stderr, "omit --model") || !strings.Contains(res.Stderr, "--shard-pattern") ||

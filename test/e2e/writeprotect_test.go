@@ -144,8 +144,7 @@ func TestAttacherCannotWriteTheWeights(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CI runs as root): the attacker runs as root and as uid 65534")
 	}
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	shared, helper := sharedWithNobody(t, h)
 	if err := os.Chmod(model.Dir, 0o755); err != nil {
 		t.Fatal(err)
