@@ -81,14 +81,7 @@ func writeHiddenDir(t *testing.T) {
 }
 
 func TestCheckpointDirVectors(t *testing.T) {
-	b, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vf vectorFile
-	if err := json.Unmarshal(b, &vf); err != nil {
-		t.Fatal(err)
-	}
+	vf := readVectors(t)
 	if len(vf.CheckpointDirs) == 0 {
 		t.Fatalf("no checkpoint_dirs vector; regenerate with %s=1", updateEnv)
 	}
@@ -323,16 +316,7 @@ func TestVectors(t *testing.T) {
 	if os.Getenv(updateEnv) == "1" {
 		writeVectors(t)
 	}
-	b, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var vf vectorFile
-	if err := dec.Decode(&vf); err != nil {
-		t.Fatal(err)
-	}
+	vf := readVectors(t)
 	want := vectorConfigs()
 	if len(vf.Configs) != len(want) || len(vf.Checkpoints) != 2 {
 		t.Fatalf("%d config and %d checkpoint vectors; regenerate with %s=1", len(vf.Configs), len(vf.Checkpoints), updateEnv)
@@ -387,14 +371,7 @@ func TestVectors(t *testing.T) {
 }
 
 func TestSpellingVectors(t *testing.T) {
-	b, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vf vectorFile
-	if err := json.Unmarshal(b, &vf); err != nil {
-		t.Fatal(err)
-	}
+	vf := readVectors(t)
 	for _, tc := range []struct {
 		name      string
 		vectors   []vectorSpelling
@@ -457,6 +434,23 @@ func protoFieldNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// readVectors decodes vectorsPath; an unknown field (a vector this test
+// does not check) fails the test.
+func readVectors(t *testing.T) vectorFile {
+	t.Helper()
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var vf vectorFile
+	if err := dec.Decode(&vf); err != nil {
+		t.Fatal(err)
+	}
+	return vf
 }
 
 // writeVectors regenerates vectorsPath.

@@ -20,17 +20,20 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
-// shortDir is a private temporary directory short enough for socket paths.
-func shortDir(t *testing.T) string {
+// layoutIn is a layout of every device's socket and ready file in dir,
+// from templates (no environment).
+func layoutIn(t *testing.T, dir string) paths.Layout {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wcl")
+	layout, err := paths.NewLayout(paths.Options{
+		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
+		Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
+	return layout
 }
 
 // fakeDaemon is a daemon.v1 server whose answers the test sets.
@@ -91,7 +94,7 @@ func manifestEvent(tensors ...*daemonv1.Tensor) *daemonv1.AttachEvent {
 }
 
 func TestCheckSocketRules(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	live := serve(t, dir, &fakeDaemon{})
 	regular := filepath.Join(dir, "regular")
 	if err := os.WriteFile(regular, nil, 0o600); err != nil {
@@ -130,7 +133,7 @@ func TestCheckSocketRules(t *testing.T) {
 }
 
 func TestDialRefusedIsDaemonDead(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "dead.sock")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -146,14 +149,9 @@ func TestDialRefusedIsDaemonDead(t *testing.T) {
 }
 
 func TestDiscoveryByUUIDAndOrdinal(t *testing.T) {
-	dir := shortDir(t)
-	layout, err := paths.NewLayout(paths.Options{
-		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
-		Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Dial(context.Background(), ByDeviceUUID(layout, "GPU-aaaa"), Options{})
+	dir := pathstest.ShortDir(t)
+	layout := layoutIn(t, dir)
+	_, err := Dial(context.Background(), ByDeviceUUID(layout, "GPU-aaaa"), Options{})
 	var nd *NoDaemonError
 	if !errors.As(err, &nd) || nd.Socket != dir+"/GPU-aaaa.sock" {
 		t.Fatalf("by uuid: %v", err)
@@ -180,7 +178,7 @@ type resolverFunc func(int) (string, error)
 func (f resolverFunc) DeviceUUID(_ context.Context, n int) (string, error) { return f(n) }
 
 func TestAttachDecodesMismatch(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := serve(t, dir, &fakeDaemon{attach: func(*daemonv1.AttachRequest, daemonv1.Daemon_AttachServer) error {
 		st, _ := status.New(codes.FailedPrecondition, "mismatch").WithDetails(&daemonv1.ConfigMismatch{Diffs: []*daemonv1.FieldDiff{
 			{Field: "tp_rank", DaemonValue: "0", ClientValue: "1"}, {Field: "extra.x", ClientValue: "2", DaemonAbsent: true}}, Omitted: 5})
@@ -198,7 +196,7 @@ func TestAttachDecodesMismatch(t *testing.T) {
 }
 
 func TestAttachLeaseNoticesAndDone(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	release := make(chan struct{})
 	path := serve(t, dir, &fakeDaemon{attach: func(req *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
 		if req.GetClientName() != "tester" {
@@ -243,7 +241,7 @@ func TestAttachLeaseNoticesAndDone(t *testing.T) {
 }
 
 func TestLeaseCloseEndsStream(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	ended := make(chan struct{})
 	path := serve(t, dir, &fakeDaemon{attach: func(_ *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
 		if err := s.Send(manifestEvent()); err != nil {
@@ -277,7 +275,7 @@ func TestAttachRejectsBadManifest(t *testing.T) {
 		"overflow":        {Name: "w", Offset: 50, Length: ^uint64(0)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := serve(t, shortDir(t), &fakeDaemon{attach: func(_ *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
+			path := serve(t, pathstest.ShortDir(t), &fakeDaemon{attach: func(_ *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
 				if err := s.Send(manifestEvent(tn)); err != nil {
 					return err
 				}
@@ -293,7 +291,7 @@ func TestAttachRejectsBadManifest(t *testing.T) {
 }
 
 func TestStatusAndStop(t *testing.T) {
-	path := serve(t, shortDir(t), &fakeDaemon{})
+	path := serve(t, pathstest.ShortDir(t), &fakeDaemon{})
 	c, err := Dial(context.Background(), BySocket(path), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +316,7 @@ func TestStatusAndStop(t *testing.T) {
 // TestDialRefusesSilentPeer: a socket that accepts but never speaks gRPC
 // fails at Dial, within DialTimeout, and the connection is closed.
 func TestDialRefusesSilentPeer(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "raw.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -357,7 +355,7 @@ func TestDialRefusesSilentPeer(t *testing.T) {
 // TestIdleClientOutlivesHandshakeTimeout: a client dialed now and used
 // later works (the handshake happens in Dial, not at the first call).
 func TestIdleClientOutlivesHandshakeTimeout(t *testing.T) {
-	path := serveWith(t, shortDir(t), &fakeDaemon{}, grpc.ConnectionTimeout(200*time.Millisecond))
+	path := serveWith(t, pathstest.ShortDir(t), &fakeDaemon{}, grpc.ConnectionTimeout(200*time.Millisecond))
 	c, err := Dial(context.Background(), BySocket(path), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -375,13 +373,8 @@ func TestIdleClientOutlivesHandshakeTimeout(t *testing.T) {
 // refused with a *DeviceMismatchError and its lease is released; found by
 // an explicit socket, or serving the right UUID, it is accepted.
 func TestAttachRefusesManifestOfAnotherDevice(t *testing.T) {
-	dir := shortDir(t)
-	layout, err := paths.NewLayout(paths.Options{
-		SocketTemplate: dir + "/{device_uuid}.sock", ReadyTemplate: dir + "/{device_uuid}.ready",
-		Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := pathstest.ShortDir(t)
+	layout := layoutIn(t, dir)
 	ended := make(chan struct{}, 8)
 	fake := &fakeDaemon{attach: func(_ *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
 		if err := s.Send(manifestEvent()); err != nil { // device GPU-abc

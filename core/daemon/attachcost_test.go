@@ -30,18 +30,8 @@ func publishN(tb testing.TB, n int, sink Metrics) (*running, client.Publication)
 	if sink != nil {
 		o.Metrics = func(string) (Metrics, error) { return sink, nil }
 	}
-	d, err := Start(context.Background(), p, o)
-	if err != nil {
-		tb.Fatalf("start: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{d: d, p: p, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		r.err = d.Run(ctx)
-		close(r.done)
-	}()
-	tb.Cleanup(func() { cancel(); <-r.done })
-	c, err := client.Dial(context.Background(), client.BySocket(d.Info().Paths.Socket), client.Options{})
+	r := f.run(p, o)
+	c, err := client.Dial(context.Background(), client.BySocket(r.d.Info().Paths.Socket), client.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
 // TestFloodHelper is not a test: run as a child (WCACHE_TEST_FLOOD set to
@@ -61,11 +63,7 @@ func selfAsNobody(t *testing.T, run string) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "wnb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := pathstest.ShortDir(t)
 	bin := filepath.Join(dir, "daemon.test")
 	data, err := os.ReadFile(self)
 	if err != nil {

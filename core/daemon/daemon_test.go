@@ -159,7 +159,7 @@ func TestStopDrainsNotifiesAndRemovesFiles(t *testing.T) {
 	if n != 1 {
 		t.Errorf("leases at stop = %d, want 1", n)
 	}
-	if err := r.wait(t); err != nil {
+	if err := r.Wait(t); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	assertGone(t, info.Paths.Socket, info.Paths.Ready)
@@ -212,7 +212,7 @@ func TestStopDrainTimeoutKeepsServing(t *testing.T) {
 			t.Fatal("lease not ended by a forced stop")
 		}
 	}
-	if err := r.wait(t); err != nil {
+	if err := r.Wait(t); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -222,8 +222,8 @@ func TestCancelDrainsThenStopsAnyway(t *testing.T) {
 	r := f.start(0, func(o *Options) { o.DrainTimeout = 300 * time.Millisecond })
 	a := r.mustAttach(t)
 	begin := time.Now()
-	r.cancel()
-	if err := r.wait(t); err != nil {
+	r.Cancel()
+	if err := r.Wait(t); err != nil {
 		t.Fatalf("run after cancel: %v", err)
 	}
 	if d := time.Since(begin); d < 300*time.Millisecond {
@@ -241,7 +241,7 @@ func TestPluginExitEndsLeasesAndFails(t *testing.T) {
 	r := f.start(0, nil)
 	a := r.mustAttach(t)
 	r.p.Crash("signal: killed")
-	err := r.wait(t)
+	err := r.Wait(t)
 	if !errors.Is(err, ErrPluginExited) || !strings.Contains(err.Error(), "signal: killed") {
 		t.Fatalf("run = %v, want ErrPluginExited with the exit reason", err)
 	}
@@ -448,14 +448,14 @@ func TestPluginExitDuringDrainStopsAtOnce(t *testing.T) {
 	f := newFixture(t)
 	r := f.start(0, func(o *Options) { o.DrainTimeout = time.Minute })
 	a := r.mustAttach(t)
-	r.cancel() // SIGTERM: a long drain begins
+	r.Cancel() // SIGTERM: a long drain begins
 	select {
 	case <-a.Lease.Notices():
 	case <-time.After(5 * time.Second):
 		t.Fatal("no drain notice")
 	}
 	r.p.Crash("signal: killed")
-	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+	if err := r.Wait(t); !errors.Is(err, ErrPluginExited) {
 		t.Fatalf("run = %v, want ErrPluginExited without waiting for the drain", err)
 	}
 	<-a.Lease.Done()

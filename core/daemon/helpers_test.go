@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk/mock"
@@ -35,21 +35,9 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	layout, err := paths.InDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := safetensorstest.GenerateCheckpoint(filepath.Join(dir, "model"), safetensorstest.GenOptions{Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, dir: dir, layout: layout, model: model, shm: filepath.Join(dir, "shm"),
-		uuids: []string{"GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-7777-8888-9999-000000000000"}}
+	w := testworld.New(t, testworld.Options{
+		UUIDs: []string{"GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-7777-8888-9999-000000000000"}})
+	return &fixture{t: t, dir: w.Dir, layout: w.Layout, model: w.Model, shm: w.Shm, uuids: w.UUIDs}
 }
 
 // plugin returns a plugin over an sdk/mock.Memory of the fixture's
@@ -76,66 +64,38 @@ func (f *fixture) options(gpu int) Options {
 		DrainTimeout: 2 * time.Second}
 }
 
-// running is a daemon whose Run goroutine the test watches.
+// running is a daemon whose Run goroutine the test watches (Cancel, Done,
+// Err, Wait).
 type running struct {
-	d      *Daemon
-	p      *testplugin.Plugin
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error // Run's result, once done is closed
+	*testworld.Running
+	d *Daemon
+	p *testplugin.Plugin
 }
 
 // start starts a daemon on gpu with options edited by edit and runs it.
 func (f *fixture) start(gpu int, edit func(*Options)) *running {
 	f.t.Helper()
-	p := f.plugin(nil)
 	o := f.options(gpu)
 	if edit != nil {
 		edit(&o)
 	}
+	return f.run(f.plugin(nil), o)
+}
+
+// run starts a daemon over p with o and runs it until the test ends.
+func (f *fixture) run(p *testplugin.Plugin, o Options) *running {
+	f.t.Helper()
 	d, err := Start(context.Background(), p, o)
 	if err != nil {
 		f.t.Fatalf("start: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{d: d, p: p, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		r.err = d.Run(ctx)
-		close(r.done)
-	}()
-	f.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.done:
-		case <-time.After(10 * time.Second):
-			f.t.Error("daemon did not stop")
-		}
-	})
-	return r
-}
-
-// wait waits for Run to return.
-func (r *running) wait(t *testing.T) error {
-	t.Helper()
-	select {
-	case <-r.done:
-		return r.err
-	case <-time.After(10 * time.Second):
-		t.Fatal("daemon did not stop within 10s")
-		return nil
-	}
+	return &running{Running: testworld.Run(f.t, d), d: d, p: p}
 }
 
 // attach attaches to the daemon of r with its own config.
 func (r *running) attach(t *testing.T, edit func(*cacheconfig.Config)) (*client.Attachment, error) {
 	t.Helper()
-	cfg := r.d.Info().Config
-	if edit != nil {
-		edit(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return client.Attach(ctx, client.BySocket(r.d.Info().Paths.Socket), cfg, client.Options{ClientName: t.Name()})
+	return testworld.Attach(t, r.d.Info().Paths.Socket, r.d.Info().Config, edit)
 }
 
 func (r *running) mustAttach(t *testing.T) *client.Attachment {

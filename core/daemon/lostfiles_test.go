@@ -54,12 +54,12 @@ func TestRemovedRuntimeDirectory(t *testing.T) {
 	// The first daemon stops by itself: its lock file, socket and ready
 	// file are gone, so it no longer owns the device.
 	select {
-	case <-first.done:
+	case <-first.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first daemon still runs 5s after its directory was removed")
 	}
-	if !errors.Is(first.err, daemonfile.ErrFileLost) {
-		t.Errorf("first daemon's Run = %v, want ErrFileLost", first.err)
+	if !errors.Is(first.Err(), daemonfile.ErrFileLost) {
+		t.Errorf("first daemon's Run = %v, want ErrFileLost", first.Err())
 	}
 
 	// The second daemon's files are its own, untouched, and it serves.
@@ -75,8 +75,8 @@ func TestRemovedRuntimeDirectory(t *testing.T) {
 	}
 	second.mustAttach(t)
 	select {
-	case <-second.done:
-		t.Fatalf("the second daemon stopped: %v", second.err)
+	case <-second.Done():
+		t.Fatalf("the second daemon stopped: %v", second.Err())
 	default:
 	}
 }
@@ -92,8 +92,8 @@ func TestStopRemovesOnlyItsOwnFiles(t *testing.T) {
 	if err := daemonfile.WriteReady(p.Ready, daemonfile.Ready{PID: 1, DeviceUUID: p.DeviceUUID}); err != nil {
 		t.Fatal(err)
 	}
-	r.cancel()
-	if err := r.wait(t); err != nil && !errors.Is(err, daemonfile.ErrFileLost) {
+	r.Cancel()
+	if err := r.Wait(t); err != nil && !errors.Is(err, daemonfile.ErrFileLost) {
 		t.Fatalf("run: %v", err)
 	}
 	if _, err := os.Lstat(p.Ready); err != nil {
@@ -112,8 +112,8 @@ func TestRewrittenReadyFileIsNotLost(t *testing.T) {
 	stillRuns := func(after string) {
 		t.Helper()
 		select {
-		case <-r.done:
-			t.Fatalf("the daemon stopped after %s: %v", after, r.err)
+		case <-r.Done():
+			t.Fatalf("the daemon stopped after %s: %v", after, r.Err())
 		case <-time.After(3 * fileCheckInterval):
 		}
 	}

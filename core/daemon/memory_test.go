@@ -63,16 +63,9 @@ func TestDeviceBytesAreTheBackendsSizes(t *testing.T) {
 	p := f.plugin(countAllocations(&allocs, 1<<20))
 	o := f.options(0)
 	o.MaxBytes = 1 << 30
-	d, err := Start(context.Background(), p, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	r := f.run(p, o)
 	n := uint64(allocs.Load())
-	st := d.statusProto()
+	st := r.d.statusProto()
 	if n == 0 || st.GetDeviceBytes() != n<<20 || st.GetDeviceBytesTotal() != n<<20 || st.GetMaxBytes() != 1<<30 {
 		t.Fatalf("status device_bytes %d, total %d, max %d; the backend reserved %d arenas of 1 MiB",
 			st.GetDeviceBytes(), st.GetDeviceBytesTotal(), st.GetMaxBytes(), n)

@@ -148,8 +148,8 @@ func TestMetricsSeeLoadAttachesLeasesAndState(t *testing.T) {
 	}
 
 	b.Lease.Close()
-	r.cancel()
-	if err := r.wait(t); err != nil {
+	r.Cancel()
+	if err := r.Wait(t); err != nil {
 		t.Fatal(err)
 	}
 	got = rec.snapshot()

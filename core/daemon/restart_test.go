@@ -10,7 +10,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
-	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // mappedBytes maps the manifest of a and returns tensor name → bytes
@@ -60,8 +60,8 @@ func TestPluginCrashWithDescriptorHandlesIsSurvived(t *testing.T) {
 	select {
 	case <-a.Lease.Done():
 		t.Fatalf("the lease ended with the plugin: %v", a.Lease.Err())
-	case <-r.done:
-		t.Fatalf("the daemon stopped: %v", r.err)
+	case <-r.Done():
+		t.Fatalf("the daemon stopped: %v", r.Err())
 	default:
 	}
 	after := r.d.statusProto()
@@ -78,7 +78,7 @@ func TestPluginCrashWithDescriptorHandlesIsSurvived(t *testing.T) {
 		}
 	}
 	// The new plugin holds the allocations: a verify through it passes.
-	if _, err := client.Verify(context.Background(), b.Manifest, mustCheckpoint(t, f.model.Dir),
+	if _, err := client.Verify(context.Background(), b.Manifest, safetensorstest.Open(t, f.model.Dir),
 		client.VerifyOptions{Importer: restarted[0].Backend()}); err != nil {
 		t.Errorf("verify after the restart: %v", err)
 	}
@@ -95,23 +95,13 @@ func TestPluginCrashWithNameHandlesStaysFatal(t *testing.T) {
 	})
 	a := r.mustAttach(t)
 	r.p.Crash("signal: killed")
-	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+	if err := r.Wait(t); !errors.Is(err, ErrPluginExited) {
 		t.Fatalf("Run = %v, want ErrPluginExited", err)
 	}
 	<-a.Lease.Done()
 	if called {
 		t.Error("a new plugin was started for name handles")
 	}
-}
-
-// mustCheckpoint opens the checkpoint in dir.
-func mustCheckpoint(t *testing.T, dir string) *safetensors.Checkpoint {
-	t.Helper()
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ck
 }
 
 // TestPluginCrashLoopBacksOffAndGivesUp: a plugin that dies again right
@@ -147,7 +137,7 @@ func TestPluginCrashLoopBacksOffAndGivesUp(t *testing.T) {
 		current = started[len(started)-1]
 		mu.Unlock()
 	}
-	if err := r.wait(t); !errors.Is(err, ErrPluginExited) {
+	if err := r.Wait(t); !errors.Is(err, ErrPluginExited) {
 		t.Fatalf("Run: %v, want ErrPluginExited after a crash loop", err)
 	}
 	mu.Lock()

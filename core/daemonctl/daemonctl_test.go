@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/sdk/procstat"
@@ -27,17 +28,9 @@ const (
 // which runs but listens on no socket.
 func fixture(t *testing.T) (paths.Layout, map[string]paths.Paths) {
 	t.Helper()
-	// Short: a socket path may have at most 107 bytes.
-	dir, err := os.MkdirTemp("", "dctl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	layout, err := paths.InDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, layout := testworld.Folder(t)
 	ps := map[string]paths.Paths{}
+	var err error
 	for _, u := range []string{uuidStale, uuidLocked, uuidSilent} {
 		if ps[u], err = layout.For(u); err != nil {
 			t.Fatal(err)

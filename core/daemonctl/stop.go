@@ -10,6 +10,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -85,19 +86,15 @@ func Stop(ctx context.Context, p paths.Paths, force bool, timeout time.Duration)
 	return Stopped{PID: r.PID, Leases: n}, nil
 }
 
-// WaitExit polls until the process recorded as (pid, start) is no longer
-// alive; past limit it is an error, and so is ctx ending first.
+// WaitExit polls (sdk/poll) until the process recorded as (pid, start) is
+// no longer alive; past limit it is an error, and so is ctx ending first.
 func WaitExit(ctx context.Context, pid int, start uint64, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for procstat.Inspect(pid, start) == procstat.Alive {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d still running %s after it accepted the stop", pid, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	gone, err := poll.Until(ctx, limit, func() bool { return procstat.Inspect(pid, start) != procstat.Alive })
+	if err != nil {
+		return err
+	}
+	if !gone {
+		return fmt.Errorf("pid %d still running %s after it accepted the stop", pid, limit)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
@@ -156,7 +155,7 @@ func removeStale(p paths.Paths, opts CleanupOptions) ([]string, error) {
 	if err := remove(p.Ready, fs.FileMode.IsRegular, "regular file"); err != nil {
 		return removed, err
 	}
-	temps, err := filepath.Glob(filepath.Join(filepath.Dir(p.Ready), globEscape(tempPrefix(p.Ready))+"*"))
+	temps, err := filepath.Glob(filepath.Join(filepath.Dir(p.Ready), paths.GlobEscape(tempPrefix(p.Ready))+"*"))
 	if err != nil {
 		return removed, fmt.Errorf("list temporary ready files: %w", err)
 	}
@@ -166,16 +165,4 @@ func removeStale(p paths.Paths, opts CleanupOptions) ([]string, error) {
 		}
 	}
 	return removed, nil
-}
-
-func globEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

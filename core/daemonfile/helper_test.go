@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -236,11 +237,7 @@ func (c *child) pid() int { return c.cmd.Process.Pid }
 // short path (socket paths must fit sun_path).
 func testPaths(t *testing.T) paths.Paths {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := pathstest.ShortDir(t)
 	const uuid = "GPU-ffc79498-8ff3-c2dc-3b0d-fafd804516ae"
 	l := paths.Layout{
 		Socket: paths.MustParseTemplate("test", filepath.Join(dir, "{device_uuid}.sock")),

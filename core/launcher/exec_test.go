@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/poll"
 )
 
@@ -226,11 +227,7 @@ func (f resolverFunc) DeviceUUID(_ context.Context, ordinal int) (string, error)
 // ExecStarter, paths layout, cleanup and ready-file reader.
 func realOptions(t *testing.T, tp int, env ...string) (Options, string, *syncBuffer) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := pathstest.ShortDir(t)
 	script := filepath.Join(dir, "fake-wcache")
 	if err := os.WriteFile(script, []byte(fakeDaemonScript), 0o755); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,10 @@
 package paths
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/wcache/wcache/core/paths/pathstest"
+)
 
 // BenchmarkLayoutFor measures path derivation for custom templates (pure
 // string work) and for the default directory (which adds an lstat).
@@ -18,7 +22,7 @@ func BenchmarkLayoutFor(b *testing.B) {
 		}
 	})
 	b.Run("default-dir", func(b *testing.B) {
-		xdg := shortTempDir(b)
+		xdg := pathstest.ShortDir(b)
 		l, err := NewLayout(Options{Getenv: func(k string) string {
 			if k == "XDG_RUNTIME_DIR" {
 				return xdg

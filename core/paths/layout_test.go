@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
 func env(m map[string]string) func(string) string {
@@ -14,7 +16,7 @@ func env(m map[string]string) func(string) string {
 }
 
 func TestNewLayoutDefaultsUnderXDG(t *testing.T) {
-	xdg := shortTempDir(t)
+	xdg := pathstest.ShortDir(t)
 	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": xdg})})
 	if err != nil {
 		t.Fatalf("NewLayout: %v", err)
@@ -62,7 +64,7 @@ func TestNewLayoutDefaultWithoutXDG(t *testing.T) {
 }
 
 func TestPathsUniquePerUUID(t *testing.T) {
-	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": shortTempDir(t)})})
+	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": pathstest.ShortDir(t)})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestPathsUniquePerUUID(t *testing.T) {
 }
 
 func TestCustomTemplatesPrecedence(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := pathstest.ShortDir(t)
 	e := env(map[string]string{
 		EnvSocketTemplate: dir + "/env-{device_uuid}.sock",
 		EnvReadyTemplate:  dir + "/env-{device_uuid}.json",
@@ -150,7 +152,7 @@ func TestNewLayoutRefusesCollision(t *testing.T) {
 }
 
 func TestForRefusesBadUUID(t *testing.T) {
-	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": shortTempDir(t)})})
+	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": pathstest.ShortDir(t)})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestForRefusesLongSocketPath(t *testing.T) {
 }
 
 func TestDeriveTouchesNothing(t *testing.T) {
-	xdg := shortTempDir(t)
+	xdg := pathstest.ShortDir(t)
 	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": xdg})})
 	if err != nil {
 		t.Fatal(err)

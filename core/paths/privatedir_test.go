@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
 func TestEnsurePrivateDirCreates0700(t *testing.T) {
@@ -95,7 +97,7 @@ func TestEnsurePrivateDirRelative(t *testing.T) {
 }
 
 func TestLayoutForRefusesUnsafeDefaultDir(t *testing.T) {
-	xdg := shortTempDir(t)
+	xdg := pathstest.ShortDir(t)
 	mustMkdir(t, filepath.Join(xdg, "wcache"), 0o700)
 	mustChmod(t, filepath.Join(xdg, "wcache"), 0o777)
 	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": xdg})})
@@ -129,18 +131,6 @@ func mustChmod(t *testing.T, path string, mode os.FileMode) {
 	if err := os.Chmod(path, mode); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// shortTempDir returns a fresh directory with a short path (t.TempDir embeds
-// the test name, which can push socket paths past sun_path).
-func shortTempDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "wcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 func TestEnsurePrivateDirChecksAncestors(t *testing.T) {

@@ -157,15 +157,21 @@ func (t Template) IsZero() bool { return len(t.parts) == 0 }
 func (t Template) glob() string {
 	escaped := make([]string, len(t.parts))
 	for i, p := range t.parts {
-		var b strings.Builder
-		for j := 0; j < len(p); j++ {
-			switch p[j] {
-			case '*', '?', '[', '\\':
-				b.WriteByte('\\')
-			}
-			b.WriteByte(p[j])
-		}
-		escaped[i] = b.String()
+		escaped[i] = GlobEscape(p)
 	}
 	return strings.Join(escaped, "*")
+}
+
+// GlobEscape returns s with every metacharacter of filepath.Match (*, ?,
+// [ and \\) escaped, so that a glob matches s literally.
+func GlobEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

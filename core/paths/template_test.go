@@ -116,6 +116,24 @@ func TestZeroTemplateRefused(t *testing.T) {
 	}
 }
 
+// TestGlobEscapeMatchesOnlyItself: every metacharacter of filepath.Match
+// is escaped, so the glob matches the literal name and nothing the
+// unescaped pattern would.
+func TestGlobEscapeMatchesOnlyItself(t *testing.T) {
+	for _, name := range []string{"plain", "a*b", "q?", "w[1]", `back\slash`, ".tmp-x*?[\\"} {
+		g := GlobEscape(name)
+		if ok, err := filepath.Match(g, name); err != nil || !ok {
+			t.Errorf("GlobEscape(%q) = %q does not match it: %v %v", name, g, ok, err)
+		}
+	}
+	// What each name matches as an unescaped pattern, but must not escaped.
+	for name, other := range map[string]string{"a*b": "aXb", "q?": "qZ", "w[1]": "w1"} {
+		if ok, _ := filepath.Match(GlobEscape(name), other); ok {
+			t.Errorf("GlobEscape(%q) matches %q", name, other)
+		}
+	}
+}
+
 func TestReadyGlobEscapesLiterals(t *testing.T) {
 	l := Layout{
 		Socket: MustParseTemplate("s", "/w[1]/{device_uuid}.sock"),

@@ -86,18 +86,6 @@ func startMock(t *testing.T, shmDir string, extra ...string) *Plugin {
 // processGone reports whether pid no longer runs (absent or a zombie).
 func processGone(pid int) bool { return !procstat.Running(pid) }
 
-// shortTempDir is a private folder with a path short enough to hold
-// plugin socket folders (t.TempDir() paths can be too long).
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "wph-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // eventually polls cond until it holds or within passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -22,6 +22,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
@@ -360,7 +361,7 @@ func TestStartHonoursContext(t *testing.T) {
 
 func TestNoOrphanAfterHostIsKilled(t *testing.T) {
 	shm := filepath.Join(t.TempDir(), "shm")
-	sockets := shortTempDir(t)
+	sockets := pathstest.ShortDir(t)
 	host := exec.Command(os.Args[0], "-test.run=^$")
 	host.Env = append(os.Environ(), helperEnv+"=orphan", "HELPER_PLUGIN_DIR="+testPlugins(), "HELPER_SHM_DIR="+shm,
 		"HELPER_SOCKET_BASE="+sockets)

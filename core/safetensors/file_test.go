@@ -23,14 +23,7 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, file := safetensorstest.Load(t, path)
 	if f.Path != path || f.Size != int64(len(file)) || f.DataStart != int64(8+f.Header.Size) || f.DataStart%8 != 0 {
 		t.Fatalf("File = %+v (file %d bytes)", f, len(file))
 	}

@@ -182,8 +182,7 @@ func TestSeedTwoJobsEachFindTheirOwnDaemon(t *testing.T) {
 // TestTemplateWithoutUUIDTouchesNothing: every GPU would share one path, so
 // serve and attach refuse such a template (exit 2) before creating anything.
 func TestTemplateWithoutUUIDTouchesNothing(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	bad := filepath.Join(h.Root, "run", "daemon-rank0.sock")
 	cases := [][]string{
 		serveArgs(0, model.Dir, "--socket-template", bad),
@@ -210,8 +209,7 @@ func TestTemplateWithoutUUIDTouchesNothing(t *testing.T) {
 // TestFallbackRules: only an absent socket means "no daemon" (exit 3, the
 // one case an engine may load from disk); anything suspicious is refused.
 func TestFallbackRules(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	h.startServe(0, model.Dir)
 	live := h.Paths(h.UUIDs[0]).Socket
 	dir := filepath.Join(h.Root, "s")
@@ -269,8 +267,7 @@ func TestDaemonRejectsOtherUID(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs as root (it spawns a client as uid 65534)")
 	}
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	shared := filepath.Join(h.Root, "shared")
 	if err := os.Mkdir(shared, 0o750); err != nil {
 		t.Fatal(err)
@@ -311,8 +308,7 @@ func TestDaemonRejectsOtherUID(t *testing.T) {
 // TestMismatchListsFieldsThenMatchAttaches: a config mismatch exits 4 and
 // lists every differing field with both values.
 func TestMismatchListsFieldsThenMatchAttaches(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	h.startServe(0, model.Dir, "--dtype", "bf16", "--extra", "attn_dp=2")
 	base := []string{"attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir}
 	res := h.run(append(base, "--tp-size", "2", "--tp-rank", "1", "--dtype", "fp16")...)
@@ -358,8 +354,7 @@ func TestPreShardedRankFiles(t *testing.T) {
 // TestManyConcurrentClients: 64 clients attach and release repeatedly; no
 // error, and the daemon leaks neither descriptors nor goroutines.
 func TestManyConcurrentClients(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	cfg := clientConfig(t, model.Dir)
 	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[0]), client.Options{})

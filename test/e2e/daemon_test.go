@@ -17,10 +17,14 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// holdArgs attaches to mock GPU gpu and holds the lease.
-func holdArgs(gpu int, model string, extra ...string) []string {
+// startHolder starts a client that attaches to mock GPU gpu and holds the
+// lease for 60 s (extra: more attach flags), and waits until it holds it.
+func (h *harness) startHolder(gpu int, model string, extra ...string) *process {
+	h.t.Helper()
 	args := []string{"attach", "--backend", "mock", "--gpu-id", fmt.Sprint(gpu), "--model", model, "--hold", "60s"}
-	return append(args, extra...)
+	p := h.start(append(args, extra...)...)
+	h.waitOutput(p, "holding lease")
+	return p
 }
 
 // waitOutput waits until p has written want to stdout.
@@ -63,8 +67,7 @@ func (h *harness) waitLeases(uuid string, n int) {
 // its socket and ready file; status calls them stale, a client gets an
 // error (not a silent fallback), and the next serve cleans them up.
 func TestStaleFilesAfterKillAreCleanedByNextServe(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
 	if err := d.Signal(syscall.SIGKILL); err != nil {
@@ -88,16 +91,13 @@ func TestStaleFilesAfterKillAreCleanedByNextServe(t *testing.T) {
 	if err := d2.WaitOutput(context.Background(), "stale", 10*time.Second); err != nil {
 		t.Errorf("the new daemon did not report the stale cleanup: %v\n%s", err, d2)
 	}
-	if res := h.run("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify"); res.Code != 0 {
-		t.Fatalf("%s", res)
-	}
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
 }
 
 // TestLiveDaemonBlocksSecondServeUntilForce: one daemon per GPU; --force
 // terminates the live one and takes over.
 func TestLiveDaemonBlocksSecondServeUntilForce(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	first := h.startServe(0, model.Dir)
 	res := h.run(serveArgs(0, model.Dir)...)
@@ -117,26 +117,15 @@ func TestLiveDaemonBlocksSecondServeUntilForce(t *testing.T) {
 	if r, err := daemonfile.ReadReady(p.Ready); err != nil || r.PID != second.PID() {
 		t.Fatalf("ready file after takeover: %+v %v", r, err)
 	}
-	if res := h.run("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify"); res.Code != 0 {
-		t.Fatalf("%s", res)
-	}
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
 }
 
 // TestRacingServesExactlyOneWins: two serves started together on one GPU.
 func TestRacingServesExactlyOneWins(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	a := h.start(serveArgs(0, model.Dir)...)
 	b := h.start(serveArgs(0, model.Dir)...)
-	var loser, winner *process
-	select {
-	case <-a.Done():
-		loser, winner = a, b
-	case <-b.Done():
-		loser, winner = b, a
-	case <-time.After(readyTimeout):
-		t.Fatalf("neither serve gave up:\n%s\n%s", a, b)
-	}
+	loser, winner := firstToExit(t, "serves", a, b)
 	if code := loser.ExitCode(); code != 1 || !strings.Contains(loser.Stderr(), "already running") {
 		t.Fatalf("loser exited %d:\n%s", code, loser)
 	}
@@ -149,12 +138,10 @@ func TestRacingServesExactlyOneWins(t *testing.T) {
 // TestStopDrainsLeases: a stop with a live lease notifies the client, waits
 // for it to release, then the daemon exits cleanly and removes its files.
 func TestStopDrainsLeases(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir)...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir)
 	res := h.mustRun("stop", "--device-uuid", h.UUIDs[0])
 	if !strings.Contains(res.Stdout, "1 lease(s) at stop") {
 		t.Errorf("stop output: %s", res)
@@ -178,11 +165,9 @@ func TestStopDrainsLeases(t *testing.T) {
 // notice makes a stop time out (exit 1, naming the lease) while the daemon
 // keeps serving; --force then ends the lease.
 func TestStopTimeoutKeepsServingUntilForce(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	res := h.run("stop", "--device-uuid", h.UUIDs[0], "--timeout", "500ms")
 	if res.Code != 1 || !strings.Contains(res.Stderr, fmt.Sprintf("pid %d", holder.PID())) {
 		t.Fatalf("stop with a stubborn lease: want exit 1 naming pid %d\n%s", holder.PID(), res)
@@ -205,12 +190,10 @@ func TestStopTimeoutKeepsServingUntilForce(t *testing.T) {
 // TestSIGTERMDrainsThenStops: SIGTERM drains for --drain-timeout, then stops
 // anyway and removes the files.
 func TestSIGTERMDrainsThenStops(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	begin := time.Now()
 	if err := d.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -239,8 +222,7 @@ func TestPluginCrashEndsDaemon(t *testing.T) {
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	p := h.Paths(h.UUIDs[0])
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	plugin, err := testproc.PluginPID(d.PID())
 	if err != nil {
 		t.Fatal(err)
@@ -260,12 +242,10 @@ func TestPluginCrashEndsDaemon(t *testing.T) {
 // TestStatusAndCleanup: status lists live daemons with their leases;
 // cleanup refuses a live daemon without --force and removes it with it.
 func TestStatusAndCleanup(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	d0 := h.startServe(0, model.Dir)
 	h.startServe(1, model.Dir)
-	holder := h.start(holdArgs(1, model.Dir)...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(1, model.Dir)
 	h.waitLeases(h.UUIDs[1], 1)
 	res := h.mustRun("status")
 	for _, want := range []string{h.UUIDs[0], h.UUIDs[1], "serving", fmt.Sprintf("1 (pid %d)", holder.PID())} {
@@ -317,12 +297,10 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 		sig   syscall.Signal
 	}{{"SIGHUP", false, syscall.SIGHUP}, {"SIGTERM to the group", true, syscall.SIGTERM}} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{Devices: 1})
-			model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+			h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 			p := h.Paths(h.UUIDs[0])
 			d := h.startServe(0, model.Dir, "--drain-timeout", "700ms")
-			holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-			h.waitOutput(holder, "holding lease")
+			holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 			plugin, err := testproc.PluginPID(d.PID())
 			if err != nil {
 				t.Fatal(err)
@@ -362,8 +340,7 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 // TestServeVerifyComparesTheLoad: `serve --verify` hashes every file's
 // bytes in the plugin's memory and in the file before it serves.
 func TestServeVerifyComparesTheLoad(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir, "--verify")
 	h.waitReady(d, h.Paths(h.UUIDs[0]).Ready)
 	// The line is logged before the ready file is written, but reaches this

@@ -21,7 +21,6 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -143,7 +142,7 @@ func TestDescriptorChannelDeliversExactlyTheManifest(t *testing.T) {
 		}
 	}
 	// The mapped bytes are the checkpoint's.
-	if _, err := client.Verify(context.Background(), m, mustCheckpoint(t, model.Dir), client.VerifyOptions{}); err != nil {
+	if _, err := client.Verify(context.Background(), m, safetensorstest.Open(t, model.Dir), client.VerifyOptions{}); err != nil {
 		t.Errorf("verify through the received descriptors: %v", err)
 	}
 
@@ -178,8 +177,7 @@ func TestDescriptorChannelRefusesOtherUID(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as uid 65534 (SysProcAttr.Credential)")
 	}
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	// The helper is this test binary: a copy nobody may run.
 	shared, helper := sharedWithNobody(t, h)
 	tmpl := []string{"--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
@@ -213,16 +211,6 @@ func TestDescriptorChannelRefusesOtherUID(t *testing.T) {
 			t.Errorf("uid %d with %v: %q, want %q", nobody, extra, out, want)
 		}
 	}
-}
-
-// mustCheckpoint opens the checkpoint in dir.
-func mustCheckpoint(t *testing.T, dir string) *safetensors.Checkpoint {
-	t.Helper()
-	ck, err := safetensors.OpenCheckpoint(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ck
 }
 
 // sharedWithNobody prepares what a test that runs a client as uid 65534
@@ -304,8 +292,7 @@ func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as uid 65534 (SysProcAttr.Credential)")
 	}
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	shared, helper := sharedWithNobody(t, h)
 	sock := filepath.Join(shared, h.UUIDs[0]+".sock")
 	d := h.start(serveArgs(0, model.Dir, "--socket-template", filepath.Join(shared, "{device_uuid}.sock"),

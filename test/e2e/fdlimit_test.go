@@ -5,13 +5,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // A daemon that runs out of descriptors for a moment (EMFILE on accept)
@@ -25,8 +23,7 @@ func TestDescriptorChannelSurvivesRunningOutOfDescriptors(t *testing.T) {
 	if err != nil {
 		t.Skip("prlimit (util-linux) not installed: cannot confine the daemon's descriptors")
 	}
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	fds := func() int {
 		es, err := os.ReadDir("/proc/" + strconv.Itoa(d.PID()) + "/fd")

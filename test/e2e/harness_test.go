@@ -239,6 +239,14 @@ func (h *harness) waitExit(p *process, timeout time.Duration) int {
 	return code
 }
 
+// newHarnessWithModel is newHarness with a generated checkpoint (default
+// options) in h.Root/m: what most tests start from.
+func newHarnessWithModel(t *testing.T, opts harnessOptions) (*harness, *safetensorstest.Result) {
+	t.Helper()
+	h := newHarness(t, opts)
+	return h, genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+}
+
 // genModel writes a small llama-like checkpoint into dir with
 // safetensorstest.GenerateCheckpoint (defaults: 2 layers, hidden size 64,
 // BF16, deterministic contents) and fails the test on error. Set

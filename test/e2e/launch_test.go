@@ -106,6 +106,57 @@ func daemonsOf(model string) []int {
 	return out
 }
 
+// stopLauncher sends p (a launcher, what names it in a failure) SIGTERM
+// and fails the test unless it exits 0 within launchStopTimeout.
+func (h *harness) stopLauncher(p *process, what string) {
+	h.t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		h.t.Fatal(err)
+	}
+	if code := h.waitExit(p, launchStopTimeout); code != 0 {
+		h.t.Fatalf("%s exit %d after SIGTERM:\n%s", what, code, p)
+	}
+}
+
+// assertStderrHas fails the test for each of wants that res's stderr
+// lacks.
+func assertStderrHas(t *testing.T, res cliResult, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr lacks %q\n%s", want, res)
+		}
+	}
+}
+
+// firstToExit waits up to readyTimeout for one of two racing processes
+// (what: "serves", "launchers") to exit and returns it as the
+// loser, the other as the winner; neither exiting fails the test.
+func firstToExit(t *testing.T, what string, a, b *process) (loser, winner *process) {
+	t.Helper()
+	select {
+	case <-a.Done():
+		return a, b
+	case <-b.Done():
+		return b, a
+	case <-time.After(readyTimeout):
+		t.Fatalf("neither of the racing %s gave up:\n%s\n%s", what, a, b)
+		return nil, nil
+	}
+}
+
+// assertAllStopped fails unless every device's ready file and socket are
+// gone, the private directory holds only lock files and every process
+// started for model has exited within 5 s.
+func (h *harness) assertAllStopped(model string) {
+	h.t.Helper()
+	for _, u := range h.UUIDs {
+		assertGone(h.t, h.Paths(u).Ready, h.Paths(u).Socket)
+	}
+	h.assertNoDiscoveryFiles()
+	assertNoDaemons(h.t, model, 5*time.Second)
+}
+
 // assertNoDaemons fails unless every process started for model has exited
 // within timeout.
 func assertNoDaemons(t *testing.T, model string, timeout time.Duration) {
@@ -205,12 +256,7 @@ func TestLaunchTP2ServesEachRankOnItsGPU(t *testing.T) {
 		t.Errorf("attach of rank 1 to GPU 0: want exit 4 naming tp_rank\n%s", res)
 	}
 
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d after SIGTERM:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher")
 	if !strings.Contains(p.Stderr(), "all 2 daemons stopped cleanly") {
 		t.Errorf("launcher did not report a clean stop:\n%s", p.Stderr())
 	}
@@ -250,24 +296,16 @@ func TestLaunchDaemonFailureStopsSiblings(t *testing.T) {
 			t.Errorf("the healthy daemon finished loading: the launcher waited for it instead of stopping it: %q\n%s", line, res)
 		}
 	}
-	for _, want := range []string{
-		"launch failed", "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "exited before it was ready", "exit status 1",
+	assertStderrHas(t, res,
+		"launch failed", "daemon for gpu 1 tp 1 pp 0 ("+h.UUIDs[1], "exited before it was ready", "exit status 1",
 		"its last output", "model-rank-1-part-1.safetensors",
 		"gpu 1 tp 1 pp 0: daemon exited before it was ready; stopping the other daemons",
-	} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	)
 	// The healthy daemon had started (it logged) and was stopped.
 	if !strings.Contains(res.Stderr, "[gpu 0 tp 0 pp 0] ") {
 		t.Errorf("no output of the daemon of GPU 0:\n%s", res)
 	}
-	for _, u := range h.UUIDs {
-		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
-	}
-	h.assertNoDiscoveryFiles()
-	assertNoDaemons(t, model, 5*time.Second)
+	h.assertAllStopped(model)
 }
 
 // sawReady reports whether the launcher's stderr says that the daemon of
@@ -292,15 +330,11 @@ func TestLaunchPluginLoadFailureOnOneGPUStopsSiblings(t *testing.T) {
 	if res.Code != 1 {
 		t.Fatalf("launch with a failing plugin on GPU 1: want exit 1\n%s", res)
 	}
-	for _, want := range []string{
-		"launch failed", "daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "exited before it was ready", "exit status 1",
+	assertStderrHas(t, res,
+		"launch failed", "daemon for gpu 1 tp 1 pp 0 ("+h.UUIDs[1], "exited before it was ready", "exit status 1",
 		"its last output", "injected failure after 0 bytes by WCACHE_MOCK_FAIL_LOAD_AFTER",
 		"gpu 1 tp 1 pp 0: daemon exited before it was ready; stopping the other daemons",
-	} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	)
 	// The sibling loaded normally (the knob did not reach its plugin) and
 	// was serving when the launcher stopped it.
 	if !sawReady(res.Stderr, "gpu 0 tp 0 pp 0") {
@@ -312,11 +346,7 @@ func TestLaunchPluginLoadFailureOnOneGPUStopsSiblings(t *testing.T) {
 			t.Errorf("stderr has %q\n%s", unwanted, res)
 		}
 	}
-	for _, u := range h.UUIDs {
-		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
-	}
-	h.assertNoDiscoveryFiles()
-	assertNoDaemons(t, model, 5*time.Second)
+	h.assertAllStopped(model)
 	h.assertNoMockFiles(5 * time.Second)
 }
 
@@ -332,23 +362,15 @@ func TestLaunchReadyTimeoutNamesTheSlowGPU(t *testing.T) {
 	if res.Code != 1 {
 		t.Fatalf("want exit 1\n%s", res)
 	}
-	for _, want := range []string{"timed out waiting for daemons to be ready after 2s: 1 of them pending",
-		"daemon for gpu 1 tp 1 pp 0 (" + h.UUIDs[1], "not ready in time"} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	assertStderrHas(t, res, "timed out waiting for daemons to be ready after 2s: 1 of them pending",
+		"daemon for gpu 1 tp 1 pp 0 ("+h.UUIDs[1], "not ready in time")
 	if !sawReady(res.Stderr, "gpu 0 tp 0 pp 0") {
 		t.Errorf("the daemon of GPU 0 never became ready\n%s", res)
 	}
 	if strings.Contains(res.Stderr, "daemon for gpu 0") {
 		t.Errorf("the ready GPU 0 is named as pending\n%s", res)
 	}
-	for _, u := range h.UUIDs {
-		assertGone(t, h.Paths(u).Ready, h.Paths(u).Socket)
-	}
-	h.assertNoDiscoveryFiles()
-	assertNoDaemons(t, model, 5*time.Second)
+	h.assertAllStopped(model)
 	h.assertNoMockFiles(5 * time.Second)
 }
 
@@ -366,9 +388,8 @@ func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 	model := shardedModel(t, h, 2)
 	p := h.start(launchArgs(model, 2, "--drain-timeout", "1s")...)
 	readies := h.waitLaunchReady(p, h.UUIDs[:2])
-	holder := h.start(holdArgs(0, model, "--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "0",
-		"--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model, "--shard-pattern", shardPattern, "--tp-size", "2", "--tp-rank", "0",
+		"--release-on-drain=false")
 	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -397,12 +418,7 @@ func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 
 	again := h.start(launchArgs(model, 2)...)
 	h.waitLaunchReady(again, h.UUIDs[:2])
-	if err := again.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(again, launchStopTimeout); code != 0 {
-		t.Fatalf("second launch exit %d:\n%s", code, again)
-	}
+	h.stopLauncher(again, "second launch")
 	h.assertNoDiscoveryFiles()
 }
 
@@ -414,15 +430,7 @@ func TestLaunchRaceOnOneGPUExactlyOneWins(t *testing.T) {
 	model := shardedModel(t, h, 1)
 	a := h.start(launchArgs(model, 1)...)
 	b := h.start(launchArgs(model, 1)...)
-	var winner, loser *process
-	select {
-	case <-a.Done():
-		loser, winner = a, b
-	case <-b.Done():
-		loser, winner = b, a
-	case <-time.After(readyTimeout):
-		t.Fatalf("neither launcher failed:\n%s\n%s", a, b)
-	}
+	loser, winner := firstToExit(t, "launchers", a, b)
 	if code := loser.ExitCode(); code != 1 || !strings.Contains(loser.Stderr(), "another wcache launch is running") &&
 		!strings.Contains(loser.Stderr(), "already running for device "+h.UUIDs[0]) {
 		t.Fatalf("loser: exit %d, want 1 naming the other launch or the live daemon:\n%s", code, loser)
@@ -431,12 +439,7 @@ func TestLaunchRaceOnOneGPUExactlyOneWins(t *testing.T) {
 	if winner.Exited() {
 		t.Fatalf("the winner exited too:\n%s", winner)
 	}
-	if err := winner.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(winner, launchStopTimeout); code != 0 {
-		t.Fatalf("winner exit %d:\n%s", code, winner)
-	}
+	h.stopLauncher(winner, "winner")
 	if procAlive(r.PID) {
 		t.Errorf("winner's daemon %d still running", r.PID)
 	}
@@ -455,15 +458,7 @@ func TestLaunchRaceOverTwoGPUsLeavesTheWinnerServing(t *testing.T) {
 	for round := range 4 {
 		a := h.start(launchArgs(model, 2)...)
 		b := h.start(launchArgs(model, 2)...)
-		var winner, loser *process
-		select {
-		case <-a.Done():
-			loser, winner = a, b
-		case <-b.Done():
-			loser, winner = b, a
-		case <-time.After(readyTimeout):
-			t.Fatalf("round %d: neither launcher failed:\n%s\n%s", round, a, b)
-		}
+		loser, winner := firstToExit(t, fmt.Sprintf("launchers (round %d)", round), a, b)
 		if code := loser.ExitCode(); code != 1 {
 			t.Fatalf("round %d: loser exit %d, want 1:\n%s", round, code, loser)
 		}
@@ -476,12 +471,7 @@ func TestLaunchRaceOverTwoGPUsLeavesTheWinnerServing(t *testing.T) {
 				t.Fatalf("round %d: the winner's daemon %d is gone", round, r.PID)
 			}
 		}
-		if err := winner.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := h.waitExit(winner, launchStopTimeout); code != 0 {
-			t.Fatalf("round %d: winner exit %d:\n%s", round, code, winner)
-		}
+		h.stopLauncher(winner, fmt.Sprintf("round %d: winner", round))
 		assertNoDaemons(t, model, 5*time.Second)
 	}
 }
@@ -497,11 +487,7 @@ func TestLaunchRefusesLiveDaemonUnlessForced(t *testing.T) {
 	if res.Code != 1 {
 		t.Fatalf("launch over a live daemon: want exit 1\n%s", res)
 	}
-	for _, want := range []string{fmt.Sprintf("pid %d", serve.PID()), h.UUIDs[0], "--force"} {
-		if !strings.Contains(res.Stderr, want) {
-			t.Errorf("stderr lacks %q\n%s", want, res)
-		}
-	}
+	assertStderrHas(t, res, fmt.Sprintf("pid %d", serve.PID()), h.UUIDs[0], "--force")
 	if serve.Exited() {
 		t.Fatalf("the refused launch stopped the live daemon:\n%s", serve)
 	}
@@ -513,12 +499,7 @@ func TestLaunchRefusesLiveDaemonUnlessForced(t *testing.T) {
 	if err := p.WaitOutput(context.Background(), fmt.Sprintf("stopped live daemon pid %d (--force)", serve.PID()), 10*time.Second); err != nil {
 		t.Errorf("launcher did not report the takeover: %v\n%s", err, p.Stderr())
 	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher")
 	h.assertNoDiscoveryFiles()
 }
 
@@ -554,12 +535,7 @@ func TestLaunchSurvivesLostStderr(t *testing.T) {
 	p := h.startWith(func(c *exec.Cmd) { c.Stderr = w }, launchArgs(model, 2)...)
 	w.Close()
 	h.waitLaunchReady(p, h.UUIDs[:2])
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d with a broken stderr:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher with a broken stderr")
 	assertNoDaemons(t, model, 5*time.Second)
 	h.assertNoDiscoveryFiles()
 }

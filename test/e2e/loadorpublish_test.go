@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // helperEngineVersionEnv sets the engine_version of the load-or-publish
@@ -29,9 +25,8 @@ const helperEngineVersionEnv = "WCACHE_E2E_HELPER_ENGINE_VERSION"
 // "reason=R" and exits 0, or prints the error and exits 1.
 func runLoadOrPublishHelper() int {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, client.BySocket(os.Getenv(helperSocketEnv)), client.Options{ClientName: "load-or-publish"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	c, ok := dialHelperDaemon(ctx, client.Options{ClientName: "load-or-publish"})
+	if !ok {
 		return 1
 	}
 	defer c.Close()
@@ -69,22 +64,7 @@ func runLoadOrPublishHelper() int {
 // daemon, with extra environment; the writer is its stdin.
 func (h *harness) startLoadOrPublish(gpu int, env ...string) (*process, io.WriteCloser) {
 	h.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	p := h.startWith(func(cmd *exec.Cmd) {
-		cmd.Path, cmd.Args = exe, []string{exe}
-		cmd.Env = append(append(cmd.Env, helperEnv+"=load-or-publish", helperSocketEnv+"="+h.Paths(h.UUIDs[gpu]).Socket), env...)
-		cmd.Stdin = pr
-	}, "load-or-publish")
-	pr.Close()
-	h.t.Cleanup(func() { pw.Close() })
-	return p, pw
+	return h.startSelf("load-or-publish", gpu, env...)
 }
 
 // TestLoadOrPublishLostRace: two engines find the daemon empty; the one
@@ -142,8 +122,7 @@ type layoutRow struct {
 // starts empty daemons that show their rank's layout and refuse a publish
 // of another rank, naming the field (issue 27, item 4).
 func TestEmptyLaunchKeepsLayout(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	p := h.start("launch", "--backend", "mock", "--tp-size", "2", "--timeout", "30s", "--drain-timeout", "2s", "--stop-grace", "10s")
 	h.waitLaunchReady(p, h.UUIDs)
 	var rows []layoutRow
@@ -161,10 +140,5 @@ func TestEmptyLaunchKeepsLayout(t *testing.T) {
 		t.Fatalf("rank 0 publishing into GPU 1's daemon: want a refusal naming tp_rank\n%s", res)
 	}
 	h.mustRun("publish", "--backend", "mock", "--gpu-id", "1", "--model", model.Dir, "--tp-size", "2", "--tp-rank", "1")
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := h.waitExit(p, launchStopTimeout); code != 0 {
-		t.Fatalf("launcher exit %d:\n%s", code, p)
-	}
+	h.stopLauncher(p, "launcher")
 }

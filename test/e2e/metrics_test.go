@@ -131,8 +131,7 @@ func TestMetricsOverUnixSocket(t *testing.T) {
 // TestMetricsRefusesNonLoopbackTCP: a metrics address on every interface
 // is a usage error naming --metrics-allow-remote, and nothing is started.
 func TestMetricsRefusesNonLoopbackTCP(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		res := h.run(serveArgs(0, model.Dir, "--metrics-listen", addr)...)
 		if res.Code != 2 || !strings.Contains(res.Stderr, "--metrics-allow-remote") || !strings.Contains(res.Stderr, "loopback") {
@@ -146,8 +145,7 @@ func TestMetricsRefusesNonLoopbackTCP(t *testing.T) {
 // TestMetricsSocketDirectoryMustExist: a metrics socket in a missing
 // directory fails serve before it loads anything.
 func TestMetricsSocketDirectoryMustExist(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	sock := filepath.Join(h.Root, "missing", "metrics.sock")
 	res := h.run(serveArgs(0, model.Dir, "--metrics-listen", "unix:"+sock)...)
 	if res.Code != 1 || !strings.Contains(res.Stderr, sock) || strings.Contains(res.Stdout, "serving") {

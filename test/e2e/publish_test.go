@@ -50,9 +50,8 @@ func runHelper(name string) int {
 		return 2
 	}
 	ctx := context.Background()
-	c, err := client.Dial(ctx, client.BySocket(os.Getenv(helperSocketEnv)), client.Options{ClientName: "publish-hold"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	c, ok := dialHelperDaemon(ctx, client.Options{ClientName: "publish-hold"})
+	if !ok {
 		return 1
 	}
 	defer c.Close()
@@ -91,9 +90,29 @@ func helperPublication() client.Publication {
 	}}
 }
 
+// dialHelperDaemon dials, for a helper process, the daemon at
+// $helperSocketEnv with opts; a failure is printed to stderr and ok is
+// false (the helper then exits 1).
+func dialHelperDaemon(ctx context.Context, opts client.Options) (c *client.Client, ok bool) {
+	c, err := client.Dial(ctx, client.BySocket(os.Getenv(helperSocketEnv)), opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return nil, false
+	}
+	return c, true
+}
+
 // startHelper starts the publish-hold helper against the daemon of gpu;
 // the returned writer is its stdin.
 func (h *harness) startHelper(gpu int) (*process, io.WriteCloser) {
+	h.t.Helper()
+	return h.startSelf("publish-hold", gpu)
+}
+
+// startSelf starts this test binary as the helper of mode (helperEnv)
+// against the daemon of gpu, with extra environment env; the returned
+// writer is its stdin, closed when the test ends.
+func (h *harness) startSelf(mode string, gpu int, env ...string) (*process, io.WriteCloser) {
 	h.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -105,9 +124,9 @@ func (h *harness) startHelper(gpu int) (*process, io.WriteCloser) {
 	}
 	p := h.startWith(func(cmd *exec.Cmd) {
 		cmd.Path, cmd.Args = exe, []string{exe}
-		cmd.Env = append(cmd.Env, helperEnv+"=publish-hold", helperSocketEnv+"="+h.Paths(h.UUIDs[gpu]).Socket)
+		cmd.Env = append(append(cmd.Env, helperEnv+"="+mode, helperSocketEnv+"="+h.Paths(h.UUIDs[gpu]).Socket), env...)
 		cmd.Stdin = pr
-	}, "publish-hold")
+	}, mode)
 	pr.Close()
 	h.t.Cleanup(func() { pw.Close() })
 	return p, pw
@@ -290,8 +309,7 @@ func TestEvictWaitsForLease(t *testing.T) {
 	h := newHarness(t, shmFileHarness)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false", "--hold", "3s")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false", "--hold", "3s")
 	res := h.run("evict", "--backend", "mock", "--gpu-id", "0", "--timeout", "300ms")
 	if res.Code != 1 || !strings.Contains(res.Stderr, fmt.Sprintf("pid %d", holder.PID())) {
 		t.Fatalf("evict under a stubborn lease: want exit 1 naming pid %d\n%s", holder.PID(), res)
@@ -327,8 +345,7 @@ func TestEvictWaitsForLease(t *testing.T) {
 // with both ways out; --replicate loads it on both GPUs; without --model
 // the launcher starts empty daemons.
 func TestLaunchGuardAndEmptyLaunch(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	base := []string{"launch", "--backend", "mock", "--tp-size", "2", "--timeout", "30s", "--drain-timeout", "2s", "--stop-grace", "10s"}
 	res := h.run(append(base, "--model", model.Dir)...)
 	if res.Code != 2 || !strings.Contains(res.Stderr, "omit --model") || !strings.Contains(res.Stderr, "--shard-pattern") ||
@@ -356,11 +373,6 @@ func TestLaunchGuardAndEmptyLaunch(t *testing.T) {
 					"--tp-rank", fmt.Sprint(gpu), "--verify")
 			}
 		}
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := h.waitExit(p, launchStopTimeout); code != 0 {
-			t.Fatalf("%s: launcher exit %d:\n%s", tc.name, code, p)
-		}
+		h.stopLauncher(p, fmt.Sprintf("%s: launcher", tc.name))
 	}
 }

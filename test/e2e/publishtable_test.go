@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -80,8 +79,7 @@ func TestPublishTableValidatedBeforeAllocation(t *testing.T) {
 // backend option that exports a kind it maps; a client that lists the
 // daemon's kind, or lists nothing, attaches.
 func TestAttachSaysWhichHandleKindsItMaps(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	h.startServe(0, model.Dir)
 	sock := client.BySocket(h.Paths(h.UUIDs[0]).Socket)
 	cfg := clientConfig(t, model.Dir)
@@ -101,7 +99,7 @@ func TestAttachSaysWhichHandleKindsItMaps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kinds %v: %v", kinds, err)
 		}
-		if _, err := client.Verify(ctx, att.Manifest, mustCheckpoint(t, model.Dir), client.VerifyOptions{}); err != nil {
+		if _, err := client.Verify(ctx, att.Manifest, safetensorstest.Open(t, model.Dir), client.VerifyOptions{}); err != nil {
 			t.Errorf("kinds %v: %v", kinds, err)
 		}
 		att.Lease.Close()

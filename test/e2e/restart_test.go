@@ -3,13 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -41,8 +39,7 @@ func (h *harness) statusOf(gpu int) *client.Status {
 // mapping intact, `attach --verify` passes, and nothing was loaded again
 // (Status: one restart, the same generation, the same bytes loaded).
 func TestPluginKilledDaemonServesOn(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
 	att, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))

@@ -4,14 +4,12 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // TestTakeoverServesTheSameGenerationWithoutLoading: `serve --takeover`
@@ -21,8 +19,7 @@ import (
 // successor) and reads the right bytes, and a client attaching after gets
 // the same generation.
 func TestTakeoverServesTheSameGenerationWithoutLoading(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	old := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
 	if before.StartPhases.Source != "files" || before.StartPhases.BytesLoaded == 0 {
@@ -95,8 +92,7 @@ func mustRename(t *testing.T, from, to string) {
 // successor that died while importing — does not make the daemon hand
 // over: it keeps its pid, its leases and its clients.
 func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
 	held, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
@@ -150,8 +146,7 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 // never ends and reads the right bytes), attach --verify passes, and a
 // later takeover still succeeds.
 func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	old := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
 	held, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
@@ -207,8 +202,7 @@ func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) 
 // where a SIGKILLed daemon left its socket, descriptor channel and ready
 // file loads the checkpoint and serves, as documented.
 func TestTakeoverOfADeadDaemonsLeftoversStartsNormally(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	old := h.startServe(0, model.Dir)
 	old.Kill()
 	p := h.Paths(h.UUIDs[0])

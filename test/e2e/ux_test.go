@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // TestLaunchThenStopAllIsClean: the README's `launch`, then `stop --all`,
@@ -41,8 +39,7 @@ func TestLaunchThenStopAllIsClean(t *testing.T) {
 // (script(1) gives the command one) attach --verify draws a bar, and
 // without one it logs "verifying" lines.
 func TestProgressOutput(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	text := h.startServe(0, model.Dir)
 	if s := text.Stderr(); !strings.Contains(s, "loading: percent=100") || !strings.Contains(s, "rate=") {
 		t.Errorf("serve without a terminal: no loading line at 100%% with a rate:\n%s", s)
@@ -95,11 +92,9 @@ func underTerminal(t *testing.T) func(*exec.Cmd) {
 // TestStatusShowsDraining: while a stop waits for a lease, status (table
 // and JSON) says "draining"; once the client lets go the stop completes.
 func TestStatusShowsDraining(t *testing.T) {
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
-	holder := h.start(holdArgs(0, model.Dir, "--release-on-drain=false")...)
-	h.waitOutput(holder, "holding lease")
+	holder := h.startHolder(0, model.Dir, "--release-on-drain=false")
 	stop := h.start("stop", "--device-uuid", h.UUIDs[0], "--timeout", "20s")
 	h.waitState(h.UUIDs[0], "draining")
 	if res := h.mustRun("status"); !strings.Contains(res.Stdout, "draining") || !strings.Contains(res.Stdout, "STATE") {
@@ -124,8 +119,7 @@ func TestAnotherUserIsToldHowToShare(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the CLI as uid 65534 (SysProcAttr.Credential)")
 	}
-	h := newHarness(t, harnessOptions{Devices: 1})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	run := filepath.Join(h.Root, "nobody-run")
 	if err := os.Mkdir(run, 0o700); err != nil {

@@ -92,10 +92,8 @@ func runFDWriteHelper() int {
 		return 1
 	}
 	cfg := mockConfig(dir, ck)
-	c, err := client.Dial(context.Background(), client.BySocket(os.Getenv(helperSocketEnv)),
-		client.Options{ClientName: "fd-write", AllowOwners: []uint32{0}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	c, ok := dialHelperDaemon(context.Background(), client.Options{ClientName: "fd-write", AllowOwners: []uint32{0}})
+	if !ok {
 		return 1
 	}
 	defer c.Close()
@@ -146,8 +144,7 @@ func TestAttacherCannotWriteTheWeights(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CI runs as root): the attacker runs as root and as uid 65534")
 	}
-	h := newHarness(t, harnessOptions{Devices: 2})
-	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 2})
 	shared, helper := sharedWithNobody(t, h)
 	if err := os.Chmod(model.Dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -191,7 +188,7 @@ func TestAttacherCannotWriteTheWeights(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer att.Lease.Close()
-			if _, err := client.Verify(context.Background(), att.Manifest, mustCheckpoint(t, model.Dir), client.VerifyOptions{}); err != nil {
+			if _, err := client.Verify(context.Background(), att.Manifest, safetensorstest.Open(t, model.Dir), client.VerifyOptions{}); err != nil {
 				t.Errorf("the daemon's bytes after the attack: %v", err)
 			}
 		})

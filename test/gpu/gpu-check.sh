@@ -158,23 +158,33 @@ client() { # client STEP [args]: the Python client's step; JSON to $OUT/client-S
 }
 export -f client
 
-# serve MODEL READERS TAG [extra flags]: starts the daemon, waits for ready,
-# writes $OUT/fill-TAG.json (load time, metrics scrape).
-serve() {
-	local model=$1 readers=$2 tag=$3 pid
-	shift 3
+# start_serve TAG [flags]: starts `wcache serve` on the GPU with the run's
+# templates and flags, output in $OUT/serve-TAG.{out,err}, its pid in
+# $WORK/serve.pid, and waits for its ready file; 1 if it exits first.
+start_serve() {
+	local tag=$1 pid
+	shift
 	rm -f "$RUN"/*.ready "$RUN"/*.sock
-	WCACHE_CUDA_READERS=$readers setsid "$BIN/wcache" serve --backend cuda --gpu-id "$GPU" --model "$model" \
-		--plugin-dir "$BIN" --socket-template "$SOCK_TMPL" --ready-template "$READY_TMPL" --log-level info \
-		--metrics-listen "unix:$RUN/metrics.sock" "$@" >"$OUT/serve-$tag.out" 2>"$OUT/serve-$tag.err" </dev/null &
+	setsid "$BIN/wcache" serve --backend cuda --gpu-id "$GPU" --plugin-dir "$BIN" --socket-template "$SOCK_TMPL" \
+		--ready-template "$READY_TMPL" --log-level info "$@" >"$OUT/serve-$tag.out" 2>"$OUT/serve-$tag.err" </dev/null &
 	pid=$!
 	echo $pid >"$WORK/serve.pid"
 	while ! compgen -G "$RUN/*.ready" >/dev/null; do
 		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "wcache serve exited before it was ready:"; tail -20 "$OUT/serve-$tag.err"; return 1
+			echo "wcache serve ($tag) exited before it was ready:"; tail -20 "$OUT/serve-$tag.err"; return 1
 		fi
 		sleep 0.1
 	done
+}
+export -f start_serve
+
+# serve MODEL READERS TAG [extra flags]: starts the daemon, waits for ready,
+# writes $OUT/fill-TAG.json (load time, metrics scrape).
+serve() {
+	local model=$1 readers=$2 tag=$3
+	shift 3
+	WCACHE_CUDA_READERS=$readers start_serve "$tag" --model "$model" --metrics-listen "unix:$RUN/metrics.sock" "$@" ||
+		return 1
 	cat "$OUT/serve-$tag.out"
 	"$PY" "$GPU_SCRIPTS/results.py" --fill "$OUT/serve-$tag.out" "$OUT/serve-$tag.err" "$RUN/metrics.sock" \
 		"$readers" >"$OUT/fill-$tag.json"
@@ -266,18 +276,8 @@ step_big_arena() {
 }
 
 step_publish() {
-	local pid rc=0
-	rm -f "$RUN"/*.ready "$RUN"/*.sock
-	setsid "$BIN/wcache" serve --backend cuda --gpu-id "$GPU" --plugin-dir "$BIN" --socket-template "$SOCK_TMPL" \
-		--ready-template "$READY_TMPL" --log-level info >"$OUT/serve-publish.out" 2>"$OUT/serve-publish.err" </dev/null &
-	pid=$!
-	echo $pid >"$WORK/serve.pid"
-	while ! compgen -G "$RUN/*.ready" >/dev/null; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "empty wcache serve exited before it was ready:"; tail -20 "$OUT/serve-publish.err"; return 1
-		fi
-		sleep 0.1
-	done
+	local rc=0
+	start_serve publish || return 1
 	client publish --publish-bytes $((4 << 30)) || rc=$?
 	stop_daemon
 	return $rc
@@ -285,20 +285,10 @@ step_publish() {
 
 # step_engine ENGINE: an empty daemon, then engine_check.py with the engine's Python.
 step_engine() {
-	local engine=$1 py pid rc=0
+	local engine=$1 py rc=0
 	py=$(eval echo "\${GPU_CHECK_${engine^^}_PYTHON:-}")
 	if [[ -z $py ]]; then echo "GPU_CHECK_${engine^^}_PYTHON is not set"; return 3; fi
-	rm -f "$RUN"/*.ready "$RUN"/*.sock
-	setsid "$BIN/wcache" serve --backend cuda --gpu-id "$GPU" --plugin-dir "$BIN" --socket-template "$SOCK_TMPL" \
-		--ready-template "$READY_TMPL" --log-level info >"$OUT/serve-$engine.out" 2>"$OUT/serve-$engine.err" </dev/null &
-	pid=$!
-	echo $pid >"$WORK/serve.pid"
-	while ! compgen -G "$RUN/*.ready" >/dev/null; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "empty wcache serve exited before it was ready:"; tail -20 "$OUT/serve-$engine.err"; return 1
-		fi
-		sleep 0.1
-	done
+	start_serve "$engine" || return 1
 	CUDA_VISIBLE_DEVICES=$GPU WCACHE_SOCKET_TEMPLATE=$SOCK_TMPL WCACHE_READY_TEMPLATE=$READY_TMPL \
 		"$py" "$GPU_SCRIPTS/engine_check.py" "$engine" --work "$WORK" >"$OUT/engine-$engine.json" || rc=$?
 	cat "$OUT/engine-$engine.json"

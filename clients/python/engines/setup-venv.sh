@@ -12,26 +12,27 @@
 #
 # The lock files (<engine>.txt, compiled from <engine>.in by lock.sh) pin
 # every package with its hashes; installs run with --require-hashes. uv is
-# itself installed from uv.txt (pinned, hashed) into the cache with pip.
+# itself installed with pip into the cache from ../requirements/uv.txt
+# (pinned, hashed), the one pin of uv that venv.sh uses too.
 #
 # Interpreter: $PYTHON (default: the first python3.12 on PATH, or pyenv's).
 # Needs network access to PyPI on the first run; none afterwards.
 # Exits non-zero with the reason when the interpreter or the network is missing.
 set -eu
 
+here=$(cd "$(dirname "$0")" && pwd)
+uvpin=$here/../requirements/uv.txt
 check=0
 case "${1:-}" in
 --check) check=1; shift ;;
 --uv)
-	here=$(cd "$(dirname "$0")" && pwd)
-	uv=${WCACHE_ENGINE_CACHE:-$HOME/.cache/wcache/engines}/uv-$(sha256sum <"$here/uv.txt" | cut -c1-12)/bin/uv
+	uv=${WCACHE_ENGINE_CACHE:-$HOME/.cache/wcache/engines}/uv-$(sha256sum <"$uvpin" | cut -c1-12)/bin/uv
 	[ -x "$uv" ] || { echo "setup-venv: uv not installed yet: build an environment first" >&2; exit 1; }
 	echo "$uv"
 	exit 0
 	;;
 esac
 engine=${1:?usage: setup-venv.sh [--check] transformers|vllm|sglang}
-here=$(cd "$(dirname "$0")" && pwd)
 lock=$here/$engine.txt
 [ -f "$lock" ] || { echo "setup-venv: no lock file $lock" >&2; exit 2; }
 
@@ -48,7 +49,7 @@ find_python() {
 	echo "setup-venv: no python3.12 found; set PYTHON" >&2
 	return 1
 }
-hash=$(cat "$lock" "$here/uv.txt" | sha256sum | cut -c1-12)
+hash=$(cat "$lock" "$uvpin" | sha256sum | cut -c1-12)
 venv=$cache/$engine-$hash
 if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
 	echo "$venv"
@@ -67,12 +68,12 @@ if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
 fi
 
 # uv, pinned, in its own small environment.
-uvhash=$(sha256sum <"$here/uv.txt" | cut -c1-12)
+uvhash=$(sha256sum <"$uvpin" | cut -c1-12)
 uvenv=$cache/uv-$uvhash
 if [ ! -f "$uvenv/.complete" ]; then
 	rm -rf "$uvenv"
 	"$py" -m venv "$uvenv" >&2
-	"$uvenv/bin/pip" install -q --require-hashes --no-deps -r "$here/uv.txt" >&2
+	"$uvenv/bin/pip" install -q --require-hashes --no-deps -r "$uvpin" >&2
 	touch "$uvenv/.complete"
 fi
 uv=$uvenv/bin/uv

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,13 +15,8 @@ import (
 // dir. Every case here fails before a plugin or daemon would start.
 func runLaunchInProcess(t *testing.T, args ...string) (string, int, string) {
 	t.Helper()
-	run := t.TempDir()
-	t.Setenv("XDG_RUNTIME_DIR", run)
-	t.Setenv("WCACHE_SOCKET_TEMPLATE", "")
-	t.Setenv("WCACHE_READY_TEMPLATE", "")
-	var stdout, stderr bytes.Buffer
-	code := Main(append([]string{"launch"}, args...), strings.NewReader(""), &stdout, &stderr)
-	return stderr.String(), code, run
+	_, stderr, code, run := runInProcess(t, append([]string{"launch"}, args...)...)
+	return stderr, code, run
 }
 
 func TestLaunchRefusesBadInputBeforeTouchingAnything(t *testing.T) {

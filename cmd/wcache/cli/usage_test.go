@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -86,11 +87,7 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 	if err != nil || os.Geteuid() != 0 {
 		t.Skipf("cannot write as another uid: setpriv %v, euid %d (needs root)", err, os.Geteuid())
 	}
-	dir, err := os.MkdirTemp("", "wcs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := pathstest.ShortDir(t)
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}

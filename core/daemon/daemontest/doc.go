@@ -10,6 +10,7 @@
 // test controls (Crash), for tests that build the daemon themselves.
 //
 // Tests of core/daemon itself cannot import this package (it imports
-// core/daemon); they use its leaf testplugin (the same Plugin) and sdk/mock
-// directly.
+// core/daemon); they use its two leaves, which Start is built of: testworld
+// (the folder, layout and checkpoint, the Run loop, the attach) and
+// testplugin (the same Plugin).
 package daemontest

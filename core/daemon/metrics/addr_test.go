@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
 func TestMetricsParseAddr(t *testing.T) {
@@ -68,7 +70,7 @@ func TestMetricsAddrString(t *testing.T) {
 }
 
 func TestMetricsAddrCheck(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	regular := filepath.Join(dir, "regular")
 	if err := os.WriteFile(regular, nil, 0o600); err != nil {
 		t.Fatal(err)

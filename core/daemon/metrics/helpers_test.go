@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,18 +19,6 @@ import (
 
 // testUUID is the mock device of these tests.
 const testUUID = daemontest.DefaultUUID
-
-// shortDir is a private temporary directory with a short name (Unix socket
-// paths are limited to 107 bytes).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "wm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
 
 // testDaemon is an in-process daemon of one mock device whose metrics go
 // to exp.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/daemon"
+	"github.com/wcache/wcache/core/paths/pathstest"
 )
 
 // shutdown stops s within 5 s.
@@ -29,7 +30,7 @@ func shutdown(t *testing.T, s *Server) {
 // work over it, a second server on a live socket is refused, and shutdown
 // removes the file.
 func TestMetricsServeOverUnixSocket(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	a, err := ParseAddr("unix:"+path, false)
 	if err != nil {
@@ -89,7 +90,7 @@ func TestMetricsServeOverUnixSocket(t *testing.T) {
 // TestStaleUnixSocketIsReplaced: a socket file nobody listens on (a killed
 // daemon's) is replaced; a regular file is not.
 func TestMetricsStaleUnixSocketIsReplaced(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	l, err := daemon.ListenUnix(path, nil)
 	if err != nil {
@@ -122,7 +123,7 @@ func TestMetricsStaleUnixSocketIsReplaced(t *testing.T) {
 // TestShutdownLeavesAnotherSocket: a socket that replaced ours at the path
 // is not removed by our shutdown.
 func TestMetricsShutdownLeavesAnotherSocket(t *testing.T) {
-	dir := shortDir(t)
+	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "m.sock")
 	a, _ := ParseAddr("unix:"+path, false)
 	s, err := Start(a, NewExporter().Handler())
@@ -143,7 +144,10 @@ func TestMetricsShutdownLeavesAnotherSocket(t *testing.T) {
 	}
 }
 
-func TestMetricsServeOverLoopbackTCP(t *testing.T) {
+// startLoopback serves a new Exporter on a free loopback TCP port until
+// the test ends.
+func startLoopback(t *testing.T) *Server {
+	t.Helper()
 	a, err := ParseAddr("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +156,12 @@ func TestMetricsServeOverLoopbackTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(t, s)
+	t.Cleanup(func() { shutdown(t, s) })
+	return s
+}
+
+func TestMetricsServeOverLoopbackTCP(t *testing.T) {
+	s := startLoopback(t)
 	if !strings.HasPrefix(s.Addr(), "127.0.0.1:") || strings.HasSuffix(s.Addr(), ":0") {
 		t.Errorf("Addr() = %q, want the bound port", s.Addr())
 	}
@@ -166,15 +175,7 @@ func TestMetricsServeOverLoopbackTCP(t *testing.T) {
 // port (what any local user can open) cost the daemon's process at most
 // maxConns descriptors, and the endpoint serves again once they go.
 func TestMetricsConnectionsAreCapped(t *testing.T) {
-	a, err := ParseAddr("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(a, NewExporter().Handler())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, s)
+	s := startLoopback(t)
 	fds := func() int {
 		e, err := os.ReadDir("/proc/self/fd")
 		if err != nil {

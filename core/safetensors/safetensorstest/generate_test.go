@@ -20,15 +20,7 @@ func checkData(t *testing.T, res *safetensorstest.Result) {
 	files := make(map[string]*safetensors.File)
 	contents := make(map[string][]byte)
 	for _, path := range res.Files {
-		f, err := safetensors.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[path], contents[path] = f, b
+		files[path], contents[path] = safetensorstest.Load(t, path)
 	}
 	for _, gt := range res.Tensors {
 		f := files[gt.File]

@@ -24,8 +24,8 @@ import ctypes
 from typing import Optional, Sequence
 
 from .errors import WcacheError
-from .ipc import DeviceArray
-from .manifest import HandleSpec, TensorSpec
+from .ipc import DeviceRegion
+from .manifest import HandleSpec
 
 # Tried in order: the sonames of ROCm 7, 6 and 5, then /opt/rocm/lib (as the
 # Go backend does, plugins/rocm/hip).
@@ -144,18 +144,14 @@ class HipRuntime:
         self._on_device(ordinal, lambda: self.call("hipIpcCloseMemHandle", ctypes.c_void_p(pointer)))
 
 
-class HipIpcRegion:
+class HipIpcRegion(DeviceRegion):
     """A hip-ipc handle opened with hipIpcOpenMemHandle on ordinal
     device_index; closed when garbage-collected (or by close())."""
 
     def __init__(self, index: int, handle: HandleSpec, device_index: int, driver: HipRuntime):
         if len(handle.data) != 64:
             raise WcacheError(f"handle {index} (hip-ipc): {len(handle.data)} bytes, want 64")
-        self.index = index
-        self.size = handle.size
-        self.device_index = device_index
-        self._driver = driver
-        self.pointer = 0
+        super().__init__(index, handle, device_index, driver)
         try:
             self.pointer = driver.ipc_open(handle.data, device_index)
         except WcacheError as exc:
@@ -167,15 +163,6 @@ class HipIpcRegion:
         if self.pointer:
             ptr, self.pointer = self.pointer, 0
             self._driver.ipc_close(ptr, self.device_index)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
-
-    def tensor(self, spec: TensorSpec) -> DeviceArray:
-        return DeviceArray(self, spec)
 
 
 def rocm_device_uuid(raw, index: int, library: Optional[str] = None) -> str:

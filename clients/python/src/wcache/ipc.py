@@ -265,32 +265,67 @@ class CudaDriver:
         raise WcacheError(f"this process does not see GPU {uuid} (it sees: {', '.join(seen) or 'none'})")
 
 
-class DriverIpcRegion:
-    """A cuda-ipc handle opened with the driver API in the primary context of
-    ordinal device_index; closed (and the context released) when garbage-collected."""
+class DeviceRegion:
+    """What every handle opened without PyTorch has: its index, size,
+    device and driver, ``pointer`` (the mapping's base, 0 once closed) and
+    ``address``; DeviceArrays of its tensors; close() on garbage collection.
+    Subclasses open the handle and define close()."""
 
-    def __init__(self, index: int, handle: HandleSpec, device_index: int, driver: CudaDriver):
+    def __init__(self, index: int, handle: HandleSpec, device_index: int, driver):
         self.index = index
         self.size = handle.size
         self.device_index = device_index
         self._driver = driver
+        self.pointer = 0
+        self.address = 0
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+    def tensor(self, spec: TensorSpec) -> DeviceArray:
+        return DeviceArray(self, spec)
+
+
+class DriverIpcRegion(DeviceRegion):
+    """A cuda-ipc handle opened with the driver API in the primary context of
+    ordinal device_index; closed (and the context released) when garbage-collected."""
+
+    def __init__(self, index: int, handle: HandleSpec, device_index: int, driver: CudaDriver):
+        self._retain(index, handle, device_index, driver)
+        raw = _CUipcMemHandle.from_buffer_copy(handle.data)
+        ptr = ctypes.c_uint64()
+        self._in_context("cuda-ipc", "open", lambda: driver.call(
+            "cuIpcOpenMemHandle_v2", ctypes.byref(ptr), raw, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        self.pointer = ptr.value
+        self.address = ptr.value
+
+    def _retain(self, index: int, handle: HandleSpec, device_index: int, driver: CudaDriver) -> None:
+        """Set the region's fields and retain the primary context of
+        device_index (released by close())."""
+        DeviceRegion.__init__(self, index, handle, device_index, driver)
         self._ctx = ctypes.c_void_p()
         self._dev = ctypes.c_int()
-        self.pointer = 0
         self._retained = False
         driver.call("cuDeviceGet", ctypes.byref(self._dev), device_index)
         driver.call("cuDevicePrimaryCtxRetain", ctypes.byref(self._ctx), self._dev.value)
         self._retained = True
-        raw = _CUipcMemHandle.from_buffer_copy(handle.data)
-        ptr = ctypes.c_uint64()
+
+    def _in_context(self, kind: str, verb: str, fn) -> None:
+        """Run fn with the retained context current; a WcacheError releases
+        the context and is raised again as "handle N (kind): verb on device
+        D: ..."."""
         try:
             with self._current():
-                driver.call("cuIpcOpenMemHandle_v2", ctypes.byref(ptr), raw, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                fn()
         except WcacheError as exc:
             self._release_ctx()
-            raise WcacheError(f"handle {index} (cuda-ipc): open on device {device_index}: {exc}") from exc
-        self.pointer = ptr.value
-        self.address = ptr.value
+            raise WcacheError(f"handle {self.index} ({kind}): {verb} on device {self.device_index}: {exc}") from exc
 
     def _current(self):
         driver, ctx = self._driver, self._ctx
@@ -318,15 +353,6 @@ class DriverIpcRegion:
             with self._current():
                 self._driver.call("cuIpcCloseMemHandle", ptr)
         self._release_ctx()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
-
-    def tensor(self, spec: TensorSpec) -> DeviceArray:
-        return DeviceArray(self, spec)
 
 
 def torch_device_index(torch, uuid: str, device_index: Optional[int]) -> int:

@@ -54,6 +54,18 @@ def _map_view(fd: int, size: int) -> mmap.mmap:
         return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
 
 
+def _map_handle(fd: int, size: int, writable: bool, what: str) -> mmap.mmap:
+    """size bytes of a handle's fd mapped for a publisher (writable: shared
+    and writable) or an attacher (_map_view); an OSError becomes a
+    WcacheError saying what failed (what) and why."""
+    try:
+        if writable:
+            return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        return _map_view(fd, size)
+    except OSError as exc:
+        raise WcacheError(f"{what}: {exc.strerror}") from exc
+
+
 class ShmRegion:
     """One posix-shm or memfd handle mapped into this process (copy-on-write).
 
@@ -131,14 +143,7 @@ def map_memfd(index: int, handle: HandleSpec, fd: int, writable: bool = False) -
         name = f"memfd:{index}"
     if handle.size == 0:
         return ShmRegion(name, 0, None)
-    try:
-        if writable:
-            buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        else:
-            buf = _map_view(fd, handle.size)
-    except OSError as exc:
-        raise WcacheError(f"handle {index} (memfd): mmap: {exc.strerror}") from exc
-    return ShmRegion(name, handle.size, buf)
+    return ShmRegion(name, handle.size, _map_handle(fd, handle.size, writable, f"handle {index} (memfd): mmap"))
 
 
 def open_handle_file(index: int, handle: HandleSpec, writable: bool = False):
@@ -185,13 +190,7 @@ def map_shm(index: int, handle: HandleSpec, writable: bool = False) -> ShmRegion
     try:
         if handle.size == 0:
             return ShmRegion(path, 0, None)
-        try:
-            if writable:
-                buf = mmap.mmap(fd, handle.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            else:
-                buf = _map_view(fd, handle.size)
-        except OSError as exc:
-            raise WcacheError(f"handle {index} (posix-shm): mmap {path}: {exc.strerror}") from exc
-        return ShmRegion(path, handle.size, buf)
+        return ShmRegion(path, handle.size, _map_handle(fd, handle.size, writable,
+                                                        f"handle {index} (posix-shm): mmap {path}"))
     finally:
         os.close(fd)

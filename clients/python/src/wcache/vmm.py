@@ -72,24 +72,9 @@ class VmmRegion(DriverIpcRegion):
 
     def __init__(self, index: int, handle: HandleSpec, device_index: int, driver: CudaDriver, fd: int):
         bind_vmm(driver)
-        self.index = index
-        self.size = handle.size
-        self.device_index = device_index
-        self._driver = driver
-        self._ctx = ctypes.c_void_p()
-        self._dev = ctypes.c_int()
-        self.pointer = 0
         self._mapped = 0
-        self._retained = False
-        driver.call("cuDeviceGet", ctypes.byref(self._dev), device_index)
-        driver.call("cuDevicePrimaryCtxRetain", ctypes.byref(self._ctx), self._dev.value)
-        self._retained = True
-        try:
-            with self._current():
-                self._map(fd)
-        except WcacheError as exc:
-            self._release_ctx()
-            raise WcacheError(f"handle {index} (cuda-vmm-fd): map on device {device_index}: {exc}") from exc
+        self._retain(index, handle, device_index, driver)
+        self._in_context("cuda-vmm-fd", "map", lambda: self._map(fd))
         self.address = self.pointer
 
     def _map(self, fd: int) -> None:
