@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 // pluginEnv is the plugin's environment: the fakes (two GPUs, 256 MiB
 // each, small staging, slow asynchronous copies) unless WCACHE_CUDA_REAL=1,
 // then whatever the environment holds.
-func pluginEnv(t *testing.T, variant string, extra ...string) []string {
+func pluginEnv(t testing.TB, variant string, extra ...string) []string {
 	t.Helper()
 	if fakelib.Real(os.Getenv) {
 		return extra

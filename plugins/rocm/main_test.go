@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 // pluginEnv is the plugin's environment: the fake libraries (variant of
 // the fake HIP), two devices of 256 MiB, small staging, delayed copies.
-func pluginEnv(t *testing.T, variant string, extra ...string) []string {
+func pluginEnv(t testing.TB, variant string, extra ...string) []string {
 	t.Helper()
 	if fakes.Real(os.Getenv) {
 		return extra
