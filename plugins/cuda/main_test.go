@@ -28,7 +28,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Exit(gputest.Main(m, gputest.MainOptions{
 		Name: "wcache-backend-cuda", Real: fakelib.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}} {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
 				if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
 					return err
 				}

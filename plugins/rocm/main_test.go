@@ -27,7 +27,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Exit(gputest.Main(m, gputest.MainOptions{
 		Name: "wcache-backend-rocm", Real: fakes.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}, "nopeer": {"FAKEHIP_OMIT_PEER"}} {
 				if _, err := fakes.HIP(".", dir, variant, defines...); err != nil {
 					return err
 				}

@@ -18,6 +18,9 @@ func peerFakes() gputest.PeerFakes {
 		Start: func(t testing.TB, env ...string) sdk.Backend {
 			return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"), pluginEnv(t, "", env...)...)
 		},
+		StartNoPeer: func(t testing.TB) sdk.Backend {
+			return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"), pluginEnv(t, "nopeer")...)
+		},
 		Prefix: "FAKEHIP_", Capacity: 256 << 20,
 	}
 }
@@ -28,6 +31,13 @@ func peerFakes() gputest.PeerFakes {
 func TestPeerCopyAcrossDevices(t *testing.T) {
 	requireFakes(t)
 	gputest.CheckPeerCopyAcrossDevices(t, peerFakes())
+}
+
+// TestPeerCopyWithoutEntryPoints: a driver without the peer-copy entry
+// points (optional symbols) answers ErrUnsupported, not a crash.
+func TestPeerCopyWithoutEntryPoints(t *testing.T) {
+	requireFakes(t)
+	gputest.CheckPeerCopyWithoutEntryPoints(t, peerFakes())
 }
 
 // TestPeerCopyFailureLeavesNothing: a hipMemcpyPeerAsync failing mid-way

@@ -3,6 +3,7 @@ package gputest
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,12 +13,15 @@ import (
 
 // PeerFakes is how a vendor's tests start its plugin on the fake driver
 // for the peer-copy checks: Start starts one plugin process with the
-// environment added to the fakes' (two devices); Prefix is the fake's
-// variable prefix ("FAKECUDA_", "FAKEHIP_"); Capacity each device's bytes.
+// environment added to the fakes' (two devices), StartNoPeer one on a
+// build of the fake without the peer-copy entry points; Prefix is the
+// fake's variable prefix ("FAKECUDA_", "FAKEHIP_"); Capacity each
+// device's bytes.
 type PeerFakes struct {
-	Start    func(t testing.TB, env ...string) sdk.Backend
-	Prefix   string
-	Capacity uint64
+	Start       func(t testing.TB, env ...string) sdk.Backend
+	StartNoPeer func(t testing.TB) sdk.Backend
+	Prefix      string
+	Capacity    uint64
 }
 
 // peerSource starts an exporting plugin, loads a file of n bytes into an
@@ -73,6 +77,23 @@ func CheckPeerCopyAcrossDevices(t *testing.T, f PeerFakes) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// CheckPeerCopyWithoutEntryPoints: a plugin whose vendor library lacks
+// the peer-copy entry points still starts and serves, and answers a peer
+// copy with ErrUnsupported (the daemon's cue to read the files).
+func CheckPeerCopyWithoutEntryPoints(t *testing.T, f PeerFakes) {
+	t.Helper()
+	h, _ := peerSource(t, f, 4096, 4096)
+	copier := f.StartNoPeer(t)
+	ctx := context.Background()
+	_, err := sdk.PeerCopy(ctx, copier, sdk.PeerCopyRequest{Ordinal: 1, Source: h}, nil)
+	if !errors.Is(err, sdk.ErrUnsupported) {
+		t.Fatalf("PeerCopy without the entry points = %v, want ErrUnsupported", err)
+	}
+	if _, err := copier.Import(ctx, 0, h); err != nil {
+		t.Fatalf("Import on the same plugin: %v", err)
 	}
 }
 

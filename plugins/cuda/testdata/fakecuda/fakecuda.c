@@ -558,6 +558,7 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 
 /* ----------------------------------------------------------- peer copies */
 
+#ifndef FAKECUDA_OMIT_PEER
 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (9) is the only attribute. */
 CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
     struct fctx *c;
@@ -594,6 +595,7 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dst, void *dst_ctx, CUdeviceptr src, void
     if (dd < 0 || sd < 0) return CUDA_ERROR_INVALID_CONTEXT;
     return fc_peer_copy(dst, dd, src, sd, n, sp);
 }
+#endif
 
 /* ------------------------------------------------------------------- IPC */
 

@@ -53,6 +53,7 @@
  *    without a P2P path ("0-1"): hipDeviceCanAccessPeer answers 0, and
  *    enabling or copying across one is hipErrorPeerAccessUnsupported (217).
  *    FAKEHIP_PEER_ERROR=<code>[@k] fails peer copies (from the k-th on).
+ *    -DFAKEHIP_OMIT_PEER leaves the four entry points out.
  *  - hipDeviceGetAttribute: compute mode (6) is FAKEHIP_COMPUTE_MODE
  *    (default 0), PCI bus (67), device (68), domain (69); others invalid.
  */
@@ -403,6 +404,7 @@ hipError_t hipMemcpyDtoH(void *dst, void *src, size_t n) {
 
 /* ----------------------------------------------------------- peer copies */
 
+#ifndef FAKEHIP_OMIT_PEER
 /* HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL (9) is the only attribute. */
 hipError_t hipPointerGetAttribute(void *data, int attr, void *p) {
     int d;
@@ -456,6 +458,7 @@ hipError_t hipMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int src_d
     }
     return fc_peer_copy((uintptr_t)dst, dst_dev, (uintptr_t)src, src_dev, n, sp);
 }
+#endif
 
 /* ------------------------------------------------------------------- IPC */
 
