@@ -28,7 +28,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Exit(gputest.Main(m, gputest.MainOptions{
 		Name: "wcache-backend-cuda", Real: fakelib.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}} {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
 				if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
 					return err
 				}
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 // pluginEnv is the plugin's environment: the fakes (two GPUs, 256 MiB
 // each, small staging, slow asynchronous copies) unless WCACHE_CUDA_REAL=1,
 // then whatever the environment holds.
-func pluginEnv(t *testing.T, variant string, extra ...string) []string {
+func pluginEnv(t testing.TB, variant string, extra ...string) []string {
 	t.Helper()
 	if fakelib.Real(os.Getenv) {
 		return extra

@@ -27,7 +27,7 @@ const (
 func TestMain(m *testing.M) {
 	os.Exit(gputest.Main(m, gputest.MainOptions{
 		Name: "wcache-backend-rocm", Real: fakes.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
+			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}, "nopeer": {"FAKEHIP_OMIT_PEER"}} {
 				if _, err := fakes.HIP(".", dir, variant, defines...); err != nil {
 					return err
 				}
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 // pluginEnv is the plugin's environment: the fake libraries (variant of
 // the fake HIP), two devices of 256 MiB, small staging, delayed copies.
-func pluginEnv(t *testing.T, variant string, extra ...string) []string {
+func pluginEnv(t testing.TB, variant string, extra ...string) []string {
 	t.Helper()
 	if fakes.Real(os.Getenv) {
 		return extra

@@ -47,6 +47,9 @@ const (
 	symMemUnmap
 	symMemAddressFree
 	symMemRelease
+	symPointerGetAttribute
+	symDeviceCanAccessPeer
+	symMemcpyPeerAsync
 	numSymbols
 )
 
@@ -110,6 +113,10 @@ var entries = [numSymbols]entry{
 	symMemUnmap:                     {"cuMemUnmap", "cuMemUnmap", abi},
 	symMemAddressFree:               {"cuMemAddressFree", "cuMemAddressFree", abi},
 	symMemRelease:                   {"cuMemRelease", "cuMemRelease", abi},
+	// Peer copies (peer fill), unversioned.
+	symPointerGetAttribute: {"cuPointerGetAttribute", "cuPointerGetAttribute", abi},
+	symDeviceCanAccessPeer: {"cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", abi},
+	symMemcpyPeerAsync:     {"cuMemcpyPeerAsync", "cuMemcpyPeerAsync", abi},
 }
 
 // String returns the exported (versioned) symbol name.
@@ -123,10 +130,13 @@ func (s symbol) String() string {
 // optional reports whether Open tolerates the symbol's absence: the two
 // UUID entry points are each optional, but at least one must exist; the
 // virtual memory management ones are needed for cuda-vmm-fd handles only
-// (see HasVMM).
+// (see HasVMM), the peer-copy ones for peer copies only (see HasPeer).
 func (s symbol) optional() bool {
-	return s == symDeviceGetUUIDV2 || s == symDeviceGetUUID || s.vmm()
+	return s == symDeviceGetUUIDV2 || s == symDeviceGetUUID || s.vmm() || s.peer()
 }
+
+// peer reports whether the symbol is one of the peer-copy entry points.
+func (s symbol) peer() bool { return s >= symPointerGetAttribute && s <= symMemcpyPeerAsync }
 
 // vmm reports whether the symbol is one of the virtual memory management
 // entry points.

@@ -191,3 +191,15 @@ CUresult wc_dptr_size_call(void *f, CUdeviceptr p, size_t n) {
 CUresult wc_mem_release(void *f, CUmemGenericAllocationHandle h) {
 	return ((CUresult (*)(CUmemGenericAllocationHandle))f)(h);
 }
+
+CUresult wc_pointer_get_attribute_int(void *f, int *out, int attr, CUdeviceptr p) {
+	return ((CUresult (*)(void *, int, CUdeviceptr))f)(out, attr, p);
+}
+
+CUresult wc_device_can_access_peer(void *f, int *can, CUdevice d, CUdevice peer) {
+	return ((CUresult (*)(int *, CUdevice, CUdevice))f)(can, d, peer);
+}
+
+CUresult wc_memcpy_peer_async(void *f, CUdeviceptr dst, void *dst_ctx, CUdeviceptr src, void *src_ctx, size_t n, void *s) {
+	return ((CUresult (*)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))f)(dst, dst_ctx, src, src_ctx, n, s);
+}

@@ -51,6 +51,10 @@ CUresult wc_mem_map(void *f, CUdeviceptr p, size_t n, size_t off, CUmemGenericAl
 CUresult wc_mem_set_access(void *f, CUdeviceptr p, size_t n, int device, unsigned flags);
 CUresult wc_dptr_size_call(void *f, CUdeviceptr p, size_t n);
 CUresult wc_mem_release(void *f, CUmemGenericAllocationHandle h);
+// Peer copies.
+CUresult wc_pointer_get_attribute_int(void *f, int *out, int attr, CUdeviceptr p);
+CUresult wc_device_can_access_peer(void *f, int *can, CUdevice d, CUdevice peer);
+CUresult wc_memcpy_peer_async(void *f, CUdeviceptr dst, void *dst_ctx, CUdeviceptr src, void *src_ctx, size_t n, void *s);
 CUresult wc_get_error_text(void *f, CUresult e, const char **s);
 CUresult wc_get_proc_address_v2(void *f, const char *name, void **pfn, int version,
                                 unsigned long long flags, int *status);

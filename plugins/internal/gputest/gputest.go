@@ -1,7 +1,7 @@
 // Package gputest holds what the GPU backends' tests share: deterministic
 // checkpoint files, the importing process of the cross-process IPC tests,
-// the paced-copy-engine check and the fill benchmark. It is for tests
-// only (it imports testing).
+// the paced-copy-engine check, the fill benchmark and the peer-copy checks
+// and benchmark (peer.go). It is for tests only (it imports testing).
 package gputest
 
 import (

@@ -4,8 +4,9 @@
 // arena) share them, and a reader that finds none free waits. A lane that
 // saw a failure is destroyed rather than reused (its stream is in an
 // unknown state). The CUDA and ROCm backends' lanes and Copiers are its
-// StreamLane and StreamCopier (streams.go): the vendor code only gives its
-// stream, event and pinned-memory calls (Streams).
+// StreamLane and StreamCopier (streams.go), and their peer copies' streams
+// PeerStream (peerstream.go): the vendor code only gives its stream, event
+// and pinned-memory calls (Streams) and its peer-copy call.
 package lanepool
 
 import (

@@ -24,10 +24,12 @@ const (
 	ErrorInvalidContext         Code = 201
 	ErrorMapFailed              Code = 205
 	ErrorECCNotCorrectable      Code = 214
+	ErrorPeerAccessUnsupported  Code = 217
 	ErrorSharedObjectInitFailed Code = 303
 	ErrorInvalidHandle          Code = 400
 	ErrorIllegalAddress         Code = 700
 	ErrorLaunchTimeOut          Code = 702
+	ErrorPeerAccessEnabled      Code = 704 // hipErrorPeerAccessAlreadyEnabled
 	ErrorAssert                 Code = 710
 	ErrorLaunchFailure          Code = 719
 	ErrorNotSupported           Code = 801

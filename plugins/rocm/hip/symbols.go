@@ -35,6 +35,10 @@ const (
 	symIpcCloseMemHandle
 	symGetErrorName
 	symGetErrorString
+	symPointerGetAttribute
+	symDeviceCanAccessPeer
+	symDeviceEnablePeerAccess
+	symMemcpyPeerAsync
 	numSymbols
 )
 
@@ -70,6 +74,11 @@ var symbolNames = [numSymbols]string{
 	symIpcCloseMemHandle:     "hipIpcCloseMemHandle",
 	symGetErrorName:          "hipGetErrorName",
 	symGetErrorString:        "hipGetErrorString",
+	// Peer copies (peer fill).
+	symPointerGetAttribute:    "hipPointerGetAttribute",
+	symDeviceCanAccessPeer:    "hipDeviceCanAccessPeer",
+	symDeviceEnablePeerAccess: "hipDeviceEnablePeerAccess",
+	symMemcpyPeerAsync:        "hipMemcpyPeerAsync",
 }
 
 // String returns the exported symbol name.
@@ -81,5 +90,9 @@ func (s symbol) String() string {
 }
 
 // optional reports whether Open tolerates the symbol's absence:
-// hipMemGetAddressRange only bounds an imported handle's claimed size.
-func (s symbol) optional() bool { return s == symMemGetAddressRange }
+// hipMemGetAddressRange only bounds an imported handle's claimed size; the
+// peer-copy entry points serve peer copies only (see HasPeer).
+func (s symbol) optional() bool { return s == symMemGetAddressRange || s.peer() }
+
+// peer reports whether the symbol is one of the peer-copy entry points.
+func (s symbol) peer() bool { return s >= symPointerGetAttribute && s <= symMemcpyPeerAsync }

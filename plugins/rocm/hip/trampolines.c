@@ -92,3 +92,17 @@ hipError_t wh_ipc_open_mem_handle(void *f, uintptr_t *p, const unsigned char *in
 }
 
 const char *wh_error_text(void *f, hipError_t e) { return ((const char *(*)(hipError_t))f)(e); }
+
+hipError_t wh_pointer_get_attribute_int(void *f, int *out, int attr, uintptr_t p) {
+	return ((hipError_t (*)(void *, int, void *))f)(out, attr, (void *)p);
+}
+
+hipError_t wh_device_can_access_peer(void *f, int *can, int d, int peer) {
+	return ((hipError_t (*)(int *, int, int))f)(can, d, peer);
+}
+
+hipError_t wh_memcpy_peer_async(void *f, uintptr_t dst, int dst_dev, uintptr_t src, int src_dev, size_t n, void *s) {
+	return ((hipError_t (*)(void *, int, const void *, int, size_t, void *))f)((void *)dst, dst_dev, (const void *)src, src_dev, n, s);
+}
+
+hipError_t wh_int_uint_call(void *f, int v, unsigned flags) { return ((hipError_t (*)(int, unsigned))f)(v, flags); }

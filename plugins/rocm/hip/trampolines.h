@@ -31,6 +31,10 @@ hipError_t wh_memcpy_htod_async(void *f, uintptr_t dst, void *src, size_t n, voi
 hipError_t wh_memcpy_dtoh(void *f, void *dst, uintptr_t src, size_t n);
 hipError_t wh_ipc_get_mem_handle(void *f, unsigned char *out64, uintptr_t p);
 hipError_t wh_ipc_open_mem_handle(void *f, uintptr_t *p, const unsigned char *in64, unsigned flags);
+hipError_t wh_pointer_get_attribute_int(void *f, int *out, int attr, uintptr_t p);
+hipError_t wh_device_can_access_peer(void *f, int *can, int d, int peer);
+hipError_t wh_memcpy_peer_async(void *f, uintptr_t dst, int dst_dev, uintptr_t src, int src_dev, size_t n, void *s);
+hipError_t wh_int_uint_call(void *f, int v, unsigned flags);
 const char *wh_error_text(void *f, hipError_t e);
 
 #endif

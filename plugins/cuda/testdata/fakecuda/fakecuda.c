@@ -85,6 +85,14 @@
  *    last primary-context release leaves it). FAKECUDA_NO_POSIX_FD=1 models
  *    a device that cannot export POSIX descriptors (attribute 103 is 0,
  *    cuMemCreate asking for them NOT_SUPPORTED).
+ *  - Peer copies (fakecore.h): cuPointerGetAttribute (DEVICE_ORDINAL only),
+ *    cuDeviceCanAccessPeer and cuMemcpyPeerAsync, paced like the other
+ *    copies. FAKECUDA_NO_P2P lists pairs of physical devices without a P2P
+ *    path ("0-1"): cuDeviceCanAccessPeer answers 0 and cuMemcpyPeerAsync
+ *    across one fails with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (217) instead
+ *    of staging as the real driver would, so the backend's own staging is
+ *    what runs. FAKECUDA_PEER_ERROR=<code>[@k] fails peer copies (from the
+ *    k-th on). -DFAKECUDA_OMIT_PEER leaves the three entry points out.
  *  - CU_DEVICE_ATTRIBUTE_COMPUTE_MODE (20) is FAKECUDA_COMPUTE_MODE (a
  *    single value for every device; default 0, DEFAULT). FAKECUDA_RETAIN_ERROR
  *    makes cuDevicePrimaryCtxRetain fail with that code (a device another
@@ -103,6 +111,7 @@
 #define FC_IPC_INTERIOR 0 /* handles of an allocation's base only */
 #define FC_IPC_PER_DEVICE 0
 #define FC_STREAM_SAME_DEVICE 0
+#define FC_ENV(x) "FAKECUDA_" x
 #include "fakecore.h"
 
 typedef int CUresult;
@@ -119,6 +128,7 @@ enum {
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = FC_INVALID_CONTEXT,
+    CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = FC_PEER_UNSUPPORTED,
     CUDA_ERROR_INVALID_HANDLE = FC_INVALID_HANDLE,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_ILLEGAL_ADDRESS = FC_ILLEGAL_ADDRESS,
@@ -546,6 +556,47 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     return r ? r : fc_copy_dtoh(dst, src, n);
 }
 
+/* ----------------------------------------------------------- peer copies */
+
+#ifndef FAKECUDA_OMIT_PEER
+/* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (9) is the only attribute. */
+CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    if (!data || attr != 9) return CUDA_ERROR_INVALID_VALUE;
+    return fc_pointer_device(p, (int *)data);
+}
+
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+    if (!can) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_dev(dev);
+    if (r) return r;
+    if ((r = check_dev(peer))) return r;
+    return fc_can_access_peer(dev, peer, can);
+}
+
+/* ctx_device returns the device of a live primary context, or -1. */
+static int ctx_device(void *ctx) {
+    for (int i = 0; i < g_ndev; i++)
+        if (ctx == &g_dev[i].ctx && g_dev[i].ctx.refs > 0) return i;
+    return -1;
+}
+
+/* cuMemcpyPeerAsync copies between the memory of two contexts' devices
+ * (fc_peer_copy): CUDA_ERROR_PEER_ACCESS_UNSUPPORTED across a pair
+ * without P2P (FAKECUDA_NO_P2P), where the real driver would stage the
+ * copy itself; the backend stages it instead. */
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, void *dst_ctx, CUdeviceptr src, void *src_ctx, size_t n, void *sp) {
+    struct fctx *c;
+    CUresult r = need_ctx(&c);
+    if (r) return r;
+    int dd = ctx_device(dst_ctx), sd = ctx_device(src_ctx);
+    if (dd < 0 || sd < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    return fc_peer_copy(dst, dd, src, sd, n, sp);
+}
+#endif
+
 /* ------------------------------------------------------------------- IPC */
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
@@ -814,6 +865,7 @@ CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocat
     a->host = m;
     a->fd = -1;
     a->dev = c->dev;
+    a->phys = fc_devs[v->dev].phys_index; /* an imported descriptor: the importing device */
     a->owner = getpid();
     a->vmm = v;
     v->maps++;
@@ -901,6 +953,7 @@ static const struct fc_error g_errors[] = {
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported across the given devices"},
     {214, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
     {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
@@ -978,6 +1031,11 @@ static const struct proc_entry g_procs[] = {
     PROC("cuEventSynchronize", 2000, cuEventSynchronize),
     PROC("cuMemcpyHtoDAsync", 3020, cuMemcpyHtoDAsync_v2),
     PROC("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
+#ifndef FAKECUDA_OMIT_PEER
+    PROC("cuPointerGetAttribute", 4000, cuPointerGetAttribute),
+    PROC("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
+    PROC("cuMemcpyPeerAsync", 4000, cuMemcpyPeerAsync),
+#endif
     PROC("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
 #ifndef FAKECUDA_OMIT_cuIpcOpenMemHandle_v2
     PROC("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),

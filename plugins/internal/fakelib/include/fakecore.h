@@ -24,6 +24,16 @@
  *                        same device only (HIP); 0: of the process (CUDA)
  *   FC_STREAM_SAME_DEVICE 1: a copy's stream must belong to the device of
  *                        the destination (HIP); 0: any stream (CUDA)
+ *   FC_ENV(x)            the vendor's variable name: "FAKECUDA_" x
+ *
+ * Peer copies (fc_can_access_peer, fc_peer_copy): every pair of devices has
+ * a P2P path unless FC_ENV("NO_P2P") lists it ("0-1,2-3": physical device
+ * indices, either order); a peer copy across such a pair is refused with
+ * FC_PEER_UNSUPPORTED, so a backend must stage through host memory. Peer
+ * copies run on the stream's thread through the paced engine of the
+ * stream's device, like host-to-device copies. FC_ENV("PEER_ERROR") =
+ * "<code>" fails every peer copy with that code, "<code>@<k>" the k-th
+ * (1-based) and every later one of the process: a copy failing mid-way.
  *
  * The calls return the codes both vendors share (FC_SUCCESS ...
  * FC_ILLEGAL_ADDRESS, equal in CUDA and HIP); "(fc_mu held)" marks those
@@ -48,7 +58,7 @@
 
 #if !defined(FC_PREFIX) || !defined(FC_VA_BASE) || !defined(FC_IPC_MAGIC) || !defined(FC_STICKY_ENV) || \
     !defined(FC_HTOD_NAME) || !defined(FC_HOSTALLOC_NAME) || !defined(FC_IPC_INTERIOR) ||              \
-    !defined(FC_IPC_PER_DEVICE) || !defined(FC_STREAM_SAME_DEVICE)
+    !defined(FC_IPC_PER_DEVICE) || !defined(FC_STREAM_SAME_DEVICE) || !defined(FC_ENV)
 #error "fakecore.h: define the FC_ macros first (see the header's comment)"
 #endif
 
@@ -58,6 +68,7 @@ enum {
     FC_INVALID_VALUE = 1,
     FC_OUT_OF_MEMORY = 2,
     FC_INVALID_CONTEXT = 201,
+    FC_PEER_UNSUPPORTED = 217,
     FC_INVALID_HANDLE = 400,
     FC_ILLEGAL_ADDRESS = 700,
 };
@@ -84,6 +95,7 @@ struct fc_alloc {
     unsigned char *host;
     int fd;        /* exporter: memfd; importer and VMM mapping: -1 */
     int dev;       /* visible ordinal */
+    int phys;      /* physical index of the device whose memory it is */
     int imported;  /* opened through IPC */
     int refs;      /* IPC open count (imported only) */
     pid_t owner;   /* exporting process */
@@ -118,6 +130,8 @@ static struct fc_stream *fc_streams;
 static uint64_t fc_next_id = 1;
 static uintptr_t fc_next_va = FC_VA_BASE;
 static int fc_opens, fc_closes; /* IPC opens and closes, for tests */
+static int fc_ndevs;            /* visible devices (fc_set_devices) */
+static uint64_t fc_peer_calls;  /* peer copies asked for, for PEER_ERROR */
 
 /* ------------------------------------------------------------- helpers */
 
@@ -215,6 +229,7 @@ static int fc_pick_list(const char *list, const int *map, int n, int (*resolve)(
 /* fc_set_devices sets the memory of the visible devices: n of them, from
  * the physical devices phys[0..n), mem bytes each. */
 static void fc_set_devices(const int *phys, int n, unsigned long long mem) {
+    fc_ndevs = n;
     for (int i = 0; i < n; i++) {
         fc_devs[i].phys_index = phys[i];
         fc_devs[i].total = mem;
@@ -261,6 +276,7 @@ static int fc_malloc(int dev, size_t size, int populate, uintptr_t *out) {
     }
     a->size = size;
     a->dev = dev;
+    a->phys = dv->phys_index;
     a->base = fc_reserve_va(size);
     a->next = fc_allocs;
     fc_allocs = a;
@@ -563,6 +579,7 @@ static int fc_ipc_open(const struct fc_ipc_wire *w, int dev, uintptr_t *out) {
     a->size = w->size;
     a->fd = -1;
     a->dev = dev;
+    a->phys = w->phys_index;
     a->imported = 1;
     a->refs = 1;
     a->owner = w->pid;
@@ -601,6 +618,102 @@ static int fc_ipc_close(uintptr_t p) {
     pthread_mutex_unlock(&fc_mu);
     a->next = NULL;
     fc_unmap_list(a);
+    return FC_SUCCESS;
+}
+
+/* --------------------------------------------------------- peer copies */
+
+/* fc_visible_of returns the visible ordinal of physical device phys, or -1
+ * (fc_mu held). */
+static int fc_visible_of(int phys) {
+    for (int i = 0; i < fc_ndevs; i++)
+        if (fc_devs[i].phys_index == phys) return i;
+    return -1;
+}
+
+/* fc_pointer_device returns in *ordinal the visible ordinal of the device
+ * whose memory p is (-1: a device this process does not see);
+ * FC_INVALID_VALUE when p is no device memory. */
+static int fc_pointer_device(uintptr_t p, int *ordinal) {
+    pthread_mutex_lock(&fc_mu);
+    struct fc_alloc *a = fc_find_range(p, 0);
+    if (a && p == a->base + a->size) a = NULL;
+    if (a) *ordinal = fc_visible_of(a->phys);
+    pthread_mutex_unlock(&fc_mu);
+    return a ? FC_SUCCESS : FC_INVALID_VALUE;
+}
+
+/* fc_no_p2p reports whether FC_ENV("NO_P2P") lists the physical pair. */
+static int fc_no_p2p(int a, int b) {
+    const char *v = getenv(FC_ENV("NO_P2P"));
+    if (!v || !*v) return 0;
+    char *copy = strdup(v), *save = NULL;
+    int found = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !found; tok = strtok_r(NULL, ",", &save)) {
+        int x, y;
+        if (sscanf(tok, " %d-%d", &x, &y) == 2) found = (x == a && y == b) || (x == b && y == a);
+    }
+    free(copy);
+    return found;
+}
+
+/* fc_can_access_peer answers whether visible device dev reaches peer's
+ * memory directly: 0 for the same device (as CUDA and HIP answer) and for
+ * a pair FC_ENV("NO_P2P") lists; FC_INVALID_VALUE for an unknown ordinal. */
+static int fc_can_access_peer(int dev, int peer, int *can) {
+    if (dev < 0 || dev >= fc_ndevs || peer < 0 || peer >= fc_ndevs) return FC_INVALID_VALUE;
+    *can = dev != peer && !fc_no_p2p(fc_devs[dev].phys_index, fc_devs[peer].phys_index);
+    return FC_SUCCESS;
+}
+
+/* fc_peer_error returns the injected failure of this peer copy
+ * (FC_ENV("PEER_ERROR")), 0 for none. */
+static int fc_peer_error(void) {
+    const char *v = getenv(FC_ENV("PEER_ERROR"));
+    pthread_mutex_lock(&fc_mu);
+    uint64_t call = ++fc_peer_calls;
+    pthread_mutex_unlock(&fc_mu);
+    if (!v || !*v) return 0;
+    int code = atoi(v);
+    const char *at = strchr(v, '@');
+    if (at && call < strtoull(at + 1, NULL, 10)) return 0;
+    return code;
+}
+
+/* fc_peer_copy copies n bytes from device memory at src (of visible device
+ * src_dev) to device memory at dst (of dst_dev): on stream sp later,
+ * paced by the stream's device's engine, or at once when sp is NULL. A
+ * pointer that is not memory of the device named for it, or a VMM mapping
+ * without the access, is FC_INVALID_VALUE; a pair of different devices
+ * without a P2P path FC_PEER_UNSUPPORTED; reading an imported mapping whose
+ * exporter has exited latches FC_ILLEGAL_ADDRESS. */
+static int fc_peer_copy(uintptr_t dst, int dst_dev, uintptr_t src, int src_dev, size_t n, void *sp) {
+    int injected = fc_peer_error();
+    if (injected) return injected;
+    if (n == 0) return FC_SUCCESS;
+    if (dst_dev < 0 || dst_dev >= fc_ndevs || src_dev < 0 || src_dev >= fc_ndevs) return FC_INVALID_VALUE;
+    pthread_mutex_lock(&fc_mu);
+    struct fc_alloc *d = fc_find_range(dst, n), *s = fc_find_range(src, n);
+    struct fc_stream *st = sp ? fc_lookup_stream(sp) : NULL;
+    if (d && (d->phys != fc_devs[dst_dev].phys_index || (d->vmm && d->access != 3))) d = NULL;
+    if (s && (s->phys != fc_devs[src_dev].phys_index || (s->vmm && !(s->access & 1)))) s = NULL;
+    int no_p2p = dst_dev != src_dev && fc_no_p2p(fc_devs[dst_dev].phys_index, fc_devs[src_dev].phys_index);
+    if (s && fc_exporter_gone(s)) fs_latch(FC_ILLEGAL_ADDRESS);
+    pthread_mutex_unlock(&fc_mu);
+    if (!d || !s) return FC_INVALID_VALUE;
+    if (sp && !st) return FC_INVALID_HANDLE;
+    if (fs_sticky) return fs_sticky;
+    if (no_p2p) {
+        fprintf(stderr, "%s: peer copy from device %d to device %d: no P2P path between them\n", FC_PREFIX, src_dev, dst_dev);
+        return FC_PEER_UNSUPPORTED;
+    }
+    unsigned char *to = d->host + (dst - d->base);
+    const unsigned char *from = s->host + (src - s->base);
+    if (!st) {
+        memcpy(to, from, n);
+        return FC_SUCCESS;
+    }
+    fe_stream_enqueue(st->s, to, from, n);
     return FC_SUCCESS;
 }
 

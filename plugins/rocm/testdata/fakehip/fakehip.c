@@ -47,6 +47,13 @@
  *    fault, every later call fails with it. FAKEHIP_STICKY_FILE names a
  *    file; once it exists holding a code, the next call needing a device
  *    latches that code.
+ *  - Peer copies (fakecore.h): hipPointerGetAttribute (DEVICE_ORDINAL only),
+ *    hipDeviceCanAccessPeer, hipDeviceEnablePeerAccess and
+ *    hipMemcpyPeerAsync. FAKEHIP_NO_P2P lists pairs of physical devices
+ *    without a P2P path ("0-1"): hipDeviceCanAccessPeer answers 0, and
+ *    enabling or copying across one is hipErrorPeerAccessUnsupported (217).
+ *    FAKEHIP_PEER_ERROR=<code>[@k] fails peer copies (from the k-th on).
+ *    -DFAKEHIP_OMIT_PEER leaves the four entry points out.
  *  - hipDeviceGetAttribute: compute mode (6) is FAKEHIP_COMPUTE_MODE
  *    (default 0), PCI bus (67), device (68), domain (69); others invalid.
  */
@@ -64,6 +71,7 @@
 #define FC_IPC_INTERIOR 1       /* clr's ihipIpcMemHandle_t records the offset */
 #define FC_IPC_PER_DEVICE 1
 #define FC_STREAM_SAME_DEVICE 1
+#define FC_ENV(x) "FAKEHIP_" x
 #include "fakecore.h"
 
 typedef int hipError_t;
@@ -78,6 +86,8 @@ enum {
     hipErrorNoDevice = 100,
     hipErrorInvalidDevice = 101,
     hipErrorInvalidContext = FC_INVALID_CONTEXT,
+    hipErrorPeerAccessUnsupported = FC_PEER_UNSUPPORTED,
+    hipErrorPeerAccessAlreadyEnabled = 704,
     hipErrorInvalidHandle = FC_INVALID_HANDLE,
     hipErrorIllegalAddress = FC_ILLEGAL_ADDRESS,
 };
@@ -92,6 +102,7 @@ static int g_init; /* 0 not yet, 1 ok, <0 -code */
 static int g_ndev, g_contexts;
 static struct fdev g_dev[FAKE_MAX_DEVICES];
 static __thread int t_dev;
+static int g_peer_enabled[FAKE_MAX_DEVICES][FAKE_MAX_DEVICES]; /* [dev][peer] */
 
 int fakehip_contexts(void) { return g_contexts; }
 int fakehip_opens(void) { return fc_opens; }
@@ -391,6 +402,64 @@ hipError_t hipMemcpyDtoH(void *dst, void *src, size_t n) {
     return r ? r : fc_copy_dtoh(dst, (uintptr_t)src, n);
 }
 
+/* ----------------------------------------------------------- peer copies */
+
+#ifndef FAKEHIP_OMIT_PEER
+/* HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL (9) is the only attribute. */
+hipError_t hipPointerGetAttribute(void *data, int attr, void *p) {
+    int d;
+    hipError_t r = need_dev(&d);
+    if (r) return r;
+    if (!data || attr != 9) return hipErrorInvalidValue;
+    return fc_pointer_device((uintptr_t)p, (int *)data);
+}
+
+hipError_t hipDeviceCanAccessPeer(int *can, int dev, int peer) {
+    if (!can) return hipErrorInvalidValue;
+    hipError_t r = check_dev(dev);
+    if (r) return r;
+    if ((r = check_dev(peer))) return r;
+    return fc_can_access_peer(dev, peer, can);
+}
+
+/* hipDeviceEnablePeerAccess lets the current device reach peer's memory:
+ * hipErrorPeerAccessUnsupported for a pair without P2P (FAKEHIP_NO_P2P) or
+ * the device itself, hipErrorPeerAccessAlreadyEnabled the second time. */
+hipError_t hipDeviceEnablePeerAccess(int peer, unsigned int flags) {
+    int d, can = 0;
+    hipError_t r = need_dev(&d);
+    if (r) return r;
+    if ((r = check_dev(peer))) return r;
+    if (flags) return hipErrorInvalidValue;
+    if ((r = fc_can_access_peer(d, peer, &can))) return r;
+    if (!can) return hipErrorPeerAccessUnsupported;
+    pthread_mutex_lock(&fc_mu);
+    int already = g_peer_enabled[d][peer];
+    g_peer_enabled[d][peer] = 1;
+    pthread_mutex_unlock(&fc_mu);
+    return already ? hipErrorPeerAccessAlreadyEnabled : hipSuccess;
+}
+
+/* hipMemcpyPeerAsync copies between two devices' memory (fc_peer_copy):
+ * hipErrorPeerAccessUnsupported across a pair without P2P; its stream
+ * must belong to the destination's device. */
+hipError_t hipMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int src_dev, size_t n, void *sp) {
+    int d;
+    hipError_t r = need_dev(&d);
+    if (r) return r;
+    if ((r = check_dev(dst_dev)) || (r = check_dev(src_dev))) return r;
+    if (sp) {
+        pthread_mutex_lock(&fc_mu);
+        struct fc_stream *s = fc_lookup_stream(sp);
+        int other = s && s->s->dev != dst_dev;
+        pthread_mutex_unlock(&fc_mu);
+        if (!s) return hipErrorInvalidHandle;
+        if (other) return hipErrorInvalidValue;
+    }
+    return fc_peer_copy((uintptr_t)dst, dst_dev, (uintptr_t)src, src_dev, n, sp);
+}
+#endif
+
 /* ------------------------------------------------------------------- IPC */
 
 hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *h, void *p) {
@@ -429,9 +498,11 @@ static const struct fc_error g_errors[] = {
     {100, "hipErrorNoDevice", "no ROCm-capable device is detected"},
     {101, "hipErrorInvalidDevice", "invalid device ordinal"},
     {201, "hipErrorInvalidContext", "invalid device context"},
+    {217, "hipErrorPeerAccessUnsupported", "peer access is not supported between these two devices"},
     {214, "hipErrorECCNotCorrectable", "uncorrectable ECC error encountered"},
     {400, "hipErrorInvalidHandle", "invalid resource handle"},
     {700, "hipErrorIllegalAddress", "an illegal memory access was encountered"},
+    {704, "hipErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
     {719, "hipErrorLaunchFailure", "unspecified launch failure"},
     {801, "hipErrorNotSupported", "operation not supported"},
     {999, "hipErrorUnknown", "unknown error"},
