@@ -26,6 +26,7 @@ type Scenario struct {
 func Scenarios() []Scenario {
 	return []Scenario{
 		{"restart", runRestart},
+		{"engine", runEngine},
 		{"fill", runFill},
 		{"publish", runPublish},
 		{"pipeline", runPipeline},
