@@ -32,6 +32,7 @@ type Scenario struct {
 func Scenarios() []Scenario {
 	return []Scenario{
 		{"restart", runRestart},
+		{"engine", runEngine},
 		{"fill", runFill},
 		{"publish", runPublish},
 		{"pipeline", runPipeline},

@@ -77,6 +77,41 @@ def test_each_handle_is_mapped_once(short_tmp, tensors):
         assert len(arena.mapped_ranges(r.path)) == 1
 
 
+def test_host_tensors_are_views_of_one_base_per_handle_and_dtype(short_tmp, tensors):
+    """What the one-call construction (as_strided on a base per handle and
+    dtype) makes visible: each tensor's storage is its handle's whole
+    mapping (as before), and tensors of one handle and dtype are autograd
+    views of one base, so they share its version counter; a write stays
+    the writer's values."""
+    import gc  # noqa: PLC0415
+
+    manifest, where = arena.build(short_tmp, tensors, n_handles=2)
+    gc.disable()
+    try:
+        mat = materialize(manifest, library="torch")
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
+    mat = materialize(manifest, library="torch")
+    assert gc.isenabled()
+    bases = {}
+    for name, dtype, shape, data in tensors:
+        if not data:
+            continue
+        t, region = mat.tensors[name], region_of(mat, name)
+        st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+        assert st.data_ptr() == region.address and st.nbytes() == len(region.buffer)
+        assert t.storage_offset() * t.element_size() == where[name][1]
+        assert t._is_view() and t._base is not None
+        assert bases.setdefault((mat.specs[name].handle_index, dtype), t._base) is t._base
+    assert len(bases) == 6  # 2 handles x 3 dtypes
+    a, b = mat.tensors["layer.0.BF16"], mat.tensors["layer.6.BF16"]
+    assert region_of(mat, "layer.0.BF16") is region_of(mat, "layer.6.BF16")
+    before, version = b.clone(), b._version
+    a.fill_(1.0)
+    assert b._version > version and torch.equal(b, before)
+
+
 def test_numpy_arrays_are_copy_on_write_views(short_tmp, tensors):
     manifest, where = arena.build(short_tmp, tensors)
     mat = materialize(manifest, library="numpy")

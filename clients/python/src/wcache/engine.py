@@ -33,14 +33,16 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import List, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
-from . import content
+from . import content, modules
 from .checkpoint import checkpoint_files
+from .config import CacheConfig
 from .device import BACKEND_ENV, BACKEND_MOCK, device_capability
 from .discovery import check_socket, resolve
 from .errors import NoDaemonError, WcacheError
 from .paths import Getenv, _getter
+from .publish import Weights, load_or_publish
 
 FALLBACK_LOAD = "load"
 FALLBACK_ERROR = "error"
@@ -180,5 +182,41 @@ def daemon_reachable(options: EngineOptions, getenv: Getenv = None) -> bool:
     return bool(options.socket or options.device_uuid or gpu_visible() or mock_backend(getenv))
 
 
+def load_or_publish_model(options: EngineOptions, engine: str, device_index: Optional[int], cfg: CacheConfig,
+                          load_from_disk: Callable[[], Any], attach: Callable[[Weights], Any],
+                          **publish_args) -> Tuple[Any, Weights]:
+    """The three cases of an engine loader (vLLM, SGLang) around
+    wcache.load_or_publish: (model, weights).
+
+    No daemon: load_from_disk() builds the model as the engine does
+    (options.no_daemon applies the fallback policy). An empty daemon: the
+    same model, its every parameter and buffer (wcache.modules.module_table)
+    published and then installed over the daemon's copy. The daemon holds
+    cfg: attach(weights) builds the model from the attached weights,
+    load_from_disk is never called. The lease lives as long as the model
+    (model._wcache_weights). publish_args go to load_or_publish as they
+    are; its errors (a config mismatch among them) propagate.
+    """
+    loaded = {}
+
+    def load():
+        model = load_from_disk()
+        loaded["model"] = model
+        table = modules.module_table(model)
+        return table.tensors, table.metadata
+
+    weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
+                              **options.discovery(device_index), **publish_args)
+    if weights.source == "loaded":
+        options.no_daemon(engine, weights.reason or "no daemon")
+        model = loaded["model"]
+    elif weights.source == "published":
+        model = loaded.pop("model")
+        modules.install(model, weights, weights.metadata)
+    else:
+        model = attach(weights)
+    model._wcache_weights = weights  # the lease lives as long as the model
+    return model, weights
+
 __all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
-           "daemon_reachable", "gpu_visible", "mock_backend"]
+           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend"]

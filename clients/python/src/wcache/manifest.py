@@ -145,15 +145,20 @@ def _table_specs(table, sizes: List[int]) -> Tuple[List[TensorSpec], bool]:
     text = suffixes.decode() if suffixes.isascii() else None
     names: List[str] = []
     prev = text[:0] if text is not None else b""
+    part = text if text is not None else suffixes
     at = 0
-    for i, (keep, grow) in enumerate(zip(shared, suffix_len)):
-        if keep > len(prev):
-            raise ProtocolError(f"malformed tensor table: tensor {i} shares {keep} bytes of a "
-                                f"{len(prev)}-byte name")
+    for keep, grow in zip(shared, suffix_len):
         end = at + grow
-        prev = prev[:keep] + (text[at:end] if text is not None else suffixes[at:end])
+        prev = prev[:keep] + part[at:end]
         at = end
         names.append(prev)
+    # A name that shares more than its predecessor has came out short:
+    # checked once for all (map in C), named one by one only then.
+    if list(map(len, names)) != list(map(operator.add, shared, suffix_len)):
+        for i, keep in enumerate(shared):
+            if i and keep > len(names[i - 1]) or not i and keep:
+                raise ProtocolError(f"malformed tensor table: tensor {i} shares {keep} bytes of a "
+                                    f"{len(names[i - 1]) if i else 0}-byte name")
     if text is None:
         try:
             names = [b.decode() for b in names]

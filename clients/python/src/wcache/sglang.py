@@ -42,8 +42,8 @@ from torch import nn
 from . import modules
 from .checkpoint import checkpoint_digest
 from .config import CacheConfig
-from .engine import EngineOptions, config_digest, daemon_reachable, mock_backend
-from .publish import Weights, load_or_publish
+from .engine import EngineOptions, config_digest, daemon_reachable, load_or_publish_model, mock_backend
+from .publish import Weights
 from .vocab import normalize_dtype, normalize_quantization
 
 log = logging.getLogger("wcache.sglang")
@@ -153,27 +153,11 @@ class WcacheModelLoader(_base()):
 
         self.options.require_daemon(ENGINE_NAME, index)
         cfg = cache_config(model_config, self.options.capability(index or 0))
-        loaded: Dict[str, nn.Module] = {}
-
-        def load():
-            model = self._disk_loader(model_config).load_model(model_config=model_config,
-                                                               device_config=device_config)
-            loaded["model"] = model
-            table = modules.module_table(model)
-            return table.tensors, table.metadata
-
-        weights = load_or_publish(cfg, load, sha256=self.options.verify, client_name=self.options.client(ENGINE_NAME),
-                                  **self.options.discovery(index), **self.options.content_kwargs(model_config.model_path))
-        if weights.source == "loaded":
-            self.options.no_daemon(ENGINE_NAME, weights.reason or "no daemon")
-            model = loaded["model"]
-        elif weights.source == "published":
-            model = loaded.pop("model")
-            modules.install(model, weights, weights.metadata)
-        else:
-            model = self._attach(model_config, weights)
-            self.preloaded_weights_bytes = sum(int(h.size) for h in weights.attachment.manifest.handles)
-        model._wcache_weights = weights  # the lease lives as long as the model
+        model, weights = load_or_publish_model(
+            self.options, ENGINE_NAME, index, cfg,
+            lambda: self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config),
+            lambda weights: self._attach(model_config, weights),
+            **self.options.content_kwargs(model_config.model_path))
         log.info("wcache: %s: %d tensors %s", model_config.model_path, len(weights), weights.source)
         return model.eval()
 
@@ -188,6 +172,7 @@ class WcacheModelLoader(_base()):
         # SGLang's post-processing ran in the publisher; what it produced
         # (repacked weights, new scales, derived tensors) is what was published.
         modules.install(model, weights, weights.metadata, check_shapes=False, allow_new=True)
+        self.preloaded_weights_bytes = sum(int(h.size) for h in weights.attachment.manifest.handles)
         return model
 
 

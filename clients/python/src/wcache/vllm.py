@@ -49,9 +49,9 @@ from . import modules
 from .checkpoint import checkpoint_digest
 from .client import status
 from .config import CacheConfig
-from .engine import EngineOptions, config_digest, daemon_reachable, gpu_visible, mock_backend
+from .engine import EngineOptions, config_digest, daemon_reachable, gpu_visible, load_or_publish_model, mock_backend
 from .errors import NoDaemonError, WcacheError
-from .publish import Weights, load_or_publish
+from .publish import Weights
 from .vocab import normalize_dtype, normalize_quantization
 
 log = logging.getLogger("wcache.vllm")
@@ -203,26 +203,11 @@ class WcacheModelLoader(_base()):
 
         self.options.require_daemon(ENGINE_NAME, index)
         cfg = cache_config(vllm_config, model_config, self.options.capability(index or 0))
-        loaded: Dict[str, nn.Module] = {}
-
-        def load():
-            model = self._disk_loader().load_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
-            loaded["model"] = model
-            table = modules.module_table(model)
-            return table.tensors, table.metadata
-
-        weights = load_or_publish(cfg, load, sha256=self.options.verify, client_name=self.options.client(ENGINE_NAME),
-                                  **self.options.discovery(index),
-                                  **self.options.content_kwargs(_local_checkpoint(model_config)[0]))
-        if weights.source == "loaded":
-            self.options.no_daemon(ENGINE_NAME, weights.reason or "no daemon")
-            model = loaded["model"]
-        elif weights.source == "published":
-            model = loaded.pop("model")
-            modules.install(model, weights, weights.metadata)
-        else:
-            model = self._attach(vllm_config, model_config, prefix, device, weights)
-        model._wcache_weights = weights  # the lease lives as long as the model
+        model, weights = load_or_publish_model(
+            self.options, ENGINE_NAME, index, cfg,
+            lambda: self._disk_loader().load_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix),
+            lambda weights: self._attach(vllm_config, model_config, prefix, device, weights),
+            **self.options.content_kwargs(_local_checkpoint(model_config)[0]))
         log.info("wcache: %s: %d tensors %s (%s)", model_config.model, len(weights), weights.source,
                  _layout(cfg))
         return model.eval()

@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/wcache/wcache/test/benchreport"
+)
+
+// Engine-restart figures of issue 23: the Python client on a checkpoint of
+// engineTensors tensors (DeepSeek-class MoE checkpoints have ~90k), and
+// what each engine integration adds on top of it.
+const (
+	engineTensors = 100_000
+	// engineBytes keeps that checkpoint small (H = 16): the figure is about
+	// per-tensor cost, not bytes.
+	engineBytes = 64 << 20
+	// pythonAttachGoalMS is the goal for attach + every tensor ready.
+	pythonAttachGoalMS = 500
+)
+
+// pyEngineOverhead measures an engine integration (py/engine_overhead.py).
+//
+//go:embed py/engine_overhead.py
+var pyEngineOverhead string
+
+// EngineOverhead is one engine integration's entry. Status is "measured"
+// (FromPretrained: the integration's load against a daemon holding the
+// model, in a fresh process; Attach: wcache.attach + tensors() of the same
+// config in that process right after; Overhead: the difference, per run),
+// "skipped" (Reason: its environment is absent) or "not measured" (Reason).
+type EngineOverhead struct {
+	Engine         string  `json:"engine"`
+	Status         string  `json:"status"`
+	Reason         string  `json:"reason,omitempty"`
+	Env            string  `json:"env,omitempty"`
+	Tensors        int     `json:"tensors,omitempty"`
+	FromPretrained Summary `json:"from_pretrained"`
+	Attach         Summary `json:"attach"`
+	Overhead       Summary `json:"overhead"`
+}
+
+// EngineResult is the engine scenario's figures. PythonAttach is
+// wcache.attach + tensors() in a fresh process (attach_torch.py's
+// "attach" and "map" steps), PythonDigest its checkpoint_digest of the
+// headers, measured apart (an engine integration computes it too).
+type EngineResult struct {
+	Model        Model             `json:"model"`
+	Repeats      int               `json:"repeats"`
+	PythonAttach Summary           `json:"python_attach"`
+	PythonDigest Summary           `json:"python_digest"`
+	Engines      []EngineOverhead  `json:"engines"`
+	Versions     map[string]string `json:"versions"`
+}
+
+// runEngine serves the many-tensor checkpoint and runs attach_torch.py in
+// fresh processes (one untimed round first), then lists the engine
+// integrations' environments.
+func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
+	m, err := e.Model(ModelSpec{Bytes: engineBytes, Tensors: engineTensors})
+	if err != nil {
+		return nil, nil, err
+	}
+	w, d, cfg, err := serving(ctx, e.Options, "engine", m)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Close()
+	argv := w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)
+	res := &EngineResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
+	var attach, digest []time.Duration
+	for round := 0; round <= e.Repeats; round++ {
+		r, err := w.fresh(argv...)
+		if err != nil {
+			return nil, nil, d.withOutput(fmt.Errorf("engine: python attach: %w", err))
+		}
+		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
+			return nil, nil, fmt.Errorf("engine: python attach got %d tensors of %d bytes, the checkpoint has %d of %d",
+				r.Tensors, r.Bytes, m.Tensors, m.Bytes)
+		}
+		for k, v := range r.Versions {
+			res.Versions[k] = v
+		}
+		if round > 0 { // round 0 warms up
+			attach = append(attach, time.Duration(r.Steps["attach"]+r.Steps["map"]))
+			digest = append(digest, time.Duration(r.Steps["digest"]))
+		}
+	}
+	res.PythonAttach, res.PythonDigest = benchreport.Summarize(attach), benchreport.Summarize(digest)
+	if err := d.Stop(); err != nil {
+		return nil, nil, err
+	}
+	for _, engine := range []string{"transformers", "vllm", "sglang"} {
+		o, err := engineOverhead(ctx, e, engine)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Engines = append(res.Engines, o)
+	}
+	return res, []Target{
+		benchreport.AtMost(fmt.Sprintf("Python attach + tensors(), %d tensors", m.Tensors), res.PythonAttach.MedianMS, pythonAttachGoalMS, "ms"),
+		benchreport.Reported(fmt.Sprintf("Python checkpoint_digest, %d tensors", m.Tensors), res.PythonDigest.MedianMS, "ms"),
+	}, nil
+}
+
+// engineOverhead measures an engine integration in its pinned
+// environment (clients/python/engines/setup-venv.sh --check) against a
+// daemon of its own: engine_overhead.py writes a tiny model, publishes it
+// into the empty daemon, then times attaches in fresh processes (one
+// untimed round first). An absent environment is "skipped"; vLLM and
+// SGLang are "not measured": their loaders need a GPU past registration.
+func engineOverhead(ctx context.Context, e *Env, engine string) (EngineOverhead, error) {
+	out, err := exec.CommandContext(ctx, filepath.Join(e.RepoDir, "clients/python/engines/setup-venv.sh"), "--check", engine).Output()
+	if err != nil {
+		return EngineOverhead{Engine: engine, Status: "skipped",
+			Reason: "no cached environment (make engine-test ENGINES=" + engine + " builds it)"}, nil
+	}
+	o := EngineOverhead{Engine: engine, Env: strings.TrimSpace(string(out))}
+	if engine != "transformers" {
+		o.Status, o.Reason = "not measured", "its loader builds the model on a GPU (the engine tests run registration and the CPU cases only)"
+		return o, nil
+	}
+	w, err := newWorld(e.Options, "engine-"+engine, &Model{Bytes: 64 << 20})
+	if err != nil {
+		return o, err
+	}
+	defer w.Close()
+	w.Setenv("WCACHE_BACKEND=mock")
+	d, err := w.startServe(ctx, nil)
+	if err != nil {
+		return o, err
+	}
+	python, dir := filepath.Join(o.Env, "bin", "python"), filepath.Join(w.Root, "model")
+	script := func(role string) []string { return []string{python, "-c", pyEngineOverhead, engine, role, dir} }
+	for _, role := range []string{"make", "publish"} {
+		if _, err := w.fresh(script(role)...); err != nil {
+			return o, d.withOutput(fmt.Errorf("engine %s %s: %w", engine, role, err))
+		}
+	}
+	var load, attach, overhead []time.Duration
+	for round := 0; round <= e.Repeats; round++ {
+		r, err := w.fresh(script("attach")...)
+		if err != nil {
+			return o, d.withOutput(fmt.Errorf("engine %s attach: %w", engine, err))
+		}
+		o.Tensors = r.Tensors
+		if round > 0 {
+			load = append(load, time.Duration(r.WorkNS))
+			attach = append(attach, time.Duration(r.Steps["attach"]))
+			overhead = append(overhead, time.Duration(r.Steps["overhead"]))
+		}
+	}
+	o.Status = "measured"
+	o.FromPretrained, o.Attach, o.Overhead = benchreport.Summarize(load), benchreport.Summarize(attach), benchreport.Summarize(overhead)
+	return o, d.Stop()
+}
