@@ -88,7 +88,19 @@ type running struct {
 // start starts a daemon on gpu with options edited by edit and runs it.
 func (f *fixture) start(gpu int, edit func(*Options)) *running {
 	f.t.Helper()
-	p := f.plugin(nil)
+	return f.startOn(gpu, f.plugin(nil), edit)
+}
+
+// startWith starts a daemon on GPU 0 over plugin p and runs it.
+func (f *fixture) startWith(p *testplugin.Plugin, edit func(*Options)) *running {
+	f.t.Helper()
+	return f.startOn(0, p, edit)
+}
+
+// startOn starts a daemon on gpu over p with options edited by edit and
+// runs it.
+func (f *fixture) startOn(gpu int, p *testplugin.Plugin, edit func(*Options)) *running {
+	f.t.Helper()
 	o := f.options(gpu)
 	if edit != nil {
 		edit(&o)

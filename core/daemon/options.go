@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,6 +68,11 @@ type Options struct {
 	// the cleaned Model path), DeviceCapability (when empty: the backend's
 	// capability of the device) and ProtocolVersion (when 0).
 	Config cacheconfig.Config
+	// Models are more checkpoints to load at start, each a generation of
+	// its own beside Model's (a target and a draft model, co-located
+	// models), in this order; each Source's Config is completed as Config
+	// is. A checkpoint whose completed config equals another's is refused.
+	Models []Source
 	// Layout names the daemon's files from its device UUID.
 	Layout paths.Layout
 	// KeepLayout makes an empty daemon (no Model) keep Config's parallel
@@ -177,8 +183,37 @@ type Options struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
+// Source is a checkpoint the daemon loads at start, as one generation:
+// Model, ShardPattern and Config as in Options.
+type Source struct {
+	Model        string
+	ShardPattern string
+	Config       cacheconfig.Config
+}
+
+// sources are the checkpoints to load at start: Model's (when set), then
+// Models.
+func (o Options) sources() []Source {
+	var out []Source
+	if o.Model != "" {
+		out = append(out, Source{Model: o.Model, ShardPattern: o.ShardPattern, Config: o.Config})
+	}
+	return append(out, o.Models...)
+}
+
 // withDefaults fills zero fields and checks required ones.
 func (o Options) withDefaults() (Options, error) {
+	o.Models = slices.Clone(o.Models)
+	for i, s := range o.Models {
+		if s.Model == "" {
+			return o, fmt.Errorf("daemon: model %d of Models has no directory", i+1)
+		}
+		abs, err := filepath.Abs(s.Model)
+		if err != nil {
+			return o, fmt.Errorf("daemon: model directory %s: %w", s.Model, err)
+		}
+		o.Models[i].Model = abs
+	}
 	if o.Model != "" {
 		// The backend plugin reads the files itself, and a plugin need not
 		// run in the daemon's working directory: it is always given

@@ -135,7 +135,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type PublishConflict_Reason int32
@@ -187,7 +187,7 @@ func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PublishConflict_Reason.Descriptor instead.
 func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type StatusRequest struct {
@@ -227,12 +227,14 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type Lease struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Pid           int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
-	Uid           uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	ClientName    string                 `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
-	SinceUnixMs   int64                  `protobuf:"varint,5,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Pid         int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Uid         uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	ClientName  string                 `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	SinceUnixMs int64                  `protobuf:"varint,5,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	// The generation the lease holds (GenerationStatus.generation).
+	Generation    uint64 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +304,168 @@ func (x *Lease) GetSinceUnixMs() int64 {
 	return 0
 }
 
+func (x *Lease) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// GenerationStatus is one set of weights a daemon holds (issue 25: a
+// daemon holds several, e.g. a target and a draft model), each with its own
+// CacheConfig, arenas, leases and state (PUBLISHING, SERVING, DRAINING).
+type GenerationStatus struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Generation   uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	State        DaemonState            `protobuf:"varint,2,opt,name=state,proto3,enum=wcache.daemon.v1.DaemonState" json:"state,omitempty"`
+	Model        string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Config       *v1.CacheConfig        `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	ConfigDigest string                 `protobuf:"bytes,5,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	// Tensor bytes; device_bytes the arenas' sizes as the backend reported
+	// them (while PUBLISHING: what is allocated so far, else planned).
+	Bytes       uint64   `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Tensors     uint32   `protobuf:"varint,7,opt,name=tensors,proto3" json:"tensors,omitempty"`
+	DeviceBytes uint64   `protobuf:"varint,8,opt,name=device_bytes,json=deviceBytes,proto3" json:"device_bytes,omitempty"`
+	Leases      []*Lease `protobuf:"bytes,9,rep,name=leases,proto3" json:"leases,omitempty"`
+	// The publishing client while PUBLISHING.
+	PublisherPid int32             `protobuf:"varint,10,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	Metadata     map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// "files", "takeover" or "" (published).
+	Source        string         `protobuf:"bytes,12,opt,name=source,proto3" json:"source,omitempty"`
+	StartedUnixMs int64          `protobuf:"varint,13,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	Files         []*FileContent `protobuf:"bytes,14,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerationStatus) Reset() {
+	*x = GenerationStatus{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerationStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerationStatus) ProtoMessage() {}
+
+func (x *GenerationStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerationStatus.ProtoReflect.Descriptor instead.
+func (*GenerationStatus) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GenerationStatus) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetState() DaemonState {
+	if x != nil {
+		return x.State
+	}
+	return DaemonState_DAEMON_STATE_UNSPECIFIED
+}
+
+func (x *GenerationStatus) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetConfig() *v1.CacheConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetTensors() uint32 {
+	if x != nil {
+		return x.Tensors
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetDeviceBytes() uint64 {
+	if x != nil {
+		return x.DeviceBytes
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetLeases() []*Lease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetPublisherPid() int32 {
+	if x != nil {
+		return x.PublisherPid
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 type StatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pid           int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
@@ -349,13 +513,21 @@ type StatusResponse struct {
 	// As in Manifest (numbers from 40 on).
 	Files           []*FileContent `protobuf:"bytes,40,rep,name=files,proto3" json:"files,omitempty"`
 	ContentPolicies []string       `protobuf:"bytes,41,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Every generation the daemon holds, oldest first (numbers from 50 on).
+	// The single-generation fields above (model, config, config_digest,
+	// bytes, tensors, generation, metadata, files, device_bytes) describe the
+	// oldest serving generation (else the oldest one), for clients older
+	// than several generations; state is the daemon's: "serving" while any
+	// generation serves; leases lists every lease of every generation;
+	// device_bytes_total is the sum of every generation's device_bytes.
+	Generations   []*GenerationStatus `protobuf:"bytes,50,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +539,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +552,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{2}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StatusResponse) GetPid() int32 {
@@ -565,6 +737,13 @@ func (x *StatusResponse) GetContentPolicies() []string {
 	return nil
 }
 
+func (x *StatusResponse) GetGenerations() []*GenerationStatus {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
 // StartPhases are the durations of a daemon's start, in the order they run,
 // in nanoseconds of wall time, and what was loaded. A phase the daemon did
 // not report is 0.
@@ -608,7 +787,7 @@ type StartPhases struct {
 
 func (x *StartPhases) Reset() {
 	*x = StartPhases{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +799,7 @@ func (x *StartPhases) String() string {
 func (*StartPhases) ProtoMessage() {}
 
 func (x *StartPhases) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +812,7 @@ func (x *StartPhases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPhases.ProtoReflect.Descriptor instead.
 func (*StartPhases) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{3}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartPhases) GetPlanNs() int64 {
@@ -742,7 +921,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +933,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +946,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AttachRequest) GetConfig() *v1.CacheConfig {
@@ -809,7 +988,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1000,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1013,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Handle) GetKind() string {
@@ -876,7 +1055,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1067,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1080,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Tensor) GetName() string {
@@ -973,7 +1152,7 @@ type TensorLayout struct {
 
 func (x *TensorLayout) Reset() {
 	*x = TensorLayout{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1164,7 @@ func (x *TensorLayout) String() string {
 func (*TensorLayout) ProtoMessage() {}
 
 func (x *TensorLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1177,7 @@ func (x *TensorLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorLayout.ProtoReflect.Descriptor instead.
 func (*TensorLayout) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TensorLayout) GetStorage() string {
@@ -1047,7 +1226,7 @@ type TensorTable struct {
 
 func (x *TensorTable) Reset() {
 	*x = TensorTable{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1238,7 @@ func (x *TensorTable) String() string {
 func (*TensorTable) ProtoMessage() {}
 
 func (x *TensorTable) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1251,7 @@ func (x *TensorTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorTable.ProtoReflect.Descriptor instead.
 func (*TensorTable) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TensorTable) GetNameShared() []uint32 {
@@ -1181,7 +1360,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1372,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1385,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Manifest) GetDeviceUuid() string {
@@ -1329,7 +1508,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1520,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1533,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FileContent) GetName() string {
@@ -1424,7 +1603,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1615,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1628,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -1486,7 +1665,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1677,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1690,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -1566,7 +1745,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1757,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1770,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -1617,7 +1796,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1808,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1821,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -1672,7 +1851,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1863,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1876,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -1749,14 +1928,20 @@ type ConfigMismatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Diffs []*FieldDiff           `protobuf:"bytes,1,rep,name=diffs,proto3" json:"diffs,omitempty"`
 	// Differing fields left out of diffs to bound the detail ("+N more").
-	Omitted       uint32 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	Omitted uint32 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	// With several generations (issue 25) the diffs are those of the nearest
+	// one (fewest differing fields): its id and digest, and how many serving
+	// generations were compared (0 from older daemons).
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	ConfigDigest  string `protobuf:"bytes,4,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	Generations   uint32 `protobuf:"varint,5,opt,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1953,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1966,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1794,6 +1979,27 @@ func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
 func (x *ConfigMismatch) GetOmitted() uint32 {
 	if x != nil {
 		return x.Omitted
+	}
+	return 0
+}
+
+func (x *ConfigMismatch) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ConfigMismatch) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *ConfigMismatch) GetGenerations() uint32 {
+	if x != nil {
+		return x.Generations
 	}
 	return 0
 }
@@ -1812,7 +2018,7 @@ type NoWeights struct {
 
 func (x *NoWeights) Reset() {
 	*x = NoWeights{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2030,7 @@ func (x *NoWeights) String() string {
 func (*NoWeights) ProtoMessage() {}
 
 func (x *NoWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2043,7 @@ func (x *NoWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
 func (*NoWeights) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NoWeights) GetState() DaemonState {
@@ -1872,7 +2078,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2090,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2103,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -1966,7 +2172,7 @@ type PublishBegin struct {
 
 func (x *PublishBegin) Reset() {
 	*x = PublishBegin{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2184,7 @@ func (x *PublishBegin) String() string {
 func (*PublishBegin) ProtoMessage() {}
 
 func (x *PublishBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2197,7 @@ func (x *PublishBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
 func (*PublishBegin) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishBegin) GetConfig() *v1.CacheConfig {
@@ -2047,7 +2253,7 @@ type PublishTensors struct {
 
 func (x *PublishTensors) Reset() {
 	*x = PublishTensors{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2265,7 @@ func (x *PublishTensors) String() string {
 func (*PublishTensors) ProtoMessage() {}
 
 func (x *PublishTensors) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2278,7 @@ func (x *PublishTensors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
 func (*PublishTensors) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishTensors) GetTensors() []*TensorSpec {
@@ -2096,7 +2302,7 @@ type PublishCommit struct {
 
 func (x *PublishCommit) Reset() {
 	*x = PublishCommit{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2314,7 @@ func (x *PublishCommit) String() string {
 func (*PublishCommit) ProtoMessage() {}
 
 func (x *PublishCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2327,7 @@ func (x *PublishCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
 func (*PublishCommit) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishCommit) GetSha256() [][]byte {
@@ -2145,7 +2351,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2363,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2376,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
@@ -2254,7 +2460,7 @@ type PublishPlan struct {
 
 func (x *PublishPlan) Reset() {
 	*x = PublishPlan{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2472,7 @@ func (x *PublishPlan) String() string {
 func (*PublishPlan) ProtoMessage() {}
 
 func (x *PublishPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2485,7 @@ func (x *PublishPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
 func (*PublishPlan) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishPlan) GetHandles() []*Handle {
@@ -2339,7 +2545,7 @@ type PublishDone struct {
 
 func (x *PublishDone) Reset() {
 	*x = PublishDone{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2557,7 @@ func (x *PublishDone) String() string {
 func (*PublishDone) ProtoMessage() {}
 
 func (x *PublishDone) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2570,7 @@ func (x *PublishDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
 func (*PublishDone) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishDone) GetGeneration() uint64 {
@@ -2415,7 +2621,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2633,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2646,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
@@ -2500,7 +2706,7 @@ type PublishConflict struct {
 
 func (x *PublishConflict) Reset() {
 	*x = PublishConflict{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2718,7 @@ func (x *PublishConflict) String() string {
 func (*PublishConflict) ProtoMessage() {}
 
 func (x *PublishConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2731,7 @@ func (x *PublishConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
 func (*PublishConflict) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishConflict) GetReason() PublishConflict_Reason {
@@ -2560,14 +2766,22 @@ type EvictRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How long to wait for leases (0: the daemon's --drain-timeout; at most
 	// 10 min).
-	TimeoutMs     uint64 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs uint64 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Which generations (issue 25): those whose model is model, whose
+	// config_digest is config_digest, whose id is generation (each set one
+	// must hold), or with all every one. None set: the daemon's only
+	// generation; with several it is FAILED_PRECONDITION naming them.
+	Model         string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ConfigDigest  string `protobuf:"bytes,3,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	All           bool   `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2793,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2806,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EvictRequest) GetTimeoutMs() uint64 {
@@ -2602,18 +2816,48 @@ func (x *EvictRequest) GetTimeoutMs() uint64 {
 	return 0
 }
 
+func (x *EvictRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *EvictRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
 type EvictResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeasesAtEvict uint32                 `protobuf:"varint,1,opt,name=leases_at_evict,json=leasesAtEvict,proto3" json:"leases_at_evict,omitempty"`
 	// Tensor bytes the daemon held (0 when it was already empty).
-	BytesFreed    uint64 `protobuf:"varint,2,opt,name=bytes_freed,json=bytesFreed,proto3" json:"bytes_freed,omitempty"`
+	BytesFreed uint64 `protobuf:"varint,2,opt,name=bytes_freed,json=bytesFreed,proto3" json:"bytes_freed,omitempty"`
+	// The generations evicted.
+	Generations   []uint64 `protobuf:"varint,3,rep,packed,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2869,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2882,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EvictResponse) GetLeasesAtEvict() uint32 {
@@ -2655,6 +2899,13 @@ func (x *EvictResponse) GetBytesFreed() uint64 {
 	return 0
 }
 
+func (x *EvictResponse) GetGenerations() []uint64 {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
 // HandleKindsRefused is the detail of an Attach refused because the
 // daemon holds no handle of a kind the client listed in
 // AttachRequest.handle_kinds: what it has and what the client maps.
@@ -2668,7 +2919,7 @@ type HandleKindsRefused struct {
 
 func (x *HandleKindsRefused) Reset() {
 	*x = HandleKindsRefused{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2931,7 @@ func (x *HandleKindsRefused) String() string {
 func (*HandleKindsRefused) ProtoMessage() {}
 
 func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2944,7 @@ func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleKindsRefused.ProtoReflect.Descriptor instead.
 func (*HandleKindsRefused) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HandleKindsRefused) GetDaemonKinds() []string {
@@ -2715,14 +2966,38 @@ var File_wcache_daemon_v1_daemon_proto protoreflect.FileDescriptor
 const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"\x1dwcache/daemon/v1/daemon.proto\x12\x10wcache.daemon.v1\x1a\x1dwcache/config/v1/config.proto\"\x0f\n" +
-	"\rStatusRequest\"\x80\x01\n" +
+	"\rStatusRequest\"\xa0\x01\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12\x10\n" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xb3\b\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x06 \x01(\x04R\n" +
+	"generation\"\x82\x05\n" +
+	"\x10GenerationStatus\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x123\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\x05state\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x125\n" +
+	"\x06config\x18\x04 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12#\n" +
+	"\rconfig_digest\x18\x05 \x01(\tR\fconfigDigest\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x18\n" +
+	"\atensors\x18\a \x01(\rR\atensors\x12!\n" +
+	"\fdevice_bytes\x18\b \x01(\x04R\vdeviceBytes\x12/\n" +
+	"\x06leases\x18\t \x03(\v2\x17.wcache.daemon.v1.LeaseR\x06leases\x12#\n" +
+	"\rpublisher_pid\x18\n" +
+	" \x01(\x05R\fpublisherPid\x12L\n" +
+	"\bmetadata\x18\v \x03(\v20.wcache.daemon.v1.GenerationStatus.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06source\x18\f \x01(\tR\x06source\x12&\n" +
+	"\x0fstarted_unix_ms\x18\r \x01(\x03R\rstartedUnixMs\x123\n" +
+	"\x05files\x18\x0e \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf9\b\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -2755,7 +3030,8 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\tmax_bytes\x18# \x01(\x04R\bmaxBytes\x12#\n" +
 	"\rreserve_bytes\x18$ \x01(\x04R\freserveBytes\x123\n" +
 	"\x05files\x18( \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
-	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x1a;\n" +
+	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x12D\n" +
+	"\vgenerations\x182 \x03(\v2\".wcache.daemon.v1.GenerationStatusR\vgenerations\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
@@ -2863,10 +3139,15 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fclient_value\x18\x03 \x01(\tR\vclientValue\x12#\n" +
 	"\rdaemon_absent\x18\x04 \x01(\bR\fdaemonAbsent\x12#\n" +
 	"\rclient_absent\x18\x05 \x01(\bR\fclientAbsent\x12\x1c\n" +
-	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"]\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\xc4\x01\n" +
 	"\x0eConfigMismatch\x121\n" +
 	"\x05diffs\x18\x01 \x03(\v2\x1b.wcache.daemon.v1.FieldDiffR\x05diffs\x12\x18\n" +
-	"\aomitted\x18\x02 \x01(\rR\aomitted\"e\n" +
+	"\aomitted\x18\x02 \x01(\rR\aomitted\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12#\n" +
+	"\rconfig_digest\x18\x04 \x01(\tR\fconfigDigest\x12 \n" +
+	"\vgenerations\x18\x05 \x01(\rR\vgenerations\"e\n" +
 	"\tNoWeights\x123\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\x05state\x12#\n" +
 	"\rpublisher_pid\x18\x02 \x01(\x05R\fpublisherPid\"\x9c\x01\n" +
@@ -2929,14 +3210,21 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_IN_PROGRESS\x10\x01\x12\x18\n" +
 	"\x14REASON_HOLDS_WEIGHTS\x10\x02\x12\x0f\n" +
-	"\vREASON_BUSY\x10\x03\"-\n" +
+	"\vREASON_BUSY\x10\x03\"\x9a\x01\n" +
 	"\fEvictRequest\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x01 \x01(\x04R\ttimeoutMs\"X\n" +
+	"timeout_ms\x18\x01 \x01(\x04R\ttimeoutMs\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
+	"\rconfig_digest\x18\x03 \x01(\tR\fconfigDigest\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12\x10\n" +
+	"\x03all\x18\x05 \x01(\bR\x03all\"z\n" +
 	"\rEvictResponse\x12&\n" +
 	"\x0fleases_at_evict\x18\x01 \x01(\rR\rleasesAtEvict\x12\x1f\n" +
 	"\vbytes_freed\x18\x02 \x01(\x04R\n" +
-	"bytesFreed\"Z\n" +
+	"bytesFreed\x12 \n" +
+	"\vgenerations\x18\x03 \x03(\x04R\vgenerations\"Z\n" +
 	"\x12HandleKindsRefused\x12!\n" +
 	"\fdaemon_kinds\x18\x01 \x03(\tR\vdaemonKinds\x12!\n" +
 	"\fclient_kinds\x18\x02 \x03(\tR\vclientKinds*\xb0\x01\n" +
@@ -2967,96 +3255,104 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
 	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
 	(PublishConflict_Reason)(0), // 2: wcache.daemon.v1.PublishConflict.Reason
 	(*StatusRequest)(nil),       // 3: wcache.daemon.v1.StatusRequest
 	(*Lease)(nil),               // 4: wcache.daemon.v1.Lease
-	(*StatusResponse)(nil),      // 5: wcache.daemon.v1.StatusResponse
-	(*StartPhases)(nil),         // 6: wcache.daemon.v1.StartPhases
-	(*AttachRequest)(nil),       // 7: wcache.daemon.v1.AttachRequest
-	(*Handle)(nil),              // 8: wcache.daemon.v1.Handle
-	(*Tensor)(nil),              // 9: wcache.daemon.v1.Tensor
-	(*TensorLayout)(nil),        // 10: wcache.daemon.v1.TensorLayout
-	(*TensorTable)(nil),         // 11: wcache.daemon.v1.TensorTable
-	(*Manifest)(nil),            // 12: wcache.daemon.v1.Manifest
-	(*FileContent)(nil),         // 13: wcache.daemon.v1.FileContent
-	(*Notice)(nil),              // 14: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),         // 15: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),         // 16: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),        // 17: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),           // 18: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil),      // 19: wcache.daemon.v1.ConfigMismatch
-	(*NoWeights)(nil),           // 20: wcache.daemon.v1.NoWeights
-	(*TensorSpec)(nil),          // 21: wcache.daemon.v1.TensorSpec
-	(*PublishBegin)(nil),        // 22: wcache.daemon.v1.PublishBegin
-	(*PublishTensors)(nil),      // 23: wcache.daemon.v1.PublishTensors
-	(*PublishCommit)(nil),       // 24: wcache.daemon.v1.PublishCommit
-	(*PublishRequest)(nil),      // 25: wcache.daemon.v1.PublishRequest
-	(*PublishPlan)(nil),         // 26: wcache.daemon.v1.PublishPlan
-	(*PublishDone)(nil),         // 27: wcache.daemon.v1.PublishDone
-	(*PublishResponse)(nil),     // 28: wcache.daemon.v1.PublishResponse
-	(*PublishConflict)(nil),     // 29: wcache.daemon.v1.PublishConflict
-	(*EvictRequest)(nil),        // 30: wcache.daemon.v1.EvictRequest
-	(*EvictResponse)(nil),       // 31: wcache.daemon.v1.EvictResponse
-	(*HandleKindsRefused)(nil),  // 32: wcache.daemon.v1.HandleKindsRefused
-	nil,                         // 33: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 34: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 35: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 36: wcache.config.v1.CacheConfig
+	(*GenerationStatus)(nil),    // 5: wcache.daemon.v1.GenerationStatus
+	(*StatusResponse)(nil),      // 6: wcache.daemon.v1.StatusResponse
+	(*StartPhases)(nil),         // 7: wcache.daemon.v1.StartPhases
+	(*AttachRequest)(nil),       // 8: wcache.daemon.v1.AttachRequest
+	(*Handle)(nil),              // 9: wcache.daemon.v1.Handle
+	(*Tensor)(nil),              // 10: wcache.daemon.v1.Tensor
+	(*TensorLayout)(nil),        // 11: wcache.daemon.v1.TensorLayout
+	(*TensorTable)(nil),         // 12: wcache.daemon.v1.TensorTable
+	(*Manifest)(nil),            // 13: wcache.daemon.v1.Manifest
+	(*FileContent)(nil),         // 14: wcache.daemon.v1.FileContent
+	(*Notice)(nil),              // 15: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 16: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 17: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 18: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 19: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 20: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 21: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 22: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 23: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 24: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 25: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 26: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 27: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 28: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 29: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 30: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 31: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 32: wcache.daemon.v1.EvictResponse
+	(*HandleKindsRefused)(nil),  // 33: wcache.daemon.v1.HandleKindsRefused
+	nil,                         // 34: wcache.daemon.v1.GenerationStatus.MetadataEntry
+	nil,                         // 35: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 36: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 37: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 38: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	36, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
-	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
-	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
-	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	33, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	13, // 5: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
-	36, // 6: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	10, // 7: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	36, // 8: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	8,  // 9: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 10: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	34, // 11: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
-	11, // 12: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
-	13, // 13: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
-	1,  // 14: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	12, // 15: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	14, // 16: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	18, // 17: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	0,  // 18: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
-	10, // 19: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	36, // 20: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	35, // 21: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
-	21, // 22: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	13, // 23: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
-	21, // 24: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	22, // 25: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	23, // 26: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	24, // 27: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	8,  // 28: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 29: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	26, // 30: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	27, // 31: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 32: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 33: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 34: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	7,  // 35: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	16, // 36: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	25, // 37: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	30, // 38: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	5,  // 39: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	15, // 40: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	17, // 41: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	28, // 42: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	31, // 43: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	39, // [39:44] is the sub-list for method output_type
-	34, // [34:39] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	0,  // 0: wcache.daemon.v1.GenerationStatus.state:type_name -> wcache.daemon.v1.DaemonState
+	38, // 1: wcache.daemon.v1.GenerationStatus.config:type_name -> wcache.config.v1.CacheConfig
+	4,  // 2: wcache.daemon.v1.GenerationStatus.leases:type_name -> wcache.daemon.v1.Lease
+	34, // 3: wcache.daemon.v1.GenerationStatus.metadata:type_name -> wcache.daemon.v1.GenerationStatus.MetadataEntry
+	14, // 4: wcache.daemon.v1.GenerationStatus.files:type_name -> wcache.daemon.v1.FileContent
+	38, // 5: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	4,  // 6: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
+	7,  // 7: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
+	0,  // 8: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
+	35, // 9: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	14, // 10: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
+	5,  // 11: wcache.daemon.v1.StatusResponse.generations:type_name -> wcache.daemon.v1.GenerationStatus
+	38, // 12: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	11, // 13: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
+	38, // 14: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	9,  // 15: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	10, // 16: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	36, // 17: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	12, // 18: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
+	14, // 19: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
+	1,  // 20: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	13, // 21: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	15, // 22: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	19, // 23: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 24: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	11, // 25: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	38, // 26: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	37, // 27: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	22, // 28: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	14, // 29: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
+	22, // 30: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	23, // 31: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	24, // 32: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	25, // 33: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	9,  // 34: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	10, // 35: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	27, // 36: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	28, // 37: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 38: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 39: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 40: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	8,  // 41: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	17, // 42: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	26, // 43: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	31, // 44: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	6,  // 45: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	16, // 46: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	18, // 47: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	29, // 48: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	32, // 49: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	45, // [45:50] is the sub-list for method output_type
+	40, // [40:45] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -3064,16 +3360,16 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[12].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[13].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[22].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
 		(*PublishRequest_Begin)(nil),
 		(*PublishRequest_Tensors)(nil),
 		(*PublishRequest_Commit)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[25].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[26].OneofWrappers = []any{
 		(*PublishResponse_Plan)(nil),
 		(*PublishResponse_Done)(nil),
 	}
@@ -3083,7 +3379,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
