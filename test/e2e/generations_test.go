@@ -142,3 +142,40 @@ func TestTargetAndDraftInOneDaemon(t *testing.T) {
 		t.Errorf("wcache status does not name the target:\n%s", out.Stdout)
 	}
 }
+
+// TestLoadOrPublishBesideAFileLoad: client.LoadOrPublish against a daemon
+// serving another model (loaded from files) loads and publishes its own
+// generation beside it (issue 25 item 4); with --max-bytes leaving no
+// room, the publish is refused before allocation and the engine keeps its
+// own tensors (SourceLoaded, RESOURCE_EXHAUSTED in the reason).
+func TestLoadOrPublishBesideAFileLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name, source, reason string
+		room                 uint64
+	}{
+		{"room", "source=published", "reason=\n", 1 << 20},
+		{"no room", "source=loaded", "(--max-bytes)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{Devices: 1})
+			model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
+			h.startServe(0, model.Dir, "--max-bytes", fmt.Sprint(plannedBytes(t, model.Dir)+tc.room))
+			p, in := h.startLoadOrPublish(0)
+			h.waitOutput(p, "loading")
+			if _, err := in.Write([]byte("go\n")); err != nil {
+				t.Fatal(err)
+			}
+			if code := h.waitExit(p, 30*time.Second); code != 0 || !strings.Contains(p.Stdout(), tc.source) || !strings.Contains(p.Stdout(), tc.reason) {
+				t.Fatalf("load-or-publish beside a file load: exit %d, want %q with %q\n%s", code, tc.source, tc.reason, p)
+			}
+			want := 2
+			if tc.room == 0 {
+				want = 1
+			}
+			if st := h.statusOf(0); len(st.Generations) != want {
+				t.Fatalf("%d generations, want %d", len(st.Generations), want)
+			}
+			h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+		})
+	}
+}
