@@ -34,6 +34,7 @@ func Scenarios() []Scenario {
 		{"startup", runStartup},
 		{"takeover", runTakeover},
 		{"micro", runMicro},
+		{"generations", runGenerations},
 	}
 }
 
