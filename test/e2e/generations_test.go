@@ -115,6 +115,11 @@ func TestTargetAndDraftInOneDaemon(t *testing.T) {
 	}
 	checkBytes(t, tl.Manifest, target, 0)
 	checkBytes(t, dl.Manifest, draft, 0)
+	// wcache status lists both generations with their leases.
+	if out := h.mustRun("status"); !strings.Contains(out.Stdout, "2 generations") || !strings.Contains(out.Stdout, draft.Dir) ||
+		strings.Count(out.Stdout, "1 (pid ") < 2 {
+		t.Errorf("wcache status does not list both generations with a lease each:\n%s", out.Stdout)
+	}
 
 	// Evict the draft: its lease is drained (this client lets go), the
 	// target's stays.

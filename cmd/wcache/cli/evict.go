@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,6 +61,13 @@ evicts the daemon's only generation, and is refused when it holds several.
 		named := which.Model != "" || which.ConfigDigest != "" || which.Generation != 0
 		if which.All && named {
 			return usageErrorf("--all-generations frees every generation: drop --model, --config-digest and --generation")
+		}
+		if st, err := os.Stat(which.Model); which.Model != "" && err == nil && st.IsDir() {
+			// A directory names the generation loaded from it: the daemon
+			// records absolute paths.
+			if abs, err := filepath.Abs(which.Model); err == nil {
+				which.Model = abs
+			}
 		}
 		if all {
 			which.All = true
