@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,5 +183,33 @@ func TestLoadOrPublishBesideAFileLoad(t *testing.T) {
 			}
 			h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
 		})
+	}
+}
+
+// TestLaunchPlacesTheDraftBesideTheTarget: wcache launch with vLLM's
+// --speculative-model loads the draft whole beside each rank's target
+// slice: on every GPU of the layout both attach with their own bytes
+// (--verify), each by its own config.
+func TestLaunchPlacesTheDraftBesideTheTarget(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	model := shardedModel(t, h, 2)
+	draft := genModel(t, filepath.Join(h.Root, "draft"), safetensorstest.GenOptions{Layers: 1, Seed: 7})
+	p := h.start(append(launchArgs(model, 2), "--speculative-model", draft.Dir)...)
+	h.waitLaunchReady(p, h.UUIDs[:2])
+	h.waitOutput(p, "2 daemons ready")
+	for rank := 0; rank < 2; rank++ {
+		gpu, tp := fmt.Sprint(rank), []string{"--tp-size", "2", "--tp-rank", fmt.Sprint(rank)}
+		h.mustRun(append([]string{"attach", "--backend", "mock", "--gpu-id", gpu, "--model", model,
+			"--shard-pattern", shardPattern, "--verify"}, tp...)...)
+		h.mustRun(append([]string{"attach", "--backend", "mock", "--gpu-id", gpu, "--model", draft.Dir, "--verify"}, tp...)...)
+		if st := h.statusOf(rank); len(st.Generations) != 2 {
+			t.Errorf("GPU %d holds %d generations, want the target's slice and the draft", rank, len(st.Generations))
+		}
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := h.waitExit(p, launchStopTimeout); code != 0 {
+		t.Fatalf("launcher exit %d after SIGTERM:\n%s", code, p)
 	}
 }
