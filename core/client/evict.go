@@ -51,8 +51,9 @@ type EvictResult struct {
 	Generations []uint64
 }
 
-// Evict asks the daemon to drop its only generation and stay up (Select:
-// the zero EvictSelector); see EvictSelected.
+// Evict asks the daemon to drop its only generation and stay up:
+// EvictSelected with the zero EvictSelector (a daemon holding several
+// refuses it).
 func (c *Client) Evict(ctx context.Context, timeout time.Duration) (leases int, freed uint64, err error) {
 	r, err := c.EvictSelected(ctx, EvictSelector{}, timeout)
 	if err != nil {

@@ -87,7 +87,7 @@ type GenerationInfo struct {
 	Leases      int
 }
 
-// infoLocked describes g (registry.mu held).
+// genInfoLocked describes g (registry.mu held).
 func (r *registry) genInfoLocked(g *generation) GenerationInfo {
 	n := 0
 	for _, l := range r.leases {
