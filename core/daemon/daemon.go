@@ -180,6 +180,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 	}
 
+	if err := d.capFromFraction(ctx); err != nil {
+		return nil, pluginErr("memory cap", err)
+	}
+	opts = d.opts
 	startPlan := time.Now()
 	var jobs []*loadJob
 	var planned uint64

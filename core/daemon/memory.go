@@ -34,6 +34,25 @@ func (e *MemoryError) Error() string {
 		e.What, e.Need, e.Held, e.MaxBytes)
 }
 
+// capFromFraction sets Options.MaxBytes from Options.MaxFraction and the
+// device's total memory (Start, before anything is planned against it).
+func (d *Daemon) capFromFraction(ctx context.Context) error {
+	if d.opts.MaxFraction == 0 {
+		return nil
+	}
+	devs, err := d.backend.Devices(ctx)
+	if err != nil {
+		return fmt.Errorf("total memory of GPU %d: %w", d.opts.GPU, err)
+	}
+	if d.opts.GPU >= len(devs) || devs[d.opts.GPU].TotalMemory == 0 {
+		return fmt.Errorf("a cap of %g%% of GPU %d's memory: the backend does not report its total memory; give the cap in bytes",
+			d.opts.MaxFraction*100, d.opts.GPU)
+	}
+	d.opts.MaxBytes = max(uint64(d.opts.MaxFraction*float64(devs[d.opts.GPU].TotalMemory)), 1)
+	d.log.Info("memory cap", "max_bytes", d.opts.MaxBytes, "fraction", d.opts.MaxFraction, "device_total", devs[d.opts.GPU].TotalMemory)
+	return nil
+}
+
 // admit checks, before any allocation, that need more bytes of device
 // memory (a plan's AllocatedBytes) fit beside every generation the daemon
 // holds: held + need <= Options.MaxBytes (when set), and need +

@@ -92,6 +92,11 @@ type Options struct {
 	// (*MemoryError; RESOURCE_EXHAUSTED for a publish). 0 (the default):
 	// no cap but the device's free memory.
 	MaxBytes uint64
+	// MaxFraction, when above 0 (at most 1), sets MaxBytes to this
+	// fraction of the device's total memory as the backend reports it
+	// (serve --max-bytes 80%); Start fails when the backend reports none.
+	// It excludes MaxBytes.
+	MaxFraction float64
 	// ReserveBytes is device memory a load or a publish must leave free,
 	// for the engine's context and kernels: one whose plan needs more than
 	// the device's free memory less ReserveBytes is refused the same way.
@@ -228,6 +233,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.GPU < 0 {
 		return o, fmt.Errorf("daemon: GPU ordinal %d is negative", o.GPU)
+	}
+	if o.MaxFraction < 0 || o.MaxFraction > 1 || (o.MaxFraction > 0 && o.MaxBytes != 0) {
+		return o, fmt.Errorf("daemon: MaxFraction %g: want 0 to 1, and not with MaxBytes", o.MaxFraction)
 	}
 	if o.Layout.Socket.IsZero() || o.Layout.Ready.IsZero() {
 		return o, fmt.Errorf("daemon: no path layout")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -111,8 +112,9 @@ has stopped.`,
 			"(they must also pass --allow-uid/--allow-gid)")
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
 	fs.StringVar(&maxBytes, "max-bytes", "",
-		"cap on the device memory the daemon may hold (e.g. 40GiB); a load or publish past it is refused before "+
-			"anything is allocated (RESOURCE_EXHAUSTED); empty: no cap but the device's free memory")
+		"cap on the device memory the daemon may hold, every generation summed (e.g. 40GiB, or 80% of the device's "+
+			"memory); a load or publish past it is refused before anything is allocated (RESOURCE_EXHAUSTED); empty: no cap "+
+			"but the device's free memory")
 	fs.StringVar(&reserveBytes, "reserve-bytes", "",
 		"device memory a load or publish must leave free (e.g. 2GiB), when the backend reports free memory; empty: 0")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
@@ -183,9 +185,16 @@ has stopped.`,
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		var capBytes, reserve uint64
-		if maxBytes != "" {
+		var capFraction float64
+		if pct, ok := strings.CutSuffix(maxBytes, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 64)
+			if err != nil || f <= 0 || f > 100 {
+				return usageErrorf("--max-bytes %q: want a percentage above 0 and at most 100 such as 80%%", maxBytes)
+			}
+			capFraction = f / 100
+		} else if maxBytes != "" {
 			if capBytes, err = sdk.ParseSize(maxBytes); err != nil || capBytes == 0 {
-				return usageErrorf("--max-bytes %q: want a size above 0 such as 40GiB", maxBytes)
+				return usageErrorf("--max-bytes %q: want a size above 0 such as 40GiB, or a percentage of the device's memory such as 80%%", maxBytes)
 			}
 		}
 		if reserveBytes != "" {
@@ -193,7 +202,7 @@ has stopped.`,
 				return usageErrorf("--reserve-bytes: %v", err)
 			}
 		}
-		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, ReserveBytes: reserve, Model: model, Models: more, ShardPattern: shardPattern, Config: cfg, Layout: layout,
+		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, MaxFraction: capFraction, ReserveBytes: reserve, Model: model, Models: more, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
 			ContentPolicies: policies}
