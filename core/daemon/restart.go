@@ -87,8 +87,29 @@ func (d *Daemon) recoverPlugin(ctx context.Context) error {
 		return fmt.Errorf("start a new backend plugin: %w", err)
 	}
 	b := p.Backend()
-	// The generations cannot change meanwhile: the registry is locked,
-	// and nothing else uses the backend that died.
+	n, err := d.importAll(ctx, b)
+	if err != nil {
+		_ = p.Close()
+		return err
+	}
+	// d.mu after the registry's lock is released: rewriteReady takes them
+	// in the other order.
+	d.mu.Lock()
+	d.plugin, d.backend = p, b
+	d.restarts.count++
+	d.restarts.last = time.Since(begin)
+	last, count := d.restarts.last, d.restarts.count
+	d.mu.Unlock()
+	d.log.Info("backend plugin replaced: serving the same generations", "generations", n,
+		"seconds", last.Seconds(), "restarts", count)
+	return nil
+}
+
+// importAll imports every allocation of every generation into b and makes
+// the new ids the generations' own; it returns the number of generations.
+// The generations cannot change meanwhile: the registry is locked, and
+// nothing else uses the backend that died.
+func (d *Daemon) importAll(ctx context.Context, b sdk.Backend) (int, error) {
 	d.reg.mu.Lock()
 	defer d.reg.mu.Unlock()
 	ids := make([][]sdk.AllocationID, len(d.reg.gens))
@@ -97,23 +118,15 @@ func (d *Daemon) recoverPlugin(ctx context.Context) error {
 		for i, h := range m.handles {
 			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.ownFile(i)})
 			if err != nil {
-				_ = p.Close()
-				return fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.id, i+1, err)
+				return 0, fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.id, i+1, err)
 			}
 			ids[gi] = append(ids[gi], id)
 		}
 	}
-	d.mu.Lock()
-	d.plugin, d.backend = p, b
-	d.restarts.count++
-	d.restarts.last = time.Since(begin)
-	d.mu.Unlock()
 	for gi, g := range d.reg.gens {
 		g.allocs = ids[gi]
 	}
-	d.log.Info("backend plugin replaced: serving the same generations", "generations", len(d.reg.gens),
-		"seconds", d.restarts.last.Seconds(), "restarts", d.restarts.count)
-	return nil
+	return len(ids), nil
 }
 
 // errRecoveryFailed wraps why a dead plugin could not be replaced.
