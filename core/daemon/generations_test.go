@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -300,4 +301,44 @@ func TestTakeoverHandsOverEveryGeneration(t *testing.T) {
 	r := &running{d: d}
 	verifyAgainst(t, r.attachGen(t, 0), f.model.Dir)
 	verifyAgainst(t, r.attachGen(t, 1), draft.Dir)
+}
+
+// TestConcurrentPublishesNeverOvercommit: publishes of six different
+// configs at once into a daemon whose cap fits three: exactly three are
+// served, the others are RESOURCE_EXHAUSTED, and what the daemon holds is
+// three publications' arenas, never more.
+func TestConcurrentPublishesNeverOvercommit(t *testing.T) {
+	f := newFixture(t)
+	probe := f.startEmpty(nil)
+	c := probe.dial(t)
+	if _, err := c.Publish(context.Background(), publication(), client.ShmFill(fillBytes, false)); err != nil {
+		t.Fatal(err)
+	}
+	need := probe.d.HeldBytes()
+	r := f.start(1, func(o *Options) { o.Model, o.MaxBytes = "", 3*need })
+	c1 := r.dial(t)
+	errs := make(chan error, 6)
+	for i := range 6 {
+		go func() {
+			pub := publication()
+			pub.Config.Model = fmt.Sprintf("org/model-%d", i)
+			_, err := c1.Publish(context.Background(), pub, client.ShmFill(fillBytes, false))
+			errs <- err
+		}()
+	}
+	served, refused := 0, 0
+	for range 6 {
+		switch err := <-errs; {
+		case err == nil:
+			served++
+		case codeOf(err) == codes.ResourceExhausted:
+			refused++
+		default:
+			t.Errorf("publish: %v", err)
+		}
+	}
+	if served != 3 || refused != 3 || r.d.HeldBytes() != 3*need || len(r.d.Generations()) != 3 {
+		t.Fatalf("%d served, %d refused, %d bytes held over %d generations; want 3, 3, %d over 3",
+			served, refused, r.d.HeldBytes(), len(r.d.Generations()), 3*need)
+	}
 }
