@@ -57,12 +57,15 @@ type LoadResult struct {
 //   - draining or stopping (ErrBusy): ask again until wait has passed,
 //     then load (SourceLoaded);
 //   - serving a match: SourceAttached, load is not called;
-//   - serving other weights only (another model; a draft beside its
-//     target): load, then publish a generation of its own beside them
+//   - serving other models only (even the nearest generation differs in
+//     model or checkpoint digest; a draft beside its target): load, then
+//     publish a generation of its own beside them
 //     (SourcePublished); a daemon that has no room for it
 //     (RESOURCE_EXHAUSTED: nothing is evicted for it), or an older daemon
 //     holding one generation only: SourceLoaded with the reason. A daemon
 //     kept for another parallel layout refuses the publish with the
+//     *cacheconfig.MismatchError;
+//   - serving this model with other settings (dtype, layout, engine): the
 //     *cacheconfig.MismatchError (a deployment error, never a silent
 //     reload).
 //
@@ -77,11 +80,11 @@ func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load
 	var beside error // the daemon serves other weights only
 	for {
 		a, err := c.Attach(ctx, cfg)
-		_, mismatch := IsMismatch(err)
+		me, mismatch := IsMismatch(err)
 		switch {
 		case err == nil:
 			return &LoadResult{Source: SourceAttached, Attachment: a}, nil
-		case mismatch:
+		case mismatch && anotherModel(me):
 			beside = err
 		case errors.Is(err, ErrEmpty):
 		case errors.Is(err, ErrBusy):
@@ -133,6 +136,18 @@ func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load
 		return &LoadResult{Source: SourceLoaded, Reason: err.Error()}, nil
 	}
 	return nil, err
+}
+
+// anotherModel reports whether a mismatch says the daemon holds other
+// models only: even the nearest generation differs in model or checkpoint
+// digest. This model with other settings is a deployment error.
+func anotherModel(me *cacheconfig.MismatchError) bool {
+	for _, d := range me.Diffs {
+		if d.Field == "model" || d.Field == "checkpoint_digest" {
+			return true
+		}
+	}
+	return false
 }
 
 // isResourceExhausted reports whether err carries a RESOURCE_EXHAUSTED

@@ -468,6 +468,12 @@ def _split(result) -> Tuple[Mapping[str, object], Dict[str, str]]:
                     f"not {type(result).__name__}")
 
 
+def _another_model(exc: IncompatibleConfigError) -> bool:
+    """Whether a mismatch says the daemon holds other models only: even the
+    nearest generation differs in model or checkpoint digest."""
+    return any(d.field in ("model", "checkpoint_digest") for d in exc.diffs)
+
+
 def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable[[], object],
                     device_index: Optional[int] = None, wait: float = 60.0, **kwargs) -> Weights:
     """Attach when the daemon holds weights for config; publish load()'s
@@ -489,14 +495,17 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
       (polling) for the daemon to be empty, serving or gone, then act on
       that state; still draining after ``wait``: load, "loaded";
     - serving a match: attach, "attached" (load() is not called);
-    - serving other weights only (another model, a target beside this
+    - serving other models only (even the nearest generation differs in
+      model or checkpoint digest: another model, a target beside this
       draft): load, publish a generation of its own beside them,
       "published"; a daemon whose memory cap or free memory cannot take it
       (RESOURCE_EXHAUSTED, nothing is evicted) or an older daemon that holds
       one generation only: "loaded" with the reason. A daemon started with
-      another parallel layout refuses the publish: IncompatibleConfigError
-      (a deployment error, never a silent reload). A race lost to an engine
-      with the same config attaches to its weights, "attached".
+      another parallel layout refuses the publish: IncompatibleConfigError;
+    - serving this model with other settings (dtype, layout, engine…):
+      IncompatibleConfigError (a deployment error, never a silent reload).
+      A race lost to an engine with the same config attaches to its
+      weights, "attached".
 
     Returns Weights (a dict with ``source``, ``metadata``, ``attachment``,
     ``reason``): "attached" or "published" tensors live in the daemon's
@@ -528,9 +537,11 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
             log.info("wcache: %s; loading and publishing", exc)
             break
         except IncompatibleConfigError as exc:
-            # The daemon holds other weights only: ours become a
-            # generation of their own beside them.
-            log.info("wcache: the daemon holds other weights (%s); loading and publishing ours beside them", exc)
+            if not _another_model(exc):
+                raise  # this model with other settings: a deployment error, never a silent reload
+            # The daemon holds other models only: ours becomes a generation
+            # of its own beside them.
+            log.info("wcache: the daemon holds other models (%s); loading and publishing ours beside them", exc)
             beside = exc
             break
         except NoDaemonError as exc:
