@@ -41,6 +41,7 @@ func Scenarios() []Scenario {
 		{"takeover", runTakeover},
 		{"content", runContent},
 		{"micro", runMicro},
+		{"generations", runGenerations},
 	}
 }
 
