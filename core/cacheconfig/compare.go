@@ -54,6 +54,12 @@ type MismatchError struct {
 	Diffs []FieldDiff
 	// Omitted is the number of differing fields left out of Diffs.
 	Omitted int
+	// Generations is how many generations the daemon compared (0 or 1: a
+	// daemon holding one); with several, Diffs are those of the nearest
+	// one, Generation and ConfigDigest.
+	Generations  int
+	Generation   uint64
+	ConfigDigest string
 }
 
 // Error lists the diffs as `field: daemon="…" client="…"`, separated by
@@ -61,6 +67,9 @@ type MismatchError struct {
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	b.WriteString("cache config mismatch: ")
+	if e.Generations > 1 {
+		fmt.Fprintf(&b, "none of the daemon's %d generations matches; nearest %s: ", e.Generations, e.ConfigDigest)
+	}
 	for i, d := range e.Diffs {
 		if i > 0 {
 			b.WriteString("; ")

@@ -148,15 +148,51 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 			LastRestart: time.Duration(p.GetLastRestartNs())}
 	}
 	for _, l := range r.GetLeases() {
-		s.Leases = append(s.Leases, LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(),
-			ClientName: l.GetClientName(), Since: time.UnixMilli(l.GetSinceUnixMs())})
+		s.Leases = append(s.Leases, leaseFromProto(l))
+	}
+	for _, g := range r.GetGenerations() {
+		gs := GenerationStatus{Generation: g.GetGeneration(), State: stateName(g.GetState()), Model: g.GetModel(),
+			ConfigDigest: g.GetConfigDigest(), Bytes: g.GetBytes(), Tensors: int(g.GetTensors()),
+			DeviceBytes: g.GetDeviceBytes(), PublisherPID: g.GetPublisherPid(), Metadata: g.GetMetadata(),
+			Source: g.GetSource(), Started: time.UnixMilli(g.GetStartedUnixMs()), Files: cacheconfig.FilesWithSHA256(g.GetFiles(), g.GetFileSha256())}
+		if g.GetConfig() != nil {
+			gs.Config = cacheconfig.FromProto(g.GetConfig())
+		}
+		for _, l := range g.GetLeases() {
+			gs.Leases = append(gs.Leases, leaseFromProto(l))
+		}
+		s.Generations = append(s.Generations, gs)
 	}
 	return s
 }
 
+// leaseFromProto converts one lease of a Status.
+func leaseFromProto(l *daemonv1.Lease) LeaseInfo {
+	return LeaseInfo{ID: l.GetId(), PID: l.GetPid(), UID: l.GetUid(), ClientName: l.GetClientName(),
+		Since: time.UnixMilli(l.GetSinceUnixMs()), Generation: l.GetGeneration()}
+}
+
+// stateName is a DaemonState as Status.State spells it ("serving", …).
+func stateName(s daemonv1.DaemonState) string {
+	switch s {
+	case daemonv1.DaemonState_DAEMON_STATE_EMPTY:
+		return "empty"
+	case daemonv1.DaemonState_DAEMON_STATE_PUBLISHING:
+		return "publishing"
+	case daemonv1.DaemonState_DAEMON_STATE_SERVING:
+		return "serving"
+	case daemonv1.DaemonState_DAEMON_STATE_DRAINING:
+		return "draining"
+	case daemonv1.DaemonState_DAEMON_STATE_STOPPING:
+		return "stopping"
+	}
+	return ""
+}
+
 // mismatchFromProto converts the ConfigMismatch detail of a refused attach.
 func mismatchFromProto(cm *daemonv1.ConfigMismatch) *cacheconfig.MismatchError {
-	me := &cacheconfig.MismatchError{Omitted: int(cm.GetOmitted())}
+	me := &cacheconfig.MismatchError{Omitted: int(cm.GetOmitted()), Generation: cm.GetGeneration(),
+		ConfigDigest: cm.GetConfigDigest(), Generations: int(cm.GetGenerations())}
 	for _, fd := range cm.GetDiffs() {
 		me.Diffs = append(me.Diffs, cacheconfig.FieldDiff{Field: fd.GetField(), Daemon: fd.GetDaemonValue(), Client: fd.GetClientValue(),
 			DaemonAbsent: fd.GetDaemonAbsent(), ClientAbsent: fd.GetClientAbsent(), Truncated: fd.GetTruncated()})

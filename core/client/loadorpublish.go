@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
@@ -54,8 +57,17 @@ type LoadResult struct {
 //   - draining or stopping (ErrBusy): ask again until wait has passed,
 //     then load (SourceLoaded);
 //   - serving a match: SourceAttached, load is not called;
-//   - serving a mismatch: the *cacheconfig.MismatchError (a deployment
-//     error, never a silent reload).
+//   - serving other models only (even the nearest generation differs in
+//     model or checkpoint digest; a draft beside its target): load, then
+//     publish a generation of its own beside them
+//     (SourcePublished); a daemon that has no room for it
+//     (RESOURCE_EXHAUSTED: nothing is evicted for it), or an older daemon
+//     holding one generation only: SourceLoaded with the reason. A daemon
+//     kept for another parallel layout refuses the publish with the
+//     *cacheconfig.MismatchError;
+//   - serving this model with other settings (dtype, layout, engine): the
+//     *cacheconfig.MismatchError (a deployment error, never a silent
+//     reload).
 //
 // An absent daemon is the caller's (Dial's ErrNoDaemon): load on your own.
 // pub.Config from load is replaced by cfg; set cfg.DeviceCapability (the
@@ -65,11 +77,15 @@ type LoadResult struct {
 func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load LoadFunc, wait time.Duration) (*LoadResult, error) {
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond
+	var beside error // the daemon serves other weights only
 	for {
 		a, err := c.Attach(ctx, cfg)
+		me, mismatch := IsMismatch(err)
 		switch {
 		case err == nil:
 			return &LoadResult{Source: SourceAttached, Attachment: a}, nil
+		case mismatch && anotherModel(me):
+			beside = err
 		case errors.Is(err, ErrEmpty):
 		case errors.Is(err, ErrBusy):
 			if !time.Now().Before(deadline) {
@@ -107,13 +123,42 @@ func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load
 			return &LoadResult{Source: SourceAttached, Attachment: a, Reason: err.Error()}, nil
 		}
 		if _, ok := IsMismatch(aerr); ok || errors.Is(aerr, ErrBusy) || errors.Is(aerr, ErrEmpty) {
+			if beside != nil { // a daemon that holds one generation only
+				return &LoadResult{Source: SourceLoaded, Reason: fmt.Sprintf("the daemon holds other weights and no room for these: %v", beside)}, nil
+			}
 			return &LoadResult{Source: SourceLoaded, Reason: fmt.Sprintf("lost the publish race (%v) and cannot attach: %v", err, aerr)}, nil
 		}
 		return nil, aerr
 	case errors.Is(err, ErrPublishInProgress), errors.Is(err, ErrBusy):
 		return &LoadResult{Source: SourceLoaded, Reason: err.Error()}, nil
+	case isResourceExhausted(err):
+		// No room beside what the daemon holds; nothing is evicted for us.
+		return &LoadResult{Source: SourceLoaded, Reason: err.Error()}, nil
 	}
 	return nil, err
+}
+
+// anotherModel reports whether a mismatch says the daemon holds other
+// models only: even the nearest generation differs in model or checkpoint
+// digest. This model with other settings is a deployment error.
+func anotherModel(me *cacheconfig.MismatchError) bool {
+	for _, d := range me.Diffs {
+		if d.Field == "model" || d.Field == "checkpoint_digest" {
+			return true
+		}
+	}
+	return false
+}
+
+// isResourceExhausted reports whether err carries a RESOURCE_EXHAUSTED
+// status anywhere in its chain.
+func isResourceExhausted(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if s, ok := status.FromError(e); ok && s.Code() == codes.ResourceExhausted {
+			return true
+		}
+	}
+	return false
 }
 
 // loadOnly runs load for the engine's own tensors and publishes nothing.

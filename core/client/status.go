@@ -18,6 +18,9 @@ type LeaseInfo struct {
 	UID        uint32
 	ClientName string
 	Since      time.Time
+	// Generation is the generation the lease holds (0 from a daemon older
+	// than several generations).
+	Generation uint64
 }
 
 // String names the lease, its peer and its client ("unnamed" when the
@@ -30,7 +33,29 @@ func (l LeaseInfo) String() string {
 	return fmt.Sprintf("lease %d (pid %d, uid %d, %s)", l.ID, l.PID, l.UID, name)
 }
 
-// Status describes a daemon.
+// GenerationStatus is one generation a daemon holds (a daemon holds
+// several: a target and a draft model, co-located models).
+type GenerationStatus struct {
+	Generation   uint64
+	State        string // "publishing", "serving" or "draining"
+	Model        string
+	Config       cacheconfig.Config
+	ConfigDigest string
+	// Bytes are the tensor bytes; DeviceBytes the arenas' sizes as the
+	// backend reported them: the device memory it holds.
+	Bytes, DeviceBytes uint64
+	Tensors            int
+	Leases             []LeaseInfo
+	PublisherPID       int32
+	Metadata           map[string]string
+	Source             string
+	Started            time.Time
+	Files              []cacheconfig.FileContent
+}
+
+// Status describes a daemon. The single-generation fields (Model, Config,
+// ConfigDigest, Bytes, Tensors, Generation, Metadata, Files, DeviceBytes)
+// describe its oldest serving generation; Generations lists every one.
 type Status struct {
 	PID             int
 	DeviceUUID      string
@@ -67,6 +92,24 @@ type Status struct {
 	// MaxBytes and ReserveBytes are the daemon's memory cap and reserve
 	// (serve --max-bytes, --reserve-bytes; 0: none).
 	MaxBytes, ReserveBytes uint64
+	// Generations are every generation the daemon holds, oldest first
+	// (nil from a daemon older than several generations).
+	Generations []GenerationStatus
+}
+
+// ResidentBytes is the device memory the daemon holds, in total and per
+// generation id: what an engine hands to its KV-cache sizing (SGLang
+// preloaded_weights_bytes, vLLM ExternalWeightCharges). A daemon older
+// than several generations reports its total only (byGeneration nil).
+func (s *Status) ResidentBytes() (total uint64, byGeneration map[uint64]uint64) {
+	if len(s.Generations) == 0 {
+		return s.DeviceBytesTotal, nil
+	}
+	byGeneration = make(map[uint64]uint64, len(s.Generations))
+	for _, g := range s.Generations {
+		byGeneration[g.Generation] = g.DeviceBytes
+	}
+	return s.DeviceBytesTotal, byGeneration
 }
 
 // StartPhases are the durations of a daemon's start-up as the daemon

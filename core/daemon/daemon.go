@@ -7,22 +7,18 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/core/plan"
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/procstat"
 	"github.com/wcache/wcache/sdk/version"
@@ -36,28 +32,21 @@ type Daemon struct {
 	backend sdk.Backend
 	log     hclog.Logger
 
-	// mu guards what the daemon holds, which a Publish or an Evict
-	// replaces: info's Model, Files, Config, ConfigDigest, Tensors and Load,
-	// and config, configProto, allocs, manifest and generation. Readers
-	// that also check the registry's state (Attach) hold it across both so
-	// that they see one generation.
-	mu          sync.RWMutex
-	info        Info
-	config      cacheconfig.Config
-	configProto *configv1.CacheConfig
-	allocs      []sdk.AllocationID
-	manifest    *manifest
-	lock        *daemonfile.Lock
-	started     time.Time
-	generation  uint64
+	// mu guards the daemon's identity files and listeners against a
+	// takeover (released, fdLis, the ready file). What the daemon holds,
+	// its generations, is the registry's (reg.mu; generation.go).
+	mu      sync.RWMutex
+	info    Info
+	lock    *daemonfile.Lock
+	started time.Time
+	// allocMu is held from a load's or publish's admission (memory.go) to
+	// the end of its allocations, and by an evict's free.
+	allocMu sync.Mutex
 	// released: the identity lock and files are released to a successor
 	// that has not served yet (handover.go); the ready file is not rewritten.
 	released bool
 	// restarts count the plugins replaced (restart.go).
 	restarts restartStats
-	// publishing is the sum of the arenas allocated by a publish in
-	// progress (0 when none): part of heldBytes (memory.go).
-	publishing atomic.Uint64
 
 	reg     *registry
 	metrics Metrics
@@ -80,11 +69,15 @@ type Daemon struct {
 	stopOnce sync.Once
 }
 
-// Info describes a started daemon.
+// Info describes a started daemon. Model, Files, Config, ConfigDigest,
+// Tensors, Load and Content describe its primary generation (the oldest
+// serving one); Generations lists all of them.
 type Info struct {
 	DeviceUUID string
 	Paths      paths.Paths
 	Backend    string
+	// Generations are every generation the daemon holds, oldest first.
+	Generations []GenerationInfo
 	// Model is the checkpoint directory; Files are the files loaded.
 	Model string
 	Files []string
@@ -187,33 +180,37 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 	}
 
+	if err := d.capFromFraction(ctx); err != nil {
+		return nil, pluginErr("memory cap", err)
+	}
+	opts = d.opts
 	startPlan := time.Now()
-	var pl *plan.Plan
-	var ck *safetensors.Checkpoint
-	if opts.Model != "" {
-		ck, err = d.openCheckpoint()
+	var jobs []*loadJob
+	var planned uint64
+	for _, src := range opts.sources() {
+		job, err := d.prepare(ctx, src)
 		if err != nil {
-			return nil, err
-		}
-		if pl, err = plan.Build(ck, opts.Plan); err != nil {
-			return nil, fmt.Errorf("plan %s: %w", opts.Model, err)
-		}
-		if limit := opts.MaxBytes; limit != 0 && pl.AllocatedBytes() > limit {
-			// Refused before the lock: a --force start does not end the
-			// device's daemon for a load that cannot fit.
-			return nil, &MemoryError{What: "load", Need: pl.AllocatedBytes(), MaxBytes: limit}
-		}
-		if err := d.completeConfig(ctx, ck); err != nil {
 			return nil, pluginErr("config", err)
 		}
-		d.info.Tensors = len(pl.Tensors)
+		for _, o := range jobs {
+			if o.g.digest == job.g.digest {
+				return nil, fmt.Errorf("models %s and %s have the same config (%s): load it once", o.src.Model, src.Model, job.g.digest)
+			}
+		}
+		jobs = append(jobs, job)
+		planned += job.pl.AllocatedBytes()
 	}
-	planned := time.Since(startPlan)
+	if limit := opts.MaxBytes; limit != 0 && planned > limit {
+		// Refused before the lock: a --force start does not end the
+		// device's daemon for a load that cannot fit.
+		return nil, &MemoryError{What: "load", Need: planned, MaxBytes: limit}
+	}
+	planDone := time.Since(startPlan)
 
 	var took *takeover
 	replaceEmpty := false
 	if opts.Takeover {
-		took, err = d.takeOver(ctx)
+		took, err = d.takeOver(ctx, jobs)
 		if errors.Is(err, errEmptyPredecessor) {
 			d.log.Info("takeover: replacing an empty daemon (stopping it), starting as usual", "reason", err.Error())
 			took, err, replaceEmpty = nil, nil, true
@@ -224,16 +221,18 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		if took == nil && !replaceEmpty {
 			d.log.Info("takeover: no daemon on the device's socket, starting as usual")
 		} else {
-			pl = nil // nothing to load: the memory is here
+			jobs = nil // nothing to load: the memory is here
 			undo = append(undo, func() {
 				if took == nil {
 					return // an empty daemon replaced
 				}
 				// Closing the connection makes the previous daemon take its lock back.
 				took.finish()
-				if d.manifest != took.manifest { // else freeAll does it
-					d.freeAllocs(took.ids)
-					took.manifest.files.close()
+				if !took.adopted { // else freeAll does it
+					for _, tg := range took.gens {
+						d.freeAllocs(tg.ids)
+						tg.manifest.files.close()
+					}
 				}
 			})
 		}
@@ -250,7 +249,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		return nil, fmt.Errorf("device %s: %w", uuid, err)
 	}
 	d.lock, d.info.Cleanup = lock, res
-	locked := time.Since(startPlan) - planned
+	locked := time.Since(startPlan) - planDone
 	undo = append(undo, func() {
 		if err := lock.Release(); err != nil {
 			d.log.Warn("releasing the lock", "error", err)
@@ -259,53 +258,27 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 
 	undo = append(undo, func() { d.freeAll() })
 	d.started = time.Now()
-	if pl != nil {
-		// The device's free memory is read once the lock is held: a
-		// daemon taken over with --force has released its memory by now.
-		if err := d.admit(ctx, "load", pl.AllocatedBytes()); err != nil {
+	for _, job := range jobs {
+		if err := d.loadGeneration(ctx, job, uuid, binfo.Name); err != nil {
 			return nil, pluginErr("load", err)
 		}
-		handles, err := d.fill(ctx, pl)
-		if err != nil {
-			return nil, pluginErr("load", err)
-		}
-		content, err := d.contentOf(ctx, ck, d.info.Load.Fill.Leaves)
-		if err != nil {
-			return nil, err
-		}
-		d.info.Load.Fill.Leaves = nil // in Content now
-		// After the content digests: the leaves the daemon hashed itself
-		// were read by path too.
-		if err := unchanged(ck); err != nil {
-			return nil, err
-		}
-		if opts.VerifyLoad {
-			if err := d.verifyLoad(ctx, pl, ck); err != nil {
-				return nil, pluginErr("verify", err)
-			}
-			d.log.Info("verified the load against the checkpoint", "bytes", pl.Bytes)
-		}
-		d.info.Load.Plan, d.info.Load.Lock = planned, locked
-		d.metrics.Loaded(d.info.Load, d.info.Tensors)
-		d.started = time.Now()
-		d.generation = uint64(d.started.UnixNano())
-		d.manifest = newManifest(uuid, binfo.Name, d.configProto, d.info.ConfigDigest, d.generation, pl, handles)
-		d.manifest.content = cacheconfig.FilesToProto(content)
-		d.manifest.policies = cacheconfig.PolicyStrings(d.opts.ContentPolicies)
-		d.info.Content = content
-	} else if took != nil {
-		d.adopt(took, planned, locked)
-		d.metrics.Loaded(d.info.Load, d.info.Tensors)
-	} else {
-		d.configProto = d.emptyConfigProto()
-		d.reg.setState(StateEmpty)
+		job.g.load.Plan, job.g.load.Lock = planDone, locked
+		d.metrics.Loaded(job.g.load, job.g.tensors)
 	}
-	if d.manifest != nil {
+	if took != nil {
+		d.adopt(took, planDone, locked)
+		for _, tg := range took.gens {
+			d.metrics.Loaded(tg.g.load, tg.g.tensors)
+		}
+	}
+	d.started = time.Now()
+	for _, g := range d.reg.gens {
 		// Loaded or taken over: no client may write the memory.
-		if err := d.sealWrites(d.manifest, true); err != nil {
+		if err := d.sealWrites(g.manifest, true); err != nil {
 			return nil, err
 		}
 	}
+	d.reportHeld()
 	d.reg.setMetrics(d.metrics)
 
 	if d.lis, err = ListenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {
@@ -351,8 +324,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 		took.finish()
 	}
-	d.log.Info("ready", "socket", d.info.Paths.Socket, "tensors", d.info.Tensors,
-		"bytes", d.info.Load.Bytes, "allocations", d.info.Load.Allocations)
+	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
 	return d, nil
 }
 
@@ -370,8 +342,69 @@ func (d *Daemon) ownFiles() error {
 // Info describes the daemon and what it holds now.
 func (d *Daemon) Info() Info {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.info
+	info := d.info
+	d.mu.RUnlock()
+	d.reg.mu.Lock()
+	defer d.reg.mu.Unlock()
+	info.Generations = make([]GenerationInfo, len(d.reg.gens))
+	for i, g := range d.reg.gens {
+		info.Generations[i] = d.reg.genInfoLocked(g)
+	}
+	if g := d.reg.primaryLocked(); g != nil {
+		info.Model, info.Files, info.Config, info.ConfigDigest = g.model, g.files, g.config, g.digest
+		info.Tensors, info.Load, info.Content = g.tensors, g.load, g.content
+	}
+	return info
+}
+
+// loadGeneration admits, allocates, loads and exports job's checkpoint,
+// checks it (content digests, files unchanged, Options.VerifyLoad) and adds
+// it as a serving generation (Start, before the daemon listens).
+func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend string) error {
+	d.allocMu.Lock()
+	defer d.allocMu.Unlock()
+	g, pl, ck := job.g, job.pl, job.ck
+	if err := d.admit(ctx, "load", pl.AllocatedBytes(), g); err != nil {
+		return err
+	}
+	handles, err := d.fill(ctx, pl, g)
+	if err != nil {
+		d.freeAllocs(g.allocs)
+		return err
+	}
+	g.planned = 0
+	m := newManifest(uuid, backend, g.configProto, g.digest, 0, pl, handles)
+	free := func() {
+		d.freeAllocs(g.allocs)
+		m.files.close()
+	}
+	content, err := d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load)
+	if err != nil {
+		free()
+		return err
+	}
+	g.load.Fill.Leaves = nil // in Content now
+	// After the content digests: the leaves the daemon hashed itself
+	// were read by path too.
+	if err := unchanged(ck); err != nil {
+		free()
+		return err
+	}
+	if d.opts.VerifyLoad {
+		if err := d.verifyLoad(ctx, pl, g.allocs, ck); err != nil {
+			free()
+			return fmt.Errorf("verify: %w", err)
+		}
+		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
+	}
+	m.content = cacheconfig.FilesToProto(content)
+	m.policies = cacheconfig.PolicyStrings(d.opts.ContentPolicies)
+	g.content, g.manifest, g.started, g.state = content, m, time.Now(), StateServing
+	d.reg.mu.Lock()
+	defer d.reg.mu.Unlock()
+	d.reg.addGenLocked(g)
+	m.generation = g.id
+	return nil
 }
 
 // newGRPCServer builds the daemon.v1 server with peer-credential checks,
@@ -402,9 +435,11 @@ func (d *Daemon) newGRPCServer() (*grpc.Server, authorizer) {
 }
 
 // rewriteReady rewrites the ready file when a Publish or an Evict changed
-// what the daemon holds (the caller holds d.mu), and records the new file as
+// what the daemon holds, and records the new file as
 // the daemon's own so that Run's file watch does not take it for lost.
 func (d *Daemon) rewriteReady() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.released {
 		return nil // a takeover in progress: retakeIdentity writes it, or the successor does
 	}
@@ -418,8 +453,14 @@ func (d *Daemon) writeReady() error {
 	if err != nil {
 		return fmt.Errorf("ready file: own start time: %w", err)
 	}
+	var model, digest string
+	d.reg.mu.Lock()
+	if g := d.reg.primaryLocked(); g != nil && g.state != StatePublishing {
+		model, digest = g.model, g.digest
+	}
+	d.reg.mu.Unlock()
 	r := daemonfile.Ready{PID: pid, StartTime: st, DeviceUUID: d.info.DeviceUUID, GPU: d.opts.GPU, Socket: d.info.Paths.Socket,
-		Backend: d.info.Backend, Model: d.info.Model, ConfigDigest: d.info.ConfigDigest, Version: version.Version,
+		Backend: d.info.Backend, Model: model, ConfigDigest: digest, Version: version.Version,
 		CreatedUnixMS: time.Now().UnixMilli()}
 	if err := daemonfile.WriteReady(d.info.Paths.Ready, r); err != nil {
 		return fmt.Errorf("ready file: %w", err)

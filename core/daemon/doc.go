@@ -26,10 +26,18 @@
 // (publish.go) plans the client's tensor table with plan.BuildTable,
 // allocates and exports the arenas, hands the client writable handles and
 // serves the new generation at the commit; a publish that ends any other
-// way frees its allocations and the daemon is empty again (one publisher at
-// a time, publishstate.go). Evict (evict.go) drains like Stop, frees the
-// weights and leaves the daemon empty; it never frees under a live lease.
-// Only the daemon's uid and AllowUIDs may publish or evict.
+// way frees its allocations and forgets its generation (one publisher per
+// config at a time, publishstate.go). Evict (evict.go) drains the
+// generations it names like Stop, frees them and leaves the daemon running
+// with the others; it never frees under a live lease. Only the daemon's
+// uid and AllowUIDs may publish or evict.
+//
+// A daemon holds a set of generations (generation.go): the models of
+// Options.Model and Options.Models, and every publish, each with its own
+// CacheConfig, arenas, manifest, leases and state. An attach gets the
+// serving generation its config matches; a load or publish is admitted
+// against one memory budget counting them all (memory.go); a takeover and a
+// plugin restart carry every generation.
 //
 // Cancelling Run's context (SIGTERM in the serve command) drains for
 // DrainTimeout and then stops anyway. If the plugin process exits, the device

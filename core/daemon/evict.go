@@ -3,6 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -10,58 +13,193 @@ import (
 
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
-	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 )
 
-// Evict frees the weights and leaves the daemon running and empty, ready for
-// the next Publish. It drains as Stop without force does: every lease gets
-// a KIND_DRAINING notice and Evict waits up to timeout (0: DrainTimeout) for
-// them to go. Memory is never freed under a live lease: when leases remain
-// it returns a *DrainTimeoutError and the daemon keeps serving. An empty
-// daemon is evicted at once (0 bytes); a publish in progress, or a daemon
-// that is stopping, is a *PublishConflictError. It returns the number of
-// leases when it began and the tensor bytes freed.
-func (d *Daemon) Evict(ctx context.Context, timeout time.Duration) (leases int, freed uint64, err error) {
-	switch st, pid := d.reg.stateAndPublisher(); st {
-	case StateEmpty:
-		return 0, 0, nil
-	case StatePublishing:
-		return 0, 0, &PublishConflictError{Reason: ConflictInProgress, State: st, PublisherPID: pid}
-	case StateStopping:
-		return 0, 0, &PublishConflictError{Reason: ConflictBusy, State: st}
+// EvictSelector names the generations an evict frees (the client's type).
+type EvictSelector = client.EvictSelector
+
+// named reports whether s names generations by a field.
+func named(s EvictSelector) bool { return s.Model != "" || s.ConfigDigest != "" || s.Generation != 0 }
+
+// selects reports whether s names g.
+func selects(s EvictSelector, g *generation) bool {
+	return (s.Model == "" || s.Model == g.model || s.Model == g.config.Model) &&
+		(s.ConfigDigest == "" || s.ConfigDigest == g.digest) &&
+		(s.Generation == 0 || s.Generation == g.id)
+}
+
+// EvictResult is what an evict freed (the client's type).
+type EvictResult = client.EvictResult
+
+// SelectError refuses an evict whose selector names no generation
+// (NOT_FOUND), or that names none while the daemon holds several
+// (FAILED_PRECONDITION: Held lists them, "digest (model)").
+type SelectError struct {
+	Selector EvictSelector
+	Held     []string
+}
+
+func (e *SelectError) Error() string {
+	if named(e.Selector) {
+		return fmt.Sprintf("no generation matches %s; the daemon holds: %s", e.Selector, heldList(e.Held))
 	}
-	n := len(d.reg.list())
-	drained, err := d.drain(ctx, timeout, "evicts its weights")
-	switch {
-	case err != nil:
-		return n, 0, err
-	case !drained:
-		return n, 0, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
+	return fmt.Sprintf("the daemon holds %d generations (%s): name one (model, config digest or generation) or all",
+		len(e.Held), heldList(e.Held))
+}
+
+func heldList(h []string) string {
+	if len(h) == 0 {
+		return "nothing"
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.reg.currentState() == StateStopping {
-		d.reg.endEvict()
-		return n, 0, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
+	return strings.Join(h, ", ")
+}
+
+// Evict frees the generations sel names and leaves the daemon running with
+// the others (empty when none is left), ready for the next Publish. It
+// drains as Stop without force does, but only their leases: each gets a
+// KIND_DRAINING notice and Evict waits up to timeout (0: DrainTimeout)
+// for them to go, while attaches to them are refused (UNAVAILABLE) and the
+// other generations serve on. Memory is never freed under a live lease:
+// when leases remain it returns a *DrainTimeoutError and they serve on. A
+// daemon holding nothing is evicted at once (zero result); a selector
+// naming none of several, or nothing held, is a *SelectError; a named
+// generation being published, or a daemon that is stopping, a
+// *PublishConflictError.
+func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Duration) (EvictResult, error) {
+	gens, err := d.reg.selectForEvict(sel)
+	if err != nil || len(gens) == 0 {
+		return EvictResult{}, err
 	}
-	// No lease is left and none can begin (draining): free, then say empty,
-	// so that a publish never allocates next to the old weights.
-	freed = d.info.Load.Bytes
-	d.freeAllocs(d.allocs)
-	if d.manifest != nil {
-		d.manifest.files.close()
+	if timeout <= 0 {
+		timeout = d.opts.DrainTimeout
 	}
-	d.allocs, d.manifest, d.generation = nil, nil, 0
-	d.config, d.configProto = cacheconfig.Config{}, d.emptyConfigProto()
-	d.info.Model, d.info.Files, d.info.Config, d.info.ConfigDigest = "", nil, cacheconfig.Config{}, ""
-	d.info.Tensors, d.info.Load = 0, LoadStats{}
-	d.reg.endEvict()
-	d.metrics.Loaded(LoadStats{}, 0) // nothing loaded any more
+	deadline := time.Now().Add(timeout)
+	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s evicts the weights of this lease: release it within %s",
+		d.info.DeviceUUID, timeout))
+	res, ok := d.reg.beginEvict(gens, notice)
+	if !ok {
+		return res, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if !d.reg.waitEmpty(wctx, gens) {
+		left := d.reg.leaseInfosOf(gens)
+		d.reg.endEvict(gens, false)
+		return res, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
+	}
+	// No lease of gens is left and none can begin (draining): free, then
+	// forget them, so that a publish never allocates next to the old
+	// weights (allocMu).
+	d.allocMu.Lock()
+	freed, ok := d.reg.endEvict(gens, true)
+	if !ok {
+		d.allocMu.Unlock()
+		return res, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
+	}
+	for _, g := range freed {
+		d.freeAllocs(g.allocs)
+		if g.manifest != nil {
+			g.manifest.files.close()
+		}
+		res.Freed += g.load.Bytes
+		res.Generations = append(res.Generations, g.id)
+	}
+	d.allocMu.Unlock()
+	d.reportHeld()
+	if d.State() == StateEmpty {
+		d.metrics.Loaded(LoadStats{}, 0) // nothing loaded any more
+	}
 	if err := d.rewriteReady(); err != nil {
 		d.log.Warn("rewriting the ready file after an evict", "error", err)
 	}
-	d.log.Info("evicted: the daemon is empty", "bytes_freed", freed, "leases_at_evict", n)
-	return n, freed, nil
+	d.log.Info("evicted", "generations", res.Generations, "bytes_freed", res.Freed, "leases_at_evict", res.Leases,
+		"generations_left", len(d.Generations()))
+	return res, nil
+}
+
+// selectForEvict returns the generations sel names (none: the daemon holds
+// nothing), or the refusal.
+func (r *registry) selectForEvict(sel EvictSelector) ([]*generation, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return nil, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
+	}
+	var held []string
+	var out []*generation
+	for _, g := range r.gens {
+		held = append(held, fmt.Sprintf("%s (%s)", g.digest, g.config.Model))
+		if sel.All || selects(sel, g) {
+			out = append(out, g)
+		}
+	}
+	switch {
+	case len(r.gens) == 0:
+		return nil, nil
+	case !sel.All && !named(sel) && len(r.gens) > 1:
+		return nil, &SelectError{Selector: sel, Held: held}
+	case len(out) == 0:
+		return nil, &SelectError{Selector: sel, Held: held}
+	}
+	for _, g := range out {
+		if g.state == StatePublishing {
+			return nil, &PublishConflictError{Reason: ConflictInProgress, State: g.state, PublisherPID: g.publisher.peer.PID}
+		}
+	}
+	return out, nil
+}
+
+// beginEvict makes gens drain: attaches to them are refused and each of
+// their leases gets notice. It returns their lease count, and false when
+// the daemon is stopping.
+func (r *registry) beginEvict(gens []*generation, notice *daemonv1.Notice) (EvictResult, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return EvictResult{}, false
+	}
+	for _, g := range gens {
+		g.drainers++
+		g.state = StateDraining
+	}
+	res := EvictResult{Leases: len(r.listLocked(gens))}
+	r.notifyLocked(gens, notice)
+	r.changedLocked()
+	return res, true
+}
+
+// endEvict ends the drain of gens. With drained (no lease left) it
+// forgets those still held and returns them for the caller to free; false
+// when the daemon is stopping (it frees everything itself). Without, the
+// generations no other evict drains serve again.
+func (r *registry) endEvict(gens []*generation, drained bool) ([]*generation, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*generation
+	for _, g := range gens {
+		g.drainers--
+		switch {
+		case r.stopping || !slices.Contains(r.gens, g):
+		case drained:
+			r.removeGenLocked(g)
+			out = append(out, g)
+		case g.drainers == 0:
+			g.state = StateServing
+			for _, l := range r.listLocked([]*generation{g}) {
+				l.noticed = r.drainers > 0
+			}
+		}
+	}
+	r.changedLocked()
+	return out, !r.stopping
+}
+
+// leaseInfosOf lists the leases of gens, oldest first.
+func (r *registry) leaseInfosOf(gens []*generation) []LeaseInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return leaseInfos(r.listLocked(gens))
 }
 
 // Evict is the Evict RPC: Daemon.Evict for the daemon's uid and
@@ -72,16 +210,24 @@ func (s *service) Evict(ctx context.Context, req *daemonv1.EvictRequest) (*daemo
 		return nil, err
 	}
 	timeout := min(time.Duration(req.GetTimeoutMs())*time.Millisecond, MaxStopTimeout)
-	n, freed, err := s.d.Evict(ctx, timeout)
+	sel := EvictSelector{Model: req.GetModel(), ConfigDigest: req.GetConfigDigest(), Generation: req.GetGeneration(), All: req.GetAll()}
+	res, err := s.d.Evict(ctx, sel, timeout)
 	var dte *DrainTimeoutError
 	var ce *PublishConflictError
+	var se *SelectError
 	switch {
 	case errors.As(err, &dte):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case errors.As(err, &ce):
 		return nil, conflictStatus(err)
+	case errors.As(err, &se):
+		code := codes.FailedPrecondition
+		if named(se.Selector) {
+			code = codes.NotFound
+		}
+		return nil, status.Error(code, err.Error())
 	case err != nil:
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &daemonv1.EvictResponse{LeasesAtEvict: uint32(n), BytesFreed: freed}, nil
+	return &daemonv1.EvictResponse{LeasesAtEvict: uint32(res.Leases), BytesFreed: res.Freed, Generations: res.Generations}, nil
 }

@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
@@ -174,15 +176,45 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 }
 
 // takeoverDescriptors answers a successor's takeover request (lease l is
-// the successor's own attach): the writable descriptors of l's generation,
-// when every handle is a descriptor; answerFDRequest then hands over
-// (takeover.go).
+// one of the successor's own attaches): the writable descriptors of every
+// generation, generation after generation in id order, each in handle
+// order; answerFDRequest then hands over (takeover.go). The successor must
+// hold a lease (same pid) on every generation, and every generation must
+// serve with descriptor handles only: else nothing is sent.
 func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {
-	if n := l.m.files.count(); n == 0 || n != len(l.m.handles) {
-		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable,
-			Message: "this daemon's handles are names, not descriptors: its memory cannot change hands"}
+	r := d.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held := map[*generation]bool{}
+	for _, o := range r.leases {
+		if o.peer.PID == l.peer.PID && o.peer.UID == l.peer.UID {
+			held[o.gen] = true
+		}
 	}
-	return descriptorsReply(l.m.files.descriptors(true))
+	gens := slices.Clone(r.gens)
+	slices.SortFunc(gens, func(a, b *generation) int { return cmp.Compare(a.id, b.id) })
+	var out []fdchannel.Descriptor
+	refuse := func(format string, args ...any) ([]fdchannel.Descriptor, fdchannel.Reply) {
+		fdchannel.CloseAll(out)
+		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: fmt.Sprintf(format, args...)}
+	}
+	for _, g := range gens {
+		switch {
+		case g.state != StateServing:
+			return refuse("generation %d is %s: no takeover until it serves or is gone", g.id, g.state)
+		case !held[g]:
+			return refuse("the successor (pid %d) holds no lease on generation %d: attach to every generation first", l.peer.PID, g.id)
+		}
+		if n := g.manifest.files.count(); n == 0 || n != len(g.manifest.handles) {
+			return refuse("generation %d: this daemon's handles are names, not descriptors: its memory cannot change hands", g.id)
+		}
+		ds, err := g.manifest.files.descriptors(true)
+		if err != nil {
+			return refuse("generation %d: %v", g.id, err)
+		}
+		out = append(out, ds...)
+	}
+	return out, fdchannel.Reply{}
 }
 
 // descriptorsReply turns descriptors' result into fdAnswer's.

@@ -75,11 +75,18 @@ type running struct {
 // start starts a daemon on gpu with options edited by edit and runs it.
 func (f *fixture) start(gpu int, edit func(*Options)) *running {
 	f.t.Helper()
+	return f.startWith(gpu, f.plugin(nil), edit)
+}
+
+// startWith starts a daemon on gpu over plugin p with options edited by
+// edit and runs it.
+func (f *fixture) startWith(gpu int, p *testplugin.Plugin, edit func(*Options)) *running {
+	f.t.Helper()
 	o := f.options(gpu)
 	if edit != nil {
 		edit(&o)
 	}
-	return f.run(f.plugin(nil), o)
+	return f.run(p, o)
 }
 
 // run starts a daemon over p with o and runs it until the test ends.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -41,16 +42,16 @@ func (b *blobSums) add(s *daemonv1.FileSHA256) {
 }
 
 // verifyHubBlobs checks, one file at a time and in the background, the blob
-// name of every file of m's content whose path resolves to a hub blob, and
-// records the name (m.blobs) when the file's plain SHA-256 is that name and
-// its identity is still the one recorded at the load (so the bytes hashed
-// are the bytes loaded). A name that is not the content's SHA-256 is never
-// recorded (logged as a warning). It returns when every such file is done,
-// or at once when ctx is cancelled (the daemon stops) or m is no longer
-// the daemon's manifest (checked between files).
-func (d *Daemon) verifyHubBlobs(ctx context.Context, m *manifest) {
+// name of every file of g's content whose path resolves to a hub blob, and
+// records the name (g.manifest.blobs) when the file's plain SHA-256 is that
+// name and its identity is still the one recorded at the load (so the bytes
+// hashed are the bytes loaded). A name that is not the content's SHA-256 is
+// never recorded (logged as a warning). It returns when every such file is
+// done, or at once when ctx is cancelled (the daemon stops, or g is evicted:
+// removeGenLocked) or g no longer serves (checked between files).
+func (d *Daemon) verifyHubBlobs(ctx context.Context, g *generation, m *manifest) {
 	for _, f := range cacheconfig.FilesFromProto(m.content) {
-		if ctx.Err() != nil || !d.serves(m) {
+		if ctx.Err() != nil || !d.reg.serves(g) {
 			return
 		}
 		sum, resolved, ok := hubcache.BlobSHA256(f.Path)
@@ -59,20 +60,20 @@ func (d *Daemon) verifyHubBlobs(ctx context.Context, m *manifest) {
 		}
 		if err := verifyBlob(ctx, resolved, sum, f.Identity); err != nil {
 			if !errors.Is(err, context.Canceled) {
-				d.log.Warn("hub blob name not recorded", "file", f.Name, "blob", resolved, "error", err)
+				d.log.Warn("hub blob name not recorded", "generation", g.id, "file", f.Name, "blob", resolved, "error", err)
 			}
 			continue
 		}
 		m.blobs.add(&daemonv1.FileSHA256{Name: f.Name, Sha256: sum})
-		d.log.Info("hub blob name verified", "file", f.Name, "sha256", sum)
+		d.log.Info("hub blob name verified", "generation", g.id, "file", f.Name, "sha256", sum)
 	}
 }
 
-// serves reports whether m is the daemon's manifest.
-func (d *Daemon) serves(m *manifest) bool {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.manifest == m
+// serves reports whether g is one of the generations held and serving.
+func (r *registry) serves(g *generation) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return g.state == StateServing && slices.Contains(r.gens, g)
 }
 
 // verifyBlob checks that the file at path still has identity id, that its
@@ -97,25 +98,33 @@ func verifyBlob(ctx context.Context, path, sum string, id safetensors.Stamp) err
 	return same()
 }
 
-// startHubBlobVerify starts verifyHubBlobs for the manifest of a file load
-// (loaded or taken over; a publish's content names the publisher's files,
-// which the daemon did not load) and returns a function that cancels it and
-// waits for it to end.
+// startHubBlobVerify starts verifyHubBlobs for every generation of a file
+// load (loaded or taken over; a publish's content names the publisher's
+// files, which the daemon did not load), each with its own context, which
+// evicting the generation cancels (g.stopVerify). It returns a function that
+// cancels them all and waits for them to end.
 func (d *Daemon) startHubBlobVerify(ctx context.Context) (stop func()) {
-	d.mu.RLock()
-	m := d.manifest
-	d.mu.RUnlock()
-	if m == nil || m.published || len(m.content) == 0 {
-		return func() {}
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.verifyHubBlobs(ctx, m)
-	}()
+	var wg sync.WaitGroup
+	r := d.reg
+	r.mu.Lock()
+	for _, g := range r.gens {
+		m := g.manifest
+		if g.state != StateServing || m == nil || m.published || len(m.content) == 0 {
+			continue
+		}
+		gctx, gcancel := context.WithCancel(ctx)
+		g.stopVerify = gcancel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer gcancel()
+			d.verifyHubBlobs(gctx, g, m)
+		}()
+	}
+	r.mu.Unlock()
 	return func() {
 		cancel()
-		<-done
+		wg.Wait()
 	}
 }

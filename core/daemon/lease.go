@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -12,7 +13,8 @@ import (
 	"github.com/wcache/wcache/core/fdchannel"
 )
 
-// State is the daemon's serving state.
+// State is the daemon's serving state, or a generation's (publishing,
+// serving, draining).
 type State int
 
 const (
@@ -63,39 +65,71 @@ type lease struct {
 	// noticed is true once the current drain notified this lease
 	// (guarded by registry.mu).
 	noticed bool
-	// token is the lease's descriptor channel secret, and m the manifest
-	// it was given (whose descriptors the channel hands out).
+	// token is the lease's descriptor channel secret, gen its generation
+	// and m the manifest it was given (whose descriptors the channel hands
+	// out).
 	token [fdchannel.TokenSize]byte
+	gen   *generation
 	m     *manifest
 }
 
-// registry holds the leases and the serving state.
+// registry holds the generations, the leases and the daemon's state.
 type registry struct {
-	mu       sync.Mutex
-	next     uint64
-	leases   map[uint64]*lease
-	state    State
+	mu     sync.Mutex
+	next   uint64
+	leases map[uint64]*lease
+	// gens are the generations held, oldest first (generation.go).
+	gens []*generation
+	// stopping: the daemon is shutting down; drainers counts the
+	// daemon-wide drains (Stop) in progress.
+	stopping bool
 	drainers int
-	// changed is closed (and replaced) whenever a lease goes away or the
+	// changed is closed (and replaced) whenever a lease goes away or a
 	// state changes, waking waiters.
 	changed chan struct{}
-	// metrics receives the lease count and the state on every change,
-	// under mu (never nil; set before the daemon serves).
-	metrics Metrics
-	// publisher is the publish in progress while state is
-	// StatePublishing (see publishstate.go).
-	publisher *publisher
+	// metrics receives the lease count and the daemon's state on every
+	// change, under mu (never nil; set before the daemon serves);
+	// reported is the state it was last given.
+	metrics  Metrics
+	reported State
 }
 
 func newRegistry() *registry {
-	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{}), metrics: noMetrics{}}
+	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{}), metrics: noMetrics{}, reported: -1}
 }
 
-// setStateLocked changes the state, reports it and wakes every waiter.
-// r.mu must be held.
-func (r *registry) setStateLocked(s State) {
-	r.state = s
-	r.metrics.StateChanged(s)
+// stateLocked is the daemon's state, from its generations': stopping;
+// draining during a Stop's drain; else serving while any generation
+// serves, draining while one drains, publishing while one is published,
+// empty when it holds none. r.mu must be held.
+func (r *registry) stateLocked() State {
+	switch {
+	case r.stopping:
+		return StateStopping
+	case r.drainers > 0:
+		return StateDraining
+	}
+	st := StateEmpty
+	for _, g := range r.gens {
+		switch {
+		case g.state == StateServing:
+			return StateServing
+		case g.state == StateDraining:
+			st = StateDraining
+		case g.state == StatePublishing && st == StateEmpty:
+			st = StatePublishing
+		}
+	}
+	return st
+}
+
+// changedLocked reports a changed state and wakes every waiter. r.mu must
+// be held.
+func (r *registry) changedLocked() {
+	if st := r.stateLocked(); st != r.reported {
+		r.reported = st
+		r.metrics.StateChanged(st)
+	}
 	r.broadcastLocked()
 }
 
@@ -106,7 +140,8 @@ func (r *registry) setMetrics(m Metrics) {
 	defer r.mu.Unlock()
 	r.metrics = m
 	m.Leases(len(r.leases))
-	m.StateChanged(r.state)
+	r.reported = r.stateLocked()
+	m.StateChanged(r.reported)
 }
 
 // broadcastLocked wakes every waiter. r.mu must be held.
@@ -115,21 +150,15 @@ func (r *registry) broadcastLocked() {
 	r.changed = make(chan struct{})
 }
 
-// add registers a new lease, unless the daemon is draining or stopping (the
-// state is returned then, with a nil lease).
-func (r *registry) add(p PeerInfo, clientName string, now time.Time, m *manifest) (*lease, State) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.state != StateServing {
-		return nil, r.state
-	}
+// addLocked registers a new lease on g, which serves. r.mu must be held.
+func (r *registry) addLocked(g *generation, p PeerInfo, clientName string, now time.Time) *lease {
 	r.next++
 	l := &lease{id: r.next, peer: p, clientName: clientName, since: now,
-		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{}), m: m}
+		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{}), gen: g, m: g.manifest}
 	rand.Read(l.token[:]) // never fails (crypto/rand since Go 1.24)
 	r.leases[l.id] = l
 	r.metrics.Leases(len(r.leases))
-	return l, StateServing
+	return l
 }
 
 // lookup returns the live lease id, or nil.
@@ -154,36 +183,33 @@ func (r *registry) remove(l *lease) {
 func (r *registry) list() []*lease {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.listLocked(nil)
+}
+
+// listLocked returns the leases of gens (nil: of every generation)
+// ordered by id. r.mu must be held.
+func (r *registry) listLocked(gens []*generation) []*lease {
 	out := make([]*lease, 0, len(r.leases))
 	for _, l := range r.leases {
-		out = append(out, l)
+		if gens == nil || slices.Contains(gens, l.gen) {
+			out = append(out, l)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
 }
 
-// currentState is the serving state.
+// currentState is the daemon's state.
 func (r *registry) currentState() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.state
+	return r.stateLocked()
 }
 
-// beginDrain enters the draining state (unless stopping) and sends notice
-// to every lease the drain has not notified yet. It reports false when the
-// daemon is already stopping.
-func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.state == StateStopping {
-		return false
-	}
-	r.drainers++
-	r.endPublisherLocked() // a stop ends a publish in progress
-	if r.state != StateDraining {
-		r.setStateLocked(StateDraining)
-	}
-	for _, l := range r.leases {
+// notifyLocked sends notice to every lease of gens (nil: every lease) the
+// current drain has not notified yet. r.mu must be held.
+func (r *registry) notifyLocked(gens []*generation, notice *daemonv1.Notice) {
+	for _, l := range r.listLocked(gens) {
 		if l.noticed {
 			continue
 		}
@@ -193,32 +219,48 @@ func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
 		default:
 		}
 	}
+}
+
+// beginDrain (a Stop) enters the draining state (unless stopping), ends
+// every publish in progress and sends notice to every lease the drain has
+// not notified yet. It reports false when the daemon is already stopping.
+func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return false
+	}
+	r.drainers++
+	r.endPublishersLocked() // a stop ends a publish in progress
+	r.notifyLocked(nil, notice)
+	r.changedLocked()
 	return true
 }
 
-// endDrain ends one drain. When the last drain gave up (the daemon keeps
-// serving), attaches are accepted again and a later drain notifies again.
+// endDrain ends one Stop's drain. When the last one gave up (the daemon
+// keeps serving), attaches are accepted again and a later drain notifies
+// again (but a lease of a generation an evict drains stays notified).
 func (r *registry) endDrain() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drainers--
-	if r.drainers == 0 && r.state == StateDraining {
+	if r.drainers == 0 && !r.stopping {
 		for _, l := range r.leases {
-			l.noticed = false
+			if l.gen.state != StateDraining {
+				l.noticed = false
+			}
 		}
-		r.setStateLocked(StateServing)
 	}
+	r.changedLocked()
 }
 
-// stop enters the stopping state and ends every lease with err. It returns
-// the number of leases it ended.
+// stop enters the stopping state, ends every publish in progress and ends
+// every lease with err. It returns the number of leases it ended.
 func (r *registry) stop(err error) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state != StateStopping {
-		r.setStateLocked(StateStopping)
-	}
-	r.endPublisherLocked()
+	r.stopping = true
+	r.endPublishersLocked()
 	n := 0
 	for _, l := range r.leases {
 		select {
@@ -229,15 +271,17 @@ func (r *registry) stop(err error) int {
 			n++
 		}
 	}
+	r.changedLocked()
 	return n
 }
 
-// waitEmpty waits until no lease is left (true), the daemon is stopping
-// (true: someone else forced it), or ctx ends (false).
-func (r *registry) waitEmpty(ctx context.Context) bool {
+// waitEmpty waits until no lease of gens (nil: no lease at all) is left
+// (true), the daemon is stopping (true: someone else forced it), or ctx
+// ends (false).
+func (r *registry) waitEmpty(ctx context.Context, gens []*generation) bool {
 	for {
 		r.mu.Lock()
-		if len(r.leases) == 0 || r.state == StateStopping {
+		if r.stopping || len(r.listLocked(gens)) == 0 {
 			r.mu.Unlock()
 			return true
 		}

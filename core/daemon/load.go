@@ -62,19 +62,44 @@ func (s LoadStats) BytesPerSecond() float64 {
 	return float64(s.Bytes) / s.Duration.Seconds()
 }
 
-// openCheckpoint opens the whole checkpoint or the rank's pre-sharded files.
-func (d *Daemon) openCheckpoint() (*safetensors.Checkpoint, error) {
-	c := d.opts.Config
-	ck, err := plan.OpenCheckpoint(d.opts.Model, d.opts.ShardPattern, plan.ShardRanks{
+// openCheckpoint opens the whole checkpoint of src or the rank's
+// pre-sharded files.
+func openCheckpoint(src Source) (*safetensors.Checkpoint, error) {
+	c := src.Config
+	return plan.OpenCheckpoint(src.Model, src.ShardPattern, plan.ShardRanks{
 		TPRank: c.TPRank, TPSize: c.TPSize, PPRank: c.PPRank, PPSize: c.PPSize})
+}
+
+// loadJob is one checkpoint of Options.sources, opened, planned and with
+// its config completed, to be loaded as a generation.
+type loadJob struct {
+	src Source
+	ck  *safetensors.Checkpoint
+	pl  *plan.Plan
+	g   *generation
+}
+
+// prepare opens and plans src and completes its config (Start, before the
+// lock): nothing is allocated.
+func (d *Daemon) prepare(ctx context.Context, src Source) (*loadJob, error) {
+	ck, err := openCheckpoint(src)
 	if err != nil {
 		return nil, err
 	}
-	d.info.Model = d.opts.Model
-	for _, f := range ck.Files {
-		d.info.Files = append(d.info.Files, f.Path)
+	pl, err := plan.Build(ck, d.opts.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", src.Model, err)
 	}
-	return ck, nil
+	cfg, err := d.completeConfig(ctx, src, ck)
+	if err != nil {
+		return nil, err
+	}
+	g := &generation{model: src.Model, config: cfg, configProto: cfg.ToProto(), digest: cfg.Digest(),
+		compare: compareFor(false, len(ck.Files), cfg.EngineName), tensors: len(pl.Tensors)}
+	for _, f := range ck.Files {
+		g.files = append(g.files, f.Path)
+	}
+	return &loadJob{src: src, ck: ck, pl: pl, g: g}, nil
 }
 
 // unchanged checks, after the load, that every checkpoint file is still the
@@ -101,7 +126,7 @@ func unchanged(ck *safetensors.Checkpoint) error {
 // reading the leaves it did not cover whole (the header's, those at arena
 // edges; all of them for a backend that does not hash), and the identity
 // the header was read with (unchanged checks it still holds afterwards).
-func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leaves []filedigest.FileLeaves) ([]cacheconfig.FileContent, error) {
+func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leaves []filedigest.FileLeaves, stats *LoadStats) ([]cacheconfig.FileContent, error) {
 	byPath := map[string][]filedigest.Leaf{}
 	for _, fl := range leaves {
 		byPath[fl.Path] = append(byPath[fl.Path], fl.Leaves...)
@@ -119,63 +144,61 @@ func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leav
 		out = append(out, cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: digest, Identity: f.Stamp})
 	}
 	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
-	d.info.Load.DigestLeaves, d.info.Load.DigestLeavesFromFill = all, fromFill
+	stats.DigestLeaves, stats.DigestLeavesFromFill = all, fromFill
 	d.log.Info("content digests", "files", len(out), "leaves", all, "leaves_from_fill", fromFill)
 	return out, nil
 }
 
-// completeConfig fills the fields the daemon knows and validates the result.
-func (d *Daemon) completeConfig(ctx context.Context, ck *safetensors.Checkpoint) error {
-	c := d.opts.Config.WithCheckpoint(d.opts.Model, ck)
+// completeConfig fills the fields the daemon knows into src's config and
+// validates the result.
+func (d *Daemon) completeConfig(ctx context.Context, src Source, ck *safetensors.Checkpoint) (cacheconfig.Config, error) {
+	c := src.Config.WithCheckpoint(src.Model, ck)
 	if c.ProtocolVersion == 0 {
 		c.ProtocolVersion = daemonv1.ProtocolVersion
 	}
 	if c.DeviceCapability == "" {
 		capability, err := DeviceCapability(ctx, d.backend, d.opts.GPU)
 		if err != nil {
-			return err
+			return c, err
 		}
 		c.DeviceCapability = capability
 	}
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("daemon config: %w", err)
+		return c, fmt.Errorf("daemon config of %s: %w", src.Model, err)
 	}
-	d.config = c
-	d.configProto = c.ToProto()
-	d.info.Config = c
-	d.info.ConfigDigest = c.Digest()
-	return nil
+	return c, nil
 }
 
-// fill allocates every arena of the plan, loads it and exports it.
-func (d *Daemon) fill(ctx context.Context, pl *plan.Plan) ([]sdk.Handle, error) {
+// fill allocates every arena of the plan into g.allocs, loads it and
+// exports it; g.load receives the statistics.
+func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
-	reserved, err := d.allocate(ctx, pl, &d.allocs)
+	reserved, err := d.allocate(ctx, pl, &g.allocs)
 	if err != nil {
 		return nil, err
 	}
 	startLoad := time.Now()
 	allocated := startLoad.Sub(startAlloc)
-	fillStats, err := d.loadArenas(ctx, pl)
+	fillStats, err := d.loadArenas(ctx, pl, g.allocs)
 	if err != nil {
 		return nil, err
 	}
-	d.info.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
+	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
 		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated, Source: SourceFiles}
 	f := fillStats
-	d.log.Info("loaded", "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", d.info.Load.Duration.Seconds(),
-		"bytes_per_second", d.info.Load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
+	d.log.Info("loaded", "model", g.model, "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", g.load.Duration.Seconds(),
+		"bytes_per_second", g.load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
 		"direct_files", f.DirectFiles, "buffered_files", f.BufferedFiles, "read_s", f.Read.Seconds(),
 		"buffer_wait_s", f.BufferWait.Seconds(), "queue_s", f.Queue.Seconds(), "copy_wait_s", f.CopyWait.Seconds())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
 	startExport := time.Now()
-	handles, err := d.export(ctx, d.allocs)
+	handles, err := d.export(ctx, g.allocs)
 	if err != nil {
 		return nil, err
 	}
-	d.info.Load.Export = time.Since(startExport)
+	g.load.Export = time.Since(startExport)
 	return handles, nil
 }
 
@@ -217,7 +240,7 @@ func (d *Daemon) export(ctx context.Context, ids []sdk.AllocationID) ([]sdk.Hand
 // backend's fill pipeline has them all in flight together), reports the
 // summed progress and returns the summed fill counters. The first error
 // cancels the other Loads; it is returned after they all ended.
-func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan) (sdk.LoadStats, error) {
+func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan, ids []sdk.AllocationID) (sdk.LoadStats, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -239,7 +262,7 @@ func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan) (sdk.LoadStats, 
 			}
 		}
 		wg.Go(func() {
-			st, err := sdk.LoadWithStats(ctx, d.backend, d.allocs[i], a.Extents, progress)
+			st, err := sdk.LoadWithStats(ctx, d.backend, ids[i], a.Extents, progress)
 			mu.Lock()
 			defer mu.Unlock()
 			total.Add(st)
@@ -253,14 +276,20 @@ func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan) (sdk.LoadStats, 
 	return total, firstErr
 }
 
-// freeAll frees every allocation the daemon holds.
+// freeAll frees every allocation of every generation the daemon holds,
+// but those of a publish in progress (its handler frees them).
 func (d *Daemon) freeAll() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.freeAllocs(d.allocs)
-	d.allocs = nil
-	if d.manifest != nil {
-		d.manifest.files.close()
+	d.reg.mu.Lock()
+	defer d.reg.mu.Unlock()
+	for _, g := range d.reg.gens {
+		if g.state == StatePublishing {
+			continue
+		}
+		d.freeAllocs(g.allocs)
+		g.allocs = nil
+		if g.manifest != nil {
+			g.manifest.files.close()
+		}
 	}
 }
 

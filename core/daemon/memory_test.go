@@ -35,6 +35,8 @@ func TestMemoryRefusedBeforeAllocating(t *testing.T) {
 	}{
 		{"max-bytes", func(o *Options) { o.MaxBytes = 4096 },
 			func(e *MemoryError) bool { return e.MaxBytes == 4096 && e.Need > 4096 }},
+		{"max-fraction", func(o *Options) { o.MaxFraction = 1e-6 }, // of the mock's 1 GiB
+			func(e *MemoryError) bool { return e.MaxBytes == 1073 && e.Need > e.MaxBytes }},
 		{"reserve-bytes", func(o *Options) { o.ReserveBytes = 1 << 30 },
 			func(e *MemoryError) bool { return e.Free == 1<<30 && e.Reserve == 1<<30 && e.Need > 0 }},
 	} {

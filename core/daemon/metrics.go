@@ -29,6 +29,19 @@ type Metrics interface {
 	// StateChanged reports the serving state: StateServing once before the
 	// daemon listens, then every change.
 	StateChanged(s State)
+	// DeviceBytes reports the device memory the daemon holds after every
+	// change (a load, publish, evict): total, and per generation (oldest
+	// first) — the arenas' sizes as the backend reported them, so total is
+	// their sum and Status's device_bytes_total.
+	DeviceBytes(total uint64, generations []GenerationBytes)
+}
+
+// GenerationBytes is what one generation holds on the device.
+type GenerationBytes struct {
+	Generation   uint64
+	Model        string
+	ConfigDigest string
+	Bytes        uint64
 }
 
 // AttachFailure says why an attach ended without a manifest; its string is
@@ -68,11 +81,24 @@ type MetricsFactory func(deviceUUID string) (Metrics, error)
 // noMetrics is the Metrics of a daemon without Options.Metrics.
 type noMetrics struct{}
 
-func (noMetrics) Loaded(LoadStats, int)      {}
-func (noMetrics) Attached(time.Duration)     {}
-func (noMetrics) AttachFailed(AttachFailure) {}
-func (noMetrics) Leases(int)                 {}
-func (noMetrics) StateChanged(State)         {}
+func (noMetrics) Loaded(LoadStats, int)                 {}
+func (noMetrics) Attached(time.Duration)                {}
+func (noMetrics) AttachFailed(AttachFailure)            {}
+func (noMetrics) Leases(int)                            {}
+func (noMetrics) StateChanged(State)                    {}
+func (noMetrics) DeviceBytes(uint64, []GenerationBytes) {}
+
+// reportHeld sends the device memory held to the daemon's Metrics.
+func (d *Daemon) reportHeld() {
+	r := d.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gens := make([]GenerationBytes, len(r.gens))
+	for i, g := range r.gens {
+		gens[i] = GenerationBytes{Generation: g.id, Model: g.config.Model, ConfigDigest: g.digest, Bytes: g.deviceBytes()}
+	}
+	d.metrics.DeviceBytes(r.heldLocked(), gens)
+}
 
 // State is the daemon's serving state now.
 func (d *Daemon) State() State { return d.reg.currentState() }

@@ -29,6 +29,9 @@ type recordingMetrics struct {
 	failures []AttachFailure
 	leases   []int
 	states   []State
+	// held is the last DeviceBytes report.
+	held    uint64
+	heldGen []GenerationBytes
 }
 
 func (m *recordingMetrics) factory(uuid string) (Metrics, error) {
@@ -69,13 +72,19 @@ func (m *recordingMetrics) StateChanged(s State) {
 	m.states = append(m.states, s)
 }
 
+func (m *recordingMetrics) DeviceBytes(total uint64, gens []GenerationBytes) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held, m.heldGen = total, slices.Clone(gens)
+}
+
 // snapshot copies the record.
 func (m *recordingMetrics) snapshot() recordingMetrics {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return recordingMetrics{device: m.device, loaded: slices.Clone(m.loaded), tensors: m.tensors,
 		attached: slices.Clone(m.attached), failures: slices.Clone(m.failures),
-		leases: slices.Clone(m.leases), states: slices.Clone(m.states)}
+		leases: slices.Clone(m.leases), states: slices.Clone(m.states), held: m.held, heldGen: slices.Clone(m.heldGen)}
 }
 
 func TestMetricsSeeLoadAttachesLeasesAndState(t *testing.T) {

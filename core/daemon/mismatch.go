@@ -23,6 +23,26 @@ func mismatchStatus(diffs []cacheconfig.FieldDiff) error {
 	return withDetail.Err()
 }
 
+// generationMismatchStatus is mismatchStatus for a daemon holding several
+// generations: the diffs are those of g, the nearest of the serving ones
+// compared; the detail names it (generation, config digest) and how many
+// were compared, and so does the message when there were several.
+func generationMismatchStatus(diffs []cacheconfig.FieldDiff, g *generation, compared int) error {
+	kept, omitted := cacheconfig.BoundDiffs(diffs)
+	msg := mismatchMessage(kept, omitted)
+	if compared > 1 {
+		msg = fmt.Sprintf("no generation of the %d held matches; nearest %s (%s): %s", compared, g.digest, g.config.Model, msg)
+	}
+	st := status.New(codes.FailedPrecondition, msg)
+	detail := mismatchToProto(kept, omitted)
+	detail.Generation, detail.ConfigDigest, detail.Generations = g.id, g.digest, uint32(compared)
+	withDetail, err := st.WithDetails(detail)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetail.Err()
+}
+
 // maxMismatchMessageNames bounds the field names listed in a mismatch
 // status message (bytes).
 const maxMismatchMessageNames = 512

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,6 +68,11 @@ type Options struct {
 	// the cleaned Model path), DeviceCapability (when empty: the backend's
 	// capability of the device) and ProtocolVersion (when 0).
 	Config cacheconfig.Config
+	// Models are more checkpoints to load at start, each a generation of
+	// its own beside Model's (a target and a draft model, co-located
+	// models), in this order; each Source's Config is completed as Config
+	// is. A checkpoint whose completed config equals another's is refused.
+	Models []Source
 	// Layout names the daemon's files from its device UUID.
 	Layout paths.Layout
 	// KeepLayout makes an empty daemon (no Model) keep Config's parallel
@@ -86,6 +92,11 @@ type Options struct {
 	// (*MemoryError; RESOURCE_EXHAUSTED for a publish). 0 (the default):
 	// no cap but the device's free memory.
 	MaxBytes uint64
+	// MaxFraction, when above 0 (at most 1), sets MaxBytes to this
+	// fraction of the device's total memory as the backend reports it
+	// (serve --max-bytes 80%); Start fails when the backend reports none.
+	// It excludes MaxBytes.
+	MaxFraction float64
 	// ReserveBytes is device memory a load or a publish must leave free,
 	// for the engine's context and kernels: one whose plan needs more than
 	// the device's free memory less ReserveBytes is refused the same way.
@@ -177,8 +188,37 @@ type Options struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
+// Source is a checkpoint the daemon loads at start, as one generation:
+// Model, ShardPattern and Config as in Options.
+type Source struct {
+	Model        string
+	ShardPattern string
+	Config       cacheconfig.Config
+}
+
+// sources are the checkpoints to load at start: Model's (when set), then
+// Models.
+func (o Options) sources() []Source {
+	var out []Source
+	if o.Model != "" {
+		out = append(out, Source{Model: o.Model, ShardPattern: o.ShardPattern, Config: o.Config})
+	}
+	return append(out, o.Models...)
+}
+
 // withDefaults fills zero fields and checks required ones.
 func (o Options) withDefaults() (Options, error) {
+	o.Models = slices.Clone(o.Models)
+	for i, s := range o.Models {
+		if s.Model == "" {
+			return o, fmt.Errorf("daemon: model %d of Models has no directory", i+1)
+		}
+		abs, err := filepath.Abs(s.Model)
+		if err != nil {
+			return o, fmt.Errorf("daemon: model directory %s: %w", s.Model, err)
+		}
+		o.Models[i].Model = abs
+	}
 	if o.Model != "" {
 		// The backend plugin reads the files itself, and a plugin need not
 		// run in the daemon's working directory: it is always given
@@ -193,6 +233,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.GPU < 0 {
 		return o, fmt.Errorf("daemon: GPU ordinal %d is negative", o.GPU)
+	}
+	if o.MaxFraction < 0 || o.MaxFraction > 1 || (o.MaxFraction > 0 && o.MaxBytes != 0) {
+		return o, fmt.Errorf("daemon: MaxFraction %g: want 0 to 1, and not with MaxBytes", o.MaxFraction)
 	}
 	if o.Layout.Socket.IsZero() || o.Layout.Ready.IsZero() {
 		return o, fmt.Errorf("daemon: no path layout")

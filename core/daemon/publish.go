@@ -23,10 +23,11 @@ import (
 // maxPublishTensors bounds a publish's tensor_count.
 const maxPublishTensors = 1 << 20
 
-// Publish fills an empty daemon with a client's tensors, in the order of
-// docs/protocol.md ("Publish"): begin (+ tensors) → plan → commit → done.
-// Whatever ends the stream before the commit is installed frees the
-// allocations and leaves the daemon empty.
+// Publish adds a generation of a client's tensors beside those the daemon
+// holds, in the order of docs/protocol.md ("Publish"): begin (+ tensors) →
+// plan → commit → done. Whatever ends the stream before the commit is
+// installed frees its allocations and forgets its generation; the other
+// generations and their leases are untouched.
 func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	d := s.d
 	ctx := stream.Context()
@@ -70,18 +71,24 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	case begin.GetTensorCount() == 0 || begin.GetTensorCount() > maxPublishTensors:
 		return status.Errorf(codes.InvalidArgument, "publish: tensor_count %d: want 1 to %d", begin.GetTensorCount(), maxPublishTensors)
 	}
-	d.mu.RLock()
-	digest := d.info.ConfigDigest
-	d.mu.RUnlock()
 	name := begin.GetClientName()
 	if len(name) > maxClientNameLen {
 		name = name[:maxClientNameLen]
 	}
-	pub, err := d.reg.beginPublish(p, name, digest, time.Now())
+	cfg, err := d.publishConfig(ctx, cacheconfig.FromProto(begin.GetConfig()))
+	if err != nil {
+		return err
+	}
+	if err := d.checkLayout(cfg); err != nil {
+		return err
+	}
+	// A generation of its own, beside those the daemon holds; the same
+	// config twice is a conflict.
+	pub, g, err := d.reg.beginPublish(p, name, cfg, compareFor(true, len(begin.GetFiles()), cfg.EngineName), time.Now())
 	if err != nil {
 		return conflictStatus(err)
 	}
-	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name)
+	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name, "generation", g.id, "config_digest", g.digest)
 	var ids []sdk.AllocationID
 	var m *manifest
 	committed := false
@@ -90,13 +97,14 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 			return
 		}
 		d.freeAllocs(ids)
-		d.publishing.Store(0)
 		if m != nil {
 			m.files.close()
 		}
-		if d.reg.finishPublish(pub, StateEmpty) {
-			d.log.Warn("publish aborted: the daemon is empty again", "pid", p.PID, "allocations_freed", len(ids))
+		if d.reg.abortPublish(pub) {
+			d.log.Warn("publish aborted: its generation is forgotten, the others are untouched", "pid", p.PID,
+				"generation", g.id, "allocations_freed", len(ids))
 		}
+		d.reportHeld()
 	}()
 
 	if err := checkMetadata(begin.GetMetadata()); err != nil {
@@ -125,13 +133,6 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	if uint32(len(specs)) != begin.GetTensorCount() {
 		return status.Errorf(codes.InvalidArgument, "publish: tensor_count is %d, the table has %d entries", begin.GetTensorCount(), len(specs))
 	}
-	cfg, err := d.publishConfig(ctx, cacheconfig.FromProto(begin.GetConfig()))
-	if err != nil {
-		return err
-	}
-	if err := d.checkLayout(cfg); err != nil {
-		return err
-	}
 	pl, err := plan.BuildTable(tableEntries(specs), d.opts.Plan)
 	if err != nil {
 		code := codes.InvalidArgument
@@ -140,21 +141,16 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		}
 		return status.Errorf(code, "publish: %v", err)
 	}
-	if err := d.admit(ctx, "publish", pl.AllocatedBytes()); err != nil {
-		return memoryStatus(err)
-	}
 	begun := time.Now()
-	reserved, err := d.allocate(ctx, pl, &ids)
-	d.publishing.Store(reserved)
+	reserved, err := d.allocatePublish(ctx, pl, g, &ids)
 	if err != nil {
-		return backendStatus("publish", err)
+		return err
 	}
 	handles, err := d.export(ctx, ids)
 	if err != nil {
 		return backendStatus("publish", err)
 	}
-	generation := uint64(time.Now().UnixNano())
-	m = newManifest(d.info.DeviceUUID, d.info.Backend, cfg.ToProto(), cfg.Digest(), generation, pl, handles)
+	m = newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
 	var publishID uint64
 	var fdToken []byte
 	if m.files != nil {
@@ -195,12 +191,12 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	}
 	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
 		Duration: time.Since(begun)}
-	if err := d.install(pub, cfg, ids, m, stats); err != nil {
+	if err := d.install(pub, ids, m, stats); err != nil {
 		return err
 	}
 	committed = true
 	d.metrics.Loaded(stats, len(pl.Tensors))
-	d.log.Info("published", "pid", p.PID, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
+	d.log.Info("published", "pid", p.PID, "generation", g.id, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
 		"allocations", len(ids), "verified", verified, "config_digest", m.digest)
 	return stream.Send(m.publishDone(pl.Bytes, verified))
 }
@@ -349,22 +345,38 @@ func (d *Daemon) verifyPublish(ctx context.Context, pl *plan.Plan, ids []sdk.All
 	return true, nil
 }
 
-// install makes the committed publish what the daemon serves, unless the
+// allocatePublish admits the plan beside every generation held (a
+// *MemoryError is RESOURCE_EXHAUSTED, before anything is allocated) and
+// allocates its arenas into *ids; the bytes the backend reserved count as
+// g's from then on.
+func (d *Daemon) allocatePublish(ctx context.Context, pl *plan.Plan, g *generation, ids *[]sdk.AllocationID) (uint64, error) {
+	d.allocMu.Lock()
+	defer d.allocMu.Unlock()
+	if err := d.admit(ctx, "publish", pl.AllocatedBytes(), g); err != nil {
+		return 0, memoryStatus(err)
+	}
+	reserved, err := d.allocate(ctx, pl, ids)
+	d.reg.mu.Lock()
+	g.load.AllocatedBytes = reserved
+	d.reg.mu.Unlock()
+	d.reportHeld()
+	if err != nil {
+		return 0, backendStatus("publish", err)
+	}
+	return reserved, nil
+}
+
+// install makes the committed publish a serving generation, unless the
 // daemon began stopping under it.
-func (d *Daemon) install(pub *publisher, cfg cacheconfig.Config, ids []sdk.AllocationID, m *manifest, stats LoadStats) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old := d.info
-	d.config, d.configProto = cfg, m.config
-	d.allocs, d.manifest, d.generation = ids, m, m.generation
-	d.info.Model, d.info.Files = "", nil
-	d.info.Config, d.info.ConfigDigest = cfg, m.digest
-	d.info.Tensors, d.info.Load = len(m.tensors), stats
-	d.publishing.Store(0) // now counted as the generation's
-	if !d.reg.finishPublish(pub, StateServing) {
-		d.info, d.allocs, d.manifest, d.config, d.configProto = old, nil, nil, cacheconfig.Config{}, d.emptyConfigProto()
+func (d *Daemon) install(pub *publisher, ids []sdk.AllocationID, m *manifest, stats LoadStats) error {
+	ok := d.reg.finishPublish(pub, true, func(g *generation) {
+		g.allocs, g.manifest, g.load = ids, m, stats
+		g.tensors, g.planned, g.started = len(m.tensors), 0, time.Now()
+	})
+	if !ok {
 		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)
 	}
+	d.reportHeld()
 	if err := d.rewriteReady(); err != nil {
 		// The ready file still says what it said: the daemon serves all the
 		// same, discovery goes by the socket.

@@ -3,7 +3,10 @@ package daemon
 import (
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
 
 	"github.com/wcache/wcache/core/fdchannel"
 )
@@ -21,6 +24,8 @@ type publisher struct {
 	id    uint64
 	token [fdchannel.TokenSize]byte
 	files *handleFiles
+	// gen is the generation being published.
+	gen *generation
 }
 
 // ConflictReason says why a Publish or an Evict was refused because of the
@@ -31,8 +36,8 @@ type ConflictReason int
 const (
 	// ConflictInProgress: another client is publishing (ABORTED).
 	ConflictInProgress ConflictReason = iota + 1
-	// ConflictHoldsWeights: the daemon already serves weights; evict
-	// first (FAILED_PRECONDITION).
+	// ConflictHoldsWeights: the daemon already serves weights for this
+	// config; attach to them, or evict them first (FAILED_PRECONDITION).
 	ConflictHoldsWeights
 	// ConflictBusy: the daemon is draining or stopping
 	// (FAILED_PRECONDITION).
@@ -53,50 +58,47 @@ func (e *PublishConflictError) Error() string {
 	case ConflictInProgress:
 		return fmt.Sprintf("publish in progress by pid %d", e.PublisherPID)
 	case ConflictHoldsWeights:
-		return fmt.Sprintf("daemon already holds weights (config %s): attach to them, or `wcache evict` first", e.ConfigDigest)
+		return fmt.Sprintf("daemon already holds weights for this config (%s): attach to them, or `wcache evict --config-digest %s` first", e.ConfigDigest, e.ConfigDigest)
 	default:
 		return fmt.Sprintf("daemon is %s", e.State)
 	}
 }
 
-// setState sets the state (a daemon started empty, before it serves).
-func (r *registry) setState(s State) {
+// beginPublish adds a generation for a publish of cfg by p and returns it
+// with its publisher. A generation that an attach with cfg would get
+// already exists is a *PublishConflictError: serving (ConflictHoldsWeights,
+// with its digest), being published (ConflictInProgress) or draining
+// (ConflictBusy); a daemon that stops or drains for a Stop is ConflictBusy.
+// Other generations are not touched: a publish of another config adds one
+// beside them. compare is how the new generation will be matched.
+func (r *registry) beginPublish(p PeerInfo, clientName string, cfg cacheconfig.Config,
+	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*publisher, *generation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.setStateLocked(s)
-}
-
-// stateAndPublisher is the state and, while publishing, the publisher's
-// pid.
-func (r *registry) stateAndPublisher() (State, int32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.publisher != nil {
-		return r.state, r.publisher.peer.PID
+	if r.stopping || r.drainers > 0 {
+		return nil, nil, &PublishConflictError{Reason: ConflictBusy, State: r.stateLocked()}
 	}
-	return r.state, 0
-}
-
-// beginPublish moves an empty daemon to StatePublishing for p. Any other
-// state is a *PublishConflictError (digest names what a serving daemon
-// holds).
-func (r *registry) beginPublish(p PeerInfo, clientName, digest string, now time.Time) (*publisher, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch r.state {
-	case StateEmpty:
-	case StatePublishing:
-		return nil, &PublishConflictError{Reason: ConflictInProgress, State: r.state, PublisherPID: r.publisher.peer.PID}
-	case StateServing:
-		return nil, &PublishConflictError{Reason: ConflictHoldsWeights, State: r.state, ConfigDigest: digest}
-	default:
-		return nil, &PublishConflictError{Reason: ConflictBusy, State: r.state}
+	for _, g := range r.gens {
+		if !g.matches(cfg) {
+			continue
+		}
+		switch g.state {
+		case StatePublishing:
+			return nil, nil, &PublishConflictError{Reason: ConflictInProgress, State: g.state, PublisherPID: g.publisher.peer.PID}
+		case StateServing:
+			return nil, nil, &PublishConflictError{Reason: ConflictHoldsWeights, State: g.state, ConfigDigest: g.digest}
+		default:
+			return nil, nil, &PublishConflictError{Reason: ConflictBusy, State: g.state}
+		}
 	}
 	r.next++
-	r.publisher = &publisher{peer: p, clientName: clientName, since: now, ended: make(chan struct{}), id: r.next}
-	rand.Read(r.publisher.token[:]) // never fails (crypto/rand since Go 1.24)
-	r.setStateLocked(StatePublishing)
-	return r.publisher, nil
+	pub := &publisher{peer: p, clientName: clientName, since: now, ended: make(chan struct{}), id: r.next}
+	rand.Read(pub.token[:]) // never fails (crypto/rand since Go 1.24)
+	g := &generation{state: StatePublishing, publisher: pub, config: cfg, configProto: cfg.ToProto(),
+		digest: cfg.Digest(), model: "", compare: compare, started: now}
+	pub.gen = g
+	r.addGenLocked(g)
+	return pub, g, nil
 }
 
 // setPublishFiles makes files what the publish's descriptor requests get.
@@ -111,48 +113,80 @@ func (r *registry) setPublishFiles(pub *publisher, files *handleFiles) {
 func (r *registry) publishFor(id uint64) (*publisher, *handleFiles) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state != StatePublishing || r.publisher == nil || r.publisher.id != id {
-		return nil, nil
+	for _, g := range r.gens {
+		if g.state == StatePublishing && g.publisher != nil && g.publisher.id == id {
+			return g.publisher, g.publisher.files
+		}
 	}
-	return r.publisher, r.publisher.files
+	return nil, nil
 }
 
-// finishPublish ends pub's publish with the state to: StateServing on a
-// commit, StateEmpty otherwise. It reports false (and changes nothing)
-// when pub's publish was already ended (the daemon is stopping).
-func (r *registry) finishPublish(pub *publisher, to State) bool {
+// finishPublish ends pub's publish: with commit, its generation serves
+// (set by the caller's fill, under r.mu); without, it is forgotten. It
+// reports false (and changes nothing) when pub's publish was already ended
+// (the daemon is stopping).
+func (r *registry) finishPublish(pub *publisher, commit bool, fill func(g *generation)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.publisher != pub || r.state != StatePublishing {
+	g := pub.gen
+	if g.publisher != pub || g.state != StatePublishing || !slices.Contains(r.gens, g) {
 		return false
 	}
-	r.endPublisherLocked()
-	r.setStateLocked(to)
+	if r.stopping || pub.isEnded() {
+		commit = false
+	}
+	g.publisher = nil
+	pub.end()
+	if !commit {
+		r.removeGenLocked(g)
+		return false
+	}
+	fill(g)
+	g.state = StateServing
+	r.changedLocked()
 	return true
 }
 
-// endPublisherLocked ends the publish in progress, if any. r.mu must be
-// held.
-func (r *registry) endPublisherLocked() {
-	if r.publisher != nil {
-		close(r.publisher.ended)
-		r.publisher = nil
+// abortPublish forgets pub's generation when it is still being published;
+// it reports whether it did.
+func (r *registry) abortPublish(pub *publisher) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := pub.gen
+	if g.state != StatePublishing || !slices.Contains(r.gens, g) {
+		return false
+	}
+	g.publisher = nil
+	pub.end()
+	r.removeGenLocked(g)
+	return true
+}
+
+// endPublishersLocked ends every publish in progress (the daemon stops).
+// r.mu must be held.
+func (r *registry) endPublishersLocked() {
+	for _, g := range r.gens {
+		if g.publisher != nil {
+			g.publisher.end()
+		}
 	}
 }
 
-// endEvict ends the drain of an Evict whose leases are gone: the daemon is
-// empty (unless it is stopping, which it stays). It reports whether the
-// daemon may free its weights, i.e. it is not stopping.
-func (r *registry) endEvict() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.drainers--
-	if r.state == StateStopping {
+// end closes ended (once).
+func (p *publisher) end() {
+	select {
+	case <-p.ended:
+	default:
+		close(p.ended)
+	}
+}
+
+// isEnded reports whether end was called.
+func (p *publisher) isEnded() bool {
+	select {
+	case <-p.ended:
+		return true
+	default:
 		return false
 	}
-	for _, l := range r.leases {
-		l.noticed = false
-	}
-	r.setStateLocked(StateEmpty)
-	return true
 }

@@ -45,33 +45,34 @@ func restartBackoff(n int, base time.Duration) time.Duration {
 
 // canRecover reports why the plugin's exit is fatal ("" when it is not):
 // only descriptor handles (the daemon holds the memory itself) survive it,
-// only while the daemon serves them or holds nothing, and only when the
-// daemon knows how to start a new plugin.
+// only while every generation serves (none is published or drained) and
+// the daemon is not stopping, and only when the daemon knows how to start
+// a new plugin.
 func (d *Daemon) canRecover() string {
 	if d.opts.RestartPlugin == nil {
 		return "no way to start a new plugin (Options.RestartPlugin)"
 	}
-	switch st := d.reg.currentState(); st {
-	case StateServing, StateEmpty:
-	default:
-		return fmt.Sprintf("the daemon is %s", st)
+	d.reg.mu.Lock()
+	defer d.reg.mu.Unlock()
+	if r := d.reg; r.stopping || r.drainers > 0 {
+		return fmt.Sprintf("the daemon is %s", r.stateLocked())
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.manifest == nil {
-		return ""
-	}
-	for i, h := range d.manifest.handles {
-		if d.manifest.files.ownFile(i) == nil {
-			return fmt.Sprintf("handle %d is %q, a name whose memory lived in the plugin process", i, h.Kind)
+	for _, g := range d.reg.gens {
+		if g.state != StateServing {
+			return fmt.Sprintf("generation %d is %s", g.id, g.state)
+		}
+		for i, h := range g.manifest.handles {
+			if g.manifest.files.ownFile(i) == nil {
+				return fmt.Sprintf("generation %d: handle %d is %q, a name whose memory lived in the plugin process", g.id, i, h.Kind)
+			}
 		}
 	}
 	return ""
 }
 
 // recoverPlugin replaces a dead plugin: it starts a new one and imports the
-// descriptor of every allocation into it, so that the daemon serves the
-// same generation without reading the disk. Leases are untouched (their
+// descriptor of every allocation of every generation into it, so that the
+// daemon serves the same generations without reading the disk. Leases are untouched (their
 // mappings never depended on the plugin). An error leaves the daemon to
 // shut down as for any fatal plugin exit.
 func (d *Daemon) recoverPlugin(ctx context.Context) error {
@@ -86,25 +87,46 @@ func (d *Daemon) recoverPlugin(ctx context.Context) error {
 		return fmt.Errorf("start a new backend plugin: %w", err)
 	}
 	b := p.Backend()
+	n, err := d.importAll(ctx, b)
+	if err != nil {
+		_ = p.Close()
+		return err
+	}
+	// d.mu after the registry's lock is released: rewriteReady takes them
+	// in the other order.
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	var ids []sdk.AllocationID
-	if m := d.manifest; m != nil {
+	d.plugin, d.backend = p, b
+	d.restarts.count++
+	d.restarts.last = time.Since(begin)
+	last, count := d.restarts.last, d.restarts.count
+	d.mu.Unlock()
+	d.log.Info("backend plugin replaced: serving the same generations", "generations", n,
+		"seconds", last.Seconds(), "restarts", count)
+	return nil
+}
+
+// importAll imports every allocation of every generation into b and makes
+// the new ids the generations' own; it returns the number of generations.
+// The generations cannot change meanwhile: the registry is locked, and
+// nothing else uses the backend that died.
+func (d *Daemon) importAll(ctx context.Context, b sdk.Backend) (int, error) {
+	d.reg.mu.Lock()
+	defer d.reg.mu.Unlock()
+	ids := make([][]sdk.AllocationID, len(d.reg.gens))
+	for gi, g := range d.reg.gens {
+		m := g.manifest
 		for i, h := range m.handles {
 			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.ownFile(i)})
 			if err != nil {
-				_ = p.Close()
-				return fmt.Errorf("import allocation %d into the new plugin: %w", i+1, err)
+				return 0, fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.id, i+1, err)
 			}
-			ids = append(ids, id)
+			ids[gi] = append(ids[gi], id)
 		}
 	}
-	d.plugin, d.backend, d.allocs = p, b, ids
-	d.restarts.count++
-	d.restarts.last = time.Since(begin)
-	d.log.Info("backend plugin replaced: serving the same generation", "generation", d.generation,
-		"allocations", len(ids), "seconds", d.restarts.last.Seconds(), "restarts", d.restarts.count)
-	return nil
+	for gi, g := range d.reg.gens {
+		g.allocs = ids[gi]
+	}
+	return len(ids), nil
 }
 
 // errRecoveryFailed wraps why a dead plugin could not be replaced.

@@ -128,7 +128,7 @@ func (d *Daemon) drain(ctx context.Context, timeout time.Duration, what string) 
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if d.reg.waitEmpty(wctx) {
+	if d.reg.waitEmpty(wctx, nil) {
 		return true, nil
 	}
 	left := d.leaseInfos()

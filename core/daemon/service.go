@@ -25,8 +25,10 @@ type LeaseInfo = client.LeaseInfo
 // Leases lists the attached clients, oldest first.
 func (d *Daemon) Leases() []LeaseInfo { return d.leaseInfos() }
 
-func (d *Daemon) leaseInfos() []LeaseInfo {
-	ls := d.reg.list()
+func (d *Daemon) leaseInfos() []LeaseInfo { return leaseInfos(d.reg.list()) }
+
+// leaseInfos describes ls.
+func leaseInfos(ls []*lease) []LeaseInfo {
 	out := make([]LeaseInfo, len(ls))
 	for i, l := range ls {
 		out[i] = LeaseInfo{ID: l.id, PID: l.peer.PID, UID: l.peer.UID, ClientName: l.clientName, Since: l.since}
@@ -64,56 +66,19 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachOther)
 		return status.Error(codes.InvalidArgument, "attach request carries no config")
 	}
-	// What the daemon holds cannot change between the state check, the
-	// comparison and the lease (a Publish or Evict takes d.mu to change it).
-	d.mu.RLock()
-	switch st, pid := d.reg.stateAndPublisher(); st {
-	case StateEmpty, StatePublishing:
-		d.mu.RUnlock()
-		d.metrics.AttachFailed(AttachEmpty)
-		return noWeightsStatus(d.info.DeviceUUID, st, pid)
-	case StateDraining, StateStopping:
-		// Before the comparison: weights on their way out are no answer to
-		// "which config", and an engine of the next model must wait, not stop.
-		d.mu.RUnlock()
-		d.metrics.AttachFailed(AttachDraining)
-		return busyStatus(d.info.DeviceUUID, st)
-	}
-	// A publication of a checkpoint as stored (wcache publish: source
-	// files' content, no engine) is matched as a file load: its clients
-	// prove their files against that content, which pins the model. An
-	// engine's post-processed weights (engine_name set) are matched by
-	// ComparePublished (model and stated dtype compared), whether or not
-	// they carry their source files' content for clients to prove.
-	compare := cacheconfig.Compare
-	if d.manifest != nil && d.manifest.published && (len(d.manifest.content) == 0 || d.config.EngineName != "") {
-		compare = cacheconfig.ComparePublished
-	}
-	if diffs := compare(d.config, cacheconfig.FromProto(req.GetConfig())); len(diffs) > 0 {
-		d.mu.RUnlock()
-		d.metrics.AttachFailed(AttachConfigMismatch)
-		return mismatchStatus(diffs)
-	}
-	m := d.manifest
-	if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, m, req.GetHandleKinds()); err != nil {
-		d.mu.RUnlock()
-		d.metrics.AttachFailed(AttachOther)
-		return err
-	}
 	p, _ := peerFrom(ctx)
 	name := req.GetClientName()
 	if len(name) > maxClientNameLen {
 		name = name[:maxClientNameLen]
 	}
-	l, st := d.reg.add(p, name, time.Now(), m)
-	d.mu.RUnlock()
-	if l == nil {
-		d.metrics.AttachFailed(AttachDraining)
-		return busyStatus(d.info.DeviceUUID, st)
+	l, reason, err := d.attachLease(cacheconfig.FromProto(req.GetConfig()), req.GetHandleKinds(), p, name)
+	if err != nil {
+		d.metrics.AttachFailed(reason)
+		return err
 	}
 	defer d.reg.remove(l)
-	d.log.Debug("lease begins", "lease", l.id, "pid", p.PID, "uid", p.UID, "client", name)
-	ev, err := m.leaseEvent(l.id, l.token[:], req.GetTensorTable())
+	d.log.Debug("lease begins", "lease", l.id, "generation", l.gen.id, "pid", p.PID, "uid", p.UID, "client", name)
+	ev, err := l.m.leaseEvent(l.id, l.token[:], req.GetTensorTable())
 	if err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)
@@ -136,6 +101,73 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 			}
 		}
 	}
+}
+
+// attachLease matches cfg against every generation, all under the
+// registry's lock (what the daemon holds cannot change between the
+// comparison and the lease), and registers a lease on the serving
+// generation whose config matches. Otherwise, in this order: a daemon that
+// stops or drains for a Stop, or a matching generation that drains (an
+// evict), is UNAVAILABLE with a BUSY detail; a matching generation being
+// published, or a daemon that serves nothing, NOT_FOUND with a NoWeights
+// detail; else FAILED_PRECONDITION with the ConfigMismatch of the nearest
+// serving generation (fewest differing fields).
+func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, p PeerInfo, name string) (*lease, AttachFailure, error) {
+	r := d.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping || r.drainers > 0 {
+		// Before the comparison: weights on their way out are no answer to
+		// "which config", and an engine of the next model must wait, not stop.
+		return nil, AttachDraining, busyStatus(d.info.DeviceUUID, r.stateLocked())
+	}
+	var nearest *generation
+	var nearestDiffs []cacheconfig.FieldDiff
+	serving := 0
+	var publishing *generation
+	for _, g := range r.gens {
+		// Loaded, published as stored, or an engine's own weights
+		// (compareFor).
+		diffs := g.compare(g.config, cfg)
+		switch g.state {
+		case StateServing:
+			serving++
+			if len(diffs) == 0 {
+				if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds); err != nil {
+					return nil, AttachOther, err
+				}
+				return r.addLocked(g, p, name, time.Now()), "", nil
+			}
+			if nearest == nil || len(diffs) < len(nearestDiffs) {
+				nearest, nearestDiffs = g, diffs
+			}
+		case StateDraining:
+			if len(diffs) == 0 {
+				return nil, AttachDraining, busyStatus(d.info.DeviceUUID, StateDraining)
+			}
+		case StatePublishing:
+			if len(diffs) == 0 && publishing == nil {
+				publishing = g
+			}
+		}
+	}
+	switch {
+	case publishing != nil:
+		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, StatePublishing, publishing.publisher.peer.PID)
+	case nearest == nil:
+		st, pid := r.stateLocked(), int32(0)
+		for _, g := range r.gens {
+			if g.publisher != nil {
+				st, pid = StatePublishing, g.publisher.peer.PID
+				break
+			}
+		}
+		if st == StateDraining {
+			return nil, AttachDraining, busyStatus(d.info.DeviceUUID, st)
+		}
+		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, st, pid)
+	}
+	return nil, AttachConfigMismatch, generationMismatchStatus(nearestDiffs, nearest, serving)
 }
 
 // Stop drains or forces, as Daemon.Stop.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -34,19 +36,31 @@ var errEmptyPredecessor = errors.New("the daemon is empty: nothing to hand over"
 // takeoverTimeout bounds the successor's talk with the daemon it replaces.
 const takeoverTimeout = 30 * time.Second
 
-// takeover is what a successor got from the daemon it replaces.
+// takeover is what a successor got from the daemon it replaces: every
+// generation it held.
 type takeover struct {
+	gens []*takenGen
+	// adopted: the generations are the daemon's now (freeAll frees them).
+	adopted bool
+	// tk is the takeover connection, open until the successor serves
+	// (Serving) or fails (finish without Serving: the previous daemon takes
+	// its lock back); cancel ends its context.
+	tk     *fdchannel.Takeover
+	cancel context.CancelFunc
+}
+
+// takenGen is one generation taken over.
+type takenGen struct {
 	manifest *manifest
 	config   cacheconfig.Config
 	model    string
 	ids      []sdk.AllocationID
 	bytes    uint64
 	sizes    uint64
-	// tk is the takeover connection, open until the successor serves
-	// (Serving) or fails (finish without Serving: the previous daemon takes
-	// its lock back); cancel ends its context.
-	tk     *fdchannel.Takeover
-	cancel context.CancelFunc
+	// published: the generation was published (its manifest names no
+	// model directory).
+	published bool
+	g         *generation
 }
 
 // finish closes the takeover connection. Before tk.Serving, that leaves the
@@ -62,17 +76,20 @@ func (t *takeover) finish() {
 	}
 }
 
-// takeOver receives the memory of the live daemon on the device's socket
-// (Options.Takeover): it attaches with the config that daemon serves (after
-// comparing it with opts.Config's checkpoint when a model was given: the
-// attach refuses other weights), asks the descriptor channel for the
-// writable descriptors (op TAKEOVER), imports every one into this daemon's
-// plugin and says so ("imported"), and returns once that daemon released
-// its identity lock and socket ("released"): the caller takes them, listens
-// and then sends "serving" (takeover.tk), upon which that daemon ends its
-// leases and exits. It reads no tensor byte. (nil, nil): no daemon there, or only a dead one's socket;
-// the caller starts as usual.
-func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
+// takeOver receives the memory of every generation of the live daemon on
+// the device's socket (Options.Takeover): it attaches to each generation
+// that daemon serves, with its config (after attaching with the config of
+// each model this daemon was given, jobs: the attach refuses other
+// weights), asks the descriptor channel for the writable descriptors (op
+// TAKEOVER: those of every generation the successor holds a lease on,
+// which must be all of them, in generation order), imports every one into
+// this daemon's plugin and says so ("imported"), and returns once that
+// daemon released its identity lock and socket ("released"): the caller
+// takes them, listens and then sends "serving" (takeover.tk), upon which
+// that daemon ends its leases and exits. It reads no tensor byte. (nil,
+// nil): no daemon there, or only a dead one's socket; the caller starts as
+// usual.
+func (d *Daemon) takeOver(ctx context.Context, jobs []*loadJob) (*takeover, error) {
 	ctx, cancel := context.WithTimeout(ctx, takeoverTimeout)
 	ok := false
 	defer func() {
@@ -101,30 +118,72 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	if st.State != StateServing.String() {
 		return nil, fmt.Errorf("take over %s: the daemon (pid %d) is %s: %w", sock, st.PID, st.State, ErrNoTakeover)
 	}
-	cfg := st.Config
-	if d.config.CheckpointDigest != "" {
-		// This daemon was given a model: only those weights may be taken.
-		cfg = d.config
+	held := st.Generations
+	if len(held) == 0 { // a daemon older than several generations
+		held = []client.GenerationStatus{{Generation: st.Generation, State: st.State, Model: st.Model, Config: st.Config}}
 	}
-	att, err := c.Attach(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("take over %s: %w", sock, err)
-	}
-	m := att.Manifest
-	for i, h := range m.Handles {
-		if !h.IsDescriptor() {
-			_ = att.Lease.Close()
-			return nil, fmt.Errorf("take over %s: handle %d is %q, a name: its memory cannot change hands (use --force to reload): %w",
-				sock, i, h.Kind, ErrNoTakeover)
+	for _, g := range held {
+		if g.State != StateServing.String() {
+			return nil, fmt.Errorf("take over %s: generation %d of the daemon (pid %d) is %s: %w", sock, g.Generation, st.PID, g.State, ErrNoTakeover)
 		}
 	}
-	req := fdchannel.Request{ID: m.LeaseID}
-	copy(req.Token[:], m.FDToken)
+	// One lease per generation, by generation id.
+	atts := map[uint64]*client.Attachment{}
+	defer func() {
+		for _, a := range atts {
+			_ = a.Lease.Close()
+		}
+	}()
+	attach := func(cfg cacheconfig.Config) error {
+		a, err := c.Attach(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("take over %s: %w", sock, err)
+		}
+		if atts[a.Manifest.Generation] != nil {
+			_ = a.Lease.Close()
+			return nil
+		}
+		atts[a.Manifest.Generation] = a
+		return nil
+	}
+	// This daemon was given models: only those weights may be taken (the
+	// attach compares), beside the others the daemon holds.
+	for _, j := range jobs {
+		if err := attach(j.g.config); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range held {
+		if err := attach(g.Config); err != nil {
+			return nil, err
+		}
+	}
+	models := map[uint64]string{}
+	for _, g := range held {
+		models[g.Generation] = g.Model
+	}
+	order := slices.Sorted(maps.Keys(atts))
+	for _, gid := range order {
+		for i, h := range atts[gid].Manifest.Handles {
+			if !h.IsDescriptor() {
+				return nil, fmt.Errorf("take over %s: generation %d: handle %d is %q, a name: its memory cannot change hands (use --force to reload): %w",
+					sock, gid, i, h.Kind, ErrNoTakeover)
+			}
+		}
+	}
+	first := atts[order[0]].Manifest
+	req := fdchannel.Request{ID: first.LeaseID}
+	copy(req.Token[:], first.FDToken)
 	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(sock), req)
-	// The lease served only to ask: end it before the handover, which
-	// would otherwise make it re-attach (core/client.Lease) to the socket
-	// this daemon is about to serve.
-	_ = att.Lease.Close()
+	// The leases served only to ask: end them before the handover, which
+	// would otherwise make them re-attach (core/client.Lease) to the
+	// socket this daemon is about to serve.
+	attached := map[uint64]*client.Manifest{}
+	for gid, a := range atts {
+		attached[gid] = a.Manifest
+		_ = a.Lease.Close()
+		delete(atts, gid)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
 	}
@@ -135,32 +194,58 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 			tk.Close()
 		}
 	}()
-	descs := tk.Descriptors
-	handles := make([]sdk.Handle, len(m.Handles))
-	for _, ds := range descs {
-		if int(ds.Handle) < len(handles) && ds.Size == m.Handles[ds.Handle].Size {
-			h := m.Handles[ds.Handle]
-			handles[ds.Handle] = sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: ds.File}
-		} else {
-			_ = ds.File.Close()
-		}
-	}
-	t := &takeover{config: m.Config, model: st.Model}
+	t := &takeover{}
+	var unclaimed []sdk.Handle
 	fail := func(err error) (*takeover, error) {
-		d.freeAllocs(t.ids)
-		closeHandleFiles(handles)
+		for _, tg := range t.gens {
+			d.freeAllocs(tg.ids)
+			tg.manifest.files.close()
+		}
+		closeHandleFiles(unclaimed)
 		return nil, fmt.Errorf("take over %s: %w", sock, err)
 	}
-	for i, h := range handles {
-		if h.File == nil {
-			return fail(fmt.Errorf("the daemon sent no descriptor for handle %d", i))
+	// The descriptors come generation after generation, in generation
+	// order, each generation's in handle order.
+	descs := tk.Descriptors
+	next := 0
+	for _, gid := range order {
+		m := attached[gid]
+		handles := make([]sdk.Handle, len(m.Handles))
+		for i, h := range m.Handles {
+			if next >= len(descs) {
+				break
+			}
+			ds := descs[next]
+			if ds.Handle != uint32(i) || ds.Size != h.Size {
+				break
+			}
+			handles[i] = sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: ds.File}
+			descs[next].File = nil
+			next++
 		}
-		id, err := d.backend.Import(ctx, d.opts.GPU, h)
-		if err != nil {
-			return fail(fmt.Errorf("import handle %d: %w", i, err))
+		tg := &takenGen{config: m.Config, model: models[gid], published: models[gid] == "", bytes: m.Bytes()}
+		unclaimed = handles
+		for i, h := range handles {
+			if h.File == nil {
+				fdchannel.CloseAll(descs[next:])
+				return fail(fmt.Errorf("generation %d: the daemon sent no descriptor for handle %d", gid, i))
+			}
+			id, err := d.backend.Import(ctx, d.opts.GPU, h)
+			if err != nil {
+				fdchannel.CloseAll(descs[next:])
+				d.freeAllocs(tg.ids)
+				return fail(fmt.Errorf("generation %d: import handle %d: %w", gid, i, err))
+			}
+			tg.ids = append(tg.ids, id)
+			tg.sizes += h.Size
 		}
-		t.ids = append(t.ids, id)
-		t.sizes += h.Size
+		unclaimed = nil
+		tg.manifest = manifestFromClient(m, m.Config.ToProto(), handles)
+		t.gens = append(t.gens, tg)
+	}
+	if next != len(descs) {
+		fdchannel.CloseAll(descs[next:])
+		return fail(fmt.Errorf("the daemon sent %d descriptors, its %d generations have %d handles", len(descs), len(order), next))
 	}
 	// Every descriptor is this daemon's now: the previous one releases
 	// its lock and socket, keeping its memory and leases until "serving".
@@ -169,10 +254,12 @@ func (d *Daemon) takeOver(ctx context.Context) (*takeover, error) {
 	}
 	testDieAfter("imported")
 	t.tk, t.cancel, ok = tk, cancel, true
-	t.bytes = m.Bytes()
-	t.manifest = manifestFromClient(m, cfg.ToProto(), handles)
-	d.log.Info("took over the memory of the previous daemon", "pid", st.PID, "generation", m.Generation,
-		"handles", len(handles), "bytes", t.bytes)
+	var bytes uint64
+	for _, tg := range t.gens {
+		bytes += tg.bytes
+	}
+	d.log.Info("took over the memory of the previous daemon", "pid", st.PID, "generations", order,
+		"bytes", bytes)
 	return t, nil
 }
 
@@ -276,19 +363,25 @@ func (d *Daemon) handOver(successor PeerInfo) {
 	d.requestShutdown()
 }
 
-// adopt makes a taken-over generation what the daemon serves (Start, before
-// it listens): the same generation, manifest and config, and load
+// adopt makes the taken-over generations the daemon's (Start, before it
+// listens): the same generations, manifests and configs, and load
 // statistics that say nothing was read (Source "takeover").
 func (d *Daemon) adopt(t *takeover, planned, locked time.Duration) {
-	d.allocs, d.manifest, d.generation = t.ids, t.manifest, t.manifest.generation
-	d.manifest.published = t.model == "" // a file load always names its model
-	d.config, d.configProto = t.config, t.manifest.config
-	d.info.Config, d.info.ConfigDigest = t.config, t.manifest.digest
-	if d.info.Model == "" {
-		d.info.Model = t.model
+	d.reg.mu.Lock()
+	defer d.reg.mu.Unlock()
+	now := time.Now()
+	for _, tg := range t.gens {
+		m := tg.manifest
+		m.published = tg.published
+		g := &generation{id: m.generation, state: StateServing, model: tg.model, config: tg.config,
+			configProto: m.config, digest: m.digest, compare: compareFor(tg.published, len(m.content), tg.config.EngineName),
+			tensors: len(m.tensors), allocs: tg.ids, manifest: m, started: now,
+			content: cacheconfig.FilesFromProto(m.content),
+			load: LoadStats{Bytes: tg.bytes, Adopted: tg.bytes, AllocatedBytes: tg.sizes, Allocations: len(tg.ids),
+				Plan: planned, Lock: locked, Source: SourceTakeover}}
+		tg.g = g
+		d.reg.addGenLocked(g)
 	}
-	d.info.Tensors = len(t.manifest.tensors)
-	d.info.Load = LoadStats{Bytes: t.bytes, Adopted: t.bytes, AllocatedBytes: t.sizes, Allocations: len(t.ids),
-		Plan: planned, Lock: locked, Source: SourceTakeover}
-	d.started = time.Now()
+	t.adopted = true
+	d.started = now
 }

@@ -97,33 +97,68 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 	}}}
 }
 
-// statusProto is the daemon's Status answer. It reads what the daemon
-// holds under d.mu.
+// statusProto is the daemon's Status answer: every generation, and the
+// single-generation fields of its primary one (the oldest serving one).
 func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	state, publisherPID := d.reg.stateAndPublisher()
+	info, restarts := d.info, d.restarts
+	d.mu.RUnlock()
+	r := d.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	state := r.stateLocked()
 	resp := &daemonv1.StatusResponse{
-		Pid: int32(os.Getpid()), DeviceUuid: d.info.DeviceUUID, Backend: d.info.Backend, Model: d.info.Model,
-		Config: d.configProto, ConfigDigest: d.info.ConfigDigest, Bytes: d.info.Load.Bytes,
-		Tensors: uint32(d.info.Tensors), Generation: d.generation, StartedUnixMs: d.started.UnixMilli(),
-		Version: version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
+		Pid: int32(os.Getpid()), DeviceUuid: info.DeviceUUID, Backend: info.Backend,
+		StartedUnixMs: d.started.UnixMilli(),
+		Version:       version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
-		StartPhases: startPhasesToProto(d.info.Load, d.info.StartDuration, d.restarts),
-		DaemonState: stateProto(state), PublisherPid: publisherPID,
-		DeviceBytes: d.info.Load.AllocatedBytes, DeviceBytesTotal: d.heldBytesLocked(),
-		MaxBytes: d.opts.MaxBytes, ReserveBytes: d.opts.ReserveBytes,
+		DaemonState:      stateProto(state),
+		DeviceBytesTotal: r.heldLocked(),
+		MaxBytes:         d.opts.MaxBytes, ReserveBytes: d.opts.ReserveBytes,
+		Config: d.emptyConfigProto(),
 	}
-	if d.manifest != nil {
-		resp.Metadata = d.manifest.metadata
-		resp.Files, resp.ContentPolicies = d.manifest.content, d.manifest.policies
-		resp.FileSha256 = d.manifest.blobs.list()
+	var load LoadStats
+	if g := r.primaryLocked(); g != nil {
+		if g.state == StatePublishing {
+			resp.PublisherPid = g.publisher.peer.PID
+		} else {
+			resp.Model, resp.Config, resp.ConfigDigest = g.model, g.configProto, g.digest
+			resp.Bytes, resp.Tensors, resp.Generation = g.load.Bytes, uint32(g.tensors), g.id
+			resp.DeviceBytes, load = g.load.AllocatedBytes, g.load
+			if g.manifest != nil {
+				resp.Metadata = g.manifest.metadata
+				resp.Files, resp.ContentPolicies = g.manifest.content, g.manifest.policies
+				resp.FileSha256 = g.manifest.blobs.list()
+			}
+		}
 	}
-	for _, l := range d.leaseInfos() {
-		resp.Leases = append(resp.Leases, &daemonv1.Lease{Id: l.ID, Pid: l.PID, Uid: l.UID,
-			ClientName: l.ClientName, SinceUnixMs: l.Since.UnixMilli()})
+	resp.StartPhases = startPhasesToProto(load, info.StartDuration, restarts)
+	for _, l := range r.listLocked(nil) {
+		resp.Leases = append(resp.Leases, leaseToProto(l))
+	}
+	for _, g := range r.gens {
+		gs := &daemonv1.GenerationStatus{Generation: g.id, State: stateProto(g.state), Model: g.model,
+			Config: g.configProto, ConfigDigest: g.digest, Bytes: g.load.Bytes, Tensors: uint32(g.tensors),
+			DeviceBytes: g.deviceBytes(), Source: g.load.Source, StartedUnixMs: g.started.UnixMilli()}
+		if g.publisher != nil {
+			gs.PublisherPid = g.publisher.peer.PID
+		}
+		if g.manifest != nil {
+			gs.Metadata, gs.Files = g.manifest.metadata, g.manifest.content
+			gs.FileSha256 = g.manifest.blobs.list()
+		}
+		for _, l := range r.listLocked([]*generation{g}) {
+			gs.Leases = append(gs.Leases, leaseToProto(l))
+		}
+		resp.Generations = append(resp.Generations, gs)
 	}
 	return resp
+}
+
+// leaseToProto is l as Status reports it.
+func leaseToProto(l *lease) *daemonv1.Lease {
+	return &daemonv1.Lease{Id: l.id, Pid: l.peer.PID, Uid: l.peer.UID, ClientName: l.clientName,
+		SinceUnixMs: l.since.UnixMilli(), Generation: l.gen.id}
 }
 
 // drainNotice is the notice every lease gets when a drain begins.

@@ -24,7 +24,7 @@ var ErrLoadMismatch = errors.New("loaded bytes differ from the checkpoint")
 // (safetensors.File.OpenUnchanged), so a file swapped or rewritten during
 // the load cannot pass, within the timestamps' granularity or not. It
 // reads the whole checkpoint once more (from the page cache, mostly).
-func (d *Daemon) verifyLoad(ctx context.Context, pl *plan.Plan, ck *safetensors.Checkpoint) error {
+func (d *Daemon) verifyLoad(ctx context.Context, pl *plan.Plan, ids []sdk.AllocationID, ck *safetensors.Checkpoint) error {
 	byPath := make(map[string]*safetensors.File, len(ck.Files))
 	for _, f := range ck.Files {
 		byPath[f.Path] = f
@@ -34,7 +34,7 @@ func (d *Daemon) verifyLoad(ctx context.Context, pl *plan.Plan, ck *safetensors.
 		for i, e := range a.Extents {
 			ranges[i] = sdk.Range{Offset: e.DestOffset, Length: e.Length}
 		}
-		sums, err := d.backend.Digest(ctx, d.allocs[ai], ranges)
+		sums, err := d.backend.Digest(ctx, ids[ai], ranges)
 		if err != nil {
 			return fmt.Errorf("verify the load: digest of arena %d: %w", ai+1, err)
 		}

@@ -104,6 +104,10 @@ type Evicted struct {
 	Socket string // the daemon's socket
 	Leases int    // leases when the evict began
 	Freed  uint64 // tensor bytes freed; 0 for a daemon that was empty
+	// Generations are the ids of the generations freed; Left how many the
+	// daemon still holds.
+	Generations []uint64
+	Left        int
 }
 
 // Evict asks the daemon at t to free its weights and stay up, empty,
@@ -111,6 +115,12 @@ type Evicted struct {
 // clientName is what its status shows meanwhile. Errors are client.Dial's
 // and client.Client.Evict's.
 func Evict(ctx context.Context, t client.Target, clientName string, timeout time.Duration) (Evicted, error) {
+	return EvictSelected(ctx, t, clientName, client.EvictSelector{}, timeout)
+}
+
+// EvictSelected is Evict of the generations sel names (a daemon holds
+// several: see client.EvictSelector); the others serve on.
+func EvictSelected(ctx context.Context, t client.Target, clientName string, sel client.EvictSelector, timeout time.Duration) (Evicted, error) {
 	c, err := client.Dial(ctx, t, client.Options{ClientName: clientName})
 	if err != nil {
 		return Evicted{}, err
@@ -118,11 +128,15 @@ func Evict(ctx context.Context, t client.Target, clientName string, timeout time
 	defer c.Close()
 	rctx, cancel := drainRPCContext(ctx, timeout)
 	defer cancel()
-	n, freed, err := c.Evict(rctx, timeout)
+	r, err := c.EvictSelected(rctx, sel, timeout)
 	if err != nil {
 		return Evicted{}, err
 	}
-	return Evicted{Socket: c.Socket(), Leases: n, Freed: freed}, nil
+	ev := Evicted{Socket: c.Socket(), Leases: r.Leases, Freed: r.Freed, Generations: r.Generations}
+	if st, err := c.Status(ctx); err == nil {
+		ev.Left = len(st.Generations)
+	}
+	return ev, nil
 }
 
 // drainRPCContext bounds an RPC that lasts as long as a drain of timeout

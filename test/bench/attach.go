@@ -89,12 +89,12 @@ type attachTarget struct {
 	laps laps
 }
 
-// serveTargets serves each model in a world of its own and connects to
-// it; stop stops them all. Connect once every daemon is up, and use each
+// serveTargets serves each model in a world of its own (beside[i], when
+// given, loaded before models[i]) and connects to it; stop stops them all. Connect once every daemon is up, and use each
 // connection at once: core/client hands gRPC a connection dialed in Dial,
 // and a daemon closes a connection that sends nothing within its
 // handshake timeout (5 s), which a large checkpoint's load can exceed.
-func serveTargets(ctx context.Context, o Options, name string, models ...*Model) (ts []*attachTarget, stop func(), err error) {
+func serveTargets(ctx context.Context, o Options, name string, models []*Model, beside ...[]*Model) (ts []*attachTarget, stop func(), err error) {
 	stop = func() {
 		for _, t := range ts {
 			if t.c != nil {
@@ -103,8 +103,12 @@ func serveTargets(ctx context.Context, o Options, name string, models ...*Model)
 			_ = t.w.Close()
 		}
 	}
-	for _, m := range models {
-		w, d, cfg, err := serving(ctx, o, name, m)
+	for i, m := range models {
+		var b []*Model
+		if i < len(beside) {
+			b = beside[i]
+		}
+		w, d, cfg, err := serving(ctx, o, name, m, b...)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -127,14 +131,14 @@ func serveTargets(ctx context.Context, o Options, name string, models ...*Model)
 // Dial+Attach on each, alternating between them (and their order) at
 // every iteration.
 func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, error) {
-	ts, stop, err := serveTargets(ctx, o, "attach", models...)
+	ts, stop, err := serveTargets(ctx, o, "attach", models)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 	var steps []func(bool) error
 	for _, t := range ts {
-		steps = append(steps, func(keep bool) error { return t.d.withOutput(t.iterate(ctx, keep)) })
+		steps = append(steps, t.step(ctx))
 	}
 	if err := interleave(attachWarmup, o.AttachIters, steps...); err != nil {
 		return nil, err
@@ -150,6 +154,12 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 		}
 	}
 	return out, nil
+}
+
+// step is one interleaved iteration on t (iterate, with the daemon's output
+// on an error).
+func (t *attachTarget) step(ctx context.Context) func(keep bool) error {
+	return func(keep bool) error { return t.d.withOutput(t.iterate(ctx, keep)) }
 }
 
 // iterate times one Status, Attach, Release and Dial+Attach on t; keep

@@ -97,7 +97,7 @@ func fillDigest(_ context.Context, e *Env, res *ContentResult) error {
 // attachIdentity serves the model and times Attach and AttachFiles, interleaved.
 func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 	m := &res.Model
-	ts, stop, err := serveTargets(ctx, e.Options, "content", m)
+	ts, stop, err := serveTargets(ctx, e.Options, "content", []*Model{m})
 	if err != nil {
 		return err
 	}

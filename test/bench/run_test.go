@@ -20,7 +20,7 @@ func tinyOptions(t *testing.T) Options {
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3", "-hash-mib", "3", "-identity-tensors", "120",
-		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,12 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		content.Model.Shards != 8 || content.HashModel.Bytes < 2<<20 {
 		t.Errorf("content: %+v", content)
 	}
-	if len(r.Targets) < 17 {
+	gens := r.Results["generations"].(*GenerationsResult)
+	if gens.One.N != o.AttachIters || gens.Four.N != o.AttachIters || gens.Ratio <= 0 || len(gens.Others) != 3 ||
+		gens.DeviceBytes == 0 || gens.DeviceBytes != gens.ArenaBytes {
+		t.Errorf("generations: %+v", gens)
+	}
+	if len(r.Targets) < 18 {
 		t.Errorf("%d targets: %+v", len(r.Targets), r.Targets)
 	}
 	for _, tg := range r.Targets {
@@ -139,7 +144,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	}
 	for _, want := range []string{"| restart | Go read/attach, in-process | ≥ 100 × |", "Flat in bytes", "Daemon total",
 		"| takeover | serve --takeover start to ready, median,",
-		"| content | attach p50 with the identity check / without, 30 tensors in 8 files |"} {
+		"| content | attach p50 with the identity check / without, 30 tensors in 8 files |",
+		"| generations | attach p50 with 4 generations ÷ with 1 |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("rendered docs lack %q", want)
 		}

@@ -42,6 +42,7 @@ func Scenarios() []Scenario {
 		{"takeover", runTakeover},
 		{"content", runContent},
 		{"micro", runMicro},
+		{"generations", runGenerations},
 	}
 }
 

@@ -100,15 +100,20 @@ func (w *world) startServe(ctx context.Context, started func(pid int), args ...s
 	return &daemonProc{Process: p, StartToReady: time.Since(p.Started)}, nil
 }
 
-// serving is a new world whose daemon serves m, with the config an engine
-// sends for m; on an error it leaves nothing behind.
-func serving(ctx context.Context, o Options, name string, m *Model) (*world, *daemonProc, cacheconfig.Config, error) {
+// serving is a new world whose daemon serves m (beside, loaded first, too),
+// with the config an engine sends for m; on an error it leaves nothing
+// behind.
+func serving(ctx context.Context, o Options, name string, m *Model, beside ...*Model) (*world, *daemonProc, cacheconfig.Config, error) {
 	var cfg cacheconfig.Config
 	w, err := newWorld(o, name, m)
 	if err != nil {
 		return nil, nil, cfg, err
 	}
-	d, err := w.startServe(ctx, nil, "--model", m.Dir)
+	var args []string
+	for _, b := range append(beside, m) {
+		args = append(args, "--model", b.Dir)
+	}
+	d, err := w.startServe(ctx, nil, args...)
 	if err == nil {
 		cfg, err = w.engineConfig(ctx, m.Dir)
 		err = d.withOutput(err)

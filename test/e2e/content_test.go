@@ -257,3 +257,55 @@ func TestHubBlobNamesProveACopy(t *testing.T) {
 		t.Errorf("device 1 did not record the misnamed blob: want exit 3 naming %s\n%s", first, res)
 	}
 }
+
+// TestHubBlobNamesPerGeneration: a daemon that serves a target and a draft
+// from a hub cache verifies each generation's blob names and reports them
+// with that generation in Status (the top-level files are the oldest
+// generation's); an attach to the draft then proves a copy of it in another
+// hub cache without hashing (its lease carries the draft's names).
+func TestHubBlobNamesPerGeneration(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	var snaps, copies []string
+	for i := range 2 {
+		m := genModel(t, filepath.Join(h.Root, fmt.Sprint("m", i)),
+			safetensorstest.GenOptions{Shards: 2, HiddenSize: 128, Layers: 2 - i, Seed: uint64(i + 1)})
+		repo := fmt.Sprintf("models--acme--m%d", i)
+		snaps = append(snaps, hubRepo(t, filepath.Join(h.Root, "hubA"), repo, commit, m.Dir, nil))
+		copies = append(copies, hubRepo(t, filepath.Join(h.Root, "hubB"), repo, commit, m.Dir, nil))
+	}
+	h.startServe(0, snaps[0], "--draft-model", snaps[1])
+	verified := func(snap string, files []cacheconfig.FileContent) bool {
+		for _, f := range files {
+			if want, _, _ := hubcache.BlobSHA256(filepath.Join(snap, f.Name)); f.SHA256 != want {
+				return false
+			}
+		}
+		return len(files) == 2
+	}
+	// which is the snapshot whose blob names files carry, or -1.
+	which := func(files []cacheconfig.FileContent) int {
+		for i, snap := range snaps {
+			if verified(snap, files) {
+				return i
+			}
+		}
+		return -1
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		st := h.statusOf(0)
+		if len(st.Generations) != 2 {
+			t.Fatalf("status: %d generations, want the target and the draft", len(st.Generations))
+		}
+		g0, g1 := which(st.Generations[0].Files), which(st.Generations[1].Files)
+		if g0 >= 0 && g1 >= 0 && g0 != g1 && which(st.Files) == g0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub blob names not verified per generation: %+v", st.Generations)
+		}
+	}
+	if res := attacher(t, h)(copies[1]); res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
+		t.Errorf("a copy of the draft in another hub cache, --content identity: want exit 0 without hashing\n%s", res)
+	}
+}

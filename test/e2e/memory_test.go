@@ -126,3 +126,17 @@ func (h *harness) clientStatus(gpu int) *client.Status {
 	}
 	return st
 }
+
+// TestMaxBytesAsAPercentage: serve --max-bytes 50% caps the daemon at half
+// the device's total memory as the backend reports it (the mock: its
+// WCACHE_MOCK_MEMORY), shown in Status; a bad percentage exits 2.
+func TestMaxBytesAsAPercentage(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1, Env: []string{"WCACHE_MOCK_MEMORY=64MiB"}})
+	if res := h.run("serve", "--backend", "mock", "--gpu-id", "0", "--max-bytes", "120%"); res.Code != 2 || !strings.Contains(res.Stderr, "percentage") {
+		t.Fatalf("serve --max-bytes 120%%: want exit 2 naming the percentage\n%s", res)
+	}
+	h.startEmpty(0, "--max-bytes", "50%")
+	if st := h.clientStatus(0); st.MaxBytes != 32<<20 {
+		t.Fatalf("status with --max-bytes 50%% of 64 MiB: max %d, want %d", st.MaxBytes, 32<<20)
+	}
+}

@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import wcache  # noqa: E402
 
 
-def config(tp_rank: int = 0, engine_version: str = "1") -> wcache.CacheConfig:
-    return wcache.CacheConfig(model="publish-test", engine_name="publish-child", engine_version=engine_version,
+def config(tp_rank: int = 0, engine_version: str = "1", model: str = "publish-test") -> wcache.CacheConfig:
+    return wcache.CacheConfig(model=model, engine_name="publish-child", engine_version=engine_version,
                               tp_size=2, tp_rank=tp_rank, device_capability="mock")
 
 
@@ -95,6 +95,7 @@ def main(argv) -> int:
     p.add_argument("--tp-rank", type=int, default=0)
     p.add_argument("--hold", action="store_true")
     p.add_argument("--engine-version", default="1")
+    p.add_argument("--config-model", default="publish-test", help="the CacheConfig's model (a draft's own)")
     p.add_argument("--gate", action="store_true")
     p.add_argument("--wait", type=float)
     p.add_argument("--mutate", action="store_true")
@@ -119,7 +120,7 @@ def main(argv) -> int:
             kw = {} if a.wait is None else {"wait": a.wait}
             if a.copy:
                 kw["copy"] = True
-            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version), load, device_uuid=a.uuid, **kw)
+            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version, a.config_model), load, device_uuid=a.uuid, **kw)
             if a.mutate:
                 for t in w.values():
                     t.mul_(3)

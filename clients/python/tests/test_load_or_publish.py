@@ -87,7 +87,9 @@ def test_a_lost_publish_race_attaches_to_the_winners_weights(world):
     assert status(world)["state"] == "serving"
 
 
-def test_a_publish_race_lost_to_other_weights_loads_with_the_reason(world):
+def test_a_publish_race_lost_to_other_weights_publishes_beside_them(world):
+    # Issue 25: the daemon holds several generations, so the loser's own
+    # config becomes a generation of its own instead of its tensors alone.
     model = os.path.join(world.root, "model")
     st_writer.make_checkpoint(model, n_tensors=12, n_shards=1)
     world.serve(0, None)
@@ -99,9 +101,43 @@ def test_a_publish_race_lost_to_other_weights_loads_with_the_reason(world):
     finally:
         loser.kill()
     assert got.get("error") is None, got
-    assert got["source"] == "loaded" and got["loads"] == 1, got
-    assert "lost the publish race" in got["reason"] and "engine_version" in got["reason"], got
-    assert got["tensors"].keys() == expected(model).keys()
+    assert got["source"] == "published" and got["loads"] == 1, got
+    want = expected(model)
+    assert {n: t["sha256"] for n, t in got["tensors"].items()} == {n: t["sha256"] for n, t in want.items()}
+    assert len(status(world)["generations"]) == 2
+
+
+# --- issue 25: a daemon that already holds another model ----------------------
+
+
+def test_load_or_publish_beside_another_model_and_resident_bytes(world):
+    target = os.path.join(world.root, "target")
+    draft = os.path.join(world.root, "draft")
+    st_writer.make_checkpoint(target, n_tensors=12, n_shards=1)
+    st_writer.make_checkpoint(draft, n_tensors=4, n_shards=1)
+    world.serve(0, None)
+    first = child(world, "load-or-publish", "--model", target)
+    assert first.get("error") is None and first["source"] == "published", first
+    # The daemon serves the target: the draft is loaded and published beside it.
+    second = child(world, "load-or-publish", "--model", draft, "--config-model", "publish-test-draft")
+    assert second.get("error") is None and second["source"] == "published", second
+    assert {n: t["sha256"] for n, t in second["tensors"].items()} == {n: t["sha256"] for n, t in expected(draft).items()}
+    # And each attaches to its own again, without loading.
+    again = child(world, "load-or-publish", "--model", target)
+    assert again["source"] == "attached" and again["loads"] == 0, again
+    uuid = world.uuids[0]
+    res = wcache.resident_bytes(device_uuid=uuid, getenv=world.getenv)
+    st = wcache.status(device_uuid=uuid, getenv=world.getenv)
+    assert len(res.by_generation) == 2 and all(b > 0 for b in res.by_generation.values()), res
+    assert res.total == sum(res.by_generation.values()) == st.device_bytes_total, (res, st.device_bytes_total)
+    # Evicting one by its generation leaves the other.
+    with pytest.raises(wcache.DaemonError):  # two generations: name one
+        wcache.evict(device_uuid=uuid, getenv=world.getenv)
+    gone = st.generations[1].generation
+    ev = wcache.evict(device_uuid=uuid, getenv=world.getenv, generation=gone)
+    assert ev.generations == (gone,), ev
+    left = wcache.resident_bytes(device_uuid=uuid, getenv=world.getenv)
+    assert list(left.by_generation) == [st.generations[0].generation] and left.total == res.by_generation[st.generations[0].generation]
 
 
 # --- item 6: a draining daemon is waited for, up to a bound -------------------

@@ -24,6 +24,8 @@ func flagAlias(name string) (string, bool) {
 		return "dp-size", true
 	case "expert-parallel-size", "ep":
 		return "ep-size", true
+	case "speculative-model", "speculative-draft-model-path": // vLLM, SGLang
+		return "draft-model", true
 	}
 	return "", false
 }
@@ -32,7 +34,7 @@ func flagAlias(name string) (string, bool) {
 func aliasNames(canonical string) []string {
 	var out []string
 	for _, a := range []string{"model-path", "tensor-parallel-size", "tp", "pipeline-parallel-size", "pp",
-		"data-parallel-size", "dp", "expert-parallel-size", "ep"} {
+		"data-parallel-size", "dp", "expert-parallel-size", "ep", "speculative-model", "speculative-draft-model-path"} {
 		if c, _ := flagAlias(a); c == canonical {
 			out = append(out, a)
 		}

@@ -26,6 +26,9 @@ type launchFlags struct {
 	config  *configFlags
 	layout  *layoutFlags
 	model   string
+	// drafts are speculative-decoding draft models every daemon loads
+	// beside the target (passed on as serve --draft-model).
+	drafts []string
 	// Passed on to serve; declared here so that launch can show them in
 	// its help and derive its stop grace from the drain timeout.
 	shardPattern string
@@ -72,6 +75,13 @@ checkpoint and parallel layout. With --model and a TP size above 1 the
 checkpoint must be pre-sharded (--shard-pattern): a whole checkpoint on every
 GPU is refused unless --replicate says a full copy per GPU is wanted.
 
+--draft-model (also --speculative-model, vLLM's spelling, and
+--speculative-draft-model-path, SGLang's) places a speculative-decoding
+draft model's cache beside the target's: every daemon loads the draft whole
+as a second generation, matched by its own config (model and checkpoint
+digest), so each rank's engine attaches to its target slice and its draft
+on the same socket.
+
 Every flag except the launcher's own (--nnodes --node-rank --base-gpu-id
 --gpu-id-step --gpus --timeout --stop-grace --force --takeover --replicate) is passed on
 to each 'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
@@ -90,6 +100,9 @@ to each 'wcache serve', as are arguments after '--'. See docs/launcher.md.`,
 	f.config = addConfigFlags(fs)
 	f.layout = addLayoutFlags(fs)
 	fs.StringVar(&f.model, "model", "", "checkpoint directory every daemon loads (or a hub id org/name[@revision] in the local Hugging Face cache); empty: start empty daemons for engines to publish into")
+	fs.StringArrayVar(&f.drafts, "draft-model", nil,
+		"a speculative-decoding draft model every daemon loads whole beside --model's rank (a generation of its own "+
+			"on each GPU; repeatable)")
 	fs.StringVar(&f.shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -192,6 +205,18 @@ func runLaunch(cmd *cobra.Command, e *env, f *launchFlags, extra []string) error
 		}
 	} else if f.shardPattern != "" || f.replicate {
 		return usageErrorf("--shard-pattern and --replicate need --model (without it the daemons start empty)")
+	}
+	if len(f.drafts) > 0 && f.model == "" {
+		return usageErrorf("--draft-model needs --model (the target it drafts for); without --model engines publish their draft themselves")
+	}
+	for _, d := range f.drafts {
+		dir, err := resolveModel(d)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return usageErrorf("--draft-model %s: not a checkpoint directory", d)
+		}
 	}
 	if f.force && f.takeover {
 		return usageErrorf("--force and --takeover exclude each other: --force stops live daemons and reloads, --takeover keeps their memory")

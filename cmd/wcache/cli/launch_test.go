@@ -124,3 +124,21 @@ func TestLaunchFlagsMatchServe(t *testing.T) {
 		}
 	})
 }
+
+// TestLaunchPassesTheDraftModel: vLLM's and SGLang's spellings of a
+// speculative model are --draft-model, which launch passes on to every
+// serve (a generation of its own on each GPU), once per draft.
+func TestLaunchPassesTheDraftModel(t *testing.T) {
+	for _, spelling := range []string{"--draft-model", "--speculative-model", "--speculative-draft-model-path", "--speculative_model"} {
+		cmd := newLaunchCommand(&env{})
+		cmd.Flags().SetNormalizeFunc(normalizeFlagName)
+		if err := cmd.ParseFlags([]string{"--backend", "mock", "--model", "/m", spelling, "/d", "--draft-model", "/e"}); err != nil {
+			t.Fatalf("%s: %v", spelling, err)
+		}
+		got := serveArgs(cmd.Flags(), nil)
+		want := []string{"--backend=mock", "--draft-model=/d", "--draft-model=/e", "--model=/m"}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: serveArgs = %q, want %q", spelling, got, want)
+		}
+	}
+}

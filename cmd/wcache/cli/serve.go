@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,7 +24,8 @@ import (
 func newServeCommand(e *env) *cobra.Command {
 	var (
 		gpu          int
-		model        string
+		models       []string
+		drafts       []string
 		shardPattern string
 		force        bool
 		takeover     bool
@@ -44,7 +47,7 @@ func newServeCommand(e *env) *cobra.Command {
 		contentPolicies []string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --backend NAME --gpu-id N [--model DIR]",
+		Use:   "serve --backend NAME --gpu-id N [--model DIR]...",
 		Short: "Run the daemon of one GPU: load the weights once, serve attaches until stopped",
 		Long: `Serve runs the wcache daemon of one GPU. It resolves the GPU's UUID through
 the backend plugin, takes the device's identity lock (refusing a live daemon
@@ -67,6 +70,14 @@ engine loads from disk) until a client publishes its own weights (wcache
 publish, or an engine through the client libraries; see docs/publish.md).
 wcache evict empties it again.
 
+--model may be repeated (and --draft-model adds a speculative-decoding draft
+model the same way): each checkpoint becomes a generation of its own, with
+its own config, arenas and leases, and an attach gets the one whose config
+matches. Their sum must fit --max-bytes and the device's free memory less
+--reserve-bytes, or nothing is loaded. --shard-pattern applies to the first
+--model only; the CacheConfig flags apply to every model, each with its own
+model path and checkpoint digest.
+
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
 mode 0600) or a loopback TCP address, from the moment it is ready until it
@@ -77,7 +88,10 @@ has stopped.`,
 	cache := addCacheFlags(fs)
 	bf := cache.backend
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
-	fs.StringVar(&model, "model", "", "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache; empty: start empty and wait for a publish")
+	fs.StringArrayVar(&models, "model", nil, "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache; "+
+		"repeat for several models (one generation each); none: start empty and wait for a publish")
+	fs.StringArrayVar(&drafts, "draft-model", nil, "a speculative-decoding draft model loaded beside --model as a generation of its own "+
+		"(same forms as --model; repeatable)")
 	publish.add(fs)
 	fs.StringVar(&shardPattern, "shard-pattern", "",
 		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
@@ -98,8 +112,9 @@ has stopped.`,
 			"(they must also pass --allow-uid/--allow-gid)")
 	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
 	fs.StringVar(&maxBytes, "max-bytes", "",
-		"cap on the device memory the daemon may hold (e.g. 40GiB); a load or publish past it is refused before "+
-			"anything is allocated (RESOURCE_EXHAUSTED); empty: no cap but the device's free memory")
+		"cap on the device memory the daemon may hold, every generation summed (e.g. 40GiB, or 80% of the device's "+
+			"memory); a load or publish past it is refused before anything is allocated (RESOURCE_EXHAUSTED); empty: no cap "+
+			"but the device's free memory")
 	fs.StringVar(&reserveBytes, "reserve-bytes", "",
 		"device memory a load or publish must leave free (e.g. 2GiB), when the backend reports free memory; empty: 0")
 	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
@@ -122,11 +137,32 @@ has stopped.`,
 		if gpu < 0 {
 			return usageErrorf("--gpu-id is required")
 		}
-		if model == "" && shardPattern != "" {
+		if len(models) == 0 && shardPattern != "" {
 			return usageErrorf("--shard-pattern needs --model")
 		}
-		if model, err = resolveModel(model); err != nil {
-			return err
+		if len(models) == 0 && len(drafts) > 0 {
+			return usageErrorf("--draft-model needs --model (the target it drafts for)")
+		}
+		models = append(slices.Clone(models), drafts...)
+		for i, m := range models {
+			if m == "" {
+				return usageErrorf("--model \"\": want a checkpoint directory or a hub id")
+			}
+			if models[i], err = resolveModel(m); err != nil {
+				return err
+			}
+		}
+		model := ""
+		var more []daemon.Source
+		for i, m := range models {
+			if i == 0 {
+				model = m
+				continue
+			}
+			// The same flags, but the model's own path as its model field.
+			c := cfg
+			c.Model = ""
+			more = append(more, daemon.Source{Model: m, Config: c})
 		}
 		level := hclog.LevelFromString(logLevel)
 		if level == hclog.NoLevel {
@@ -149,9 +185,16 @@ has stopped.`,
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
 		var capBytes, reserve uint64
-		if maxBytes != "" {
+		var capFraction float64
+		if pct, ok := strings.CutSuffix(maxBytes, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 64)
+			if err != nil || f <= 0 || f > 100 {
+				return usageErrorf("--max-bytes %q: want a percentage above 0 and at most 100 such as 80%%", maxBytes)
+			}
+			capFraction = f / 100
+		} else if maxBytes != "" {
 			if capBytes, err = sdk.ParseSize(maxBytes); err != nil || capBytes == 0 {
-				return usageErrorf("--max-bytes %q: want a size above 0 such as 40GiB", maxBytes)
+				return usageErrorf("--max-bytes %q: want a size above 0 such as 40GiB, or a percentage of the device's memory such as 80%%", maxBytes)
 			}
 		}
 		if reserveBytes != "" {
@@ -159,7 +202,7 @@ has stopped.`,
 				return usageErrorf("--reserve-bytes: %v", err)
 			}
 		}
-		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, ReserveBytes: reserve, Model: model, ShardPattern: shardPattern, Config: cfg, Layout: layout,
+		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, MaxFraction: capFraction, ReserveBytes: reserve, Model: model, Models: more, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
 			ContentPolicies: policies}
@@ -232,6 +275,12 @@ has stopped.`,
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+		}
+		if len(info.Generations) > 1 {
+			for _, g := range info.Generations {
+				fmt.Fprintf(e.stdout, "  generation %d: %s (%s), %d tensors, %s on the device\n",
+					g.ID, g.Model, g.ConfigDigest, g.Tensors, humanBytes(g.DeviceBytes))
+			}
 		}
 		if info.Cleanup.Action != "" && info.Cleanup.Action != "none" {
 			log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,

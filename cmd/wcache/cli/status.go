@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonctl"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/sdk/procstat"
@@ -57,7 +58,24 @@ type daemonStatus struct {
 	DeviceBytes      uint64 `json:"device_bytes"`
 	DeviceBytesTotal uint64 `json:"device_bytes_total"`
 	MaxBytes         uint64 `json:"max_bytes,omitempty"`
-	Error            string `json:"error,omitempty"`
+	// Generations are every generation the daemon holds (a target and a
+	// draft model, several models), oldest first; the fields above
+	// describe the first serving one.
+	Generations []statusGeneration `json:"generations"`
+	Error       string             `json:"error,omitempty"`
+}
+
+// statusGeneration is one generation of a daemon.
+type statusGeneration struct {
+	Generation   uint64        `json:"generation"`
+	State        string        `json:"state"`
+	Model        string        `json:"model"`
+	ConfigDigest string        `json:"config_digest"`
+	Bytes        uint64        `json:"bytes"`
+	DeviceBytes  uint64        `json:"device_bytes"`
+	Tensors      int           `json:"tensors"`
+	Source       string        `json:"source,omitempty"`
+	Leases       []statusLease `json:"leases"`
 }
 
 type statusLease struct {
@@ -113,7 +131,8 @@ shared (serve --socket-group, --allow-uid). --json prints this user's daemons on
 // reported.
 func statusRow(rep daemonctl.Report) daemonStatus {
 	f := rep.Found
-	row := daemonStatus{DeviceUUID: f.UUID, ReadyFile: f.Paths.Ready, Socket: f.Paths.Socket, Leases: []statusLease{}}
+	row := daemonStatus{DeviceUUID: f.UUID, ReadyFile: f.Paths.Ready, Socket: f.Paths.Socket, Leases: []statusLease{},
+		Generations: []statusGeneration{}}
 	row.State = rep.State
 	if rep.Err != nil {
 		row.Error = rep.Err.Error()
@@ -141,10 +160,37 @@ func statusRow(rep daemonctl.Report) daemonStatus {
 	row.TPRank, row.TPSize, row.PPRank, row.PPSize = st.Config.TPRank, st.Config.TPSize, st.Config.PPRank, st.Config.PPSize
 	row.UptimeSeconds = time.Since(st.Started).Seconds()
 	for _, l := range st.Leases {
-		row.Leases = append(row.Leases, statusLease{ID: l.ID, PID: l.PID, UID: l.UID, ClientName: l.ClientName,
-			SinceMS: l.Since.UnixMilli()})
+		row.Leases = append(row.Leases, leaseRow(l))
+	}
+	for _, g := range st.Generations {
+		gr := statusGeneration{Generation: g.Generation, State: g.State, Model: g.Model, ConfigDigest: g.ConfigDigest,
+			Bytes: g.Bytes, DeviceBytes: g.DeviceBytes, Tensors: g.Tensors, Source: g.Source, Leases: []statusLease{}}
+		if gr.Model == "" {
+			gr.Model = g.Config.Model + " (published)"
+		}
+		for _, l := range g.Leases {
+			gr.Leases = append(gr.Leases, leaseRow(l))
+		}
+		row.Generations = append(row.Generations, gr)
 	}
 	return row
+}
+
+// leaseRow is one lease of the status output.
+func leaseRow(l client.LeaseInfo) statusLease {
+	return statusLease{ID: l.ID, PID: l.PID, UID: l.UID, ClientName: l.ClientName, SinceMS: l.Since.UnixMilli()}
+}
+
+// leasesCell is "-", or the count and pids of leases.
+func leasesCell(ls []statusLease) string {
+	if len(ls) == 0 {
+		return "-"
+	}
+	pids := make([]string, len(ls))
+	for i, l := range ls {
+		pids[i] = fmt.Sprint(l.PID)
+	}
+	return fmt.Sprintf("%d (pid %s)", len(ls), strings.Join(pids, ","))
 }
 
 // printForeign lists the daemons of other users (which this user's
@@ -178,14 +224,7 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 		case r.PublisherPID != 0:
 			state = fmt.Sprintf("publishing (pid %d)", r.PublisherPID)
 		}
-		leases := "-"
-		if len(r.Leases) > 0 {
-			pids := make([]string, len(r.Leases))
-			for i, l := range r.Leases {
-				pids[i] = fmt.Sprint(l.PID)
-			}
-			leases = fmt.Sprintf("%d (pid %s)", len(r.Leases), strings.Join(pids, ","))
-		}
+		leases := leasesCell(r.Leases)
 		uptime := "-"
 		if r.UptimeSeconds > 0 {
 			uptime = (time.Duration(r.UptimeSeconds) * time.Second).String()
@@ -200,7 +239,41 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 			fmt.Fprintf(tw, "\terror: %s\n", r.Error)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printGenerations(w, rows)
+}
+
+// printGenerations lists the generations of the daemons that hold more
+// than one, each with its state, bytes on the device and leases, and the
+// daemon's total.
+func printGenerations(w io.Writer, rows []daemonStatus) error {
+	for _, r := range rows {
+		if len(r.Generations) < 2 {
+			continue
+		}
+		fmt.Fprintf(w, "\nGPU %d (%s): %d generations, %s on the device\n", r.GPU, r.DeviceUUID, len(r.Generations),
+			humanBytes(r.DeviceBytesTotal))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  GENERATION\tSTATE\tTENSORS\tBYTES\tDEVICE BYTES\tLEASES\tCONFIG\tMODEL")
+		for _, g := range r.Generations {
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Generation, g.State, g.Tensors, humanBytes(g.Bytes),
+				humanBytes(g.DeviceBytes), leasesCell(g.Leases), shortDigest(g.ConfigDigest), g.Model)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shortDigest is "sha256:" and the first 12 hex digits of d.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
 }
 
 // errNoDaemons: a command that acts on daemons found none.

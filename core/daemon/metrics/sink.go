@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type Sink struct {
 	leases         prometheus.Gauge
 	loadedBytes    prometheus.Gauge
 	deviceBytes    prometheus.Gauge
+	genBytes       *prometheus.GaugeVec
 	tensors        prometheus.Gauge
 	loadDuration   prometheus.Gauge
 	loadRate       prometheus.Gauge
@@ -78,7 +80,10 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 		leases:      gauge("leases", "Live leases (attached clients)."),
 		loadedBytes: gauge("loaded_bytes", "Bytes of the checkpoint loaded into device memory."),
 		deviceBytes: gauge("device_bytes",
-			"Device memory held by the served generation: its arenas' sizes as the backend allocated them (Status device_bytes)."),
+			"Device memory the daemon holds, every generation summed: the arenas' sizes as the backend allocated them (Status device_bytes_total)."),
+		genBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("generation_device_bytes",
+			"Device memory one generation holds: its arenas' sizes as the backend allocated them; the series sum to wcache_device_bytes.")),
+			[]string{"generation", "model", "config_digest"}),
 		tensors:      gauge("tensors", "Tensors served."),
 		loadDuration: gauge("load_duration_seconds", "Duration of the initial load (the backend's Load calls)."),
 		loadRate:     gauge("load_bytes_per_second", "Fill rate of the initial load: loaded bytes / load duration."),
@@ -106,7 +111,7 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 	s.fillFiles.WithLabelValues("direct").Set(0)
 	s.fillFiles.WithLabelValues("buffered").Set(0)
 	for _, c := range []prometheus.Collector{s.attaches, s.attachErrors, s.attachDuration, s.leases,
-		s.loadedBytes, s.deviceBytes, s.tensors, s.loadDuration, s.loadRate, s.fillSeconds, s.fillReaders, s.fillChunks,
+		s.loadedBytes, s.deviceBytes, s.genBytes, s.tensors, s.loadDuration, s.loadRate, s.fillSeconds, s.fillReaders, s.fillChunks,
 		s.fillFiles, s.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics of device %s: %w", deviceUUID, err)
@@ -118,7 +123,6 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 // Loaded implements daemon.Metrics.
 func (s *Sink) Loaded(stats daemon.LoadStats, tensors int) {
 	s.loadedBytes.Set(float64(stats.Bytes))
-	s.deviceBytes.Set(float64(stats.AllocatedBytes))
 	s.tensors.Set(float64(tensors))
 	s.loadDuration.Set(stats.Duration.Seconds())
 	s.loadRate.Set(stats.BytesPerSecond())
@@ -130,6 +134,17 @@ func (s *Sink) Loaded(stats daemon.LoadStats, tensors int) {
 	s.fillChunks.Set(float64(f.Chunks))
 	s.fillFiles.WithLabelValues("direct").Set(float64(f.DirectFiles))
 	s.fillFiles.WithLabelValues("buffered").Set(float64(f.BufferedFiles))
+}
+
+// DeviceBytes implements daemon.Metrics: wcache_device_bytes is the total,
+// wcache_generation_device_bytes one series per generation held (series of
+// generations gone are removed).
+func (s *Sink) DeviceBytes(total uint64, gens []daemon.GenerationBytes) {
+	s.deviceBytes.Set(float64(total))
+	s.genBytes.Reset()
+	for _, g := range gens {
+		s.genBytes.WithLabelValues(strconv.FormatUint(g.Generation, 10), g.Model, g.ConfigDigest).Set(float64(g.Bytes))
+	}
 }
 
 // fillPhases are the values of wcache_fill_phase_seconds's phase label.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,14 @@ func TestMetricsSinkFollowsTheDaemon(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(s.deviceBytes); got != float64(info.Load.AllocatedBytes) || info.Load.AllocatedBytes < td.model.TotalBytes {
 		t.Errorf("device_bytes = %v, want the arenas' %d (at least the checkpoint's %d)", got, info.Load.AllocatedBytes, td.model.TotalBytes)
+	}
+	gens := info.Generations
+	if len(gens) != 1 {
+		t.Fatalf("%d generations, want 1", len(gens))
+	}
+	g := s.genBytes.WithLabelValues(strconv.FormatUint(gens[0].ID, 10), gens[0].Config.Model, gens[0].ConfigDigest)
+	if got := testutil.ToFloat64(g); got != float64(info.Load.AllocatedBytes) || testutil.CollectAndCount(s.genBytes) != 1 {
+		t.Errorf("generation_device_bytes = %v over %d series, want one of %d", got, testutil.CollectAndCount(s.genBytes), info.Load.AllocatedBytes)
 	}
 	if got := testutil.ToFloat64(s.tensors); got != float64(len(td.model.Tensors)) {
 		t.Errorf("tensors = %v, want %d", got, len(td.model.Tensors))

@@ -32,7 +32,7 @@ except ImportError as _exc:
         name=_exc.name) from _exc
 
 from . import pb
-from .client import Attachment, DaemonGone, EvictResult, attach, default_client_name, evict, status
+from .client import Attachment, DaemonGone, EvictResult, ResidentBytes, attach, default_client_name, evict, resident_bytes, status
 from .checkpoint import checkpoint_digest
 from .hub import ModelNotCachedError, resolve_model
 from . import content
@@ -73,14 +73,14 @@ NOTICE_DRAINING = pb.NOTICE_KIND_DRAINING
 
 __all__ = [
     "Attachment", "CacheConfig", "CheckpointError", "DaemonBusyError", "DaemonDeadError", "DaemonError", "DaemonGone",
-    "EmptyDaemonError", "EvictResult", "HoldsWeightsError", "PublishConflictError", "PublishInProgressError", "PublishResult",
+    "EmptyDaemonError", "EvictResult", "ResidentBytes", "HoldsWeightsError", "PublishConflictError", "PublishInProgressError", "PublishResult",
     "Weights", "load_or_publish", "publish",
     "FieldDiff", "HandleKindsError", "HandleMappers", "IncompatibleConfigError", "MapContext", "UnknownHandleKindError",
     "is_vendor_kind", "validate_handle_kind", "MOCK_CAPABILITY", "mock_device_uuids", "InvalidConfigError", "InvalidUUIDError", "Layout", "NOTICE_DRAINING", "NoDaemonError",
     "PROTOCOL_VERSION", "ProtocolError", "SocketPathTooLongError", "TemplateError", "TensorSpec",
     "UnsafeSocketError", "WcacheError", "attach", "canonical_device_uuid", "checkpoint_digest", "default_client_name",
     "default_dir", "device_capability", "device_index_for_uuid", "device_uuid", "normalize_dtype",
-    "normalize_quantization", "parse_template", "evict", "pb", "status", "validate_device_uuid",
+    "normalize_quantization", "parse_template", "evict", "pb", "resident_bytes", "status", "validate_device_uuid",
     "ModelNotCachedError", "resolve_model", "content", "ContentMismatchError", "ContentUnknownError", "DigestCache",
     "PolicyRefusedError", "digest_file", "identities_match", "prove_content", "__version__",
 ]

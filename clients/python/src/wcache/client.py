@@ -566,8 +566,10 @@ def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
     """Ask a daemon for its status (wcache.pb.StatusResponse).
 
     ``device_bytes_total`` is the device memory the daemon holds (its
-    arenas' sizes as the backend allocated them, a publish in progress
-    included; ``device_bytes`` the served generation's alone): the figure an
+    arenas' sizes as the backend allocated them, every generation and a
+    publish in progress included; ``device_bytes`` the first serving
+    generation's alone; ``generations`` lists each with its state, config,
+    ``device_bytes`` and leases; see resident_bytes()): the figure an
     engine integration hands to its KV-cache sizing (SGLang
     ``preloaded_weights_bytes``). ``max_bytes`` and ``reserve_bytes`` are the
     daemon's cap and reserve (0: none). Discovery and errors as attach(); an
@@ -587,17 +589,51 @@ def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
 
 
 @dataclass(frozen=True)
+class ResidentBytes:
+    """The device memory a daemon holds: ``total`` (every generation, a
+    publish in progress included) and ``by_generation`` (generation id →
+    bytes; empty from a daemon older than several generations), each the
+    arenas' sizes as the backend allocated them. ``total`` is what an engine
+    hands to its KV-cache sizing (SGLang ``preloaded_weights_bytes``, vLLM
+    ``ExternalWeightCharges``)."""
+
+    total: int
+    by_generation: Dict[int, int]
+
+
+def resident_bytes(socket: Optional[str] = None, device_uuid: Optional[str] = None,
+                   device_index: Optional[int] = None, timeout: float = 10.0, getenv: Getenv = None,
+                   allow_owners: Iterable[int] = ()) -> ResidentBytes:
+    """The device memory the daemon of this GPU holds, in total and per
+    generation (status()'s ``device_bytes_total`` and ``generations``).
+    Discovery and errors as status()."""
+    st = status(socket=socket, device_uuid=device_uuid, device_index=device_index, timeout=timeout,
+                getenv=getenv, allow_owners=allow_owners)
+    return ResidentBytes(int(st.device_bytes_total), {int(g.generation): int(g.device_bytes) for g in st.generations})
+
+
+@dataclass(frozen=True)
 class EvictResult:
-    """What an evict did: the leases that held the weights when it began and
-    the tensor bytes freed (0 for a daemon that was already empty)."""
+    """What an evict did: the leases that held the evicted weights when it
+    began, the tensor bytes freed (0 for a daemon that was already empty)
+    and the ids of the generations freed."""
 
     leases_at_evict: int
     bytes_freed: int
+    generations: Tuple[int, ...] = ()
 
 
 def evict(socket: Optional[str] = None, device_uuid: Optional[str] = None, device_index: Optional[int] = None,
-          timeout: float = 0.0, getenv: Getenv = None, allow_owners: Iterable[int] = ()) -> EvictResult:
-    """Ask a daemon to drop its weights and stay up, empty (``wcache evict``).
+          timeout: float = 0.0, getenv: Getenv = None, allow_owners: Iterable[int] = (), model: str = "",
+          config_digest: str = "", generation: int = 0, all_generations: bool = False) -> EvictResult:
+    """Ask a daemon to drop weights and stay up (``wcache evict``).
+
+    A daemon holds several generations (a target and a draft model, several
+    models): ``model``, ``config_digest`` and ``generation`` name the ones
+    to free (each given one must match), ``all_generations`` every one;
+    naming none frees the daemon's only generation (a daemon holding
+    several refuses: DaemonError FAILED_PRECONDITION naming them). Only
+    their leases are drained; the others serve on.
 
     The daemon tells every lease to let go and waits up to ``timeout``
     seconds (0: its --drain-timeout; at most 10 min) for them; memory is
@@ -620,7 +656,8 @@ def evict(socket: Optional[str] = None, device_uuid: Optional[str] = None, devic
         # daemon's longest drain (10 min) when no timeout is given.
         wait = timeout if timeout > 0 else 600.0
         try:
-            r = rpc(pb.EvictRequest(timeout_ms=int(timeout * 1000)), timeout=wait + 30.0)
+            r = rpc(pb.EvictRequest(timeout_ms=int(timeout * 1000), model=model, config_digest=config_digest,
+                                    generation=int(generation), all=bool(all_generations)), timeout=wait + 30.0)
         except grpc.RpcError as err:
             raise _translate("evict", target, err) from None
-    return EvictResult(int(r.leases_at_evict), int(r.bytes_freed))
+    return EvictResult(int(r.leases_at_evict), int(r.bytes_freed), tuple(int(g) for g in r.generations))

@@ -48,7 +48,7 @@ from . import content, dtypes, fdchannel, pb
 from .client import _channel, _config_message, _translate, attach, default_client_name
 from .config import CacheConfig
 from .discovery import check_socket, probe, resolve
-from .errors import (DaemonBusyError, EmptyDaemonError, HoldsWeightsError, IncompatibleConfigError, NoDaemonError,
+from .errors import (DaemonBusyError, DaemonError, EmptyDaemonError, HoldsWeightsError, IncompatibleConfigError, NoDaemonError,
                      ProtocolError, PublishConflictError, PublishInProgressError, WcacheError)
 from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec
 from .paths import Getenv
@@ -485,6 +485,12 @@ def _split(result) -> Tuple[Mapping[str, object], Dict[str, str]]:
                     f"not {type(result).__name__}")
 
 
+def _another_model(exc: IncompatibleConfigError) -> bool:
+    """Whether a mismatch says the daemon holds other models only: even the
+    nearest generation differs in model or checkpoint digest."""
+    return any(d.field in ("model", "checkpoint_digest") for d in exc.diffs)
+
+
 def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable[[], object],
                     device_index: Optional[int] = None, wait: float = 60.0,
                     files: Optional[Sequence[str]] = None, **kwargs) -> Weights:
@@ -507,11 +513,17 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
       (polling) for the daemon to be empty, serving or gone, then act on
       that state; still draining after ``wait``: load, "loaded";
     - serving a match: attach, "attached" (load() is not called);
-    - serving a mismatch: IncompatibleConfigError (a deployment error, never
-      a silent reload) — except when the weights were published while
-      load() ran (a publish race lost to another engine): then "loaded"
-      with the mismatch in ``reason``, logged as a warning. A race lost to
-      an engine with the same config attaches to its weights, "attached".
+    - serving other models only (even the nearest generation differs in
+      model or checkpoint digest: another model, a target beside this
+      draft): load, publish a generation of its own beside them,
+      "published"; a daemon whose memory cap or free memory cannot take it
+      (RESOURCE_EXHAUSTED, nothing is evicted) or an older daemon that holds
+      one generation only: "loaded" with the reason. A daemon started with
+      another parallel layout refuses the publish: IncompatibleConfigError;
+    - serving this model with other settings (dtype, layout, engine…):
+      IncompatibleConfigError (a deployment error, never a silent reload).
+      A race lost to an engine with the same config attaches to its
+      weights, "attached".
 
     Returns Weights (a dict with ``source``, ``metadata``, ``attachment``,
     ``reason``): "attached" or "published" tensors live in the daemon's
@@ -547,11 +559,20 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
 
     deadline = time.monotonic() + max(wait, 0.0)
     pause = 0.05
+    beside = None
     while True:
         try:
             att = attach(config, device_index=device_index, **attach_kw)
         except EmptyDaemonError as exc:
             log.info("wcache: %s; loading and publishing", exc)
+            break
+        except IncompatibleConfigError as exc:
+            if not _another_model(exc):
+                raise  # this model with other settings: a deployment error, never a silent reload
+            # The daemon holds other models only: ours becomes a generation
+            # of its own beside them.
+            log.info("wcache: the daemon holds other models (%s); loading and publishing ours beside them", exc)
+            beside = exc
             break
         except NoDaemonError as exc:
             log.info("wcache: %s; loading on our own", exc)
@@ -574,6 +595,14 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
     tensors, metadata = _split(load())
     try:
         publish(config, tensors, device_index=device_index, metadata=metadata, files=source, **publish_kw)
+    except IncompatibleConfigError:
+        raise  # a daemon kept for another parallel layout: a deployment error
+    except DaemonError as exc:
+        if getattr(exc.code, "name", "") != "RESOURCE_EXHAUSTED":
+            raise
+        # No room beside what the daemon holds; nothing is evicted for us.
+        log.warning("wcache: %s; using our own tensors", exc)
+        return Weights(tensors, "loaded", metadata, reason=str(exc))
     except PublishInProgressError as exc:
         log.warning("wcache: %s; using our own tensors", exc)
         return Weights(tensors, "loaded", metadata, reason=str(exc))
@@ -583,7 +612,10 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
         try:
             att = attach(config, device_index=device_index, **attach_kw)
         except (IncompatibleConfigError, content.ContentMismatchError, NoDaemonError, DaemonBusyError) as lost:
-            reason = f"lost the publish race ({exc}) and cannot attach: {lost}"
+            if beside is not None:  # a daemon that holds one generation only
+                reason = f"the daemon holds other weights and no room for ours: {beside}"
+            else:
+                reason = f"lost the publish race ({exc}) and cannot attach: {lost}"
             log.warning("wcache: %s; using our own tensors", reason)
             return Weights(tensors, "loaded", metadata, reason=reason)
         log.info("wcache: %s; attached to the weights another client published", exc)

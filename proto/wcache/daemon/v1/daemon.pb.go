@@ -135,7 +135,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13, 0}
 }
 
 type PublishConflict_Reason int32
@@ -187,7 +187,7 @@ func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PublishConflict_Reason.Descriptor instead.
 func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28, 0}
 }
 
 type StatusRequest struct {
@@ -227,12 +227,14 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type Lease struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Pid           int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
-	Uid           uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	ClientName    string                 `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
-	SinceUnixMs   int64                  `protobuf:"varint,5,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Pid         int32                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Uid         uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	ClientName  string                 `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	SinceUnixMs int64                  `protobuf:"varint,5,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	// The generation the lease holds (GenerationStatus.generation).
+	Generation    uint64 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +304,178 @@ func (x *Lease) GetSinceUnixMs() int64 {
 	return 0
 }
 
+func (x *Lease) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// GenerationStatus is one set of weights a daemon holds (issue 25: a
+// daemon holds several, e.g. a target and a draft model), each with its own
+// CacheConfig, arenas, leases and state (PUBLISHING, SERVING, DRAINING).
+type GenerationStatus struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Generation   uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	State        DaemonState            `protobuf:"varint,2,opt,name=state,proto3,enum=wcache.daemon.v1.DaemonState" json:"state,omitempty"`
+	Model        string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Config       *v1.CacheConfig        `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	ConfigDigest string                 `protobuf:"bytes,5,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	// Tensor bytes; device_bytes the arenas' sizes as the backend reported
+	// them (while PUBLISHING: what is allocated so far, else planned).
+	Bytes       uint64   `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Tensors     uint32   `protobuf:"varint,7,opt,name=tensors,proto3" json:"tensors,omitempty"`
+	DeviceBytes uint64   `protobuf:"varint,8,opt,name=device_bytes,json=deviceBytes,proto3" json:"device_bytes,omitempty"`
+	Leases      []*Lease `protobuf:"bytes,9,rep,name=leases,proto3" json:"leases,omitempty"`
+	// The publishing client while PUBLISHING.
+	PublisherPid int32             `protobuf:"varint,10,opt,name=publisher_pid,json=publisherPid,proto3" json:"publisher_pid,omitempty"`
+	Metadata     map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// "files", "takeover" or "" (published).
+	Source        string         `protobuf:"bytes,12,opt,name=source,proto3" json:"source,omitempty"`
+	StartedUnixMs int64          `protobuf:"varint,13,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	Files         []*FileContent `protobuf:"bytes,14,rep,name=files,proto3" json:"files,omitempty"`
+	// The hub blob names this generation has verified so far
+	// (Manifest.file_sha256; a file-loaded generation only).
+	FileSha256    []*FileSHA256 `protobuf:"bytes,15,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerationStatus) Reset() {
+	*x = GenerationStatus{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerationStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerationStatus) ProtoMessage() {}
+
+func (x *GenerationStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerationStatus.ProtoReflect.Descriptor instead.
+func (*GenerationStatus) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GenerationStatus) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetState() DaemonState {
+	if x != nil {
+		return x.State
+	}
+	return DaemonState_DAEMON_STATE_UNSPECIFIED
+}
+
+func (x *GenerationStatus) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetConfig() *v1.CacheConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetTensors() uint32 {
+	if x != nil {
+		return x.Tensors
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetDeviceBytes() uint64 {
+	if x != nil {
+		return x.DeviceBytes
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetLeases() []*Lease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetPublisherPid() int32 {
+	if x != nil {
+		return x.PublisherPid
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *GenerationStatus) GetFileSha256() []*FileSHA256 {
+	if x != nil {
+		return x.FileSha256
+	}
+	return nil
+}
+
 type StatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pid           int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
@@ -349,15 +523,24 @@ type StatusResponse struct {
 	// As in Manifest (numbers from 40 on).
 	Files           []*FileContent `protobuf:"bytes,40,rep,name=files,proto3" json:"files,omitempty"`
 	ContentPolicies []string       `protobuf:"bytes,41,rep,name=content_policies,json=contentPolicies,proto3" json:"content_policies,omitempty"`
-	// The hub blob names verified so far (Manifest.file_sha256).
-	FileSha256    []*FileSHA256 `protobuf:"bytes,42,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	// The hub blob names verified so far (Manifest.file_sha256) of the
+	// oldest generation, as the fields above.
+	FileSha256 []*FileSHA256 `protobuf:"bytes,42,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	// Every generation the daemon holds, oldest first (numbers from 50 on).
+	// The single-generation fields above (model, config, config_digest,
+	// bytes, tensors, generation, metadata, files, device_bytes) describe the
+	// oldest serving generation (else the oldest one), for clients older
+	// than several generations; state is the daemon's: "serving" while any
+	// generation serves; leases lists every lease of every generation;
+	// device_bytes_total is the sum of every generation's device_bytes.
+	Generations   []*GenerationStatus `protobuf:"bytes,50,rep,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +552,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[2]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +565,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{2}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StatusResponse) GetPid() int32 {
@@ -574,6 +757,13 @@ func (x *StatusResponse) GetFileSha256() []*FileSHA256 {
 	return nil
 }
 
+func (x *StatusResponse) GetGenerations() []*GenerationStatus {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
 // StartPhases are the durations of a daemon's start, in the order they run,
 // in nanoseconds of wall time, and what was loaded. A phase the daemon did
 // not report is 0.
@@ -617,7 +807,7 @@ type StartPhases struct {
 
 func (x *StartPhases) Reset() {
 	*x = StartPhases{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +819,7 @@ func (x *StartPhases) String() string {
 func (*StartPhases) ProtoMessage() {}
 
 func (x *StartPhases) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[3]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +832,7 @@ func (x *StartPhases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPhases.ProtoReflect.Descriptor instead.
 func (*StartPhases) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{3}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartPhases) GetPlanNs() int64 {
@@ -751,7 +941,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +953,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[4]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +966,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{4}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AttachRequest) GetConfig() *v1.CacheConfig {
@@ -818,7 +1008,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1020,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[5]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1033,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{5}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Handle) GetKind() string {
@@ -885,7 +1075,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1087,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1100,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Tensor) GetName() string {
@@ -982,7 +1172,7 @@ type TensorLayout struct {
 
 func (x *TensorLayout) Reset() {
 	*x = TensorLayout{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1184,7 @@ func (x *TensorLayout) String() string {
 func (*TensorLayout) ProtoMessage() {}
 
 func (x *TensorLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1197,7 @@ func (x *TensorLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorLayout.ProtoReflect.Descriptor instead.
 func (*TensorLayout) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TensorLayout) GetStorage() string {
@@ -1056,7 +1246,7 @@ type TensorTable struct {
 
 func (x *TensorTable) Reset() {
 	*x = TensorTable{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1258,7 @@ func (x *TensorTable) String() string {
 func (*TensorTable) ProtoMessage() {}
 
 func (x *TensorTable) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1271,7 @@ func (x *TensorTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorTable.ProtoReflect.Descriptor instead.
 func (*TensorTable) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TensorTable) GetNameShared() []uint32 {
@@ -1194,7 +1384,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1396,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1409,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Manifest) GetDeviceUuid() string {
@@ -1347,7 +1537,7 @@ type FileSHA256 struct {
 
 func (x *FileSHA256) Reset() {
 	*x = FileSHA256{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1549,7 @@ func (x *FileSHA256) String() string {
 func (*FileSHA256) ProtoMessage() {}
 
 func (x *FileSHA256) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1562,7 @@ func (x *FileSHA256) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileSHA256.ProtoReflect.Descriptor instead.
 func (*FileSHA256) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FileSHA256) GetName() string {
@@ -1411,7 +1601,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1613,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1626,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FileContent) GetName() string {
@@ -1506,7 +1696,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1708,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1721,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -1568,7 +1758,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1770,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1783,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -1648,7 +1838,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1850,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1863,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -1699,7 +1889,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1901,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1914,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -1754,7 +1944,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1956,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1969,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -1831,14 +2021,20 @@ type ConfigMismatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Diffs []*FieldDiff           `protobuf:"bytes,1,rep,name=diffs,proto3" json:"diffs,omitempty"`
 	// Differing fields left out of diffs to bound the detail ("+N more").
-	Omitted       uint32 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	Omitted uint32 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	// With several generations (issue 25) the diffs are those of the nearest
+	// one (fewest differing fields): its id and digest, and how many serving
+	// generations were compared (0 from older daemons).
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	ConfigDigest  string `protobuf:"bytes,4,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	Generations   uint32 `protobuf:"varint,5,opt,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2046,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2059,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -1876,6 +2072,27 @@ func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
 func (x *ConfigMismatch) GetOmitted() uint32 {
 	if x != nil {
 		return x.Omitted
+	}
+	return 0
+}
+
+func (x *ConfigMismatch) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ConfigMismatch) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *ConfigMismatch) GetGenerations() uint32 {
+	if x != nil {
+		return x.Generations
 	}
 	return 0
 }
@@ -1894,7 +2111,7 @@ type NoWeights struct {
 
 func (x *NoWeights) Reset() {
 	*x = NoWeights{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2123,7 @@ func (x *NoWeights) String() string {
 func (*NoWeights) ProtoMessage() {}
 
 func (x *NoWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2136,7 @@ func (x *NoWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
 func (*NoWeights) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NoWeights) GetState() DaemonState {
@@ -1954,7 +2171,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2183,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2196,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -2048,7 +2265,7 @@ type PublishBegin struct {
 
 func (x *PublishBegin) Reset() {
 	*x = PublishBegin{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2277,7 @@ func (x *PublishBegin) String() string {
 func (*PublishBegin) ProtoMessage() {}
 
 func (x *PublishBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2290,7 @@ func (x *PublishBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
 func (*PublishBegin) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishBegin) GetConfig() *v1.CacheConfig {
@@ -2129,7 +2346,7 @@ type PublishTensors struct {
 
 func (x *PublishTensors) Reset() {
 	*x = PublishTensors{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2358,7 @@ func (x *PublishTensors) String() string {
 func (*PublishTensors) ProtoMessage() {}
 
 func (x *PublishTensors) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2371,7 @@ func (x *PublishTensors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
 func (*PublishTensors) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishTensors) GetTensors() []*TensorSpec {
@@ -2178,7 +2395,7 @@ type PublishCommit struct {
 
 func (x *PublishCommit) Reset() {
 	*x = PublishCommit{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2407,7 @@ func (x *PublishCommit) String() string {
 func (*PublishCommit) ProtoMessage() {}
 
 func (x *PublishCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2420,7 @@ func (x *PublishCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
 func (*PublishCommit) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishCommit) GetSha256() [][]byte {
@@ -2227,7 +2444,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2456,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2469,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
@@ -2336,7 +2553,7 @@ type PublishPlan struct {
 
 func (x *PublishPlan) Reset() {
 	*x = PublishPlan{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2565,7 @@ func (x *PublishPlan) String() string {
 func (*PublishPlan) ProtoMessage() {}
 
 func (x *PublishPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2578,7 @@ func (x *PublishPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
 func (*PublishPlan) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishPlan) GetHandles() []*Handle {
@@ -2421,7 +2638,7 @@ type PublishDone struct {
 
 func (x *PublishDone) Reset() {
 	*x = PublishDone{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2650,7 @@ func (x *PublishDone) String() string {
 func (*PublishDone) ProtoMessage() {}
 
 func (x *PublishDone) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2663,7 @@ func (x *PublishDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
 func (*PublishDone) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishDone) GetGeneration() uint64 {
@@ -2497,7 +2714,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2726,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2739,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
@@ -2582,7 +2799,7 @@ type PublishConflict struct {
 
 func (x *PublishConflict) Reset() {
 	*x = PublishConflict{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2811,7 @@ func (x *PublishConflict) String() string {
 func (*PublishConflict) ProtoMessage() {}
 
 func (x *PublishConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2824,7 @@ func (x *PublishConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
 func (*PublishConflict) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishConflict) GetReason() PublishConflict_Reason {
@@ -2642,14 +2859,22 @@ type EvictRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How long to wait for leases (0: the daemon's --drain-timeout; at most
 	// 10 min).
-	TimeoutMs     uint64 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs uint64 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Which generations (issue 25): those whose model is model, whose
+	// config_digest is config_digest, whose id is generation (each set one
+	// must hold), or with all every one. None set: the daemon's only
+	// generation; with several it is FAILED_PRECONDITION naming them.
+	Model         string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ConfigDigest  string `protobuf:"bytes,3,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	All           bool   `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2886,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2899,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EvictRequest) GetTimeoutMs() uint64 {
@@ -2684,18 +2909,48 @@ func (x *EvictRequest) GetTimeoutMs() uint64 {
 	return 0
 }
 
+func (x *EvictRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *EvictRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
 type EvictResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeasesAtEvict uint32                 `protobuf:"varint,1,opt,name=leases_at_evict,json=leasesAtEvict,proto3" json:"leases_at_evict,omitempty"`
 	// Tensor bytes the daemon held (0 when it was already empty).
-	BytesFreed    uint64 `protobuf:"varint,2,opt,name=bytes_freed,json=bytesFreed,proto3" json:"bytes_freed,omitempty"`
+	BytesFreed uint64 `protobuf:"varint,2,opt,name=bytes_freed,json=bytesFreed,proto3" json:"bytes_freed,omitempty"`
+	// The generations evicted.
+	Generations   []uint64 `protobuf:"varint,3,rep,packed,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2962,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2975,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EvictResponse) GetLeasesAtEvict() uint32 {
@@ -2737,6 +2992,13 @@ func (x *EvictResponse) GetBytesFreed() uint64 {
 	return 0
 }
 
+func (x *EvictResponse) GetGenerations() []uint64 {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
 // HandleKindsRefused is the detail of an Attach refused because the
 // daemon holds no handle of a kind the client listed in
 // AttachRequest.handle_kinds: what it has and what the client maps.
@@ -2750,7 +3012,7 @@ type HandleKindsRefused struct {
 
 func (x *HandleKindsRefused) Reset() {
 	*x = HandleKindsRefused{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3024,7 @@ func (x *HandleKindsRefused) String() string {
 func (*HandleKindsRefused) ProtoMessage() {}
 
 func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3037,7 @@ func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleKindsRefused.ProtoReflect.Descriptor instead.
 func (*HandleKindsRefused) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HandleKindsRefused) GetDaemonKinds() []string {
@@ -2797,14 +3059,40 @@ var File_wcache_daemon_v1_daemon_proto protoreflect.FileDescriptor
 const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"\x1dwcache/daemon/v1/daemon.proto\x12\x10wcache.daemon.v1\x1a\x1dwcache/config/v1/config.proto\"\x0f\n" +
-	"\rStatusRequest\"\x80\x01\n" +
+	"\rStatusRequest\"\xa0\x01\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12\x10\n" +
 	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x1f\n" +
 	"\vclient_name\x18\x04 \x01(\tR\n" +
 	"clientName\x12\"\n" +
-	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\"\xf2\b\n" +
+	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x06 \x01(\x04R\n" +
+	"generation\"\xc1\x05\n" +
+	"\x10GenerationStatus\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x123\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\x05state\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x125\n" +
+	"\x06config\x18\x04 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12#\n" +
+	"\rconfig_digest\x18\x05 \x01(\tR\fconfigDigest\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x18\n" +
+	"\atensors\x18\a \x01(\rR\atensors\x12!\n" +
+	"\fdevice_bytes\x18\b \x01(\x04R\vdeviceBytes\x12/\n" +
+	"\x06leases\x18\t \x03(\v2\x17.wcache.daemon.v1.LeaseR\x06leases\x12#\n" +
+	"\rpublisher_pid\x18\n" +
+	" \x01(\x05R\fpublisherPid\x12L\n" +
+	"\bmetadata\x18\v \x03(\v20.wcache.daemon.v1.GenerationStatus.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06source\x18\f \x01(\tR\x06source\x12&\n" +
+	"\x0fstarted_unix_ms\x18\r \x01(\x03R\rstartedUnixMs\x123\n" +
+	"\x05files\x18\x0e \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12=\n" +
+	"\vfile_sha256\x18\x0f \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\n" +
+	"fileSha256\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\t\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -2839,7 +3127,8 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05files\x18( \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
 	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x12=\n" +
 	"\vfile_sha256\x18* \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\n" +
-	"fileSha256\x1a;\n" +
+	"fileSha256\x12D\n" +
+	"\vgenerations\x182 \x03(\v2\".wcache.daemon.v1.GenerationStatusR\vgenerations\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
@@ -2953,10 +3242,15 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fclient_value\x18\x03 \x01(\tR\vclientValue\x12#\n" +
 	"\rdaemon_absent\x18\x04 \x01(\bR\fdaemonAbsent\x12#\n" +
 	"\rclient_absent\x18\x05 \x01(\bR\fclientAbsent\x12\x1c\n" +
-	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"]\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"\xc4\x01\n" +
 	"\x0eConfigMismatch\x121\n" +
 	"\x05diffs\x18\x01 \x03(\v2\x1b.wcache.daemon.v1.FieldDiffR\x05diffs\x12\x18\n" +
-	"\aomitted\x18\x02 \x01(\rR\aomitted\"e\n" +
+	"\aomitted\x18\x02 \x01(\rR\aomitted\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12#\n" +
+	"\rconfig_digest\x18\x04 \x01(\tR\fconfigDigest\x12 \n" +
+	"\vgenerations\x18\x05 \x01(\rR\vgenerations\"e\n" +
 	"\tNoWeights\x123\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1d.wcache.daemon.v1.DaemonStateR\x05state\x12#\n" +
 	"\rpublisher_pid\x18\x02 \x01(\x05R\fpublisherPid\"\x9c\x01\n" +
@@ -3019,14 +3313,21 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_IN_PROGRESS\x10\x01\x12\x18\n" +
 	"\x14REASON_HOLDS_WEIGHTS\x10\x02\x12\x0f\n" +
-	"\vREASON_BUSY\x10\x03\"-\n" +
+	"\vREASON_BUSY\x10\x03\"\x9a\x01\n" +
 	"\fEvictRequest\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x01 \x01(\x04R\ttimeoutMs\"X\n" +
+	"timeout_ms\x18\x01 \x01(\x04R\ttimeoutMs\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
+	"\rconfig_digest\x18\x03 \x01(\tR\fconfigDigest\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12\x10\n" +
+	"\x03all\x18\x05 \x01(\bR\x03all\"z\n" +
 	"\rEvictResponse\x12&\n" +
 	"\x0fleases_at_evict\x18\x01 \x01(\rR\rleasesAtEvict\x12\x1f\n" +
 	"\vbytes_freed\x18\x02 \x01(\x04R\n" +
-	"bytesFreed\"Z\n" +
+	"bytesFreed\x12 \n" +
+	"\vgenerations\x18\x03 \x03(\x04R\vgenerations\"Z\n" +
 	"\x12HandleKindsRefused\x12!\n" +
 	"\fdaemon_kinds\x18\x01 \x03(\tR\vdaemonKinds\x12!\n" +
 	"\fclient_kinds\x18\x02 \x03(\tR\vclientKinds*\xb0\x01\n" +
@@ -3057,99 +3358,108 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
 	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
 	(PublishConflict_Reason)(0), // 2: wcache.daemon.v1.PublishConflict.Reason
 	(*StatusRequest)(nil),       // 3: wcache.daemon.v1.StatusRequest
 	(*Lease)(nil),               // 4: wcache.daemon.v1.Lease
-	(*StatusResponse)(nil),      // 5: wcache.daemon.v1.StatusResponse
-	(*StartPhases)(nil),         // 6: wcache.daemon.v1.StartPhases
-	(*AttachRequest)(nil),       // 7: wcache.daemon.v1.AttachRequest
-	(*Handle)(nil),              // 8: wcache.daemon.v1.Handle
-	(*Tensor)(nil),              // 9: wcache.daemon.v1.Tensor
-	(*TensorLayout)(nil),        // 10: wcache.daemon.v1.TensorLayout
-	(*TensorTable)(nil),         // 11: wcache.daemon.v1.TensorTable
-	(*Manifest)(nil),            // 12: wcache.daemon.v1.Manifest
-	(*FileSHA256)(nil),          // 13: wcache.daemon.v1.FileSHA256
-	(*FileContent)(nil),         // 14: wcache.daemon.v1.FileContent
-	(*Notice)(nil),              // 15: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),         // 16: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),         // 17: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),        // 18: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),           // 19: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil),      // 20: wcache.daemon.v1.ConfigMismatch
-	(*NoWeights)(nil),           // 21: wcache.daemon.v1.NoWeights
-	(*TensorSpec)(nil),          // 22: wcache.daemon.v1.TensorSpec
-	(*PublishBegin)(nil),        // 23: wcache.daemon.v1.PublishBegin
-	(*PublishTensors)(nil),      // 24: wcache.daemon.v1.PublishTensors
-	(*PublishCommit)(nil),       // 25: wcache.daemon.v1.PublishCommit
-	(*PublishRequest)(nil),      // 26: wcache.daemon.v1.PublishRequest
-	(*PublishPlan)(nil),         // 27: wcache.daemon.v1.PublishPlan
-	(*PublishDone)(nil),         // 28: wcache.daemon.v1.PublishDone
-	(*PublishResponse)(nil),     // 29: wcache.daemon.v1.PublishResponse
-	(*PublishConflict)(nil),     // 30: wcache.daemon.v1.PublishConflict
-	(*EvictRequest)(nil),        // 31: wcache.daemon.v1.EvictRequest
-	(*EvictResponse)(nil),       // 32: wcache.daemon.v1.EvictResponse
-	(*HandleKindsRefused)(nil),  // 33: wcache.daemon.v1.HandleKindsRefused
-	nil,                         // 34: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 35: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 36: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 37: wcache.config.v1.CacheConfig
+	(*GenerationStatus)(nil),    // 5: wcache.daemon.v1.GenerationStatus
+	(*StatusResponse)(nil),      // 6: wcache.daemon.v1.StatusResponse
+	(*StartPhases)(nil),         // 7: wcache.daemon.v1.StartPhases
+	(*AttachRequest)(nil),       // 8: wcache.daemon.v1.AttachRequest
+	(*Handle)(nil),              // 9: wcache.daemon.v1.Handle
+	(*Tensor)(nil),              // 10: wcache.daemon.v1.Tensor
+	(*TensorLayout)(nil),        // 11: wcache.daemon.v1.TensorLayout
+	(*TensorTable)(nil),         // 12: wcache.daemon.v1.TensorTable
+	(*Manifest)(nil),            // 13: wcache.daemon.v1.Manifest
+	(*FileSHA256)(nil),          // 14: wcache.daemon.v1.FileSHA256
+	(*FileContent)(nil),         // 15: wcache.daemon.v1.FileContent
+	(*Notice)(nil),              // 16: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 17: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 18: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 19: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 20: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 21: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 22: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 23: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 24: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 25: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 26: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 27: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 28: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 29: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 30: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 31: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 32: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 33: wcache.daemon.v1.EvictResponse
+	(*HandleKindsRefused)(nil),  // 34: wcache.daemon.v1.HandleKindsRefused
+	nil,                         // 35: wcache.daemon.v1.GenerationStatus.MetadataEntry
+	nil,                         // 36: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 37: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 38: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 39: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
-	37, // 0: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
-	4,  // 1: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
-	6,  // 2: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
-	0,  // 3: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	34, // 4: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	14, // 5: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
-	13, // 6: wcache.daemon.v1.StatusResponse.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
-	37, // 7: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	10, // 8: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	37, // 9: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	8,  // 10: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 11: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	35, // 12: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
-	11, // 13: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
-	14, // 14: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
-	13, // 15: wcache.daemon.v1.Manifest.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
-	1,  // 16: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	12, // 17: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	15, // 18: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	19, // 19: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	0,  // 20: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
-	10, // 21: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	37, // 22: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	36, // 23: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
-	22, // 24: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	14, // 25: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
-	22, // 26: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	23, // 27: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	24, // 28: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	25, // 29: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	8,  // 30: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	9,  // 31: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	27, // 32: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	28, // 33: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 34: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 35: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 36: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	7,  // 37: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	17, // 38: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	26, // 39: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	31, // 40: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	5,  // 41: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	16, // 42: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	18, // 43: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	29, // 44: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	32, // 45: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	41, // [41:46] is the sub-list for method output_type
-	36, // [36:41] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	0,  // 0: wcache.daemon.v1.GenerationStatus.state:type_name -> wcache.daemon.v1.DaemonState
+	39, // 1: wcache.daemon.v1.GenerationStatus.config:type_name -> wcache.config.v1.CacheConfig
+	4,  // 2: wcache.daemon.v1.GenerationStatus.leases:type_name -> wcache.daemon.v1.Lease
+	35, // 3: wcache.daemon.v1.GenerationStatus.metadata:type_name -> wcache.daemon.v1.GenerationStatus.MetadataEntry
+	15, // 4: wcache.daemon.v1.GenerationStatus.files:type_name -> wcache.daemon.v1.FileContent
+	14, // 5: wcache.daemon.v1.GenerationStatus.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	39, // 6: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	4,  // 7: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
+	7,  // 8: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
+	0,  // 9: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
+	36, // 10: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	15, // 11: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
+	14, // 12: wcache.daemon.v1.StatusResponse.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	5,  // 13: wcache.daemon.v1.StatusResponse.generations:type_name -> wcache.daemon.v1.GenerationStatus
+	39, // 14: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	11, // 15: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
+	39, // 16: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	9,  // 17: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	10, // 18: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	37, // 19: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	12, // 20: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
+	15, // 21: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
+	14, // 22: wcache.daemon.v1.Manifest.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	1,  // 23: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	13, // 24: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	16, // 25: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	20, // 26: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 27: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	11, // 28: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	39, // 29: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	38, // 30: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	23, // 31: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	15, // 32: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
+	23, // 33: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	24, // 34: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	25, // 35: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	26, // 36: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	9,  // 37: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	10, // 38: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	28, // 39: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	29, // 40: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	2,  // 41: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 42: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	3,  // 43: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	8,  // 44: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	18, // 45: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	27, // 46: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	32, // 47: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	6,  // 48: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	17, // 49: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	19, // 50: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	30, // 51: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	33, // 52: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	48, // [48:53] is the sub-list for method output_type
+	43, // [43:48] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -3157,16 +3467,16 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[13].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[14].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[24].OneofWrappers = []any{
 		(*PublishRequest_Begin)(nil),
 		(*PublishRequest_Tensors)(nil),
 		(*PublishRequest_Commit)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[26].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[27].OneofWrappers = []any{
 		(*PublishResponse_Plan)(nil),
 		(*PublishResponse_Done)(nil),
 	}
@@ -3176,7 +3486,7 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,7 +38,9 @@ type DaemonClient interface {
 	// Attach checks the client's CacheConfig; on a match the first message
 	// is the Manifest, and the open stream is the client's lease: closing it
 	// releases the lease. Later messages are Notices. A mismatch is
-	// FAILED_PRECONDITION with a ConfigMismatch detail.
+	// FAILED_PRECONDITION with a ConfigMismatch detail. A daemon holding
+	// several generations gives the one whose config matches; the mismatch
+	// detail then names the nearest one's differing fields.
 	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AttachEvent], error)
 	// Stop drains (waits for leases up to a timeout) or, with force, ends
 	// every lease at once, then frees device memory and exits.
@@ -137,7 +139,9 @@ type DaemonServer interface {
 	// Attach checks the client's CacheConfig; on a match the first message
 	// is the Manifest, and the open stream is the client's lease: closing it
 	// releases the lease. Later messages are Notices. A mismatch is
-	// FAILED_PRECONDITION with a ConfigMismatch detail.
+	// FAILED_PRECONDITION with a ConfigMismatch detail. A daemon holding
+	// several generations gives the one whose config matches; the mismatch
+	// detail then names the nearest one's differing fields.
 	Attach(*AttachRequest, grpc.ServerStreamingServer[AttachEvent]) error
 	// Stop drains (waits for leases up to a timeout) or, with force, ends
 	// every lease at once, then frees device memory and exits.
