@@ -73,15 +73,8 @@ func (m *Memory) LoadWith(ctx context.Context, id sdk.AllocationID, extents []sd
 		return sdk.LoadStats{}, err
 	}
 	defer a.mu.RUnlock()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := m.untilClosed(ctx)
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-m.closing:
-			cancel(errClosed())
-		case <-ctx.Done():
-		}
-	}()
 	st, err := fill.Fill(ctx, fill.WriterAt{W: allocationWriter{a}}, a.size, extents, progress, fill.Options{Buffers: 1, BufferBytes: LoadChunk})
 	if err != nil {
 		return st, fmt.Errorf("load into allocation %d: %w", id, err)

@@ -234,6 +234,20 @@ func (m *Memory) Free(_ context.Context, id sdk.AllocationID) error {
 	return nil
 }
 
+// untilClosed is ctx, cancelled when Close starts, so that a running Load
+// or PeerCopy stops between chunks. Call cancel when done.
+func (m *Memory) untilClosed(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-m.closing:
+			cancel(errClosed())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // Close stops running loads, unmaps every allocation and deletes every
 // file this backend created. Later calls fail with ErrUnavailable. Close is
 // safe to call more than once and from a signal handler goroutine.

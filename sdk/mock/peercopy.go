@@ -79,15 +79,8 @@ func (m *Memory) PeerCopyWith(ctx context.Context, req sdk.PeerCopyRequest, prog
 		return res, err
 	}
 	defer dst.mu.RUnlock()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := m.untilClosed(ctx)
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-m.closing:
-			cancel(errClosed())
-		case <-ctx.Done():
-		}
-	}()
 	st, err := fill.CopyDevice(ctx, memcpyCopier{src: src, dst: dst}, length, fill.CopyOptions{ChunkBytes: PeerCopyChunk}, progress)
 	st.Path = PeerCopyPath
 	res.Stats = st

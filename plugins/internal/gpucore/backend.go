@@ -148,15 +148,8 @@ func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extent
 	}
 	w.loadMu.RLock()
 	defer w.loadMu.RUnlock()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := b.rt.untilClosed(ctx)
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-b.rt.closing:
-			cancel(b.rt.errClosed)
-		case <-ctx.Done():
-		}
-	}()
 	st, err := fill.Fill(ctx, b.rt.drv.Copier(w, m.ptr), m.size, extents, progress, b.rt.drv.FillOptions())
 	if err != nil {
 		return st, fmt.Errorf("load into allocation %d: %w", id, err)

@@ -198,15 +198,8 @@ func (b *Backend) copyPeer(ctx context.Context, pd PeerDriver, id sdk.Allocation
 		}
 		defer srcW.loadMu.RUnlock()
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := b.rt.untilClosed(ctx)
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-b.rt.closing:
-			cancel(b.rt.errClosed)
-		case <-ctx.Done():
-		}
-	}()
 	var (
 		c    fill.DeviceCopier
 		opts fill.CopyOptions

@@ -59,6 +59,20 @@ func NewRuntime(drv Driver, logger hclog.Logger) *Runtime {
 // ErrClosed is the error of calls after Close (wraps sdk.ErrUnavailable).
 func (rt *Runtime) ErrClosed() error { return rt.errClosed }
 
+// untilClosed is ctx, cancelled with ErrClosed when Close starts, so that a
+// running Load or PeerCopy stops between chunks. Call cancel when done.
+func (rt *Runtime) untilClosed(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-rt.closing:
+			cancel(rt.errClosed)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // CheckOrdinal returns ErrNoSuchDevice for an ordinal the process does not
 // see.
 func (rt *Runtime) CheckOrdinal(ordinal int) error {
