@@ -105,7 +105,11 @@ func (w *world) startServe(ctx context.Context, started func(pid int), args ...s
 // behind.
 func serving(ctx context.Context, o Options, name string, m *Model, beside ...*Model) (*world, *daemonProc, cacheconfig.Config, error) {
 	var cfg cacheconfig.Config
-	w, err := newWorld(o, name, m)
+	room := *m // the mock device holds m and every model beside it
+	for _, b := range beside {
+		room.Bytes += b.Bytes
+	}
+	w, err := newWorld(o, name, &room)
 	if err != nil {
 		return nil, nil, cfg, err
 	}

@@ -54,9 +54,6 @@ func newBackend(t testing.TB, cfg Config) *Backend {
 	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }
 
-// writeFile writes n deterministic pseudo-random bytes to a new file.
-func writeFile(t *testing.T, n int, seed byte) (string, []byte) { return gputest.WriteFile(t, n, seed) }
-
 // writeKFDNode writes a fixture KFD node under root.
 func writeKFDNode(t *testing.T, root string, id int, props string) {
 	t.Helper()
