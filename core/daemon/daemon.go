@@ -66,6 +66,8 @@ type Daemon struct {
 	fdLis    *net.UnixListener
 	serveErr chan error
 	stopCh   chan struct{}
+	// peer is the cross-node peer endpoint (peerserver.go).
+	peer peerEndpoint
 	stopOnce sync.Once
 }
 
@@ -324,6 +326,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 		took.finish()
 	}
+	if err := d.startPeerServer(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, d.stopPeerServer)
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
 	return d, nil
 }
@@ -367,8 +373,18 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 	if err := d.admit(ctx, "load", pl.AllocatedBytes(), g); err != nil {
 		return err
 	}
-	handles, err := d.fill(ctx, pl, g)
-	if err != nil {
+	var pf *peerFill
+	if len(d.opts.Peer.Peers) > 0 {
+		var perr error
+		if pf, perr = d.fillFromPeers(ctx, job); perr != nil {
+			d.log.Warn("peer fill failed: reading the files", "model", g.model, "reason", perr)
+		}
+	}
+	var handles []sdk.Handle
+	var err error
+	if pf != nil {
+		handles = pf.handles
+	} else if handles, err = d.fill(ctx, pl, g); err != nil {
 		d.freeAllocs(g.allocs)
 		return err
 	}
@@ -378,8 +394,10 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		d.freeAllocs(g.allocs)
 		m.files.close()
 	}
-	content, err := d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load)
-	if err != nil {
+	var content []cacheconfig.FileContent
+	if pf != nil {
+		content = pf.content
+	} else if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load); err != nil {
 		free()
 		return err
 	}

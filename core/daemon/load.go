@@ -173,6 +173,7 @@ func (d *Daemon) completeConfig(ctx context.Context, src Source, ck *safetensors
 // exports it; g.load receives the statistics.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
+	g.arenaBytes = arenaBytesOf(pl)
 	reserved, err := d.allocate(ctx, pl, &g.allocs)
 	if err != nil {
 		return nil, err
@@ -200,6 +201,15 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.
 	}
 	g.load.Export = time.Since(startExport)
 	return handles, nil
+}
+
+// arenaBytesOf are pl's arena sizes, in order.
+func arenaBytesOf(pl *plan.Plan) []uint64 {
+	out := make([]uint64, len(pl.Allocations))
+	for i, a := range pl.Allocations {
+		out[i] = a.Bytes
+	}
+	return out
 }
 
 // allocate reserves every arena of pl, appending each id to *ids as soon as

@@ -181,6 +181,11 @@ type Options struct {
 	// daemon is empty again.
 	PublishTimeout time.Duration
 
+	// Peer configures cross-node peer fill: an endpoint serving the
+	// daemon's generations to other daemons, and the peers a load asks
+	// before the files (peeroptions.go). The zero value: neither.
+	Peer PeerOptions
+
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client
 	// connection after KeepaliveTime and closes it (ending its lease) when
 	// the ping is not answered within KeepaliveTimeout, so a dead or stopped
@@ -257,6 +262,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
+	}
+	if err := o.Peer.check(); err != nil {
+		return o, err
 	}
 	return o, nil
 }

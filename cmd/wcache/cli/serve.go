@@ -43,6 +43,7 @@ func newServeCommand(e *env) *cobra.Command {
 		metricsAddr  string
 		metricsAny   bool
 		publish      publishFlags
+		peers        peerFlags
 		// contentPolicies are the content policies clients may use.
 		contentPolicies []string
 	)
@@ -124,6 +125,7 @@ has stopped.`,
 	fs.StringVar(&metricsAddr, "metrics-listen", "",
 		"serve GET /metrics and /healthz on unix:/path (a 0600 socket) or host:port (loopback only, "+
 			"unless --metrics-allow-remote); empty: no metrics endpoint")
+	peers.register(fs)
 	fs.BoolVar(&metricsAny, "metrics-allow-remote", false,
 		"let --metrics-listen use a non-loopback TCP address (the endpoint has no authentication)")
 
@@ -206,6 +208,9 @@ has stopped.`,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
 			ContentPolicies: policies}
+		if err := peers.apply(&opts); err != nil {
+			return err
+		}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
