@@ -67,7 +67,7 @@ type Daemon struct {
 	serveErr chan error
 	stopCh   chan struct{}
 	// peer is the cross-node peer endpoint (peerserver.go).
-	peer peerEndpoint
+	peer     peerEndpoint
 	stopOnce sync.Once
 }
 

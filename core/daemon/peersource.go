@@ -148,7 +148,7 @@ type heldGeneration struct {
 	once   sync.Once
 }
 
-func (h *heldGeneration) ID() string            { return strconv.FormatUint(h.g.id, 10) }
+func (h *heldGeneration) ID() string           { return strconv.FormatUint(h.g.id, 10) }
 func (h *heldGeneration) Arenas() []peer.Arena { return h.arenas }
 
 // ReadAt reads arena's bytes at off: with pread from the arena's
