@@ -273,6 +273,10 @@ has stopped.`,
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
+		case info.Load.Source == daemon.SourcePeer:
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), filled from a peer in %s (%s/s)\n",
+				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
 		case model == "":
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket)
