@@ -373,18 +373,14 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 	if err := d.admit(ctx, "load", pl.AllocatedBytes(), g); err != nil {
 		return err
 	}
-	var pf *peerFill
-	if len(d.opts.Peer.Peers) > 0 {
-		var perr error
-		if pf, perr = d.fillFromPeers(ctx, job); perr != nil {
-			d.log.Warn("peer fill failed: reading the files", "model", g.model, "reason", perr)
-		}
+	// A peer holding the same weights first (peerfill.go), else the files.
+	handles, content, fromPeer, err := d.loadFromPeer(ctx, job)
+	if err == nil && !fromPeer {
+		fallback := g.load.FillFallback
+		handles, err = d.fill(ctx, pl, g)
+		g.load.FillFallback = fallback
 	}
-	var handles []sdk.Handle
-	var err error
-	if pf != nil {
-		handles = pf.handles
-	} else if handles, err = d.fill(ctx, pl, g); err != nil {
+	if err != nil {
 		d.freeAllocs(g.allocs)
 		return err
 	}
@@ -394,14 +390,13 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		d.freeAllocs(g.allocs)
 		m.files.close()
 	}
-	var content []cacheconfig.FileContent
-	if pf != nil {
-		content = pf.content
-	} else if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load); err != nil {
-		free()
-		return err
+	if !fromPeer {
+		if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load); err != nil {
+			free()
+			return err
+		}
+		g.load.Fill.Leaves = nil // in Content now
 	}
-	g.load.Fill.Leaves = nil // in Content now
 	// After the content digests: the leaves the daemon hashed itself
 	// were read by path too.
 	if err := unchanged(ck); err != nil {

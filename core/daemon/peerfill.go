@@ -2,251 +2,140 @@ package daemon
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/peer"
-	"github.com/wcache/wcache/core/plan"
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/filedigest"
 )
 
-// This file is the fetch side of cross-node peer fill: a file load asks
-// Options.Peer.Peers for its weights identity and streams the offer's
-// arenas into freshly allocated ones (peer.Fetch: parallel sessions, every
-// 1 MiB leaf hashed as it arrives, every arena's content digest checked
-// before Commit). Any failure frees what was allocated and the load reads
-// the files.
+// PeerFill modes (Options.PeerFill, serve --peer-fill).
+const (
+	// PeerFillAuto (the default) tries the peer fillers before the files.
+	PeerFillAuto = "auto"
+	// PeerFillOff reads the files without asking any peer.
+	PeerFillOff = "off"
+)
 
-// SourcePeer is LoadStats.Source of a generation filled from another
-// node's daemon.
-const SourcePeer = "peer"
+// Where a generation's bytes came from (GenerationStatus.filled_from).
+const (
+	// FilledFromFiles: read from the checkpoint's files.
+	FilledFromFiles = "files"
+	// filledFromPeerPrefix starts "peer GPU-<uuid>" (a sibling daemon on
+	// the node) and "peer HOST:PORT" (another node's daemon).
+	filledFromPeerPrefix = "peer "
+)
 
-// peerFill is the outcome of a committed cross-node fill.
+// errNoPeer is what a peerFiller returns (wrapped) when no peer of its kind
+// holds the weights: nothing was tried, so it is not a fallback (Status
+// fill_fallback stays "" for it).
+var errNoPeer = errors.New("no peer holds these weights")
+
+// peerFiller fills a file load's arenas from a peer instead of the files:
+// the same-node filler (a sibling daemon's GPU, siblingfill.go) and the
+// cross-node one (--peers). Daemon.peerFillers lists them in the order they
+// are tried; the first that succeeds fills the generation.
+//
+// fillFromPeer appends every allocation it makes to job.g.allocs as soon as
+// it exists — one per job.pl.Allocations, in order, each holding at least
+// the plan's bytes at the plan's places — fills them, checks their bytes
+// and returns what the load records. On an error the caller frees
+// job.g.allocs (whatever the filler appended), logs the reason at warn,
+// records it as the generation's fill_fallback and tries the next filler,
+// then the files. An error wrapping errNoPeer means nothing was tried.
+type peerFiller interface {
+	fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error)
+}
+
+// peerFill is what a successful peer fill hands the load.
 type peerFill struct {
-	// from is "peer HOST:PORT".
-	from    string
-	handles []sdk.Handle
-	// content is the files' content, proven from the received bytes
-	// against the digests the daemon knew (Options.Peer.Digests); nil
-	// when it knew none (see proveContent).
-	content []cacheconfig.FileContent
+	// From is GenerationStatus.filled_from: "peer GPU-<uuid>" or
+	// "peer HOST:PORT".
+	From string
+	// Content is the content record of every file of job.ck.Files, and
+	// must be TRUE: a record carries the local file's Identity only when
+	// something proved the peer's bytes are that file's (the peer loaded
+	// the same file: path and stamp equal), else a zero Identity with the
+	// digest the peer's bytes were checked against. A filler that cannot
+	// name a file's digest fails instead.
+	Content []cacheconfig.FileContent
+	// Reserved is what the backend reserved for job.g.allocs, summed.
+	Reserved uint64
+	// Copy is the time of the copy itself, Verify the time spent checking
+	// the bytes before returning.
+	Copy, Verify time.Duration
 }
 
-// fillFromPeers fills job's generation from the first peer offering its
-// weights identity: g.allocs and g.load are set and the arenas exported.
-// On an error nothing is left allocated (g.allocs empty); the error says
-// why, for the log and the Status of the files' load. It needs memfd
-// arenas (the daemon writes the received bytes through the descriptor):
-// a backend without them (a GPU's device memory, which the backend
-// contract cannot write from the host) is refused before a peer is asked.
-func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (*peerFill, error) {
-	po := d.opts.Peer
-	if len(po.Peers) == 0 {
-		return nil, errors.New("no peers configured")
+// peerFillers are the fillers a file load tries before the files, in order:
+// the same node first, then other nodes. None with PeerFillOff.
+func (d *Daemon) peerFillers() []peerFiller {
+	if d.opts.PeerFill == PeerFillOff {
+		return nil
 	}
-	info, err := d.backend.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("backend info: %w", err)
+	var fs []peerFiller
+	// The same-node filler comes first, then the cross-node one.
+	if len(d.opts.Peer.Peers) > 0 {
+		fs = append(fs, netFiller{d: d})
 	}
-	if !slices.Contains(info.HandleKinds, sdk.HandleMemfd) {
-		return nil, fmt.Errorf("backend %s exports %v: cross-node fill writes memfd arenas only (device memory has no host write in the backend contract yet): %w",
-			info.Name, info.HandleKinds, sdk.ErrUnsupported)
-	}
-	identity, err := cacheconfig.WeightsIdentity(job.g.config, cacheconfig.WeightsFromFiles)
-	if err != nil {
-		return nil, err
-	}
-	transport := po.Transport
-	if transport == nil {
-		transport = &peer.TCPTransport{Creds: po.Creds}
-	}
-	var self []string
-	if d.peer.addr != "" {
-		self = append(self, d.peer.addr)
-	}
-	sink := &arenaSink{d: d, pl: job.pl, g: job.g}
-	start := time.Now()
-	res, err := peer.Fetch(ctx, identity, sink, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
-		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer")})
-	if err != nil {
-		return nil, err
-	}
-	g := job.g
-	content, err := d.proveContent(ctx, job.ck, job.pl, sink.handles)
-	if err != nil {
-		sink.free()
-		return nil, fmt.Errorf("peer %s: %w", res.Peer, err)
-	}
-	g.load = LoadStats{Bytes: job.pl.Bytes, AllocatedBytes: sink.reserved, Allocations: len(job.pl.Allocations),
-		Extents: job.pl.ExtentCount(), Duration: time.Since(start), Allocate: sink.allocated, Source: SourcePeer}
-	d.log.Info("filled from peer", "model", g.model, "peer", res.Peer, "bytes", res.Bytes, "arenas", len(res.Offer.Arenas),
-		"seconds", g.load.Duration.Seconds(), "bytes_per_second", g.load.BytesPerSecond(), "content_proven", content != nil)
-	if d.opts.Progress != nil {
-		d.opts.Progress(job.pl.Bytes, job.pl.Bytes)
-	}
-	return &peerFill{from: "peer " + res.Peer, handles: sink.handles, content: content}, nil
+	return fs
 }
 
-// arenaSink is a peer.Sink writing the offer into the plan's arenas
-// through their memfd descriptors.
-type arenaSink struct {
-	d  *Daemon
-	pl *plan.Plan
-	g  *generation
-
-	handles   []sdk.Handle
-	reserved  uint64
-	allocated time.Duration
-	freeOnce  sync.Once
-}
-
-// Prepare refuses an offer whose arenas are not the plan's (count and
-// sizes: the same files planned with other options, or other files), then
-// allocates and exports every arena.
-func (s *arenaSink) Prepare(ctx context.Context, offer peer.Offer) error {
-	if len(offer.Arenas) != len(s.pl.Allocations) {
-		return fmt.Errorf("the offer has %d arenas, this daemon's plan %d: not the same layout", len(offer.Arenas), len(s.pl.Allocations))
-	}
-	for i, a := range offer.Arenas {
-		if a.Size != s.pl.Allocations[i].Bytes {
-			return fmt.Errorf("the offer's arena %d has %d bytes, this daemon's plan %d: not the same layout", i, a.Size, s.pl.Allocations[i].Bytes)
+// fillFromPeers tries every peer filler for job (allocMu held, job
+// admitted). It returns the first fill that succeeded, with job.g.allocs
+// holding its arenas, or ok false with job.g.allocs empty and the reasons
+// of the fillers that tried and failed, "; "-joined (the generation's
+// fill_fallback), for the caller to read the files.
+func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill, ok bool, fallback string) {
+	var reasons []string
+	for _, f := range d.peerFillers() {
+		fill, err := f.fillFromPeer(ctx, job)
+		if err == nil && len(fill.Content) != len(job.ck.Files) {
+			err = fmt.Errorf("peer fill from %s: %d content records for %d files", fill.From, len(fill.Content), len(job.ck.Files))
 		}
-	}
-	start := time.Now()
-	s.g.arenaBytes = arenaBytesOf(s.pl)
-	reserved, err := s.d.allocate(ctx, s.pl, &s.g.allocs)
-	s.reserved = reserved
-	if err == nil {
-		s.handles, err = s.d.export(ctx, s.g.allocs)
-	}
-	if err == nil {
-		for i, h := range s.handles {
-			if h.File == nil || h.Kind != sdk.HandleMemfd {
-				err = fmt.Errorf("arena %d exported as %q: cross-node fill writes memfd arenas only: %w", i, h.Kind, sdk.ErrUnsupported)
-				break
-			}
+		if err == nil {
+			return fill, true, ""
 		}
-	}
-	s.allocated = time.Since(start)
-	if err != nil {
-		s.free()
-	}
-	return err
-}
-
-// WriteAt writes p into arena's memfd at off.
-func (s *arenaSink) WriteAt(arena int, p []byte, off uint64) error {
-	_, err := s.handles[arena].File.WriteAt(p, int64(off))
-	return err
-}
-
-// Commit keeps the arenas: the caller proves the content and serves them.
-func (s *arenaSink) Commit(context.Context) error { return nil }
-
-// Abort frees the arenas.
-func (s *arenaSink) Abort(cause error) {
-	s.d.log.Debug("peer fill aborted: freeing its arenas", "error", cause)
-	s.free()
-}
-
-// free closes the exported descriptors and frees the allocations.
-func (s *arenaSink) free() {
-	s.freeOnce.Do(func() {
-		closeHandleFiles(s.handles)
-		s.handles = nil
-		s.d.freeAllocs(s.g.allocs)
-		s.g.allocs = nil
-	})
-}
-
-// proveContent compares the files' content the received bytes make with
-// the digests the daemon knows for its own files (Options.Peer.Digests,
-// by file identity). A file whose known digest differs refuses the fill
-// (a peer of the same weights identity with other tensor values: a
-// fine-tune of the same shapes). When every file is known and matches, it
-// returns their content records; when any file is unknown it returns nil:
-// the peer's bytes were checked against the digests the peer announced,
-// which prove nothing about the local files, so no digest is claimed for
-// them. A file's digest is assembled from its header (as read by the
-// plan) and the arenas' bytes at its extents; leaves neither covers (gaps
-// between tensors) are read from the file.
-func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, handles []sdk.Handle) ([]cacheconfig.FileContent, error) {
-	cache := d.opts.Peer.Digests
-	if cache == nil {
-		d.log.Warn("peer fill: no digest cache: the files' content is not proven, the generation records none")
-		return nil, nil
-	}
-	known := map[string]string{}
-	for _, f := range ck.Files {
-		if dg, ok := cache.Lookup(f.Stamp); ok {
-			known[f.Path] = dg
-		}
-	}
-	if len(known) == 0 {
-		d.log.Warn("peer fill: no file's content digest is known: the files' content is not proven, the generation records none",
-			"files", len(ck.Files))
-		return nil, nil
-	}
-	var out []cacheconfig.FileContent
-	for _, f := range ck.Files {
-		want, ok := known[f.Path]
-		if !ok {
+		d.freeAllocs(job.g.allocs)
+		job.g.allocs = nil
+		if errors.Is(err, errNoPeer) {
+			d.log.Info("peer fill: no peer to fill from", "model", job.g.model, "reason", err.Error())
 			continue
 		}
-		got, err := digestFromArenas(ctx, f, pl, handles)
-		if err != nil {
-			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
+		d.log.Warn("peer fill failed: reading the files instead", "model", job.g.model, "error", err)
+		reasons = append(reasons, err.Error())
+		if ctx.Err() != nil {
+			break
 		}
-		if got != want {
-			return nil, fmt.Errorf("%w: %s would have content %s, its digest is %s (the peer holds other tensor values under the same weights identity)",
-				peer.ErrDigestMismatch, f.Path, got, want)
-		}
-		out = append(out, cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: got, Identity: f.Stamp})
 	}
-	if len(out) != len(ck.Files) {
-		d.log.Warn("peer fill: some files' content digests are unknown: the generation records none", "known", len(out), "files", len(ck.Files))
-		return nil, nil
-	}
-	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return peerFill{}, false, strings.Join(reasons, "; ")
 }
 
-// digestFromArenas is the content digest file f would have with the
-// arenas' bytes at its extents.
-func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, handles []sdk.Handle) (string, error) {
-	asm := filedigest.NewAssembler(f.Stamp.Size)
-	head := make([]byte, 8, 8+len(f.RawHeader))
-	binary.LittleEndian.PutUint64(head, uint64(len(f.RawHeader)))
-	asm.Write(0, append(head, f.RawHeader...))
-	buf := make([]byte, 16<<20)
-	for ai, a := range pl.Allocations {
-		for _, e := range a.Extents {
-			if e.Path != f.Path {
-				continue
-			}
-			for done := uint64(0); done < e.Length; {
-				if err := ctx.Err(); err != nil {
-					return "", err
-				}
-				p := buf[:min(uint64(len(buf)), e.Length-done)]
-				if _, err := handles[ai].File.ReadAt(p, int64(e.DestOffset+done)); err != nil {
-					return "", fmt.Errorf("arena %d at %d: %w", ai, e.DestOffset+done, err)
-				}
-				asm.Write(int64(e.FileOffset+done), p)
-				done += uint64(len(p))
-			}
-		}
+// loadFromPeer is loadGeneration's peer half: job's arenas filled from a
+// peer (job.g.allocs) and exported, the load's statistics recorded in
+// job.g.load, and the content records returned. filled false (nothing
+// held, job.g.load.FillFallback set) when no peer filled them. An export
+// error leaves job.g.allocs for the caller to free.
+func (d *Daemon) loadFromPeer(ctx context.Context, job *loadJob) (handles []sdk.Handle, content []cacheconfig.FileContent, filled bool, err error) {
+	fill, ok, fallback := d.fillFromPeers(ctx, job)
+	g, pl := job.g, job.pl
+	if !ok {
+		g.load.FillFallback = fallback
+		return nil, nil, false, nil
 	}
-	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: fill.Reserved, Allocations: len(pl.Allocations),
+		Extents: pl.ExtentCount(), Duration: fill.Copy, Source: SourceFiles, FilledFrom: fill.From,
+		FromPeer: pl.Bytes, PeerVerify: fill.Verify}
+	d.log.Info("filled from a peer", "model", g.model, "from", fill.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
+		"copy_s", fill.Copy.Seconds(), "verify_s", fill.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
+	if d.opts.Progress != nil {
+		d.opts.Progress(pl.Bytes, pl.Bytes)
+	}
+	startExport := time.Now()
+	if handles, err = d.export(ctx, g.allocs); err != nil {
+		return nil, nil, true, err
+	}
+	g.load.Export = time.Since(startExport)
+	return handles, fill.Content, true, nil
 }
-
-var _ peer.Sink = (*arenaSink)(nil)

@@ -1,7 +1,6 @@
 package peerfill
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -89,14 +88,14 @@ func (n *node) status(t *testing.T) *client.Status {
 	return st
 }
 
-// source is where the daemon's one generation came from (Status).
-func source(t *testing.T, n *node) string {
+// generation is the daemon's one generation (Status).
+func generation(t *testing.T, n *node) client.GenerationStatus {
 	t.Helper()
 	st := n.status(t)
 	if len(st.Generations) != 1 {
 		t.Fatalf("the daemon holds %d generations, want 1", len(st.Generations))
 	}
-	return st.Generations[0].Source
+	return st.Generations[0]
 }
 
 // attach runs `wcache attach --verify` against the node's daemon with the
@@ -227,10 +226,11 @@ func startA(t *testing.T, dirA string, creds *peer.Credentials, extra ...string)
 // and that the bytes it serves are m's.
 func wantFiles(t *testing.T, b *node, m *testproc.Model, reason string) {
 	t.Helper()
-	if src := source(t, b); src != "files" {
-		t.Errorf("B's Status source %q, want files\n%s", src, b.proc)
+	g := generation(t, b)
+	if g.FilledFrom != "files" || !strings.Contains(g.FillFallback, reason) {
+		t.Errorf("B's Status: filled_from %q, fill_fallback %q: want files, and a fallback saying %q\n%s", g.FilledFrom, g.FillFallback, reason, b.proc)
 	}
-	if out := b.proc.Output(); !strings.Contains(out, "peer fill failed: reading the files") || !strings.Contains(out, reason) {
+	if out := b.proc.Output(); !strings.Contains(out, "peer fill failed: reading the files instead") || !strings.Contains(out, reason) {
 		t.Errorf("B's log does not give the fallback and its reason %q:\n%s", reason, out)
 	}
 	if code, out := b.attach(t, m.Dir); code != 0 {
@@ -251,8 +251,8 @@ func TestDaemonFilledAcrossHosts(t *testing.T) {
 	d.b.cacheDigests(t, m)
 	d.b.serve(t, m.Dir, append([]string{"--peers", d.peerAt}, certArgs(ca.Issue(t, "node-b", ca))...)...)
 
-	if src := source(t, d.b); src != "peer" {
-		t.Fatalf("B's Status source %q, want peer\n%s", src, d.b.proc)
+	if g := generation(t, d.b); g.FilledFrom != "peer "+d.peerAt || g.FillFallback != "" {
+		t.Fatalf("B's Status: filled_from %q, fill_fallback %q: want %q\n%s", g.FilledFrom, g.FillFallback, "peer "+d.peerAt, d.b.proc)
 	}
 	plugin, err := testproc.PluginPID(d.b.proc.PID())
 	if err != nil {
@@ -309,7 +309,7 @@ func TestDaemonPeerKilledMidStream(t *testing.T) {
 	if !d.a.proc.Exited() {
 		t.Fatal("A was not killed")
 	}
-	wantFiles(t, d.b, m, "peer fill failed")
+	wantFiles(t, d.b, m, "cross-node fill: peer "+d.peerAt)
 	if st := d.b.status(t); len(st.Generations) != 1 {
 		t.Errorf("B holds %d generations, want the files' one", len(st.Generations))
 	}
@@ -319,9 +319,10 @@ func TestDaemonPeerKilledMidStream(t *testing.T) {
 // shapes (same checkpoint digest, same weights identity, other tensor
 // values). B, knowing its files' content digests, refuses the received
 // bytes and loads its files. A B that knows nothing fills from A — the
-// residual risk of an identity that covers headers — but claims no
-// content for its files: an attach proving its files by identity is
-// refused (exit 3, load from disk), and --verify would find other bytes.
+// residual risk of an identity that covers headers — but records the
+// digests of what it serves without its files' identity: an attach
+// proving its files by identity is refused (exit 3, load from disk), one
+// that hashes them finds the mismatch.
 func TestDaemonPeerOfOtherContent(t *testing.T) {
 	m := model(t)
 	tuned := fineTune(t, m)
@@ -336,14 +337,24 @@ func TestDaemonPeerOfOtherContent(t *testing.T) {
 	t.Run("unknown content", func(t *testing.T) {
 		b := newNode(t, d.b.h)
 		b.serve(t, m.Dir, append([]string{"--peers", d.peerAt}, certArgs(ca.Issue(t, "node-b", ca))...)...)
-		if src := source(t, b); src != "peer" {
-			t.Fatalf("B's Status source %q, want peer\n%s", src, b.proc)
+		if g := generation(t, b); g.FilledFrom != "peer "+d.peerAt {
+			t.Fatalf("B's Status: filled_from %q, want %q\n%s", g.FilledFrom, "peer "+d.peerAt, b.proc)
 		}
-		if !strings.Contains(b.proc.Output(), "the generation records none") {
-			t.Errorf("B's log does not say the content is unproven:\n%s", b.proc)
+		if !strings.Contains(b.proc.Output(), "not the local files' identity") {
+			t.Errorf("B's log does not say the files' content is unproven:\n%s", b.proc)
 		}
-		if code, out := b.attach(t, m.Dir); code != 3 || !bytes.Contains([]byte(out), []byte("content")) {
+		for _, f := range generation(t, b).Files {
+			if f.Identity.Ino != 0 || f.Identity.Dev != 0 || f.Identity.MtimeNs != 0 {
+				t.Errorf("B claims the identity of %s for bytes nothing proved: %+v", f.Name, f.Identity)
+			}
+		}
+		// By identity (a stat) nothing proves the files: load from disk.
+		if code, out := b.attach(t, m.Dir); code != 3 {
 			t.Errorf("attach to a peer-filled B that proved nothing: exit %d, want 3 (content unknown)\n%s", code, out)
+		}
+		// Hashing them shows they are not what B serves.
+		if code, out := b.attach(t, m.Dir, "--content", "hash"); code == 0 || !strings.Contains(out, "content") {
+			t.Errorf("attach --content hash to B serving a fine-tune: exit %d, want a content mismatch\n%s", code, out)
 		}
 	})
 }

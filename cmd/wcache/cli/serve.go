@@ -42,6 +42,7 @@ func newServeCommand(e *env) *cobra.Command {
 		logFormat    string
 		metricsAddr  string
 		metricsAny   bool
+		peerFill     string
 		publish      publishFlags
 		peers        peerFlags
 		// contentPolicies are the content policies clients may use.
@@ -79,6 +80,12 @@ matches. Their sum must fit --max-bytes and the device's free memory less
 --model only; the CacheConfig flags apply to every model, each with its own
 model path and checkpoint digest.
 
+Before reading the files, a load asks a sibling daemon of the same user on
+this node whose GPU already holds the same weights (same weights identity,
+docs/peer-fill.md) and copies them device to device; the files are read when
+none does, or when the copy or its check fails (the log and wcache status
+say why). --peer-fill=off always reads the files.
+
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
 mode 0600) or a loopback TCP address, from the moment it is ready until it
@@ -102,6 +109,9 @@ has stopped.`,
 			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
 	fs.StringSliceVar(&contentPolicies, "content-policies", cacheconfig.PolicyStrings(cacheconfig.DefaultDaemonPolicies),
 		"content policies clients may use (identity, hash, headers): add headers to let clients match on headers alone")
+	fs.StringVar(&peerFill, "peer-fill", daemon.PeerFillAuto,
+		"auto: fill from a daemon that already holds the same weights (a sibling GPU on this node) before reading "+
+			"the files, falling back to the files; off: always read the files")
 	fs.BoolVar(&verifyLoad, "verify", false,
 		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -181,6 +191,9 @@ has stopped.`,
 			}
 			policies = append(policies, policy)
 		}
+		if peerFill != daemon.PeerFillAuto && peerFill != daemon.PeerFillOff {
+			return usageErrorf("--peer-fill %q: want auto or off", peerFill)
+		}
 		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
 		if err != nil {
 			return err
@@ -207,7 +220,7 @@ has stopped.`,
 		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, MaxFraction: capFraction, ReserveBytes: reserve, Model: model, Models: more, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
-			ContentPolicies: policies}
+			ContentPolicies: policies, PeerFill: peerFill}
 		if err := peers.apply(&opts); err != nil {
 			return err
 		}
@@ -273,7 +286,7 @@ has stopped.`,
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
-		case info.Load.Source == daemon.SourcePeer:
+		case strings.HasPrefix(info.Load.FilledFrom, "peer "):
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), filled from a peer in %s (%s/s)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
