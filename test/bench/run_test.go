@@ -20,7 +20,7 @@ func tinyOptions(t *testing.T) Options {
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3", "-hash-mib", "3", "-identity-tensors", "120",
-		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations,peerfill",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +120,10 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	if gens.One.N != o.AttachIters || gens.Four.N != o.AttachIters || gens.Ratio <= 0 || len(gens.Others) != 3 ||
 		gens.DeviceBytes == 0 || gens.DeviceBytes != gens.ArenaBytes {
 		t.Errorf("generations: %+v", gens)
+	}
+	pf := r.Results["peerfill"].(*PeerFillResult)
+	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratio <= 0) {
+		t.Errorf("peerfill: %+v", pf)
 	}
 	if len(r.Targets) < 18 {
 		t.Errorf("%d targets: %+v", len(r.Targets), r.Targets)
