@@ -75,7 +75,7 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		defer stopB()
 		st, err := w.status(ctx)
 		if err == nil && (!strings.HasPrefix(st.FilledFrom, "peer ") || st.StartPhases.BytesFromPeer != m.Bytes) {
-			err = fmt.Errorf("B filled from %q (%d bytes from a peer), fallback %q", st.FilledFrom, st.StartPhases.BytesFromPeer, st.FillFallback)
+			err = fmt.Errorf("daemon B filled from %q (%d bytes from a peer), fallback %q", st.FilledFrom, st.StartPhases.BytesFromPeer, st.FillFallback)
 		}
 		if err != nil {
 			return "", err
