@@ -1,10 +1,15 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +17,8 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
@@ -173,8 +180,8 @@ func (s *arenaSink) closeFiles() {
 // the received bytes: each file's digest assembled from its header (as the
 // plan read it) and the arenas' bytes at its extents (leaves neither covers,
 // gaps between tensors, are read from the file). Where the daemon knows the
-// file's digest (Options.Peer.Digests, by the file's identity) the two must
-// be equal — else the fill is refused: a peer of the same weights identity
+// file's content (proveFile: Options.Peer.Digests by the file's identity,
+// or its hub blob name) the two must be equal — else the fill is refused: a peer of the same weights identity
 // with other tensor values, a fine-tune of the same shapes — and the record
 // carries the local file's identity (proven). Where it does not, the record
 // has the digest of what the daemon serves and an identity of the size
@@ -195,15 +202,13 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 		// cacheconfig.MatchContent compares sizes first.
 		rec := cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: got,
 			Identity: safetensors.Stamp{Size: f.Stamp.Size}}
-		if cache != nil {
-			if want, ok := cache.Lookup(f.Stamp); ok {
-				if got != want {
-					return nil, fmt.Errorf("%w: %s would have content %s, its digest is %s (the peer holds other tensor values under the same weights identity)",
-						peer.ErrDigestMismatch, f.Path, got, want)
-				}
-				rec.Identity = f.Stamp
-				proven++
-			}
+		ok, err := proveFile(ctx, cache, f, got, pl, handles)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			rec.Identity = f.Stamp
+			proven++
 		}
 		out = append(out, rec)
 	}
@@ -213,6 +218,90 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 	}
 	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// proveFile checks the content digest got that file f would have with the
+// received bytes against what the daemon knows of f: the digest cache's
+// entry for its identity, else the SHA-256 its Hugging Face hub blob name
+// claims (hubcache.TrustedBlob: a blob only its owner or root could have
+// written), compared with the plain SHA-256 of the header and the received
+// bytes in file order. ok: proven; false with no error: nothing known; an
+// error wrapping peer.ErrDigestMismatch: the peer's bytes are not f's.
+func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, handles []sdk.Handle) (bool, error) {
+	if cache != nil {
+		if want, ok := cache.Lookup(f.Stamp); ok {
+			if got != want {
+				return false, fmt.Errorf("%w: %s would have content %s, its digest is %s (the peer holds other tensor values under the same weights identity)",
+					peer.ErrDigestMismatch, f.Path, got, want)
+			}
+			return true, nil
+		}
+	}
+	want, st, ok := hubcache.TrustedBlob(f.Path, os.Geteuid())
+	if !ok || safetensors.StampOf(st) != f.Stamp {
+		return false, nil
+	}
+	sum, err := sha256FromArenas(ctx, f, pl, handles)
+	if err != nil {
+		return false, fmt.Errorf("content of %s: %w", f.Path, err)
+	}
+	if sum != want {
+		return false, fmt.Errorf("%w: %s would have SHA-256 %s, its hub blob name is %s (the peer holds other tensor values under the same weights identity)",
+			peer.ErrDigestMismatch, f.Path, sum, want)
+	}
+	return true, nil
+}
+
+// sha256FromArenas is the plain SHA-256 file f would have with the arenas'
+// bytes at its extents: its header, then its data in file order (gaps
+// between extents read from the file).
+func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, handles []sdk.Handle) (string, error) {
+	type piece struct {
+		arena int
+		e     sdk.Extent
+	}
+	var pieces []piece
+	for ai, a := range pl.Allocations {
+		for _, e := range a.Extents {
+			if e.Path == f.Path {
+				pieces = append(pieces, piece{ai, e})
+			}
+		}
+	}
+	slices.SortFunc(pieces, func(a, b piece) int { return cmp.Compare(a.e.FileOffset, b.e.FileOffset) })
+	file, err := os.Open(f.Path)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	h := sha256.New()
+	var head [8]byte
+	binary.LittleEndian.PutUint64(head[:], uint64(len(f.RawHeader)))
+	h.Write(head[:])
+	h.Write(f.RawHeader)
+	pos := uint64(8 + len(f.RawHeader))
+	copyFrom := func(r io.ReaderAt, off, n uint64) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := io.Copy(h, io.NewSectionReader(r, int64(off), int64(n)))
+		return err
+	}
+	for _, p := range append(pieces, piece{e: sdk.Extent{FileOffset: uint64(f.Stamp.Size)}}) {
+		if p.e.FileOffset < pos {
+			return "", fmt.Errorf("extent at %d of %s overlaps the bytes before %d", p.e.FileOffset, f.Path, pos)
+		}
+		if err := copyFrom(file, pos, p.e.FileOffset-pos); err != nil {
+			return "", err
+		}
+		if p.e.Length > 0 {
+			if err := copyFrom(handles[p.arena].File, p.e.DestOffset, p.e.Length); err != nil {
+				return "", err
+			}
+		}
+		pos = p.e.FileOffset + p.e.Length
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // digestFromArenas is the content digest file f would have with the

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
+	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
@@ -98,6 +102,17 @@ func TestPeerFillFallbacks(t *testing.T) {
 			t.Fatalf("B's load: filled from %q, fallback %q: want files, because of the handle kind", l.FilledFrom, l.FillFallback)
 		}
 	})
+	t.Run("other layout", func(t *testing.T) {
+		f := newFixture(t)
+		a, creds := peerPair(t, f, true)
+		b := f.start(1, func(o *Options) {
+			o.Plan.FileAlignment = plan.HugePageAlignment // the same files, planned otherwise
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+		})
+		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "not the same layout") {
+			t.Fatalf("B's load: filled from %q, fallback %q: want files, the offer's layout refused", l.FilledFrom, l.FillFallback)
+		}
+	})
 	t.Run("other content known", func(t *testing.T) {
 		f := newFixture(t)
 		a, creds := peerPair(t, f, true)
@@ -154,5 +169,77 @@ func TestPeerSourceHolds(t *testing.T) {
 	}
 	if err := g.ReadAt(context.Background(), 0, p, 0); !errors.Is(err, peer.ErrGenerationChanged) {
 		t.Fatalf("read after the evict: %v, want ErrGenerationChanged", err)
+	}
+}
+
+// hubSnapshot copies the checkpoint in dir into a Hugging Face cache
+// layout (blobs named by name(content), a snapshot of symlinks to them)
+// and returns the snapshot folder.
+func hubSnapshot(t *testing.T, dir string, name func([]byte) string) string {
+	t.Helper()
+	repo := filepath.Join(t.TempDir(), "models--org--model")
+	snap := filepath.Join(repo, "snapshots", "0123456789abcdef0123456789abcdef01234567")
+	for _, d := range []string{filepath.Join(repo, "blobs"), snap} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := filepath.Join(repo, "blobs", name(data))
+		if err := os.WriteFile(blob, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(blob, filepath.Join(snap, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snap
+}
+
+// TestPeerFillProvenByHubBlobNames: B's files are hub blobs; with names
+// that are their content's SHA-256 the received bytes are proven (the
+// records carry the files' identity), with names that are not (what a
+// peer of other content would be measured against) the fill is refused.
+func TestPeerFillProvenByHubBlobNames(t *testing.T) {
+	for _, honest := range []bool{true, false} {
+		t.Run(map[bool]string{true: "true names", false: "other names"}[honest], func(t *testing.T) {
+			f := newFixture(t)
+			a, creds := peerPair(t, f, true)
+			snap := hubSnapshot(t, f.model.Dir, func(b []byte) string {
+				if !honest {
+					b = append([]byte("other"), b...)
+				}
+				sum := sha256.Sum256(b)
+				return hex.EncodeToString(sum[:])
+			})
+			f.memfd = true
+			b := f.start(1, func(o *Options) {
+				o.Model = snap
+				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+			})
+			l := b.d.Info().Load
+			if !honest {
+				if l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "hub blob name") {
+					t.Fatalf("B's load: filled from %q, fallback %q: want files after a blob name mismatch", l.FilledFrom, l.FillFallback)
+				}
+				return
+			}
+			if l.FilledFrom != "peer "+a.d.PeerAddr() {
+				t.Fatalf("B's load: filled from %q, fallback %q", l.FilledFrom, l.FillFallback)
+			}
+			for _, c := range b.d.Info().Content {
+				if c.Identity.Ino == 0 {
+					t.Errorf("%s: the blob name proved the bytes, yet no file identity: %+v", c.Name, c)
+				}
+			}
+		})
 	}
 }
