@@ -74,8 +74,8 @@ func (d *Daemon) peerFillers() []peerFiller {
 	if d.opts.PeerFill == PeerFillOff {
 		return nil
 	}
-	var fs []peerFiller
-	// The same-node filler comes first, then the cross-node one.
+	// The same node first, then other nodes.
+	fs := []peerFiller{&siblingFiller{d: d}}
 	return fs
 }
 
