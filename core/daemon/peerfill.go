@@ -57,8 +57,9 @@ type peerFill struct {
 	// Content is the content record of every file of job.ck.Files, and
 	// must be TRUE: a record carries the local file's Identity only when
 	// something proved the peer's bytes are that file's (the peer loaded
-	// the same file: path and stamp equal), else a zero Identity with the
-	// digest the peer's bytes were checked against. A filler that cannot
+	// the same file: path and stamp equal), else no file identity (zero,
+	// or the size alone: netfill.go) with the digest the peer's bytes were
+	// checked against. A filler that cannot
 	// name a file's digest fails instead.
 	Content []cacheconfig.FileContent
 	// Reserved is what the backend reserved for job.g.allocs, summed.
@@ -74,8 +75,8 @@ func (d *Daemon) peerFillers() []peerFiller {
 	if d.opts.PeerFill == PeerFillOff {
 		return nil
 	}
-	var fs []peerFiller
-	// The same-node filler comes first, then the cross-node one.
+	// The same node first, then other nodes.
+	fs := []peerFiller{&siblingFiller{d: d}}
 	if len(d.opts.Peer.Peers) > 0 {
 		fs = append(fs, netFiller{d: d})
 	}
