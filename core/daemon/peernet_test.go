@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/core/plan"
@@ -36,6 +37,13 @@ func peerPair(t *testing.T, f *fixture, memfdA bool) (*running, *peer.Credential
 	return a, ca.Issue(t, "node-b", ca)
 }
 
+// otherNode gives B a layout of its own: another node, as far as finding
+// siblings goes (the same-node filler would fill B from A first).
+func otherNode(t *testing.T, o *Options) {
+	t.Helper()
+	_, o.Layout = testworld.Folder(t)
+}
+
 // TestFilledFromPeerDaemon: B fills its checkpoint from A's endpoint, both
 // with memfd handles and with A's arenas read through the backend (no host
 // mapping: what a device arena is); the content records carry the files'
@@ -48,6 +56,7 @@ func TestFilledFromPeerDaemon(t *testing.T) {
 			a, creds := peerPair(t, f, memfdA)
 			f.memfd = true
 			b := f.start(1, func(o *Options) {
+				otherNode(t, o)
 				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 			})
 			info := b.d.Info()
@@ -87,6 +96,7 @@ func TestPeerFillFallbacks(t *testing.T) {
 			o.Peer = PeerOptions{Listen: "127.0.0.1:0", Creds: ca.Issue(t, "node-a", ca)}
 		})
 		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
 			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: ca.Issue(t, "node-b", ca)}
 		})
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || l.FillFallback != "" {
@@ -97,7 +107,10 @@ func TestPeerFillFallbacks(t *testing.T) {
 		f := newFixture(t)
 		a, creds := peerPair(t, f, true)
 		f.memfd = false
-		b := f.start(1, func(o *Options) { o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds} })
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+		})
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "memfd") {
 			t.Fatalf("B's load: filled from %q, fallback %q: want files, because of the handle kind", l.FilledFrom, l.FillFallback)
 		}
@@ -107,6 +120,7 @@ func TestPeerFillFallbacks(t *testing.T) {
 		a, creds := peerPair(t, f, true)
 		b := f.start(1, func(o *Options) {
 			o.Plan.FileAlignment = plan.HugePageAlignment // the same files, planned otherwise
+			otherNode(t, o)
 			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 		})
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "not the same layout") {
@@ -126,7 +140,10 @@ func TestPeerFillFallbacks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b := f.start(1, func(o *Options) { o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, Digests: cache} })
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, Digests: cache}
+		})
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "content digest mismatch") {
 			t.Fatalf("B's load: filled from %q, fallback %q: want files after a content mismatch", l.FilledFrom, l.FillFallback)
 		}
@@ -223,6 +240,7 @@ func TestPeerFillProvenByHubBlobNames(t *testing.T) {
 			f.memfd = true
 			b := f.start(1, func(o *Options) {
 				o.Model = snap
+				otherNode(t, o)
 				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 			})
 			l := b.d.Info().Load
