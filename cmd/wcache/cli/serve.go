@@ -86,6 +86,15 @@ docs/peer-fill.md) and copies them device to device; the files are read when
 none does, or when the copy or its check fails (the log and wcache status
 say why). --peer-fill=off always reads the files.
 
+Across nodes: --peer-listen HOST:PORT serves this daemon's weights to other
+nodes' daemons, and --peers HOST:PORT,... (or one name resolving to many) makes
+a load ask them after the node's siblings; both over mutual TLS with
+--peer-cert, --peer-key and --peer-ca (certificate files as cert-manager or
+spiffe-helper write them), --peer-allow narrowing the accepted names and
+--peer-rate bounding what the endpoint sends. The fetched bytes are checked
+against the peer's content digests, and against the files' when they are
+known (the digest cache, hub blob names); memfd backends only for now.
+
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
 mode 0600) or a loopback TCP address, from the moment it is ready until it
