@@ -135,7 +135,8 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		OpenFDs: int(r.GetOpenFds()), PublisherPID: r.GetPublisherPid(), Metadata: r.GetMetadata(),
 		Files: cacheconfig.FilesWithSHA256(r.GetFiles(), r.GetFileSha256()), ContentPolicies: cacheconfig.PoliciesFromStrings(r.GetContentPolicies()),
 		DeviceBytes: r.GetDeviceBytes(), DeviceBytesTotal: r.GetDeviceBytesTotal(),
-		MaxBytes: r.GetMaxBytes(), ReserveBytes: r.GetReserveBytes()}
+		MaxBytes: r.GetMaxBytes(), ReserveBytes: r.GetReserveBytes(),
+		FilledFrom: r.GetFilledFrom(), FillFallback: r.GetFillFallback()}
 	if r.GetConfig() != nil {
 		s.Config = cacheconfig.FromProto(r.GetConfig())
 	}
@@ -145,7 +146,8 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 			Export: time.Duration(p.GetExportNs()), Total: time.Duration(p.GetTotalNs()),
 			BytesLoaded: p.GetBytesLoaded(), BytesAllocated: p.GetBytesAllocated(),
 			BytesAdopted: p.GetBytesAdopted(), Source: p.GetSource(), PluginRestarts: int(p.GetPluginRestarts()),
-			LastRestart: time.Duration(p.GetLastRestartNs())}
+			LastRestart: time.Duration(p.GetLastRestartNs()), BytesFromPeer: p.GetBytesFromPeer(),
+			PeerVerify: time.Duration(p.GetPeerVerifyNs())}
 	}
 	for _, l := range r.GetLeases() {
 		s.Leases = append(s.Leases, leaseFromProto(l))
@@ -154,7 +156,8 @@ func statusFromProto(r *daemonv1.StatusResponse) *Status {
 		gs := GenerationStatus{Generation: g.GetGeneration(), State: stateName(g.GetState()), Model: g.GetModel(),
 			ConfigDigest: g.GetConfigDigest(), Bytes: g.GetBytes(), Tensors: int(g.GetTensors()),
 			DeviceBytes: g.GetDeviceBytes(), PublisherPID: g.GetPublisherPid(), Metadata: g.GetMetadata(),
-			Source: g.GetSource(), Started: time.UnixMilli(g.GetStartedUnixMs()), Files: cacheconfig.FilesWithSHA256(g.GetFiles(), g.GetFileSha256())}
+			Source: g.GetSource(), Started: time.UnixMilli(g.GetStartedUnixMs()), Files: cacheconfig.FilesWithSHA256(g.GetFiles(), g.GetFileSha256()),
+			FilledFrom: g.GetFilledFrom(), FillFallback: g.GetFillFallback()}
 		if g.GetConfig() != nil {
 			gs.Config = cacheconfig.FromProto(g.GetConfig())
 		}

@@ -51,6 +51,12 @@ type GenerationStatus struct {
 	Source             string
 	Started            time.Time
 	Files              []cacheconfig.FileContent
+	// FilledFrom says where a loaded generation's bytes came from: "files",
+	// "peer GPU-<uuid>" (a sibling daemon on the node), "peer HOST:PORT"
+	// (another node's daemon); "" for published weights and from a daemon
+	// older than peer fill. FillFallback is why a peer fill was tried and
+	// not used ("" when none was tried or it worked).
+	FilledFrom, FillFallback string
 }
 
 // Status describes a daemon. The single-generation fields (Model, Config,
@@ -95,6 +101,9 @@ type Status struct {
 	// Generations are every generation the daemon holds, oldest first
 	// (nil from a daemon older than several generations).
 	Generations []GenerationStatus
+	// FilledFrom and FillFallback are the oldest generation's
+	// (GenerationStatus.FilledFrom, FillFallback).
+	FilledFrom, FillFallback string
 }
 
 // ResidentBytes is the device memory the daemon holds, in total and per
@@ -125,6 +134,10 @@ type StartPhases struct {
 	// published).
 	BytesAdopted uint64
 	Source       string
+	// BytesFromPeer were copied from a peer instead of read (peer fill;
+	// Load is then the copy), PeerVerify the check of the copy.
+	BytesFromPeer uint64
+	PeerVerify    time.Duration
 	// PluginRestarts counts the backend plugins the daemon replaced with
 	// descriptor handles (no reload); LastRestart is the last one's time.
 	PluginRestarts int

@@ -66,6 +66,8 @@ type Daemon struct {
 	fdLis    *net.UnixListener
 	serveErr chan error
 	stopCh   chan struct{}
+	// peer is the cross-node peer endpoint (peerserver.go).
+	peer     peerEndpoint
 	stopOnce sync.Once
 }
 
@@ -324,6 +326,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		}
 		took.finish()
 	}
+	if err := d.startPeerServer(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, d.stopPeerServer)
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
 	return d, nil
 }
@@ -367,7 +373,13 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 	if err := d.admit(ctx, "load", pl.AllocatedBytes(), g); err != nil {
 		return err
 	}
-	handles, err := d.fill(ctx, pl, g)
+	// A peer holding the same weights first (peerfill.go), else the files.
+	handles, content, fromPeer, err := d.loadFromPeer(ctx, job)
+	if err == nil && !fromPeer {
+		fallback := g.load.FillFallback
+		handles, err = d.fill(ctx, pl, g)
+		g.load.FillFallback = fallback
+	}
 	if err != nil {
 		d.freeAllocs(g.allocs)
 		return err
@@ -378,12 +390,13 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		d.freeAllocs(g.allocs)
 		m.files.close()
 	}
-	content, err := d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load)
-	if err != nil {
-		free()
-		return err
+	if !fromPeer {
+		if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load); err != nil {
+			free()
+			return err
+		}
+		g.load.Fill.Leaves = nil // in Content now
 	}
-	g.load.Fill.Leaves = nil // in Content now
 	// After the content digests: the leaves the daemon hashed itself
 	// were read by path too.
 	if err := unchanged(ck); err != nil {

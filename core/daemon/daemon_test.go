@@ -97,6 +97,12 @@ func TestStartServesManifestWithFileBytes(t *testing.T) {
 		ph.Plan+ph.Lock+ph.Allocate+ph.Load+ph.Export > ph.Total {
 		t.Errorf("start phases = %+v, load stats %+v", ph, info.Load)
 	}
+	// No sibling holds the weights: read from the files, no fallback.
+	if st.FilledFrom != FilledFromFiles || st.FillFallback != "" || ph.BytesFromPeer != 0 ||
+		len(st.Generations) != 1 || st.Generations[0].FilledFrom != FilledFromFiles {
+		t.Errorf("filled from %q (fallback %q), %d bytes from a peer, generations %+v", st.FilledFrom, st.FillFallback,
+			ph.BytesFromPeer, st.Generations)
+	}
 }
 
 func TestAttachMismatchListsEveryField(t *testing.T) {

@@ -50,7 +50,11 @@
 // Prometheus. Without it nothing is recorded and this package depends on no
 // metrics library.
 //
+// With Options.Peer.Listen the daemon also serves its generations to other
+// nodes' daemons (peerserver.go, over core/peer: mutual TLS, bounded), and
+// with Options.Peer.Peers a file load first asks them (netfill.go).
+//
 // Shutdown order: stop accepting new leases, notify leases, wait, end what
-// is left, stop the gRPC server, remove the ready file and the socket, free
+// is left, close the peer endpoint (its holds released), stop the gRPC server, remove the ready file and the socket, free
 // the allocations, close the plugin, release the lock.
 package daemon

@@ -50,6 +50,11 @@ type generation struct {
 	// stopVerify cancels the generation's hub blob verifier (hubblob.go;
 	// nil without one); removeGenLocked calls it.
 	stopVerify func()
+	// arenaBytes are the plan's arena sizes of a load (nil otherwise), and
+	// peerDigests the arenas' content digests once a peer asked
+	// (peersource.go).
+	arenaBytes  []uint64
+	peerDigests peerDigests
 }
 
 // deviceBytes is what the generation holds (or has been admitted to hold)

@@ -46,6 +46,14 @@ type LoadStats struct {
 	// SourceFiles, SourceTakeover, or "" (empty, published).
 	Adopted uint64
 	Source  string
+	// FilledFrom is where a file load's bytes came from: FilledFromFiles,
+	// or "peer …" (a peer fill, peerfill.go; then FromPeer is Bytes and
+	// Duration the copy, PeerVerify the check of the copy). FillFallback
+	// is why a peer fill was tried and not used ("" when none was tried
+	// or it worked). "" for a takeover or a publish.
+	FilledFrom, FillFallback string
+	FromPeer                 uint64
+	PeerVerify               time.Duration
 }
 
 // Sources of LoadStats.Source.
@@ -173,6 +181,7 @@ func (d *Daemon) completeConfig(ctx context.Context, src Source, ck *safetensors
 // exports it; g.load receives the statistics.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
+	g.arenaBytes = arenaBytesOf(pl)
 	reserved, err := d.allocate(ctx, pl, &g.allocs)
 	if err != nil {
 		return nil, err
@@ -184,7 +193,8 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.
 		return nil, err
 	}
 	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
-		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated, Source: SourceFiles}
+		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated, Source: SourceFiles,
+		FilledFrom: FilledFromFiles}
 	f := fillStats
 	d.log.Info("loaded", "model", g.model, "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", g.load.Duration.Seconds(),
 		"bytes_per_second", g.load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
@@ -200,6 +210,15 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.
 	}
 	g.load.Export = time.Since(startExport)
 	return handles, nil
+}
+
+// arenaBytesOf are pl's arena sizes, in order.
+func arenaBytesOf(pl *plan.Plan) []uint64 {
+	out := make([]uint64, len(pl.Allocations))
+	for i, a := range pl.Allocations {
+		out[i] = a.Bytes
+	}
+	return out
 }
 
 // allocate reserves every arena of pl, appending each id to *ids as soon as

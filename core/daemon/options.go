@@ -181,6 +181,19 @@ type Options struct {
 	// daemon is empty again.
 	PublishTimeout time.Duration
 
+	// Peer configures cross-node peer fill: an endpoint serving the
+	// daemon's generations to other daemons, and the peers a load asks
+	// before the files (peeroptions.go). The zero value: neither.
+	Peer PeerOptions
+
+	// PeerFill says whether a file load first tries to fill from a peer
+	// holding the same weights (docs/peer-fill.md): PeerFillAuto (the
+	// default, "") tries a sibling daemon of the same user on this node,
+	// then other nodes' daemons, and reads the files when none fills;
+	// PeerFillOff reads the files. A peer fill that fails is logged and
+	// recorded in Status (fill_fallback); the files are read then.
+	PeerFill string
+
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client
 	// connection after KeepaliveTime and closes it (ending its lease) when
 	// the ping is not answered within KeepaliveTimeout, so a dead or stopped
@@ -240,6 +253,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Layout.Socket.IsZero() || o.Layout.Ready.IsZero() {
 		return o, fmt.Errorf("daemon: no path layout")
 	}
+	switch o.PeerFill {
+	case "":
+		o.PeerFill = PeerFillAuto
+	case PeerFillAuto, PeerFillOff:
+	default:
+		return o, fmt.Errorf("daemon: peer fill mode %q: want %q or %q", o.PeerFill, PeerFillAuto, PeerFillOff)
+	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout
 	}
@@ -257,6 +277,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
+	}
+	if err := o.Peer.check(); err != nil {
+		return o, err
 	}
 	return o, nil
 }

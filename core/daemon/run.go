@@ -139,6 +139,7 @@ func (d *Daemon) drain(ctx context.Context, timeout time.Duration, what string) 
 // shutdown ends what is left and releases everything, in order.
 func (d *Daemon) shutdown(leaseErr error, free bool) error {
 	d.reg.stop(leaseErr)
+	d.stopPeerServer()
 	done := make(chan struct{})
 	go func() {
 		d.srv.GracefulStop()

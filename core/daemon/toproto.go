@@ -125,6 +125,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 			resp.Model, resp.Config, resp.ConfigDigest = g.model, g.configProto, g.digest
 			resp.Bytes, resp.Tensors, resp.Generation = g.load.Bytes, uint32(g.tensors), g.id
 			resp.DeviceBytes, load = g.load.AllocatedBytes, g.load
+			resp.FilledFrom, resp.FillFallback = g.load.FilledFrom, g.load.FillFallback
 			if g.manifest != nil {
 				resp.Metadata = g.manifest.metadata
 				resp.Files, resp.ContentPolicies = g.manifest.content, g.manifest.policies
@@ -139,7 +140,8 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	for _, g := range r.gens {
 		gs := &daemonv1.GenerationStatus{Generation: g.id, State: stateProto(g.state), Model: g.model,
 			Config: g.configProto, ConfigDigest: g.digest, Bytes: g.load.Bytes, Tensors: uint32(g.tensors),
-			DeviceBytes: g.deviceBytes(), Source: g.load.Source, StartedUnixMs: g.started.UnixMilli()}
+			DeviceBytes: g.deviceBytes(), Source: g.load.Source, StartedUnixMs: g.started.UnixMilli(),
+			FilledFrom: g.load.FilledFrom, FillFallback: g.load.FillFallback}
 		if g.publisher != nil {
 			gs.PublisherPid = g.publisher.peer.PID
 		}
@@ -171,8 +173,9 @@ func drainNotice(deadline time.Time, message string) *daemonv1.Notice {
 func startPhasesToProto(s LoadStats, total time.Duration, r restartStats) *daemonv1.StartPhases {
 	return &daemonv1.StartPhases{PlanNs: int64(s.Plan), LockNs: int64(s.Lock), AllocateNs: int64(s.Allocate),
 		LoadNs: int64(s.Duration), ExportNs: int64(s.Export), TotalNs: int64(total),
-		BytesLoaded: s.Bytes - min(s.Bytes, s.Adopted), BytesAllocated: s.AllocatedBytes,
-		BytesAdopted: s.Adopted, Source: s.Source, PluginRestarts: uint32(r.count), LastRestartNs: int64(r.last)}
+		BytesLoaded: s.Bytes - min(s.Bytes, s.Adopted+s.FromPeer), BytesAllocated: s.AllocatedBytes,
+		BytesAdopted: s.Adopted, Source: s.Source, PluginRestarts: uint32(r.count), LastRestartNs: int64(r.last),
+		BytesFromPeer: s.FromPeer, PeerVerifyNs: int64(s.PeerVerify)}
 }
 
 // publishPlan is the answer to a publish's table: m's writable handles and

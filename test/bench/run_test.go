@@ -20,7 +20,7 @@ func tinyOptions(t *testing.T) Options {
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3", "-hash-mib", "3", "-identity-tensors", "120",
-		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations,peer,peerfill",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +121,15 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		gens.DeviceBytes == 0 || gens.DeviceBytes != gens.ArenaBytes {
 		t.Errorf("generations: %+v", gens)
 	}
+	peer := r.Results["peer"].(*PeerResult)
+	if peer.Runs != 1 || peer.Copy.N != 1 || peer.CopyGiBps <= 0 || peer.MemcpyGiBps <= 0 || peer.Ratio <= 0 ||
+		peer.RatioWithVerify <= 0 || peer.RatioWithVerify > peer.Ratio {
+		t.Errorf("peer: %+v", peer)
+	}
+	pf := r.Results["peerfill"].(*PeerFillResult)
+	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratio <= 0) {
+		t.Errorf("peerfill: %+v", pf)
+	}
 	if len(r.Targets) < 18 {
 		t.Errorf("%d targets: %+v", len(r.Targets), r.Targets)
 	}
@@ -145,7 +154,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	for _, want := range []string{"| restart | Go read/attach, in-process | ≥ 100 × |", "Flat in bytes", "Daemon total",
 		"| takeover | serve --takeover start to ready, median,",
 		"| content | attach p50 with the identity check / without, 30 tensors in 8 files |",
-		"| generations | attach p50 with 4 generations ÷ with 1 |"} {
+		"| generations | attach p50 with 4 generations ÷ with 1 |",
+		"| peer | same-node peer fill ÷ memcpy into fresh memory (mock) |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("rendered docs lack %q", want)
 		}

@@ -43,6 +43,8 @@ func Scenarios() []Scenario {
 		{"content", runContent},
 		{"micro", runMicro},
 		{"generations", runGenerations},
+		{"peer", runPeer},
+		{"peerfill", runPeerFill},
 	}
 }
 

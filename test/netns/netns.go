@@ -3,6 +3,7 @@ package netns
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -52,36 +53,58 @@ func (h *Host) Path() string { return filepath.Join(netnsDir, h.Name) }
 // interface is up in both namespaces.
 func New(t testing.TB) *Pair {
 	t.Helper()
-	ip, err := Available()
-	if err != nil {
+	if _, err := Available(); err != nil {
 		t.Skipf("network namespace tests skipped: %v", err)
 	}
+	p, del, err := Make(func(format string, args ...any) { t.Logf(format, args...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := del(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// Make is New for a caller without a testing.TB (the benchmark runner): it
+// makes a Pair and returns the function that deletes it. Without the
+// capabilities it is Available's error. logf receives what is worth
+// knowing but not an error (leftovers of killed runs it could not delete).
+func Make(logf func(format string, args ...any)) (_ *Pair, del func() error, err error) {
+	ip, err := Available()
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := SweepLeftovers(ip); err != nil {
-		t.Logf("netns: %v", err)
+		logf("netns: %v", err)
 	}
 	owner, err := ownerTag(os.Getpid())
 	if err != nil {
-		t.Fatalf("netns: %v", err)
+		return nil, nil, fmt.Errorf("netns: %w", err)
 	}
 	var rnd [4]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	base := namePrefix + owner + "-" + hex.EncodeToString(rnd[:])
 	p := &Pair{
 		A: &Host{Name: base + "-a", Addr: AddrA, Link: "veth-a", ip: ip},
 		B: &Host{Name: base + "-b", Addr: AddrB, Link: "veth-b", ip: ip},
 	}
-	t.Cleanup(func() {
+	del = func() error {
+		var errs []error
 		for _, h := range []*Host{p.A, p.B} {
 			if _, err := os.Lstat(h.Path()); err != nil {
 				continue // never made
 			}
 			if out, err := exec.Command(ip, "netns", "delete", h.Name).CombinedOutput(); err != nil {
-				t.Errorf("netns: delete %s: %v: %s", h.Name, err, strings.TrimSpace(string(out)))
+				errs = append(errs, fmt.Errorf("netns: delete %s: %v: %s", h.Name, err, strings.TrimSpace(string(out))))
 			}
 		}
-	})
+		return errors.Join(errs...)
+	}
 	steps := [][]string{
 		{"netns", "add", p.A.Name},
 		{"netns", "add", p.B.Name},
@@ -95,8 +118,8 @@ func New(t testing.TB) *Pair {
 	}
 	for _, s := range steps {
 		if out, err := exec.Command(ip, s...).CombinedOutput(); err != nil {
-			t.Fatalf("netns: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
+			return nil, nil, errors.Join(fmt.Errorf("netns: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out))), del())
 		}
 	}
-	return p
+	return p, del, nil
 }

@@ -19,12 +19,17 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/test/netns"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // peerprocEnv carries the path of the built peerproc from TestMain to the
 // tests (an environment variable rather than a package variable: no
 // mutable globals); set it to reuse a binary built elsewhere.
 const peerprocEnv = "WCACHE_PEERPROC"
+
+// binDirEnv carries the folder of the built wcache and mock plugin (the
+// daemon cases), as WCACHE_E2E_BIN does for test/e2e.
+const binDirEnv = "WCACHE_PEERFILL_BIN"
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -50,6 +55,16 @@ func runMain(m *testing.M) int {
 	if err := os.Setenv(peerprocEnv, bin); err != nil {
 		fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
 		return 1
+	}
+	if os.Getenv(binDirEnv) == "" {
+		if err := testproc.BuildBinaries(dir, false); err != nil {
+			fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
+			return 1
+		}
+		if err := os.Setenv(binDirEnv, dir); err != nil {
+			fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
+			return 1
+		}
 	}
 	return m.Run()
 }

@@ -56,6 +56,11 @@ func TestCommandsRefuseBadInputBeforeTouchingAnything(t *testing.T) {
 		{[]string{"cleanup"}, "--device-uuid"},
 		{[]string{"status", "--socket-template", "/tmp/x.sock"}, "{device_uuid}"},
 		{[]string{"serve", "--no-such-flag"}, "unknown flag"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peer-listen", "10.0.0.1:7450"}, "--peer-cert, --peer-key and --peer-ca"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peers", "a:1", "--peer-cert", "c", "--peer-key", "k"}, "--peer-ca"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peer-cert", "c"}, "need --peer-listen or --peers"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peers", "a:1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-rate", "1GiB"}, "--peer-rate needs --peer-listen"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peer-listen", ":1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-rate", "fast"}, "--peer-rate"},
 	} {
 		_, stderr, code, run := runInProcess(t, c.args...)
 		if code != ExitUsage || !strings.Contains(stderr, c.want) {

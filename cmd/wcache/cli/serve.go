@@ -42,7 +42,9 @@ func newServeCommand(e *env) *cobra.Command {
 		logFormat    string
 		metricsAddr  string
 		metricsAny   bool
+		peerFill     string
 		publish      publishFlags
+		peers        peerFlags
 		// contentPolicies are the content policies clients may use.
 		contentPolicies []string
 	)
@@ -78,6 +80,21 @@ matches. Their sum must fit --max-bytes and the device's free memory less
 --model only; the CacheConfig flags apply to every model, each with its own
 model path and checkpoint digest.
 
+Before reading the files, a load asks a sibling daemon of the same user on
+this node whose GPU already holds the same weights (same weights identity,
+docs/peer-fill.md) and copies them device to device; the files are read when
+none does, or when the copy or its check fails (the log and wcache status
+say why). --peer-fill=off always reads the files.
+
+Across nodes: --peer-listen HOST:PORT serves this daemon's weights to other
+nodes' daemons, and --peers HOST:PORT,... (or one name resolving to many) makes
+a load ask them after the node's siblings; both over mutual TLS with
+--peer-cert, --peer-key and --peer-ca (certificate files as cert-manager or
+spiffe-helper write them), --peer-allow narrowing the accepted names and
+--peer-rate bounding what the endpoint sends. The fetched bytes are checked
+against the peer's content digests, and against the files' when they are
+known (the digest cache, hub blob names); memfd backends only for now.
+
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
 mode 0600) or a loopback TCP address, from the moment it is ready until it
@@ -101,6 +118,9 @@ has stopped.`,
 			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
 	fs.StringSliceVar(&contentPolicies, "content-policies", cacheconfig.PolicyStrings(cacheconfig.DefaultDaemonPolicies),
 		"content policies clients may use (identity, hash, headers): add headers to let clients match on headers alone")
+	fs.StringVar(&peerFill, "peer-fill", daemon.PeerFillAuto,
+		"auto: fill from a daemon that already holds the same weights (a sibling GPU on this node) before reading "+
+			"the files, falling back to the files; off: always read the files")
 	fs.BoolVar(&verifyLoad, "verify", false,
 		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
@@ -124,6 +144,7 @@ has stopped.`,
 	fs.StringVar(&metricsAddr, "metrics-listen", "",
 		"serve GET /metrics and /healthz on unix:/path (a 0600 socket) or host:port (loopback only, "+
 			"unless --metrics-allow-remote); empty: no metrics endpoint")
+	peers.register(fs)
 	fs.BoolVar(&metricsAny, "metrics-allow-remote", false,
 		"let --metrics-listen use a non-loopback TCP address (the endpoint has no authentication)")
 
@@ -179,6 +200,9 @@ has stopped.`,
 			}
 			policies = append(policies, policy)
 		}
+		if peerFill != daemon.PeerFillAuto && peerFill != daemon.PeerFillOff {
+			return usageErrorf("--peer-fill %q: want auto or off", peerFill)
+		}
 		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
 		if err != nil {
 			return err
@@ -205,7 +229,10 @@ has stopped.`,
 		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, MaxFraction: capFraction, ReserveBytes: reserve, Model: model, Models: more, ShardPattern: shardPattern, Config: cfg, Layout: layout,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
-			ContentPolicies: policies}
+			ContentPolicies: policies, PeerFill: peerFill}
+		if err := peers.apply(&opts); err != nil {
+			return err
+		}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
@@ -268,6 +295,10 @@ has stopped.`,
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
 				info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
+		case strings.HasPrefix(info.Load.FilledFrom, "peer "):
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), filled from a peer in %s (%s/s)\n",
+				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
 		case model == "":
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket)

@@ -58,6 +58,11 @@ type daemonStatus struct {
 	DeviceBytes      uint64 `json:"device_bytes"`
 	DeviceBytesTotal uint64 `json:"device_bytes_total"`
 	MaxBytes         uint64 `json:"max_bytes,omitempty"`
+	// FilledFrom is where the first generation's bytes came from ("files",
+	// "peer GPU-…", "peer HOST:PORT"); FillFallback why a peer fill was
+	// tried and not used (docs/peer-fill.md).
+	FilledFrom   string `json:"filled_from,omitempty"`
+	FillFallback string `json:"fill_fallback,omitempty"`
 	// Generations are every generation the daemon holds (a target and a
 	// draft model, several models), oldest first; the fields above
 	// describe the first serving one.
@@ -75,6 +80,8 @@ type statusGeneration struct {
 	DeviceBytes  uint64        `json:"device_bytes"`
 	Tensors      int           `json:"tensors"`
 	Source       string        `json:"source,omitempty"`
+	FilledFrom   string        `json:"filled_from,omitempty"`
+	FillFallback string        `json:"fill_fallback,omitempty"`
 	Leases       []statusLease `json:"leases"`
 }
 
@@ -157,6 +164,7 @@ func statusRow(rep daemonctl.Report) daemonStatus {
 	row.PublisherPID = st.PublisherPID
 	row.Source, row.BytesLoaded, row.PluginRestarts = st.StartPhases.Source, st.StartPhases.BytesLoaded, st.StartPhases.PluginRestarts
 	row.DeviceBytes, row.DeviceBytesTotal, row.MaxBytes = st.DeviceBytes, st.DeviceBytesTotal, st.MaxBytes
+	row.FilledFrom, row.FillFallback = st.FilledFrom, st.FillFallback
 	row.TPRank, row.TPSize, row.PPRank, row.PPSize = st.Config.TPRank, st.Config.TPSize, st.Config.PPRank, st.Config.PPSize
 	row.UptimeSeconds = time.Since(st.Started).Seconds()
 	for _, l := range st.Leases {
@@ -164,7 +172,8 @@ func statusRow(rep daemonctl.Report) daemonStatus {
 	}
 	for _, g := range st.Generations {
 		gr := statusGeneration{Generation: g.Generation, State: g.State, Model: g.Model, ConfigDigest: g.ConfigDigest,
-			Bytes: g.Bytes, DeviceBytes: g.DeviceBytes, Tensors: g.Tensors, Source: g.Source, Leases: []statusLease{}}
+			Bytes: g.Bytes, DeviceBytes: g.DeviceBytes, Tensors: g.Tensors, Source: g.Source,
+			FilledFrom: g.FilledFrom, FillFallback: g.FillFallback, Leases: []statusLease{}}
 		if gr.Model == "" {
 			gr.Model = g.Config.Model + " (published)"
 		}
@@ -238,6 +247,9 @@ func printStatus(w io.Writer, rows []daemonStatus) error {
 		if r.Error != "" {
 			fmt.Fprintf(tw, "\terror: %s\n", r.Error)
 		}
+		if line := fillLine(r.FilledFrom, r.FillFallback); line != "" {
+			fmt.Fprintf(tw, "\t%s\n", line)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -260,12 +272,28 @@ func printGenerations(w io.Writer, rows []daemonStatus) error {
 		for _, g := range r.Generations {
 			fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Generation, g.State, g.Tensors, humanBytes(g.Bytes),
 				humanBytes(g.DeviceBytes), leasesCell(g.Leases), shortDigest(g.ConfigDigest), g.Model)
+			if line := fillLine(g.FilledFrom, g.FillFallback); line != "" {
+				fmt.Fprintf(tw, "  \t%s\n", line)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fillLine says where weights were filled from when a peer was involved:
+// "filled from peer GPU-…", or "filled from files (peer fill fell back:
+// REASON)"; "" for a plain file load, a takeover or a publish.
+func fillLine(from, fallback string) string {
+	switch {
+	case fallback != "":
+		return fmt.Sprintf("filled from %s (peer fill fell back: %s)", from, fallback)
+	case strings.HasPrefix(from, "peer "):
+		return "filled from " + from
+	}
+	return ""
 }
 
 // shortDigest is "sha256:" and the first 12 hex digits of d.

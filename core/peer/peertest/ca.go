@@ -29,9 +29,19 @@ type CA struct {
 // NewCA makes a CA whose common name is name; a failure fails t.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := MakeCA(name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// MakeCA is NewCA for a caller without a testing.TB (the benchmark
+// runner).
+func MakeCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
@@ -40,13 +50,13 @@ func NewCA(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
 // Issue signs a leaf certificate for name (its common name, and the URI
@@ -57,17 +67,26 @@ func NewCA(t testing.TB, name string) *CA {
 // 0600). It returns the credentials that read those files.
 func (c *CA) Issue(t testing.TB, name string, trust *CA) *peer.Credentials {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cr, err := c.IssueIn(t.TempDir(), name, trust)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return cr
+}
+
+// IssueIn is Issue writing into the existing folder dir.
+func (c *CA) IssueIn(dir, name string, trust *CA) (*peer.Credentials, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	u, err := url.Parse("spiffe://test/" + name)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
@@ -78,13 +97,12 @@ func (c *CA) Issue(t testing.TB, name string, trust *CA) *peer.Credentials {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	dir := t.TempDir()
 	cr := &peer.Credentials{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt")}
 	for path, data := range map[string][]byte{
 		cr.CertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
@@ -92,8 +110,8 @@ func (c *CA) Issue(t testing.TB, name string, trust *CA) *peer.Credentials {
 		cr.CAFile:   trust.PEM,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return cr
+	return cr, nil
 }

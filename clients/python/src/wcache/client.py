@@ -572,7 +572,12 @@ def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,
     ``device_bytes`` and leases; see resident_bytes()): the figure an
     engine integration hands to its KV-cache sizing (SGLang
     ``preloaded_weights_bytes``). ``max_bytes`` and ``reserve_bytes`` are the
-    daemon's cap and reserve (0: none). Discovery and errors as attach(); an
+    daemon's cap and reserve (0: none). ``filled_from`` says where a loaded
+    generation's bytes came from (``"files"``, ``"peer GPU-<uuid>"``: a
+    sibling daemon's GPU on this node, ``"peer HOST:PORT"``: another node's
+    daemon; ``""`` for published weights) and ``fill_fallback`` why a peer
+    fill was tried and not used (each generation has both; the top-level
+    ones are the oldest generation's). Discovery and errors as attach(); an
     RPC error is a DaemonError.
     """
     target = resolve(socket=socket, device_uuid=device_uuid, device_index=device_index, getenv=getenv)

@@ -336,7 +336,20 @@ type GenerationStatus struct {
 	Files         []*FileContent `protobuf:"bytes,14,rep,name=files,proto3" json:"files,omitempty"`
 	// The hub blob names this generation has verified so far
 	// (Manifest.file_sha256; a file-loaded generation only).
-	FileSha256    []*FileSHA256 `protobuf:"bytes,15,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	FileSha256 []*FileSHA256 `protobuf:"bytes,15,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	// Peer fill (issue 26, numbers from 16 on; docs/peer-fill.md). Where a
+	// file-loaded generation's bytes came from: "files" (read from the
+	// checkpoint), "peer GPU-<uuid>" (copied device to device from the
+	// generation of a sibling daemon of the same user on this node),
+	// "peer HOST:PORT" (streamed from another node's daemon). "" for a
+	// generation this daemon did not fill: taken over (source "takeover")
+	// or published (its bytes come from the engine).
+	FilledFrom string `protobuf:"bytes,16,opt,name=filled_from,json=filledFrom,proto3" json:"filled_from,omitempty"`
+	// Why a peer fill was tried and not used (the first peer's reason and
+	// the others', "; "-joined), the generation then filled from the files;
+	// "" when no peer fill was tried (serve --peer-fill=off, no candidate)
+	// or one succeeded.
+	FillFallback  string `protobuf:"bytes,17,opt,name=fill_fallback,json=fillFallback,proto3" json:"fill_fallback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +489,20 @@ func (x *GenerationStatus) GetFileSha256() []*FileSHA256 {
 	return nil
 }
 
+func (x *GenerationStatus) GetFilledFrom() string {
+	if x != nil {
+		return x.FilledFrom
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetFillFallback() string {
+	if x != nil {
+		return x.FillFallback
+	}
+	return ""
+}
+
 type StatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pid           int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
@@ -526,6 +553,10 @@ type StatusResponse struct {
 	// The hub blob names verified so far (Manifest.file_sha256) of the
 	// oldest generation, as the fields above.
 	FileSha256 []*FileSHA256 `protobuf:"bytes,42,rep,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	// Peer fill (issue 26): GenerationStatus.filled_from and fill_fallback
+	// of the oldest generation, as the fields above (numbers from 60 on).
+	FilledFrom   string `protobuf:"bytes,60,opt,name=filled_from,json=filledFrom,proto3" json:"filled_from,omitempty"`
+	FillFallback string `protobuf:"bytes,61,opt,name=fill_fallback,json=fillFallback,proto3" json:"fill_fallback,omitempty"`
 	// Every generation the daemon holds, oldest first (numbers from 50 on).
 	// The single-generation fields above (model, config, config_digest,
 	// bytes, tensors, generation, metadata, files, device_bytes) describe the
@@ -757,6 +788,20 @@ func (x *StatusResponse) GetFileSha256() []*FileSHA256 {
 	return nil
 }
 
+func (x *StatusResponse) GetFilledFrom() string {
+	if x != nil {
+		return x.FilledFrom
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetFillFallback() string {
+	if x != nil {
+		return x.FillFallback
+	}
+	return ""
+}
+
 func (x *StatusResponse) GetGenerations() []*GenerationStatus {
 	if x != nil {
 		return x.Generations
@@ -801,8 +846,13 @@ type StartPhases struct {
 	// duration of the last one.
 	PluginRestarts uint32 `protobuf:"varint,11,opt,name=plugin_restarts,json=pluginRestarts,proto3" json:"plugin_restarts,omitempty"`
 	LastRestartNs  int64  `protobuf:"varint,12,opt,name=last_restart_ns,json=lastRestartNs,proto3" json:"last_restart_ns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Peer fill (issue 26): bytes copied from a peer instead of read from
+	// the files (then bytes_loaded is 0 and load_ns is the copy), and the
+	// time spent checking the copy's content before serving.
+	BytesFromPeer uint64 `protobuf:"varint,13,opt,name=bytes_from_peer,json=bytesFromPeer,proto3" json:"bytes_from_peer,omitempty"`
+	PeerVerifyNs  int64  `protobuf:"varint,14,opt,name=peer_verify_ns,json=peerVerifyNs,proto3" json:"peer_verify_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartPhases) Reset() {
@@ -915,6 +965,20 @@ func (x *StartPhases) GetPluginRestarts() uint32 {
 func (x *StartPhases) GetLastRestartNs() int64 {
 	if x != nil {
 		return x.LastRestartNs
+	}
+	return 0
+}
+
+func (x *StartPhases) GetBytesFromPeer() uint64 {
+	if x != nil {
+		return x.BytesFromPeer
+	}
+	return 0
+}
+
+func (x *StartPhases) GetPeerVerifyNs() int64 {
+	if x != nil {
+		return x.PeerVerifyNs
 	}
 	return 0
 }
@@ -3069,7 +3133,7 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\rsince_unix_ms\x18\x05 \x01(\x03R\vsinceUnixMs\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x06 \x01(\x04R\n" +
-	"generation\"\xc1\x05\n" +
+	"generation\"\x87\x06\n" +
 	"\x10GenerationStatus\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -3089,10 +3153,13 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x0fstarted_unix_ms\x18\r \x01(\x03R\rstartedUnixMs\x123\n" +
 	"\x05files\x18\x0e \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12=\n" +
 	"\vfile_sha256\x18\x0f \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\n" +
-	"fileSha256\x1a;\n" +
+	"fileSha256\x12\x1f\n" +
+	"\vfilled_from\x18\x10 \x01(\tR\n" +
+	"filledFrom\x12#\n" +
+	"\rfill_fallback\x18\x11 \x01(\tR\ffillFallback\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfe\t\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1f\n" +
 	"\vdevice_uuid\x18\x02 \x01(\tR\n" +
@@ -3127,11 +3194,14 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05files\x18( \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x12)\n" +
 	"\x10content_policies\x18) \x03(\tR\x0fcontentPolicies\x12=\n" +
 	"\vfile_sha256\x18* \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\n" +
-	"fileSha256\x12D\n" +
+	"fileSha256\x12\x1f\n" +
+	"\vfilled_from\x18< \x01(\tR\n" +
+	"filledFrom\x12#\n" +
+	"\rfill_fallback\x18= \x01(\tR\ffillFallback\x12D\n" +
 	"\vgenerations\x182 \x03(\v2\".wcache.daemon.v1.GenerationStatusR\vgenerations\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x03\n" +
 	"\vStartPhases\x12\x17\n" +
 	"\aplan_ns\x18\x01 \x01(\x03R\x06planNs\x12\x17\n" +
 	"\alock_ns\x18\x02 \x01(\x03R\x06lockNs\x12\x1f\n" +
@@ -3146,7 +3216,9 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x06source\x18\n" +
 	" \x01(\tR\x06source\x12'\n" +
 	"\x0fplugin_restarts\x18\v \x01(\rR\x0epluginRestarts\x12&\n" +
-	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\"\xad\x01\n" +
+	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\x12&\n" +
+	"\x0fbytes_from_peer\x18\r \x01(\x04R\rbytesFromPeer\x12$\n" +
+	"\x0epeer_verify_ns\x18\x0e \x01(\x03R\fpeerVerifyNs\"\xad\x01\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +

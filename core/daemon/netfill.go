@@ -1,0 +1,336 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/hubcache"
+	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
+)
+
+// This file is the cross-node peerFiller (peerfill.go): a file load asks
+// Options.Peer.Peers for its weights identity and streams the offer's
+// arenas into freshly allocated ones (peer.Fetch: parallel sessions, every
+// 1 MiB leaf hashed as it arrives, every arena's content digest checked
+// against the offer before Commit), then computes the files' content
+// digests from the received bytes (proveContent). Any failure leaves the
+// allocations to the caller to free, and the load reads the files.
+
+// netFiller fills from other nodes' daemons (Options.Peer.Peers).
+type netFiller struct{ d *Daemon }
+
+// fillFromPeer fills job's arenas from the first peer offering its weights
+// identity. It needs memfd arenas (the daemon writes the received bytes
+// through their descriptors): a backend without them (a GPU's device
+// memory, which the backend contract cannot write from the host) is a
+// fallback before any peer is asked. No peer holding the identity (every
+// one answered "not held") wraps errNoPeer.
+func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error) {
+	d := f.d
+	po := d.opts.Peer
+	info, err := d.backend.Info(ctx)
+	if err != nil {
+		return peerFill{}, fmt.Errorf("cross-node fill: backend info: %w", err)
+	}
+	if !slices.Contains(info.HandleKinds, sdk.HandleMemfd) {
+		return peerFill{}, fmt.Errorf("cross-node fill: backend %s exports %v, and the daemon writes received bytes into memfd arenas only "+
+			"(the backend contract has no host-to-device write yet): %w", info.Name, info.HandleKinds, sdk.ErrUnsupported)
+	}
+	identity, err := cacheconfig.WeightsIdentity(job.g.config, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		return peerFill{}, fmt.Errorf("cross-node fill: %w", err)
+	}
+	transport := po.Transport
+	if transport == nil {
+		transport = &peer.TCPTransport{Creds: po.Creds}
+	}
+	var self []string
+	if po.Listen != "" {
+		self = append(self, po.Listen)
+	}
+	sink := &arenaSink{d: d, pl: job.pl, g: job.g}
+	defer sink.closeFiles()
+	res, err := peer.Fetch(ctx, identity, sink, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
+		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer")})
+	if err != nil {
+		if onlyNotHeld(err) {
+			return peerFill{}, fmt.Errorf("%w: %w", errNoPeer, err)
+		}
+		return peerFill{}, fmt.Errorf("cross-node fill: %w", err)
+	}
+	startVerify := time.Now()
+	content, err := d.proveContent(ctx, job.ck, job.pl, sink.handles)
+	if err != nil {
+		return peerFill{}, fmt.Errorf("cross-node fill from %s: %w", res.Peer, err)
+	}
+	job.g.arenaBytes = arenaBytesOf(job.pl)
+	return peerFill{From: filledFromPeerPrefix + res.Peer, Content: content, Reserved: sink.reserved,
+		Copy: res.Wall, Verify: time.Since(startVerify)}, nil
+}
+
+// onlyNotHeld reports whether a Fetch error says only that no peer holds
+// the identity (every peer reached answered peer.ErrNotHeld): nothing was
+// tried. A peer refused in the handshake, unreachable, busy, or any other
+// error is a fallback worth reporting.
+func onlyNotHeld(err error) bool {
+	if errors.Is(err, peer.ErrNotHeld) && !errors.Is(err, peer.ErrNoPeer) {
+		return true
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, c := range e.Unwrap() {
+			if c != peer.ErrNoPeer && !onlyNotHeld(c) {
+				return false
+			}
+		}
+		return true
+	case interface{ Unwrap() error }:
+		return onlyNotHeld(e.Unwrap())
+	}
+	return false
+}
+
+// arenaSink is a peer.Sink writing the offer into the plan's arenas
+// through their memfd descriptors.
+type arenaSink struct {
+	d  *Daemon
+	pl *plan.Plan
+	g  *generation
+
+	handles   []sdk.Handle
+	reserved  uint64
+	allocated time.Duration
+	closeOnce sync.Once
+}
+
+// Prepare refuses an offer whose arenas are not the plan's (count and
+// sizes: the same files planned with other options, or other files), then
+// allocates and exports every arena.
+func (s *arenaSink) Prepare(ctx context.Context, offer peer.Offer) error {
+	if len(offer.Arenas) != len(s.pl.Allocations) {
+		return fmt.Errorf("the offer has %d arenas, this daemon's plan %d: not the same layout", len(offer.Arenas), len(s.pl.Allocations))
+	}
+	for i, a := range offer.Arenas {
+		if a.Size != s.pl.Allocations[i].Bytes {
+			return fmt.Errorf("the offer's arena %d has %d bytes, this daemon's plan %d: not the same layout", i, a.Size, s.pl.Allocations[i].Bytes)
+		}
+	}
+	start := time.Now()
+	s.g.arenaBytes = arenaBytesOf(s.pl)
+	reserved, err := s.d.allocate(ctx, s.pl, &s.g.allocs)
+	s.reserved = reserved
+	if err == nil {
+		s.handles, err = s.d.export(ctx, s.g.allocs)
+	}
+	if err == nil {
+		for i, h := range s.handles {
+			if h.File == nil || h.Kind != sdk.HandleMemfd {
+				err = fmt.Errorf("arena %d exported as %q: cross-node fill writes memfd arenas only: %w", i, h.Kind, sdk.ErrUnsupported)
+				break
+			}
+		}
+	}
+	s.allocated = time.Since(start)
+	return err
+}
+
+// WriteAt writes p into arena's memfd at off.
+func (s *arenaSink) WriteAt(arena int, p []byte, off uint64) error {
+	_, err := s.handles[arena].File.WriteAt(p, int64(off))
+	return err
+}
+
+// Commit keeps the arenas: the filler proves the content, the load exports
+// and serves them.
+func (s *arenaSink) Commit(context.Context) error { return nil }
+
+// Abort frees the arenas at once (the load then frees nothing more).
+func (s *arenaSink) Abort(cause error) {
+	s.d.log.Debug("cross-node fill aborted: freeing its arenas", "error", cause)
+	s.closeFiles()
+	s.d.freeAllocs(s.g.allocs)
+	s.g.allocs = nil
+}
+
+// closeFiles closes the descriptors the sink exported to write through
+// (the load exports the arenas again to serve them).
+func (s *arenaSink) closeFiles() {
+	s.closeOnce.Do(func() { closeHandleFiles(s.handles) })
+}
+
+// proveContent returns the content record of every checkpoint file from
+// the received bytes: each file's digest assembled from its header (as the
+// plan read it) and the arenas' bytes at its extents (leaves neither covers,
+// gaps between tensors, are read from the file). Where the daemon knows the
+// file's content (proveFile: Options.Peer.Digests by the file's identity,
+// or its hub blob name) the two must be equal — else the fill is refused: a peer of the same weights identity
+// with other tensor values, a fine-tune of the same shapes — and the record
+// carries the local file's identity (proven). Where it does not, the record
+// has the digest of what the daemon serves and an identity of the size
+// alone (no device, inode or times): nothing
+// proved the local file holds those bytes, so nothing claims it does (a
+// client proves its own files against the digest: docs/peer-fill.md).
+func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, handles []sdk.Handle) ([]cacheconfig.FileContent, error) {
+	cache := d.opts.Peer.Digests
+	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
+	proven := 0
+	for _, f := range ck.Files {
+		got, err := digestFromArenas(ctx, f, pl, handles)
+		if err != nil {
+			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
+		}
+		// Size alone: no file's identity (device, inode, times), so a
+		// client proves its own file by its digest, never by a stat;
+		// cacheconfig.MatchContent compares sizes first.
+		rec := cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: got,
+			Identity: safetensors.Stamp{Size: f.Stamp.Size}}
+		ok, err := proveFile(ctx, cache, f, got, pl, handles)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			rec.Identity = f.Stamp
+			proven++
+		}
+		out = append(out, rec)
+	}
+	if proven < len(out) {
+		d.log.Warn("cross-node fill: the content of some files is not known here: their records carry the received bytes' digests, not the local files' identity",
+			"files", len(out), "proven", proven)
+	}
+	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// proveFile checks the content digest got that file f would have with the
+// received bytes against what the daemon knows of f: the digest cache's
+// entry for its identity, else the SHA-256 its Hugging Face hub blob name
+// claims (hubcache.TrustedBlob: a blob only its owner or root could have
+// written), compared with the plain SHA-256 of the header and the received
+// bytes in file order. ok: proven; false with no error: nothing known; an
+// error wrapping peer.ErrDigestMismatch: the peer's bytes are not f's.
+func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, handles []sdk.Handle) (bool, error) {
+	if cache != nil {
+		if want, ok := cache.Lookup(f.Stamp); ok {
+			if got != want {
+				return false, fmt.Errorf("%w: %s would have content %s, its digest is %s (the peer holds other tensor values under the same weights identity)",
+					peer.ErrDigestMismatch, f.Path, got, want)
+			}
+			return true, nil
+		}
+	}
+	want, st, ok := hubcache.TrustedBlob(f.Path, os.Geteuid())
+	if !ok || safetensors.StampOf(st) != f.Stamp {
+		return false, nil
+	}
+	sum, err := sha256FromArenas(ctx, f, pl, handles)
+	if err != nil {
+		return false, fmt.Errorf("content of %s: %w", f.Path, err)
+	}
+	if sum != want {
+		return false, fmt.Errorf("%w: %s would have SHA-256 %s, its hub blob name is %s (the peer holds other tensor values under the same weights identity)",
+			peer.ErrDigestMismatch, f.Path, sum, want)
+	}
+	return true, nil
+}
+
+// sha256FromArenas is the plain SHA-256 file f would have with the arenas'
+// bytes at its extents: its header, then its data in file order (gaps
+// between extents read from the file).
+func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, handles []sdk.Handle) (string, error) {
+	type piece struct {
+		arena int
+		e     sdk.Extent
+	}
+	var pieces []piece
+	for ai, a := range pl.Allocations {
+		for _, e := range a.Extents {
+			if e.Path == f.Path {
+				pieces = append(pieces, piece{ai, e})
+			}
+		}
+	}
+	slices.SortFunc(pieces, func(a, b piece) int { return cmp.Compare(a.e.FileOffset, b.e.FileOffset) })
+	file, err := os.Open(f.Path)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	h := sha256.New()
+	var head [8]byte
+	binary.LittleEndian.PutUint64(head[:], uint64(len(f.RawHeader)))
+	h.Write(head[:])
+	h.Write(f.RawHeader)
+	pos := uint64(8 + len(f.RawHeader))
+	copyFrom := func(r io.ReaderAt, off, n uint64) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := io.Copy(h, io.NewSectionReader(r, int64(off), int64(n)))
+		return err
+	}
+	for _, p := range append(pieces, piece{e: sdk.Extent{FileOffset: uint64(f.Stamp.Size)}}) {
+		if p.e.FileOffset < pos {
+			return "", fmt.Errorf("extent at %d of %s overlaps the bytes before %d", p.e.FileOffset, f.Path, pos)
+		}
+		if err := copyFrom(file, pos, p.e.FileOffset-pos); err != nil {
+			return "", err
+		}
+		if p.e.Length > 0 {
+			if err := copyFrom(handles[p.arena].File, p.e.DestOffset, p.e.Length); err != nil {
+				return "", err
+			}
+		}
+		pos = p.e.FileOffset + p.e.Length
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// digestFromArenas is the content digest file f would have with the
+// arenas' bytes at its extents.
+func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, handles []sdk.Handle) (string, error) {
+	asm := filedigest.NewAssembler(f.Stamp.Size)
+	head := make([]byte, 8, 8+len(f.RawHeader))
+	binary.LittleEndian.PutUint64(head, uint64(len(f.RawHeader)))
+	asm.Write(0, append(head, f.RawHeader...))
+	buf := make([]byte, 16<<20)
+	for ai, a := range pl.Allocations {
+		for _, e := range a.Extents {
+			if e.Path != f.Path {
+				continue
+			}
+			for done := uint64(0); done < e.Length; {
+				if err := ctx.Err(); err != nil {
+					return "", err
+				}
+				p := buf[:min(uint64(len(buf)), e.Length-done)]
+				if _, err := handles[ai].File.ReadAt(p, int64(e.DestOffset+done)); err != nil {
+					return "", fmt.Errorf("arena %d at %d: %w", ai, e.DestOffset+done, err)
+				}
+				asm.Write(int64(e.FileOffset+done), p)
+				done += uint64(len(p))
+			}
+		}
+	}
+	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+}
+
+var _ peer.Sink = (*arenaSink)(nil)

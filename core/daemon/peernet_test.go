@@ -1,0 +1,263 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
+	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/peer/peertest"
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/sdk/filedigest"
+)
+
+// peerPair starts daemon A on GPU 0 with a peer endpoint on loopback, its
+// handles memfd or not (then the endpoint reads through the backend),
+// and returns it with B's credentials.
+func peerPair(t *testing.T, f *fixture, memfdA bool) (*running, *peer.Credentials) {
+	t.Helper()
+	ca := peertest.NewCA(t, "wcache test CA")
+	f.memfd = memfdA
+	a := f.start(0, func(o *Options) {
+		o.Peer = PeerOptions{Listen: "127.0.0.1:0", Creds: ca.Issue(t, "node-a", ca)}
+	})
+	if a.d.PeerAddr() == "" {
+		t.Fatal("A has no peer endpoint")
+	}
+	return a, ca.Issue(t, "node-b", ca)
+}
+
+// otherNode gives B a layout of its own: another node, as far as finding
+// siblings goes (the same-node filler would fill B from A first).
+func otherNode(t *testing.T, o *Options) {
+	t.Helper()
+	_, o.Layout = testworld.Folder(t)
+}
+
+// TestFilledFromPeerDaemon: B fills its checkpoint from A's endpoint, both
+// with memfd handles and with A's arenas read through the backend (no host
+// mapping: what a device arena is); the content records carry the files'
+// digests but no file identity (no digest cache: nothing proved the local
+// files), and an attach reads the checkpoint's bytes.
+func TestFilledFromPeerDaemon(t *testing.T) {
+	for _, memfdA := range []bool{true, false} {
+		t.Run(map[bool]string{true: "memfd", false: "backend read"}[memfdA], func(t *testing.T) {
+			f := newFixture(t)
+			a, creds := peerPair(t, f, memfdA)
+			f.memfd = true
+			b := f.start(1, func(o *Options) {
+				otherNode(t, o)
+				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+			})
+			info := b.d.Info()
+			if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
+				t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
+			}
+			wantDigests := map[string]string{}
+			for _, c := range a.d.Info().Content {
+				wantDigests[c.Name] = c.Digest
+			}
+			if len(info.Content) != len(wantDigests) {
+				t.Fatalf("B records %d files, A %d", len(info.Content), len(wantDigests))
+			}
+			for _, c := range info.Content {
+				if c.Digest != wantDigests[c.Name] || c.Identity.Ino != 0 || c.Identity.Size == 0 {
+					t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, wantDigests[c.Name])
+				}
+			}
+			att := b.mustAttach(t)
+			if att.Manifest.Generation == 0 {
+				t.Fatal("no generation")
+			}
+		})
+	}
+}
+
+// TestPeerFillFallbacks: what B does when the fill cannot happen — the
+// peer holds nothing (no fallback: nothing was tried), B's handles are not
+// memfd (a fallback naming why), B's digest cache knows other content.
+func TestPeerFillFallbacks(t *testing.T) {
+	t.Run("nothing held", func(t *testing.T) {
+		f := newFixture(t)
+		ca := peertest.NewCA(t, "wcache test CA")
+		f.memfd = true
+		a := f.start(0, func(o *Options) {
+			o.Model = ""
+			o.Peer = PeerOptions{Listen: "127.0.0.1:0", Creds: ca.Issue(t, "node-a", ca)}
+		})
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: ca.Issue(t, "node-b", ca)}
+		})
+		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || l.FillFallback != "" {
+			t.Fatalf("B's load: filled from %q, fallback %q: want files and no fallback (nothing was tried)", l.FilledFrom, l.FillFallback)
+		}
+	})
+	t.Run("not memfd", func(t *testing.T) {
+		f := newFixture(t)
+		a, creds := peerPair(t, f, true)
+		f.memfd = false
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+		})
+		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "memfd") {
+			t.Fatalf("B's load: filled from %q, fallback %q: want files, because of the handle kind", l.FilledFrom, l.FillFallback)
+		}
+	})
+	t.Run("other layout", func(t *testing.T) {
+		f := newFixture(t)
+		a, creds := peerPair(t, f, true)
+		b := f.start(1, func(o *Options) {
+			o.Plan.FileAlignment = plan.HugePageAlignment // the same files, planned otherwise
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+		})
+		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "not the same layout") {
+			t.Fatalf("B's load: filled from %q, fallback %q: want files, the offer's layout refused", l.FilledFrom, l.FillFallback)
+		}
+	})
+	t.Run("other content known", func(t *testing.T) {
+		f := newFixture(t)
+		a, creds := peerPair(t, f, true)
+		cache := &client.DigestCache{Dir: t.TempDir(), UID: os.Geteuid()}
+		for _, fl := range f.model.Files {
+			st, err := os.Stat(fl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cache.Store(safetensors.StampOf(st), filedigest.Bytes([]byte("other content"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, Digests: cache}
+		})
+		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "content digest mismatch") {
+			t.Fatalf("B's load: filled from %q, fallback %q: want files after a content mismatch", l.FilledFrom, l.FillFallback)
+		}
+	})
+}
+
+// TestPeerSourceHolds: the endpoint's source answers ErrNotHeld for an
+// identity it does not serve, the arenas' digests for one it does, and a
+// read after the generation was evicted fails with ErrGenerationChanged.
+func TestPeerSourceHolds(t *testing.T) {
+	f := newFixture(t)
+	f.memfd = true
+	a := f.start(0, nil)
+	src := peerSource{d: a.d}
+	if _, err := src.Open(context.Background(), "sha256:00"); !errors.Is(err, peer.ErrNotHeld) {
+		t.Fatalf("open of an identity not held: %v", err)
+	}
+	id, err := cacheconfig.WeightsIdentity(a.d.Info().Config, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := src.Open(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	arenas := g.Arenas()
+	if len(arenas) == 0 || !strings.HasPrefix(arenas[0].Digest, filedigest.Prefix) {
+		t.Fatalf("arenas %+v", arenas)
+	}
+	p := make([]byte, 4096)
+	if err := g.ReadAt(context.Background(), 0, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := a.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := c.Evict(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ReadAt(context.Background(), 0, p, 0); !errors.Is(err, peer.ErrGenerationChanged) {
+		t.Fatalf("read after the evict: %v, want ErrGenerationChanged", err)
+	}
+}
+
+// hubSnapshot copies the checkpoint in dir into a Hugging Face cache
+// layout (blobs named by name(content), a snapshot of symlinks to them)
+// and returns the snapshot folder.
+func hubSnapshot(t *testing.T, dir string, name func([]byte) string) string {
+	t.Helper()
+	repo := filepath.Join(t.TempDir(), "models--org--model")
+	snap := filepath.Join(repo, "snapshots", "0123456789abcdef0123456789abcdef01234567")
+	for _, d := range []string{filepath.Join(repo, "blobs"), snap} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := filepath.Join(repo, "blobs", name(data))
+		if err := os.WriteFile(blob, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(blob, filepath.Join(snap, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snap
+}
+
+// TestPeerFillProvenByHubBlobNames: B's files are hub blobs; with names
+// that are their content's SHA-256 the received bytes are proven (the
+// records carry the files' identity), with names that are not (what a
+// peer of other content would be measured against) the fill is refused.
+func TestPeerFillProvenByHubBlobNames(t *testing.T) {
+	for _, honest := range []bool{true, false} {
+		t.Run(map[bool]string{true: "true names", false: "other names"}[honest], func(t *testing.T) {
+			f := newFixture(t)
+			a, creds := peerPair(t, f, true)
+			snap := hubSnapshot(t, f.model.Dir, func(b []byte) string {
+				if !honest {
+					b = append([]byte("other"), b...)
+				}
+				sum := sha256.Sum256(b)
+				return hex.EncodeToString(sum[:])
+			})
+			f.memfd = true
+			b := f.start(1, func(o *Options) {
+				o.Model = snap
+				otherNode(t, o)
+				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+			})
+			l := b.d.Info().Load
+			if !honest {
+				if l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "hub blob name") {
+					t.Fatalf("B's load: filled from %q, fallback %q: want files after a blob name mismatch", l.FilledFrom, l.FillFallback)
+				}
+				return
+			}
+			if l.FilledFrom != "peer "+a.d.PeerAddr() {
+				t.Fatalf("B's load: filled from %q, fallback %q", l.FilledFrom, l.FillFallback)
+			}
+			for _, c := range b.d.Info().Content {
+				if c.Identity.Ino == 0 {
+					t.Errorf("%s: the blob name proved the bytes, yet no file identity: %+v", c.Name, c)
+				}
+			}
+		})
+	}
+}

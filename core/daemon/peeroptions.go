@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/peer"
+)
+
+// PeerOptions configure the daemon's cross-node peer fill
+// (docs/peer-fill.md): the endpoint it serves its generations on, and the
+// peers it fills a file load from. The zero value turns both off.
+type PeerOptions struct {
+	// Listen, when set, is the TCP address (host:port) of the peer
+	// endpoint: other daemons whose client certificate verifies against
+	// Creds' CA read the generations this daemon serves, by weights
+	// identity (peer.Server, bounded by Server's limits). "": no endpoint.
+	Listen string
+	// Peers are the daemons asked, in order, for a file load's weights
+	// before the files are read: host:port entries, or a name resolving to
+	// many (peer.ResolvePeers). nil: every load reads the files.
+	Peers []string
+	// Creds are the mutual-TLS credentials of both sides (required with
+	// Listen or Peers).
+	Creds *peer.Credentials
+	// Server bounds the endpoint (its zero fields select peer's
+	// defaults); Server.Logger is the daemon's.
+	Server peer.ServerOptions
+	// Transport, when set, replaces the TCP transport of a fill (tests:
+	// another network namespace's dialer). nil: peer.TCPTransport over
+	// Creds.
+	Transport peer.Transport
+	// Streams is the number of parallel reads of a fill (0:
+	// peer.DefaultStreams).
+	Streams int
+	// Digests, when set, is the per-user digest cache the daemon looks its
+	// files' content digests up in: a fill whose bytes do not make the
+	// digests recorded there is refused (the files are read instead), and
+	// one that makes them records them as the generation's content. nil,
+	// or no entry for a file: the peer's bytes are checked against the
+	// digests the peer announced only, and the generation records no
+	// content digest (docs/peer-fill.md, "What a fill proves").
+	Digests *client.DigestCache
+}
+
+// ErrPeerOptions: the peer options are incomplete or malformed.
+var ErrPeerOptions = errors.New("peer fill options")
+
+// check refuses an incomplete configuration.
+func (o PeerOptions) check() error {
+	if o.Listen == "" && len(o.Peers) == 0 {
+		return nil
+	}
+	if o.Creds == nil || o.Creds.CertFile == "" || o.Creds.KeyFile == "" || o.Creds.CAFile == "" {
+		return fmt.Errorf("%w: a peer endpoint or peers need a certificate, its key and a CA bundle", ErrPeerOptions)
+	}
+	if o.Listen != "" {
+		if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+			return fmt.Errorf("%w: listen address %q: %w", ErrPeerOptions, o.Listen, err)
+		}
+	}
+	for _, p := range o.Peers {
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			return fmt.Errorf("%w: peer %q: %w", ErrPeerOptions, p, err)
+		}
+	}
+	if err := o.Creds.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrPeerOptions, err)
+	}
+	return nil
+}

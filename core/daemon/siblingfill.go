@@ -1,0 +1,285 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemonctl"
+	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/sdk"
+)
+
+// siblingAttachTimeout bounds attaching to a sibling daemon (the copy
+// itself is bounded by the load's context only).
+const siblingAttachTimeout = 10 * time.Second
+
+// siblingFiller fills a file load from a sibling daemon of the same user
+// on this node whose GPU already serves the same weights (same
+// cacheconfig.WeightsIdentity, kind files), device to device through this
+// daemon's own plugin (sdk.PeerCopier), the sibling serving on:
+//
+//  1. siblings: the layout's ready files (daemonctl.Find), each believed only
+//     as far as daemonfile trusts it (owned by this user or root, its
+//     process alive) and reached through client.Dial's socket checks; this
+//     daemon's own device is skipped;
+//  2. candidates: their serving generations loaded from files with this
+//     load's weights identity;
+//  3. content: every file of this load must be the very file the sibling
+//     loaded (name, path and identity equal to the sibling's content
+//     record, so the sibling's digest is this file's); else the sibling's
+//     bytes are not proven to be these files' and it is not used;
+//  4. Attach with the sibling generation's own config: a lease, so the
+//     sibling keeps the arenas while they are copied; its manifest must
+//     lay the tensors out as this load's plan does (arena count and sizes,
+//     every tensor's arena, offset and length);
+//  5. sdk.PeerCopy of every arena into a new allocation of this plugin;
+//  6. check: the content digest (peer.ArenaDigest: the backend's SHA-256 of
+//     each 1 MiB leaf, only sums cross the plugin boundary) of each copy
+//     equals the source's (imported into this plugin, read while the
+//     lease holds it); then the lease is released.
+//
+// Any failure fails the candidate (the next one is tried, then the files):
+// the sibling gone, a copy error, ErrUnsupported (a backend without peer
+// copies), another layout, a digest mismatch.
+type siblingFiller struct {
+	d *Daemon
+}
+
+// siblingCandidate is one generation of a sibling that holds the weights.
+type siblingCandidate struct {
+	uuid, socket string
+	pid          int
+	gen          client.GenerationStatus
+}
+
+func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error) {
+	d := s.d
+	identity, err := cacheconfig.WeightsIdentity(job.g.config, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		return peerFill{}, fmt.Errorf("%w: %v", errNoPeer, err)
+	}
+	cands, err := s.candidates(ctx, identity)
+	if err != nil {
+		return peerFill{}, fmt.Errorf("%w: %v", errNoPeer, err)
+	}
+	if len(cands) == 0 {
+		return peerFill{}, fmt.Errorf("%w: no sibling daemon on this node serves weights identity %s", errNoPeer, identity)
+	}
+	var reasons []string
+	for _, c := range cands {
+		fill, err := s.fillFrom(ctx, job, c)
+		if err == nil {
+			return fill, nil
+		}
+		d.freeAllocs(job.g.allocs)
+		job.g.allocs = nil
+		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.uuid, c.pid, c.gen.Generation, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return peerFill{}, errors.New(strings.Join(reasons, "; "))
+}
+
+// candidates lists the serving file-loaded generations of this user's other
+// daemons whose weights identity is identity, by device UUID.
+func (s *siblingFiller) candidates(ctx context.Context, identity string) ([]siblingCandidate, error) {
+	d := s.d
+	found, err := daemonctl.Find(d.opts.Layout)
+	if err != nil {
+		return nil, err
+	}
+	var out []siblingCandidate
+	for _, f := range found {
+		if f.UUID == d.info.DeviceUUID {
+			continue
+		}
+		rep := daemonctl.Inspect(ctx, f)
+		if rep.Status == nil {
+			if rep.Err != nil {
+				d.log.Debug("peer fill: sibling not usable", "device", f.UUID, "state", rep.State, "error", rep.Err)
+			}
+			continue
+		}
+		if rep.Status.DeviceUUID != f.UUID {
+			d.log.Warn("peer fill: a sibling's socket answers for another device; skipped", "socket", f.Paths.Socket,
+				"device", f.UUID, "answered", rep.Status.DeviceUUID)
+			continue
+		}
+		for _, g := range rep.Status.Generations {
+			if g.State != StateServing.String() || g.Source != SourceFiles {
+				continue
+			}
+			if id, err := cacheconfig.WeightsIdentity(g.Config, cacheconfig.WeightsFromFiles); err != nil || id != identity {
+				continue
+			}
+			out = append(out, siblingCandidate{uuid: f.UUID, socket: f.Paths.Socket, pid: rep.Status.PID, gen: g})
+		}
+	}
+	return out, nil
+}
+
+// fillFrom fills job from candidate c (siblingFiller's steps 3 to 6),
+// appending the new allocations to job.g.allocs.
+func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCandidate) (peerFill, error) {
+	d := s.d
+	content, err := provenContent(job, c.gen.Files)
+	if err != nil {
+		return peerFill{}, err
+	}
+	actx, cancel := context.WithTimeout(ctx, siblingAttachTimeout)
+	defer cancel()
+	cl, err := client.Dial(actx, client.BySocket(c.socket), client.Options{
+		ClientName: fmt.Sprintf("wcache serve peer fill of %s (pid %d)", d.info.DeviceUUID, os.Getpid())})
+	if err != nil {
+		return peerFill{}, fmt.Errorf("sibling gone: %w", err)
+	}
+	defer cl.Close()
+	att, err := cl.Attach(actx, c.gen.Config)
+	if err != nil {
+		return peerFill{}, fmt.Errorf("attach: %w", err)
+	}
+	defer func() { _ = att.Lease.Close() }()
+	m := att.Manifest
+	if m.Generation != c.gen.Generation {
+		return peerFill{}, fmt.Errorf("the sibling now serves generation %d", m.Generation)
+	}
+	if err := sameLayout(job, m); err != nil {
+		return peerFill{}, err
+	}
+	fill := peerFill{From: filledFromPeerPrefix + c.uuid, Content: content}
+	start := time.Now()
+	var done uint64
+	for i, a := range job.pl.Allocations {
+		h := m.Handles[i]
+		base := done
+		res, err := sdk.PeerCopy(ctx, d.backend, sdk.PeerCopyRequest{Ordinal: d.opts.GPU,
+			Source: sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File}, Length: a.Bytes},
+			func(n, _ uint64) {
+				if d.opts.Progress != nil {
+					d.opts.Progress(min(base+n, job.pl.Bytes), job.pl.Bytes)
+				}
+			})
+		if err != nil {
+			return peerFill{}, fmt.Errorf("copy arena %d of %d: %w", i+1, len(job.pl.Allocations), err)
+		}
+		job.g.allocs = append(job.g.allocs, res.ID)
+		fill.Reserved += res.Bytes
+		if res.Bytes < a.Bytes {
+			return peerFill{}, fmt.Errorf("copy arena %d: %d bytes reserved, %d planned", i+1, res.Bytes, a.Bytes)
+		}
+		done += a.Bytes
+	}
+	fill.Copy = time.Since(start)
+	start = time.Now()
+	if err := s.verify(ctx, job, m); err != nil {
+		return peerFill{}, err
+	}
+	select {
+	case <-att.Lease.Done():
+		return peerFill{}, fmt.Errorf("the sibling ended the lease during the copy: %v", att.Lease.Err())
+	default:
+	}
+	fill.Verify = time.Since(start)
+	return fill, nil
+}
+
+// verify checks that every copied arena's content digest equals its
+// source's, the source imported into this plugin (its handle borrowed from
+// the lease) and freed again.
+func (s *siblingFiller) verify(ctx context.Context, job *loadJob, m *client.Manifest) error {
+	d := s.d
+	for i, a := range job.pl.Allocations {
+		h := m.Handles[i]
+		src, err := d.backend.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
+		if err != nil {
+			return fmt.Errorf("verify arena %d: import the source: %w", i+1, err)
+		}
+		var want string
+		var srcErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { want, srcErr = peer.ArenaDigest(ctx, d.backend, src, a.Bytes) })
+		got, err := peer.ArenaDigest(ctx, d.backend, job.g.allocs[i], a.Bytes)
+		wg.Wait()
+		if ferr := d.backend.Free(context.WithoutCancel(ctx), src); ferr != nil {
+			d.log.Warn("peer fill: unmapping a verified source", "error", ferr)
+		}
+		if err = errors.Join(err, srcErr); err != nil {
+			return fmt.Errorf("verify arena %d: %w", i+1, err)
+		}
+		if got != want {
+			return fmt.Errorf("verify arena %d: digest mismatch: the copy has %s, the sibling's arena %s", i+1, got, want)
+		}
+	}
+	return nil
+}
+
+// sameLayout checks that the sibling's manifest lays the weights out as
+// job's plan does: as many arenas, each at least the plan's size, and
+// every tensor of the plan in the same arena at the same offset with the
+// same length, dtype and shape (and no other tensor).
+func sameLayout(job *loadJob, m *client.Manifest) error {
+	pl := job.pl
+	if len(m.Handles) != len(pl.Allocations) {
+		return fmt.Errorf("other layout: the sibling has %d arenas, this plan %d", len(m.Handles), len(pl.Allocations))
+	}
+	for i, a := range pl.Allocations {
+		if m.Handles[i].Size < a.Bytes {
+			return fmt.Errorf("other layout: the sibling's arena %d has %d bytes, this plan %d", i+1, m.Handles[i].Size, a.Bytes)
+		}
+	}
+	if len(m.Tensors) != len(pl.Tensors) {
+		return fmt.Errorf("other layout: the sibling has %d tensors, this plan %d", len(m.Tensors), len(pl.Tensors))
+	}
+	theirs := make(map[string]client.Tensor, len(m.Tensors))
+	for _, t := range m.Tensors {
+		theirs[t.Name] = t
+	}
+	for _, t := range pl.Tensors {
+		o, ok := theirs[t.Name]
+		if !ok || o.Handle != int(t.Handle) || o.Offset != t.Offset || o.Length != t.Length || o.DType != t.DType ||
+			!slices.Equal(o.Shape, t.Shape) || o.Layout != nil {
+			return fmt.Errorf("other layout: tensor %q is placed otherwise by the sibling", t.Name)
+		}
+	}
+	return nil
+}
+
+// provenContent returns the content record of every file of job, taken
+// from the sibling's records, when each file is the very file the sibling
+// loaded: same name, path and identity (device, inode, size, mtime,
+// ctime). The sibling digested those bytes as it loaded them, so its digest
+// is this file's. A file whose identity differs (another copy, rewritten
+// since) is not proven to hold the sibling's bytes: the sibling is not
+// used (nothing is claimed for a local file nothing proved).
+func provenContent(job *loadJob, theirs []cacheconfig.FileContent) ([]cacheconfig.FileContent, error) {
+	byName := make(map[string]cacheconfig.FileContent, len(theirs))
+	for _, f := range theirs {
+		byName[f.Name] = f
+	}
+	if len(theirs) != len(job.ck.Files) {
+		return nil, fmt.Errorf("content not proven: the sibling loaded %d files, this load has %d", len(theirs), len(job.ck.Files))
+	}
+	out := make([]cacheconfig.FileContent, 0, len(job.ck.Files))
+	for _, f := range job.ck.Files {
+		rec, ok := byName[filepath.Base(f.Path)]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("content not proven: the sibling has no record of %s", f.Path)
+		case rec.Path != f.Path || rec.Identity != f.Stamp || rec.Digest == "":
+			return nil, fmt.Errorf("content not proven: %s is not the file the sibling loaded (%s)", f.Path, rec.Path)
+		}
+		out = append(out, cacheconfig.FileContent{Name: rec.Name, Path: rec.Path, Digest: rec.Digest, Identity: rec.Identity})
+	}
+	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

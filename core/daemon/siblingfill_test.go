@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/mock"
+)
+
+// checkServesCheckpoint attaches to r and compares every tensor's bytes
+// with the fixture's checkpoint.
+func checkServesCheckpoint(t *testing.T, f *fixture, r *running) {
+	t.Helper()
+	m := r.mustAttach(t).Manifest
+	if len(m.Tensors) != len(f.model.Tensors) {
+		t.Fatalf("%d tensors, checkpoint %d", len(m.Tensors), len(f.model.Tensors))
+	}
+	arenas := map[int][]byte{}
+	for _, tn := range m.Tensors {
+		if arenas[tn.Handle] == nil {
+			b, err := os.ReadFile(string(m.Handles[tn.Handle].Data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			arenas[tn.Handle] = b
+		}
+		want, ok := f.model.Tensor(0, tn.Name)
+		if !ok || !bytes.Equal(arenas[tn.Handle][tn.Offset:tn.Offset+tn.Length], want.Data()) {
+			t.Fatalf("tensor %s: device bytes differ from the checkpoint's", tn.Name)
+		}
+	}
+}
+
+// fillStatus is r's Status.
+func fillStatus(t *testing.T, r *running) *client.Status {
+	t.Helper()
+	st, err := r.dial(t).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestSiblingFillCopiesFromAServingSibling(t *testing.T) {
+	f := newFixture(t)
+	first := f.start(0, nil)
+	second := f.start(1, nil)
+
+	st := fillStatus(t, second)
+	ph := st.StartPhases
+	if st.FilledFrom != "peer "+f.uuids[0] || st.FillFallback != "" || ph.BytesFromPeer != f.model.TotalBytes ||
+		ph.BytesLoaded != 0 || ph.Source != SourceFiles || st.Generations[0].FilledFrom != st.FilledFrom {
+		t.Fatalf("filled from %q (fallback %q), phases %+v", st.FilledFrom, st.FillFallback, ph)
+	}
+	checkServesCheckpoint(t, f, second)
+	// The content records are the sibling's (the same files).
+	want := first.d.Info().Content
+	got := second.d.Info().Content
+	if len(got) != len(want) || len(got) != 2 {
+		t.Fatalf("content %+v, sibling's %+v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("content %d: %+v, sibling's %+v", i, got[i], want[i])
+		}
+	}
+	// The sibling served on and holds no lease of the fill any more.
+	if st := fillStatus(t, first); st.State != "serving" || len(st.Leases) != 0 || st.FilledFrom != FilledFromFiles {
+		t.Errorf("sibling: state %s, leases %+v, filled from %q", st.State, st.Leases, st.FilledFrom)
+	}
+}
+
+func TestSiblingFillFallsBack(t *testing.T) {
+	cases := []struct {
+		name string
+		// sibling starts the sibling (nil: none); edit the filled daemon's
+		// options; inject its backend.
+		sibling func(f *fixture)
+		edit    func(f *fixture, o *Options)
+		inject  func(f *fixture, mem *mock.Memory, b *mock.Backend)
+		// reason is in fill_fallback ("" none: not tried).
+		reason string
+	}{
+		{name: "no sibling"},
+		{name: "peer fill off", sibling: func(f *fixture) { f.start(0, nil) },
+			edit: func(_ *fixture, o *Options) { o.PeerFill = PeerFillOff }},
+		{name: "sibling of other content", reason: "content not proven",
+			sibling: func(f *fixture) {
+				// The same headers (so the same weights identity), other bytes.
+				other, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "finetune"), safetensorstest.GenOptions{Shards: 2, Seed: 9})
+				if err != nil {
+					f.t.Fatal(err)
+				}
+				f.start(0, func(o *Options) { o.Model = other.Dir })
+			}},
+		{name: "no peer copy in the backend", reason: "unsupported",
+			sibling: func(f *fixture) { f.start(0, nil) },
+			inject:  func(_ *fixture, _ *mock.Memory, b *mock.Backend) { b.PeerCopyFunc = nil }},
+		{name: "copy corrupted", reason: "digest mismatch",
+			sibling: func(f *fixture) { f.start(0, nil) },
+			inject: func(f *fixture, mem *mock.Memory, b *mock.Backend) {
+				b.PeerCopyFunc = func(ctx context.Context, req sdk.PeerCopyRequest, p sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+					res, err := mem.PeerCopy(ctx, req, p)
+					if err != nil {
+						return res, err
+					}
+					h, err := mem.Export(ctx, res.ID)
+					if err != nil {
+						return res, err
+					}
+					fh, err := os.OpenFile(string(h.Data), os.O_WRONLY, 0)
+					if err != nil {
+						return res, err
+					}
+					defer fh.Close()
+					_, err = fh.WriteAt([]byte{0x5a, 0xa5}, int64(req.Length/2))
+					return res, err
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tc.sibling != nil {
+				tc.sibling(f)
+			}
+			mem, err := mock.NewMemory(mock.MemoryOptions{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := mock.Wrap(mem)
+			if tc.inject != nil {
+				tc.inject(f, mem, b)
+			}
+			o := f.options(1)
+			if tc.edit != nil {
+				tc.edit(f, &o)
+			}
+			r := f.run(testplugin.New(b, mem), o)
+			st := fillStatus(t, r)
+			if st.FilledFrom != FilledFromFiles || st.StartPhases.BytesLoaded != f.model.TotalBytes || st.StartPhases.BytesFromPeer != 0 {
+				t.Fatalf("filled from %q, phases %+v", st.FilledFrom, st.StartPhases)
+			}
+			if tc.reason == "" && st.FillFallback != "" || !strings.Contains(st.FillFallback, tc.reason) {
+				t.Fatalf("fill_fallback %q, want %q", st.FillFallback, tc.reason)
+			}
+			t.Logf("fill_fallback: %s", st.FillFallback)
+			if tc.reason != "" && !strings.Contains(st.FillFallback, "peer "+f.uuids[0]) {
+				t.Errorf("fill_fallback %q does not name the sibling", st.FillFallback)
+			}
+			checkServesCheckpoint(t, f, r)
+			// Nothing of a failed fill is left on the device: what it
+			// has in use is the generation's arena.
+			devs, err := mem.Devices(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used := devs[1].TotalMemory - devs[1].FreeMemory; used != r.d.Info().Load.AllocatedBytes {
+				t.Errorf("device 1 has %d bytes in use, the generation %d", used, r.d.Info().Load.AllocatedBytes)
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/wcache/wcache/sdk/fill"
+	"github.com/wcache/wcache/test/benchreport"
+	"github.com/wcache/wcache/test/testproc"
+)
+
+// PeerResult is the peer scenario's figures (issue 26): a daemon on mock
+// device 1 filled from its sibling on device 0, Runs times, against a
+// memcpy of as many bytes into fresh memory on the copy's stream count.
+// Copy is StartPhases load_ns (allocate and copy in the plugin), Verify
+// peer_verify_ns; Ratio is copy ÷ memcpy rate, RatioWithVerify with it.
+type PeerResult struct {
+	Runs            int     `json:"runs"`
+	Model           Model   `json:"model"`
+	Copy            Summary `json:"copy"`
+	Verify          Summary `json:"verify"`
+	CopyGiBps       float64 `json:"copy_gib_per_s"`
+	MemcpyGiBps     float64 `json:"memcpy_gib_per_s"`
+	Ratio           float64 `json:"ratio"`
+	RatioWithVerify float64 `json:"ratio_with_verify"`
+}
+
+const peerGoal = 0.8 // bounds the same-node peer fill's rate ÷ the fresh memcpy's
+
+// runPeer serves the large checkpoint on device 0, then starts a daemon on device 1
+// Repeats times (each must fill every byte from the peer), alternating with the memcpy.
+func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
+	m, err := e.warmModel(e.largeFew())
+	var w *world
+	if err == nil {
+		w, _, _, err = serving(ctx, e.Options, "peer", m)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Close()
+	sibling := w.UUIDs[0][:len(w.UUIDs[0])-1] + "1" // a second mock device
+	w.UUIDs = append(w.UUIDs, sibling)
+	w.Setenv("WCACHE_MOCK_DEVICES=" + strings.Join(w.UUIDs, ","))
+	res, l, rates := &PeerResult{Runs: e.Repeats, Model: *m}, laps{}, series{}
+	err = e.rounds("peer", e.Repeats, func(int) (string, error) {
+		d, err := w.Serve(ctx, w.daemons, testproc.ServeOptions{Options: testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
+			Args: testproc.ServeArgs("mock", 1, "--model", m.Dir), Poll: readyPoll}, UUID: sibling, Timeout: readyTimeout})
+		if err != nil {
+			return "", err
+		}
+		st, err := w.Status(ctx, sibling)
+		if err == nil && (st.FilledFrom != "peer "+w.UUIDs[0] || st.StartPhases.BytesFromPeer != m.Bytes) {
+			err = fmt.Errorf("filled from %q (fallback %q), %d bytes from the peer; want all %d from %s",
+				st.FilledFrom, st.FillFallback, st.StartPhases.BytesFromPeer, m.Bytes, w.UUIDs[0])
+		}
+		if err = errors.Join((&daemonProc{Process: d}).withOutput(err), d.Stop(stopTimeout)); err != nil {
+			return "", err
+		}
+		p := st.StartPhases
+		l["copy"], l["verify"] = append(l["copy"], p.Load), append(l["verify"], p.PeerVerify)
+		rates.Add("copy", benchreport.GiBps(m.Bytes, p.Load))
+		rates.Add("verify", benchreport.GiBps(m.Bytes, p.Load+p.PeerVerify))
+		mc, err := freshMemcpy(e.ShmDir, int64(m.Bytes), fill.DefaultCopyStreams)
+		rates.Add("memcpy", mc.rate())
+		return fmt.Sprintf("copy %.2f GiB/s, memcpy %.2f GiB/s", benchreport.GiBps(m.Bytes, p.Load), mc.rate()), err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Copy, res.Verify = l.Summary("copy"), l.Summary("verify")
+	res.CopyGiBps, res.MemcpyGiBps = rates.Med("copy"), rates.Med("memcpy")
+	res.Ratio = benchreport.Round3(benchreport.Ratio(res.CopyGiBps, res.MemcpyGiBps))
+	res.RatioWithVerify = benchreport.Round3(benchreport.Ratio(rates.Med("verify"), res.MemcpyGiBps))
+	e.logf("peer: copy %.2f GiB/s, memcpy %.2f GiB/s: %.2f (%.2f with the check)", res.CopyGiBps, res.MemcpyGiBps, res.Ratio, res.RatioWithVerify)
+	return res, []Target{benchreport.AtLeast("same-node peer fill ÷ memcpy into fresh memory (mock)", res.Ratio, peerGoal, "×")}, nil
+}

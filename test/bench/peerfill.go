@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/wcache/wcache/core/peer/peertest"
+	"github.com/wcache/wcache/test/benchreport"
+	"github.com/wcache/wcache/test/netns"
+	"github.com/wcache/wcache/test/testproc"
+)
+
+// PeerFillResult is the cross-node fill (issue 26): daemon B filled from
+// daemon A over a veth pair between two network namespaces (mutual TLS,
+// every leaf hashed, digests checked; the copy's time from B's Status)
+// against one plain TCP stream of as many bytes over the same pair, GiB/s,
+// alternating. NotMeasured says why there is no figure (not root).
+type PeerFillResult struct {
+	Model       Model   `json:"model"`
+	Samples     series  `json:"samples_gib_per_s,omitempty"`
+	Fill        float64 `json:"fill_gib_per_s"`
+	TCP         float64 `json:"tcp_gib_per_s"`
+	Ratio       float64 `json:"ratio"`
+	NotMeasured string  `json:"not_measured,omitempty"`
+}
+
+func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
+	m, err := e.Model(e.largeFew())
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &PeerFillResult{Model: *m, Samples: series{}}
+	pair, del, err := netns.Make(e.logf)
+	if err != nil {
+		res.NotMeasured = err.Error()
+		return res, nil, nil
+	}
+	defer del()
+	ca, err := peertest.MakeCA("bench CA")
+	if err != nil {
+		return nil, nil, err
+	}
+	peerAt := pair.A.Addr.String() + ":7450"
+	_, stopA, err := serveIn(ctx, e, ca, pair.A, m, "--peer-listen", peerAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stopA()
+	plain, err := pair.A.Listen("tcp", pair.A.Addr.String()+":0")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer plain.Close()
+	go sendEach(plain, m.Bytes)
+	err = e.rounds("peerfill", e.Repeats, func(int) (string, error) {
+		start := time.Now()
+		c, err := pair.B.DialContext(ctx, "tcp", plain.Addr().String())
+		if err == nil {
+			_, err = io.CopyN(io.Discard, c, int64(m.Bytes))
+			c.Close()
+		}
+		if err != nil {
+			return "", fmt.Errorf("plain TCP: %w", err)
+		}
+		res.Samples.Add("tcp", benchreport.GiBps(m.Bytes, time.Since(start)))
+		w, stopB, err := serveIn(ctx, e, ca, pair.B, m, "--peers", peerAt)
+		if err != nil {
+			return "", err
+		}
+		defer stopB()
+		st, err := w.status(ctx)
+		if err == nil && (!strings.HasPrefix(st.FilledFrom, "peer ") || st.StartPhases.BytesFromPeer != m.Bytes) {
+			err = fmt.Errorf("daemon B filled from %q (%d bytes from a peer), fallback %q", st.FilledFrom, st.StartPhases.BytesFromPeer, st.FillFallback)
+		}
+		if err != nil {
+			return "", err
+		}
+		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, st.StartPhases.Load))
+		return fmt.Sprintf("fill %.2f GiB/s, plain TCP %.2f GiB/s", res.Samples.Last("fill"), res.Samples.Last("tcp")), nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Fill, res.TCP = res.Samples.Med("fill"), res.Samples.Med("tcp")
+	res.Ratio = benchreport.Round3(benchreport.Ratio(res.Fill, res.TCP))
+	return res, []Target{benchreport.AtLeast("cross-node fill ÷ plain TCP over a veth pair", res.Ratio, 0.8, "×")}, nil
+}
+
+// serveIn starts `wcache serve --model m args…` with certificates of ca in
+// host h, in a world of its own, and waits until it is ready.
+func serveIn(ctx context.Context, e *Env, ca *peertest.CA, h *netns.Host, m *Model, args ...string) (*world, func(), error) {
+	w, err := newWorld(e.Options, "peer", m)
+	if err != nil {
+		return nil, nil, err
+	}
+	creds, err := ca.IssueIn(w.Root, "node", ca)
+	var p *testproc.Process
+	if err == nil {
+		args = append(args, "--model", m.Dir, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile)
+		p, err = h.Start(testproc.Options{Path: filepath.Join(e.BinDir, "wcache"), Args: testproc.ServeArgs("mock", 0, args...),
+			Env: w.Env("XDG_CACHE_HOME=" + filepath.Join(w.Root, "cache")), Dir: w.Root})
+	}
+	if err == nil {
+		ps, perr := w.Paths(w.UUID)
+		if err = perr; err == nil {
+			_, err = p.WaitReady(ctx, ps.Ready, readyTimeout)
+		}
+	}
+	stop := func() {
+		if p != nil {
+			_ = p.Stop(stopTimeout)
+		}
+		_ = w.Close()
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return w, stop, nil
+}
+
+// sendEach writes n bytes to every connection l accepts, until l closes.
+func sendEach(l net.Listener, n uint64) {
+	buf := make([]byte, 4<<20)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		for left := n; left > 0; {
+			k, err := c.Write(buf[:min(uint64(len(buf)), left)])
+			if err != nil {
+				break
+			}
+			left -= uint64(k)
+		}
+		c.Close()
+	}
+}

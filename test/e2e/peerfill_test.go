@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+)
+
+// peerFillModel is a checkpoint large enough (about 52 MiB) that the bytes
+// a process reads stand out from what it reads anyway (headers, /proc,
+// its own sockets).
+var peerFillModel = safetensorstest.GenOptions{Layers: 2, HiddenSize: 1024, IntermediateSize: 3072, Shards: 2}
+
+// readChars is rchar of /proc/<pid>/io: the bytes the process has read
+// with read(2) and friends, from any file or socket, the page cache
+// included (read_bytes counts only what came from storage, 0 for a
+// checkpoint already cached).
+func readChars(t *testing.T, pid int) uint64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/proc/%d/io has no rchar (%v)", pid, sc.Err())
+	return 0
+}
+
+// TestPeerFillFromASiblingReadsNoTensorBytes: a second daemon of the same
+// user on the node, for the same checkpoint, copies the weights from the
+// first daemon's device instead of reading the files: its Status says
+// "peer GPU-…" with every byte from the peer and none loaded, a client
+// reads the checkpoint's bytes from it (attach --verify too), and neither
+// it nor its plugin read anything near the checkpoint's size (the first
+// daemon's plugin, which loaded the files, read at least all of it). The
+// first daemon serves on and holds no lease of the fill.
+func TestPeerFillFromASiblingReadsNoTensorBytes(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	model := genModel(t, filepath.Join(h.Root, "m"), peerFillModel)
+	first := h.startServe(0, model.Dir)
+	second := h.startServe(1, model.Dir)
+
+	st := h.statusOf(1)
+	if want := "peer " + h.UUIDs[0]; st.FilledFrom != want || st.FillFallback != "" ||
+		st.StartPhases.BytesFromPeer != model.TotalBytes || st.StartPhases.BytesLoaded != 0 {
+		t.Fatalf("second daemon: filled from %q (fallback %q), %d bytes from the peer, %d loaded; want %q, all %d from the peer",
+			st.FilledFrom, st.FillFallback, st.StartPhases.BytesFromPeer, st.StartPhases.BytesLoaded, want, model.TotalBytes)
+	}
+	a, err := h.attachGo(h.UUIDs[1], clientConfig(t, model.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Lease.Close()
+	checkBytes(t, a.Manifest, model, 0)
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "1", "--model", model.Dir, "--verify")
+
+	// The counters after the attaches: what the fill read is in them.
+	read := readChars(t, second.PID()) + readChars(t, pluginPID(t, second.PID()))
+	loaded := readChars(t, pluginPID(t, first.PID()))
+	t.Logf("read by the peer-filled daemon and its plugin: %d bytes; by the plugin that loaded the files: %d; checkpoint %d",
+		read, loaded, model.TotalBytes)
+	if read > model.TotalBytes/8 {
+		t.Errorf("the peer-filled daemon and its plugin read %d bytes, the checkpoint has %d", read, model.TotalBytes)
+	}
+	if loaded < model.TotalBytes {
+		t.Errorf("the plugin that loaded the files read %d bytes, less than the checkpoint's %d: the counter proves nothing", loaded, model.TotalBytes)
+	}
+
+	if st := h.statusOf(0); st.State != "serving" || len(st.Leases) != 0 || st.FilledFrom != "files" {
+		t.Errorf("the sibling: state %s, leases %+v, filled from %q", st.State, st.Leases, st.FilledFrom)
+	}
+	if res := h.mustRun("status"); !strings.Contains(res.Stdout, "filled from peer "+h.UUIDs[0]) {
+		t.Errorf("status does not say where the weights came from:\n%s", res)
+	}
+	if !strings.Contains(second.Stderr(), "filled from a peer") {
+		t.Errorf("the second daemon did not log the peer fill:\n%s", second)
+	}
+}
+
+// TestPeerFillFallsBackToTheFiles: when no sibling can fill, the daemon
+// reads the files, serves the checkpoint's bytes, and says why in Status
+// (fill_fallback, "" when no peer fill was tried) and in its log:
+// a sibling holding other bytes under the same headers (its files are not
+// the files this daemon opened), a copy that fails half-way (the mock
+// plugin's fault knob), a sibling killed before the fill (its stale ready
+// file is no candidate), and --peer-fill=off.
+func TestPeerFillFallsBackToTheFiles(t *testing.T) {
+	cases := []struct {
+		name string
+		// sibling sets up device 0; env and args are device 1's extra.
+		sibling func(t *testing.T, h *harness, model *safetensorstest.Result)
+		env     []string
+		args    []string
+		// reason is in fill_fallback ("": none, nothing tried); log in the
+		// daemon's output.
+		reason, log string
+	}{
+		{name: "sibling of other content", reason: "content not proven", log: "peer fill failed: reading the files instead",
+			sibling: func(t *testing.T, h *harness, _ *safetensorstest.Result) {
+				opts := peerFillModel
+				opts.Seed = 9 // the same headers, other bytes
+				h.startServe(0, genModel(t, filepath.Join(h.Root, "finetune"), opts).Dir)
+			}},
+		{name: "copy error", reason: "injected failure", log: "peer fill failed: reading the files instead",
+			sibling: func(t *testing.T, h *harness, model *safetensorstest.Result) { h.startServe(0, model.Dir) },
+			env:     []string{"WCACHE_MOCK_FAIL_PEER_COPY_AFTER=8388608"}},
+		{name: "sibling gone", log: "peer fill: no peer to fill from",
+			sibling: func(t *testing.T, h *harness, model *safetensorstest.Result) {
+				d := h.startServe(0, model.Dir)
+				plugin := pluginPID(t, d.PID())
+				for _, pid := range []int{d.PID(), plugin} {
+					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
+				}
+				h.waitExit(d, readyTimeout)
+				if _, err := os.Stat(h.Paths(h.UUIDs[0]).Ready); err != nil {
+					t.Fatalf("the killed sibling's ready file: %v", err)
+				}
+			}},
+		{name: "peer fill off", args: []string{"--peer-fill=off"},
+			sibling: func(t *testing.T, h *harness, model *safetensorstest.Result) { h.startServe(0, model.Dir) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{Devices: 2})
+			model := genModel(t, filepath.Join(h.Root, "m"), peerFillModel)
+			tc.sibling(t, h, model)
+			p := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, tc.env...) }, serveArgs(1, model.Dir, tc.args...)...)
+			h.waitReady(p, h.Paths(h.UUIDs[1]).Ready)
+			st := h.statusOf(1)
+			if st.FilledFrom != "files" || st.StartPhases.BytesLoaded != model.TotalBytes || st.StartPhases.BytesFromPeer != 0 {
+				t.Fatalf("filled from %q, %d bytes loaded, %d from a peer; want the files, %d", st.FilledFrom,
+					st.StartPhases.BytesLoaded, st.StartPhases.BytesFromPeer, model.TotalBytes)
+			}
+			if (tc.reason == "") != (st.FillFallback == "") || !strings.Contains(st.FillFallback, tc.reason) {
+				t.Errorf("fill_fallback %q, want %q", st.FillFallback, tc.reason)
+			}
+			if tc.log != "" && !strings.Contains(p.Stderr(), tc.log) {
+				t.Errorf("the daemon's log lacks %q:\n%s", tc.log, p)
+			}
+			a, err := h.attachGo(h.UUIDs[1], clientConfig(t, model.Dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Lease.Close()
+			checkBytes(t, a.Manifest, model, 0)
+			if tc.reason != "" {
+				if res := h.mustRun("status"); !strings.Contains(res.Stdout, "peer fill fell back: ") {
+					t.Errorf("status does not show the fallback:\n%s", res)
+				}
+			}
+		})
+	}
+}
