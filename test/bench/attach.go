@@ -162,6 +162,20 @@ func (t *attachTarget) step(ctx context.Context) func(keep bool) error {
 	return func(keep bool) error { return t.d.withOutput(t.iterate(ctx, keep)) }
 }
 
+// timed is an interleaved step on t that times attach (an Attach on t's
+// connection, say) as key, then releases the lease.
+func (t *attachTarget) timed(key string, attach func() (*client.Attachment, error)) func(keep bool) error {
+	return func(keep bool) error {
+		sw := t.laps.Start(keep)
+		a, err := attach()
+		if err != nil {
+			return t.d.withOutput(err)
+		}
+		sw.Lap(key)
+		return a.Lease.Close()
+	}
+}
+
 // iterate times one Status, Attach, Release and Dial+Attach on t; keep
 // records them.
 func (t *attachTarget) iterate(ctx context.Context, keep bool) error {

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -103,24 +102,12 @@ func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 	}
 	defer stop()
 	t := ts[0]
-	attach := func(key string, check bool) func(bool) error {
-		return func(keep bool) error {
-			sw := t.laps.Start(keep)
-			var a *client.Attachment
-			var err error
-			if check {
-				a, err = t.c.AttachFiles(ctx, t.cfg, m.Files, client.ContentOptions{NoCache: true})
-			} else {
-				a, err = t.c.Attach(ctx, t.cfg)
-			}
-			if err != nil {
-				return t.d.withOutput(err)
-			}
-			sw.Lap(key)
-			return a.Lease.Close()
-		}
-	}
-	if err := interleave(attachWarmup, e.AttachIters, attach("plain", false), attach("identity", true)); err != nil {
+	err = interleave(attachWarmup, e.AttachIters,
+		t.timed("plain", func() (*client.Attachment, error) { return t.c.Attach(ctx, t.cfg) }),
+		t.timed("identity", func() (*client.Attachment, error) {
+			return t.c.AttachFiles(ctx, t.cfg, m.Files, client.ContentOptions{NoCache: true})
+		}))
+	if err != nil {
 		return err
 	}
 	res.Attach, res.AttachIdentity = t.laps.Summary("plain"), t.laps.Summary("identity")
@@ -178,24 +165,16 @@ func pythonIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 		return err
 	}
 	defer w.Close()
-	runs := laps{}
-	err = e.rounds("content python identity", e.Repeats+1, func(i int) (string, error) {
-		r, err := w.fresh(w.pythonArgv(pyIdentityStep, m.Dir, w.UUID)...)
-		if err == nil && r.Tensors != m.Tensors {
-			err = fmt.Errorf("the daemon reports %d tensors, the checkpoint has %d", r.Tensors, m.Tensors)
+	all, err := e.freshRounds("content python identity", w, d, func(_ int, r HelperResult) error {
+		if r.Tensors != m.Tensors {
+			return fmt.Errorf("the daemon reports %d tensors, the checkpoint has %d", r.Tensors, m.Tensors)
 		}
-		if err != nil {
-			return "", d.withOutput(err)
-		}
-		if i > 0 { // the first run warms up
-			record(runs, r)
-		}
-		return fmt.Sprintf("identity step %.1f ms, header digest %.0f ms", benchreport.MS(time.Duration(r.WorkNS)),
-			benchreport.MS(time.Duration(r.Steps["header_digest"]))), nil
-	})
+		return nil
+	}, w.pythonArgv(pyIdentityStep, m.Dir, w.UUID))
 	if err != nil {
 		return err
 	}
+	runs := all[0]
 	res.PythonIdentity, res.HeaderDigest, res.PythonStepsMS = runs.Summary("work"), runs.Summary("header_digest"), runs.MediansMS("work", "wall")
 	return d.Stop()
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/wcache/wcache/test/benchreport"
 )
@@ -73,25 +73,21 @@ func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
 	defer w.Close()
 	argv := w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)
 	res := &EngineResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
-	var attach, digest []time.Duration
-	for round := 0; round <= e.Repeats; round++ {
-		r, err := w.fresh(argv...)
-		if err != nil {
-			return nil, nil, d.withOutput(fmt.Errorf("engine: python attach: %w", err))
-		}
+	runs, err := e.freshRounds("engine: python attach", w, d, func(_ int, r HelperResult) error {
+		maps.Copy(res.Versions, r.Versions)
 		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
-			return nil, nil, fmt.Errorf("engine: python attach got %d tensors of %d bytes, the checkpoint has %d of %d",
-				r.Tensors, r.Bytes, m.Tensors, m.Bytes)
+			return fmt.Errorf("python attach got %d tensors of %d bytes, the checkpoint has %d of %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
 		}
-		for k, v := range r.Versions {
-			res.Versions[k] = v
-		}
-		if round > 0 { // round 0 warms up
-			attach = append(attach, time.Duration(r.Steps["attach"]+r.Steps["map"]))
-			digest = append(digest, time.Duration(r.Steps["digest"]))
-		}
+		return nil
+	}, argv)
+	if err != nil {
+		return nil, nil, err
 	}
-	res.PythonAttach, res.PythonDigest = benchreport.Summarize(attach), benchreport.Summarize(digest)
+	l := runs[0] // attach + map: the work after the digest
+	for i, work := range l["work"] {
+		l["attached"] = append(l["attached"], work-l["digest"][i])
+	}
+	res.PythonAttach, res.PythonDigest = l.Summary("attached"), l.Summary("digest")
 	if err := d.Stop(); err != nil {
 		return nil, nil, err
 	}
@@ -142,20 +138,15 @@ func engineOverhead(ctx context.Context, e *Env, engine string) (EngineOverhead,
 			return o, d.withOutput(fmt.Errorf("engine %s %s: %w", engine, role, err))
 		}
 	}
-	var load, attach, overhead []time.Duration
-	for round := 0; round <= e.Repeats; round++ {
-		r, err := w.fresh(script("attach")...)
-		if err != nil {
-			return o, d.withOutput(fmt.Errorf("engine %s attach: %w", engine, err))
-		}
+	runs, err := e.freshRounds("engine "+engine, w, d, func(_ int, r HelperResult) error {
 		o.Tensors = r.Tensors
-		if round > 0 {
-			load = append(load, time.Duration(r.WorkNS))
-			attach = append(attach, time.Duration(r.Steps["attach"]))
-			overhead = append(overhead, time.Duration(r.Steps["overhead"]))
-		}
+		return nil
+	}, script("attach"))
+	if err != nil {
+		return o, err
 	}
+	l := runs[0]
 	o.Status = "measured"
-	o.FromPretrained, o.Attach, o.Overhead = benchreport.Summarize(load), benchreport.Summarize(attach), benchreport.Summarize(overhead)
+	o.FromPretrained, o.Attach, o.Overhead = l.Summary("work"), l.Summary("attach"), l.Summary("overhead")
 	return o, d.Stop()
 }

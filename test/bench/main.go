@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,23 @@ import (
 
 	"github.com/wcache/wcache/test/benchreport"
 )
+
+// The report a run fills and the samples its figures summarize
+// (test/benchreport: the JSON schema, targets, summaries and rendering).
+type (
+	Report  = benchreport.Report
+	Summary = benchreport.Summary
+	Target  = benchreport.Target
+	series  = benchreport.Series
+	laps    = benchreport.Laps
+)
+
+// DocsTemplate is the text/template docs/benchmarks.md is rendered from
+// (`wcache-bench render`). Its prose is written by hand: whoever changes a
+// figure's measurement keeps the note on what limits it current.
+//
+//go:embed benchmarks.md.tmpl
+var DocsTemplate string
 
 // Main runs the wcache-bench command line with args (without the program
 // name) and returns its exit status: 0 on success (missed targets

@@ -10,17 +10,20 @@ import (
 	"strings"
 )
 
-// MicroBench is one Go benchmark of a hot path.
+// MicroBench is one Go benchmark, with the metrics it reports itself
+// (b.ReportMetric) by unit.
 type MicroBench struct {
-	Package     string  `json:"package"`
-	Name        string  `json:"name"`
-	NsPerOp     float64 `json:"ns_per_op"`
-	MBPerSec    float64 `json:"mb_per_s,omitempty"`
-	BytesPerOp  int64   `json:"bytes_per_op"`
-	AllocsPerOp int64   `json:"allocs_per_op"`
+	Package     string             `json:"package"`
+	Name        string             `json:"name"`
+	NsPerOp     float64            `json:"ns_per_op"`
+	MBPerSec    float64            `json:"mb_per_s,omitempty"`
+	BytesPerOp  int64              `json:"bytes_per_op"`
+	AllocsPerOp int64              `json:"allocs_per_op"`
+	Metrics     map[string]float64 `json:"metrics,omitempty"`
 }
 
-// MicroResult are the hot paths' Go benchmarks, owned by their packages.
+// MicroResult are Go benchmarks owned by their packages, and the command
+// that ran them.
 type MicroResult struct {
 	Command    string       `json:"command"`
 	Benchmarks []MicroBench `json:"benchmarks"`
@@ -36,22 +39,32 @@ func microPackages() []string {
 		"./plugins/cuda/cudabackend", "./plugins/rocm/rocmbackend"}
 }
 
-// runMicro runs the hot paths' Go benchmarks in the source tree with
-// `go test -bench` (the go command on PATH). It checks no target.
+// runMicro runs the hot paths' Go benchmarks (goBench). It checks no
+// target.
 func runMicro(ctx context.Context, e *Env) (any, []Target, error) {
-	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", e.MicroBenchtime},
-		microPackages()...)
+	res, err := goBench(ctx, e.RepoDir, ".", e.MicroBenchtime, microPackages()...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, nil, nil
+}
+
+// goBench runs the benchmarks matching pattern in pkgs, in the source
+// tree dir, with `go test -bench` (the go command on PATH), and parses
+// what they print; none printed is an error.
+func goBench(ctx context.Context, dir, pattern, benchtime string, pkgs ...string) (*MicroResult, error) {
+	args := append([]string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-count", "1", "-benchtime", benchtime}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = e.RepoDir
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	res := &MicroResult{Command: "go " + strings.Join(args, " "), Benchmarks: parseBenchOutput(string(out))}
 	if err == nil && len(res.Benchmarks) == 0 {
 		err = errors.New("printed no benchmark")
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w\n%s", res.Command, err, tail(string(out)))
+		return nil, fmt.Errorf("%s: %w\n%s", res.Command, err, tail(string(out)))
 	}
-	return res, nil, nil
+	return res, nil
 }
 
 // parseBenchOutput reads `go test -bench -benchmem` output.
@@ -89,6 +102,11 @@ func parseBenchOutput(out string) []MicroBench {
 				b.BytesPerOp = int64(v)
 			case "allocs/op":
 				b.AllocsPerOp = int64(v)
+			default:
+				if b.Metrics == nil {
+					b.Metrics = map[string]float64{}
+				}
+				b.Metrics[f[i+1]] = v
 			}
 		}
 		res = append(res, b)

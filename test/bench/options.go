@@ -13,20 +13,17 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// Environment variables read by ParseOptions; a flag wins over its variable.
-const (
-	EnvGiB         = "WCACHE_BENCH_GIB"
-	EnvSmallMiB    = "WCACHE_BENCH_SMALL_MIB"
-	EnvHashMiB     = "WCACHE_BENCH_HASH_MIB"
-	EnvRepeats     = "WCACHE_BENCH_REPEATS"
-	EnvAttachIters = "WCACHE_BENCH_ATTACH_ITERS"
-	EnvClients     = "WCACHE_BENCH_CLIENTS"
-	EnvSeconds     = "WCACHE_BENCH_SECONDS"
-	EnvTmpDir      = "WCACHE_BENCH_TMPDIR"
-	EnvPython      = "WCACHE_BENCH_PYTHON"
-	EnvOnly        = "WCACHE_BENCH_ONLY"
-	EnvOut         = "WCACHE_BENCH_OUT"
-)
+// EnvVar is the environment variable of a flag among envFlags:
+// WCACHE_BENCH_ and the flag's name in capitals, "_" for "-"
+// (WCACHE_BENCH_SMALL_MIB sets -small-mib). A flag wins over its variable.
+func EnvVar(flag string) string {
+	return "WCACHE_BENCH_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// envFlags are the flags an environment variable can set.
+func envFlags() []string {
+	return []string{"out", "tmpdir", "gib", "small-mib", "hash-mib", "repeats", "attach-iters", "clients", "seconds", "python", "only"}
+}
 
 // Options configure a benchmark run. ParseOptions fills them from the
 // flags (flagSet says which flag sets each field, and its default): where
@@ -63,30 +60,27 @@ func quickValues() [][2]string {
 		{"repeats", "2"}, {"attach-iters", "30"}, {"clients", "8"}, {"seconds", "1"}, {"benchtime", "100ms"}}
 }
 
-// flagSet defines the command line into o and s; env maps a flag to its
-// environment variable.
-func flagSet(o *Options, s *scaled) (fs *flag.FlagSet, env map[string]string) {
-	fs = flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
+// flagSet defines the command line into o and s.
+func flagSet(o *Options, s *scaled) *flag.FlagSet {
+	fs := flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	env = map[string]string{}
-	v := func(name, key string) string { env[name] = key; return " [" + key + "]" }
 	fs.StringVar(&o.BinDir, "bin", "bin", "`DIR` of wcache, wcache-backend-mock and (pipeline) wcache-backend-cuda")
 	fs.StringVar(&o.RepoDir, "repo", ".", "source tree: git commit, clients/python/src, micro-benchmarks")
-	fs.StringVar(&o.OutDir, "out", "bench-results", "results folder"+v("out", EnvOut))
-	fs.StringVar(&o.TmpDir, "tmpdir", os.TempDir(), "where checkpoints are generated, a disk"+v("tmpdir", EnvTmpDir))
+	fs.StringVar(&o.OutDir, "out", "bench-results", "results folder")
+	fs.StringVar(&o.TmpDir, "tmpdir", os.TempDir(), "where checkpoints are generated, a disk")
 	fs.StringVar(&o.ShmDir, "shmdir", "", "parent of the mock's shared-memory folders (default /dev/shm, else -tmpdir)")
-	fs.Float64Var(&s.gib, "gib", 4, "large checkpoint, GiB"+v("gib", EnvGiB))
-	fs.Float64Var(&s.smallMiB, "small-mib", 256, "small checkpoint, MiB"+v("small-mib", EnvSmallMiB))
-	fs.Float64Var(&s.hashMiB, "hash-mib", 512, "unknown copy hashed by the content scenario, MiB"+v("hash-mib", EnvHashMiB))
+	fs.Float64Var(&s.gib, "gib", 4, "large checkpoint, GiB")
+	fs.Float64Var(&s.smallMiB, "small-mib", 256, "small checkpoint, MiB")
+	fs.Float64Var(&s.hashMiB, "hash-mib", 512, "unknown copy hashed by the content scenario, MiB")
 	fs.IntVar(&o.FewTensors, "few-tensors", 300, "small manifest")
 	fs.IntVar(&o.ManyTensors, "many-tensors", 3000, "large manifest")
 	fs.IntVar(&o.IdentityTensors, "identity-tensors", 100000, "checkpoint of the Python identity step (content)")
-	fs.IntVar(&o.Repeats, "repeats", 5, "fresh processes / serve runs per variant"+v("repeats", EnvRepeats))
-	fs.IntVar(&o.AttachIters, "attach-iters", 300, "timed attaches per manifest"+v("attach-iters", EnvAttachIters))
-	fs.IntVar(&o.Clients, "clients", 64, "concurrent clients"+v("clients", EnvClients))
-	fs.Float64Var(&s.seconds, "seconds", 10, "concurrency run length, s"+v("seconds", EnvSeconds))
-	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter with numpy and torch"+v("python", EnvPython))
-	fs.StringVar(&s.only, "only", "", "scenarios, comma-separated: "+strings.Join(scenarioNames(), ",")+v("only", EnvOnly))
+	fs.IntVar(&o.Repeats, "repeats", 5, "fresh processes / serve runs per variant")
+	fs.IntVar(&o.AttachIters, "attach-iters", 300, "timed attaches per manifest")
+	fs.IntVar(&o.Clients, "clients", 64, "concurrent clients")
+	fs.Float64Var(&s.seconds, "seconds", 10, "concurrency run length, s")
+	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "interpreter with numpy and torch")
+	fs.StringVar(&s.only, "only", "", "scenarios, comma-separated: "+strings.Join(scenarioNames(), ","))
 	fs.BoolVar(&o.Cold, "cold", true, "also fill page-cache-cold (needs root to drop caches)")
 	fs.StringVar(&o.MicroBenchtime, "benchtime", "1s", "-benchtime of the micro-benchmarks")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the generated checkpoints")
@@ -95,12 +89,15 @@ func flagSet(o *Options, s *scaled) (fs *flag.FlagSet, env map[string]string) {
 		quick = append(quick, "-"+q[0]+" "+q[1])
 	}
 	fs.BoolVar(&s.quick, "quick", false, "a smoke run of every scenario in minutes: "+strings.Join(quick, " ")+" (a flag or variable wins)")
-	return fs, env
+	for _, name := range envFlags() {
+		fs.Lookup(name).Usage += " [" + EnvVar(name) + "]"
+	}
+	return fs
 }
 
 // Usage is the help text, with every flag's default.
 func Usage() string {
-	fs, _ := flagSet(&Options{}, &scaled{})
+	fs := flagSet(&Options{}, &scaled{})
 	var b strings.Builder
 	b.WriteString("usage: wcache-bench [flags]\n       wcache-bench render [-in JSON] [-out MD] [-template FILE]\n\n" +
 		"Runs the wcache benchmarks against the binaries in -bin (make build) and writes OUT/benchmarks.json;\n" +
@@ -119,7 +116,7 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 		getenv = os.Getenv
 	}
 	o, s := Options{Log: os.Stderr}, scaled{}
-	fs, env := flagSet(&o, &s)
+	fs := flagSet(&o, &s)
 	if err := fs.Parse(args); err != nil {
 		return Options{}, fmt.Errorf("wcache-bench: %w", err)
 	}
@@ -130,11 +127,12 @@ func ParseOptions(args []string, getenv func(string) string) (Options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, q := range quickValues() {
-		if s.quick && !set[q[0]] && getenv(env[q[0]]) == "" {
+		if s.quick && !set[q[0]] && (!slices.Contains(envFlags(), q[0]) || getenv(EnvVar(q[0])) == "") {
 			_ = fs.Set(q[0], q[1])
 		}
 	}
-	for name, key := range env {
+	for _, name := range envFlags() {
+		key := EnvVar(name)
 		if val := strings.TrimSpace(getenv(key)); val != "" && !set[name] {
 			if err := fs.Set(name, val); err != nil || !positive(fs.Lookup(name)) {
 				errs = append(errs, fmt.Errorf("%s=%q: want a positive number (whole for a count)", key, val))

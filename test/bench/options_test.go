@@ -36,7 +36,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 }
 
 func TestParseOptionsEnvAndFlags(t *testing.T) {
-	e := env(map[string]string{EnvGiB: "1.5", EnvRepeats: "3", EnvOnly: "attach,fill", EnvSeconds: "0.5"})
+	e := env(map[string]string{EnvVar("gib"): "1.5", EnvVar("repeats"): "3", EnvVar("only"): "attach,fill", EnvVar("seconds"): "0.5"})
 	o, err := ParseOptions([]string{"-repeats", "7", "-small-mib", "64"}, e)
 	if err != nil {
 		t.Fatal(err)
@@ -61,9 +61,9 @@ func TestParseOptionsRejects(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"bad env number":    {env: map[string]string{EnvGiB: "lots"}, want: EnvGiB},
-		"zero repeats env":  {env: map[string]string{EnvRepeats: "0"}, want: EnvRepeats},
-		"fractional count":  {env: map[string]string{EnvClients: "2.5"}, want: EnvClients},
+		"bad env number":    {env: map[string]string{EnvVar("gib"): "lots"}, want: EnvVar("gib")},
+		"zero repeats env":  {env: map[string]string{EnvVar("repeats"): "0"}, want: EnvVar("repeats")},
+		"fractional count":  {env: map[string]string{EnvVar("clients"): "2.5"}, want: EnvVar("clients")},
 		"unknown scenario":  {args: []string{"-only", "restart,warp"}, want: `unknown scenario "warp"`},
 		"large below small": {args: []string{"-gib", "0.1", "-small-mib", "512"}, want: "smaller than the small one"},
 		"few tensors":       {args: []string{"-few-tensors", "5"}, want: "tensor counts"},
@@ -81,7 +81,7 @@ func TestParseOptionsRejects(t *testing.T) {
 }
 
 func TestParseOptionsQuick(t *testing.T) {
-	o, err := ParseOptions([]string{"-quick", "-repeats", "3"}, env(map[string]string{EnvGiB: "1"}))
+	o, err := ParseOptions([]string{"-quick", "-repeats", "3"}, env(map[string]string{EnvVar("gib"): "1"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,15 +105,8 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 		cfg, err = w.engineConfig(ctx, m.Dir)
 	}
 	if err == nil {
-		err = interleave(attachWarmup, publishAttachIters, func(keep bool) error {
-			sw := attaches.Start(keep)
-			a, err := c.Attach(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			sw.Lap("attach")
-			return a.Lease.Close()
-		})
+		t := &attachTarget{m: m, w: w, d: d, c: c, cfg: cfg, laps: attaches}
+		err = interleave(attachWarmup, publishAttachIters, t.timed("attach", func() (*client.Attachment, error) { return c.Attach(ctx, cfg) }))
 	}
 	if err != nil {
 		return 0, 0, d.withOutput(err)

@@ -67,25 +67,17 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)},
 	}
 	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
-	runs := make([]laps, len(variants))
-	err = e.rounds("restart", e.Repeats+1, func(round int) (string, error) {
-		for i, v := range variants {
-			r, err := w.fresh(v.argv...)
-			if err == nil && (r.Tensors != m.Tensors || r.Bytes != m.Bytes) {
-				err = fmt.Errorf("got %d tensors of %d bytes, the checkpoint has %d of %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-			}
-			if err != nil {
-				return "", d.withOutput(fmt.Errorf("%s: %w", v.Name, err))
-			}
-			maps.Copy(res.Versions, r.Versions)
-			if runs[i] == nil {
-				runs[i] = laps{}
-			} else { // the first round warms up
-				record(runs[i], r)
-			}
+	var argvs [][]string
+	for _, v := range variants {
+		argvs = append(argvs, v.argv)
+	}
+	runs, err := e.freshRounds("restart", w, d, func(i int, r HelperResult) error {
+		maps.Copy(res.Versions, r.Versions)
+		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
+			return fmt.Errorf("%s: got %d tensors of %d bytes, the checkpoint has %d of %d", variants[i].Name, r.Tensors, r.Bytes, m.Tensors, m.Bytes)
 		}
-		return "done", nil
-	})
+		return nil
+	}, argvs...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -36,6 +36,7 @@ func Scenarios() []Scenario {
 		{"fill", runFill},
 		{"publish", runPublish},
 		{"pipeline", runPipeline},
+		{"peercopy", runPeerCopy},
 		{"attach", runAttach},
 		{"concurrency", runConcurrency},
 		{"startup", runStartup},
@@ -241,11 +242,35 @@ func interleave(warmup, iters int, steps ...func(keep bool) error) error {
 	return nil
 }
 
-// record adds the times of a fresh helper to l: "work", "wall" and its
-// steps.
-func record(l laps, r HelperResult) {
-	l["work"], l["wall"] = append(l["work"], time.Duration(r.WorkNS)), append(l["wall"], r.Wall)
-	for k, ns := range r.Steps {
-		l[k] = append(l[k], time.Duration(ns))
-	}
+// freshRounds runs every argv in a fresh process (world.fresh) Repeats+1
+// times, each round all of them in turn; the first round warms the page
+// cache and the binaries up, untimed, and the times of the others go to
+// the laps of their argv (record: "work", "wall" and the steps). check,
+// when set, vets the result of argvs[i]; an error names the round, with
+// d's output.
+func (e *Env) freshRounds(name string, w *world, d *daemonProc, check func(i int, r HelperResult) error, argvs ...[]string) ([]laps, error) {
+	runs := make([]laps, len(argvs))
+	return runs, e.rounds(name, e.Repeats+1, func(round int) (string, error) {
+		var msg []string
+		for i, argv := range argvs {
+			r, err := w.fresh(argv...)
+			if err == nil && check != nil {
+				err = check(i, r)
+			}
+			if err != nil {
+				return "", d.withOutput(err)
+			}
+			if runs[i] == nil {
+				runs[i] = laps{}
+			}
+			if round > 0 {
+				runs[i]["work"], runs[i]["wall"] = append(runs[i]["work"], time.Duration(r.WorkNS)), append(runs[i]["wall"], r.Wall)
+				for k, ns := range r.Steps {
+					runs[i][k] = append(runs[i][k], time.Duration(ns))
+				}
+			}
+			msg = append(msg, fmt.Sprintf("%.1f ms", benchreport.MS(time.Duration(r.WorkNS))))
+		}
+		return strings.Join(msg, ", "), nil
+	})
 }
