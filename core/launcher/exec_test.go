@@ -182,9 +182,11 @@ func TestExecStarterChildDiesWithSIGKILLedParent(t *testing.T) {
 }
 
 // fakeDaemonScript is a stand-in for `wcache serve` with the same contract
-// towards the launcher: it writes its ready file (pid = its own) once
-// "serving", removes it and exits 0 on SIGTERM. FAKE_FAIL_GPU makes the
-// daemon of that GPU fail at "load"; FAKE_NEVER_READY_GPU makes one hang.
+// towards the launcher: it says "serving" and then writes its ready file
+// (pid = its own), so that the line is in the launcher's output by the time
+// the launcher sees the daemon ready; it removes the file and exits 0 on
+// SIGTERM. FAKE_FAIL_GPU makes the daemon of that GPU fail at "load";
+// FAKE_NEVER_READY_GPU makes one hang.
 const fakeDaemonScript = `#!/bin/sh
 gpu="$3"
 ready="$FAKE_DIR/GPU-test-$gpu.ready.json"
@@ -194,9 +196,9 @@ if [ "$FAKE_FAIL_GPU" = "$gpu" ]; then echo "gpu $gpu: load failed: injected" >&
 trap 'kill $sleeper 2>/dev/null; rm -f "$ready"; echo "gpu $gpu: stopped"; exit 0' TERM
 sleep 60 & sleeper=$!
 if [ "$FAKE_NEVER_READY_GPU" != "$gpu" ]; then
+  echo "gpu $gpu: serving"
   printf '{"pid": %d, "device_uuid": "GPU-test-%s"}\n' $$ "$gpu" > "$FAKE_DIR/.tmp-$gpu"
   mv "$FAKE_DIR/.tmp-$gpu" "$ready"
-  echo "gpu $gpu: serving"
 fi
 wait $sleeper
 `
