@@ -19,6 +19,7 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // The test binary doubles as a helper process: with helperEnv set, TestMain
@@ -155,17 +156,7 @@ func startHelper(t *testing.T, mode string, p paths.Paths) *child {
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode,
 		helperPathsEnv+"="+strings.Join([]string{p.DeviceUUID, p.Socket, p.Ready, p.Lock}, "|"))
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 64), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)

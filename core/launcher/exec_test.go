@@ -18,6 +18,7 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // helperEnv makes the test binary act as a tiny launcher (see TestMain).
@@ -227,7 +228,7 @@ func (f resolverFunc) DeviceUUID(_ context.Context, ordinal int) (string, error)
 
 // realOptions launches fakeDaemonScript for tp ranks through the real
 // ExecStarter, paths layout, cleanup and ready-file reader.
-func realOptions(t *testing.T, tp int, env ...string) (Options, string, *syncBuffer) {
+func realOptions(t *testing.T, tp int, env ...string) (Options, string, *proctest.Buffer) {
 	t.Helper()
 	dir := pathstest.ShortDir(t)
 	script := filepath.Join(dir, "fake-wcache")
@@ -242,7 +243,7 @@ func realOptions(t *testing.T, tp int, env ...string) (Options, string, *syncBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &proctest.Buffer{}
 	return Options{
 		Topology:     Topology{TPSize: tp, PPSize: 1, NNodes: 1, GPUIDStep: 1},
 		Devices:      resolverFunc(func(i int) (string, error) { return fmt.Sprintf("GPU-test-%d", i), nil }),
