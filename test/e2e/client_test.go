@@ -79,6 +79,29 @@ func (h *harness) attachGo(uuid string, cfg cacheconfig.Config) (*client.Attachm
 	return client.Attach(ctx, client.ByDeviceUUID(h.layout(), uuid), cfg, client.Options{ClientName: h.t.Name()})
 }
 
+// mustAttachGo is attachGo that fails the test on an error and closes the
+// lease at the test's cleanup.
+func (h *harness) mustAttachGo(uuid string, cfg cacheconfig.Config) *client.Attachment {
+	h.t.Helper()
+	a, err := h.attachGo(uuid, cfg)
+	if err != nil {
+		h.t.Fatalf("attach to %s as %s: %v", uuid, cfg.Model, err)
+	}
+	h.t.Cleanup(func() { a.Lease.Close() })
+	return a
+}
+
+// checkLeaseLives fails t if lease has ended: it should have lived through
+// what the caller did (named in through).
+func checkLeaseLives(t *testing.T, lease *client.Lease, through string) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+		t.Fatalf("lease %d ended through %s: %v", lease.ID(), through, lease.Err())
+	default:
+	}
+}
+
 // checkBytes maps every handle of a manifest and compares every tensor with
 // the checkpoint's bytes for rank.
 func checkBytes(t *testing.T, m *client.Manifest, model *safetensorstest.Result, rank int) {
