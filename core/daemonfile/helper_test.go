@@ -136,6 +136,17 @@ func runHelper(mode string) int {
 	return 2
 }
 
+// checkAcquirable fails t unless a new daemon can take p's lock now
+// (Acquire without Force succeeds); it releases the lock again.
+func checkAcquirable(t *testing.T, p paths.Paths, when string) {
+	t.Helper()
+	lock, _, err := Acquire(context.Background(), p, fastOpts(false))
+	if err != nil {
+		t.Fatalf("Acquire %s: %v", when, err)
+	}
+	lock.Release()
+}
+
 // child is a running helper process.
 type child struct {
 	cmd   *exec.Cmd

@@ -91,6 +91,18 @@ func (h *harness) mustAttachGo(uuid string, cfg cacheconfig.Config) *client.Atta
 	return a
 }
 
+// mustDialGo dials the daemon of mock GPU gpu with the Go client, failing
+// the test on an error; the connection closes at the test's cleanup.
+func (h *harness) mustDialGo(gpu int) *client.Client {
+	h.t.Helper()
+	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[gpu]), client.Options{})
+	if err != nil {
+		h.t.Fatalf("dial the daemon of GPU %d: %v", gpu, err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // checkLeaseLives fails t if lease has ended: it should have lived through
 // what the caller did (named in through).
 func checkLeaseLives(t *testing.T, lease *client.Lease, through string) {
@@ -380,11 +392,7 @@ func TestManyConcurrentClients(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	cfg := clientConfig(t, model.Dir)
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[0]), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := h.mustDialGo(0)
 	const clients, rounds = 64, 5
 	attachRounds := func(rounds int) {
 		t.Helper()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
@@ -180,11 +179,7 @@ func TestHubIDsOffline(t *testing.T) {
 // it starts serving). It fails the test after a generous bound.
 func waitBlobSums(t *testing.T, h *harness, gpu int, want ...string) []cacheconfig.FileContent {
 	t.Helper()
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[gpu]), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := h.mustDialGo(gpu)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		st, err := c.Status(context.Background())
