@@ -60,6 +60,26 @@ func TestCompareEveryField(t *testing.T) {
 	}
 }
 
+// compareCase is a row of a Compare table: a daemon's and a client's
+// config and the diffs Compare should report (nil: they match).
+type compareCase struct {
+	name           string
+	daemon, client cacheconfig.Config
+	want           []cacheconfig.FieldDiff
+}
+
+// runCompareCases runs each case as a subtest.
+func runCompareCases(t *testing.T, cases []compareCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cacheconfig.Compare(tc.daemon, tc.client); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("diffs %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCompareModelAndDigest(t *testing.T) {
 	withModel := func(model, digest string) cacheconfig.Config {
 		c := full()
@@ -68,11 +88,7 @@ func TestCompareModelAndDigest(t *testing.T) {
 	}
 	d1 := "sha256:" + "aa00000000000000000000000000000000000000000000000000000000000000"
 	d2 := "sha256:" + "bb00000000000000000000000000000000000000000000000000000000000000"
-	cases := []struct {
-		name           string
-		daemon, client cacheconfig.Config
-		want           []cacheconfig.FieldDiff
-	}{
+	runCompareCases(t, []compareCase{
 		{"same digest, other directory", withModel("/a/llama", d1), withModel("/b/llama", d1), nil},
 		{"other digest, same directory", withModel("/a/llama", d1), withModel("/a/llama", d2),
 			[]cacheconfig.FieldDiff{{Field: "checkpoint_digest", Daemon: d1, Client: d2}}},
@@ -85,14 +101,7 @@ func TestCompareModelAndDigest(t *testing.T) {
 		{"URL trailing slash", withModel("s3://bucket/m/", ""), withModel("s3://bucket/m", ""), nil},
 		{"URL not cleaned", withModel("s3://bucket/a/../m", ""), withModel("s3://bucket/m", ""),
 			[]cacheconfig.FieldDiff{{Field: "model", Daemon: "s3://bucket/a/../m", Client: "s3://bucket/m"}}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := cacheconfig.Compare(tc.daemon, tc.client); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("diffs %v, want %v", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestCompareQuantizationNone(t *testing.T) {

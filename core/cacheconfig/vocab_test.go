@@ -1,7 +1,6 @@
 package cacheconfig_test
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -14,11 +13,7 @@ func TestCompareDTypeAndQuantizationSpellings(t *testing.T) {
 		return c
 	}
 	d1 := full().CheckpointDigest
-	cases := []struct {
-		name           string
-		daemon, client cacheconfig.Config
-		want           []cacheconfig.FieldDiff
-	}{
+	runCompareCases(t, []compareCase{
 		{"alias", with("bfloat16", "fp8", d1), with("bf16", "fp8", d1), nil},
 		{"torch name and case", with("torch.Float16", "FP8", d1), with("half", "fp8", d1), nil},
 		{"quantization aliases", with("bf16", "", d1), with("bf16", "NONE", d1), nil},
@@ -31,14 +26,7 @@ func TestCompareDTypeAndQuantizationSpellings(t *testing.T) {
 			[]cacheconfig.FieldDiff{{Field: "dtype", Daemon: "bf16", Client: "float16"}}},
 		{"unknown spellings compare case-insensitively", with("MyType", "awq", d1), with("mytype", "gptq", d1),
 			[]cacheconfig.FieldDiff{{Field: "quantization", Daemon: "awq", Client: "gptq"}}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := cacheconfig.Compare(tc.daemon, tc.client); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("diffs %v, want %v", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestNormalizeDTypeAndQuantization(t *testing.T) {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // TestFloodHelper is not a test: run as a child (WCACHE_TEST_FLOOD set to
@@ -96,21 +96,11 @@ func TestDeniedPeerCannotHoldConnections(t *testing.T) {
 
 	const n = 300
 	cmd.Env = append(os.Environ(), fmt.Sprintf("WCACHE_TEST_FLOOD=%s %d", sock, n))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := stdout.ReadString('\n')
 	if want := fmt.Sprintf("opened %d\n", n); line != want {
 		t.Fatalf("flood as uid 65534: %q, %v (want %q); stderr: %s", line, err, want, stderr.String())
 	}

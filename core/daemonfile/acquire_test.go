@@ -75,11 +75,7 @@ func TestAcquireRecordsOwnerAndHoldsLock(t *testing.T) {
 		t.Fatalf("second Release: %v", err)
 	}
 	mustExist(t, p.Lock)
-	again, _, err := Acquire(context.Background(), p, fastOpts(false))
-	if err != nil {
-		t.Fatalf("Acquire after Release: %v", err)
-	}
-	again.Release()
+	checkAcquirable(t, p, "after Release")
 }
 
 func TestAcquireRemovesStale(t *testing.T) {

@@ -258,11 +258,7 @@ func TestCleanupForceTakesOver(t *testing.T) {
 	}
 	mustNotExist(t, p.Socket, p.Ready)
 	// Cleanup does not keep the lock: a new daemon can start.
-	lock, _, err := Acquire(context.Background(), p, fastOpts(false))
-	if err != nil {
-		t.Fatalf("Acquire after forced cleanup: %v", err)
-	}
-	lock.Release()
+	checkAcquirable(t, p, "after forced cleanup")
 }
 
 func TestForceNeverSignalsUnverifiableHolder(t *testing.T) {

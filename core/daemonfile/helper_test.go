@@ -19,6 +19,7 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // The test binary doubles as a helper process: with helperEnv set, TestMain
@@ -135,6 +136,17 @@ func runHelper(mode string) int {
 	return 2
 }
 
+// checkAcquirable fails t unless a new daemon can take p's lock now
+// (Acquire without Force succeeds); it releases the lock again.
+func checkAcquirable(t *testing.T, p paths.Paths, when string) {
+	t.Helper()
+	lock, _, err := Acquire(context.Background(), p, fastOpts(false))
+	if err != nil {
+		t.Fatalf("Acquire %s: %v", when, err)
+	}
+	lock.Release()
+}
+
 // child is a running helper process.
 type child struct {
 	cmd   *exec.Cmd
@@ -155,17 +167,7 @@ func startHelper(t *testing.T, mode string, p paths.Paths) *child {
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode,
 		helperPathsEnv+"="+strings.Join([]string{p.DeviceUUID, p.Socket, p.Ready, p.Lock}, "|"))
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 64), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)

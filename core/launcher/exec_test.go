@@ -18,6 +18,8 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // helperEnv makes the test binary act as a tiny launcher (see TestMain).
@@ -52,19 +54,9 @@ func helperSpawnAndBlock() int {
 	select {}
 }
 
-// procGone reports whether pid has exited (absent, or a zombie nobody reaped).
-func procGone(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
-}
-
 func waitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	poll.Eventually(t, within, fmt.Sprintf("pid %d to exit", pid), func() bool { return procGone(pid) })
+	poll.Eventually(t, within, fmt.Sprintf("pid %d to exit", pid), func() bool { return !procstat.Running(pid) })
 }
 
 func TestExecStarterStatusAndOutput(t *testing.T) {
@@ -171,7 +163,7 @@ func TestExecStarterChildDiesWithSIGKILLedParent(t *testing.T) {
 	}
 	defer syscall.Kill(child, syscall.SIGKILL)
 	time.Sleep(100 * time.Millisecond)
-	if procGone(child) {
+	if !procstat.Running(child) {
 		t.Fatalf("child %d died while the helper was alive", child)
 	}
 	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
@@ -182,9 +174,11 @@ func TestExecStarterChildDiesWithSIGKILLedParent(t *testing.T) {
 }
 
 // fakeDaemonScript is a stand-in for `wcache serve` with the same contract
-// towards the launcher: it writes its ready file (pid = its own) once
-// "serving", removes it and exits 0 on SIGTERM. FAKE_FAIL_GPU makes the
-// daemon of that GPU fail at "load"; FAKE_NEVER_READY_GPU makes one hang.
+// towards the launcher: it says "serving" and then writes its ready file
+// (pid = its own), so that the line is in the launcher's output by the time
+// the launcher sees the daemon ready; it removes the file and exits 0 on
+// SIGTERM. FAKE_FAIL_GPU makes the daemon of that GPU fail at "load";
+// FAKE_NEVER_READY_GPU makes one hang.
 const fakeDaemonScript = `#!/bin/sh
 gpu="$3"
 ready="$FAKE_DIR/GPU-test-$gpu.ready.json"
@@ -194,15 +188,16 @@ if [ "$FAKE_FAIL_GPU" = "$gpu" ]; then echo "gpu $gpu: load failed: injected" >&
 trap 'kill $sleeper 2>/dev/null; rm -f "$ready"; echo "gpu $gpu: stopped"; exit 0' TERM
 sleep 60 & sleeper=$!
 if [ "$FAKE_NEVER_READY_GPU" != "$gpu" ]; then
+  echo "gpu $gpu: serving"
   printf '{"pid": %d, "device_uuid": "GPU-test-%s"}\n' $$ "$gpu" > "$FAKE_DIR/.tmp-$gpu"
   mv "$FAKE_DIR/.tmp-$gpu" "$ready"
-  echo "gpu $gpu: serving"
 fi
 wait $sleeper
 `
 
-// fakePID is the pid fakeDaemonScript recorded for gpu, or -1 (which
-// procGone reports as gone) when it was stopped before it could record it.
+// fakePID is the pid fakeDaemonScript recorded for gpu, or -1 (not
+// running, for procstat.Running) when it was stopped before it could
+// record it.
 func fakePID(t *testing.T, dir string, gpu int) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("pid-%d", gpu)))
@@ -225,7 +220,7 @@ func (f resolverFunc) DeviceUUID(_ context.Context, ordinal int) (string, error)
 
 // realOptions launches fakeDaemonScript for tp ranks through the real
 // ExecStarter, paths layout, cleanup and ready-file reader.
-func realOptions(t *testing.T, tp int, env ...string) (Options, string, *syncBuffer) {
+func realOptions(t *testing.T, tp int, env ...string) (Options, string, *proctest.Buffer) {
 	t.Helper()
 	dir := pathstest.ShortDir(t)
 	script := filepath.Join(dir, "fake-wcache")
@@ -240,7 +235,7 @@ func realOptions(t *testing.T, tp int, env ...string) (Options, string, *syncBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &proctest.Buffer{}
 	return Options{
 		Topology:     Topology{TPSize: tp, PPSize: 1, NNodes: 1, GPUIDStep: 1},
 		Devices:      resolverFunc(func(i int) (string, error) { return fmt.Sprintf("GPU-test-%d", i), nil }),
@@ -268,7 +263,7 @@ func TestLaunchRealProcessesServeAndStop(t *testing.T) {
 	}
 	ds := g.Daemons()
 	for i, d := range ds {
-		if d.Ready.PID != d.PID || d.Ready.DeviceUUID != fmt.Sprintf("GPU-test-%d", i) || procGone(d.PID) {
+		if d.Ready.PID != d.PID || d.Ready.DeviceUUID != fmt.Sprintf("GPU-test-%d", i) || !procstat.Running(d.PID) {
 			t.Errorf("daemon %d: %+v", i, d)
 		}
 	}
@@ -278,7 +273,7 @@ func TestLaunchRealProcessesServeAndStop(t *testing.T) {
 		t.Fatalf("Supervise: %v\n%s", err, out)
 	}
 	for i, d := range ds {
-		if !procGone(d.PID) {
+		if procstat.Running(d.PID) {
 			t.Errorf("daemon %d (pid %d) still running", i, d.PID)
 		}
 		if _, err := os.Stat(d.Paths.Ready); !errors.Is(err, os.ErrNotExist) {
@@ -303,7 +298,7 @@ func TestLaunchRealProcessFailureStopsSibling(t *testing.T) {
 		t.Fatalf("DaemonError = %+v", de)
 	}
 	// The sibling was stopped before Launch returned.
-	if pid := fakePID(t, dir, 0); !procGone(pid) {
+	if pid := fakePID(t, dir, 0); procstat.Running(pid) {
 		t.Fatalf("sibling pid %d still running:\n%s", pid, out)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -323,7 +318,7 @@ func TestLaunchRealProcessTimeout(t *testing.T) {
 		t.Fatalf("Launch = %v, want a timeout naming GPU 1\n%s", err, out)
 	}
 	for gpu := 0; gpu < 2; gpu++ {
-		if pid := fakePID(t, dir, gpu); !procGone(pid) {
+		if pid := fakePID(t, dir, gpu); procstat.Running(pid) {
 			t.Errorf("daemon of GPU %d (pid %d) still running:\n%s", gpu, pid, out)
 		}
 	}

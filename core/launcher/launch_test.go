@@ -159,6 +159,20 @@ func (w *fakeWorld) started() []*fakeProc {
 }
 
 // options are launcher options over the fake world for tp ranks on one node.
+// launchSupervised launches tp fake daemons and supervises them in the
+// background; Supervise's result comes on the channel.
+func (w *fakeWorld) launchSupervised(t *testing.T, tp int) ([]*fakeProc, <-chan error) {
+	t.Helper()
+	g, err := Launch(context.Background(), w.options(tp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := w.started()
+	errc := make(chan error, 1)
+	go func() { errc <- g.Supervise(context.Background()) }()
+	return procs, errc
+}
+
 func (w *fakeWorld) options(tp int, out *bytes.Buffer) Options {
 	o := Options{
 		Topology:     Topology{TPSize: tp, PPSize: 1, NNodes: 1, GPUIDStep: 1},
@@ -362,17 +376,11 @@ func TestLaunchStubbornDaemonIsKilled(t *testing.T) {
 
 func TestSuperviseDaemonDeathStopsTheRest(t *testing.T) {
 	w := newFakeWorld(t, 3)
-	g, err := Launch(context.Background(), w.options(3, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs := w.started()
-	errc := make(chan error, 1)
-	go func() { errc <- g.Supervise(context.Background()) }()
+	procs, errc := w.launchSupervised(t, 3)
 	fmt.Fprintln(procs[1].spec.Output, "backend plugin exited: segfault")
 	procs[1].exit(ExitStatus{Code: -1, Signal: syscall.SIGSEGV})
 	var de *DaemonError
-	err = <-errc
+	err := <-errc
 	if !errors.As(err, &de) || !errors.Is(err, ErrDaemonDied) {
 		t.Fatalf("Supervise = %v, want ErrDaemonDied", err)
 	}
@@ -515,13 +523,7 @@ func TestServeCommand(t *testing.T) {
 // the launcher stops the rest and reports a clean stop, not a death.
 func TestSuperviseRequestedStopIsClean(t *testing.T) {
 	w := newFakeWorld(t, 2)
-	g, err := Launch(context.Background(), w.options(2, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs := w.started()
-	errc := make(chan error, 1)
-	go func() { errc <- g.Supervise(context.Background()) }()
+	procs, errc := w.launchSupervised(t, 2)
 	procs[0].exit(ExitStatus{Code: 0})
 	if err := <-errc; err != nil {
 		t.Fatalf("Supervise after a daemon exited 0 = %v, want nil", err)

@@ -7,25 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wcache/wcache/sdk/proctest"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestChildOutputPrefixesWholeLines(t *testing.T) {
 	var out bytes.Buffer
@@ -71,7 +55,7 @@ func TestChildOutputCutsLongLines(t *testing.T) {
 
 // Lines written concurrently by several children never interleave.
 func TestChildOutputsDoNotInterleave(t *testing.T) {
-	var out syncBuffer
+	var out proctest.Buffer
 	shared := newLockedWriter(&out)
 	var wg sync.WaitGroup
 	for c := 0; c < 4; c++ {

@@ -34,12 +34,10 @@ func TestEnsurePrivateDirRefusals(t *testing.T) {
 	base := t.TempDir()
 
 	groupWritable := filepath.Join(base, "gw")
-	mustMkdir(t, groupWritable, 0o700)
-	mustChmod(t, groupWritable, 0o770)
+	mkdirMode(t, groupWritable, 0o770)
 
 	worldReadable := filepath.Join(base, "wr")
-	mustMkdir(t, worldReadable, 0o700)
-	mustChmod(t, worldReadable, 0o755)
+	mkdirMode(t, worldReadable, 0o755)
 
 	target := filepath.Join(base, "target")
 	mustMkdir(t, target, 0o700)
@@ -98,8 +96,7 @@ func TestEnsurePrivateDirRelative(t *testing.T) {
 
 func TestLayoutForRefusesUnsafeDefaultDir(t *testing.T) {
 	xdg := pathstest.ShortDir(t)
-	mustMkdir(t, filepath.Join(xdg, "wcache"), 0o700)
-	mustChmod(t, filepath.Join(xdg, "wcache"), 0o777)
+	mkdirMode(t, filepath.Join(xdg, "wcache"), 0o777)
 	l, err := NewLayout(Options{Getenv: env(map[string]string{"XDG_RUNTIME_DIR": xdg})})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +123,13 @@ func mustMkdir(t *testing.T, dir string, mode os.FileMode) {
 	}
 }
 
+// mkdirMode makes dir with exactly mode, whatever the umask.
+func mkdirMode(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	mustMkdir(t, dir, 0o700)
+	mustChmod(t, dir, mode)
+}
+
 func mustChmod(t *testing.T, path string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(path, mode); err != nil {
@@ -140,11 +144,9 @@ func TestEnsurePrivateDirChecksAncestors(t *testing.T) {
 	mustChmod(t, filepath.Dir(base), 0o711)
 	mustChmod(t, base, 0o711)
 	open := filepath.Join(base, "open")
-	mustMkdir(t, open, 0o700)
-	mustChmod(t, open, 0o777)
+	mkdirMode(t, open, 0o777)
 	sticky := filepath.Join(base, "sticky")
-	mustMkdir(t, sticky, 0o700)
-	mustChmod(t, sticky, 0o777|os.ModeSticky)
+	mkdirMode(t, sticky, 0o777|os.ModeSticky)
 	foreign := filepath.Join(base, "foreign")
 	mustMkdir(t, foreign, 0o755)
 	if err := os.Chown(foreign, 65534, 65534); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // pluginDirEnv names the folder holding the plugins TestMain builds from
@@ -71,11 +72,21 @@ func mockEnv(shmDir string, extra ...string) []string {
 // startMock starts the mock plugin for a test and closes it at cleanup.
 func startMock(t *testing.T, shmDir string, extra ...string) *Plugin {
 	t.Helper()
-	p, err := Start(t.Context(), "mock", Options{
-		PluginDir: testPlugins(),
-		Logger:    hclog.NewNullLogger(),
-		Env:       mockEnv(shmDir, extra...),
-	})
+	return startMockLogging(t, hclog.NewNullLogger(), shmDir, extra...)
+}
+
+// startLoggedMock is startMock (in a folder of its own) with the host's
+// log at level kept in the returned buffer.
+func startLoggedMock(t *testing.T, level hclog.Level, extra ...string) (*Plugin, *proctest.Buffer) {
+	t.Helper()
+	out := &proctest.Buffer{}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: level, Output: out})
+	return startMockLogging(t, logger, filepath.Join(t.TempDir(), "shm"), extra...), out
+}
+
+func startMockLogging(t *testing.T, logger hclog.Logger, shmDir string, extra ...string) *Plugin {
+	t.Helper()
+	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: logger, Env: mockEnv(shmDir, extra...)})
 	if err != nil {
 		t.Fatalf("Start(mock): %v", err)
 	}

@@ -1,12 +1,10 @@
 package pluginhost
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,33 +14,8 @@ import (
 	"github.com/wcache/wcache/sdk/poll"
 )
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestPluginLogFieldsKeepTheirTypes(t *testing.T) {
-	var out syncBuffer
-	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: hclog.Debug, Output: &out})
-	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: logger,
-		Env: []string{"WCACHE_MOCK_DIR=" + filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_MEMORY=4GiB"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	_, out := startLoggedMock(t, hclog.Debug, "WCACHE_MOCK_MEMORY=4GiB")
 	_, _ = poll.Until(context.Background(), 5*time.Second, func() bool { return strings.Contains(out.String(), "mock backend ready") })
 	logs := out.String()
 	if !strings.Contains(logs, "memory_per_device=4294967296") || strings.Contains(logs, "e+09") {
@@ -90,25 +63,13 @@ func TestTheNewestCommonAPIVersionIsPicked(t *testing.T) {
 }
 
 func TestPanicInAHandlerIsAnErrorAndThePluginServesOn(t *testing.T) {
-	var out syncBuffer
-	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: hclog.Info, Output: &out})
-	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: logger,
-		Env: mockEnv(filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_PANIC_DIGEST=panic")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, out := startLoggedMock(t, hclog.Info, "WCACHE_MOCK_PANIC_DIGEST=panic")
 	b := p.Backend()
-	ctx := t.Context()
-	id, _, err := b.Allocate(ctx, 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Digest(ctx, id, []sdk.Range{{Offset: 0, Length: 16}})
+	id, err := digestNewAllocation(t, b)
 	if err == nil || !strings.Contains(err.Error(), "injected panic in digest") {
 		t.Fatalf("Digest = %v, want the panic's message", err)
 	}
-	if err := b.Free(ctx, id); err != nil {
+	if err := b.Free(t.Context(), id); err != nil {
 		t.Fatalf("the plugin stopped serving after a recovered panic: %v", err)
 	}
 	_, _ = poll.Until(context.Background(), 5*time.Second, func() bool { return strings.Contains(out.String(), "panic in a backend call") })
@@ -120,13 +81,7 @@ func TestPanicInAHandlerIsAnErrorAndThePluginServesOn(t *testing.T) {
 
 func TestFatalInAHandlerEndsThePlugin(t *testing.T) {
 	p := startMock(t, filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_PANIC_DIGEST=fatal")
-	b := p.Backend()
-	ctx := context.Background()
-	id, _, err := b.Allocate(ctx, 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Digest(ctx, id, []sdk.Range{{Offset: 0, Length: 16}})
+	_, err := digestNewAllocation(t, p.Backend())
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "injected driver failure") {
 		t.Fatalf("Digest = %v, want ErrUnavailable with the fatal error", err)
 	}
@@ -143,20 +98,8 @@ func TestFatalInAHandlerEndsThePlugin(t *testing.T) {
 // A plugin that crashes with a Go panic (on a goroutine nothing recovers)
 // has its dump forwarded once, whole; the *ExitError keeps only its head.
 func TestCrashDumpIsPrintedOnce(t *testing.T) {
-	var out syncBuffer
-	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: hclog.Warn, Output: &out})
-	p, err := Start(t.Context(), "mock", Options{PluginDir: testPlugins(), Logger: logger,
-		Env: mockEnv(filepath.Join(t.TempDir(), "shm"), "WCACHE_MOCK_PANIC_DIGEST=crash")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	b := p.Backend()
-	id, _, err := b.Allocate(t.Context(), 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Digest(t.Context(), id, []sdk.Range{{Offset: 0, Length: 16}})
+	p, out := startLoggedMock(t, hclog.Warn, "WCACHE_MOCK_PANIC_DIGEST=crash")
+	_, err := digestNewAllocation(t, p.Backend())
 	var xe *ExitError
 	if !errors.As(err, &xe) {
 		t.Fatalf("Digest = %v, want the *ExitError of the crashed plugin", err)
@@ -191,4 +134,17 @@ func TestNoCommonAPIVersionIsExplained(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+}
+
+// digestNewAllocation allocates 4 KiB on device 0 and digests its first 16
+// bytes: the call that WCACHE_MOCK_PANIC_DIGEST makes the mock fail. It
+// fails t if the allocation fails.
+func digestNewAllocation(t *testing.T, b sdk.Backend) (sdk.AllocationID, error) {
+	t.Helper()
+	id, _, err := b.Allocate(t.Context(), 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Digest(t.Context(), id, []sdk.Range{{Offset: 0, Length: 16}})
+	return id, err
 }

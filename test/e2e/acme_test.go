@@ -205,17 +205,13 @@ func TestOutsidePluginServesAnAttachThroughItsMapper(t *testing.T) {
 	serve := h.start(append([]string{"serve", "--gpu-id", "0", "--model", model.Dir}, opts...)...)
 	h.waitReady(serve, h.Paths(uuid).Ready)
 
-	att, err := h.attachGo(uuid, clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	defer att.Lease.Close()
+	att := h.mustAttachGo(uuid, clientConfig(t, model.Dir))
 	m := att.Manifest
 	if len(m.Handles) == 0 || m.Handles[0].Kind != acmeKind {
 		t.Fatalf("manifest handles %+v, want %s", m.Handles, acmeKind)
 	}
 	// Without acme's mapper the client names the kind and the way out.
-	_, err = client.Map(m)
+	_, err := client.Map(m)
 	var nm *client.NotMappableError
 	if !errors.As(err, &nm) || nm.Kind != acmeKind || !strings.Contains(err.Error(), "Register") {
 		t.Fatalf("Map with the default mappers: %v, want a NotMappableError naming %s and Register", err, acmeKind)

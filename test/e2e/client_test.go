@@ -79,6 +79,41 @@ func (h *harness) attachGo(uuid string, cfg cacheconfig.Config) (*client.Attachm
 	return client.Attach(ctx, client.ByDeviceUUID(h.layout(), uuid), cfg, client.Options{ClientName: h.t.Name()})
 }
 
+// mustAttachGo is attachGo that fails the test on an error and closes the
+// lease at the test's cleanup.
+func (h *harness) mustAttachGo(uuid string, cfg cacheconfig.Config) *client.Attachment {
+	h.t.Helper()
+	a, err := h.attachGo(uuid, cfg)
+	if err != nil {
+		h.t.Fatalf("attach to %s as %s: %v", uuid, cfg.Model, err)
+	}
+	h.t.Cleanup(func() { a.Lease.Close() })
+	return a
+}
+
+// mustDialGo dials the daemon of mock GPU gpu with the Go client, failing
+// the test on an error; the connection closes at the test's cleanup.
+func (h *harness) mustDialGo(gpu int) *client.Client {
+	h.t.Helper()
+	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[gpu]), client.Options{})
+	if err != nil {
+		h.t.Fatalf("dial the daemon of GPU %d: %v", gpu, err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// checkLeaseLives fails t if lease has ended: it should have lived through
+// what the caller did (named in through).
+func checkLeaseLives(t *testing.T, lease *client.Lease, through string) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+		t.Fatalf("lease %d ended through %s: %v", lease.ID(), through, lease.Err())
+	default:
+	}
+}
+
 // checkBytes maps every handle of a manifest and compares every tensor with
 // the checkpoint's bytes for rank.
 func checkBytes(t *testing.T, m *client.Manifest, model *safetensorstest.Result, rank int) {
@@ -357,11 +392,7 @@ func TestManyConcurrentClients(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	cfg := clientConfig(t, model.Dir)
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[0]), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := h.mustDialGo(0)
 	const clients, rounds = 64, 5
 	attachRounds := func(rounds int) {
 		t.Helper()

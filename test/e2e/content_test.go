@@ -13,18 +13,21 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
-// zeroLastTensor zeroes the last tensor of path in place: same header,
-// same checkpoint_digest, other weights.
-func zeroLastTensor(t *testing.T, path string) {
+// copyWithATensorZeroed copies the model folder src to dst (copyTree) and
+// zeroes the last tensor of the copy of src's file: same headers, same
+// checkpoint_digest, other weights. It returns the zeroed file.
+func copyWithATensorZeroed(t *testing.T, src, dst, file string) string {
 	t.Helper()
-	if _, err := safetensorstest.ZeroTensor(path, -1); err != nil {
+	copyTree(t, src, dst)
+	zeroed := filepath.Join(dst, filepath.Base(file))
+	if _, err := safetensorstest.ZeroTensor(zeroed, -1); err != nil {
 		t.Fatal(err)
 	}
+	return zeroed
 }
 
 // copyTree copies src to dst as `cp -rp` does (modification times kept).
@@ -62,9 +65,7 @@ func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
 		t.Fatalf("the daemon's own files: %s", res)
 	}
 	m2 := filepath.Join(h.Root, "m2")
-	copyTree(t, m1.Dir, m2)
-	zeroed := filepath.Join(m2, filepath.Base(m1.Files[1]))
-	zeroLastTensor(t, zeroed)
+	zeroed := copyWithATensorZeroed(t, m1.Dir, m2, m1.Files[1])
 	if res := attach(m2); res.Code != 3 || !strings.Contains(res.Stderr, "content not proven") {
 		t.Errorf("zeroed copy, --content identity: want exit 3 (content not proven)\n%s", res)
 	}
@@ -101,9 +102,7 @@ func TestPublishCarriesContent(t *testing.T) {
 		t.Fatalf("the published files: %s", res)
 	}
 	m2 := filepath.Join(h.Root, "m2")
-	copyTree(t, m1.Dir, m2)
-	zeroed := filepath.Join(m2, filepath.Base(m1.Files[0]))
-	zeroLastTensor(t, zeroed)
+	zeroed := copyWithATensorZeroed(t, m1.Dir, m2, m1.Files[0])
 	if res := attach(m2, "--content", "hash"); res.Code != 4 || !strings.Contains(res.Stderr, "content mismatch: "+filepath.Base(zeroed)) {
 		t.Errorf("zeroed copy of published files, --content hash: want exit 4 naming %s\n%s", zeroed, res)
 	}
@@ -180,11 +179,7 @@ func TestHubIDsOffline(t *testing.T) {
 // it starts serving). It fails the test after a generous bound.
 func waitBlobSums(t *testing.T, h *harness, gpu int, want ...string) []cacheconfig.FileContent {
 	t.Helper()
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[gpu]), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := h.mustDialGo(gpu)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		st, err := c.Status(context.Background())

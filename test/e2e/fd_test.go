@@ -22,6 +22,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // Environment of the fd-fetch helper: the daemon's socket, the lease id
@@ -305,18 +306,8 @@ func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
 	cmd := exec.Command(helper)
 	cmd.Env = append(os.Environ(), helperEnv+"=fd-flood", helperSocketEnv+"="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	defer func() { stdin.Close(); cmd.Wait() }()
 	line := bufio.NewScanner(stdout)
 	if !line.Scan() || !strings.HasPrefix(line.Text(), "connected ") {

@@ -60,16 +60,8 @@ func TestTargetAndDraftInOneDaemon(t *testing.T) {
 	}
 
 	// Two clients at once, each its own model's bytes.
-	tl, err := h.attachGo(h.UUIDs[0], clientConfig(t, target.Dir))
-	if err != nil {
-		t.Fatalf("attach to the target: %v", err)
-	}
-	defer tl.Lease.Close()
-	dl, err := h.attachGo(h.UUIDs[0], clientConfig(t, draft.Dir))
-	if err != nil {
-		t.Fatalf("attach to the draft: %v", err)
-	}
-	defer dl.Lease.Close()
+	tl := h.mustAttachGo(h.UUIDs[0], clientConfig(t, target.Dir))
+	dl := h.mustAttachGo(h.UUIDs[0], clientConfig(t, draft.Dir))
 	if tl.Manifest.Generation == dl.Manifest.Generation {
 		t.Fatalf("target and draft got the same generation %d", tl.Manifest.Generation)
 	}
@@ -88,11 +80,7 @@ func TestTargetAndDraftInOneDaemon(t *testing.T) {
 		t.Fatalf("after the refusal: %d generations, %d bytes held (was %d)", len(after.Generations), after.DeviceBytesTotal, sum)
 	}
 	for _, l := range []*client.Attachment{tl, dl} {
-		select {
-		case <-l.Lease.Done():
-			t.Fatalf("a lease ended with the refusal: %v", l.Lease.Err())
-		default:
-		}
+		checkLeaseLives(t, l.Lease, "the refusal")
 	}
 
 	// A takeover keeps both generations, and both leases resume on it.
@@ -133,11 +121,7 @@ func TestTargetAndDraftInOneDaemon(t *testing.T) {
 	if len(st.Generations) != 1 || st.Generations[0].Generation != tl.Manifest.Generation || len(st.Generations[0].Leases) != 1 {
 		t.Fatalf("after evicting the draft: %+v", st.Generations)
 	}
-	select {
-	case <-tl.Lease.Done():
-		t.Fatalf("the target's lease ended with the draft's evict: %v", tl.Lease.Err())
-	default:
-	}
+	checkLeaseLives(t, tl.Lease, "the draft's evict")
 	checkBytes(t, tl.Manifest, target, 0)
 	if _, err := h.attachGo(h.UUIDs[0], clientConfig(t, draft.Dir)); err == nil {
 		t.Fatal("the evicted draft is still served")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/procstat"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -72,16 +73,6 @@ func (h *harness) waitLaunchReady(p *process, uuids []string) []daemonfile.Ready
 	return out
 }
 
-// procAlive reports whether pid runs (a zombie counts as gone).
-func procAlive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' && stat[i+2] != 'X'
-}
-
 // daemonsOf lists the live processes whose command line names model: the
 // daemons (and launchers) of this test, whoever their parent is now.
 func daemonsOf(model string) []int {
@@ -97,7 +88,7 @@ func daemonsOf(model string) []int {
 			continue
 		}
 		for _, arg := range bytes.Split(cmdline, []byte{0}) {
-			if string(arg) == "--model="+model && procAlive(pid) {
+			if string(arg) == "--model="+model && procstat.Running(pid) {
 				out = append(out, pid)
 				break
 			}
@@ -261,7 +252,7 @@ func TestLaunchTP2ServesEachRankOnItsGPU(t *testing.T) {
 		t.Errorf("launcher did not report a clean stop:\n%s", p.Stderr())
 	}
 	for i, r := range readies {
-		if procAlive(r.PID) {
+		if procstat.Running(r.PID) {
 			t.Errorf("daemon of GPU %d (pid %d) still running", i, r.PID)
 		}
 		assertGone(t, h.Paths(h.UUIDs[i]).Ready, h.Paths(h.UUIDs[i]).Socket)
@@ -396,7 +387,7 @@ func TestLaunchKilledLauncherLeavesNoDaemon(t *testing.T) {
 	h.waitExit(p, 5*time.Second)
 	assertNoDaemons(t, model, launchStopTimeout)
 	for _, r := range readies {
-		if procAlive(r.PID) {
+		if procstat.Running(r.PID) {
 			t.Errorf("daemon pid %d survived its launcher", r.PID)
 		}
 	}
@@ -440,7 +431,7 @@ func TestLaunchRaceOnOneGPUExactlyOneWins(t *testing.T) {
 		t.Fatalf("the winner exited too:\n%s", winner)
 	}
 	h.stopLauncher(winner, "winner")
-	if procAlive(r.PID) {
+	if procstat.Running(r.PID) {
 		t.Errorf("winner's daemon %d still running", r.PID)
 	}
 	assertNoDaemons(t, model, 5*time.Second)
@@ -467,7 +458,7 @@ func TestLaunchRaceOverTwoGPUsLeavesTheWinnerServing(t *testing.T) {
 			t.Fatalf("round %d: both launchers failed, nothing serves:\n%s\n%s", round, winner, loser)
 		}
 		for _, r := range ready {
-			if !procAlive(r.PID) {
+			if !procstat.Running(r.PID) {
 				t.Fatalf("round %d: the winner's daemon %d is gone", round, r.PID)
 			}
 		}

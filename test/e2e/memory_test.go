@@ -74,12 +74,8 @@ func TestMaxBytes(t *testing.T) {
 	if st := h.clientStatus(1); st.MaxBytes != 4096 || st.DeviceBytesTotal != 0 {
 		t.Fatalf("status of an empty daemon with --max-bytes 4096: max %d, held %d", st.MaxBytes, st.DeviceBytesTotal)
 	}
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[1]), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Publish(context.Background(), helperPublication(), client.ShmFill(func(int, []byte) error { return nil }, false))
+	c := h.mustDialGo(1)
+	_, err := c.Publish(context.Background(), helperPublication(), client.ShmFill(func(int, []byte) error { return nil }, false))
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-bytes") ||
 		!strings.Contains(err.Error(), "4096") {
 		t.Fatalf("publish of the helper table (over 4096 bytes of arenas) past --max-bytes 4096: %v, want RESOURCE_EXHAUSTED naming the numbers", err)
@@ -102,12 +98,8 @@ func TestMaxBytes(t *testing.T) {
 func TestReserveBytes(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1, Env: []string{"WCACHE_MOCK_HANDLE=posix-shm", "WCACHE_MOCK_MEMORY=64MiB"}})
 	h.startEmpty(0, "--reserve-bytes", "64MiB")
-	c, err := client.Dial(context.Background(), client.ByDeviceUUID(h.layout(), h.UUIDs[0]), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Publish(context.Background(), helperPublication(), client.ShmFill(func(int, []byte) error { return nil }, false))
+	c := h.mustDialGo(0)
+	_, err := c.Publish(context.Background(), helperPublication(), client.ShmFill(func(int, []byte) error { return nil }, false))
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--reserve-bytes") ||
 		!strings.Contains(err.Error(), fmt.Sprint(64<<20)) {
 		t.Fatalf("publish into a device whose free memory is all reserved: %v, want RESOURCE_EXHAUSTED naming it", err)

@@ -42,11 +42,7 @@ func TestPluginKilledDaemonServesOn(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
-	att, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer att.Lease.Close()
+	att := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	checkBytes(t, att.Manifest, model, 0)
 
 	first := pluginPID(t, d.PID())
@@ -68,11 +64,7 @@ func TestPluginKilledDaemonServesOn(t *testing.T) {
 	if second := pluginPID(t, d.PID()); second == first {
 		t.Fatalf("plugin pid %d after the kill: not replaced", second)
 	}
-	select {
-	case <-att.Lease.Done():
-		t.Fatalf("the lease ended with the plugin: %v", att.Lease.Err())
-	default:
-	}
+	checkLeaseLives(t, att.Lease, "the plugin's death")
 	if after.Generation != before.Generation || after.StartPhases.BytesLoaded != before.StartPhases.BytesLoaded ||
 		after.StartPhases.Load != before.StartPhases.Load || after.State != "serving" || len(after.Leases) != 1 {
 		t.Fatalf("after the restart: generation %d, loaded %d bytes in %s, %s, %d leases; before: generation %d, %d bytes in %s",

@@ -25,11 +25,7 @@ func TestTakeoverServesTheSameGenerationWithoutLoading(t *testing.T) {
 	if before.StartPhases.Source != "files" || before.StartPhases.BytesLoaded == 0 {
 		t.Fatalf("the first daemon: source %q, %d bytes loaded", before.StartPhases.Source, before.StartPhases.BytesLoaded)
 	}
-	pre, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pre.Lease.Close()
+	pre := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	checkBytes(t, pre.Manifest, model, 0)
 
 	// The checkpoint files go away: a successor that read them would fail.
@@ -56,21 +52,13 @@ func TestTakeoverServesTheSameGenerationWithoutLoading(t *testing.T) {
 	// resumed on the successor (the same generation), it never ended, and
 	// its mapping is intact.
 	h.waitLeases(h.UUIDs[0], 1)
-	select {
-	case <-pre.Lease.Done():
-		t.Fatalf("the lease held through the takeover ended: %v", pre.Lease.Err())
-	default:
-	}
+	checkLeaseLives(t, pre.Lease, "the takeover")
 	if st := h.statusOf(0); len(st.Leases) != 1 || st.Leases[0].ID != pre.Lease.ID() {
 		t.Fatalf("the successor's leases %+v, want the resumed lease %d", st.Leases, pre.Lease.ID())
 	}
 	checkBytes(t, pre.Manifest, model, 0)
 	mustRename(t, hidden, model.Dir)
-	post, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer post.Lease.Close()
+	post := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	if post.Manifest.Generation != pre.Manifest.Generation {
 		t.Errorf("generation after the takeover %d, before %d", post.Manifest.Generation, pre.Manifest.Generation)
 	}
@@ -95,16 +83,8 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	d := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
-	held, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Lease.Close()
-	rogue, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rogue.Lease.Close()
+	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	rogue := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	req := fdchannel.Request{ID: rogue.Manifest.LeaseID}
 	copy(req.Token[:], rogue.Manifest.FDToken)
 	tk, err := fdchannel.RequestTakeover(context.Background(), fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
@@ -124,11 +104,7 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	if d.Exited() {
 		t.Fatalf("the daemon exited after an unacknowledged takeover request:\n%s", d)
 	}
-	select {
-	case <-held.Lease.Done():
-		t.Fatalf("the lease held before ended: %v", held.Lease.Err())
-	default:
-	}
+	checkLeaseLives(t, held.Lease, "the unacknowledged takeover request")
 	after := h.statusOf(0)
 	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 2 {
 		t.Fatalf("after the request: pid %d generation %d leases %d; before pid %d generation %d",
@@ -149,11 +125,7 @@ func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) 
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	old := h.startServe(0, model.Dir)
 	before := h.statusOf(0)
-	held, err := h.attachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Lease.Close()
+	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 
 	dying := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, "WCACHE_TEST_TAKEOVER_DIE_AFTER=imported") },
 		"serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
@@ -169,11 +141,7 @@ func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) 
 	if old.Exited() {
 		t.Fatalf("the daemon exited although its successor died:\n%s", old)
 	}
-	select {
-	case <-held.Lease.Done():
-		t.Fatalf("the lease held through the failed takeover ended: %v", held.Lease.Err())
-	default:
-	}
+	checkLeaseLives(t, held.Lease, "the failed takeover")
 	after := h.statusOf(0)
 	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
 		after.Leases[0].ID != held.Lease.ID() {

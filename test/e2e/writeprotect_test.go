@@ -48,23 +48,13 @@ func memfdWriteAttempts(f *os.File, size uint64) []string {
 		defer unix.Close(rw)
 		_, err = unix.Pwrite(rw, []byte{0xAB}, 0)
 		report("pwrite reopened O_RDWR", err)
-		m, err := unix.Mmap(rw, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err == nil {
-			m[0] ^= 0xFF
-			_ = unix.Munmap(m)
-		}
-		report("mmap shared writable (reopened)", err)
+		report("mmap shared writable (reopened)", writeThroughSharedMap(rw, size))
 		err = unix.Fallocate(rw, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 4096)
 		report("punch hole (reopened)", err)
 		err = unix.Ftruncate(rw, 0)
 		report("truncate (reopened)", err)
 	}
-	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err == nil {
-		m[0] ^= 0xFF
-		_ = unix.Munmap(m)
-	}
-	report("mmap shared writable", err)
+	report("mmap shared writable", writeThroughSharedMap(fd, size))
 	ro, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err == nil {
 		err = unix.Mprotect(ro, unix.PROT_READ|unix.PROT_WRITE)
@@ -77,6 +67,18 @@ func memfdWriteAttempts(f *os.File, size uint64) []string {
 	err = unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 4096)
 	report("punch hole", err)
 	return out
+}
+
+// writeThroughSharedMap maps size bytes of fd shared and writable and
+// flips the first byte; the error is the mapping's.
+func writeThroughSharedMap(fd int, size uint64) error {
+	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	m[0] ^= 0xFF
+	_ = unix.Munmap(m)
+	return nil
 }
 
 // runFDWriteHelper attaches to the daemon at $WCACHE_E2E_SOCKET with the

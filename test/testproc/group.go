@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // Group starts processes with shared defaults and stops them all at once.
@@ -85,7 +87,7 @@ func (g *Group) Run(timeout time.Duration, o Options) (Result, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.Path, o.Args...)
 	cmd.Env, cmd.Dir = o.Env, o.Dir
-	var stdout, stderr Buffer
+	var stdout, stderr proctest.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

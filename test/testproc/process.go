@@ -1,16 +1,16 @@
 package testproc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // Options describe a child process.
@@ -44,7 +44,7 @@ type Process struct {
 
 	name                   string
 	poll                   time.Duration
-	stdout, stderr, output *Buffer
+	stdout, stderr, output *proctest.Buffer
 	done                   chan struct{}
 	err                    error // valid after done
 }
@@ -54,8 +54,8 @@ type Process struct {
 func Start(o Options) (*Process, error) {
 	cmd := exec.Command(o.Path, o.Args...)
 	cmd.Env, cmd.Dir = o.Env, o.Dir
-	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), poll: o.Poll, stdout: &Buffer{},
-		stderr: &Buffer{}, output: &Buffer{}, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), poll: o.Poll, stdout: &proctest.Buffer{},
+		stderr: &proctest.Buffer{}, output: &proctest.Buffer{}, done: make(chan struct{})}
 	if p.poll <= 0 {
 		p.poll = pollInterval
 	}
@@ -182,29 +182,10 @@ func (p *Process) String() string {
 		p.name, strings.Join(p.Args, " "), p.PID(), p.Stdout(), p.Stderr())
 }
 
-// Buffer is a bytes.Buffer safe for a writer goroutine and readers.
-type Buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String is everything written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // teeWriter writes to its stream's buffer, the combined output and the
 // optional echo (whose errors are ignored).
 type teeWriter struct {
-	own, all *Buffer
+	own, all *proctest.Buffer
 	echo     io.Writer
 }
 

@@ -13,6 +13,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 sys.path.insert(0, HERE)
 
+import harness  # noqa: E402  (found through the path above)
+
+
+@pytest.fixture
+def world():
+    """A harness.World of one mock device, closed after the test; fails the
+    test when the Go binaries are not built (make build)."""
+    harness.require_binaries()
+    with harness.World(devices=1) as w:
+        yield w
+
 
 @pytest.fixture
 def short_tmp():

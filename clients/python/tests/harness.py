@@ -16,6 +16,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 READY_TIMEOUT = 60.0
 STOP_GRACE = 15.0
@@ -28,6 +30,15 @@ def bin_dir() -> str:
 def missing_binaries() -> List[str]:
     d = bin_dir()
     return [os.path.join(d, b) for b in ("wcache", "wcache-backend-mock") if not os.access(os.path.join(d, b), os.X_OK)]
+
+
+def require_binaries() -> None:
+    """Fails the calling test (interop tests are part of the suite: no skip)
+    when the Go binaries are not built."""
+    missing = missing_binaries()
+    if missing:
+        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first "
+                    "(or point WCACHE_BIN_DIR at them)", pytrace=False)
 
 
 class Daemon:
@@ -55,6 +66,9 @@ class Daemon:
 
 
 class World:
+    """A private world of mock devices; close() (or leaving a with block)
+    stops its daemons and removes its files."""
+
     def __init__(self, devices: int = 2):
         self.root = tempfile.mkdtemp(prefix="wcpy", dir="/tmp")
         self.run_dir = os.path.join(self.root, "run")
@@ -125,6 +139,12 @@ class World:
                 return json.load(f)
         except (FileNotFoundError, ValueError):
             return None
+
+    def __enter__(self) -> "World":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def close(self) -> None:
         for d in self.daemons:

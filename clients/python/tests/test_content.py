@@ -13,26 +13,12 @@ import time
 
 import pytest
 
-import harness
 import st_writer
 import wcache
 from wcache import content
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "sdk", "filedigest", "testdata", "vectors.json")
-
-
-@pytest.fixture
-def world():
-    """A harness.World of one mock device (needs the Go binaries: make build)."""
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing), pytrace=False)
-    w = harness.World(devices=1)
-    try:
-        yield w
-    finally:
-        w.close()
 
 
 def vector_bytes(size: int) -> bytes:

@@ -160,11 +160,8 @@ def test_another_user_is_told_how_to_share():
     python = "/usr/bin/python3"
     if subprocess.run([python, "-c", "import grpc, google.protobuf"], capture_output=True).returncode != 0:
         pytest.skip(f"{python} lacks grpcio or protobuf (the client runs as uid 65534, outside root's environments)")
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
-    w = harness.World(devices=1)
-    try:
+    harness.require_binaries()
+    with harness.World(devices=1) as w:
         d = w.serve(0, None)
         src = os.path.join(harness.REPO, "clients", "python", "src")
         code = ("import json, sys; sys.path.insert(0, %r); import wcache\n"
@@ -185,5 +182,3 @@ def test_another_user_is_told_how_to_share():
         assert d.proc.pid in got["pids"] and 0 in got["uids"], got
         assert f"pid {d.proc.pid} (uid 0: wcache serve" in got["msg"], got["msg"]
         assert "--socket-group" in got["msg"] and "--allow-uid 65534" in got["msg"], got["msg"]
-    finally:
-        w.close()

@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 import wcache
-from test_publish import world  # noqa: F401
 from wcache.engine import EngineOptions, NoDaemonFallbackError, load_or_publish_model
 
 

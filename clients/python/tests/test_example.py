@@ -75,12 +75,10 @@ def test_first_start_publishes_and_the_next_attaches(short_tmp):
 
     import harness
 
-    if harness.missing_binaries():
-        pytest.fail("Go binaries missing: run `make build` first", pytrace=False)
+    harness.require_binaries()
     ck = os.path.join(short_tmp, "ck")
     tensors = st_writer.make_checkpoint(ck, n_tensors=30, n_shards=2)
-    world = harness.World(devices=1)
-    try:
+    with harness.World(devices=1) as world:
         world.serve(0, None)
         run = [sys.executable, os.path.join(REPO, "clients", "python", "examples", "engine_loader.py"), "--model", ck,
                "--device-uuid", world.uuids[0], "--device-capability", "mock", "--dtype", "bf16",
@@ -92,5 +90,3 @@ def test_first_start_publishes_and_the_next_attaches(short_tmp):
         assert "attached from wcache daemon" in outs[1].stdout
         status = world.wcache_json("status", "--json")[0]
         assert status["state"] == "serving"
-    finally:
-        world.close()

@@ -77,8 +77,7 @@ def test_the_installed_package_imports_from_site_packages(fresh_env):
 
 def test_the_readme_snippet_attaches_after_the_install(fresh_env):
     venv, env = fresh_env
-    w = harness.World(devices=1)
-    try:
+    with harness.World(devices=1) as w:
         model = os.path.join(w.root, "model")
         tensors = st_writer.make_checkpoint(model, n_tensors=24, n_shards=2)
         w.serve(0, model)
@@ -98,5 +97,3 @@ def test_the_readme_snippet_attaches_after_the_install(fresh_env):
         got = dict(line.split() for line in res.stdout.splitlines())
         want = {name: hashlib.sha256(t[3]).hexdigest() for name, t in tensors.items()}
         assert got == want
-    finally:
-        w.close()

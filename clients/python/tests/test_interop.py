@@ -35,15 +35,9 @@ N_TENSORS = 300
 
 @pytest.fixture(scope="module")
 def world():
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first "
-                    "(or point WCACHE_BIN_DIR at them)", pytrace=False)
-    w = harness.World(devices=6)
-    try:
+    harness.require_binaries()
+    with harness.World(devices=6) as w:
         yield w
-    finally:
-        w.close()
 
 
 @pytest.fixture(scope="module")

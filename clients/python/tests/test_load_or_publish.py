@@ -22,7 +22,7 @@ import torch
 
 import st_writer
 import wcache
-from test_publish import CHILD, POSIX_SHM, child, expected, shm_files, status, wait_state, world  # noqa: F401
+from test_publish import CHILD, POSIX_SHM, child, expected, shm_files, status, wait_state
 
 pytestmark = pytest.mark.interop
 
@@ -67,17 +67,25 @@ def publisher_config(**changes):
 # --- item 1: a publish race lost to another engine ---------------------------
 
 
-def test_a_lost_publish_race_attaches_to_the_winners_weights(world):
+def lose_a_publish_race(world, *winner_args):
+    """Serve an empty daemon; start a load_or_publish of a new checkpoint that
+    finds it empty and waits in its load; let another child publish first
+    (winner_args added to its command line); return (checkpoint, the loser's
+    JSON)."""
     model = os.path.join(world.root, "model")
     st_writer.make_checkpoint(model, n_tensors=12, n_shards=1)
     world.serve(0, None)
     loser = start_child(world, "--model", model, gate=True)  # found the daemon empty, is loading
     try:
-        winner = child(world, "load-or-publish", "--model", model)
+        winner = child(world, "load-or-publish", "--model", model, *winner_args)
         assert winner.get("error") is None and winner["source"] == "published", winner
-        got = finish(loser)
+        return model, finish(loser)
     finally:
         loser.kill()
+
+
+def test_a_lost_publish_race_attaches_to_the_winners_weights(world):
+    model, got = lose_a_publish_race(world)
     assert got.get("error") is None, got
     assert got["source"] == "attached" and got["loads"] == 1, got
     assert "already holds weights" in got["reason"], got
@@ -90,16 +98,7 @@ def test_a_lost_publish_race_attaches_to_the_winners_weights(world):
 def test_a_publish_race_lost_to_other_weights_publishes_beside_them(world):
     # Issue 25: the daemon holds several generations, so the loser's own
     # config becomes a generation of its own instead of its tensors alone.
-    model = os.path.join(world.root, "model")
-    st_writer.make_checkpoint(model, n_tensors=12, n_shards=1)
-    world.serve(0, None)
-    loser = start_child(world, "--model", model, gate=True)
-    try:
-        winner = child(world, "load-or-publish", "--model", model, "--engine-version", "2")
-        assert winner.get("error") is None and winner["source"] == "published", winner
-        got = finish(loser)
-    finally:
-        loser.kill()
+    model, got = lose_a_publish_race(world, "--engine-version", "2")
     assert got.get("error") is None, got
     assert got["source"] == "published" and got["loads"] == 1, got
     want = expected(model)

@@ -17,25 +17,12 @@ import time
 import pytest
 import torch
 
-import harness
 import st_writer
 import wcache
 
 pytestmark = pytest.mark.interop
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "publish_child.py")
-
-
-@pytest.fixture
-def world():
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
-    w = harness.World(devices=1)
-    try:
-        yield w
-    finally:
-        w.close()
 
 
 def child(world, *args, stdin=None, timeout=120):

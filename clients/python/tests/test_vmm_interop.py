@@ -66,8 +66,7 @@ def test_python_client_maps_cuda_vmm_fd_from_the_go_daemon(tmp_path):
     st_writer.write(os.path.join(model, "model.safetensors"), tensors)
     want = {name: hashlib.sha256(data).hexdigest() for name, _, _, data in tensors}
 
-    w = harness.World(devices=1)
-    try:
+    with harness.World(devices=1) as w:
         env = dict(w.env, WCACHE_CUDA_LIBRARY=go_fake, WCACHE_NVML_LIBRARY=str(tmp_path / "absent.so"),
                    # The UUID of the client fake's device 0 (16 zero bytes): the client finds its ordinal by it.
                    FAKECUDA_DEVICES="GPU-00000000-0000-0000-0000-000000000000")
@@ -100,5 +99,3 @@ def test_python_client_maps_cuda_vmm_fd_from_the_go_daemon(tmp_path):
         got = json.loads(out.stdout.strip().splitlines()[-1])
         assert got["kinds"] and set(got["kinds"]) == {"cuda-vmm-fd"}
         assert got["sha256"] == want
-    finally:
-        w.close()

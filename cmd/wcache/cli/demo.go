@@ -350,48 +350,65 @@ func (d *demo) launch(ctx context.Context, devs []sdk.Device) (*launchChild, err
 
 	readies := make([]daemonfile.Ready, d.f.tpSize)
 	deadline := time.After(demoReadyTimeout + 5*time.Second)
-	for rank := 0; rank < d.f.tpSize; {
-		p, err := d.layout.For(devs[rank].UUID)
-		if err != nil {
-			return lc, lc.fail(fmt.Errorf("demo: paths of GPU %d: %w", rank, err))
-		}
-		if r, err := daemonfile.ReadReady(p.Ready); err == nil && procstat.Inspect(r.PID, r.StartTime) == procstat.Alive {
+	rank := 0
+	allReady := func() (bool, error) {
+		for ; rank < d.f.tpSize; rank++ {
+			p, err := d.layout.For(devs[rank].UUID)
+			if err != nil {
+				return false, fmt.Errorf("demo: paths of GPU %d: %w", rank, err)
+			}
+			r, err := daemonfile.ReadReady(p.Ready)
+			if err != nil || procstat.Inspect(r.PID, r.StartTime) != procstat.Alive {
+				return false, nil
+			}
 			readies[rank] = r
-			rank++
-			continue
 		}
-		select {
-		case <-lc.done:
-			lc.starter.Close()
-			return nil, fmt.Errorf("demo: wcache launch exited (%s) before every daemon was ready; its last output:\n%s",
-				lc.status, out.tail(demoTailLines))
-		case <-deadline:
-			return lc, lc.fail(fmt.Errorf("demo: daemons not ready after %s", demoReadyTimeout))
-		case <-ctx.Done():
-			return lc, lc.fail(fmt.Errorf("demo: interrupted: %w", ctx.Err()))
-		case <-time.After(20 * time.Millisecond):
-		}
+		return true, nil
+	}
+	if held, err := lc.await(ctx, deadline, allReady, "before every daemon was ready", "daemons not ready"); err != nil {
+		return held, err
 	}
 	// The launcher's own word that it is supervising: a SIGTERM before it
 	// would interrupt the launch rather than stop a running layout.
-	for !out.contains(fmt.Sprintf("%d daemons ready in", d.f.tpSize)) {
-		select {
-		case <-lc.done:
-			lc.starter.Close()
-			return nil, fmt.Errorf("demo: wcache launch exited (%s) after its daemons were ready; its last output:\n%s",
-				lc.status, out.tail(demoTailLines))
-		case <-deadline:
-			return lc, lc.fail(fmt.Errorf("demo: wcache launch did not report its daemons ready after %s", demoReadyTimeout))
-		case <-ctx.Done():
-			return lc, lc.fail(fmt.Errorf("demo: interrupted: %w", ctx.Err()))
-		case <-time.After(20 * time.Millisecond):
-		}
+	supervising := func() (bool, error) { return out.contains(fmt.Sprintf("%d daemons ready in", d.f.tpSize)), nil }
+	if held, err := lc.await(ctx, deadline, supervising, "after its daemons were ready",
+		"wcache launch did not report its daemons ready"); err != nil {
+		return held, err
 	}
 	d.linef("launcher pid %d: %d daemons ready in %s", proc.PID(), d.f.tpSize, time.Since(t0).Round(time.Millisecond))
 	for rank, r := range readies {
 		d.linef("tp %d -> GPU %d %s: daemon pid %d, socket %s", rank, rank, r.DeviceUUID, r.PID, r.Socket)
 	}
 	return lc, nil
+}
+
+// await calls cond every 20 ms until it holds. It fails when cond does,
+// when the launcher exits first (the error says so with when, and its last
+// output), at deadline (notYet, after demoReadyTimeout) or when ctx ends.
+// With the error it returns the launcher the caller must still stop: nil
+// when the launcher exited (its starter is closed), else lc.
+func (lc *launchChild) await(ctx context.Context, deadline <-chan time.Time, cond func() (bool, error),
+	when, notYet string) (*launchChild, error) {
+	for {
+		ok, err := cond()
+		if err != nil {
+			return lc, lc.fail(err)
+		}
+		if ok {
+			return lc, nil
+		}
+		select {
+		case <-lc.done:
+			lc.starter.Close()
+			return nil, fmt.Errorf("demo: wcache launch exited (%s) %s; its last output:\n%s",
+				lc.status, when, lc.out.tail(demoTailLines))
+		case <-deadline:
+			return lc, lc.fail(fmt.Errorf("demo: %s after %s", notYet, demoReadyTimeout))
+		case <-ctx.Done():
+			return lc, lc.fail(fmt.Errorf("demo: interrupted: %w", ctx.Err()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // fail reports err with the launcher's last output.

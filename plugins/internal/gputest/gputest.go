@@ -5,12 +5,10 @@
 package gputest
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,32 +37,6 @@ func WriteFile(t testing.TB, n int, seed byte) (string, []byte) {
 		t.Fatal(err)
 	}
 	return path, data
-}
-
-// StartPiped starts cmd with a pipe to its standard input and one from its
-// standard output, and returns them; cmd is killed at the test's cleanup
-// unless it has ended (closing stdin and waiting is the caller's way to
-// end it).
-func StartPiped(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
-	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return stdin, bufio.NewReader(stdout)
 }
 
 // Environment of the importing process (RunImporter, ImporterMain).

@@ -22,9 +22,11 @@ Main entry points:
 See docs/python-client.md.
 """
 
-try:  # say what to install rather than "No module named 'google'"
-    import google.protobuf  # noqa: F401
-    import grpc  # noqa: F401
+import importlib as _importlib
+
+try:  # probe the dependencies, to say what to install rather than "No module named 'google'"
+    for _dependency in ("google.protobuf", "grpc"):
+        _importlib.import_module(_dependency)
 except ImportError as _exc:
     raise ImportError(
         f"wcache needs grpcio (>= 1.51) and protobuf (>= 4.21), and this Python lacks {_exc.name!r}: "

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Optional, Tuple
+from typing import Optional
 
 from . import dtypes
 from .dtypes import contiguous_strides

@@ -103,7 +103,7 @@ class UnknownHandleKindError(ProtocolError):
                     f"mappers = wcache.HandleMappers(); mappers.register({kind!r}, mapper); "
                     f"wcache.attach(..., mappers=mappers) (see {DOC})")
         else:
-            msg += f". It is not a vendor kind (x-VENDOR-NAME) either: the daemon's backend breaks the naming rule"
+            msg += ". It is not a vendor kind (x-VENDOR-NAME) either: the daemon's backend breaks the naming rule"
         super().__init__(msg)
 
 

@@ -38,7 +38,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed in this Python "
                                    "(run clients/python/engines/test.sh transformers)")
 
-import harness  # noqa: E402
 import wcache  # noqa: E402
 from tiny_llama import write_tiny_llama  # noqa: E402
 
@@ -74,18 +73,6 @@ def run_child(env, *args, expect_rc=0):
     assert proc.returncode == expect_rc, f"{args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
                                          f"{proc.stderr[-6000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture
-def world():
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
-    w = harness.World(devices=1)
-    try:
-        yield w
-    finally:
-        w.close()
 
 
 def test_from_pretrained_publishes_then_attaches_without_reading_the_files(world):

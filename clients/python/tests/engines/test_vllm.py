@@ -33,7 +33,6 @@ if importlib.util.find_spec("vllm") is None:  # found, not imported: the tests r
     pytest.skip("vLLM is not installed in this Python (run clients/python/engines/test.sh vllm)",
                 allow_module_level=True)
 
-import harness  # noqa: E402
 from tiny_llama import write_tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.interop
@@ -80,18 +79,6 @@ print(json.dumps({"loader": type(loader).__module__ + "." + type(loader).__name_
     assert out["cli_format"] == "wcache"
     assert out["cli_extra"] == {"socket": "/run/x.sock"}
     assert out["bad"] and "sockett" in out["bad"], out
-
-
-@pytest.fixture
-def world():
-    missing = harness.missing_binaries()
-    if missing:
-        pytest.fail("Go binaries missing: " + ", ".join(missing) + ": run `make build` first", pytrace=False)
-    w = harness.World(devices=1)
-    try:
-        yield w
-    finally:
-        w.close()
 
 
 def test_loader_cases_on_cpu(world):

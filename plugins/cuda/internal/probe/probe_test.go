@@ -16,6 +16,7 @@ import (
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // libDirEnv names the folder of the fakes TestMain builds.
@@ -91,7 +92,7 @@ func TestProbeHandleOpensInAnotherProcess(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	stdin, stdout := gputest.StartPiped(t, cmd)
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	line, err := stdout.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("probe printed no report: %v\n%s", err, stderr.String())
