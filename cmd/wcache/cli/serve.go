@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
@@ -219,6 +220,9 @@ has stopped.`,
 			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
 			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
 			ContentPolicies: policies, PeerFill: peerFill}
+		if peerFill != daemon.PeerFillOff {
+			opts.DigestCache, _ = client.DefaultDigestCache() // none without a home: only the sibling's own files prove
+		}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
