@@ -66,6 +66,9 @@ type peerFill struct {
 	// Copy is the time of the copy itself, Verify the time spent checking
 	// the bytes before returning.
 	Copy, Verify time.Duration
+	// Path says how the bytes moved, for the log (sdk.PeerCopyStats.Path:
+	// "p2p", "staged", "memcpy"; a transport's name).
+	Path string
 }
 
 // peerFillers are the fillers a file load tries before the files, in order:
@@ -125,7 +128,7 @@ func (d *Daemon) loadFromPeer(ctx context.Context, job *loadJob) (handles []sdk.
 		Extents: pl.ExtentCount(), Duration: fill.Copy, Source: SourceFiles, FilledFrom: fill.From,
 		FromPeer: pl.Bytes, PeerVerify: fill.Verify}
 	d.log.Info("filled from a peer", "model", g.model, "from", fill.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
-		"copy_s", fill.Copy.Seconds(), "verify_s", fill.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
+		"path", fill.Path, "copy_s", fill.Copy.Seconds(), "verify_s", fill.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}

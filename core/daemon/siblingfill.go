@@ -173,7 +173,7 @@ func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCan
 			return peerFill{}, fmt.Errorf("copy arena %d of %d: %w", i+1, len(job.pl.Allocations), err)
 		}
 		job.g.allocs = append(job.g.allocs, res.ID)
-		fill.Reserved += res.Bytes
+		fill.Reserved, fill.Path = fill.Reserved+res.Bytes, res.Stats.Path
 		if res.Bytes < a.Bytes {
 			return peerFill{}, fmt.Errorf("copy arena %d: %d bytes reserved, %d planned", i+1, res.Bytes, a.Bytes)
 		}
