@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // peerFillModel is a checkpoint large enough (about 52 MiB) that the bytes
@@ -169,5 +171,58 @@ func TestPeerFillFallsBackToTheFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPeerFillOnTheFakeCUDADriver: the same-node fill through the CUDA
+// plugin on the fake driver (two devices, cuda-ipc handles): the second
+// daemon imports the first's handles and copies device to device, over a
+// P2P pair (cuMemcpyPeerAsync) and, with FAKECUDA_NO_P2P, staged through
+// its pinned fill buffers; either way Status says "peer GPU-…", the log
+// names the path, and attach --verify finds every tensor equal to the files.
+func TestPeerFillOnTheFakeCUDADriver(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found: the fake CUDA driver is built with it")
+	}
+	if _, err := os.Stat(binPath("wcache-backend-cuda")); err != nil {
+		t.Skipf("no CUDA plugin built: %v", err)
+	}
+	root, err := testproc.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", filepath.Join(root, "plugins", "internal", "fakelib", "include"),
+		"-o", lib, filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c"), "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("build the fake CUDA driver: %v\n%s", err, out)
+	}
+	h := newHarness(t, harnessOptions{Devices: 2})
+	h.Setenv("WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY="+filepath.Join(filepath.Dir(lib), "no-nvml.so"),
+		"WCACHE_CUDA_HEALTH_INTERVAL=0", "WCACHE_CUDA_DIRECT_IO=0", "FAKECUDA_MEMORY=268435456",
+		"FAKECUDA_DEVICES="+strings.Join(h.UUIDs, ","))
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
+	serve := func(gpu int, env ...string) *process {
+		p, err := h.Serve(context.Background(), h.procs, testproc.ServeOptions{Options: testproc.Options{
+			Args: testproc.ServeArgs("cuda", gpu, "--model", model.Dir), Env: h.Env(env...)}, UUID: h.UUIDs[gpu], Timeout: readyTimeout})
+		if err != nil {
+			t.Fatalf("daemon not ready: %v", err)
+		}
+		return p
+	}
+	serve(0)
+	for _, c := range []struct{ path, env string }{{"p2p", ""}, {"staged", "FAKECUDA_NO_P2P=0-1"}} {
+		d := serve(1, c.env)
+		st := h.statusOf(1)
+		if st.FilledFrom != "peer "+h.UUIDs[0] || st.StartPhases.BytesFromPeer != model.TotalBytes || st.FillFallback != "" {
+			t.Errorf("%s: filled from %q (fallback %q), %d bytes from the peer", c.path, st.FilledFrom, st.FillFallback, st.StartPhases.BytesFromPeer)
+		}
+		if !strings.Contains(d.Stderr(), "path="+c.path) {
+			t.Errorf("%s: the log does not name the copy path:\n%s", c.path, d)
+		}
+		h.mustRun("attach", "--backend", "cuda", "--gpu-id", "1", "--model", model.Dir, "--verify")
+		if err := d.Stop(stopGrace); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
