@@ -57,9 +57,13 @@ type peerFill struct {
 	// Content is the content record of every file of job.ck.Files, and
 	// must be TRUE: a record carries the local file's Identity only when
 	// something proved the peer's bytes are that file's (the peer loaded
-	// the same file: path and stamp equal), else a zero Identity with the
-	// digest the peer's bytes were checked against. A filler that cannot
-	// name a file's digest fails instead.
+	// the same file: path and stamp equal; or the user's digest cache
+	// holds the local file's digest, equal to the peer's), else a zero
+	// Identity with the digest the peer's bytes were checked against. A
+	// filler that cannot name a file's digest fails instead. A record's
+	// SHA256, when set, is a hub blob name the peer verified for that very
+	// file (same path and identity): the generation starts with it
+	// verified, and its background verifier does not read the file again.
 	Content []cacheconfig.FileContent
 	// Reserved is what the backend reserved for job.g.allocs, summed.
 	Reserved uint64

@@ -259,7 +259,8 @@ func sameLayout(job *loadJob, m *client.Manifest) error {
 //
 //   - it is the very file the sibling loaded: same path and identity
 //     (device, inode, size, mtime, ctime). The sibling digested those bytes
-//     as it loaded them; its record is taken as it is;
+//     as it loaded them; its record is taken as it is, with the hub blob
+//     name it verified for that file, if any;
 //   - or the user's digest cache (cache, nil: none) holds a digest for its
 //     identity, equal to the sibling's (another copy of the same content):
 //     the record names the local file with that digest.
@@ -282,7 +283,9 @@ func provenContent(job *loadJob, theirs []cacheconfig.FileContent, cache *client
 		case !ok || rec.Digest == "":
 			return nil, fmt.Errorf("content not proven: the sibling has no content record of %s", f.Path)
 		case rec.Path == f.Path && rec.Identity == f.Stamp:
-			out = append(out, cacheconfig.FileContent{Name: rec.Name, Path: rec.Path, Digest: rec.Digest, Identity: rec.Identity})
+			// The same file: the hub blob name the sibling verified for it
+			// (SHA256) is as true here.
+			out = append(out, rec)
 			continue
 		}
 		cached, ok := "", false

@@ -97,6 +97,42 @@ func TestPeerFillFromASiblingReadsNoTensorBytes(t *testing.T) {
 	}
 }
 
+// TestPeerFillCarriesTheVerifiedHubBlobNames: for a checkpoint in a
+// Hugging Face hub cache, the hub blob names the sibling verified for the
+// very files this daemon opened are recorded at the fill: Status lists
+// them at once, and the background verifier reads none of the files again
+// (its log says so, and the daemon and its plugin read far less than the
+// checkpoint).
+func TestPeerFillCarriesTheVerifiedHubBlobNames(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	m := genModel(t, filepath.Join(h.Root, "m"), peerFillModel)
+	snap := hubRepo(t, filepath.Join(h.Root, "hub"), "models--acme--tiny", "0123456789abcdef0123456789abcdef01234567", m.Dir, nil)
+	names := []string{filepath.Base(m.Files[0]), filepath.Base(m.Files[1])}
+	h.startServe(0, snap)
+	want := waitBlobSums(t, h, 0, names...)
+	second := h.startServe(1, snap)
+	if err := second.WaitFor(context.Background(), "the blob names checked", readyTimeout, func() bool {
+		return strings.Contains(second.Stderr(), "hub blob names checked")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, second)
+	}
+	if out := second.Stderr(); !strings.Contains(out, "verified=0 known_from_peer=2") {
+		t.Errorf("the peer-filled daemon verified blob names itself:\n%s", out)
+	}
+	st := h.statusOf(1)
+	if st.FilledFrom != "peer "+h.UUIDs[0] {
+		t.Fatalf("filled from %q (fallback %q)", st.FilledFrom, st.FillFallback)
+	}
+	for i, f := range st.Files {
+		if f.SHA256 == "" || f.SHA256 != want[i].SHA256 {
+			t.Errorf("%s: blob name %q, the sibling verified %q", f.Name, f.SHA256, want[i].SHA256)
+		}
+	}
+	if read := readChars(t, second.PID()) + readChars(t, pluginPID(t, second.PID())); read > m.TotalBytes/8 {
+		t.Errorf("the peer-filled daemon and its plugin read %d bytes, the checkpoint has %d", read, m.TotalBytes)
+	}
+}
+
 // TestPeerFillFallsBackToTheFiles: when no sibling can fill, the daemon
 // reads the files, serves the checkpoint's bytes, and says why in Status
 // (fill_fallback, "" when no peer fill was tried) and in its log:
