@@ -411,6 +411,11 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
 	}
 	m.content = cacheconfig.FilesToProto(content)
+	for _, c := range content {
+		if c.SHA256 != "" { // a peer fill's, verified by the peer for this very file
+			m.blobs.add(&daemonv1.FileSHA256{Name: c.Name, Sha256: c.SHA256})
+		}
+	}
 	m.policies = cacheconfig.PolicyStrings(d.opts.ContentPolicies)
 	g.content, g.manifest, g.started, g.state = content, m, time.Now(), StateServing
 	d.reg.mu.Lock()

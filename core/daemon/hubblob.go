@@ -50,9 +50,19 @@ func (b *blobSums) add(s *daemonv1.FileSHA256) {
 // done, or at once when ctx is cancelled (the daemon stops, or g is evicted:
 // removeGenLocked) or g no longer serves (checked between files).
 func (d *Daemon) verifyHubBlobs(ctx context.Context, g *generation, m *manifest) {
+	verified, known := 0, 0
+	defer func() {
+		if verified+known > 0 && ctx.Err() == nil {
+			d.log.Info("hub blob names checked", "generation", g.id, "verified", verified, "known_from_peer", known)
+		}
+	}()
 	for _, f := range cacheconfig.FilesFromProto(m.content) {
 		if ctx.Err() != nil || !d.reg.serves(g) {
 			return
+		}
+		if slices.ContainsFunc(m.blobs.list(), func(s *daemonv1.FileSHA256) bool { return s.GetName() == f.Name }) {
+			known++ // recorded at the load (a peer fill: the peer verified this very file)
+			continue
 		}
 		sum, resolved, ok := hubcache.BlobSHA256(f.Path)
 		if !ok {
@@ -65,6 +75,7 @@ func (d *Daemon) verifyHubBlobs(ctx context.Context, g *generation, m *manifest)
 			continue
 		}
 		m.blobs.add(&daemonv1.FileSHA256{Name: f.Name, Sha256: sum})
+		verified++
 		d.log.Info("hub blob name verified", "generation", g.id, "file", f.Name, "sha256", sum)
 	}
 }

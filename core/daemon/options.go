@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
@@ -193,6 +194,12 @@ type Options struct {
 	// PeerFillOff reads the files. A peer fill that fails is logged and
 	// recorded in Status (fill_fallback); the files are read then.
 	PeerFill string
+	// DigestCache, when set, is the user's digest cache (client.DigestCache):
+	// a same-node peer fill then also accepts a sibling that loaded another
+	// copy of a file, when the cache holds the local file's digest and it
+	// equals the sibling's. nil: only the very files the sibling loaded
+	// (same path and identity) are proven. serve passes the default one.
+	DigestCache *client.DigestCache
 
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client
 	// connection after KeepaliveTime and closes it (ending its lease) when

@@ -57,16 +57,23 @@ type peerFill struct {
 	// Content is the content record of every file of job.ck.Files, and
 	// must be TRUE: a record carries the local file's Identity only when
 	// something proved the peer's bytes are that file's (the peer loaded
-	// the same file: path and stamp equal), else no file identity (zero,
-	// or the size alone: netfill.go) with the digest the peer's bytes were
-	// checked against. A filler that cannot
-	// name a file's digest fails instead.
+	// the same file: path and stamp equal; or the user's digest cache
+	// holds the local file's digest, equal to the peer's), else no file
+	// identity (zero, or the size alone: netfill.go) with the digest the
+	// peer's bytes were checked against. A filler that cannot name a
+	// file's digest fails instead. A record's
+	// SHA256, when set, is a hub blob name the peer verified for that very
+	// file (same path and identity): the generation starts with it
+	// verified, and its background verifier does not read the file again.
 	Content []cacheconfig.FileContent
 	// Reserved is what the backend reserved for job.g.allocs, summed.
 	Reserved uint64
 	// Copy is the time of the copy itself, Verify the time spent checking
 	// the bytes before returning.
 	Copy, Verify time.Duration
+	// Path says how the bytes moved, for the log (sdk.PeerCopyStats.Path:
+	// "p2p", "staged", "memcpy"; a transport's name).
+	Path string
 }
 
 // peerFillers are the fillers a file load tries before the files, in order:
@@ -129,7 +136,7 @@ func (d *Daemon) loadFromPeer(ctx context.Context, job *loadJob) (handles []sdk.
 		Extents: pl.ExtentCount(), Duration: fill.Copy, Source: SourceFiles, FilledFrom: fill.From,
 		FromPeer: pl.Bytes, PeerVerify: fill.Verify}
 	d.log.Info("filled from a peer", "model", g.model, "from", fill.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
-		"copy_s", fill.Copy.Seconds(), "verify_s", fill.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
+		"path", fill.Path, "copy_s", fill.Copy.Seconds(), "verify_s", fill.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}

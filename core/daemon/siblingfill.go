@@ -33,10 +33,10 @@ const siblingAttachTimeout = 10 * time.Second
 //     daemon's own device is skipped;
 //  2. candidates: their serving generations loaded from files with this
 //     load's weights identity;
-//  3. content: every file of this load must be the very file the sibling
-//     loaded (name, path and identity equal to the sibling's content
-//     record, so the sibling's digest is this file's); else the sibling's
-//     bytes are not proven to be these files' and it is not used;
+//  3. content: every file of this load must be proven to hold the
+//     sibling's file's bytes (provenContent: the very file it loaded, or a
+//     copy whose digest the user's digest cache holds); else it is not
+//     used;
 //  4. Attach with the sibling generation's own config: a lease, so the
 //     sibling keeps the arenas while they are copied; its manifest must
 //     lay the tensors out as this load's plan does (arena count and sizes,
@@ -132,7 +132,7 @@ func (s *siblingFiller) candidates(ctx context.Context, identity string) ([]sibl
 // appending the new allocations to job.g.allocs.
 func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCandidate) (peerFill, error) {
 	d := s.d
-	content, err := provenContent(job, c.gen.Files)
+	content, err := provenContent(job, c.gen.Files, d.opts.DigestCache)
 	if err != nil {
 		return peerFill{}, err
 	}
@@ -173,7 +173,7 @@ func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCan
 			return peerFill{}, fmt.Errorf("copy arena %d of %d: %w", i+1, len(job.pl.Allocations), err)
 		}
 		job.g.allocs = append(job.g.allocs, res.ID)
-		fill.Reserved += res.Bytes
+		fill.Reserved, fill.Path = fill.Reserved+res.Bytes, res.Stats.Path
 		if res.Bytes < a.Bytes {
 			return peerFill{}, fmt.Errorf("copy arena %d: %d bytes reserved, %d planned", i+1, res.Bytes, a.Bytes)
 		}
@@ -254,14 +254,21 @@ func sameLayout(job *loadJob, m *client.Manifest) error {
 	return nil
 }
 
-// provenContent returns the content record of every file of job, taken
-// from the sibling's records, when each file is the very file the sibling
-// loaded: same name, path and identity (device, inode, size, mtime,
-// ctime). The sibling digested those bytes as it loaded them, so its digest
-// is this file's. A file whose identity differs (another copy, rewritten
-// since) is not proven to hold the sibling's bytes: the sibling is not
-// used (nothing is claimed for a local file nothing proved).
-func provenContent(job *loadJob, theirs []cacheconfig.FileContent) ([]cacheconfig.FileContent, error) {
+// provenContent returns the content record of every file of job, when
+// each is proven to hold the bytes of the sibling's file of its name:
+//
+//   - it is the very file the sibling loaded: same path and identity
+//     (device, inode, size, mtime, ctime). The sibling digested those bytes
+//     as it loaded them; its record is taken as it is, with the hub blob
+//     name it verified for that file, if any;
+//   - or the user's digest cache (cache, nil: none) holds a digest for its
+//     identity, equal to the sibling's (another copy of the same content):
+//     the record names the local file with that digest.
+//
+// A file neither proves (another copy with no cached digest, rewritten
+// since) fails the candidate: nothing is claimed for a local file that
+// nothing proved. A cached digest that differs is another content.
+func provenContent(job *loadJob, theirs []cacheconfig.FileContent, cache *client.DigestCache) ([]cacheconfig.FileContent, error) {
 	byName := make(map[string]cacheconfig.FileContent, len(theirs))
 	for _, f := range theirs {
 		byName[f.Name] = f
@@ -273,12 +280,25 @@ func provenContent(job *loadJob, theirs []cacheconfig.FileContent) ([]cacheconfi
 	for _, f := range job.ck.Files {
 		rec, ok := byName[filepath.Base(f.Path)]
 		switch {
-		case !ok:
-			return nil, fmt.Errorf("content not proven: the sibling has no record of %s", f.Path)
-		case rec.Path != f.Path || rec.Identity != f.Stamp || rec.Digest == "":
-			return nil, fmt.Errorf("content not proven: %s is not the file the sibling loaded (%s)", f.Path, rec.Path)
+		case !ok || rec.Digest == "":
+			return nil, fmt.Errorf("content not proven: the sibling has no content record of %s", f.Path)
+		case rec.Path == f.Path && rec.Identity == f.Stamp:
+			// The same file: the hub blob name the sibling verified for it
+			// (SHA256) is as true here.
+			out = append(out, rec)
+			continue
 		}
-		out = append(out, cacheconfig.FileContent{Name: rec.Name, Path: rec.Path, Digest: rec.Digest, Identity: rec.Identity})
+		cached, ok := "", false
+		if cache != nil {
+			cached, ok = cache.Lookup(f.Stamp)
+		}
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("content not proven: %s is not the file the sibling loaded (%s) and has no cached digest", f.Path, rec.Path)
+		case cached != rec.Digest:
+			return nil, fmt.Errorf("content differs: %s has digest %s (digest cache), the sibling's %s has %s", f.Path, cached, rec.Path, rec.Digest)
+		}
+		out = append(out, cacheconfig.FileContent{Name: rec.Name, Path: f.Path, Digest: cached, Identity: f.Stamp})
 	}
 	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
+	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -78,6 +81,61 @@ func TestSiblingFillCopiesFromAServingSibling(t *testing.T) {
 	}
 }
 
+// cachedDigests is a digest cache in a new folder holding the digest of
+// every file of paths.
+func cachedDigests(t testing.TB, paths ...string) *client.DigestCache {
+	t.Helper()
+	cache := &client.DigestCache{Dir: filepath.Join(t.TempDir(), "digests"), UID: os.Geteuid()}
+	for _, p := range paths {
+		digest, err := filedigest.File(context.Background(), p, filedigest.Options{})
+		fi, serr := os.Stat(p)
+		if err = errors.Join(err, serr); err == nil {
+			err = cache.Store(safetensors.StampOf(fi), digest)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cache
+}
+
+// TestSiblingFillFromACopyProvenByTheDigestCache: a sibling that loaded
+// another copy of the checkpoint fills this daemon when the user's digest
+// cache holds the local files' digests, equal to the sibling's; the
+// content records then name the local files.
+func TestSiblingFillFromACopyProvenByTheDigestCache(t *testing.T) {
+	f := newFixture(t)
+	cp := filepath.Join(f.dir, "copy")
+	if err := os.Mkdir(cp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(f.model.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(f.model.Dir, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(cp, e.Name()), data, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.start(0, func(o *Options) { o.Model = cp })
+	r := f.start(1, func(o *Options) { o.DigestCache = cachedDigests(t, f.model.Files...) })
+	if st := fillStatus(t, r); st.FilledFrom != "peer "+f.uuids[0] || st.FillFallback != "" {
+		t.Fatalf("filled from %q (fallback %q)", st.FilledFrom, st.FillFallback)
+	}
+	checkServesCheckpoint(t, f, r)
+	for _, c := range r.d.Info().Content {
+		fi, err := os.Stat(c.Path)
+		if err != nil || filepath.Dir(c.Path) != f.model.Dir || c.Identity != safetensors.StampOf(fi) {
+			t.Errorf("content record %+v does not name the local file (%v)", c, err)
+		}
+	}
+}
+
 func TestSiblingFillFallsBack(t *testing.T) {
 	cases := []struct {
 		name string
@@ -101,6 +159,15 @@ func TestSiblingFillFallsBack(t *testing.T) {
 				}
 				f.start(0, func(o *Options) { o.Model = other.Dir })
 			}},
+		{name: "sibling of other content, the local files' digests cached", reason: "content differs",
+			sibling: func(f *fixture) {
+				other, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "finetune"), safetensorstest.GenOptions{Shards: 2, Seed: 9})
+				if err != nil {
+					f.t.Fatal(err)
+				}
+				f.start(0, func(o *Options) { o.Model = other.Dir })
+			},
+			edit: func(f *fixture, o *Options) { o.DigestCache = cachedDigests(f.t, f.model.Files...) }},
 		{name: "no peer copy in the backend", reason: "unsupported",
 			sibling: func(f *fixture) { f.start(0, nil) },
 			inject:  func(_ *fixture, _ *mock.Memory, b *mock.Backend) { b.PeerCopyFunc = nil }},

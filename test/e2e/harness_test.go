@@ -69,7 +69,8 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	if err := testproc.BuildBinaries(dir, false); err != nil {
+	// The CUDA plugin (cgo, with gcc) for the peer fill on the fake driver.
+	if err := testproc.BuildBinaries(dir, true); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // peerFillModel is a checkpoint large enough (about 52 MiB) that the bytes
@@ -95,6 +97,42 @@ func TestPeerFillFromASiblingReadsNoTensorBytes(t *testing.T) {
 	}
 }
 
+// TestPeerFillCarriesTheVerifiedHubBlobNames: for a checkpoint in a
+// Hugging Face hub cache, the hub blob names the sibling verified for the
+// very files this daemon opened are recorded at the fill: Status lists
+// them at once, and the background verifier reads none of the files again
+// (its log says so, and the daemon and its plugin read far less than the
+// checkpoint).
+func TestPeerFillCarriesTheVerifiedHubBlobNames(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 2})
+	m := genModel(t, filepath.Join(h.Root, "m"), peerFillModel)
+	snap := hubRepo(t, filepath.Join(h.Root, "hub"), "models--acme--tiny", "0123456789abcdef0123456789abcdef01234567", m.Dir, nil)
+	names := []string{filepath.Base(m.Files[0]), filepath.Base(m.Files[1])}
+	h.startServe(0, snap)
+	want := waitBlobSums(t, h, 0, names...)
+	second := h.startServe(1, snap)
+	if err := second.WaitFor(context.Background(), "the blob names checked", readyTimeout, func() bool {
+		return strings.Contains(second.Stderr(), "hub blob names checked")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, second)
+	}
+	if out := second.Stderr(); !strings.Contains(out, "verified=0 known_from_peer=2") {
+		t.Errorf("the peer-filled daemon verified blob names itself:\n%s", out)
+	}
+	st := h.statusOf(1)
+	if st.FilledFrom != "peer "+h.UUIDs[0] {
+		t.Fatalf("filled from %q (fallback %q)", st.FilledFrom, st.FillFallback)
+	}
+	for i, f := range st.Files {
+		if f.SHA256 == "" || f.SHA256 != want[i].SHA256 {
+			t.Errorf("%s: blob name %q, the sibling verified %q", f.Name, f.SHA256, want[i].SHA256)
+		}
+	}
+	if read := readChars(t, second.PID()) + readChars(t, pluginPID(t, second.PID())); read > m.TotalBytes/8 {
+		t.Errorf("the peer-filled daemon and its plugin read %d bytes, the checkpoint has %d", read, m.TotalBytes)
+	}
+}
+
 // TestPeerFillFallsBackToTheFiles: when no sibling can fill, the daemon
 // reads the files, serves the checkpoint's bytes, and says why in Status
 // (fill_fallback, "" when no peer fill was tried) and in its log:
@@ -169,5 +207,58 @@ func TestPeerFillFallsBackToTheFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPeerFillOnTheFakeCUDADriver: the same-node fill through the CUDA
+// plugin on the fake driver (two devices, cuda-ipc handles): the second
+// daemon imports the first's handles and copies device to device, over a
+// P2P pair (cuMemcpyPeerAsync) and, with FAKECUDA_NO_P2P, staged through
+// its pinned fill buffers; either way Status says "peer GPU-…", the log
+// names the path, and attach --verify finds every tensor equal to the files.
+func TestPeerFillOnTheFakeCUDADriver(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found: the fake CUDA driver is built with it")
+	}
+	if _, err := os.Stat(binPath("wcache-backend-cuda")); err != nil {
+		t.Skipf("no CUDA plugin built: %v", err)
+	}
+	root, err := testproc.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", filepath.Join(root, "plugins", "internal", "fakelib", "include"),
+		"-o", lib, filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c"), "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("build the fake CUDA driver: %v\n%s", err, out)
+	}
+	h := newHarness(t, harnessOptions{Devices: 2})
+	h.Setenv("WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY="+filepath.Join(filepath.Dir(lib), "no-nvml.so"),
+		"WCACHE_CUDA_HEALTH_INTERVAL=0", "WCACHE_CUDA_DIRECT_IO=0", "FAKECUDA_MEMORY=268435456",
+		"FAKECUDA_DEVICES="+strings.Join(h.UUIDs, ","))
+	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
+	serve := func(gpu int, env ...string) *process {
+		p, err := h.Serve(context.Background(), h.procs, testproc.ServeOptions{Options: testproc.Options{
+			Args: testproc.ServeArgs("cuda", gpu, "--model", model.Dir), Env: h.Env(env...)}, UUID: h.UUIDs[gpu], Timeout: readyTimeout})
+		if err != nil {
+			t.Fatalf("daemon not ready: %v", err)
+		}
+		return p
+	}
+	serve(0)
+	for _, c := range []struct{ path, env string }{{"p2p", ""}, {"staged", "FAKECUDA_NO_P2P=0-1"}} {
+		d := serve(1, c.env)
+		st := h.statusOf(1)
+		if st.FilledFrom != "peer "+h.UUIDs[0] || st.StartPhases.BytesFromPeer != model.TotalBytes || st.FillFallback != "" {
+			t.Errorf("%s: filled from %q (fallback %q), %d bytes from the peer", c.path, st.FilledFrom, st.FillFallback, st.StartPhases.BytesFromPeer)
+		}
+		if !strings.Contains(d.Stderr(), "path="+c.path) {
+			t.Errorf("%s: the log does not name the copy path:\n%s", c.path, d)
+		}
+		h.mustRun("attach", "--backend", "cuda", "--gpu-id", "1", "--model", model.Dir, "--verify")
+		if err := d.Stop(stopGrace); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

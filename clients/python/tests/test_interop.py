@@ -104,6 +104,27 @@ def test_attach_gets_every_tensor_zero_copy(world, checkpoint, daemon0):
             np.testing.assert_array_equal(t.to(torch.float32).numpy(), expected_value(dtype, shape, data))
 
 
+def test_status_says_a_sibling_filled_the_weights(world, checkpoint, daemon0):
+    """A second daemon for the same checkpoint on the node copies the weights
+    from daemon0's device (peer fill, docs/peer-fill.md): status() says
+    where they came from, and a client reads the checkpoint's bytes."""
+    model_dir, tensors = checkpoint
+    d = world.serve(4, model_dir)
+    try:
+        st = wcache.status(device_uuid=world.uuids[4], getenv=world.getenv)
+        assert (st.filled_from, st.fill_fallback) == ("peer " + world.uuids[0], ""), st.fill_fallback
+        assert st.start_phases.bytes_from_peer == st.bytes > 0 and st.start_phases.bytes_loaded == 0
+        assert [g.filled_from for g in st.generations] == [st.filled_from]
+        assert wcache.status(device_uuid=world.uuids[0], getenv=world.getenv).filled_from == "files"
+        with wcache.attach(client_config(model_dir), device_uuid=world.uuids[4], getenv=world.getenv) as att:
+            ts = att.tensors()
+            for name, (_, dtype, shape, data) in tensors.items():
+                np.testing.assert_array_equal(ts[name].to(torch.float32).numpy(), expected_value(dtype, shape, data))
+    finally:
+        d.signal(signal.SIGTERM)
+        assert d.wait(30) == 0, d.log()
+
+
 def test_digests_agree_with_the_daemon(world, checkpoint, daemon0):
     model_dir, _ = checkpoint
     cfg = client_config(model_dir)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
 	"github.com/wcache/wcache/core/plan"
@@ -233,6 +234,9 @@ has stopped.`,
 		if err := peers.apply(&opts); err != nil {
 			return err
 		}
+		if peerFill != daemon.PeerFillOff {
+			opts.DigestCache, _ = client.DefaultDigestCache() // none without a home: only the sibling's own files prove
+		}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment
 		}
@@ -303,9 +307,13 @@ has stopped.`,
 			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket)
 		default:
-			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), loaded in %s (%s/s)\n",
+			how := "loaded"
+			if info.Load.FromPeer > 0 {
+				how = "filled from " + info.Load.FilledFrom
+			}
+			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), %s in %s (%s/s)\n",
 				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
-				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+				info.Load.Allocations, how, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
 		}
 		if len(info.Generations) > 1 {
 			for _, g := range info.Generations {
