@@ -30,8 +30,10 @@ import (
 
 // DefaultStageWindowBytes is the size of one staging window of a
 // cross-node fill into device arenas: the host memory a window holds from
-// its first received byte until the plugin loaded it.
-const DefaultStageWindowBytes uint64 = 256 << 20
+// its first received byte until the plugin loaded it, and the unit of one
+// backend Load. A multiple of peer.DefaultChunkBytes, so that no chunk
+// straddles two windows.
+const DefaultStageWindowBytes uint64 = 64 << 20
 
 // stageMemfdName names the staging memfds ("/memfd:wcache-peer-stage" in
 // /proc/<pid>/fd and maps).
@@ -42,11 +44,14 @@ const stageMemfdName = "wcache-peer-stage"
 // of window bytes; a window's memfd is created by the first byte written
 // into it, and once every byte of it arrived, the stream that wrote the
 // last one seals it, Loads it into the arena at the window's offset and
-// closes it (that stream reads nothing meanwhile: the fetch's parallel
-// sessions bound how many windows are open). Host memory held at once is
-// therefore at most (streams + 1) windows (the windows a stream is
-// loading, and those the in-flight chunks of the other streams span),
-// whatever the model's size. Each file's content-digest leaves are
+// closes it (that stream reads nothing meanwhile). The fetch hands chunks
+// out in order, each stream holding one at a time, so a window is held
+// only while a stream is loading it, a stream's chunk lies in it, or it
+// holds the last chunk handed out: at most streams + 1 windows at once
+// when the window is a multiple of the chunk (2 × streams + 1 otherwise,
+// a chunk then spanning two), whatever the model's size — with the
+// defaults (4 streams, 64 MiB) 320 MiB, plus the streams' 16 MiB read
+// buffers. Each file's content-digest leaves are
 // collected from the bytes as they arrive (proveContent needs no second
 // pass); the plain SHA-256 a hub blob name is checked against reads the
 // arenas back through the backend (readers).

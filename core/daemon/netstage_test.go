@@ -194,3 +194,45 @@ func TestStagedSinkAbortFreesEverything(t *testing.T) {
 		t.Errorf("after Abort the backend holds %d allocations (%d before), the generation %v", got, live, job.g.allocs)
 	}
 }
+
+// TestStagedSinkHoldsOneWindowInOrder: bytes arriving in order, on one
+// stream, hold at most one window's memfd at a time (each window is
+// loaded and closed by the write that completes it), never the arena.
+func TestStagedSinkHoldsOneWindowInOrder(t *testing.T) {
+	f := newFixture(t)
+	f.memfd = false
+	var s stagedLoads
+	a := f.startWith(0, f.plugin(s.inject), nil)
+	job, err := a.d.prepare(context.Background(), Source{Model: f.model.Dir, Config: a.d.Info().Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 64 << 10
+	sink := &stagedSink{d: a.d, ck: job.ck, pl: job.pl, g: job.g, window: window}
+	offer := peer.Offer{}
+	for _, al := range job.pl.Allocations {
+		offer.Arenas = append(offer.Arenas, peer.Arena{Size: al.Bytes})
+	}
+	if err := sink.Prepare(context.Background(), offer); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Abort(errors.New("test over"))
+	for ai, al := range job.pl.Allocations {
+		p := make([]byte, 12345) // pieces of no round size
+		for off := uint64(0); off < al.Bytes; off += uint64(len(p)) {
+			n := min(uint64(len(p)), al.Bytes-off)
+			if err := sink.WriteAt(ai, p[:n], off); err != nil {
+				t.Fatal(err)
+			}
+			if n := openStagingMemfds(t); n > 1 {
+				t.Fatalf("arena %d at %d: %d staging memfds open, want at most 1", ai, off, n)
+			}
+		}
+	}
+	if err := sink.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.peak > window || len(s.loads) < 2 {
+		t.Errorf("peak staged %d bytes (window %d), %d loads", sink.peak, window, len(s.loads))
+	}
+}
