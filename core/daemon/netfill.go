@@ -92,7 +92,7 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 	job.g.arenaBytes = arenaBytesOf(job.pl)
 	if s, ok := sink.(*stagedSink); ok {
 		d.log.Info("cross-node fill: loaded through staging memfds", "windows", s.windows, "window_bytes", s.window,
-			"peak_staged_bytes", s.peak, "backend", info.Name)
+			"peak_staged_bytes", s.peak, "backend", info.Name, "load_wall_s", s.fill.Wall.Seconds(), "load_read_s", s.fill.Read.Seconds())
 	}
 	return peerFill{From: filledFromPeerPrefix + res.Peer, Content: content, Reserved: sink.reservedBytes(),
 		Copy: res.Wall, Verify: time.Since(startVerify)}, nil
