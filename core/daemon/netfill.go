@@ -31,17 +31,20 @@ import (
 // arenas into freshly allocated ones (peer.Fetch: parallel sessions, every
 // 1 MiB leaf hashed as it arrives, every arena's content digest checked
 // against the offer before Commit), then computes the files' content
-// digests from the received bytes (proveContent). Any failure leaves the
-// allocations to the caller to free, and the load reads the files.
+// digests from the received bytes (proveContent). Memfd arenas (the mock)
+// are written through their descriptors (arenaSink); device arenas are
+// loaded by the plugin from staging memfds, window by window (stagedSink,
+// netstage.go). Any failure leaves the allocations to the caller to free,
+// and the load reads the files.
 
 // netFiller fills from other nodes' daemons (Options.Peer.Peers).
 type netFiller struct{ d *Daemon }
 
 // fillFromPeer fills job's arenas from the first peer offering its weights
-// identity. It needs memfd arenas (the daemon writes the received bytes
-// through their descriptors): a backend without them (a GPU's device
-// memory, which the backend contract cannot write from the host) is a
-// fallback before any peer is asked. No peer holding the identity (every
+// identity. A backend exporting memfd arenas is written through their
+// descriptors (arenaSink); any other (a GPU's device memory, which the
+// backend contract cannot write from the host) Loads the received bytes
+// from staging memfds (stagedSink). No peer holding the identity (every
 // one answered "not held") wraps errNoPeer.
 func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error) {
 	d := f.d
@@ -49,10 +52,6 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 	info, err := d.backend.Info(ctx)
 	if err != nil {
 		return peerFill{}, fmt.Errorf("cross-node fill: backend info: %w", err)
-	}
-	if !slices.Contains(info.HandleKinds, sdk.HandleMemfd) {
-		return peerFill{}, fmt.Errorf("cross-node fill: backend %s exports %v, and the daemon writes received bytes into memfd arenas only "+
-			"(the backend contract has no host-to-device write yet): %w", info.Name, info.HandleKinds, sdk.ErrUnsupported)
 	}
 	identity, err := cacheconfig.WeightsIdentity(job.g.config, cacheconfig.WeightsFromFiles)
 	if err != nil {
@@ -66,8 +65,17 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 	if po.Listen != "" {
 		self = append(self, po.Listen)
 	}
-	sink := &arenaSink{d: d, pl: job.pl, g: job.g}
-	defer sink.closeFiles()
+	var sink receivingSink
+	if slices.Contains(info.HandleKinds, sdk.HandleMemfd) {
+		sink = &arenaSink{d: d, pl: job.pl, g: job.g}
+	} else {
+		window := po.StageWindowBytes
+		if window == 0 {
+			window = DefaultStageWindowBytes
+		}
+		sink = &stagedSink{d: d, ck: job.ck, pl: job.pl, g: job.g, window: window}
+	}
+	defer sink.close()
 	res, err := peer.Fetch(ctx, identity, sink, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
 		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer")})
 	if err != nil {
@@ -77,13 +85,61 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 		return peerFill{}, fmt.Errorf("cross-node fill: %w", err)
 	}
 	startVerify := time.Now()
-	content, err := d.proveContent(ctx, job.ck, job.pl, sink.handles)
+	content, err := d.proveContent(ctx, job.ck, job.pl, sink.received(ctx))
 	if err != nil {
 		return peerFill{}, fmt.Errorf("cross-node fill from %s: %w", res.Peer, err)
 	}
 	job.g.arenaBytes = arenaBytesOf(job.pl)
-	return peerFill{From: filledFromPeerPrefix + res.Peer, Content: content, Reserved: sink.reserved,
+	if s, ok := sink.(*stagedSink); ok {
+		d.log.Info("cross-node fill: loaded through staging memfds", "windows", s.windows, "window_bytes", s.window,
+			"peak_staged_bytes", s.peak, "backend", info.Name, "load_wall_s", s.fill.Wall.Seconds(), "load_read_s", s.fill.Read.Seconds())
+	}
+	return peerFill{From: filledFromPeerPrefix + res.Peer, Content: content, Reserved: sink.reservedBytes(),
 		Copy: res.Wall, Verify: time.Since(startVerify)}, nil
+}
+
+// receivingSink is what the cross-node filler fetches into: a peer.Sink
+// that tells what it reserved, how proveContent reads what it received,
+// and frees its own resources (not the arenas) on close.
+type receivingSink interface {
+	peer.Sink
+	reservedBytes() uint64
+	received(ctx context.Context) receivedBytes
+	close()
+}
+
+// receivedBytes is how proveContent reads the bytes a fill received.
+type receivedBytes struct {
+	// arenas read each arena's bytes.
+	arenas []io.ReaderAt
+	// leaves, when not nil, hold each file's content-digest leaves (by
+	// path, its header's included) collected as the bytes arrived; files
+	// without are digested from arenas.
+	leaves map[string]*filedigest.Assembler
+}
+
+// checkOfferLayout refuses an offer whose arenas are not pl's (count and
+// sizes: the same files planned with other options, or other files).
+func checkOfferLayout(pl *plan.Plan, offer peer.Offer) error {
+	if len(offer.Arenas) != len(pl.Allocations) {
+		return fmt.Errorf("the offer has %d arenas, this daemon's plan %d: not the same layout", len(offer.Arenas), len(pl.Allocations))
+	}
+	for i, a := range offer.Arenas {
+		if a.Size != pl.Allocations[i].Bytes {
+			return fmt.Errorf("the offer's arena %d has %d bytes, this daemon's plan %d: not the same layout", i, a.Size, pl.Allocations[i].Bytes)
+		}
+	}
+	return nil
+}
+
+// headerLeaves returns an Assembler of file f holding its header (the
+// length prefix and the header as the plan read it).
+func headerLeaves(f *safetensors.File) *filedigest.Assembler {
+	asm := filedigest.NewAssembler(f.Stamp.Size)
+	head := make([]byte, 8, 8+len(f.RawHeader))
+	binary.LittleEndian.PutUint64(head, uint64(len(f.RawHeader)))
+	asm.Write(0, append(head, f.RawHeader...))
+	return asm
 }
 
 // onlyNotHeld reports whether a Fetch error says only that no peer holds
@@ -125,13 +181,8 @@ type arenaSink struct {
 // sizes: the same files planned with other options, or other files), then
 // allocates and exports every arena.
 func (s *arenaSink) Prepare(ctx context.Context, offer peer.Offer) error {
-	if len(offer.Arenas) != len(s.pl.Allocations) {
-		return fmt.Errorf("the offer has %d arenas, this daemon's plan %d: not the same layout", len(offer.Arenas), len(s.pl.Allocations))
-	}
-	for i, a := range offer.Arenas {
-		if a.Size != s.pl.Allocations[i].Bytes {
-			return fmt.Errorf("the offer's arena %d has %d bytes, this daemon's plan %d: not the same layout", i, a.Size, s.pl.Allocations[i].Bytes)
-		}
+	if err := checkOfferLayout(s.pl, offer); err != nil {
+		return err
 	}
 	start := time.Now()
 	s.g.arenaBytes = arenaBytesOf(s.pl)
@@ -165,15 +216,26 @@ func (s *arenaSink) Commit(context.Context) error { return nil }
 // Abort frees the arenas at once (the load then frees nothing more).
 func (s *arenaSink) Abort(cause error) {
 	s.d.log.Debug("cross-node fill aborted: freeing its arenas", "error", cause)
-	s.closeFiles()
+	s.close()
 	s.d.freeAllocs(s.g.allocs)
 	s.g.allocs = nil
 }
 
-// closeFiles closes the descriptors the sink exported to write through
-// (the load exports the arenas again to serve them).
-func (s *arenaSink) closeFiles() {
+// close closes the descriptors the sink exported to write through (the
+// load exports the arenas again to serve them).
+func (s *arenaSink) close() {
 	s.closeOnce.Do(func() { closeHandleFiles(s.handles) })
+}
+
+func (s *arenaSink) reservedBytes() uint64 { return s.reserved }
+
+// received reads the arenas through their descriptors.
+func (s *arenaSink) received(context.Context) receivedBytes {
+	r := receivedBytes{arenas: make([]io.ReaderAt, len(s.handles))}
+	for i, h := range s.handles {
+		r.arenas[i] = h.File
+	}
+	return r
 }
 
 // proveContent returns the content record of every checkpoint file from
@@ -188,12 +250,12 @@ func (s *arenaSink) closeFiles() {
 // alone (no device, inode or times): nothing
 // proved the local file holds those bytes, so nothing claims it does (a
 // client proves its own files against the digest: docs/peer-fill.md).
-func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, handles []sdk.Handle) ([]cacheconfig.FileContent, error) {
+func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes) ([]cacheconfig.FileContent, error) {
 	cache := d.opts.Peer.Digests
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	proven := 0
 	for _, f := range ck.Files {
-		got, err := digestFromArenas(ctx, f, pl, handles)
+		got, err := digestFromArenas(ctx, f, pl, rx)
 		if err != nil {
 			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
 		}
@@ -202,7 +264,7 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 		// cacheconfig.MatchContent compares sizes first.
 		rec := cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: got,
 			Identity: safetensors.Stamp{Size: f.Stamp.Size}}
-		ok, err := proveFile(ctx, cache, f, got, pl, handles)
+		ok, err := proveFile(ctx, cache, f, got, pl, rx.arenas)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +289,7 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 // written), compared with the plain SHA-256 of the header and the received
 // bytes in file order. ok: proven; false with no error: nothing known; an
 // error wrapping peer.ErrDigestMismatch: the peer's bytes are not f's.
-func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, handles []sdk.Handle) (bool, error) {
+func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, arenas []io.ReaderAt) (bool, error) {
 	if cache != nil {
 		if want, ok := cache.Lookup(f.Stamp); ok {
 			if got != want {
@@ -241,7 +303,7 @@ func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.Fi
 	if !ok || safetensors.StampOf(st) != f.Stamp {
 		return false, nil
 	}
-	sum, err := sha256FromArenas(ctx, f, pl, handles)
+	sum, err := sha256FromArenas(ctx, f, pl, arenas)
 	if err != nil {
 		return false, fmt.Errorf("content of %s: %w", f.Path, err)
 	}
@@ -254,8 +316,9 @@ func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.Fi
 
 // sha256FromArenas is the plain SHA-256 file f would have with the arenas'
 // bytes at its extents: its header, then its data in file order (gaps
-// between extents read from the file).
-func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, handles []sdk.Handle) (string, error) {
+// between extents read from the file), read in pieces of sdk.MaxReadBytes
+// (one backend Read each, for arenas read through the backend).
+func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, arenas []io.ReaderAt) (string, error) {
 	type piece struct {
 		arena int
 		e     sdk.Extent
@@ -280,11 +343,12 @@ func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, h
 	h.Write(head[:])
 	h.Write(f.RawHeader)
 	pos := uint64(8 + len(f.RawHeader))
+	buf := make([]byte, sdk.MaxReadBytes)
 	copyFrom := func(r io.ReaderAt, off, n uint64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, err := io.Copy(h, io.NewSectionReader(r, int64(off), int64(n)))
+		_, err := io.CopyBuffer(h, io.NewSectionReader(r, int64(off), int64(n)), buf)
 		return err
 	}
 	for _, p := range append(pieces, piece{e: sdk.Extent{FileOffset: uint64(f.Stamp.Size)}}) {
@@ -295,7 +359,7 @@ func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, h
 			return "", err
 		}
 		if p.e.Length > 0 {
-			if err := copyFrom(handles[p.arena].File, p.e.DestOffset, p.e.Length); err != nil {
+			if err := copyFrom(arenas[p.arena], p.e.DestOffset, p.e.Length); err != nil {
 				return "", err
 			}
 		}
@@ -305,12 +369,14 @@ func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, h
 }
 
 // digestFromArenas is the content digest file f would have with the
-// arenas' bytes at its extents.
-func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, handles []sdk.Handle) (string, error) {
-	asm := filedigest.NewAssembler(f.Stamp.Size)
-	head := make([]byte, 8, 8+len(f.RawHeader))
-	binary.LittleEndian.PutUint64(head, uint64(len(f.RawHeader)))
-	asm.Write(0, append(head, f.RawHeader...))
+// arenas' bytes at its extents: from the leaves rx collected as the bytes
+// arrived, else read from rx's arenas (leaves neither covers read from the
+// file).
+func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, rx receivedBytes) (string, error) {
+	if asm := rx.leaves[f.Path]; asm != nil {
+		return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+	}
+	asm := headerLeaves(f)
 	buf := make([]byte, 16<<20)
 	for ai, a := range pl.Allocations {
 		for _, e := range a.Extents {
@@ -322,7 +388,7 @@ func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, h
 					return "", err
 				}
 				p := buf[:min(uint64(len(buf)), e.Length-done)]
-				if _, err := handles[ai].File.ReadAt(p, int64(e.DestOffset+done)); err != nil {
+				if _, err := rx.arenas[ai].ReadAt(p, int64(e.DestOffset+done)); err != nil {
 					return "", fmt.Errorf("arena %d at %d: %w", ai, e.DestOffset+done, err)
 				}
 				asm.Write(int64(e.FileOffset+done), p)
@@ -333,4 +399,7 @@ func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, h
 	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
 }
 
-var _ peer.Sink = (*arenaSink)(nil)
+var (
+	_ receivingSink = (*arenaSink)(nil)
+	_ receivingSink = (*stagedSink)(nil)
+)

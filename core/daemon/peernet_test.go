@@ -84,8 +84,9 @@ func TestFilledFromPeerDaemon(t *testing.T) {
 }
 
 // TestPeerFillFallbacks: what B does when the fill cannot happen — the
-// peer holds nothing (no fallback: nothing was tried), B's handles are not
-// memfd (a fallback naming why), B's digest cache knows other content.
+// peer holds nothing (no fallback: nothing was tried), the same files
+// planned otherwise, B's digest cache knows other content. (B's handles
+// not memfd is a fill: netstage_test.go.)
 func TestPeerFillFallbacks(t *testing.T) {
 	t.Run("nothing held", func(t *testing.T) {
 		f := newFixture(t)
@@ -101,18 +102,6 @@ func TestPeerFillFallbacks(t *testing.T) {
 		})
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || l.FillFallback != "" {
 			t.Fatalf("B's load: filled from %q, fallback %q: want files and no fallback (nothing was tried)", l.FilledFrom, l.FillFallback)
-		}
-	})
-	t.Run("not memfd", func(t *testing.T) {
-		f := newFixture(t)
-		a, creds := peerPair(t, f, true)
-		f.memfd = false
-		b := f.start(1, func(o *Options) {
-			otherNode(t, o)
-			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
-		})
-		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "memfd") {
-			t.Fatalf("B's load: filled from %q, fallback %q: want files, because of the handle kind", l.FilledFrom, l.FillFallback)
 		}
 	})
 	t.Run("other layout", func(t *testing.T) {
@@ -225,9 +214,15 @@ func hubSnapshot(t *testing.T, dir string, name func([]byte) string) string {
 // that are their content's SHA-256 the received bytes are proven (the
 // records carry the files' identity), with names that are not (what a
 // peer of other content would be measured against) the fill is refused.
+// Both with B's arenas memfd (read through their descriptors) and not
+// (staged, the SHA-256 read back through the backend).
 func TestPeerFillProvenByHubBlobNames(t *testing.T) {
-	for _, honest := range []bool{true, false} {
-		t.Run(map[bool]string{true: "true names", false: "other names"}[honest], func(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		honest, memfdB bool
+	}{{"true names", true, true}, {"other names", false, true}, {"true names staged", true, false}, {"other names staged", false, false}} {
+		honest := c.honest
+		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			a, creds := peerPair(t, f, true)
 			snap := hubSnapshot(t, f.model.Dir, func(b []byte) string {
@@ -237,7 +232,7 @@ func TestPeerFillProvenByHubBlobNames(t *testing.T) {
 				sum := sha256.Sum256(b)
 				return hex.EncodeToString(sum[:])
 			})
-			f.memfd = true
+			f.memfd = c.memfdB
 			b := f.start(1, func(o *Options) {
 				o.Model = snap
 				otherNode(t, o)

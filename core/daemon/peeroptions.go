@@ -35,6 +35,11 @@ type PeerOptions struct {
 	// Streams is the number of parallel reads of a fill (0:
 	// peer.DefaultStreams).
 	Streams int
+	// StageWindowBytes is the staging window of a fill into arenas the
+	// daemon cannot write (device memory: netstage.go), the unit the
+	// plugin loads and the bound of host memory per window held (0:
+	// DefaultStageWindowBytes). Memfd arenas are written directly.
+	StageWindowBytes uint64
 	// Digests, when set, is the per-user digest cache the daemon looks its
 	// files' content digests up in: a fill whose bytes do not make the
 	// digests recorded there is refused (the files are read instead), and

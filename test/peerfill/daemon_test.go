@@ -358,3 +358,56 @@ func TestDaemonPeerOfOtherContent(t *testing.T) {
 		}
 	})
 }
+
+// TestDaemonFilledIntoDeviceArenas: daemon B's plugin exports no memfd
+// (the mock's posix-shm handles: to the daemon, what a GPU's device memory
+// is), so B stages the received bytes in memfds, window by window, and its
+// plugin process Loads each from /proc/<B's pid>/fd/<n>: B is filled from
+// A, the content digests collected from the staged bytes prove the files B
+// knew, an attach (by identity, --verify) reads the checkpoint's bytes,
+// and no staging memfd is left open in B or its plugin.
+func TestDaemonFilledIntoDeviceArenas(t *testing.T) {
+	m := model(t)
+	ca := peertest.NewCA(t, "wcache test CA")
+	d := startA(t, m.Dir, ca.Issue(t, "node-a", ca))
+	d.b.w.Setenv("WCACHE_MOCK_HANDLE=posix-shm")
+	d.b.cacheDigests(t, m) // B knows its files' content: the digests collected while staging must prove it
+	d.b.serve(t, m.Dir, append([]string{"--peers", d.peerAt}, certArgs(ca.Issue(t, "node-b", ca))...)...)
+
+	if g := generation(t, d.b); g.FilledFrom != "peer "+d.peerAt || g.FillFallback != "" {
+		t.Fatalf("B's Status: filled_from %q, fill_fallback %q: want %q\n%s", g.FilledFrom, g.FillFallback, "peer "+d.peerAt, d.b.proc)
+	}
+	if !strings.Contains(d.b.proc.Output(), "loaded through staging memfds") {
+		t.Errorf("B's log does not say it loaded through staging memfds (were its arenas memfd?):\n%s", d.b.proc)
+	}
+	if code, out := d.b.attach(t, m.Dir); code != 0 {
+		t.Fatalf("attach --verify to B: exit %d\n%s", code, out)
+	}
+	plugin, err := testproc.PluginPID(d.b.proc.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{d.b.proc.PID(), plugin} {
+		if n := stagingMemfds(t, pid); n != 0 {
+			t.Errorf("process %d holds %d staging memfds after the fill", pid, n)
+		}
+	}
+}
+
+// stagingMemfds counts the descriptors of pid that are a daemon's staging
+// memfds ("/memfd:wcache-peer-stage").
+func stagingMemfds(t *testing.T, pid int) int {
+	t.Helper()
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.Contains(target, "memfd:wcache-peer-stage") {
+			n++
+		}
+	}
+	return n
+}
