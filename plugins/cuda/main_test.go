@@ -59,11 +59,16 @@ func pluginEnv(t testing.TB, variant string, extra ...string) []string {
 	}, extra...)
 }
 
-// start starts wcache-backend-cuda through the go-plugin boundary
-// (backendtest.StartPlugin), killed at cleanup.
-func start(t *testing.T, env []string) sdk.Backend {
-	t.Helper()
-	return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"), env...)
+// plugin is wcache-backend-cuda on the fake driver and fake NVML
+// (pluginEnv) for the checks every GPU plugin shares.
+func plugin() gputest.Plugin {
+	return gputest.Plugin{
+		Name: "cuda", PluginsEnv: pluginsEnv, FakesEnv: fakesEnv, Real: fakelib.Real(os.Getenv), Env: pluginEnv,
+		Info:       sdk.Info{Platform: "cuda"},
+		LibraryEnv: cudabackend.EnvLibrary, LibraryName: "libcuda.so.1", IPCOpen: "cuIpcOpenMemHandle_v2",
+		FakePrefix: "FAKECUDA_", FakeCapacity: 256 << 20, InvalidValue: "CUDA_ERROR_INVALID_VALUE",
+		HealthEnv: cudabackend.EnvHealthInterval, FatalError: []string{"sticky error", "CUDA_ERROR_ILLEGAL_ADDRESS (700)"},
+	}
 }
 
 // TestConformanceSubprocess runs the conformance suite through real plugin
@@ -76,28 +81,22 @@ func start(t *testing.T, env []string) sdk.Backend {
 // descriptor channel, and the importing plugin maps them with
 // cuMemImportFromShareableHandle in its own process.
 func TestConformanceSubprocess(t *testing.T) {
+	p := plugin()
 	for _, kind := range []string{cudabackend.HandleIPC, cudabackend.HandleVMMFD} {
 		t.Run(kind, func(t *testing.T) {
 			env := pluginEnv(t, "", cudabackend.EnvHandle+"="+kind)
 			backendtest.Run(t, func(t *testing.T) sdk.Backend {
-				return start(t, env)
+				return p.Start(t, env)
 			}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
 		})
 	}
 }
 
-func TestUnavailableDriverReachesTheHostTyped(t *testing.T) {
-	if fakelib.Real(os.Getenv) {
-		t.Fatalf("%s=1: only the Conformance tests run against the real driver (-run Conformance)", fakelib.EnvReal)
-	}
-	missing := filepath.Join(t.TempDir(), "libcuda.so.1")
-	symbolLess := filepath.Join(os.Getenv(fakesEnv), "noipcopen", "libcuda.so.1")
-	gputest.CheckUnavailableReachesTheHost(t, start, sdk.Info{Platform: "cuda"}, map[string]gputest.Unavailable{
-		"missing library": {Env: pluginEnv(t, "", cudabackend.EnvLibrary+"="+missing), Want: "backend unavailable: cannot load " + missing},
-		"missing symbol":  {Env: pluginEnv(t, "noipcopen"), Want: "backend unavailable: " + symbolLess + ": missing symbol cuIpcOpenMemHandle_v2"},
-	})
-}
+// TestPlugin runs the checks every GPU plugin shares (gputest.RunPlugin):
+// run by hand, an unusable driver, peer copies with cuMemcpyPeerAsync, and
+// a sticky CUDA error ending the plugin and `wcache serve`.
+func TestPlugin(t *testing.T) { gputest.RunPlugin(t, plugin()) }
 
-func TestRunByHandExplains(t *testing.T) {
-	gputest.CheckRunByHandExplains(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"))
-}
+// BenchmarkPeerCopyPaced reports the fake peer copy's rate over the fake
+// copy engine's paced rate (issue 26's third figure; target >= 0.9).
+func BenchmarkPeerCopyPaced(b *testing.B) { gputest.BenchPeerCopy(b, plugin()) }

@@ -57,10 +57,16 @@ func pluginEnv(t testing.TB, variant string, extra ...string) []string {
 	}, extra...)
 }
 
-// start starts wcache-backend-rocm through the go-plugin boundary.
-func start(t *testing.T, env []string) sdk.Backend {
-	t.Helper()
-	return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"), env...)
+// plugin is wcache-backend-rocm on the fake HIP and fake amdsmi
+// (pluginEnv) for the checks every GPU plugin shares.
+func plugin() gputest.Plugin {
+	return gputest.Plugin{
+		Name: "rocm", PluginsEnv: pluginsEnv, FakesEnv: fakesEnv, Real: fakes.Real(os.Getenv), Env: pluginEnv,
+		Info:       sdk.Info{Platform: "rocm", HandleKinds: []string{rocmbackend.HandleKind}},
+		LibraryEnv: rocmbackend.EnvLibrary, LibraryName: fakes.HIPName, IPCOpen: "hipIpcOpenMemHandle",
+		FakePrefix: "FAKEHIP_", FakeCapacity: 256 << 20, InvalidValue: "hipErrorInvalidValue",
+		HealthEnv: rocmbackend.EnvHealthInterval, FatalError: []string{"fatal error", "hipErrorIllegalAddress (700)"},
+	}
 }
 
 // TestConformanceSubprocess runs the conformance suite through real plugin
@@ -68,24 +74,17 @@ func start(t *testing.T, env []string) sdk.Backend {
 // ExportImport opens the handle in another process with
 // hipIpcOpenMemHandle, as `wcache attach --verify` does.
 func TestConformanceSubprocess(t *testing.T) {
-	env := pluginEnv(t, "")
+	p, env := plugin(), pluginEnv(t, "")
 	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		return start(t, env)
+		return p.Start(t, env)
 	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.AMDUUIDPattern)}})
 }
 
-func TestUnavailableRuntimeReachesTheHostTyped(t *testing.T) {
-	if fakes.Real(os.Getenv) {
-		t.Skip("needs the fakes")
-	}
-	missing := filepath.Join(t.TempDir(), "libamdhip64.so.7")
-	symbolLess := filepath.Join(os.Getenv(fakesEnv), "noipcopen", fakes.HIPName)
-	gputest.CheckUnavailableReachesTheHost(t, start, sdk.Info{Platform: "rocm", HandleKinds: []string{"hip-ipc"}}, map[string]gputest.Unavailable{
-		"missing library": {Env: pluginEnv(t, "", rocmbackend.EnvLibrary+"="+missing), Want: "backend unavailable: cannot load " + missing},
-		"missing symbol":  {Env: pluginEnv(t, "noipcopen"), Want: "backend unavailable: " + symbolLess + ": missing symbol hipIpcOpenMemHandle"},
-	})
-}
+// TestPlugin runs the checks every GPU plugin shares (gputest.RunPlugin):
+// run by hand, an unusable runtime, peer copies with hipMemcpyPeerAsync,
+// and a fatal HIP error ending the plugin and `wcache serve`.
+func TestPlugin(t *testing.T) { gputest.RunPlugin(t, plugin()) }
 
-func TestRunByHandExplains(t *testing.T) {
-	gputest.CheckRunByHandExplains(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"))
-}
+// BenchmarkPeerCopyPaced reports the fake peer copy's rate over the fake
+// copy engine's paced rate (issue 26's third figure; target >= 0.9).
+func BenchmarkPeerCopyPaced(b *testing.B) { gputest.BenchPeerCopy(b, plugin()) }

@@ -1,7 +1,9 @@
 // Package gputest holds what the GPU backends' tests share: deterministic
 // checkpoint files, the importing process of the cross-process IPC tests,
-// the paced-copy-engine check, the fill benchmark and the peer-copy checks
-// and benchmark (peer.go). It is for tests only (it imports testing).
+// the paced-copy-engine check, the fill benchmark, and the checks every
+// vendor's plugin process passes alike (Plugin, RunPlugin; the peer-copy
+// checks and benchmark in peer.go). It is for tests only (it imports
+// testing).
 package gputest
 
 import (
