@@ -39,9 +39,9 @@ func fakeConfig(t testing.TB, opts fakeOptions) Config {
 	if opts.noNVML {
 		cfg.NVMLLibrary = filepath.Join(t.TempDir(), "absent", "libnvidia-ml.so.1")
 	}
-	cfg.StagingBytes = 64 << 10
+	cfg.Staging.Bytes = 64 << 10
 	if opts.staging != 0 {
-		cfg.StagingBytes = opts.staging
+		cfg.Staging.Bytes = opts.staging
 	}
 	return cfg
 }

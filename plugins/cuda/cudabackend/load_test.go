@@ -25,8 +25,8 @@ func TestLoadThroughSmallStaging(t *testing.T) {
 	}{{2, true}, {3, true}, {2, false}} {
 		t.Run(fmt.Sprintf("buffers=%d/direct=%v", tc.buffers, tc.directIO), func(t *testing.T) {
 			cfg := fakeConfig(t, fakeOptions{staging: 16 << 10, env: map[string]string{"FAKECUDA_COPY_DELAY_US": "200"}})
-			cfg.StagingBuffers = tc.buffers
-			cfg.DirectIO = tc.directIO
+			cfg.Staging.Buffers = tc.buffers
+			cfg.Staging.DirectIO = tc.directIO
 			gputest.CheckLoadExtents(t, newBackend(t, cfg), 0)
 		})
 	}
@@ -72,8 +72,8 @@ func TestCloseDuringLoad(t *testing.T) {
 // gputest.PacedSize): the fake driver's copy engine paced at gputest.PacedGBPS.
 func pacedBackend(tb testing.TB) *Backend {
 	cfg := fakeConfig(tb, fakeOptions{staging: gputest.PacedChunk, env: map[string]string{"FAKECUDA_COPY_GBPS": fmt.Sprint(gputest.PacedGBPS)}})
-	cfg.Readers = gputest.PacedReaders
-	cfg.DirectIO = false
+	cfg.Staging.Readers = gputest.PacedReaders
+	cfg.Staging.DirectIO = false
 	return newBackend(tb, cfg)
 }
 
@@ -96,7 +96,7 @@ func BenchmarkPacedFillOverlap(b *testing.B) { gputest.BenchPacedFill(b, pacedBa
 // allocations at once with fewer lanes than Loads × readers.
 func TestLoadsOfSeveralAllocationsShareTheLanes(t *testing.T) {
 	cfg := fakeConfig(t, fakeOptions{staging: 64 << 10, env: map[string]string{"FAKECUDA_COPY_GBPS": "2", "FAKECUDA_COPY_DELAY_US": "50"}})
-	cfg.Readers = 2
+	cfg.Staging.Readers = 2
 	b := newBackend(t, cfg)
 	ctx := context.Background()
 	path, data := writeFile(t, 3<<20+77, 9)
@@ -165,7 +165,7 @@ func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
 	cfg.Library = filepath.Join(os.Getenv(libDirEnv), "libcuda.so.1")
 	cfg.NVMLLibrary = filepath.Join(dir, "absent.so")
 	cfg.SysfsRoot = dir
-	cfg.StagingBytes = 4 << 20
-	cfg.DirectIO = false
+	cfg.Staging.Bytes = 4 << 20
+	cfg.Staging.DirectIO = false
 	gputest.BenchFill(b, newBackend(b, cfg))
 }
