@@ -7,6 +7,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // fakeOptions choose the fake libraries for a test.
@@ -49,7 +50,7 @@ func fakeConfig(t testing.TB, opts fakeOptions) Config {
 // newBackend opens a Backend (and its Runtime) closed at cleanup.
 func newBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
-	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
+	return backendtest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }
 
 // writeFile writes n deterministic pseudo-random bytes to a new file.

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // fakeOptions choose the fake libraries for a test.
@@ -51,7 +51,7 @@ func fakeConfig(t testing.TB, opts fakeOptions) Config {
 // newBackend opens a Backend (and its Runtime) closed at cleanup.
 func newBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
-	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
+	return backendtest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }
 
 // writeKFDNode writes a fixture KFD node under root.
