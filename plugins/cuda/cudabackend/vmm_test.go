@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -16,7 +17,7 @@ import (
 // id is freed; bad handles are refused by name; freeing everything gives
 // the device memory back.
 func TestVMMDescriptorHandles(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{noNVML: true})
+	cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: true})
 	cfg.Handle = HandleVMMFD
 	b := newBackend(t, cfg)
 	ctx := context.Background()
@@ -117,7 +118,7 @@ func TestVMMDescriptorHandles(t *testing.T) {
 // is refused at open for cuda-vmm-fd, naming the device and the default to
 // fall back on; cuda-ipc still opens on it.
 func TestVMMNeedsPosixFDExport(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_NO_POSIX_FD": "1"}})
+	cfg := fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_NO_POSIX_FD": "1"}})
 	cfg.Handle = HandleVMMFD
 	_, err := OpenRuntime(cfg, nil)
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "POSIX file descriptors") || !strings.Contains(err.Error(), "GPU-") {
