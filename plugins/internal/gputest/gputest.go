@@ -234,37 +234,6 @@ func BenchPacedFill(b *testing.B, be StatsBackend) {
 	b.ReportMetric(engine*float64(n)/wall.Seconds(), "engine_fraction")
 }
 
-// BenchFill measures Loads of 64 MiB from the page cache into device 0 of
-// b (device memory already touched by a first Load).
-func BenchFill(b *testing.B, be sdk.Backend) {
-	const size = 64 << 20
-	path := filepath.Join(b.TempDir(), "weights")
-	block := []byte("wcache-fill-data")
-	data := make([]byte, 0, size)
-	for len(data) < size {
-		data = append(data, block...)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	id, _, err := be.Allocate(ctx, 0, size)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ext := []sdk.Extent{{Path: path, Length: size}}
-	if err := be.Load(ctx, id, ext, nil); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(size)
-	b.ResetTimer()
-	for b.Loop() {
-		if err := be.Load(ctx, id, ext, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // ClearUserEnv unsets the WCACHE_* variables of the user running the
 // tests (a library path, a staging size, a reader count …), which the
 // backends read and the tests set themselves where they need them. Kept:

@@ -21,16 +21,7 @@ func BenchmarkPacedFillOverlap(b *testing.B) { gputest.BenchPacedFill(b, onFakes
 // HIP copy engine (unpaced: as fast as its stream threads copy), 64 MiB
 // from the page cache in 4 MiB chunks into device memory already touched;
 // `make bench` runs it with the hot paths' benchmarks.
-func BenchmarkFillThroughFakeCopyEngine(b *testing.B) {
-	dir := b.TempDir()
-	cfg := DefaultConfig()
-	cfg.Library = filepath.Join(os.Getenv(libDirEnv), "libamdhip64.so")
-	cfg.AMDSMILibrary = filepath.Join(dir, "absent.so")
-	cfg.SysfsRoot = dir
-	cfg.Staging.Bytes = 4 << 20
-	cfg.Staging.DirectIO = false
-	gputest.BenchFill(b, newBackend(b, cfg))
-}
+func BenchmarkFillThroughFakeCopyEngine(b *testing.B) { onFakes().BenchFill(b) }
 
 // TestStagingPlacedOnTheGPUsNUMANode checks the lanes are made for the
 // node sysfs names for the GPU's PCI address.
