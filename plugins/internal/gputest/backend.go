@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -71,42 +70,6 @@ func (f Fakes[B]) Paced(t testing.TB) B {
 	s := staging.DefaultSettings()
 	s.Bytes, s.Readers, s.DirectIO = PacedChunk, PacedReaders, false
 	return f.open(t, FakeOptions{Staging: s, Env: map[string]string{f.Prefix + "COPY_GBPS": fmt.Sprint(PacedGBPS)}})
-}
-
-// BenchFill measures Loads of 64 MiB from the page cache into device 0 of
-// a backend on the fakes (device memory already touched by a first Load)
-// through the fake copy engine, unpaced (as fast as its stream threads
-// copy): 4 MiB staging buffers, no direct I/O, no management library.
-func (f Fakes[B]) BenchFill(b *testing.B) {
-	s := staging.DefaultSettings()
-	s.Bytes, s.DirectIO = 4<<20, false
-	be := f.open(b, FakeOptions{NoManagement: true, Staging: s})
-	const size = 64 << 20
-	path := filepath.Join(b.TempDir(), "weights")
-	block := []byte("wcache-fill-data")
-	data := make([]byte, 0, size)
-	for len(data) < size {
-		data = append(data, block...)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	id, _, err := be.Allocate(ctx, 0, size)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ext := []sdk.Extent{{Path: path, Length: size}}
-	if err := be.Load(ctx, id, ext, nil); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(size)
-	b.ResetTimer()
-	for b.Loop() {
-		if err := be.Load(ctx, id, ext, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
 
 // RunBackend runs, as subtests, the in-process checks every GPU backend
