@@ -93,24 +93,7 @@ func TestPeerCopyFailingMidCopyLeavesNothing(t *testing.T) {
 			for i := range data {
 				data[i] = byte(i*7 + i>>13)
 			}
-			path := filepath.Join(t.TempDir(), "arena.bin")
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			id, _, err := src.Allocate(ctx, 0, size)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := src.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-				t.Fatal(err)
-			}
-			h, err := src.Export(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.File != nil {
-				defer h.File.Close()
-			}
+			id, h := backendtest.ExportData(t, src, size, data)
 			free := func(b sdk.Backend) uint64 {
 				devs, err := b.Devices(ctx)
 				if err != nil {
@@ -120,7 +103,7 @@ func TestPeerCopyFailingMidCopyLeavesNothing(t *testing.T) {
 			}
 			before := free(failing)
 
-			_, err = sdk.PeerCopy(ctx, failing, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
+			_, err := sdk.PeerCopy(ctx, failing, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
 			if err == nil || !strings.Contains(err.Error(), mockbackend.EnvFailPeerCopyAfter) {
 				t.Fatalf("PeerCopy with the knob: %v, want the injected failure", err)
 			}
