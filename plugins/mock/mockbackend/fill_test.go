@@ -3,7 +3,6 @@ package mockbackend
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -103,46 +102,6 @@ func TestAllocateRefusesWhatTheFolderCannotHold(t *testing.T) {
 	}
 	if err := b.Free(ctx, second); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// BenchmarkAllocateLoad measures what a daemon start pays for the memory
-// of a 256 MiB checkpoint already in the page cache: Allocate, Load, Free.
-func BenchmarkAllocateLoad(bm *testing.B) {
-	const size = 256 << 20
-	dir := bm.TempDir()
-	cfg := DefaultConfig()
-	cfg.Dir = dir + "/shm"
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		shm, err := os.MkdirTemp("/dev/shm", "wcache-mock-bench-")
-		if err != nil {
-			bm.Fatal(err)
-		}
-		bm.Cleanup(func() { _ = os.RemoveAll(shm) })
-		cfg.Dir = shm + "/shm"
-	}
-	b, err := New(cfg, nil)
-	if err != nil {
-		bm.Fatal(err)
-	}
-	bm.Cleanup(func() { _ = b.Close() })
-	path := dir + "/w.bin"
-	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
-		bm.Fatal(err)
-	}
-	ctx := context.Background()
-	bm.SetBytes(size)
-	for bm.Loop() {
-		id, _, err := b.Allocate(ctx, 0, size)
-		if err != nil {
-			bm.Fatal(err)
-		}
-		if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-			bm.Fatal(err)
-		}
-		if err := b.Free(ctx, id); err != nil {
-			bm.Fatal(err)
-		}
 	}
 }
 
