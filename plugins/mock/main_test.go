@@ -94,20 +94,13 @@ func TestPeerCopyFailingMidCopyLeavesNothing(t *testing.T) {
 				data[i] = byte(i*7 + i>>13)
 			}
 			id, h := backendtest.ExportData(t, src, size, data)
-			free := func(b sdk.Backend) uint64 {
-				devs, err := b.Devices(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return devs[0].FreeMemory
-			}
-			before := free(failing)
+			before := backendtest.FreeMemory(t, failing, 0)
 
 			_, err := sdk.PeerCopy(ctx, failing, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
 			if err == nil || !strings.Contains(err.Error(), mockbackend.EnvFailPeerCopyAfter) {
 				t.Fatalf("PeerCopy with the knob: %v, want the injected failure", err)
 			}
-			if after := free(failing); after != before {
+			if after := backendtest.FreeMemory(t, failing, 0); after != before {
 				t.Fatalf("free memory %d after the failed copy, %d before: a half arena was left", after, before)
 			}
 			// The copier still works: the same copy without the knob, on a

@@ -105,3 +105,21 @@ func ExportData(t testing.TB, b sdk.Backend, size uint64, data []byte) (sdk.Allo
 	}
 	return id, h
 }
+
+// FreeMemory returns the FreeMemory b's Devices reports for device
+// ordinal (0 when the backend does not tell). A failed Devices, or a list
+// without the ordinal, ends the test.
+func FreeMemory(t testing.TB, b sdk.Backend, ordinal int) uint64 {
+	t.Helper()
+	devs, err := b.Devices(context.Background())
+	if err != nil {
+		t.Fatalf("Devices: %v", err)
+	}
+	for _, d := range devs {
+		if d.Ordinal == ordinal {
+			return d.FreeMemory
+		}
+	}
+	t.Fatalf("Devices lists no ordinal %d", ordinal)
+	return 0
+}

@@ -1,7 +1,6 @@
 package cudabackend
 
 import (
-	"context"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
@@ -17,16 +16,6 @@ func TestImportOwnExportSharesTheAllocation(t *testing.T) {
 	// Without NVML, FreeMemory is the driver's count (cuMemGetInfo).
 	b := newBackend(t, fakeConfig(t, gputest.FakeOptions{NoManagement: true}))
 	gputest.CheckImportOwnExport(t, b, b, HandleKind, fakeMemory)
-}
-
-// freeMemory returns ordinal 0's FreeMemory as the fake driver counts it.
-func freeMemory(t *testing.T, b *Backend) uint64 {
-	t.Helper()
-	devs, err := b.Devices(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return devs[0].FreeMemory
 }
 
 func TestImportAcrossProcesses(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // TestVMMDescriptorHandles: with cuda-vmm-fd, Export hands out a fresh
@@ -28,7 +29,7 @@ func TestVMMDescriptorHandles(t *testing.T) {
 	// 3 MiB + 1: two 2 MiB granules on the device, exactly the size asked for.
 	const size = 3<<20 + 1
 	id := loadFile(t, b, path, len(data), size, 100)
-	if free := freeMemory(t, b); free != fakeMemory-4<<20 {
+	if free := backendtest.FreeMemory(t, b, 0); free != fakeMemory-4<<20 {
 		t.Fatalf("free memory %d after a %d-byte allocation, want %d (rounded to the 2 MiB granularity)", free, size, fakeMemory-4<<20)
 	}
 	h, err := b.Export(ctx, id)
@@ -109,7 +110,7 @@ func TestVMMDescriptorHandles(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.File.Close()
-	if free := freeMemory(t, b); free != fakeMemory {
+	if free := backendtest.FreeMemory(t, b, 0); free != fakeMemory {
 		t.Fatalf("device free memory %d after freeing everything, want %d", free, fakeMemory)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -253,13 +254,7 @@ func TestImportedMappingIsReadOnlyAndNotCharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	free := func() uint64 {
-		devs, err := b.Devices(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return devs[0].FreeMemory
-	}
+	free := func() uint64 { return backendtest.FreeMemory(t, b, 0) }
 	before := free()
 	if before != b.cfg.Memory-size {
 		t.Errorf("FreeMemory = %d after allocating %d of %d", before, size, b.cfg.Memory)

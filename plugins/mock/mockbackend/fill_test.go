@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 func fileBytes(t *testing.T, path string) uint64 {
@@ -63,13 +64,7 @@ func TestAllocateRefusesWhatTheFolderCannotHold(t *testing.T) {
 		t.Fatalf("the test folder %s reports no size limit; the check needs one", b.Dir())
 	}
 	avail := st.Bavail * uint64(st.Bsize)
-	freeMemory := func() uint64 {
-		devs, err := b.Devices(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return devs[0].FreeMemory
-	}
+	freeMemory := func() uint64 { return backendtest.FreeMemory(t, b, 0) }
 
 	_, _, err := b.Allocate(ctx, 0, avail+1<<30)
 	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), b.Dir()) {
