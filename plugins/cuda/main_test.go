@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -18,55 +17,29 @@ import (
 // the plugin with `go build`.
 const EnvPluginDir = "WCACHE_CUDA_PLUGIN_DIR"
 
-// Folders TestMain fills, passed to tests through the environment so that
-// the package keeps no mutable globals.
-const (
-	pluginsEnv = "WCACHE_CUDA_TEST_PLUGINS"
-	fakesEnv   = "WCACHE_CUDA_TEST_FAKES"
-)
-
 func TestMain(m *testing.M) {
-	os.Exit(gputest.Main(m, gputest.MainOptions{
-		Name: "wcache-backend-cuda", Real: fakelib.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
-				if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
-					return err
-				}
+	os.Exit(plugin().Main(m, func(dir string) error {
+		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
+			if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
+				return err
 			}
-			_, err := fakelib.NVML(".", dir)
-			return err
-		},
-		LibDirEnv: fakesEnv, Plugin: "cuda", PluginDirEnv: EnvPluginDir, PluginsEnv: pluginsEnv,
+		}
+		_, err := fakelib.NVML(".", dir)
+		return err
 	}))
 }
 
-// pluginEnv is the plugin's environment: the fakes (two GPUs, 256 MiB
-// each, small staging, slow asynchronous copies) unless WCACHE_CUDA_REAL=1,
-// then whatever the environment holds.
-func pluginEnv(t testing.TB, variant string, extra ...string) []string {
-	t.Helper()
-	if fakelib.Real(os.Getenv) {
-		return extra
-	}
-	fakes := os.Getenv(fakesEnv)
-	return append([]string{
-		cudabackend.EnvLibrary + "=" + filepath.Join(fakes, variant, "libcuda.so.1"),
-		cudabackend.EnvNVMLLibrary + "=" + filepath.Join(fakes, "libnvidia-ml.so.1"),
-		cudabackend.EnvStagingBytes + "=256KiB",
-		"FAKECUDA_DEVICES=2",
-		"FAKECUDA_MEMORY=268435456",
-		"FAKECUDA_COPY_DELAY_US=20",
-	}, extra...)
-}
-
-// plugin is wcache-backend-cuda on the fake driver and fake NVML
-// (pluginEnv) for the checks every GPU plugin shares.
+// plugin is wcache-backend-cuda on the fake driver and fake NVML (two
+// GPUs of 256 MiB) unless WCACHE_CUDA_REAL=1, for the checks every GPU
+// plugin shares.
 func plugin() gputest.Plugin {
 	return gputest.Plugin{
-		Name: "cuda", PluginsEnv: pluginsEnv, FakesEnv: fakesEnv, Real: fakelib.Real(os.Getenv), Env: pluginEnv,
+		Name: "cuda", PluginDirEnv: EnvPluginDir,
+		PluginsEnv: "WCACHE_CUDA_TEST_PLUGINS", FakesEnv: "WCACHE_CUDA_TEST_FAKES", Real: fakelib.Real(os.Getenv),
 		Info:       sdk.Info{Platform: "cuda"},
 		LibraryEnv: cudabackend.EnvLibrary, LibraryName: "libcuda.so.1", IPCOpen: "cuIpcOpenMemHandle_v2",
-		FakePrefix: "FAKECUDA_", FakeCapacity: 256 << 20, InvalidValue: "CUDA_ERROR_INVALID_VALUE",
+		ManagementEnv: cudabackend.EnvNVMLLibrary, ManagementName: "libnvidia-ml.so.1", StagingBytesEnv: cudabackend.EnvStagingBytes,
+		FakePrefix: "FAKECUDA_", FakeDevices: "2", FakeCapacity: 256 << 20, InvalidValue: "CUDA_ERROR_INVALID_VALUE",
 		HealthEnv: cudabackend.EnvHealthInterval, FatalError: []string{"sticky error", "CUDA_ERROR_ILLEGAL_ADDRESS (700)"},
 	}
 }
@@ -84,7 +57,7 @@ func TestConformanceSubprocess(t *testing.T) {
 	p := plugin()
 	for _, kind := range []string{cudabackend.HandleIPC, cudabackend.HandleVMMFD} {
 		t.Run(kind, func(t *testing.T) {
-			env := pluginEnv(t, "", cudabackend.EnvHandle+"="+kind)
+			env := p.Env(t, "", cudabackend.EnvHandle+"="+kind)
 			backendtest.Run(t, func(t *testing.T) sdk.Backend {
 				return p.Start(t, env)
 			}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})

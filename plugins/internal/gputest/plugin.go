@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,37 +17,39 @@ import (
 )
 
 // Plugin is a GPU vendor's plugin as its package's tests see it: the
-// binary wcache-backend-<Name> that Main built (MainOptions.Plugin) into
+// binary wcache-backend-<Name> that its TestMain (Plugin.Main) built into
 // the folder PluginsEnv names, started on the fake libraries with Env's
 // environment. The checks that are the same for every vendor (RunPlugin,
 // the peer-copy checks, BenchPeerCopy) take one.
 type Plugin struct {
 	// Name is the backend's name ("cuda", "rocm").
 	Name string
-	// PluginsEnv names the variable holding the plugin's folder
-	// (MainOptions.PluginsEnv), FakesEnv the one holding the fake
-	// libraries' (MainOptions.LibDirEnv).
-	PluginsEnv, FakesEnv string
+	// PluginDirEnv, when set, names a folder holding a prebuilt plugin
+	// (the GPU bundle's bin/), which Main then does not build.
+	// PluginsEnv and FakesEnv name the variables through which Main
+	// passes the plugin's folder and the fake libraries' to the tests, so
+	// that the package keeps no mutable globals.
+	PluginDirEnv, PluginsEnv, FakesEnv string
 	// Real: the tests run on the vendor's real libraries (the GPU
 	// check), and the checks that configure the fakes skip.
 	Real bool
-	// Env is the plugin's environment on the fakes (two devices of
-	// FakeCapacity bytes) with the build variant of the fake vendor
-	// library ("" the full one, "noipcopen" without the IPC open entry
-	// point, "nopeer" without the peer-copy ones) and extra added; on
-	// real hardware, extra alone.
-	Env func(t testing.TB, variant string, extra ...string) []string
 	// Info is what the plugin's Info answers: its Platform, and its
 	// HandleKinds when not nil.
 	Info sdk.Info
-	// LibraryEnv is the variable naming the vendor library, LibraryName
-	// the fake's file name, and IPCOpen the entry point the "noipcopen"
-	// variant lacks.
+	// LibraryEnv is the plugin's variable naming the vendor library,
+	// LibraryName the fake's file name, and IPCOpen the entry point the
+	// "noipcopen" variant lacks; ManagementEnv and ManagementName the same
+	// for the management library (NVML, amdsmi).
 	LibraryEnv, LibraryName, IPCOpen string
+	ManagementEnv, ManagementName    string
+	// StagingBytesEnv is the plugin's staging buffer size variable (Env
+	// sets small buffers).
+	StagingBytesEnv string
 	// FakePrefix is the fake's variable prefix ("FAKECUDA_", "FAKEHIP_"),
+	// FakeDevices the value of its DEVICES variable (two devices), and
 	// FakeCapacity each fake device's bytes.
-	FakePrefix   string
-	FakeCapacity uint64
+	FakePrefix, FakeDevices string
+	FakeCapacity            uint64
 	// InvalidValue is the vendor's name of its invalid-value error, as a
 	// failed call's error names it.
 	InvalidValue string
@@ -55,6 +58,36 @@ type Plugin struct {
 	// exit, after the fake's fatal error 700.
 	HealthEnv  string
 	FatalError []string
+}
+
+// Main is the TestMain of the plugin's package (see the package-level
+// Main): the plugin built with go build unless PluginDirEnv names a
+// prebuilt one, and the fake libraries built by build, unless Real.
+func (p Plugin) Main(m *testing.M, build func(dir string) error) int {
+	return Main(m, MainOptions{Name: "wcache-backend-" + p.Name, Real: p.Real, Build: build, LibDirEnv: p.FakesEnv,
+		Plugin: p.Name, PluginDirEnv: p.PluginDirEnv, PluginsEnv: p.PluginsEnv})
+}
+
+// Env is the plugin's environment on the fakes: the build variant of the
+// fake vendor library ("" the full one, "noipcopen" without the IPC open
+// entry point, "nopeer" without the peer-copy ones), the fake management
+// library, 256 KiB staging buffers, FakeDevices of FakeCapacity bytes and
+// slow asynchronous copies, with extra added; on real hardware, extra
+// alone (whatever the environment holds).
+func (p Plugin) Env(t testing.TB, variant string, extra ...string) []string {
+	t.Helper()
+	if p.Real {
+		return extra
+	}
+	fakes := os.Getenv(p.FakesEnv)
+	return append([]string{
+		p.LibraryEnv + "=" + filepath.Join(fakes, variant, p.LibraryName),
+		p.ManagementEnv + "=" + filepath.Join(fakes, p.ManagementName),
+		p.StagingBytesEnv + "=256KiB",
+		p.FakePrefix + "DEVICES=" + p.FakeDevices,
+		p.FakePrefix + "MEMORY=" + strconv.FormatUint(p.FakeCapacity, 10),
+		p.FakePrefix + "COPY_DELAY_US=20",
+	}, extra...)
 }
 
 // Path is the plugin binary's path.
