@@ -24,10 +24,7 @@ func fileBytes(t *testing.T, path string) uint64 {
 func TestAllocateTakesNoMemoryUntilLoad(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
-	id, _, err := b.Allocate(ctx, 0, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := allocate(t, b, 0, 64<<20)
 	files := shmFiles(t, b.Dir())
 	if len(files) != 1 {
 		t.Fatalf("files %v", files)
