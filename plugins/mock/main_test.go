@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,14 +62,7 @@ func TestConformanceSubprocess(t *testing.T) {
 }
 
 func TestRunByHandExplains(t *testing.T) {
-	cmd := exec.Command(os.Getenv(pluginEnv))
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "wcache backend plugin") ||
-		!strings.Contains(string(out), "docs/mock-backend.md") {
-		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
-	}
+	backendtest.CheckRunByHand(t, os.Getenv(pluginEnv), "docs/mock-backend.md")
 }
 
 // TestPeerCopyFailingMidCopyLeavesNothing copies a 24 MiB arena of one

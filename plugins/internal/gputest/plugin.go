@@ -126,7 +126,7 @@ func (p Plugin) NewWorld(t *testing.T, modelBytes int, extra ...string) *World {
 // error ends the plugin, and ends `wcache serve` naming it. All but the
 // first configure the fakes and skip on real hardware.
 func RunPlugin(t *testing.T, p Plugin) {
-	t.Run("RunByHandExplains", func(t *testing.T) { CheckRunByHandExplains(t, p) })
+	t.Run("RunByHandExplains", func(t *testing.T) { backendtest.CheckRunByHand(t, p.Path()) })
 	fakes := func(name string, check func(t *testing.T, p Plugin)) {
 		t.Run(name, func(t *testing.T) {
 			if p.Real {
@@ -234,19 +234,5 @@ func CheckServeStopsWithTheFatalReason(t *testing.T, p Plugin) {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve's output does not name %q:\n%s", want, out)
 		}
-	}
-}
-
-// CheckRunByHandExplains runs the plugin binary as a user would, outside
-// a host, and checks it exits with status 1 and says it is a wcache
-// backend plugin.
-func CheckRunByHandExplains(t *testing.T, p Plugin) {
-	t.Helper()
-	cmd := exec.Command(p.Path())
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "wcache backend plugin") {
-		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
 	}
 }
