@@ -3,39 +3,12 @@ package cudabackend
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
-
-func TestMissingLibraryIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, gputest.FakeOptions{})
-	cfg.Library = filepath.Join(t.TempDir(), "nowhere", "libcuda.so.1")
-	_, err := New(cfg, nil)
-	if !errors.Is(err, sdk.ErrUnavailable) || !strings.HasPrefix(err.Error(), "backend unavailable: cannot load "+cfg.Library+": ") {
-		t.Fatalf("New = %v, want ErrUnavailable naming %s", err, cfg.Library)
-	}
-}
-
-func TestMissingSymbolIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, gputest.FakeOptions{Variant: "noipcopen"})
-	_, err := New(cfg, nil)
-	want := "backend unavailable: " + cfg.Library + ": missing symbol cuIpcOpenMemHandle_v2"
-	if !errors.Is(err, sdk.ErrUnavailable) || err.Error() != want {
-		t.Fatalf("New = %v, want %q", err, want)
-	}
-}
-
-func TestDriverInitFailureIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_INIT_ERROR": "35"}})
-	_, err := New(cfg, nil)
-	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "CUDA_ERROR_INSUFFICIENT_DRIVER") || !strings.Contains(err.Error(), cfg.Library) {
-		t.Fatalf("New = %v, want ErrUnavailable naming the library and CUDA_ERROR_INSUFFICIENT_DRIVER", err)
-	}
-}
 
 func TestUnavailableBackend(t *testing.T) {
 	cause := sdk.Errorf(sdk.ErrUnavailable, "libcuda.so.1: missing symbol cuMemAlloc_v2")

@@ -45,7 +45,8 @@ func onFakes() gputest.Fakes[*Backend] {
 			exitOnFatal(b.Runtime(), logger, stop, exit)
 		},
 		FatalError: func(b *Backend) error { return b.Runtime().FatalError() },
-		Prefix:     "FAKECUDA_", Devices: 3, Capacity: fakeMemory, HandleKind: HandleKind,
+		Prefix:     "FAKECUDA_", Devices: 3, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "cuIpcOpenMemHandle_v2",
+		InitError: 35, InitErrorName: "CUDA_ERROR_INSUFFICIENT_DRIVER",
 		OutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY", Fatal: gputest.Fatal{Code: 719, Name: "CUDA_ERROR_LAUNCH_FAILED", Status: ExitStatusSticky},
 	}
 }

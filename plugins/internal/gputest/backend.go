@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/plugins/internal/dl"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
@@ -48,8 +50,14 @@ type Fakes[B InProcess] struct {
 	Prefix   string
 	Devices  int
 	Capacity uint64
-	// HandleKind is the kind of the handles the backend exports.
-	HandleKind string
+	// HandleKind is the kind of the handles the backend exports; IPCOpen
+	// the entry point the fake's "noipcopen" build lacks.
+	HandleKind, IPCOpen string
+	// InitError is an error code the fake's INIT_ERROR variable makes its
+	// initialisation return, and InitErrorName what New's error then
+	// says.
+	InitError     int
+	InitErrorName string
 	// OutOfMemory is the vendor's name of its out-of-memory error, as a
 	// failed Allocate names it; Fatal the fatal error the checks latch.
 	OutOfMemory string
@@ -73,7 +81,8 @@ func (f Fakes[B]) Paced(t testing.TB) B {
 }
 
 // RunBackend runs, as subtests, the in-process checks every GPU backend
-// passes the same way on its fakes: Loads through small staging buffers
+// passes the same way on its fakes: a missing library, a missing entry
+// point and a failing initialisation refused typed; Loads through small staging buffers
 // and a delayed copy engine, bad extents, cancellation, Close during a
 // Load, the paced fill, Loads sharing the lanes, out of memory, a closed
 // backend, a fatal error ending the plugin (and none without one), and
@@ -84,6 +93,7 @@ func RunBackend[B InProcess](t *testing.T, f Fakes[B]) {
 		s.Bytes, s.Buffers, s.DirectIO = bytes, buffers, direct
 		return s
 	}
+	t.Run("UnavailableLibrary", func(t *testing.T) { CheckUnavailableLibrary(t, f) })
 	// Device 1: a reader whose thread lacks the device's context (or
 	// hipSetDevice) would queue onto device 0's stream, which the fakes
 	// refuse.
@@ -139,6 +149,38 @@ func RunBackend[B InProcess](t *testing.T, f Fakes[B]) {
 		CheckImportRejectsBadHandles(t, f.open(t, FakeOptions{}), f.HandleKind,
 			sdk.Handle{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: 10}, f.Devices)
 	})
+}
+
+// CheckUnavailableLibrary opens the backend with a vendor library that
+// cannot be used: a missing file, the fake's build without IPCOpen, and
+// the fake failing its initialisation with InitError. Each open fails
+// with ErrUnavailable saying why (the library, the missing symbol,
+// InitErrorName); the first two are a *dl.LoadError.
+func CheckUnavailableLibrary[B InProcess](t *testing.T, f Fakes[B]) {
+	missing := filepath.Join(t.TempDir(), "missing", "lib.so")
+	for name, tc := range map[string]struct {
+		o        FakeOptions
+		want     string
+		loadFail bool
+	}{
+		"missing library": {FakeOptions{Library: missing}, "backend unavailable: cannot load " + missing + ": ", true},
+		"missing symbol":  {FakeOptions{Variant: "noipcopen"}, ": missing symbol " + f.IPCOpen, true},
+		"init failure":    {FakeOptions{Env: map[string]string{f.Prefix + "INIT_ERROR": fmt.Sprint(f.InitError)}}, f.InitErrorName, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := f.Open(t, tc.o)
+			if err == nil {
+				b.Close()
+			}
+			if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("open = %v, want ErrUnavailable saying %q", err, tc.want)
+			}
+			var le *dl.LoadError
+			if errors.As(err, &le) != tc.loadFail {
+				t.Errorf("open = %v: a *dl.LoadError is %v, want %v", err, !tc.loadFail, tc.loadFail)
+			}
+		})
+	}
 }
 
 // CheckLoadCancelled cancels a Load of 12 MiB into b at its first

@@ -15,8 +15,10 @@ type FakeOptions struct {
 	// Variant is the build of the fake vendor library: "" the full one,
 	// else one the package's TestMain built without some entry points.
 	Variant string
-	// NoManagement points the management library (NVML, amdsmi) at a
-	// missing file.
+	// Library, when set, is the vendor library to open instead of the
+	// fake (a missing file, say); NoManagement points the management
+	// library (NVML, amdsmi) at a missing file.
+	Library      string
 	NoManagement bool
 	// Env is set for the test (t.Setenv) before the fake initialises:
 	// the fake reads it then.
@@ -26,20 +28,24 @@ type FakeOptions struct {
 	Staging staging.Settings
 }
 
-// Libraries sets o.Env for the test and returns the fake vendor library
-// to open, a private copy of the Variant build of name in the folder
-// dirEnv names (a copy loads as its own instance, which reads this test's
-// variables), and the fake management library mgmt of that folder (a
-// missing file with NoManagement). A failed copy ends the test.
+// Libraries sets o.Env for the test and returns the vendor library to
+// open, o.Library or else a private copy of the Variant build of the fake
+// name in the folder dirEnv names (a copy loads as its own instance,
+// which reads this test's variables), and the fake management library
+// mgmt of that folder (a missing file with NoManagement). A failed copy
+// ends the test.
 func (o FakeOptions) Libraries(t testing.TB, dirEnv, name, mgmt string) (lib, mgmtLib string) {
 	t.Helper()
 	for k, v := range o.Env {
 		t.Setenv(k, v)
 	}
 	dir := os.Getenv(dirEnv)
-	lib, err := fakelib.Copy(filepath.Join(dir, o.Variant, name), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	lib = o.Library
+	if lib == "" {
+		var err error
+		if lib, err = fakelib.Copy(filepath.Join(dir, o.Variant, name), t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if o.NoManagement {
 		return lib, filepath.Join(t.TempDir(), "absent", mgmt)

@@ -55,7 +55,8 @@ func onFakes() gputest.Fakes[*Backend] {
 			exitOnFatal(b.Runtime(), logger, stop, exit)
 		},
 		FatalError: func(b *Backend) error { return b.Runtime().FatalError() },
-		Prefix:     "FAKEHIP_", Devices: 4, Capacity: fakeMemory, HandleKind: HandleKind,
+		Prefix:     "FAKEHIP_", Devices: 4, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "hipIpcOpenMemHandle",
+		InitError: 100, InitErrorName: "hipInit",
 		OutOfMemory: "hipErrorOutOfMemory", Fatal: gputest.Fatal{Code: 700, Name: "hipErrorIllegalAddress", Status: ExitStatusFatal},
 	}
 }
