@@ -5,44 +5,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"net"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
-	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
+	"github.com/wcache/wcache/sdk/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk/mock"
 )
-
-// connect serves impl through the gRPC server adapter on an in-memory
-// connection and returns the client adapter and the server (to stop it).
-func connect(t *testing.T, impl sdk.Backend) (sdk.Backend, *grpc.Server) {
-	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	backendv1.RegisterBackendServer(srv, sdk.NewGRPCServer(impl))
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-	})
-	return sdk.NewGRPCClient(conn), srv
-}
 
 func TestTypedErrorsSurviveTheBoundary(t *testing.T) {
 	cases := []struct {
@@ -61,7 +35,7 @@ func TestTypedErrorsSurviveTheBoundary(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.kind.Error(), func(t *testing.T) {
 			sent := sdk.Errorf(tc.kind, "allocate 12 bytes on device 3")
-			client, _ := connect(t, &mock.Backend{
+			client, _ := grpcpipe.Connect(t, &mock.Backend{
 				AllocateFunc: func(context.Context, int, uint64) (sdk.AllocationID, uint64, error) { return 0, 0, sent },
 			})
 			_, _, err := client.Allocate(context.Background(), 3, 12)
@@ -85,7 +59,7 @@ func TestTypedErrorsSurviveTheBoundary(t *testing.T) {
 }
 
 func TestUntypedErrorKeepsMessageAndMatchesNoSentinel(t *testing.T) {
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		FreeFunc: func(context.Context, sdk.AllocationID) error { return errors.New("driver said 999") },
 	})
 	err := client.Free(context.Background(), 4)
@@ -114,7 +88,7 @@ func TestValuesRoundTrip(t *testing.T) {
 	var gotRanges []sdk.Range
 	var gotHandle sdk.Handle
 	var freed sdk.AllocationID
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		InfoFunc:    func(context.Context) (sdk.Info, error) { return info, nil },
 		DevicesFunc: func(context.Context) ([]sdk.Device, error) { return devs, nil },
 		DeviceUUIDFunc: func(_ context.Context, o int) (string, error) {
@@ -176,7 +150,7 @@ func TestValuesRoundTrip(t *testing.T) {
 
 func TestClientRefusesWhatTheWireCannotCarry(t *testing.T) {
 	called := false
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		AllocateFunc: func(context.Context, int, uint64) (sdk.AllocationID, uint64, error) {
 			called = true
 			return 1, 1, nil
@@ -194,7 +168,7 @@ func TestClientRefusesWhatTheWireCannotCarry(t *testing.T) {
 }
 
 func TestClientRejectsProtocolViolations(t *testing.T) {
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		DigestFunc: func(context.Context, sdk.AllocationID, []sdk.Range) ([][32]byte, error) {
 			return [][32]byte{{}}, nil // one digest for two ranges
 		},
@@ -217,7 +191,7 @@ func TestClientRejectsProtocolViolations(t *testing.T) {
 
 func TestLoadStreamsThrottledProgress(t *testing.T) {
 	const step, total = 1 << 20, 300 << 20
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		LoadFunc: func(_ context.Context, _ sdk.AllocationID, _ []sdk.Extent, progress sdk.ProgressFunc) error {
 			for done := uint64(step); done <= total; done += step {
 				progress(done, total)
@@ -251,7 +225,7 @@ func TestLoadStatsCrossTheBoundary(t *testing.T) {
 		Wall: 5 * time.Millisecond, Read: 6 * time.Millisecond, BufferWait: time.Millisecond,
 		Queue: 2 * time.Microsecond, CopyWait: 3 * time.Microsecond, Hash: 4 * time.Microsecond,
 		Leaves: []filedigest.FileLeaves{{Path: "/a", Size: 3 << 20, Leaves: []filedigest.Leaf{{Index: 1, Sum: filedigest.Sum{7, 8}}, {Index: 2, Sum: filedigest.Sum{31: 9}}}}}}
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		LoadStatsFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) (sdk.LoadStats, error) {
 			return want, nil
 		},
@@ -261,7 +235,7 @@ func TestLoadStatsCrossTheBoundary(t *testing.T) {
 		t.Fatalf("LoadWithStats = %+v, %v; want %+v", got, err, want)
 	}
 	// A backend that measures nothing sends no stats: zero on arrival.
-	client, _ = connect(t, &mock.Backend{
+	client, _ = grpcpipe.Connect(t, &mock.Backend{
 		LoadFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) error { return nil },
 	})
 	got, err = sdk.LoadWithStats(context.Background(), client, 1, []sdk.Extent{{Path: "/a", Length: 300}}, nil)
@@ -271,7 +245,7 @@ func TestLoadStatsCrossTheBoundary(t *testing.T) {
 }
 
 func TestLoadErrorAfterProgressIsTyped(t *testing.T) {
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		LoadFunc: func(_ context.Context, _ sdk.AllocationID, _ []sdk.Extent, progress sdk.ProgressFunc) error {
 			progress(1, 10)
 			return sdk.Errorf(sdk.ErrInvalidArgument, "extent 0 ends past the allocation")
@@ -285,7 +259,7 @@ func TestLoadErrorAfterProgressIsTyped(t *testing.T) {
 
 func TestLoadCancelledByCaller(t *testing.T) {
 	started := make(chan struct{})
-	client, _ := connect(t, &mock.Backend{
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		LoadFunc: func(ctx context.Context, _ sdk.AllocationID, _ []sdk.Extent, _ sdk.ProgressFunc) error {
 			close(started)
 			<-ctx.Done()
@@ -306,7 +280,7 @@ func TestLoadCancelledByCaller(t *testing.T) {
 func TestDeadServerIsUnavailable(t *testing.T) {
 	started := make(chan struct{})
 	var once sync.Once
-	client, srv := connect(t, &mock.Backend{
+	client, srv := grpcpipe.Connect(t, &mock.Backend{
 		LoadFunc: func(ctx context.Context, _ sdk.AllocationID, _ []sdk.Extent, _ sdk.ProgressFunc) error {
 			once.Do(func() { close(started) })
 			<-ctx.Done()
@@ -330,7 +304,7 @@ func TestDeadServerIsUnavailable(t *testing.T) {
 // the error a daemon falls back to the files on; one with it returns the
 // new allocation and its stats.
 func TestPeerCopyAcrossTheBoundary(t *testing.T) {
-	client, _ := connect(t, &mock.Backend{})
+	client, _ := grpcpipe.Connect(t, &mock.Backend{})
 	_, err := sdk.PeerCopy(context.Background(), client, sdk.PeerCopyRequest{Source: sdk.Handle{Kind: "posix-shm", Data: []byte("/x"), Size: 8}}, nil)
 	if !errors.Is(err, sdk.ErrUnsupported) {
 		t.Fatalf("PeerCopy on a backend without it: %v, want ErrUnsupported", err)
@@ -340,7 +314,7 @@ func TestPeerCopyAcrossTheBoundary(t *testing.T) {
 	}
 
 	var got sdk.PeerCopyRequest
-	client, _ = connect(t, &mock.Backend{PeerCopyFunc: func(_ context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+	client, _ = grpcpipe.Connect(t, &mock.Backend{PeerCopyFunc: func(_ context.Context, req sdk.PeerCopyRequest, progress sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
 		got = req
 		progress(4, 8)
 		return sdk.PeerCopyResult{ID: 7, Bytes: 4096, Stats: sdk.PeerCopyStats{Bytes: 8, Chunks: 2, Streams: 2, Wall: time.Millisecond, Path: "p2p"}}, nil
@@ -362,7 +336,7 @@ func TestPeerCopyAcrossTheBoundary(t *testing.T) {
 	// A plugin that reserves less than it copied violates the protocol: the
 	// host frees the allocation and fails.
 	var freed []sdk.AllocationID
-	client, _ = connect(t, &mock.Backend{
+	client, _ = grpcpipe.Connect(t, &mock.Backend{
 		PeerCopyFunc: func(context.Context, sdk.PeerCopyRequest, sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
 			return sdk.PeerCopyResult{ID: 9, Bytes: 4}, nil
 		},

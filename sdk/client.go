@@ -122,19 +122,43 @@ func (c *grpcClient) LoadWithStats(ctx context.Context, id AllocationID, extents
 	if err != nil {
 		return LoadStats{}, fromStatus(ctx, "Load", err)
 	}
+	msg, err := recvFinal(ctx, "Load", "load", stream.Recv, progress)
+	if err != nil {
+		return LoadStats{}, err
+	}
+	if progress != nil {
+		progress(msg.GetBytesDone(), msg.GetBytesTotal())
+	}
+	return loadStatsFromProto(msg.GetStats()), nil
+}
+
+// progressMessage is a message of a progress stream (Load, PeerCopy): the
+// bytes done of the total, and done on the final message.
+type progressMessage interface {
+	GetBytesDone() uint64
+	GetBytesTotal() uint64
+	GetDone() bool
+}
+
+// recvFinal receives op's progress stream through recv until its final
+// message, which it returns, calling progress (when not nil) for every
+// message before it. A stream that ends without the final message is a
+// *TransportError saying the what did not complete; a failed Recv is the
+// error fromStatus makes of it.
+func recvFinal[M progressMessage](ctx context.Context, op, what string, recv func() (M, error), progress ProgressFunc) (M, error) {
 	for {
-		msg, err := stream.Recv()
+		msg, err := recv()
 		if errors.Is(err, io.EOF) {
-			return LoadStats{}, &TransportError{Op: "Load", Err: errors.New("progress stream ended before the load completed")}
+			return msg, &TransportError{Op: op, Err: fmt.Errorf("progress stream ended before the %s completed", what)}
 		}
 		if err != nil {
-			return LoadStats{}, fromStatus(ctx, "Load", err)
+			return msg, fromStatus(ctx, op, err)
+		}
+		if msg.GetDone() {
+			return msg, nil
 		}
 		if progress != nil {
 			progress(msg.GetBytesDone(), msg.GetBytesTotal())
-		}
-		if msg.GetDone() {
-			return loadStatsFromProto(msg.GetStats()), nil
 		}
 	}
 }
@@ -246,32 +270,21 @@ func (c *grpcClient) PeerCopy(ctx context.Context, req PeerCopyRequest, progress
 	if err != nil {
 		return PeerCopyResult{}, fromStatus(ctx, "PeerCopy", err)
 	}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return PeerCopyResult{}, &TransportError{Op: "PeerCopy", Err: errors.New("progress stream ended before the copy completed")}
-		}
-		if err != nil {
-			return PeerCopyResult{}, fromStatus(ctx, "PeerCopy", err)
-		}
-		if !msg.GetDone() {
-			if progress != nil {
-				progress(msg.GetBytesDone(), msg.GetBytesTotal())
-			}
-			continue
-		}
-		res := PeerCopyResult{ID: AllocationID(msg.GetAllocationId()), Bytes: msg.GetBytes(), Stats: peerCopyStatsFromProto(msg.GetStats())}
-		want := req.Length
-		if want == 0 {
-			want = req.Source.Size
-		}
-		if res.Bytes < want {
-			_ = c.Free(context.WithoutCancel(ctx), res.ID)
-			return PeerCopyResult{}, fmt.Errorf("backend reserved %d bytes for a peer copy of %d: protocol violation", res.Bytes, want)
-		}
-		if progress != nil {
-			progress(msg.GetBytesDone(), msg.GetBytesTotal())
-		}
-		return res, nil
+	msg, err := recvFinal(ctx, "PeerCopy", "copy", stream.Recv, progress)
+	if err != nil {
+		return PeerCopyResult{}, err
 	}
+	res := PeerCopyResult{ID: AllocationID(msg.GetAllocationId()), Bytes: msg.GetBytes(), Stats: peerCopyStatsFromProto(msg.GetStats())}
+	want := req.Length
+	if want == 0 {
+		want = req.Source.Size
+	}
+	if res.Bytes < want {
+		_ = c.Free(context.WithoutCancel(ctx), res.ID)
+		return PeerCopyResult{}, fmt.Errorf("backend reserved %d bytes for a peer copy of %d: protocol violation", res.Bytes, want)
+	}
+	if progress != nil {
+		progress(msg.GetBytesDone(), msg.GetBytesTotal())
+	}
+	return res, nil
 }

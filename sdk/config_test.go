@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -102,7 +103,7 @@ func TestConfigureAcrossTheAdapters(t *testing.T) {
 		OptionsFunc:   func() []sdk.Option { return schema },
 		ConfigureFunc: func(_ context.Context, cfg sdk.Config) error { got = cfg; return nil },
 	}
-	client, _ := connect(t, impl)
+	client, _ := grpcpipe.Connect(t, impl)
 	ctx := t.Context()
 	info, err := client.Info(ctx)
 	if err != nil {
@@ -122,7 +123,7 @@ func TestConfigureAcrossTheAdapters(t *testing.T) {
 		t.Fatalf("unknown key across the adapters: %v", err)
 	}
 	// A backend without options: none accepted, the empty set is fine.
-	plain, _ := connect(t, &mock.Backend{})
+	plain, _ := grpcpipe.Connect(t, &mock.Backend{})
 	if err := sdk.Configure(ctx, plain, nil); err != nil {
 		t.Fatalf("empty configuration of a backend without options: %v", err)
 	}

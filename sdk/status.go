@@ -49,45 +49,47 @@ func (e *TransportError) Error() string {
 // Unwrap lets errors.Is match both ErrUnavailable and the gRPC error.
 func (e *TransportError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 
-// errorKind returns the gRPC code and the reason that name the sentinel err
-// wraps on the wire. An error that wraps none is codes.Unknown.
-func errorKind(err error) (codes.Code, backendv1.ErrorDetail_Reason) {
-	switch {
-	case errors.Is(err, ErrNoSuchDevice):
-		return codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE
-	case errors.Is(err, ErrNoSuchAllocation):
-		return codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION
-	case errors.Is(err, ErrOutOfMemory):
-		return codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY
-	case errors.Is(err, ErrUnsupported):
-		return codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED
-	case errors.Is(err, ErrUnavailable):
-		return codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE
-	case errors.Is(err, ErrInvalidArgument):
-		return codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT
-	default:
-		return codes.Unknown, backendv1.ErrorDetail_REASON_UNSPECIFIED
+// wireKind is how a sentinel error travels across the plugin boundary:
+// the gRPC code and the backendv1.ErrorDetail reason that name it.
+type wireKind struct {
+	sentinel error
+	code     codes.Code
+	reason   backendv1.ErrorDetail_Reason
+}
+
+// wireKinds lists every sentinel's wire kind, in the order errorKind
+// tries them (the first one an error wraps names it).
+func wireKinds() [6]wireKind {
+	return [...]wireKind{
+		{ErrNoSuchDevice, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE},
+		{ErrNoSuchAllocation, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION},
+		{ErrOutOfMemory, codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY},
+		{ErrUnsupported, codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED},
+		{ErrUnavailable, codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE},
+		{ErrInvalidArgument, codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT},
 	}
 }
 
-// sentinelForReason is the inverse of errorKind.
-func sentinelForReason(r backendv1.ErrorDetail_Reason) error {
-	switch r {
-	case backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE:
-		return ErrNoSuchDevice
-	case backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION:
-		return ErrNoSuchAllocation
-	case backendv1.ErrorDetail_REASON_OUT_OF_MEMORY:
-		return ErrOutOfMemory
-	case backendv1.ErrorDetail_REASON_UNSUPPORTED:
-		return ErrUnsupported
-	case backendv1.ErrorDetail_REASON_UNAVAILABLE:
-		return ErrUnavailable
-	case backendv1.ErrorDetail_REASON_INVALID_ARGUMENT:
-		return ErrInvalidArgument
-	default:
-		return nil
+// errorKind returns the gRPC code and the reason that name the sentinel err
+// wraps on the wire. An error that wraps none is codes.Unknown.
+func errorKind(err error) (codes.Code, backendv1.ErrorDetail_Reason) {
+	for _, k := range wireKinds() {
+		if errors.Is(err, k.sentinel) {
+			return k.code, k.reason
+		}
 	}
+	return codes.Unknown, backendv1.ErrorDetail_REASON_UNSPECIFIED
+}
+
+// sentinelForReason is the inverse of errorKind: the sentinel reason
+// names, nil for none.
+func sentinelForReason(r backendv1.ErrorDetail_Reason) error {
+	for _, k := range wireKinds() {
+		if k.reason == r {
+			return k.sentinel
+		}
+	}
+	return nil
 }
 
 // ToStatus converts an error returned by a Backend into the gRPC status

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -18,52 +17,31 @@ import (
 // the plugin with `go build`.
 const EnvPluginDir = "WCACHE_CUDA_PLUGIN_DIR"
 
-// Folders TestMain fills, passed to tests through the environment so that
-// the package keeps no mutable globals.
-const (
-	pluginsEnv = "WCACHE_CUDA_TEST_PLUGINS"
-	fakesEnv   = "WCACHE_CUDA_TEST_FAKES"
-)
-
 func TestMain(m *testing.M) {
-	os.Exit(gputest.Main(m, gputest.MainOptions{
-		Name: "wcache-backend-cuda", Real: fakelib.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
-				if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
-					return err
-				}
+	os.Exit(plugin().Main(m, func(dir string) error {
+		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
+			if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
+				return err
 			}
-			_, err := fakelib.NVML(".", dir)
-			return err
-		},
-		LibDirEnv: fakesEnv, Plugin: "cuda", PluginDirEnv: EnvPluginDir, PluginsEnv: pluginsEnv,
+		}
+		_, err := fakelib.NVML(".", dir)
+		return err
 	}))
 }
 
-// pluginEnv is the plugin's environment: the fakes (two GPUs, 256 MiB
-// each, small staging, slow asynchronous copies) unless WCACHE_CUDA_REAL=1,
-// then whatever the environment holds.
-func pluginEnv(t testing.TB, variant string, extra ...string) []string {
-	t.Helper()
-	if fakelib.Real(os.Getenv) {
-		return extra
+// plugin is wcache-backend-cuda on the fake driver and fake NVML (two
+// GPUs of 256 MiB) unless WCACHE_CUDA_REAL=1, for the checks every GPU
+// plugin shares.
+func plugin() gputest.Plugin {
+	return gputest.Plugin{
+		Name: "cuda", PluginDirEnv: EnvPluginDir,
+		PluginsEnv: "WCACHE_CUDA_TEST_PLUGINS", FakesEnv: "WCACHE_CUDA_TEST_FAKES", Real: fakelib.Real(os.Getenv),
+		Info:       sdk.Info{Platform: "cuda"},
+		LibraryEnv: cudabackend.EnvLibrary, LibraryName: "libcuda.so.1", IPCOpen: "cuIpcOpenMemHandle_v2",
+		ManagementEnv: cudabackend.EnvNVMLLibrary, ManagementName: "libnvidia-ml.so.1", StagingBytesEnv: cudabackend.EnvStagingBytes,
+		FakePrefix: "FAKECUDA_", FakeDevices: "2", FakeCapacity: 256 << 20, InvalidValue: "CUDA_ERROR_INVALID_VALUE",
+		HealthEnv: cudabackend.EnvHealthInterval, FatalError: []string{"sticky error", "CUDA_ERROR_ILLEGAL_ADDRESS (700)"},
 	}
-	fakes := os.Getenv(fakesEnv)
-	return append([]string{
-		cudabackend.EnvLibrary + "=" + filepath.Join(fakes, variant, "libcuda.so.1"),
-		cudabackend.EnvNVMLLibrary + "=" + filepath.Join(fakes, "libnvidia-ml.so.1"),
-		cudabackend.EnvStagingBytes + "=256KiB",
-		"FAKECUDA_DEVICES=2",
-		"FAKECUDA_MEMORY=268435456",
-		"FAKECUDA_COPY_DELAY_US=20",
-	}, extra...)
-}
-
-// start starts wcache-backend-cuda through the go-plugin boundary
-// (backendtest.StartPlugin), killed at cleanup.
-func start(t *testing.T, env []string) sdk.Backend {
-	t.Helper()
-	return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"), env...)
 }
 
 // TestConformanceSubprocess runs the conformance suite through real plugin
@@ -76,28 +54,22 @@ func start(t *testing.T, env []string) sdk.Backend {
 // descriptor channel, and the importing plugin maps them with
 // cuMemImportFromShareableHandle in its own process.
 func TestConformanceSubprocess(t *testing.T) {
+	p := plugin()
 	for _, kind := range []string{cudabackend.HandleIPC, cudabackend.HandleVMMFD} {
 		t.Run(kind, func(t *testing.T) {
-			env := pluginEnv(t, "", cudabackend.EnvHandle+"="+kind)
+			env := p.Env(t, "", cudabackend.EnvHandle+"="+kind)
 			backendtest.Run(t, func(t *testing.T) sdk.Backend {
-				return start(t, env)
+				return p.Start(t, env)
 			}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
 		})
 	}
 }
 
-func TestUnavailableDriverReachesTheHostTyped(t *testing.T) {
-	if fakelib.Real(os.Getenv) {
-		t.Fatalf("%s=1: only the Conformance tests run against the real driver (-run Conformance)", fakelib.EnvReal)
-	}
-	missing := filepath.Join(t.TempDir(), "libcuda.so.1")
-	symbolLess := filepath.Join(os.Getenv(fakesEnv), "noipcopen", "libcuda.so.1")
-	gputest.CheckUnavailableReachesTheHost(t, start, sdk.Info{Platform: "cuda"}, map[string]gputest.Unavailable{
-		"missing library": {Env: pluginEnv(t, "", cudabackend.EnvLibrary+"="+missing), Want: "backend unavailable: cannot load " + missing},
-		"missing symbol":  {Env: pluginEnv(t, "noipcopen"), Want: "backend unavailable: " + symbolLess + ": missing symbol cuIpcOpenMemHandle_v2"},
-	})
-}
+// TestPlugin runs the checks every GPU plugin shares (gputest.RunPlugin):
+// run by hand, an unusable driver, peer copies with cuMemcpyPeerAsync, and
+// a sticky CUDA error ending the plugin and `wcache serve`.
+func TestPlugin(t *testing.T) { gputest.RunPlugin(t, plugin()) }
 
-func TestRunByHandExplains(t *testing.T) {
-	gputest.CheckRunByHandExplains(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-cuda"))
-}
+// BenchmarkPeerCopyPaced reports the fake peer copy's rate over the fake
+// copy engine's paced rate (issue 26's third figure; target >= 0.9).
+func BenchmarkPeerCopyPaced(b *testing.B) { gputest.BenchPeerCopy(b, plugin()) }

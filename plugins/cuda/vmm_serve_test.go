@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk/poll"
 )
@@ -42,10 +40,7 @@ func statusRow(t *testing.T, w *gputest.World) daemonRow {
 // Last, `serve --takeover` hands the same memory to a successor daemon
 // without a load.
 func TestServeVMMAttachVerifyPluginCrashTakeover(t *testing.T) {
-	if fakelib.Real(os.Getenv) {
-		t.Skip("the end-to-end tests run on the fake driver")
-	}
-	w := gputest.NewWorld(t, "cuda", os.Getenv(pluginsEnv), 3<<20+12, pluginEnv(t, ""))
+	w := plugin().NewWorld(t, 3<<20+12)
 	d := w.Start("serving ", append(append([]string{"serve"}, w.BackendArgs()...),
 		"--gpu-id", "0", "--model", w.Model, "--backend-opt", "handle=cuda-vmm-fd")...)
 	if sum := w.AttachVerify(0); !sum.Verified || sum.Tensors != 1 {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,14 +62,7 @@ func TestConformanceSubprocess(t *testing.T) {
 }
 
 func TestRunByHandExplains(t *testing.T) {
-	cmd := exec.Command(os.Getenv(pluginEnv))
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "wcache backend plugin") ||
-		!strings.Contains(string(out), "docs/mock-backend.md") {
-		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
-	}
+	backendtest.CheckRunByHand(t, os.Getenv(pluginEnv), "docs/mock-backend.md")
 }
 
 // TestPeerCopyFailingMidCopyLeavesNothing copies a 24 MiB arena of one
@@ -93,38 +84,14 @@ func TestPeerCopyFailingMidCopyLeavesNothing(t *testing.T) {
 			for i := range data {
 				data[i] = byte(i*7 + i>>13)
 			}
-			path := filepath.Join(t.TempDir(), "arena.bin")
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			id, _, err := src.Allocate(ctx, 0, size)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := src.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-				t.Fatal(err)
-			}
-			h, err := src.Export(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.File != nil {
-				defer h.File.Close()
-			}
-			free := func(b sdk.Backend) uint64 {
-				devs, err := b.Devices(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return devs[0].FreeMemory
-			}
-			before := free(failing)
+			id, h := backendtest.ExportData(t, src, size, data)
+			before := backendtest.FreeMemory(t, failing, 0)
 
-			_, err = sdk.PeerCopy(ctx, failing, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
+			_, err := sdk.PeerCopy(ctx, failing, sdk.PeerCopyRequest{Ordinal: 0, Source: h}, nil)
 			if err == nil || !strings.Contains(err.Error(), mockbackend.EnvFailPeerCopyAfter) {
 				t.Fatalf("PeerCopy with the knob: %v, want the injected failure", err)
 			}
-			if after := free(failing); after != before {
+			if after := backendtest.FreeMemory(t, failing, 0); after != before {
 				t.Fatalf("free memory %d after the failed copy, %d before: a half arena was left", after, before)
 			}
 			// The copier still works: the same copy without the knob, on a

@@ -2,11 +2,11 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
 	"github.com/wcache/wcache/plugins/rocm/rocmbackend"
 	"github.com/wcache/wcache/sdk"
@@ -17,50 +17,31 @@ import (
 // wcache-backend-rocm; otherwise TestMain builds the plugin.
 const EnvPluginDir = "WCACHE_ROCM_PLUGIN_DIR"
 
-// Folders TestMain fills, passed to tests through the environment so that
-// the package keeps no mutable globals.
-const (
-	pluginsEnv = "WCACHE_ROCM_TEST_PLUGINS"
-	fakesEnv   = "WCACHE_ROCM_TEST_FAKES"
-)
-
 func TestMain(m *testing.M) {
-	os.Exit(gputest.Main(m, gputest.MainOptions{
-		Name: "wcache-backend-rocm", Real: fakes.Real(os.Getenv), Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}, "nopeer": {"FAKEHIP_OMIT_PEER"}} {
-				if _, err := fakes.HIP(".", dir, variant, defines...); err != nil {
-					return err
-				}
+	os.Exit(plugin().Main(m, func(dir string) error {
+		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}, "nopeer": {"FAKEHIP_OMIT_PEER"}} {
+			if _, err := fakes.HIP(".", dir, variant, defines...); err != nil {
+				return err
 			}
-			_, err := fakes.AMDSMI(".", dir)
-			return err
-		},
-		LibDirEnv: fakesEnv, Plugin: "rocm", PluginDirEnv: EnvPluginDir, PluginsEnv: pluginsEnv,
+		}
+		_, err := fakes.AMDSMI(".", dir)
+		return err
 	}))
 }
 
-// pluginEnv is the plugin's environment: the fake libraries (variant of
-// the fake HIP), two devices of 256 MiB, small staging, delayed copies.
-func pluginEnv(t testing.TB, variant string, extra ...string) []string {
-	t.Helper()
-	if fakes.Real(os.Getenv) {
-		return extra
+// plugin is wcache-backend-rocm on the fake HIP and fake amdsmi (two
+// GPUs of 256 MiB) unless WCACHE_ROCM_REAL=1, for the checks every GPU
+// plugin shares.
+func plugin() gputest.Plugin {
+	return gputest.Plugin{
+		Name: "rocm", PluginDirEnv: EnvPluginDir,
+		PluginsEnv: "WCACHE_ROCM_TEST_PLUGINS", FakesEnv: "WCACHE_ROCM_TEST_FAKES", Real: fakes.Real(os.Getenv),
+		Info:       sdk.Info{Platform: "rocm", HandleKinds: []string{rocmbackend.HandleKind}},
+		LibraryEnv: rocmbackend.EnvLibrary, LibraryName: fakes.HIPName, IPCOpen: "hipIpcOpenMemHandle",
+		ManagementEnv: rocmbackend.EnvAMDSMILibrary, ManagementName: fakes.AMDSMIName, StagingBytesEnv: staging.EnvNamesWithPrefix(rocmbackend.EnvPrefix).Bytes,
+		FakePrefix: "FAKEHIP_", FakeDevices: "1901ead3a2ecd4a6@c1,2b6c1e0f7d3a9c55@c2", FakeCapacity: 256 << 20, InvalidValue: "hipErrorInvalidValue",
+		HealthEnv: rocmbackend.EnvHealthInterval, FatalError: []string{"fatal error", "hipErrorIllegalAddress (700)"},
 	}
-	f := os.Getenv(fakesEnv)
-	return append([]string{
-		rocmbackend.EnvLibrary + "=" + filepath.Join(f, variant, fakes.HIPName),
-		rocmbackend.EnvAMDSMILibrary + "=" + filepath.Join(f, fakes.AMDSMIName),
-		"WCACHE_ROCM_STAGING_BYTES=256KiB",
-		"FAKEHIP_DEVICES=1901ead3a2ecd4a6@c1,2b6c1e0f7d3a9c55@c2",
-		"FAKEHIP_MEMORY=268435456",
-		"FAKEHIP_COPY_DELAY_US=20",
-	}, extra...)
-}
-
-// start starts wcache-backend-rocm through the go-plugin boundary.
-func start(t *testing.T, env []string) sdk.Backend {
-	t.Helper()
-	return backendtest.StartPlugin(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"), env...)
 }
 
 // TestConformanceSubprocess runs the conformance suite through real plugin
@@ -68,24 +49,18 @@ func start(t *testing.T, env []string) sdk.Backend {
 // ExportImport opens the handle in another process with
 // hipIpcOpenMemHandle, as `wcache attach --verify` does.
 func TestConformanceSubprocess(t *testing.T) {
-	env := pluginEnv(t, "")
+	p := plugin()
+	env := p.Env(t, "")
 	backendtest.Run(t, func(t *testing.T) sdk.Backend {
-		return start(t, env)
+		return p.Start(t, env)
 	}, backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.AMDUUIDPattern)}})
 }
 
-func TestUnavailableRuntimeReachesTheHostTyped(t *testing.T) {
-	if fakes.Real(os.Getenv) {
-		t.Skip("needs the fakes")
-	}
-	missing := filepath.Join(t.TempDir(), "libamdhip64.so.7")
-	symbolLess := filepath.Join(os.Getenv(fakesEnv), "noipcopen", fakes.HIPName)
-	gputest.CheckUnavailableReachesTheHost(t, start, sdk.Info{Platform: "rocm", HandleKinds: []string{"hip-ipc"}}, map[string]gputest.Unavailable{
-		"missing library": {Env: pluginEnv(t, "", rocmbackend.EnvLibrary+"="+missing), Want: "backend unavailable: cannot load " + missing},
-		"missing symbol":  {Env: pluginEnv(t, "noipcopen"), Want: "backend unavailable: " + symbolLess + ": missing symbol hipIpcOpenMemHandle"},
-	})
-}
+// TestPlugin runs the checks every GPU plugin shares (gputest.RunPlugin):
+// run by hand, an unusable runtime, peer copies with hipMemcpyPeerAsync,
+// and a fatal HIP error ending the plugin and `wcache serve`.
+func TestPlugin(t *testing.T) { gputest.RunPlugin(t, plugin()) }
 
-func TestRunByHandExplains(t *testing.T) {
-	gputest.CheckRunByHandExplains(t, filepath.Join(os.Getenv(pluginsEnv), "wcache-backend-rocm"))
-}
+// BenchmarkPeerCopyPaced reports the fake peer copy's rate over the fake
+// copy engine's paced rate (issue 26's third figure; target >= 0.9).
+func BenchmarkPeerCopyPaced(b *testing.B) { gputest.BenchPeerCopy(b, plugin()) }

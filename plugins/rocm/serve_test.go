@@ -1,26 +1,18 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
 )
 
 // newWorld is the end-to-end setup on the fakes (gputest.World) for the
 // rocm plugin built by TestMain, with extra in the environment.
 func newWorld(t *testing.T, extra ...string) *gputest.World {
 	t.Helper()
-	if fakes.Real(os.Getenv) {
-		t.Skip("the end-to-end tests run on the fakes")
-	}
-	return gputest.NewWorld(t, "rocm", os.Getenv(pluginsEnv), 3<<20+12, pluginEnv(t, "", extra...))
+	return plugin().NewWorld(t, 3<<20+12, extra...)
 }
 
 // TestServeThenAttachVerify runs the real `wcache serve --backend rocm`
@@ -86,30 +78,5 @@ func TestPublishThenAttachVerify(t *testing.T) {
 	}
 	if code := d.Stop(t); code != 0 {
 		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, d.Output())
-	}
-}
-
-// TestServeStopsWithTheFatalReason injects a fatal HIP error (700) once the
-// daemon serves and is idle (only the health probe calls HIP): serve must
-// exit non-zero naming the plugin's exit and the HIP error.
-func TestServeStopsWithTheFatalReason(t *testing.T) {
-	trigger := filepath.Join(t.TempDir(), "fatal")
-	w := newWorld(t, "FAKEHIP_STICKY_FILE="+trigger, "WCACHE_ROCM_HEALTH_INTERVAL=200ms")
-	d := w.Start("serving ", append(append([]string{"serve"}, w.BackendArgs()...), "--gpu-id", "0", "--model", w.Model)...)
-	if err := os.WriteFile(trigger, []byte("700"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for range d.Lines {
-	}
-	err := <-d.Done
-	d.Done <- err
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("serve ended with %v, want a non-zero exit:\n%s", err, d.Output())
-	}
-	for _, want := range []string{"backend plugin exited", "exit status 3", "fatal error", "hipErrorIllegalAddress (700)"} {
-		if !strings.Contains(d.Output(), want) {
-			t.Errorf("serve's output does not name %q:\n%s", want, d.Output())
-		}
 	}
 }

@@ -26,12 +26,19 @@ func (s *suite) testAllocateZero(t *testing.T) {
 	s.assertUsable(t, b)
 }
 
-func (s *suite) testFreeTwice(t *testing.T) {
-	b := s.newBackend(t)
+// freed returns the id of an allocation of b that was freed.
+func (s *suite) freed(t *testing.T, b sdk.Backend) sdk.AllocationID {
+	t.Helper()
 	id, _ := s.allocate(t, b, 4096)
 	if err := b.Free(s.ctx(t), id); err != nil {
 		t.Fatalf("Free: %v", err)
 	}
+	return id
+}
+
+func (s *suite) testFreeTwice(t *testing.T) {
+	b := s.newBackend(t)
+	id := s.freed(t, b)
 	wantKind(t, "second Free", b.Free(s.ctx(t), id), sdk.ErrNoSuchAllocation)
 	s.assertUsable(t, b)
 }
@@ -111,10 +118,7 @@ func (s *suite) testExtentFileMissing(t *testing.T) {
 func (s *suite) testLoadIntoFreed(t *testing.T) {
 	b := s.newBackend(t)
 	f := writeFile(t, "w.safetensors", 10_000, 5)
-	id, _ := s.allocate(t, b, 4096)
-	if err := b.Free(s.ctx(t), id); err != nil {
-		t.Fatalf("Free: %v", err)
-	}
+	id := s.freed(t, b)
 	err := b.Load(s.ctx(t), id, []sdk.Extent{{Path: f.path, Length: 100}}, nil)
 	wantKind(t, "Load into a freed allocation", err, sdk.ErrNoSuchAllocation)
 	s.assertUsable(t, b)
@@ -122,10 +126,7 @@ func (s *suite) testLoadIntoFreed(t *testing.T) {
 
 func (s *suite) testReadFreed(t *testing.T) {
 	b := s.newBackend(t)
-	id, _ := s.allocate(t, b, 4096)
-	if err := b.Free(s.ctx(t), id); err != nil {
-		t.Fatalf("Free: %v", err)
-	}
+	id := s.freed(t, b)
 	_, err := b.Read(s.ctx(t), id, 0, 1)
 	wantKind(t, "Read of a freed allocation", err, sdk.ErrNoSuchAllocation)
 	_, err = b.Export(s.ctx(t), id)

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"context"
 	"crypto/sha256"
 	"math/rand/v2"
 	"os"
@@ -75,3 +76,50 @@ func newLayout(t *testing.T) layout {
 }
 
 func sum(p []byte) [32]byte { return sha256.Sum256(p) }
+
+// ExportData writes data to a file under t.TempDir, allocates size bytes
+// (at least len(data)) on device 0 of b, loads the file at offset 0,
+// exports the allocation and returns it and its handle, whose descriptor
+// (when it has one) is closed at the test's cleanup: the source of a peer
+// copy or an import. Any failure ends the test.
+func ExportData(t testing.TB, b sdk.Backend, size uint64, data []byte) (sdk.AllocationID, sdk.Handle) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "export.bin")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := b.Allocate(ctx, 0, size)
+	if err != nil {
+		t.Fatalf("Allocate: %v", err)
+	}
+	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	h, err := b.Export(ctx, id)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	if h.File != nil {
+		t.Cleanup(func() { h.File.Close() })
+	}
+	return id, h
+}
+
+// FreeMemory returns the FreeMemory b's Devices reports for device
+// ordinal (0 when the backend does not tell). A failed Devices, or a list
+// without the ordinal, ends the test.
+func FreeMemory(t testing.TB, b sdk.Backend, ordinal int) uint64 {
+	t.Helper()
+	devs, err := b.Devices(context.Background())
+	if err != nil {
+		t.Fatalf("Devices: %v", err)
+	}
+	for _, d := range devs {
+		if d.Ordinal == ordinal {
+			return d.FreeMemory
+		}
+	}
+	t.Fatalf("Devices lists no ordinal %d", ordinal)
+	return 0
+}

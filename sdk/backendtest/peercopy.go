@@ -27,21 +27,10 @@ func (s *suite) peerCopy(t *testing.T, b sdk.Backend, req sdk.PeerCopyRequest, p
 	return res, err
 }
 
-// freeMemory is the FreeMemory of the suite's device (0 when the backend
-// does not tell).
+// freeMemory is the FreeMemory of the suite's device (FreeMemory).
 func (s *suite) freeMemory(t *testing.T, b sdk.Backend) uint64 {
 	t.Helper()
-	devs, err := b.Devices(s.ctx(t))
-	if err != nil {
-		t.Fatalf("Devices: %v", err)
-	}
-	for _, d := range devs {
-		if d.Ordinal == s.opts.Ordinal {
-			return d.FreeMemory
-		}
-	}
-	t.Fatalf("Devices lists no ordinal %d", s.opts.Ordinal)
-	return 0
+	return FreeMemory(t, b, s.opts.Ordinal)
 }
 
 // exportLoaded loads a layout into a new instance (another process, for a

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -174,4 +175,24 @@ func (w *testWriter) stop() {
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
+}
+
+// CheckRunByHand runs the plugin binary at path as a user would, outside
+// a host (with only PATH in its environment), and checks that it exits
+// with status 1 saying it is a wcache backend plugin, and each of want
+// (a page of its documentation, say).
+func CheckRunByHand(t testing.TB, path string, want ...string) {
+	t.Helper()
+	cmd := exec.Command(path)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("running the plugin by hand: %v\n%s\nwant exit status 1 and an explanation", err, out)
+	}
+	for _, w := range append([]string{"wcache backend plugin"}, want...) {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("running the plugin by hand printed no %q:\n%s", w, out)
+		}
+	}
 }

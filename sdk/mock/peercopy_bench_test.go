@@ -3,11 +3,11 @@ package mock_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/mmap"
 	"github.com/wcache/wcache/sdk/mock"
 )
@@ -40,22 +40,7 @@ func BenchmarkPeerCopy(b *testing.B) {
 	for i := range data {
 		data[i] = byte(i*31 + i>>11)
 	}
-	path := filepath.Join(b.TempDir(), "arena.bin")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	id, _, err := src.Allocate(ctx, 0, size)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := src.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-		b.Fatal(err)
-	}
-	h, err := src.Export(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.File.Close()
+	_, h := backendtest.ExportData(b, src, size, data)
 
 	b.Run("peer-copy", func(b *testing.B) {
 		dst, err := mock.NewMemory(mock.MemoryOptions{Memfd: true, Memory: size + 1<<20})

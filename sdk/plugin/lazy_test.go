@@ -3,17 +3,12 @@ package plugin
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
-	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -56,21 +51,8 @@ func serveLazy(t *testing.T, fail error) (sdk.Backend, *lazyBackend, *built) {
 			},
 		}}, nil
 	}}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	backendv1.RegisterBackendServer(srv, sdk.NewGRPCServer(l))
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-	})
-	return sdk.NewGRPCClient(conn), l, b
+	host, _ := grpcpipe.Connect(t, l)
+	return host, l, b
 }
 
 func TestLazyBackendIsBuiltOnConfigureOnce(t *testing.T) {

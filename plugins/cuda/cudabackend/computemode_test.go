@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
 func TestExclusiveProcessIsRefusedWithTheWayOut(t *testing.T) {
 	noMPS := t.TempDir() // an MPS pipe directory without a control socket
-	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_COMPUTE_MODE": "3", "CUDA_MPS_PIPE_DIRECTORY": noMPS}})
+	cfg := fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_COMPUTE_MODE": "3", "CUDA_MPS_PIPE_DIRECTORY": noMPS}})
 	_, err := New(cfg, nil)
 	var me *ComputeModeError
 	if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &me) || me.Mode != driver.ComputeModeExclusiveProcess {
@@ -32,7 +33,7 @@ func TestExclusiveProcessServesUnderMPS(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pipe, "control"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_COMPUTE_MODE": "3", "CUDA_MPS_PIPE_DIRECTORY": pipe}})
+	cfg := fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_COMPUTE_MODE": "3", "CUDA_MPS_PIPE_DIRECTORY": pipe}})
 	b := newBackend(t, cfg)
 	if _, _, err := b.Allocate(context.Background(), 0, 1<<20); err != nil {
 		t.Fatalf("Allocate under MPS: %v", err)
@@ -40,7 +41,7 @@ func TestExclusiveProcessServesUnderMPS(t *testing.T) {
 }
 
 func TestProhibitedIsRefused(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_COMPUTE_MODE": "2"}})
+	cfg := fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_COMPUTE_MODE": "2"}})
 	_, err := New(cfg, nil)
 	var me *ComputeModeError
 	if !errors.As(err, &me) || me.Mode != driver.ComputeModeProhibited || !strings.Contains(err.Error(), "Prohibited") {
@@ -51,7 +52,7 @@ func TestProhibitedIsRefused(t *testing.T) {
 func TestListingDevicesCreatesNoContext(t *testing.T) {
 	// Retaining a primary context fails (as on a GPU another process holds
 	// in Exclusive_Process mode): listing must not need one.
-	cfg := fakeConfig(t, fakeOptions{noNVML: true, env: map[string]string{"FAKECUDA_RETAIN_ERROR": "46"}})
+	cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: true, Env: map[string]string{"FAKECUDA_RETAIN_ERROR": "46"}})
 	b := newBackend(t, cfg)
 	devs, err := b.Devices(context.Background())
 	if err != nil {
@@ -68,7 +69,7 @@ func TestListingDevicesCreatesNoContext(t *testing.T) {
 }
 
 func TestFreeMemoryKnownOnceAWorkerHoldsTheContext(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{noNVML: true}))
+	b := newBackend(t, fakeConfig(t, gputest.FakeOptions{NoManagement: true}))
 	ctx := context.Background()
 	if _, _, err := b.Allocate(ctx, 1, 4<<20); err != nil {
 		t.Fatal(err)

@@ -2,15 +2,14 @@ package cudabackend
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/fill"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -56,15 +55,8 @@ const (
 	HandleVMMFD = sdk.HandleCUDAVMMFD
 )
 
-// Limits on the staging configuration.
-const (
-	DefaultStagingBytes   = 16 << 20
-	MinStagingBytes       = fill.Alignment
-	MaxStagingBytes       = 4 << 30
-	DefaultStagingBuffers = 2
-	MaxStagingBuffers     = 8
-	MaxReaders            = 64
-)
+// envNames are the staging variables (staging.Settings.Override).
+var envNames = staging.EnvNames{Bytes: EnvStagingBytes, Buffers: EnvStagingBuffers, Readers: EnvReaders, DirectIO: EnvDirectIO}
 
 // Config configures a Runtime. The zero value is not valid; start from
 // DefaultConfig.
@@ -74,21 +66,9 @@ type Config struct {
 	// NVMLLibrary is the NVML library to dlopen. Default
 	// nvmlinfo.DefaultLibrary.
 	NVMLLibrary string
-	// StagingBytes is the size of each pinned staging buffer: a multiple
-	// of 4096 in [MinStagingBytes, MaxStagingBytes].
-	StagingBytes int
-	// StagingBuffers is how many staging buffers rotate in each reader's
-	// ring, in [2, MaxStagingBuffers]: while the GPU copies one, the next
-	// is read into.
-	StagingBuffers int
-	// Readers is the number of fill readers per device, in [0,
-	// MaxReaders]; 0 selects sdk/fill's default, min(8, CPUs). Pinned
-	// staging memory per device is Readers × StagingBuffers ×
-	// StagingBytes (256 MiB with 8 readers and the defaults).
-	Readers int
-	// DirectIO reads checkpoint files with O_DIRECT where the filesystem
-	// allows it and their pages are not in the page cache.
-	DirectIO bool
+	// Staging are the fill settings: staging buffers, readers, O_DIRECT
+	// (see staging.Settings).
+	Staging staging.Settings
 	// HealthInterval is how often Main probes each device context for a
 	// sticky error (see gpucore.Runtime.WatchHealth); 0 turns the probe off.
 	HealthInterval time.Duration
@@ -106,9 +86,7 @@ func DefaultConfig() Config {
 	return Config{
 		Library:        driver.DefaultLibrary,
 		NVMLLibrary:    nvmlinfo.DefaultLibrary,
-		StagingBytes:   DefaultStagingBytes,
-		StagingBuffers: DefaultStagingBuffers,
-		DirectIO:       true,
+		Staging:        staging.DefaultSettings(),
 		HealthInterval: DefaultHealthInterval,
 		Handle:         HandleIPC,
 	}
@@ -125,33 +103,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := strings.TrimSpace(getenv(EnvNVMLLibrary)); v != "" {
 		c.NVMLLibrary = v
 	}
-	if v := strings.TrimSpace(getenv(EnvStagingBytes)); v != "" {
-		n, err := sdk.ParseSize(v)
-		if err != nil || n > MaxStagingBytes {
-			return c, fmt.Errorf("%s=%q: want a byte count up to %d", EnvStagingBytes, v, MaxStagingBytes)
-		}
-		c.StagingBytes = int(n)
-	}
-	if v := strings.TrimSpace(getenv(EnvStagingBuffers)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return c, fmt.Errorf("%s=%q: want an integer", EnvStagingBuffers, v)
-		}
-		c.StagingBuffers = n
-	}
-	if v := strings.TrimSpace(getenv(EnvReaders)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return c, fmt.Errorf("%s=%q: want an integer", EnvReaders, v)
-		}
-		c.Readers = n
-	}
-	if v := strings.TrimSpace(getenv(EnvDirectIO)); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("%s=%q: want 1 or 0", EnvDirectIO, v)
-		}
-		c.DirectIO = on
+	var err error
+	if c.Staging, err = c.Staging.Override(getenv, envNames); err != nil {
+		return c, err
 	}
 	if v := strings.TrimSpace(getenv(EnvHealthInterval)); v != "" {
 		d, err := gpucore.ParseHealthInterval(EnvHealthInterval, v)
@@ -176,18 +130,11 @@ func (c Config) handleKind() string {
 
 // Validate checks the staging settings and the handle kind.
 func (c Config) Validate() error {
-	if c.StagingBytes < MinStagingBytes || c.StagingBytes > MaxStagingBytes || c.StagingBytes%fill.Alignment != 0 {
-		return fmt.Errorf("staging buffer size %d: want a multiple of %d between %d and %d bytes (%s)",
-			c.StagingBytes, fill.Alignment, MinStagingBytes, MaxStagingBytes, EnvStagingBytes)
-	}
-	if c.StagingBuffers < 2 || c.StagingBuffers > MaxStagingBuffers {
-		return fmt.Errorf("staging buffer count %d: want 2 to %d (%s)", c.StagingBuffers, MaxStagingBuffers, EnvStagingBuffers)
+	if err := c.Staging.Validate(envNames); err != nil {
+		return err
 	}
 	if k := c.handleKind(); k != HandleIPC && k != HandleVMMFD {
 		return fmt.Errorf("handle kind %q: want %q or %q (%s)", c.Handle, HandleIPC, HandleVMMFD, EnvHandle)
-	}
-	if c.Readers < 0 || c.Readers > MaxReaders {
-		return fmt.Errorf("reader count %d: want 0 (default) to %d (%s)", c.Readers, MaxReaders, EnvReaders)
 	}
 	return nil
 }

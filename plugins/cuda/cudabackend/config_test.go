@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wcache/wcache/plugins/internal/staging"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -18,7 +20,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if c, err := ConfigFromEnv(env(map[string]string{EnvHealthInterval: "0"})); err != nil || c.HealthInterval != 0 {
 		t.Fatalf("%s=0: %+v, %v; want the probe off", EnvHealthInterval, c, err)
 	}
-	if c.StagingBytes != 16<<20 || c.StagingBuffers != 2 || !c.DirectIO || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
+	if c.Staging != staging.DefaultSettings() || c.Library != "libcuda.so.1" || c.NVMLLibrary != "libnvidia-ml.so.1" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if c.Handle != HandleIPC {
@@ -29,7 +31,8 @@ func TestConfigFromEnv(t *testing.T) {
 		EnvStagingBytes: "16MiB", EnvStagingBuffers: "3", EnvReaders: "5", EnvDirectIO: "0",
 		EnvHealthInterval: "250ms", EnvHandle: "cuda-vmm-fd",
 	}))
-	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1", StagingBytes: 16 << 20, StagingBuffers: 3, Readers: 5,
+	want := Config{Library: "/opt/fake/libcuda.so.1", NVMLLibrary: "/opt/fake/libnvidia-ml.so.1",
+		Staging:        staging.Settings{Bytes: 16 << 20, Buffers: 3, Readers: 5},
 		HealthInterval: 250 * time.Millisecond, Handle: HandleVMMFD}
 	if err != nil || c != want {
 		t.Fatalf("ConfigFromEnv = %+v, %v; want %+v", c, err, want)

@@ -38,7 +38,8 @@ func conformanceInProcess(t *testing.T, kind string) {
 	} else {
 		// Small staging buffers and slow asynchronous copies: every load
 		// of the suite cycles the staging ring many times.
-		cfg = fakeConfig(t, fakeOptions{staging: 256 << 10, env: map[string]string{"FAKECUDA_COPY_DELAY_US": "20"}})
+		cfg = fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_COPY_DELAY_US": "20"}})
+		cfg.Staging.Bytes = 256 << 10
 	}
 	cfg.Handle = kind
 	rt, err := OpenRuntime(cfg, nil)
@@ -48,3 +49,10 @@ func conformanceInProcess(t *testing.T, kind string) {
 	gputest.RunConformance(t, rt, rt.NewBackend,
 		backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.NVIDIAUUIDPattern)}})
 }
+
+// TestBackend runs the in-process checks every GPU backend shares
+// (gputest.RunBackend) on the fake driver: loads through small staging
+// with delayed cuMemcpyHtoDAsync copies, bad extents, cancellation, Close
+// during a Load, the paced copy engine, out of memory, a sticky error
+// ending the plugin, bad handles.
+func TestBackend(t *testing.T) { gputest.RunBackend(t, onFakes()) }

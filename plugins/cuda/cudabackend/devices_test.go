@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -45,7 +46,7 @@ func TestVisibleDevicesAndOrder(t *testing.T) {
 				for k, v := range tc.env {
 					env[k] = v
 				}
-				cfg := fakeConfig(t, fakeOptions{noNVML: !nvml, env: env})
+				cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: !nvml, Env: env})
 				b, err := New(cfg, nil)
 				if tc.want == nil {
 					if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "CUDA_ERROR_NO_DEVICE") {
@@ -94,7 +95,7 @@ func TestMetadataJoinedByUUIDNotIndex(t *testing.T) {
 	// Ordinal 0 is physical device 2 (the MIG instance), ordinal 1 is 0.
 	env := map[string]string{"CUDA_VISIBLE_DEVICES": "2,0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 	t.Run("nvml", func(t *testing.T) {
-		b := newBackend(t, fakeConfig(t, fakeOptions{env: env}))
+		b := newBackend(t, fakeConfig(t, gputest.FakeOptions{Env: env}))
 		devs, err := b.Devices(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +112,7 @@ func TestMetadataJoinedByUUIDNotIndex(t *testing.T) {
 		}
 	})
 	t.Run("driver fallback", func(t *testing.T) {
-		b := newBackend(t, fakeConfig(t, fakeOptions{noNVML: true, env: env}))
+		b := newBackend(t, fakeConfig(t, gputest.FakeOptions{NoManagement: true, Env: env}))
 		devs, err := b.Devices(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +135,7 @@ func TestMetadataJoinedByUUIDNotIndex(t *testing.T) {
 func TestMIGWithoutUUIDV2FallsBackToPhysicalUUID(t *testing.T) {
 	// A driver without cuDeviceGetUuid_v2 and no NVML: v1 gives the MIG
 	// instance's parent GPU, and nothing tells it is MIG.
-	cfg := fakeConfig(t, fakeOptions{variant: "nouuidv2", noNVML: true, env: map[string]string{"CUDA_VISIBLE_DEVICES": "MIG-b2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}})
+	cfg := fakeConfig(t, gputest.FakeOptions{Variant: "nouuidv2", NoManagement: true, Env: map[string]string{"CUDA_VISIBLE_DEVICES": "MIG-b2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}})
 	b := newBackend(t, cfg)
 	if got := uuids(t, b); !slices.Equal(got, []string{devMPhysical}) {
 		t.Fatalf("UUIDs = %v, want the physical GPU %s", got, devMPhysical)

@@ -36,14 +36,7 @@ func (d cudaDriver) Fatal() error {
 	return nil
 }
 
-func (d cudaDriver) FillOptions() fill.Options {
-	cfg := d.rt.cfg
-	direct := fill.DirectNever
-	if cfg.DirectIO {
-		direct = fill.DirectAuto
-	}
-	return fill.Options{Readers: cfg.Readers, Buffers: cfg.StagingBuffers, BufferBytes: cfg.StagingBytes, Direct: direct}
-}
+func (d cudaDriver) FillOptions() fill.Options { return d.rt.cfg.Staging.FillOptions() }
 
 // Setup retains the device's primary context and makes it current; the
 // context is the worker's state.
@@ -132,10 +125,7 @@ func (d cudaDriver) OpenFailure(err error) (driverError, invalidContext bool) {
 func (d cudaDriver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 	rt := d.rt
 	w.LanesOnce.Do(func() {
-		readers := rt.cfg.Readers
-		if readers == 0 {
-			readers = fill.DefaultReaders()
-		}
+		readers := rt.cfg.Staging.Lanes()
 		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
 		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
 		w.Lanes = newLanePool(rt.drv, readers, place, rt.log)

@@ -2,43 +2,13 @@ package cudabackend
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
-
-func sha(p []byte) [32]byte { return sha256.Sum256(p) }
-
-func TestMissingLibraryIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{})
-	cfg.Library = filepath.Join(t.TempDir(), "nowhere", "libcuda.so.1")
-	_, err := New(cfg, nil)
-	if !errors.Is(err, sdk.ErrUnavailable) || !strings.HasPrefix(err.Error(), "backend unavailable: cannot load "+cfg.Library+": ") {
-		t.Fatalf("New = %v, want ErrUnavailable naming %s", err, cfg.Library)
-	}
-}
-
-func TestMissingSymbolIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{variant: "noipcopen"})
-	_, err := New(cfg, nil)
-	want := "backend unavailable: " + cfg.Library + ": missing symbol cuIpcOpenMemHandle_v2"
-	if !errors.Is(err, sdk.ErrUnavailable) || err.Error() != want {
-		t.Fatalf("New = %v, want %q", err, want)
-	}
-}
-
-func TestDriverInitFailureIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_INIT_ERROR": "35"}})
-	_, err := New(cfg, nil)
-	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "CUDA_ERROR_INSUFFICIENT_DRIVER") || !strings.Contains(err.Error(), cfg.Library) {
-		t.Fatalf("New = %v, want ErrUnavailable naming the library and CUDA_ERROR_INSUFFICIENT_DRIVER", err)
-	}
-}
 
 func TestUnavailableBackend(t *testing.T) {
 	cause := sdk.Errorf(sdk.ErrUnavailable, "libcuda.so.1: missing symbol cuMemAlloc_v2")
@@ -64,17 +34,8 @@ func TestUnavailableBackend(t *testing.T) {
 	}
 }
 
-func TestOutOfMemoryThenFreeMakesRoom(t *testing.T) {
-	gputest.CheckOutOfMemoryThenFree(t, newBackend(t, fakeConfig(t, fakeOptions{})), fakeMemory, "CUDA_ERROR_OUT_OF_MEMORY")
-}
-
-func TestClosedBackendIsUnavailable(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{})
-	gputest.CheckClosedIsUnavailable(t, func() (*Backend, error) { return New(cfg, nil) })
-}
-
 func TestRuntimeCloseFreesSharedMemory(t *testing.T) {
-	rt, err := OpenRuntime(fakeConfig(t, fakeOptions{}), nil)
+	rt, err := OpenRuntime(fakeConfig(t, gputest.FakeOptions{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package cudabackend
 
 import (
-	"context"
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
@@ -15,26 +14,11 @@ func loadFile(t *testing.T, b *Backend, path string, n int, size, dest uint64) s
 
 func TestImportOwnExportSharesTheAllocation(t *testing.T) {
 	// Without NVML, FreeMemory is the driver's count (cuMemGetInfo).
-	b := newBackend(t, fakeConfig(t, fakeOptions{noNVML: true}))
+	b := newBackend(t, fakeConfig(t, gputest.FakeOptions{NoManagement: true}))
 	gputest.CheckImportOwnExport(t, b, b, HandleKind, fakeMemory)
 }
 
-// freeMemory returns ordinal 0's FreeMemory as the fake driver counts it.
-func freeMemory(t *testing.T, b *Backend) uint64 {
-	t.Helper()
-	devs, err := b.Devices(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return devs[0].FreeMemory
-}
-
-func TestImportRejectsBadHandles(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{}))
-	gputest.CheckImportRejectsBadHandles(t, b, HandleKind, sdk.Handle{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: 10}, 3)
-}
-
 func TestImportAcrossProcesses(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{})
+	cfg := fakeConfig(t, gputest.FakeOptions{})
 	gputest.CheckImportAcrossProcesses(t, newBackend(t, cfg), helperEnv, EnvLibrary+"="+cfg.Library, EnvNVMLLibrary+"="+cfg.NVMLLibrary)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -21,8 +22,8 @@ func Options() []sdk.Option {
 			Description: "the NVML library to dlopen (one that cannot be loaded is not an error)"},
 		{Name: "staging-bytes", Type: sdk.OptionSize, Default: "16MiB", Env: EnvStagingBytes,
 			Description: "size of each pinned staging buffer: a multiple of 4096"},
-		{Name: "staging-buffers", Type: sdk.OptionInt, Default: strconv.Itoa(DefaultStagingBuffers), Env: EnvStagingBuffers,
-			Description: "staging buffers per reader, 2 to " + strconv.Itoa(MaxStagingBuffers)},
+		{Name: "staging-buffers", Type: sdk.OptionInt, Default: strconv.Itoa(staging.DefaultBuffers), Env: EnvStagingBuffers,
+			Description: "staging buffers per reader, 2 to " + strconv.Itoa(staging.MaxBuffers)},
 		{Name: "readers", Type: sdk.OptionInt, Default: "0", Env: EnvReaders,
 			Description: "fill readers per device; 0: min(8, CPUs)"},
 		{Name: "direct-io", Type: sdk.OptionBool, Default: "true", Env: EnvDirectIO,

@@ -81,7 +81,7 @@ func OpenRuntime(cfg Config, logger hclog.Logger) (*Runtime, error) {
 	}
 	logger.Info("CUDA driver loaded", "library", drv.Path(), "driver_version", version, "resolver", drv.Resolver(),
 		"nvml", rt.HasNVML(), "devices", len(rt.devices), "uuid_v2", drv.HasUUIDV2(),
-		"handle", cfg.handleKind(), "staging_bytes", cfg.StagingBytes, "staging_buffers", cfg.StagingBuffers, "direct_io", cfg.DirectIO)
+		"handle", cfg.handleKind(), "staging_bytes", cfg.Staging.Bytes, "staging_buffers", cfg.Staging.Buffers, "direct_io", cfg.Staging.DirectIO)
 	for _, d := range rt.devices {
 		logger.Debug("device", "ordinal", d.ordinal, "uuid", d.canonical, "name", d.name,
 			"pci_bus_id", d.pciBusID, "capability", d.capability, "kind_from", d.kindSource)

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // TestVMMDescriptorHandles: with cuda-vmm-fd, Export hands out a fresh
@@ -16,7 +18,7 @@ import (
 // id is freed; bad handles are refused by name; freeing everything gives
 // the device memory back.
 func TestVMMDescriptorHandles(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{noNVML: true})
+	cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: true})
 	cfg.Handle = HandleVMMFD
 	b := newBackend(t, cfg)
 	ctx := context.Background()
@@ -27,7 +29,7 @@ func TestVMMDescriptorHandles(t *testing.T) {
 	// 3 MiB + 1: two 2 MiB granules on the device, exactly the size asked for.
 	const size = 3<<20 + 1
 	id := loadFile(t, b, path, len(data), size, 100)
-	if free := freeMemory(t, b); free != fakeMemory-4<<20 {
+	if free := backendtest.FreeMemory(t, b, 0); free != fakeMemory-4<<20 {
 		t.Fatalf("free memory %d after a %d-byte allocation, want %d (rounded to the 2 MiB granularity)", free, size, fakeMemory-4<<20)
 	}
 	h, err := b.Export(ctx, id)
@@ -108,7 +110,7 @@ func TestVMMDescriptorHandles(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.File.Close()
-	if free := freeMemory(t, b); free != fakeMemory {
+	if free := backendtest.FreeMemory(t, b, 0); free != fakeMemory {
 		t.Fatalf("device free memory %d after freeing everything, want %d", free, fakeMemory)
 	}
 }
@@ -117,7 +119,7 @@ func TestVMMDescriptorHandles(t *testing.T) {
 // is refused at open for cuda-vmm-fd, naming the device and the default to
 // fall back on; cuda-ipc still opens on it.
 func TestVMMNeedsPosixFDExport(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{env: map[string]string{"FAKECUDA_NO_POSIX_FD": "1"}})
+	cfg := fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKECUDA_NO_POSIX_FD": "1"}})
 	cfg.Handle = HandleVMMFD
 	_, err := OpenRuntime(cfg, nil)
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "POSIX file descriptors") || !strings.Contains(err.Error(), "GPU-") {

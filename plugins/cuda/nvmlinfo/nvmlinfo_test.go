@@ -50,6 +50,21 @@ func parse(t *testing.T, s string) gpuid.UUID {
 	return u
 }
 
+// openFake opens the fake NVML TestMain built, closed at the test's end.
+func openFake(t *testing.T) *Library {
+	t.Helper()
+	l, err := Open(os.Getenv(libEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
 func TestOpenMissingLibrary(t *testing.T) {
 	_, err := Open("/nonexistent/libnvidia-ml.so.1")
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libnvidia-ml.so.1") {
@@ -58,11 +73,7 @@ func TestOpenMissingLibrary(t *testing.T) {
 }
 
 func TestLookupGPU(t *testing.T) {
-	l, err := Open(os.Getenv(libEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openFake(t)
 	d, ok := l.Lookup(parse(t, gpuUUID))
 	if !ok {
 		t.Fatal("Lookup of a known GPU reported not found")
@@ -74,11 +85,7 @@ func TestLookupGPU(t *testing.T) {
 }
 
 func TestLookupMIGUsesParentForPCI(t *testing.T) {
-	l, err := Open(os.Getenv(libEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openFake(t)
 	d, ok := l.Lookup(parse(t, migUUID))
 	if !ok {
 		t.Fatal("Lookup of a MIG instance reported not found")
@@ -89,11 +96,7 @@ func TestLookupMIGUsesParentForPCI(t *testing.T) {
 }
 
 func TestLookupUnknown(t *testing.T) {
-	l, err := Open(os.Getenv(libEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openFake(t)
 	if d, ok := l.Lookup(parse(t, "GPU-00000000-0000-0000-0000-000000000001")); ok {
 		t.Fatalf("Lookup of an unknown UUID = %+v, true", d)
 	}

@@ -115,6 +115,24 @@ func read(t *testing.T, b reader, id sdk.AllocationID, n int) []byte {
 	return got
 }
 
+// wantBytes fails the test unless allocation id of b holds want from
+// offset 0; what names the allocation.
+func wantBytes(t *testing.T, b reader, id sdk.AllocationID, want []byte, what string) {
+	t.Helper()
+	if got := read(t, b, id, len(want)); !bytes.Equal(got, want) {
+		t.Errorf("%s does not hold the exporter's bytes", what)
+	}
+}
+
+// wantCalls fails the test unless b's fake driver saw want calls of
+// method name; what says what made them.
+func wantCalls(t *testing.T, b *fakeBackend, name string, want int, what string) {
+	t.Helper()
+	if n := b.Runtime().drv.Calls(name); n != want {
+		t.Errorf("%s: %d %s calls, want %d", what, n, name, want)
+	}
+}
+
 // Another process's handle is opened once per device: a second import
 // shares the mapping, and it is closed when the last id lets go.
 func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
@@ -129,33 +147,21 @@ func TestImportOpensOncePerDeviceAndClosesAtTheLastFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := importer.Runtime().drv.Calls("IpcOpen"); n != 1 {
-		t.Errorf("two imports on one device opened the handle %d times, want 1", n)
-	}
-	if got := read(t, importer, b, len(want)); !bytes.Equal(got, want) {
-		t.Error("the imported mapping does not hold the exporter's bytes")
-	}
+	wantCalls(t, importer, "IpcOpen", 1, "two imports on one device")
+	wantBytes(t, importer, b, want, "the imported mapping")
 	if err := importer.Free(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
-	if n := importer.Runtime().drv.Calls("IpcClose"); n != 0 {
-		t.Errorf("freeing one of two ids closed the mapping (%d closes)", n)
-	}
-	if got := read(t, importer, b, len(want)); !bytes.Equal(got, want) {
-		t.Error("the second id lost its bytes when the first was freed")
-	}
+	wantCalls(t, importer, "IpcClose", 0, "freeing one of two ids")
+	wantBytes(t, importer, b, want, "the second id after the first was freed")
 	if err := importer.Free(t.Context(), b); err != nil {
 		t.Fatal(err)
 	}
-	if n := importer.Runtime().drv.Calls("IpcClose"); n != 1 {
-		t.Errorf("freeing the last id closed the mapping %d times, want 1", n)
-	}
+	wantCalls(t, importer, "IpcClose", 1, "freeing the last id")
 	if _, err := importer.Import(t.Context(), 1, h); err != nil {
 		t.Fatalf("import on device 1: %v", err)
 	}
-	if n := importer.Runtime().drv.Calls("IpcOpen"); n != 2 {
-		t.Errorf("an import on another device opened the handle %d times in all, want 2", n)
-	}
+	wantCalls(t, importer, "IpcOpen", 2, "an import on another device, in all")
 }
 
 // Legacy IPC cannot open a handle in the process that exported it: an
@@ -169,24 +175,16 @@ func TestImportOfOwnExportSharesTheAllocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := owner.Runtime().drv.Calls("IpcOpen"); n != 0 {
-		t.Errorf("an import of this process's own handle called IpcOpen %d times", n)
-	}
+	wantCalls(t, owner, "IpcOpen", 0, "an import of this process's own handle")
 	if err := owner.Free(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if n := owner.Runtime().drv.Calls("Free"); n != 0 {
-		t.Errorf("the allocation was freed while an import still held it")
-	}
-	if got := read(t, other, imp, len(want)); !bytes.Equal(got, want) {
-		t.Error("the import lost its bytes when the exporter's id was freed")
-	}
+	wantCalls(t, owner, "Free", 0, "freeing the exporter's id while an import holds the allocation")
+	wantBytes(t, other, imp, want, "the import after the exporter's id was freed")
 	if err := other.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := owner.Runtime().drv.Calls("Free"); n != 1 {
-		t.Errorf("closing the last holder freed the allocation %d times, want 1", n)
-	}
+	wantCalls(t, owner, "Free", 1, "closing the last holder")
 	if owner.Runtime().drv.usedBytes() != 0 {
 		t.Errorf("%d bytes still allocated", owner.Runtime().drv.usedBytes())
 	}
@@ -200,9 +198,8 @@ func TestImportClaimingMoreThanTheAllocationIsInvalid(t *testing.T) {
 	if _, err := importer.Import(t.Context(), 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
 		t.Fatalf("import of a handle claiming one byte more: %v, want ErrInvalidArgument", err)
 	}
-	if open, closed := importer.Runtime().drv.Calls("IpcOpen"), importer.Runtime().drv.Calls("IpcClose"); open != 1 || closed != 1 {
-		t.Errorf("IpcOpen %d, IpcClose %d times: the oversized mapping was not closed again", open, closed)
-	}
+	wantCalls(t, importer, "IpcOpen", 1, "an oversized import")
+	wantCalls(t, importer, "IpcClose", 1, "an oversized import (its mapping closed again)")
 	h.Size--
 	if _, err := exporter.Import(t.Context(), 0, h); err != nil {
 		t.Fatalf("the exporter imports its own handle: %v", err)
@@ -240,12 +237,8 @@ func TestCloseFreesEverythingAndLaterCallsAreUnavailable(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.Runtime().drv.Calls("Free"); n != 2 {
-		t.Errorf("Close freed %d allocations, want 2", n)
-	}
-	if n := b.Runtime().drv.Calls("Cleanup"); n != 2 {
-		t.Errorf("Close cleaned up %d device workers, want 2", n)
-	}
+	wantCalls(t, b, "Free", 2, "Close of two allocations")
+	wantCalls(t, b, "Cleanup", 2, "Close of two device workers")
 	if err := b.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
@@ -266,9 +259,7 @@ func TestCloseAfterAFatalErrorFreesNothing(t *testing.T) {
 	if err := b.Backend.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.Runtime().drv.Calls("Free"); n != 0 {
-		t.Errorf("Close after a fatal error freed %d allocations", n)
-	}
+	wantCalls(t, b, "Free", 0, "Close after a fatal error")
 }
 
 // A Backend that does not own its Runtime leaves it open for the others.

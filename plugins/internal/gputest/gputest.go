@@ -1,7 +1,9 @@
 // Package gputest holds what the GPU backends' tests share: deterministic
 // checkpoint files, the importing process of the cross-process IPC tests,
-// the paced-copy-engine check, the fill benchmark and the peer-copy checks
-// and benchmark (peer.go). It is for tests only (it imports testing).
+// the paced-copy-engine check, the fill benchmark, and the checks every
+// vendor's plugin process passes alike (Plugin, RunPlugin; the peer-copy
+// checks and benchmark in peer.go). It is for tests only (it imports
+// testing).
 package gputest
 
 import (
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -147,15 +150,8 @@ func CheckPacedFill(t *testing.T, b StatsBackend) {
 	const size, chunk, readers, gbps = PacedSize, PacedChunk, PacedReaders, PacedGBPS
 	ctx := context.Background()
 	path, data := WriteFile(t, size, 8)
-	id, _, err := b.Allocate(ctx, 0, uint64(size))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext := []sdk.Extent{{Path: path, Length: uint64(size)}}
-	if err := b.Load(ctx, id, ext, nil); err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.LoadWithStats(ctx, id, ext, nil)
+	id := LoadFile(t, b, path, size, size, 0)
+	st, err := b.LoadWithStats(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,18 +173,9 @@ func CheckPacedFill(t *testing.T, b StatsBackend) {
 func BenchPacedFill(b *testing.B, be StatsBackend) {
 	const size, gbps = PacedSize, PacedGBPS
 	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), "weights")
-	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	id, _, err := be.Allocate(ctx, 0, uint64(size))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ext := []sdk.Extent{{Path: path, Length: uint64(size)}}
-	if err := be.Load(ctx, id, ext, nil); err != nil {
-		b.Fatal(err)
-	}
+	path, _ := WriteFile(b, size, 8)
+	id := LoadFile(b, be, path, size, size, 0)
+	ext := []sdk.Extent{{Path: path, Length: size}}
 	engine := float64(size) / (gbps * 1e9)
 	var wall time.Duration
 	n := 0
@@ -205,27 +192,18 @@ func BenchPacedFill(b *testing.B, be StatsBackend) {
 }
 
 // BenchFill measures Loads of 64 MiB from the page cache into device 0 of
-// b (device memory already touched by a first Load).
-func BenchFill(b *testing.B, be sdk.Backend) {
+// a backend on the fakes (device memory already touched by a first Load)
+// through the fake copy engine, unpaced (as fast as its stream threads
+// copy): 4 MiB staging buffers, no direct I/O, no management library.
+func (f Fakes[B]) BenchFill(b *testing.B) {
+	s := staging.DefaultSettings()
+	s.Bytes, s.DirectIO = 4<<20, false
+	be := f.open(b, FakeOptions{NoManagement: true, Staging: s})
 	const size = 64 << 20
-	path := filepath.Join(b.TempDir(), "weights")
-	block := []byte("wcache-fill-data")
-	data := make([]byte, 0, size)
-	for len(data) < size {
-		data = append(data, block...)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	id, _, err := be.Allocate(ctx, 0, size)
-	if err != nil {
-		b.Fatal(err)
-	}
+	path, _ := WriteFile(b, size, 9)
+	id := LoadFile(b, be, path, size, size, 0)
 	ext := []sdk.Extent{{Path: path, Length: size}}
-	if err := be.Load(ctx, id, ext, nil); err != nil {
-		b.Fatal(err)
-	}
+	ctx := context.Background()
 	b.SetBytes(size)
 	b.ResetTimer()
 	for b.Loop() {

@@ -137,19 +137,3 @@ func RunConformance[B interface {
 		return b
 	}, opts)
 }
-
-// Open returns what open returns, closed at the test's cleanup (a failed
-// Close fails the test); a failed open ends the test.
-func Open[B io.Closer](t testing.TB, open func() (B, error)) B {
-	t.Helper()
-	b, err := open()
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return b
-}

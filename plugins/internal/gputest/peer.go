@@ -11,24 +11,11 @@ import (
 	"github.com/wcache/wcache/sdk"
 )
 
-// PeerFakes is how a vendor's tests start its plugin on the fake driver
-// for the peer-copy checks: Start starts one plugin process with the
-// environment added to the fakes' (two devices), StartNoPeer one on a
-// build of the fake without the peer-copy entry points; Prefix is the
-// fake's variable prefix ("FAKECUDA_", "FAKEHIP_"); Capacity each
-// device's bytes.
-type PeerFakes struct {
-	Start       func(t testing.TB, env ...string) sdk.Backend
-	StartNoPeer func(t testing.TB) sdk.Backend
-	Prefix      string
-	Capacity    uint64
-}
-
 // peerSource starts an exporting plugin, loads a file of n bytes into an
 // allocation of size bytes on its device 0 and exports it.
-func peerSource(t *testing.T, f PeerFakes, n int, size uint64, env ...string) (sdk.Handle, [32]byte) {
+func peerSource(t *testing.T, p Plugin, n int, size uint64, env ...string) (sdk.Handle, [32]byte) {
 	t.Helper()
-	exporter := f.Start(t, env...)
+	exporter := p.StartOnFakes(t, "", env...)
 	path, data := WriteFile(t, n, 26)
 	id := LoadFile(t, exporter, path, n, size, 0)
 	h, err := exporter.Export(context.Background(), id)
@@ -48,7 +35,7 @@ func peerSource(t *testing.T, f PeerFakes, n int, size uint64, env ...string) (s
 // refuses a peer copy across a pair without P2P, so "staged" is only
 // reported when the backend's own staging moved the bytes), the copy holds
 // the source's bytes, and device 1 is the copy's.
-func CheckPeerCopyAcrossDevices(t *testing.T, f PeerFakes) {
+func CheckPeerCopyAcrossDevices(t *testing.T, p Plugin) {
 	for _, tc := range []struct {
 		name, noP2P, path string
 	}{
@@ -56,11 +43,11 @@ func CheckPeerCopyAcrossDevices(t *testing.T, f PeerFakes) {
 		{"NoP2PStagedThroughHost", "0-1", "staged"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := []string{f.Prefix + "NO_P2P=" + tc.noP2P}
+			env := []string{p.FakePrefix + "NO_P2P=" + tc.noP2P}
 			// Not a multiple of the staging buffers: the last chunk is short.
 			const n = 3<<20 + 4099
-			h, want := peerSource(t, f, n, n, env...)
-			copier := f.Start(t, env...)
+			h, want := peerSource(t, p, n, n, env...)
+			copier := p.StartOnFakes(t, "", env...)
 			ctx := context.Background()
 			res, err := sdk.PeerCopy(ctx, copier, sdk.PeerCopyRequest{Ordinal: 1, Source: h}, nil)
 			if err != nil {
@@ -83,10 +70,10 @@ func CheckPeerCopyAcrossDevices(t *testing.T, f PeerFakes) {
 // CheckPeerCopyWithoutEntryPoints: a plugin whose vendor library lacks
 // the peer-copy entry points still starts and serves, and answers a peer
 // copy with ErrUnsupported (the daemon's cue to read the files).
-func CheckPeerCopyWithoutEntryPoints(t *testing.T, f PeerFakes) {
+func CheckPeerCopyWithoutEntryPoints(t *testing.T, p Plugin) {
 	t.Helper()
-	h, _ := peerSource(t, f, 4096, 4096)
-	copier := f.StartNoPeer(t)
+	h, _ := peerSource(t, p, 4096, 4096)
+	copier := p.StartOnFakes(t, "nopeer")
 	ctx := context.Background()
 	_, err := sdk.PeerCopy(ctx, copier, sdk.PeerCopyRequest{Ordinal: 1, Source: h}, nil)
 	if !errors.Is(err, sdk.ErrUnsupported) {
@@ -99,21 +86,21 @@ func CheckPeerCopyWithoutEntryPoints(t *testing.T, f PeerFakes) {
 
 // CheckPeerCopyFailureLeavesNothing makes the fake's third peer copy of
 // the copier process fail (PEER_ERROR=1@3: invalid value, naming
-// invalidName, the vendor's error) in a copy of several chunks on several
+// p.InvalidValue, the vendor's error) in a copy of several chunks on several
 // streams, and checks that PeerCopy fails with it and leaves nothing on
 // device 1: the whole device can be allocated afterwards.
-func CheckPeerCopyFailureLeavesNothing(t *testing.T, f PeerFakes, invalidName string) {
+func CheckPeerCopyFailureLeavesNothing(t *testing.T, p Plugin) {
 	t.Helper()
 	// Three chunks (PeerSize): the first copies complete before the third
 	// fails.
-	h, _ := peerSource(t, f, 1<<20, PeerSize)
-	copier := f.Start(t, f.Prefix+"PEER_ERROR=1@3")
+	h, _ := peerSource(t, p, 1<<20, PeerSize)
+	copier := p.StartOnFakes(t, "", p.FakePrefix+"PEER_ERROR=1@3")
 	ctx := context.Background()
 	_, err := sdk.PeerCopy(ctx, copier, sdk.PeerCopyRequest{Ordinal: 1, Source: h}, nil)
-	if err == nil || !strings.Contains(err.Error(), invalidName) {
-		t.Fatalf("PeerCopy with its third copy failing = %v, want an error naming %s", err, invalidName)
+	if err == nil || !strings.Contains(err.Error(), p.InvalidValue) {
+		t.Fatalf("PeerCopy with its third copy failing = %v, want an error naming %s", err, p.InvalidValue)
 	}
-	id, _, err := copier.Allocate(ctx, 1, f.Capacity)
+	id, _, err := copier.Allocate(ctx, 1, p.FakeCapacity)
 	if err != nil {
 		t.Fatalf("allocating all of device 1 after the failed copy: %v (the half-filled copy was left)", err)
 	}
@@ -129,14 +116,14 @@ const PeerSize = 3*64<<20 - 4096
 
 // BenchPeerCopy measures peer copies of PeerSize bytes from device 0 of
 // one plugin process to device 1 of another through the fake copy engine
-// paced at PacedGBPS GB/s (both started with Start, that pacing and, where
+// paced at PacedGBPS GB/s (both started on the fakes with that pacing and, where
 // the fake has it, PREFAULT=1), and reports paced_fraction: the copy's
 // rate (its Stats.Wall) over the engine's (1 when the copy streams keep
 // the engine busy). A figure, never an assertion.
-func BenchPeerCopy(b *testing.B, f PeerFakes) {
+func BenchPeerCopy(b *testing.B, p Plugin) {
 	const size, gbps = PeerSize, PacedGBPS
-	env := []string{fmt.Sprintf("%sCOPY_GBPS=%v", f.Prefix, gbps), f.Prefix + "PREFAULT=1"}
-	exporter := f.Start(b, env...)
+	env := []string{fmt.Sprintf("%sCOPY_GBPS=%v", p.FakePrefix, gbps), p.FakePrefix + "PREFAULT=1"}
+	exporter := p.StartOnFakes(b, "", env...)
 	ctx := context.Background()
 	id, _, err := exporter.Allocate(ctx, 0, size)
 	if err != nil {
@@ -149,7 +136,7 @@ func BenchPeerCopy(b *testing.B, f PeerFakes) {
 	if h.File != nil {
 		defer h.File.Close()
 	}
-	copier := f.Start(b, env...)
+	copier := p.StartOnFakes(b, "", env...)
 	var bytes, secs float64
 	b.SetBytes(size)
 	for b.Loop() {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -53,6 +54,17 @@ func randomFile(t *testing.T, size int) (string, []byte) {
 		t.Fatal(err)
 	}
 	return path, data
+}
+
+// allocate allocates n bytes on device ordinal of b; a failure ends the
+// test.
+func allocate(t *testing.T, b *Backend, ordinal int, n uint64) sdk.AllocationID {
+	t.Helper()
+	id, _, err := b.Allocate(context.Background(), ordinal, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func shmFiles(t *testing.T, dir string) []string {
@@ -207,14 +219,7 @@ func TestExportedFileIsTheMemory(t *testing.T) {
 func TestImportAcceptsOnlyAllocationFilesOfItsFolder(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
-	id, size, err := b.Allocate(ctx, 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := b.Export(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, size, _, h := exportLoaded(t, b, 4096)
 	good := string(h.Data)
 	link := filepath.Join(b.Dir(), "1-0123456789abcdef-99.shm")
 	if err := os.Symlink(good, link); err != nil {
@@ -245,21 +250,8 @@ func TestImportAcceptsOnlyAllocationFilesOfItsFolder(t *testing.T) {
 func TestImportedMappingIsReadOnlyAndNotCharged(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
-	id, size, err := b.Allocate(ctx, 0, 8192)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := b.Export(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	free := func() uint64 {
-		devs, err := b.Devices(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return devs[0].FreeMemory
-	}
+	id, size, _, h := exportLoaded(t, b, 8192)
+	free := func() uint64 { return backendtest.FreeMemory(t, b, 0) }
 	before := free()
 	if before != b.cfg.Memory-size {
 		t.Errorf("FreeMemory = %d after allocating %d of %d", before, size, b.cfg.Memory)
@@ -296,10 +288,7 @@ func TestLargeLoadIsChunkedWithProgress(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
 	path, data := randomFile(t, 3*loadBuffer+12345)
-	id, _, err := b.Allocate(ctx, 0, 5*loadBuffer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := allocate(t, b, 0, 5*loadBuffer)
 	extents := []sdk.Extent{
 		{Path: path, FileOffset: 0, Length: uint64(len(data)), DestOffset: 1},
 		{Path: path, FileOffset: 11, Length: loadBuffer + 5, DestOffset: 3*loadBuffer + 20000},
@@ -373,10 +362,7 @@ func TestFaultCrashLoadAfter(t *testing.T) {
 
 func TestFaultFailExport(t *testing.T) {
 	b := newTestBackend(t, func(c *Config) { c.Faults.FailExport = true })
-	id, _, err := b.Allocate(context.Background(), 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := allocate(t, b, 0, 4096)
 	if _, err := b.Export(context.Background(), id); err == nil || !strings.Contains(err.Error(), EnvFailExport) {
 		t.Fatalf("Export = %v, want the injected failure", err)
 	}
@@ -385,13 +371,10 @@ func TestFaultFailExport(t *testing.T) {
 func TestLoadDelayEndsWithTheCaller(t *testing.T) {
 	b := newTestBackend(t, func(c *Config) { c.Faults.LoadDelay = time.Hour })
 	path, _ := randomFile(t, 10)
-	id, _, err := b.Allocate(context.Background(), 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := allocate(t, b, 0, 4096)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err = b.Load(ctx, id, []sdk.Extent{{Path: path, Length: 10}}, nil)
+	err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: 10}}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("delayed Load = %v, want DeadlineExceeded (the context's, not the delay's end)", err)
 	}
@@ -400,10 +383,7 @@ func TestLoadDelayEndsWithTheCaller(t *testing.T) {
 func TestCloseStopsARunningLoad(t *testing.T) {
 	b := newTestBackend(t, func(c *Config) { c.Faults.LoadDelay = time.Hour })
 	path, _ := randomFile(t, 10)
-	id, _, err := b.Allocate(context.Background(), 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := allocate(t, b, 0, 4096)
 	var wg sync.WaitGroup
 	var loadErr error
 	wg.Add(1)

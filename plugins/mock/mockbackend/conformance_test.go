@@ -26,15 +26,6 @@ func conformanceInProcess(t *testing.T, dir, kind string) {
 		cfg.Memory = 64 << 20
 		cfg.Dir = dir
 		cfg.Handle = kind
-		b, err := mockbackend.New(cfg, nil)
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := b.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return b
+		return backendtest.Open(t, func() (*mockbackend.Backend, error) { return mockbackend.New(cfg, nil) })
 	}, backendtest.Options{})
 }

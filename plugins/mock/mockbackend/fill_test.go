@@ -3,13 +3,13 @@ package mockbackend
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 func fileBytes(t *testing.T, path string) uint64 {
@@ -24,10 +24,7 @@ func fileBytes(t *testing.T, path string) uint64 {
 func TestAllocateTakesNoMemoryUntilLoad(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
-	id, _, err := b.Allocate(ctx, 0, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := allocate(t, b, 0, 64<<20)
 	files := shmFiles(t, b.Dir())
 	if len(files) != 1 {
 		t.Fatalf("files %v", files)
@@ -64,13 +61,7 @@ func TestAllocateRefusesWhatTheFolderCannotHold(t *testing.T) {
 		t.Fatalf("the test folder %s reports no size limit; the check needs one", b.Dir())
 	}
 	avail := st.Bavail * uint64(st.Bsize)
-	freeMemory := func() uint64 {
-		devs, err := b.Devices(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return devs[0].FreeMemory
-	}
+	freeMemory := func() uint64 { return backendtest.FreeMemory(t, b, 0) }
 
 	_, _, err := b.Allocate(ctx, 0, avail+1<<30)
 	if !errors.Is(err, sdk.ErrOutOfMemory) || !strings.Contains(err.Error(), b.Dir()) {
@@ -103,46 +94,6 @@ func TestAllocateRefusesWhatTheFolderCannotHold(t *testing.T) {
 	}
 	if err := b.Free(ctx, second); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// BenchmarkAllocateLoad measures what a daemon start pays for the memory
-// of a 256 MiB checkpoint already in the page cache: Allocate, Load, Free.
-func BenchmarkAllocateLoad(bm *testing.B) {
-	const size = 256 << 20
-	dir := bm.TempDir()
-	cfg := DefaultConfig()
-	cfg.Dir = dir + "/shm"
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		shm, err := os.MkdirTemp("/dev/shm", "wcache-mock-bench-")
-		if err != nil {
-			bm.Fatal(err)
-		}
-		bm.Cleanup(func() { _ = os.RemoveAll(shm) })
-		cfg.Dir = shm + "/shm"
-	}
-	b, err := New(cfg, nil)
-	if err != nil {
-		bm.Fatal(err)
-	}
-	bm.Cleanup(func() { _ = b.Close() })
-	path := dir + "/w.bin"
-	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
-		bm.Fatal(err)
-	}
-	ctx := context.Background()
-	bm.SetBytes(size)
-	for bm.Loop() {
-		id, _, err := b.Allocate(ctx, 0, size)
-		if err != nil {
-			bm.Fatal(err)
-		}
-		if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: size}}, nil); err != nil {
-			bm.Fatal(err)
-		}
-		if err := b.Free(ctx, id); err != nil {
-			bm.Fatal(err)
-		}
 	}
 }
 

@@ -27,7 +27,8 @@ func TestConformanceInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		cfg = fakeConfig(t, fakeOptions{staging: 256 << 10, env: map[string]string{"FAKEHIP_COPY_DELAY_US": "20"}})
+		cfg = fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKEHIP_COPY_DELAY_US": "20"}})
+		cfg.Staging.Bytes = 256 << 10
 	}
 	rt, err := OpenRuntime(cfg, nil)
 	if err != nil {
@@ -36,3 +37,10 @@ func TestConformanceInProcess(t *testing.T) {
 	gputest.RunConformance(t, rt, rt.NewBackend,
 		backendtest.Options{UUIDPatterns: []*regexp.Regexp{regexp.MustCompile(backendtest.AMDUUIDPattern)}})
 }
+
+// TestBackend runs the in-process checks every GPU backend shares
+// (gputest.RunBackend) on the fake HIP: loads through small staging with
+// delayed hipMemcpyHtoDAsync copies on device 1, bad extents,
+// cancellation, Close during a Load, the paced copy engine, out of
+// memory, a fatal error ending the plugin, bad handles.
+func TestBackend(t *testing.T) { gputest.RunBackend(t, onFakes()) }

@@ -12,6 +12,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -50,13 +51,13 @@ func TestVisibilityAsHIPAppliesIt(t *testing.T) {
 		{map[string]string{"HIP_VISIBLE_DEVICES": "1,7,0"}, []string{devB}},
 	} {
 		t.Run(fmt.Sprint(tc.env), func(t *testing.T) {
-			b := newBackend(t, fakeConfig(t, fakeOptions{env: tc.env}))
+			b := newBackend(t, fakeConfig(t, gputest.FakeOptions{Env: tc.env}))
 			if got := uuids(t, b); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("devices %v, want %v", got, tc.want)
 			}
 		})
 	}
-	_, err := New(fakeConfig(t, fakeOptions{env: map[string]string{"HIP_VISIBLE_DEVICES": "9"}}), nil)
+	_, err := New(fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"HIP_VISIBLE_DEVICES": "9"}}), nil)
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "hipErrorNoDevice") {
 		t.Errorf("no visible device: New = %v, want ErrUnavailable naming hipErrorNoDevice", err)
 	}
@@ -77,7 +78,7 @@ func metadataJoin(t *testing.T, old bool) {
 		if old {
 			env["FAKEAMDSMI_OLD_UUID"] = "1" // amdsmi UUIDs unrelated to HIP's: only the PCI join is left
 		}
-		b := newBackend(t, fakeConfig(t, fakeOptions{env: env}))
+		b := newBackend(t, fakeConfig(t, gputest.FakeOptions{Env: env}))
 		devs, err := b.Devices(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +107,7 @@ func metadataJoin(t *testing.T, old bool) {
 // the gfx targets, joined by unique_id for the partitions and by the only
 // node at an address for the whole GPU whose node has no unique_id.
 func TestWithoutAMDSMIMetadataFromHIPAndKFD(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{noSMI: true})
+	cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: true})
 	writeKFDNode(t, cfg.SysfsRoot, 0, "simd_count 0\ngfx_target_version 0\n")
 	writeKFDNode(t, cfg.SysfsRoot, 1, "gfx_target_version 90402\nlocation_id 49408\ndomain 0\nunique_id 1801979520617338022\n")
 	writeKFDNode(t, cfg.SysfsRoot, 2, "gfx_target_version 90010\nlocation_id 49664\ndomain 0\nunique_id 0\n")
@@ -136,7 +137,7 @@ func TestWithoutAMDSMIMetadataFromHIPAndKFD(t *testing.T) {
 // HIP create a device context; the first allocation does.
 func TestListingDevicesCreatesNoContext(t *testing.T) {
 	ctxLog := filepath.Join(t.TempDir(), "contexts")
-	b := newBackend(t, fakeConfig(t, fakeOptions{noSMI: true, env: map[string]string{"FAKEHIP_CONTEXT_LOG": ctxLog}}))
+	b := newBackend(t, fakeConfig(t, gputest.FakeOptions{NoManagement: true, Env: map[string]string{"FAKEHIP_CONTEXT_LOG": ctxLog}}))
 	uuids(t, b)
 	if got, _ := os.ReadFile(ctxLog); len(got) != 0 {
 		t.Fatalf("listing devices created contexts on devices %q", got)
@@ -156,7 +157,7 @@ func TestListingDevicesCreatesNoContext(t *testing.T) {
 func TestComputeModesAndDuplicateUUIDsAreRefused(t *testing.T) {
 	for mode, want := range map[string]string{"1": "exclusive compute mode", "3": "exclusive compute mode", "2": "Prohibited"} {
 		t.Run("mode "+mode, func(t *testing.T) {
-			_, err := New(fakeConfig(t, fakeOptions{env: map[string]string{"FAKEHIP_COMPUTE_MODE": mode}}), nil)
+			_, err := New(fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKEHIP_COMPUTE_MODE": mode}}), nil)
 			var cm *ComputeModeError
 			if !errors.As(err, &cm) || !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), want) {
 				t.Errorf("New = %v, want a ComputeModeError saying %q", err, want)
@@ -164,7 +165,7 @@ func TestComputeModesAndDuplicateUUIDsAreRefused(t *testing.T) {
 		})
 	}
 	var logs bytes.Buffer
-	_, err := New(fakeConfig(t, fakeOptions{env: map[string]string{"FAKEHIP_DEVICES": "77aa00000000f001@21,77aa00000000f001@21"}}),
+	_, err := New(fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKEHIP_DEVICES": "77aa00000000f001@21,77aa00000000f001@21"}}),
 		hclog.New(&hclog.LoggerOptions{Output: &logs}))
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "both report UUID GPU-77aa00000000f001") {
 		t.Errorf("two partitions with one UUID: New = %v", err)
@@ -172,7 +173,7 @@ func TestComputeModesAndDuplicateUUIDsAreRefused(t *testing.T) {
 }
 
 func TestDevicesWithoutUniqueIDAreRefused(t *testing.T) {
-	_, err := New(fakeConfig(t, fakeOptions{env: map[string]string{"FAKEHIP_DEVICES": "1901ead3a2ecd4a6,XX"}}), nil)
+	_, err := New(fakeConfig(t, gputest.FakeOptions{Env: map[string]string{"FAKEHIP_DEVICES": "1901ead3a2ecd4a6,XX"}}), nil)
 	if !errors.Is(err, sdk.ErrUnavailable) || !strings.Contains(err.Error(), "device 1") || !strings.Contains(err.Error(), "no unique id") {
 		t.Fatalf("a device reporting GPU-XX: New = %v, want ErrUnavailable naming device 1 and the missing unique id", err)
 	}

@@ -5,53 +5,33 @@ import (
 	"path/filepath"
 	"testing"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
-// fakeOptions choose the fake libraries for a test.
-type fakeOptions struct {
-	variant string // fake HIP build: "" or "noipcopen"
-	noSMI   bool   // point amdsmi at a missing file
-	staging int    // staging buffer bytes; 0 → 64 KiB
-	env     map[string]string
-}
-
-// fakeConfig sets opts.env for the test and returns a Config whose HIP is
-// a private copy of the fake, so that its initialisation reads this
-// test's visibility variables. Sysfs is an empty folder unless the test
-// sets SysfsRoot.
-func fakeConfig(t testing.TB, opts fakeOptions) Config {
+// fakeConfig returns a Config on the fakes as o says (the fake HIP's
+// private copy reads this test's visibility variables at initialisation;
+// see gputest.FakeOptions). Sysfs is an empty folder unless the test sets
+// SysfsRoot.
+func fakeConfig(t testing.TB, o gputest.FakeOptions) Config {
 	t.Helper()
 	if fakes.Real(os.Getenv) {
 		t.Fatalf("%s=1 runs the conformance tests against the real libraries only: select them with -run Conformance", fakes.EnvReal)
 	}
-	for k, v := range opts.env {
-		t.Setenv(k, v)
-	}
-	dir := os.Getenv(libDirEnv)
-	lib, err := fakes.Copy(filepath.Join(dir, opts.variant, fakes.HIPName), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := DefaultConfig()
-	cfg.Library = lib
-	cfg.AMDSMILibrary = filepath.Join(dir, fakes.AMDSMIName)
-	if opts.noSMI {
-		cfg.AMDSMILibrary = filepath.Join(t.TempDir(), "absent", fakes.AMDSMIName)
-	}
+	cfg.Library, cfg.AMDSMILibrary = o.Libraries(t, libDirEnv, fakes.HIPName, fakes.AMDSMIName)
 	cfg.SysfsRoot = t.TempDir()
-	cfg.Staging.Bytes = 64 << 10
-	if opts.staging != 0 {
-		cfg.Staging.Bytes = opts.staging
-	}
+	cfg.Staging = o.StagingSettings()
 	return cfg
 }
 
 // newBackend opens a Backend (and its Runtime) closed at cleanup.
 func newBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
-	return gputest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
+	return backendtest.Open(t, func() (*Backend, error) { return New(cfg, nil) })
 }
 
 // writeKFDNode writes a fixture KFD node under root.
@@ -63,5 +43,20 @@ func writeKFDNode(t *testing.T, root string, id int, props string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "properties"), []byte(props), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// onFakes is the backend on the fake HIP and fake amdsmi (fakeConfig) for
+// the in-process checks every GPU backend shares (gputest.RunBackend).
+func onFakes() gputest.Fakes[*Backend] {
+	return gputest.Fakes[*Backend]{
+		Open: func(t testing.TB, o gputest.FakeOptions) (*Backend, error) { return New(fakeConfig(t, o), nil) },
+		Watch: func(b *Backend, logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
+			exitOnFatal(b.Runtime(), logger, stop, exit)
+		},
+		FatalError: func(b *Backend) error { return b.Runtime().FatalError() },
+		Prefix:     "FAKEHIP_", Devices: 4, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "hipIpcOpenMemHandle",
+		InitError: 100, InitErrorName: "hipInit",
+		OutOfMemory: "hipErrorOutOfMemory", Fatal: gputest.Fatal{Code: 700, Name: "hipErrorIllegalAddress", Status: ExitStatusFatal},
 	}
 }

@@ -4,13 +4,12 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/sdk"
 )
 
 // loadFile allocates size bytes on device 0 and loads the file at dest.
 func TestImportOwnExportSharesTheAllocation(t *testing.T) {
 	// Without amdsmi, FreeMemory is HIP's count (hipMemGetInfo).
-	rt, err := OpenRuntime(fakeConfig(t, fakeOptions{noSMI: true}), nil)
+	rt, err := OpenRuntime(fakeConfig(t, gputest.FakeOptions{NoManagement: true}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,15 +17,10 @@ func TestImportOwnExportSharesTheAllocation(t *testing.T) {
 	gputest.CheckImportOwnExport(t, rt.NewBackend(), rt.NewBackend(), HandleKind, fakeMemory)
 }
 
-func TestImportRejectsBadHandles(t *testing.T) {
-	b := newBackend(t, fakeConfig(t, fakeOptions{}))
-	gputest.CheckImportRejectsBadHandles(t, b, HandleKind, sdk.Handle{Kind: "cuda-ipc", Data: make([]byte, 64), Size: 1}, 9)
-}
-
 // TestImportAcrossProcesses opens an export in another process through
 // hipIpcOpenMemHandle, twice (the fake, like HIP, refcounts the open and
 // returns one mapping), and checks the bytes there.
 func TestImportAcrossProcesses(t *testing.T) {
-	cfg := fakeConfig(t, fakeOptions{})
+	cfg := fakeConfig(t, gputest.FakeOptions{})
 	gputest.CheckImportAcrossProcesses(t, newBackend(t, cfg), helperEnv, EnvLibrary+"="+cfg.Library, EnvAMDSMILibrary+"="+cfg.AMDSMILibrary)
 }
