@@ -1,0 +1,230 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
+	"github.com/wcache/wcache/sdk/mock"
+)
+
+// dpPublication is publication() as data-parallel rank rank of 2, with
+// content records of the fixture's checkpoint files: the first as it is,
+// the second with an identity the file does not have (a file rewritten
+// since the engine read it).
+func dpPublication(t *testing.T, f *fixture, rank uint32) client.Publication {
+	t.Helper()
+	pub := publication()
+	pub.Config.DPSize, pub.Config.DPRank = 2, rank
+	for i, p := range f.model.Files {
+		digest, err := filedigest.File(context.Background(), p, filedigest.Options{})
+		fi, serr := os.Stat(p)
+		if err = errors.Join(err, serr); err != nil {
+			t.Fatal(err)
+		}
+		rec := cacheconfig.FileContent{Name: filepath.Base(p), Path: p, Digest: digest, Identity: safetensors.StampOf(fi)}
+		if i == 1 {
+			rec.Identity.MtimeNs++
+		}
+		pub.Files = append(pub.Files, rec)
+	}
+	return pub
+}
+
+// publishIn publishes pub into r (fillBytes).
+func publishIn(t *testing.T, r *running, pub client.Publication) {
+	t.Helper()
+	if _, err := r.dial(t).Publish(context.Background(), pub, client.ShmFill(fillBytes, false)); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+}
+
+// attachTo attaches cfg to r.
+func attachTo(t *testing.T, r *running, cfg cacheconfig.Config) (*client.Attachment, error) {
+	t.Helper()
+	a, err := client.Attach(context.Background(), client.BySocket(r.d.Info().Paths.Socket), cfg, client.Options{})
+	if err == nil {
+		t.Cleanup(func() { a.Lease.Close() })
+	}
+	return a, err
+}
+
+// checkPublishedBytes compares every tensor of m with what
+// publication()'s fillBytes wrote (the storage of qkv once).
+func checkPublishedBytes(t *testing.T, m *client.Manifest) {
+	t.Helper()
+	if len(m.Tensors) != 3 {
+		t.Fatalf("%d tensors, want 3", len(m.Tensors))
+	}
+	for i, tn := range m.Tensors {
+		h := m.Handles[tn.Handle]
+		mem, err := client.MapShm(string(h.Data), h.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, tn.Length)
+		_ = fillBytes(min(i, 1), want)
+		got := bytes.Clone(mem[tn.Offset : tn.Offset+tn.Length])
+		client.Unmap(mem)
+		if !bytes.Equal(got, want) {
+			t.Errorf("tensor %s: bytes differ from the publication's", tn.Name)
+		}
+	}
+}
+
+// TestAttachFillsAPublicationFromASibling: daemon A serves an engine's
+// publication of data-parallel rank 0; daemon B is empty. Attaches of rank
+// 1 to B — two at once — get A's bytes, views and metadata under their own
+// config, from one generation filled from A; the content records are
+// carried as far as the files prove them.
+func TestAttachFillsAPublicationFromASibling(t *testing.T) {
+	f := newFixture(t)
+	a := f.startEmpty(nil)
+	publishIn(t, a, dpPublication(t, f, 0))
+	b := f.start(1, func(o *Options) { o.Model = "" })
+
+	cfg := publication().Config
+	cfg.DPSize, cfg.DPRank = 2, 1
+	var wg sync.WaitGroup
+	atts := make([]*client.Attachment, 2)
+	errs := make([]error, 2)
+	for i := range atts {
+		wg.Go(func() {
+			atts[i], errs[i] = client.Attach(context.Background(), client.BySocket(b.d.Info().Paths.Socket), cfg, client.Options{})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("attach %d: %v (B: %+v)", i, err, fillStatus(t, b))
+		}
+		defer atts[i].Lease.Close()
+	}
+	m := atts[0].Manifest
+	if atts[1].Manifest.Generation != m.Generation || m.DeviceUUID != f.uuids[1] {
+		t.Fatalf("generations %d and %d, device %s", m.Generation, atts[1].Manifest.Generation, m.DeviceUUID)
+	}
+	if m.Config.DPRank != 1 || m.Metadata["quant"] != "fp8" {
+		t.Errorf("config dp_rank %d, metadata %v", m.Config.DPRank, m.Metadata)
+	}
+	q, k := m.Tensors[1], m.Tensors[2]
+	if q.Offset != k.Offset || k.Layout == nil || k.Layout.StorageOffset != 8 || k.Layout.Strides[0] != 2 || q.Layout.Storage != "s" {
+		t.Errorf("views of one storage: %+v %+v, %+v %+v", q, q.Layout, k, k.Layout)
+	}
+	checkPublishedBytes(t, m)
+
+	st := fillStatus(t, b)
+	if len(st.Generations) != 1 || st.FilledFrom != "peer "+f.uuids[0] || st.FillFallback != "" ||
+		st.StartPhases.BytesFromPeer != 56 {
+		t.Fatalf("B: %d generations, filled from %q (fallback %q), phases %+v", len(st.Generations), st.FilledFrom,
+			st.FillFallback, st.StartPhases)
+	}
+	// Content: the first record as the engine gave it, the second (its
+	// file is not the file it names) without path or identity.
+	want := dpPublication(t, f, 1).Files
+	if len(m.Files) != 2 || m.Files[0] != want[0] ||
+		m.Files[1] != (cacheconfig.FileContent{Name: want[1].Name, Digest: want[1].Digest, Identity: safetensors.Stamp{Size: want[1].Identity.Size}}) {
+		t.Errorf("content %+v, want %+v with the second reduced to its digest and size", m.Files, want)
+	}
+	// A served on; the fill's lease is gone.
+	if st := fillStatus(t, a); st.State != "serving" || len(st.Leases) != 0 {
+		t.Errorf("A: state %s, leases %+v", st.State, st.Leases)
+	}
+	// The same config again is a conflict: B holds it.
+	if _, err := b.dial(t).Publish(context.Background(), dpPublication(t, f, 1), client.ShmFill(fillBytes, false)); !errors.Is(err, client.ErrHoldsWeights) {
+		t.Errorf("publish of the filled config = %v, want ErrHoldsWeights", err)
+	}
+}
+
+// TestAttachFillFallsBack: whatever keeps B from filling, the attach is
+// answered as without peer fill (empty: the engine loads and publishes),
+// B holds nothing, and a fill that was tried says why in Status and in
+// the generation the engine then publishes.
+func TestAttachFillFallsBack(t *testing.T) {
+	cases := []struct {
+		name string
+		// sibling publishes in A (nil: no sibling); edit B's options;
+		// inject B's backend; attach edits the attach's config.
+		sibling bool
+		edit    func(o *Options)
+		inject  func(b *mock.Backend)
+		attach  func(c *cacheconfig.Config)
+		// both edits the configs of the sibling's publication and the attach.
+		both func(c *cacheconfig.Config)
+		// reason is in fill_fallback ("": nothing tried).
+		reason string
+	}{
+		{name: "no sibling"},
+		{name: "other weights identity", sibling: true, attach: func(c *cacheconfig.Config) { c.DType = "float16" }},
+		{name: "experts sharded by the data-parallel rank", sibling: true, both: func(c *cacheconfig.Config) { c.EPSize = 2 }},
+		{name: "peer fill off", sibling: true, edit: func(o *Options) { o.PeerFill = PeerFillOff }},
+		{name: "copy error", sibling: true, reason: "injected copy error",
+			inject: func(b *mock.Backend) {
+				b.PeerCopyFunc = func(context.Context, sdk.PeerCopyRequest, sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+					return sdk.PeerCopyResult{}, errors.New("injected copy error")
+				}
+			}},
+		{name: "no peer copy in the backend", sibling: true, reason: "unsupported",
+			inject: func(b *mock.Backend) { b.PeerCopyFunc = nil }},
+		{name: "memory cap", sibling: true, reason: "peer fill needs", edit: func(o *Options) { o.MaxBytes = 1 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tc.sibling {
+				pub := dpPublication(t, f, 0)
+				if tc.both != nil {
+					tc.both(&pub.Config)
+				}
+				publishIn(t, f.startEmpty(nil), pub)
+			}
+			b := f.startWith(1, f.plugin(tc.inject), func(o *Options) {
+				o.Model = ""
+				if tc.edit != nil {
+					tc.edit(o)
+				}
+			})
+			pub := dpPublication(t, f, 1)
+			for _, edit := range []func(*cacheconfig.Config){tc.attach, tc.both} {
+				if edit != nil {
+					edit(&pub.Config)
+				}
+			}
+			if _, err := attachTo(t, b, pub.Config); !errors.Is(err, client.ErrEmpty) {
+				t.Fatalf("attach = %v, want ErrEmpty", err)
+			}
+			st := fillStatus(t, b)
+			if len(st.Generations) != 0 || tc.reason == "" && st.FillFallback != "" || !strings.Contains(st.FillFallback, tc.reason) {
+				t.Fatalf("B: %d generations, fill_fallback %q, want %q", len(st.Generations), st.FillFallback, tc.reason)
+			}
+			t.Logf("fill_fallback: %s", st.FillFallback)
+			if tc.reason != "" && !strings.Contains(st.FillFallback, "peer "+f.uuids[0]) {
+				t.Errorf("fill_fallback %q does not name the sibling", st.FillFallback)
+			}
+			// Nothing of a failed fill is left on B's device.
+			if b.d.HeldBytes() != 0 {
+				t.Errorf("B holds %d bytes", b.d.HeldBytes())
+			}
+			if tc.edit != nil && tc.reason != "" {
+				return // a memory cap of 1 byte takes no publish either
+			}
+			// The engine publishes: the generation says why it was not filled.
+			publishIn(t, b, pub)
+			st = fillStatus(t, b)
+			if st.FilledFrom != "" || st.FillFallback != st.Generations[0].FillFallback || !strings.Contains(st.FillFallback, tc.reason) ||
+				tc.reason == "" && st.FillFallback != "" {
+				t.Errorf("after the publish: filled from %q, fill_fallback %q", st.FilledFrom, st.FillFallback)
+			}
+		})
+	}
+}
