@@ -228,3 +228,66 @@ func TestAttachFillFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachFillYieldsToAPublishInProgress: while an engine publishes the
+// config into B, an attach of it is answered as before (publishing) and
+// nothing is filled; once that publish is gone, the same attach fills
+// from A.
+func TestAttachFillYieldsToAPublishInProgress(t *testing.T) {
+	f := newFixture(t)
+	publishIn(t, f.startEmpty(nil), dpPublication(t, f, 0))
+	b := f.start(1, func(o *Options) { o.Model = "" })
+	pub := dpPublication(t, f, 1)
+	inFill := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.dial(t).Publish(ctx, pub, func(ctx context.Context, _ *client.PublishPlan) ([][]byte, error) {
+			close(inFill)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		errc <- err
+	}()
+	<-inFill
+	_, err := attachTo(t, b, pub.Config)
+	var ee *client.EmptyError
+	if !errors.As(err, &ee) || !ee.Publishing {
+		t.Fatalf("attach during a publish = %v, want *EmptyError (publishing)", err)
+	}
+	if st := fillStatus(t, b); len(st.Generations) != 1 || st.Generations[0].State != "publishing" || st.FillFallback != "" {
+		t.Fatalf("B during the publish: %+v, fill_fallback %q", st.Generations, st.FillFallback)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled publish = %v", err)
+	}
+	waitFor(t, "B to be empty again", func() bool { return b.d.State() == StateEmpty })
+	a, err := attachTo(t, b, pub.Config)
+	if err != nil {
+		t.Fatalf("attach after the publish: %v", err)
+	}
+	checkPublishedBytes(t, a.Manifest)
+}
+
+// TestAttachFillBesideAnotherModel: B serves another model; an attach of
+// A's weights (another DP rank) is filled as a generation beside it.
+func TestAttachFillBesideAnotherModel(t *testing.T) {
+	f := newFixture(t)
+	publishIn(t, f.startEmpty(nil), dpPublication(t, f, 0))
+	b := f.start(1, func(o *Options) { o.Model = "" })
+	other := publication()
+	other.Config.Model = "org/other"
+	publishIn(t, b, other)
+	pub := dpPublication(t, f, 1)
+	a, err := attachTo(t, b, pub.Config)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	checkPublishedBytes(t, a.Manifest)
+	st := fillStatus(t, b)
+	if len(st.Generations) != 2 || st.Generations[1].FilledFrom != "peer "+f.uuids[0] || st.Generations[1].Config.DPRank != 1 ||
+		st.Generations[0].FilledFrom != "" {
+		t.Fatalf("B: %+v", st.Generations)
+	}
+}
