@@ -118,10 +118,13 @@ func (r *registry) recordAttachFallback(digest, reason string) {
 }
 
 // takeAttachFallbackLocked returns and forgets the fallback recorded for
-// digest ("" none). r.mu must be held.
+// digest ("" none), and the latest one: a generation was installed (a
+// publish, a fill), so an empty daemon's Status no longer shows it. r.mu
+// must be held.
 func (r *registry) takeAttachFallbackLocked(digest string) string {
 	reason := r.attachFallbacks[digest]
 	delete(r.attachFallbacks, digest)
+	r.lastAttachFallback = ""
 	return reason
 }
 
