@@ -12,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -157,7 +158,7 @@ func TestAttachFillFallsBack(t *testing.T) {
 		// inject B's backend; attach edits the attach's config.
 		sibling bool
 		edit    func(o *Options)
-		inject  func(b *mock.Backend)
+		inject  func(mem *mock.Memory, b *mock.Backend)
 		attach  func(c *cacheconfig.Config)
 		// both edits the configs of the sibling's publication and the attach.
 		both func(c *cacheconfig.Config)
@@ -169,13 +170,34 @@ func TestAttachFillFallsBack(t *testing.T) {
 		{name: "experts sharded by the data-parallel rank", sibling: true, both: func(c *cacheconfig.Config) { c.EPSize = 2 }},
 		{name: "peer fill off", sibling: true, edit: func(o *Options) { o.PeerFill = PeerFillOff }},
 		{name: "copy error", sibling: true, reason: "injected copy error",
-			inject: func(b *mock.Backend) {
+			inject: func(_ *mock.Memory, b *mock.Backend) {
 				b.PeerCopyFunc = func(context.Context, sdk.PeerCopyRequest, sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
 					return sdk.PeerCopyResult{}, errors.New("injected copy error")
 				}
 			}},
 		{name: "no peer copy in the backend", sibling: true, reason: "unsupported",
-			inject: func(b *mock.Backend) { b.PeerCopyFunc = nil }},
+			inject: func(_ *mock.Memory, b *mock.Backend) { b.PeerCopyFunc = nil }},
+		{name: "copy corrupted", sibling: true, reason: "digest mismatch",
+			inject: func(mem *mock.Memory, b *mock.Backend) {
+				b.PeerCopyFunc = func(ctx context.Context, req sdk.PeerCopyRequest, p sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+					res, err := mem.PeerCopy(ctx, req, p)
+					if err != nil {
+						return res, err
+					}
+					h, err := mem.Export(ctx, res.ID)
+					if err != nil {
+						return res, err
+					}
+					defer closeHandleFiles([]sdk.Handle{h})
+					fh, err := os.OpenFile(string(h.Data), os.O_WRONLY, 0)
+					if err != nil {
+						return res, err
+					}
+					defer fh.Close()
+					_, err = fh.WriteAt([]byte{0x5a, 0xa5}, 0)
+					return res, err
+				}
+			}},
 		{name: "memory cap", sibling: true, reason: "peer fill needs", edit: func(o *Options) { o.MaxBytes = 1 }},
 	}
 	for _, tc := range cases {
@@ -188,7 +210,15 @@ func TestAttachFillFallsBack(t *testing.T) {
 				}
 				publishIn(t, f.startEmpty(nil), pub)
 			}
-			b := f.startWith(1, f.plugin(tc.inject), func(o *Options) {
+			mem, err := mock.NewMemory(mock.MemoryOptions{DeviceUUIDs: f.uuids, Memory: 1 << 30, Dir: f.shm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mb := mock.Wrap(mem)
+			if tc.inject != nil {
+				tc.inject(mem, mb)
+			}
+			b := f.startWith(1, testplugin.New(mb, mem), func(o *Options) {
 				o.Model = ""
 				if tc.edit != nil {
 					tc.edit(o)
@@ -212,8 +242,12 @@ func TestAttachFillFallsBack(t *testing.T) {
 				t.Errorf("fill_fallback %q does not name the sibling", st.FillFallback)
 			}
 			// Nothing of a failed fill is left on B's device.
-			if b.d.HeldBytes() != 0 {
-				t.Errorf("B holds %d bytes", b.d.HeldBytes())
+			devs, err := mem.Devices(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used := devs[1].TotalMemory - devs[1].FreeMemory; used != 0 || b.d.HeldBytes() != 0 {
+				t.Errorf("B's device has %d bytes in use, B holds %d", used, b.d.HeldBytes())
 			}
 			if tc.edit != nil && tc.reason != "" {
 				return // a memory cap of 1 byte takes no publish either
