@@ -37,9 +37,10 @@ import (
 // cfg in progress, weights held for it, or a busy daemon win and nothing
 // is tried; a publish of cfg that begins during the fill is refused as
 // ConflictInProgress; a second attach of cfg during the fill waits for
-// its end and matches again. The copy is admitted by the memory plan
-// before anything is allocated, and ends with the daemon (Stop) or after
-// PublishTimeout.
+// its end and matches again. An attach waits at most attachFillWait (then
+// it is answered "publishing"; the fill goes on). The copy is admitted by
+// the memory plan before anything is allocated, and ends with the daemon
+// (Stop) or after PublishTimeout, not with the attach.
 func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p PeerInfo) bool {
 	if d.opts.PeerFill == PeerFillOff || d.mayChangeWeights(p) != nil {
 		return false
@@ -61,15 +62,7 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 	self := PeerInfo{PID: int32(os.Getpid()), UID: uint32(os.Geteuid())}
 	pub, g, wait, err := d.reg.beginPeerFill(self, "wcache serve peer fill", cfg,
 		compareFor(true, len(cands[0].gen.Files), cfg.EngineName), time.Now())
-	switch {
-	case wait != nil:
-		select {
-		case <-wait:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	case err != nil:
+	if err != nil {
 		// Weights for cfg were installed since the attach matched (a
 		// concurrent fill or publish): match again. Otherwise (a publish
 		// in progress, a busy daemon) answer as without a fill.
@@ -78,27 +71,56 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 		d.log.Debug("peer fill of an attach: not tried", "reason", err, "held", held)
 		return held
 	}
+	if wait == nil {
+		go d.runAttachFill(pub, g, s, cands)
+		wait = pub.filled
+	}
+	// Bounded, so that a client's manifest deadline does not fail its
+	// attach: past attachFillWait it is answered "publishing" (the daemon's
+	// own pid) and the fill goes on for the next attach; an engine then
+	// loads, and its publish finds the fill in progress or its weights held.
+	timer := time.NewTimer(attachFillWait)
+	defer timer.Stop()
+	select {
+	case <-wait:
+		return true
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// attachFillWait bounds how long an attach waits for a peer fill of its
+// config (below the clients' default manifest timeouts: 30 s in Python).
+const attachFillWait = 20 * time.Second
+
+// runAttachFill fills g, begun by beginPeerFill for pub, from the first
+// candidate that works, and closes pub.filled when done. It does not end
+// with the attach that began it (the fill serves whoever attaches next),
+// but with the daemon (pub.ended) or after PublishTimeout. When no
+// candidate works, g is forgotten and the reasons are logged and recorded
+// (recordAttachFallback).
+func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, cands []siblingCandidate) {
 	defer close(pub.filled)
-	// The fill serves whoever attaches next: it does not end with the
-	// attach that began it, but with the daemon.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.PublishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.PublishTimeout)
 	defer cancel()
 	go func() {
 		select {
 		case <-pub.ended:
 			cancel()
-		case <-fctx.Done():
+		case <-ctx.Done():
 		}
 	}()
 	d.log.Info("peer fill of an attach begins", "generation", g.id, "config_digest", g.digest, "candidates", len(cands))
 	var reasons []string
 	for _, c := range cands {
-		err := d.fillPublishedFrom(fctx, s, pub, g, c, strings.Join(reasons, "; "))
+		err := d.fillPublishedFrom(ctx, s, pub, g, c, strings.Join(reasons, "; "))
 		if err == nil {
-			return true
+			return
 		}
 		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.uuid, c.pid, c.gen.Generation, err))
-		if fctx.Err() != nil {
+		if ctx.Err() != nil {
 			break
 		}
 	}
@@ -108,7 +130,6 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 	d.reportHeld()
 	d.log.Warn("peer fill of an attach failed: the attach is answered without it (an engine loads and publishes)",
 		"config_digest", g.digest, "reason", reason)
-	return false
 }
 
 // fillPublishedFrom fills g (begun by beginPeerFill) from candidate c:
