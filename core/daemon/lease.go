@@ -92,7 +92,16 @@ type registry struct {
 	// reported is the state it was last given.
 	metrics  Metrics
 	reported State
+	// attachFallbacks are the reasons of the failed peer fills of attaches
+	// by config digest (attachfill.go), at most maxAttachFallbacks;
+	// lastAttachFallback the latest.
+	attachFallbacks    map[string]string
+	lastAttachFallback string
 }
+
+// maxAttachFallbacks bounds registry.attachFallbacks (the map is cleared
+// when full: a reason is a diagnosis, not state).
+const maxAttachFallbacks = 64
 
 func newRegistry() *registry {
 	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{}), metrics: noMetrics{}, reported: -1}

@@ -372,6 +372,10 @@ func (d *Daemon) install(pub *publisher, ids []sdk.AllocationID, m *manifest, st
 	ok := d.reg.finishPublish(pub, true, func(g *generation) {
 		g.allocs, g.manifest, g.load = ids, m, stats
 		g.tensors, g.planned, g.started = len(m.tensors), 0, time.Now()
+		if reason := d.reg.takeAttachFallbackLocked(g.digest); g.load.FillFallback == "" {
+			// A peer fill of an attach of this config failed before.
+			g.load.FillFallback = reason
+		}
 	})
 	if !ok {
 		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)

@@ -26,6 +26,9 @@ type publisher struct {
 	files *handleFiles
 	// gen is the generation being published.
 	gen *generation
+	// filled is non-nil when the daemon itself fills gen from a peer
+	// (attachfill.go), and closed when that fill ends, filled or not.
+	filled chan struct{}
 }
 
 // ConflictReason says why a Publish or an Evict was refused because of the
@@ -75,6 +78,59 @@ func (r *registry) beginPublish(p PeerInfo, clientName string, cfg cacheconfig.C
 	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*publisher, *generation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.beginPublishLocked(p, clientName, cfg, compare, now)
+}
+
+// beginPeerFill begins a publish of cfg by the daemon itself (p: its own
+// process), to be filled from a peer (attachfill.go), as beginPublish does
+// (its *PublishConflictError when a generation cfg attaches to exists) —
+// unless a peer fill of a generation cfg attaches to is in progress: then
+// it begins nothing and returns wait, closed when that fill ends.
+func (r *registry) beginPeerFill(p PeerInfo, clientName string, cfg cacheconfig.Config,
+	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (pub *publisher, g *generation, wait <-chan struct{}, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.gens {
+		if o.state == StatePublishing && o.publisher != nil && o.publisher.filled != nil && o.matches(cfg) {
+			return nil, nil, o.publisher.filled, nil
+		}
+	}
+	pub, g, err = r.beginPublishLocked(p, clientName, cfg, compare, now)
+	if err == nil {
+		pub.filled = make(chan struct{})
+	}
+	return pub, g, nil, err
+}
+
+// recordAttachFallback records why a peer fill of an attach of the config
+// of digest failed: the fill_fallback of an empty daemon's Status, and of
+// the generation a publish of that config then adds (install).
+func (r *registry) recordAttachFallback(digest, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.attachFallbacks) >= maxAttachFallbacks {
+		clear(r.attachFallbacks)
+	}
+	if r.attachFallbacks == nil {
+		r.attachFallbacks = map[string]string{}
+	}
+	r.attachFallbacks[digest], r.lastAttachFallback = reason, reason
+}
+
+// takeAttachFallbackLocked returns and forgets the fallback recorded for
+// digest ("" none), and the latest one: a generation was installed (a
+// publish, a fill), so an empty daemon's Status no longer shows it. r.mu
+// must be held.
+func (r *registry) takeAttachFallbackLocked(digest string) string {
+	reason := r.attachFallbacks[digest]
+	delete(r.attachFallbacks, digest)
+	r.lastAttachFallback = ""
+	return reason
+}
+
+// beginPublishLocked is beginPublish with r.mu held.
+func (r *registry) beginPublishLocked(p PeerInfo, clientName string, cfg cacheconfig.Config,
+	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*publisher, *generation, error) {
 	if r.stopping || r.drainers > 0 {
 		return nil, nil, &PublishConflictError{Reason: ConflictBusy, State: r.stateLocked()}
 	}

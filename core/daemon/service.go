@@ -71,7 +71,12 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	if len(name) > maxClientNameLen {
 		name = name[:maxClientNameLen]
 	}
-	l, reason, err := d.attachLease(cacheconfig.FromProto(req.GetConfig()), req.GetHandleKinds(), p, name)
+	cfg := cacheconfig.FromProto(req.GetConfig())
+	l, reason, err := d.attachLease(cfg, req.GetHandleKinds(), p, name)
+	if (reason == AttachEmpty || reason == AttachConfigMismatch) && d.fillForAttach(ctx, cfg, p) {
+		// Filled from a sibling daemon's publication (attachfill.go).
+		l, reason, err = d.attachLease(cfg, req.GetHandleKinds(), p, name)
+	}
 	if err != nil {
 		d.metrics.AttachFailed(reason)
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonctl"
 	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -67,7 +68,7 @@ func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFil
 	if err != nil {
 		return peerFill{}, fmt.Errorf("%w: %v", errNoPeer, err)
 	}
-	cands, err := s.candidates(ctx, identity)
+	cands, err := s.candidates(ctx, identity, cacheconfig.WeightsFromFiles)
 	if err != nil {
 		return peerFill{}, fmt.Errorf("%w: %v", errNoPeer, err)
 	}
@@ -90,9 +91,14 @@ func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFil
 	return peerFill{}, errors.New(strings.Join(reasons, "; "))
 }
 
-// candidates lists the serving file-loaded generations of this user's other
-// daemons whose weights identity is identity, by device UUID.
-func (s *siblingFiller) candidates(ctx context.Context, identity string) ([]siblingCandidate, error) {
+// candidates lists the serving generations of kind (loaded from files, or
+// published: a generation of no source) of this user's other daemons whose
+// weights identity of that kind is identity, by device UUID.
+func (s *siblingFiller) candidates(ctx context.Context, identity string, kind cacheconfig.WeightsKind) ([]siblingCandidate, error) {
+	source := SourceFiles
+	if kind == cacheconfig.WeightsPublished {
+		source = ""
+	}
 	d := s.d
 	found, err := daemonctl.Find(d.opts.Layout)
 	if err != nil {
@@ -116,10 +122,10 @@ func (s *siblingFiller) candidates(ctx context.Context, identity string) ([]sibl
 			continue
 		}
 		for _, g := range rep.Status.Generations {
-			if g.State != StateServing.String() || g.Source != SourceFiles {
+			if g.State != StateServing.String() || g.Source != source {
 				continue
 			}
-			if id, err := cacheconfig.WeightsIdentity(g.Config, cacheconfig.WeightsFromFiles); err != nil || id != identity {
+			if id, err := cacheconfig.WeightsIdentity(g.Config, kind); err != nil || id != identity {
 				continue
 			}
 			out = append(out, siblingCandidate{uuid: f.UUID, socket: f.Paths.Socket, pid: rep.Status.PID, gen: g})
@@ -136,69 +142,99 @@ func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCan
 	if err != nil {
 		return peerFill{}, err
 	}
-	actx, cancel := context.WithTimeout(ctx, siblingAttachTimeout)
-	defer cancel()
-	cl, err := client.Dial(actx, client.BySocket(c.socket), client.Options{
-		ClientName: fmt.Sprintf("wcache serve peer fill of %s (pid %d)", d.info.DeviceUUID, os.Getpid())})
+	att, release, err := s.lease(ctx, c)
 	if err != nil {
-		return peerFill{}, fmt.Errorf("sibling gone: %w", err)
+		return peerFill{}, err
 	}
-	defer cl.Close()
-	att, err := cl.Attach(actx, c.gen.Config)
-	if err != nil {
-		return peerFill{}, fmt.Errorf("attach: %w", err)
-	}
-	defer func() { _ = att.Lease.Close() }()
+	defer release()
 	m := att.Manifest
-	if m.Generation != c.gen.Generation {
-		return peerFill{}, fmt.Errorf("the sibling now serves generation %d", m.Generation)
-	}
-	if err := sameLayout(job, m); err != nil {
+	if err := sameLayout(job.pl, m, false); err != nil {
 		return peerFill{}, err
 	}
 	fill := peerFill{From: filledFromPeerPrefix + c.uuid, Content: content}
 	start := time.Now()
-	var done uint64
-	for i, a := range job.pl.Allocations {
-		h := m.Handles[i]
-		base := done
-		res, err := sdk.PeerCopy(ctx, d.backend, sdk.PeerCopyRequest{Ordinal: d.opts.GPU,
-			Source: sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File}, Length: a.Bytes},
-			func(n, _ uint64) {
-				if d.opts.Progress != nil {
-					d.opts.Progress(min(base+n, job.pl.Bytes), job.pl.Bytes)
-				}
-			})
-		if err != nil {
-			return peerFill{}, fmt.Errorf("copy arena %d of %d: %w", i+1, len(job.pl.Allocations), err)
-		}
-		job.g.allocs = append(job.g.allocs, res.ID)
-		fill.Reserved, fill.Path = fill.Reserved+res.Bytes, res.Stats.Path
-		if res.Bytes < a.Bytes {
-			return peerFill{}, fmt.Errorf("copy arena %d: %d bytes reserved, %d planned", i+1, res.Bytes, a.Bytes)
-		}
-		done += a.Bytes
+	if fill.Reserved, fill.Path, err = s.copyArenas(ctx, job.pl, m, &job.g.allocs, d.opts.Progress); err != nil {
+		return peerFill{}, err
 	}
 	fill.Copy = time.Since(start)
 	start = time.Now()
-	if err := s.verify(ctx, job, m); err != nil {
+	if err := s.verify(ctx, job.pl, job.g.allocs, att); err != nil {
 		return peerFill{}, err
-	}
-	select {
-	case <-att.Lease.Done():
-		return peerFill{}, fmt.Errorf("the sibling ended the lease during the copy: %v", att.Lease.Err())
-	default:
 	}
 	fill.Verify = time.Since(start)
 	return fill, nil
 }
 
+// lease attaches to candidate c with its generation's own config (a lease:
+// the sibling keeps the arenas while they are copied) and checks that the
+// manifest is of c's generation. release ends the lease and the
+// connection.
+func (s *siblingFiller) lease(ctx context.Context, c siblingCandidate) (att *client.Attachment, release func(), err error) {
+	d := s.d
+	actx, cancel := context.WithTimeout(ctx, siblingAttachTimeout)
+	cl, err := client.Dial(actx, client.BySocket(c.socket), client.Options{
+		ClientName: fmt.Sprintf("wcache serve peer fill of %s (pid %d)", d.info.DeviceUUID, os.Getpid())})
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("sibling gone: %w", err)
+	}
+	att, err = cl.Attach(actx, c.gen.Config)
+	if err != nil {
+		cancel()
+		cl.Close()
+		return nil, nil, fmt.Errorf("attach: %w", err)
+	}
+	release = func() {
+		_ = att.Lease.Close()
+		cl.Close()
+		cancel()
+	}
+	if att.Manifest.Generation != c.gen.Generation {
+		release()
+		return nil, nil, fmt.Errorf("the sibling now serves generation %d", att.Manifest.Generation)
+	}
+	return att, release, nil
+}
+
+// copyArenas copies every arena of pl from the sibling's manifest m into a
+// new allocation of this daemon's plugin (sdk.PeerCopy, the handle borrowed
+// from the lease), appending each to *allocs as soon as it exists. It
+// returns the bytes reserved, summed, and the copy path. progress (nil:
+// none) receives the bytes copied of pl.Bytes.
+func (s *siblingFiller) copyArenas(ctx context.Context, pl *plan.Plan, m *client.Manifest, allocs *[]sdk.AllocationID,
+	progress func(done, total uint64)) (reserved uint64, path string, err error) {
+	d := s.d
+	var done uint64
+	for i, a := range pl.Allocations {
+		h := m.Handles[i]
+		base := done
+		res, err := sdk.PeerCopy(ctx, d.backend, sdk.PeerCopyRequest{Ordinal: d.opts.GPU,
+			Source: sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File}, Length: a.Bytes},
+			func(n, _ uint64) {
+				if progress != nil {
+					progress(min(base+n, pl.Bytes), pl.Bytes)
+				}
+			})
+		if err != nil {
+			return reserved, path, fmt.Errorf("copy arena %d of %d: %w", i+1, len(pl.Allocations), err)
+		}
+		*allocs = append(*allocs, res.ID)
+		reserved, path = reserved+res.Bytes, res.Stats.Path
+		if res.Bytes < a.Bytes {
+			return reserved, path, fmt.Errorf("copy arena %d: %d bytes reserved, %d planned", i+1, res.Bytes, a.Bytes)
+		}
+		done += a.Bytes
+	}
+	return reserved, path, nil
+}
+
 // verify checks that every copied arena's content digest equals its
 // source's, the source imported into this plugin (its handle borrowed from
-// the lease) and freed again.
-func (s *siblingFiller) verify(ctx context.Context, job *loadJob, m *client.Manifest) error {
+// att's lease) and freed again, and that the lease still holds.
+func (s *siblingFiller) verify(ctx context.Context, pl *plan.Plan, allocs []sdk.AllocationID, att *client.Attachment) error {
 	d := s.d
-	for i, a := range job.pl.Allocations {
+	m := att.Manifest
+	for i, a := range pl.Allocations {
 		h := m.Handles[i]
 		src, err := d.backend.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
 		if err != nil {
@@ -208,7 +244,7 @@ func (s *siblingFiller) verify(ctx context.Context, job *loadJob, m *client.Mani
 		var srcErr error
 		var wg sync.WaitGroup
 		wg.Go(func() { want, srcErr = peer.ArenaDigest(ctx, d.backend, src, a.Bytes) })
-		got, err := peer.ArenaDigest(ctx, d.backend, job.g.allocs[i], a.Bytes)
+		got, err := peer.ArenaDigest(ctx, d.backend, allocs[i], a.Bytes)
 		wg.Wait()
 		if ferr := d.backend.Free(context.WithoutCancel(ctx), src); ferr != nil {
 			d.log.Warn("peer fill: unmapping a verified source", "error", ferr)
@@ -220,15 +256,20 @@ func (s *siblingFiller) verify(ctx context.Context, job *loadJob, m *client.Mani
 			return fmt.Errorf("verify arena %d: digest mismatch: the copy has %s, the sibling's arena %s", i+1, got, want)
 		}
 	}
+	select {
+	case <-att.Lease.Done():
+		return fmt.Errorf("the sibling ended the lease during the copy: %v", att.Lease.Err())
+	default:
+	}
 	return nil
 }
 
 // sameLayout checks that the sibling's manifest lays the weights out as
-// job's plan does: as many arenas, each at least the plan's size, and
-// every tensor of the plan in the same arena at the same offset with the
-// same length, dtype and shape (and no other tensor).
-func sameLayout(job *loadJob, m *client.Manifest) error {
-	pl := job.pl
+// pl does: as many arenas, each at least the plan's size, and every tensor
+// of the plan in the same arena at the same offset with the same length,
+// dtype and shape (and no other tensor). A tensor with a view layout (a
+// publication's) is another layout unless views is set.
+func sameLayout(pl *plan.Plan, m *client.Manifest, views bool) error {
 	if len(m.Handles) != len(pl.Allocations) {
 		return fmt.Errorf("other layout: the sibling has %d arenas, this plan %d", len(m.Handles), len(pl.Allocations))
 	}
@@ -247,7 +288,7 @@ func sameLayout(job *loadJob, m *client.Manifest) error {
 	for _, t := range pl.Tensors {
 		o, ok := theirs[t.Name]
 		if !ok || o.Handle != int(t.Handle) || o.Offset != t.Offset || o.Length != t.Length || o.DType != t.DType ||
-			!slices.Equal(o.Shape, t.Shape) || o.Layout != nil {
+			!slices.Equal(o.Shape, t.Shape) || o.Layout != nil && !views {
 			return fmt.Errorf("other layout: tensor %q is placed otherwise by the sibling", t.Name)
 		}
 	}

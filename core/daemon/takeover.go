@@ -278,10 +278,7 @@ func manifestFromClient(m *client.Manifest, cfg *configv1.CacheConfig, handles [
 	for i, t := range m.Tensors {
 		backing[i] = daemonv1.Tensor{Name: t.Name, Dtype: t.DType, Shape: t.Shape, HandleIndex: uint32(t.Handle),
 			Offset: t.Offset, Length: t.Length}
-		if t.Layout != nil {
-			backing[i].Layout = &daemonv1.TensorLayout{Storage: t.Layout.Storage, Strides: t.Layout.Strides,
-				StorageOffset: t.Layout.StorageOffset}
-		}
+		backing[i].Layout = tensorLayoutToProto(t.Layout)
 		out.tensors[i] = &backing[i]
 	}
 	out.files = newHandleFiles(handles)

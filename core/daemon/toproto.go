@@ -9,6 +9,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/version"
@@ -97,6 +98,14 @@ func (m *manifest) forLease(leaseID uint64) *daemonv1.AttachEvent {
 	}}}
 }
 
+// tensorLayoutToProto converts a published tensor's view (nil stays nil).
+func tensorLayoutToProto(l *client.Layout) *daemonv1.TensorLayout {
+	if l == nil {
+		return nil
+	}
+	return &daemonv1.TensorLayout{Storage: l.Storage, Strides: l.Strides, StorageOffset: l.StorageOffset}
+}
+
 // statusProto is the daemon's Status answer: every generation, and the
 // single-generation fields of its primary one (the oldest serving one).
 func (d *Daemon) statusProto() *daemonv1.StatusResponse {
@@ -132,6 +141,10 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 				resp.FileSha256 = g.manifest.blobs.list()
 			}
 		}
+	}
+	if resp.Generation == 0 {
+		// Nothing serves: why a peer fill of an attach failed, if one did.
+		resp.FillFallback = r.lastAttachFallback
 	}
 	resp.StartPhases = startPhasesToProto(load, info.StartDuration, restarts)
 	for _, l := range r.listLocked(nil) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,10 @@ import (
 // helperEngineVersionEnv sets the engine_version of the load-or-publish
 // helper's config (default helperPublication's).
 const helperEngineVersionEnv = "WCACHE_E2E_HELPER_ENGINE_VERSION"
+
+// helperDPRankEnv makes the load-or-publish helper's config data-parallel
+// rank N of 2 (default: no data parallelism).
+const helperDPRankEnv = "WCACHE_E2E_HELPER_DP_RANK"
 
 // runLoadOrPublishHelper is the test binary acting as an engine that calls
 // client.LoadOrPublish with helperPublication: its loader prints "loading"
@@ -34,6 +39,14 @@ func runLoadOrPublishHelper() int {
 	pub.Config.DeviceCapability = "mock" // as the daemon fills it in, so that the attach compares equal
 	if v := os.Getenv(helperEngineVersionEnv); v != "" {
 		pub.Config.EngineVersion = v
+	}
+	if v := os.Getenv(helperDPRankEnv); v != "" {
+		rank, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		pub.Config.DPSize, pub.Config.DPRank = 2, uint32(rank)
 	}
 	in := bufio.NewScanner(os.Stdin)
 	load := func(ctx context.Context) (client.Publication, client.FillFunc, error) {
@@ -105,6 +118,48 @@ func TestLoadOrPublishLostRace(t *testing.T) {
 			out := loser.Stdout()
 			if !strings.Contains(out, tc.source) || !strings.Contains(out, tc.reason) {
 				t.Fatalf("loser: want %q with %q\n%s", tc.source, tc.reason, loser)
+			}
+		})
+	}
+}
+
+// TestLoadOrPublishDPReplicaFilledFromSibling: two empty daemons on the
+// node; an engine of data-parallel rank 0 loads and publishes into the
+// first. The engine of rank 1, through client.LoadOrPublish against the
+// second, attaches: that daemon filled its weights from the first's
+// publication (issue 26), and the engine's loader never runs (its stdin is
+// closed: a load would fail). With --peer-fill=off it loads as before.
+func TestLoadOrPublishDPReplicaFilledFromSibling(t *testing.T) {
+	for _, peerFill := range []string{"auto", "off"} {
+		t.Run(peerFill, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{Devices: 2})
+			h.startEmpty(0)
+			h.startEmpty(1, "--peer-fill", peerFill)
+			first, firstIn := h.startLoadOrPublish(0, helperDPRankEnv+"=0")
+			h.waitOutput(first, "loading")
+			if _, err := io.WriteString(firstIn, "go\n"); err != nil {
+				t.Fatal(err)
+			}
+			if code := h.waitExit(first, 30*time.Second); code != 0 || !strings.Contains(first.Stdout(), "source=published") {
+				t.Fatalf("rank 0: exit %d, want published:\n%s", code, first)
+			}
+			second, secondIn := h.startLoadOrPublish(1, helperDPRankEnv+"=1")
+			_ = secondIn.Close()
+			code := h.waitExit(second, 30*time.Second)
+			st := h.statusOf(1)
+			if peerFill == "off" {
+				if code == 0 || !strings.Contains(second.String(), "told not to finish loading") || len(st.Generations) != 0 {
+					t.Fatalf("rank 1 without peer fill: exit %d, want its loader called:\n%s", code, second)
+				}
+				return
+			}
+			if code != 0 || !strings.Contains(second.Stdout(), "source=attached") || strings.Contains(second.Stdout(), "loading") {
+				t.Fatalf("rank 1: exit %d, want attached without loading:\n%s", code, second)
+			}
+			if want := "peer " + h.UUIDs[0]; st.FilledFrom != want || st.FillFallback != "" || len(st.Generations) != 1 ||
+				st.Generations[0].Config.DPRank != 1 {
+				t.Fatalf("second daemon: filled from %q (fallback %q), generations %+v; want %q", st.FilledFrom, st.FillFallback,
+					st.Generations, want)
 			}
 		})
 	}

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import sys
+from typing import Optional
 
 import torch
 
@@ -38,9 +39,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import wcache  # noqa: E402
 
 
-def config(tp_rank: int = 0, engine_version: str = "1", model: str = "publish-test") -> wcache.CacheConfig:
+def config(tp_rank: int = 0, engine_version: str = "1", model: str = "publish-test",
+           dp_rank: Optional[int] = None) -> wcache.CacheConfig:
+    """The child's CacheConfig; with dp_rank, data-parallel rank dp_rank of 2."""
+    dp = {} if dp_rank is None else {"dp_size": 2, "dp_rank": dp_rank}
     return wcache.CacheConfig(model=model, engine_name="publish-child", engine_version=engine_version,
-                              tp_size=2, tp_rank=tp_rank, device_capability="mock")
+                              tp_size=2, tp_rank=tp_rank, device_capability="mock", **dp)
 
 
 def read_safetensors(path: str):
@@ -93,6 +97,7 @@ def main(argv) -> int:
     p.add_argument("--uuid", required=True)
     p.add_argument("--fail-load", action="store_true")
     p.add_argument("--tp-rank", type=int, default=0)
+    p.add_argument("--dp-rank", type=int, help="data-parallel rank of 2 (default: no data parallelism)")
     p.add_argument("--hold", action="store_true")
     p.add_argument("--engine-version", default="1")
     p.add_argument("--config-model", default="publish-test", help="the CacheConfig's model (a draft's own)")
@@ -120,7 +125,7 @@ def main(argv) -> int:
             kw = {} if a.wait is None else {"wait": a.wait}
             if a.copy:
                 kw["copy"] = True
-            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version, a.config_model), load, device_uuid=a.uuid, **kw)
+            w = wcache.load_or_publish(config(a.tp_rank, a.engine_version, a.config_model, a.dp_rank), load, device_uuid=a.uuid, **kw)
             if a.mutate:
                 for t in w.values():
                     t.mul_(3)

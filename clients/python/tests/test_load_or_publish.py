@@ -20,6 +20,7 @@ import threading
 import pytest
 import torch
 
+import harness
 import st_writer
 import wcache
 from test_publish import CHILD, POSIX_SHM, child, expected, shm_files, status, wait_state
@@ -336,3 +337,51 @@ def test_views_publish_the_span_they_reach(world):
         assert got["block_t"].storage_offset() == (10 * 64 + 5) - 2576 // 4
     finally:
         att.release()
+
+
+# --- issue 26: a data-parallel replica's daemon filled from its sibling's ----
+
+
+def child_on(world, gpu, *args):
+    """publish_child.py load-or-publish against the daemon of mock device gpu."""
+    proc = subprocess.run([sys.executable, CHILD, "load-or-publish", *args, "--uuid", world.uuids[gpu]], env=world.env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"child {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def status_of(world, gpu):
+    return next(s for s in world.wcache_json("status", "--json") if s["device_uuid"] == world.uuids[gpu])
+
+
+@pytest.mark.parametrize("peer_fill", ["auto", "off"])
+def test_a_second_dp_replica_attaches_to_weights_filled_from_its_sibling(peer_fill):
+    """Two empty daemons on the node; DP rank 0 loads and publishes into the
+    first. DP rank 1's load_or_publish on the second attaches: that daemon
+    copied the first's publication (its load() is never called). With
+    --peer-fill=off it loads and publishes as before."""
+    harness.require_binaries()
+    with harness.World(devices=2) as world:
+        dp_replicas(world, peer_fill)
+
+
+def dp_replicas(world, peer_fill):
+    model = os.path.join(world.root, "model")
+    st_writer.make_checkpoint(model, n_tensors=12, n_shards=1)
+    world.serve(0, None)
+    world.serve(1, None, "--peer-fill", peer_fill)
+    first = child_on(world, 0, "--model", model, "--dp-rank", "0")
+    assert first.get("error") is None and first["source"] == "published", first
+    second = child_on(world, 1, "--model", model, "--dp-rank", "1", *(["--fail-load"] if peer_fill == "auto" else []))
+    assert second.get("error") is None, second
+    want = {n: t["sha256"] for n, t in expected(model).items()}
+    assert {n: t["sha256"] for n, t in second["tensors"].items()} == want
+    assert second["metadata"] == {"layout": "transposed", "scale": "2"}
+    st = status_of(world, 1)
+    if peer_fill == "auto":
+        assert second["source"] == "attached" and second["loads"] == 0, second
+        assert st.get("filled_from") == "peer " + world.uuids[0], st
+    else:
+        assert second["source"] == "published" and second["loads"] == 1, second
+        assert not st.get("filled_from") and not st.get("fill_fallback"), st
+    assert [g["state"] for g in st["generations"]] == ["serving"]
