@@ -112,6 +112,62 @@ def test_host_tensors_are_views_of_one_base_per_handle_and_dtype(short_tmp, tens
     assert b._version > version and torch.equal(b, before)
 
 
+def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
+    """materialize builds host tensors from the manifest's columns
+    (wcache.hostviews, one as_strided per tensor called from C); what it
+    leaves (empty, misaligned, a dtype torch lacks, a published layout) goes
+    one by one. Every tensor equals what the one-by-one path alone builds:
+    name order, dtype, shape, strides, storage offset, data pointer, storage
+    and base, in both manifest forms."""
+    from wcache import hostviews
+
+    rng = np.random.default_rng(11)
+    many = list(tensors)
+    for i in range(120):  # few shapes, many tensors: an MoE checkpoint's pattern
+        dtype = ("BF16", "F32")[i % 2]
+        many.append(st_writer.random_tensor(rng, f"experts.{i}.w", dtype, ((4, 8), (8,), (2, 3, 4))[i % 3]))
+    many.append(("packed", "F4", (4, 6), bytes(12)))
+    manifest, _ = arena.build(short_tmp, many, n_handles=2)
+    manifest.tensors[5].offset += 1  # misaligned for its dtype (its handle has room: 4096 bytes of tail)
+    layout = manifest.tensors[7]
+    layout.layout.storage = layout.name
+    layout.layout.strides.extend(dtypes_contiguous(layout.shape))
+    real = hostviews.as_strided_views
+    for m in (manifest, as_table(manifest)):  # a table carries no layout
+        bulk = materialize(m, library="torch")
+        calls = []
+
+        def none(shapes, *args):
+            calls.append(sum(x is not None for x in real(shapes, *args)))
+            return [None] * len(shapes)
+
+        monkeypatch.setattr(hostviews, "as_strided_views", none)
+        alone = materialize(m, library="torch")
+        monkeypatch.setattr(hostviews, "as_strided_views", real)
+        assert calls and calls[0] >= 150  # the bulk path built most of them
+        assert list(bulk.tensors) == list(alone.tensors) == [t[0] for t in many]
+        for name, t in bulk.tensors.items():
+            u = alone.tensors[name]
+            assert (t.dtype, t.shape, t.stride(), t.storage_offset()) == \
+                (u.dtype, u.shape, u.stride(), u.storage_offset()), name
+            if not t.numel():
+                continue
+            # Each materialize maps the handles anew: pointers relative to the mapping.
+            at, au = region_of(bulk, name).address, region_of(alone, name).address
+            st, su = (x.untyped_storage() if hasattr(x, "untyped_storage") else x.storage().untyped() for x in (t, u))
+            assert (t.data_ptr() - at, st.data_ptr() - at, st.nbytes()) == \
+                (u.data_ptr() - au, su.data_ptr() - au, su.nbytes()), name
+            assert t._is_view() == u._is_view(), name
+            assert torch.equal(t, u), name
+        assert bulk.specs == alone.specs
+
+
+def dtypes_contiguous(shape):
+    from wcache.dtypes import contiguous_strides
+
+    return list(contiguous_strides(tuple(shape)))
+
+
 def test_numpy_arrays_are_copy_on_write_views(short_tmp, tensors):
     manifest, where = arena.build(short_tmp, tensors)
     mat = materialize(manifest, library="numpy")
