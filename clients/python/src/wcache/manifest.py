@@ -210,7 +210,8 @@ def _table_columns(table, sizes: List[int]) -> Tuple[TensorColumns, bool]:
         names.append(prev)
     # A name that shares more than its predecessor has came out short:
     # checked once for all (map in C), named one by one only then.
-    if list(map(len, names)) != list(map(operator.add, shared, suffix_len)):
+    if n and (shared[0] or not all(map(operator.le, itertools.islice(shared, 1, None),
+                                       map(operator.add, shared, suffix_len)))):
         for i, keep in enumerate(shared):
             if i and keep > len(names[i - 1]) or not i and keep:
                 raise ProtocolError(f"malformed tensor table: tensor {i} shares {keep} bytes of a "
@@ -226,10 +227,28 @@ def _table_columns(table, sizes: List[int]) -> Tuple[TensorColumns, bool]:
     checked = (n == 0 or (
         len(set(names)) == n and max(handle_ix) < len(sizes)
         and all(b is not None and b % 8 == 0 for b in (bits[i] for i in set(dtype_ix)))
-        and all(map(operator.le, map(operator.add, offsets, lengths), map(sizes.__getitem__, handle_ix)))
-        and list(map(operator.mul, map(math.prod, shapes),
-                     map([(b or 0) // 8 for b in bits].__getitem__, dtype_ix))) == lengths))
+        and _inside(handle_ix, offsets, lengths, sizes)
+        and _lengths_agree(shapes, dtype_ix, [(b or 0) // 8 for b in bits], lengths)))
     return TensorColumns(names, list(names_of), dtype_ix, shapes, handle_ix, offsets, lengths, None, None), checked
+
+
+def _inside(handle_ix: List[int], offsets: List[int], lengths: List[int], sizes: List[int]) -> bool:
+    """Whether every tensor's bytes lie inside its handle (handle indexes in range)."""
+    ends = map(operator.add, offsets, lengths)
+    if min(handle_ix) == max(handle_ix):  # one handle: one bound
+        return max(ends) <= sizes[handle_ix[0]]
+    return all(map(operator.le, ends, map(sizes.__getitem__, handle_ix)))
+
+
+def _lengths_agree(shapes: List[Tuple[int, ...]], dtype_ix: List[int], item_bytes: List[int],
+                   lengths: List[int]) -> bool:
+    """Whether every length is its shape's elements times its dtype's
+    bytes (item_bytes by dtype index), element counts computed once per shape."""
+    elements = {s: math.prod(s) for s in dict.fromkeys(shapes)}
+    if min(dtype_ix) == max(dtype_ix):  # one dtype: one table of byte counts per shape
+        per = item_bytes[dtype_ix[0]]
+        return list(map({s: e * per for s, e in elements.items()}.__getitem__, shapes)) == lengths
+    return list(map(operator.mul, map(elements.__getitem__, shapes), map(item_bytes.__getitem__, dtype_ix))) == lengths
 
 
 def _check_layout(spec: TensorSpec) -> None:
