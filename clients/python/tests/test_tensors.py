@@ -123,7 +123,7 @@ def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
 
     rng = np.random.default_rng(11)
     many = list(tensors)
-    for i in range(120):  # few shapes, many tensors: an MoE checkpoint's pattern
+    for i in range(600):  # few shapes, many tensors: an MoE checkpoint's pattern
         dtype = ("BF16", "F32")[i % 2]
         many.append(st_writer.random_tensor(rng, f"experts.{i}.w", dtype, ((4, 8), (8,), (2, 3, 4))[i % 3]))
     many.append(("packed", "F4", (4, 6), bytes(12)))
@@ -144,7 +144,7 @@ def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
         monkeypatch.setattr(hostviews, "as_strided_views", none)
         alone = materialize(m, library="torch")
         monkeypatch.setattr(hostviews, "as_strided_views", real)
-        assert calls and calls[0] >= 150  # the bulk path built most of them
+        assert calls and calls[0] >= 600  # the bulk path built most of them
         assert list(bulk.tensors) == list(alone.tensors) == [t[0] for t in many]
         for name, t in bulk.tensors.items():
             u = alone.tensors[name]
@@ -160,6 +160,43 @@ def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
             assert t._is_view() == u._is_view(), name
             assert torch.equal(t, u), name
         assert bulk.specs == alone.specs
+
+
+def test_runs_of_one_shape_are_the_same_views_as_one_by_one():
+    """wcache.hostviews.strided builds tensors of one shape whose offsets
+    step by a constant as one as_strided + unbind per run: interleaved runs
+    (q/k/v/o of a layer), cut runs, repeated and overlapping offsets, an
+    unsorted order, and shapes too rare to look for runs all give what
+    base.as_strided gives for each tensor alone."""
+    from wcache import hostviews
+    from wcache.dtypes import contiguous_strides
+
+    rng = np.random.default_rng(3)
+    base = torch.zeros(1 << 16, dtype=torch.float16)
+    shapes, offsets = [], []
+
+    def add(shape, byte_offsets):
+        shapes.extend([shape] * len(byte_offsets))
+        offsets.extend(byte_offsets)
+
+    add((4, 8), [1024 + 640 * i + 64 * j for i in range(30) for j in range(4)])  # 4 interleaved runs
+    add((8,), [40000 + 96 * i for i in range(100)] + [50000, 50002, 50002]  # a run, cut, resumed
+        + [51000 + 96 * i for i in range(100)])
+    add((2, 3, 2), [70000 + 8 * i for i in range(25)])  # overlapping (24 bytes each, 8 apart)
+    add((3,), sorted(int(x) * 2 for x in rng.integers(0, 30000, 40)))  # no constant step
+    add((5, 5), [2 * 7 * i for i in range(3)])  # too few to look for runs
+    add((), [100, 100, 102])
+    order = rng.permutation(len(shapes))
+    shapes, offsets = [shapes[i] for i in order], [offsets[i] for i in order]
+    strides_of = {s: contiguous_strides(s) for s in set(shapes)}
+    got = hostviews.strided(base, 2, shapes, offsets, strides_of)
+    assert len(got) == len(shapes)
+    for t, shape, off in zip(got, shapes, offsets):
+        want = base.as_strided(shape, contiguous_strides(shape), off // 2)
+        assert (t.shape, t.stride(), t.storage_offset(), t.data_ptr()) == \
+            (want.shape, want.stride(), want.storage_offset(), want.data_ptr())
+        assert t._base is base and want._base is base
+    got[0].fill_(1.0)  # views without grad may be written in place (copy-on-write pages)
 
 
 def dtypes_contiguous(shape):
