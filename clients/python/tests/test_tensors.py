@@ -112,6 +112,99 @@ def test_host_tensors_are_views_of_one_base_per_handle_and_dtype(short_tmp, tens
     assert b._version > version and torch.equal(b, before)
 
 
+def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
+    """materialize builds host tensors from the manifest's columns
+    (wcache.hostviews, one as_strided per tensor called from C); what it
+    leaves (empty, misaligned, a dtype torch lacks, a published layout) goes
+    one by one. Every tensor equals what the one-by-one path alone builds:
+    name order, dtype, shape, strides, storage offset, data pointer, storage
+    and base, in both manifest forms."""
+    from wcache import hostviews
+
+    rng = np.random.default_rng(11)
+    many = list(tensors)
+    for i in range(600):  # few shapes, many tensors: an MoE checkpoint's pattern
+        dtype = ("BF16", "F32")[i % 2]
+        many.append(st_writer.random_tensor(rng, f"experts.{i}.w", dtype, ((4, 8), (8,), (2, 3, 4))[i % 3]))
+    many.append(("packed", "F4", (4, 6), bytes(12)))
+    manifest, _ = arena.build(short_tmp, many, n_handles=2)
+    manifest.tensors[5].offset += 1  # misaligned for its dtype (its handle has room: 4096 bytes of tail)
+    layout = manifest.tensors[7]
+    layout.layout.storage = layout.name
+    layout.layout.strides.extend(dtypes_contiguous(layout.shape))
+    real = hostviews.as_strided_views
+    for m in (manifest, as_table(manifest)):  # a table carries no layout
+        bulk = materialize(m, library="torch")
+        calls = []
+
+        def none(shapes, *args):
+            calls.append(sum(x is not None for x in real(shapes, *args)))
+            return [None] * len(shapes)
+
+        monkeypatch.setattr(hostviews, "as_strided_views", none)
+        alone = materialize(m, library="torch")
+        monkeypatch.setattr(hostviews, "as_strided_views", real)
+        assert calls and calls[0] >= 600  # the bulk path built most of them
+        assert list(bulk.tensors) == list(alone.tensors) == [t[0] for t in many]
+        for name, t in bulk.tensors.items():
+            u = alone.tensors[name]
+            assert (t.dtype, t.shape, t.stride(), t.storage_offset()) == \
+                (u.dtype, u.shape, u.stride(), u.storage_offset()), name
+            if not t.numel():
+                continue
+            # Each materialize maps the handles anew: pointers relative to the mapping.
+            at, au = region_of(bulk, name).address, region_of(alone, name).address
+            st, su = (x.untyped_storage() if hasattr(x, "untyped_storage") else x.storage().untyped() for x in (t, u))
+            assert (t.data_ptr() - at, st.data_ptr() - at, st.nbytes()) == \
+                (u.data_ptr() - au, su.data_ptr() - au, su.nbytes()), name
+            assert t._is_view() == u._is_view(), name
+            assert torch.equal(t, u), name
+        assert bulk.specs == alone.specs
+
+
+def test_runs_of_one_shape_are_the_same_views_as_one_by_one():
+    """wcache.hostviews.strided builds tensors of one shape whose offsets
+    step by a constant as one as_strided + unbind per run: interleaved runs
+    (q/k/v/o of a layer), cut runs, repeated and overlapping offsets, an
+    unsorted order, and shapes too rare to look for runs all give what
+    base.as_strided gives for each tensor alone."""
+    from wcache import hostviews
+    from wcache.dtypes import contiguous_strides
+
+    rng = np.random.default_rng(3)
+    base = torch.zeros(1 << 16, dtype=torch.float16)
+    shapes, offsets = [], []
+
+    def add(shape, byte_offsets):
+        shapes.extend([shape] * len(byte_offsets))
+        offsets.extend(byte_offsets)
+
+    add((4, 8), [1024 + 640 * i + 64 * j for i in range(30) for j in range(4)])  # 4 interleaved runs
+    add((8,), [40000 + 96 * i for i in range(100)] + [50000, 50002, 50002]  # a run, cut, resumed
+        + [51000 + 96 * i for i in range(100)])
+    add((2, 3, 2), [70000 + 8 * i for i in range(25)])  # overlapping (24 bytes each, 8 apart)
+    add((3,), sorted(int(x) * 2 for x in rng.integers(0, 30000, 40)))  # no constant step
+    add((5, 5), [2 * 7 * i for i in range(3)])  # too few to look for runs
+    add((), [100, 100, 102])
+    order = rng.permutation(len(shapes))
+    shapes, offsets = [shapes[i] for i in order], [offsets[i] for i in order]
+    strides_of = {s: contiguous_strides(s) for s in set(shapes)}
+    got = hostviews.strided(base, 2, shapes, offsets, strides_of)
+    assert len(got) == len(shapes)
+    for t, shape, off in zip(got, shapes, offsets):
+        want = base.as_strided(shape, contiguous_strides(shape), off // 2)
+        assert (t.shape, t.stride(), t.storage_offset(), t.data_ptr()) == \
+            (want.shape, want.stride(), want.storage_offset(), want.data_ptr())
+        assert t._base is base and want._base is base
+    got[0].fill_(1.0)  # views without grad may be written in place (copy-on-write pages)
+
+
+def dtypes_contiguous(shape):
+    from wcache.dtypes import contiguous_strides
+
+    return list(contiguous_strides(tuple(shape)))
+
+
 def test_numpy_arrays_are_copy_on_write_views(short_tmp, tensors):
     manifest, where = arena.build(short_tmp, tensors)
     mat = materialize(manifest, library="numpy")

@@ -61,6 +61,41 @@ class HandleSpec(NamedTuple):
     size: int
 
 
+class TensorColumns(NamedTuple):
+    """The tensors of a manifest by column, in manifest order: what
+    materialize reads in bulk (wcache.hostviews). dtypes are the distinct
+    dtype strings and dtype_index each tensor's index into them; plain[i]
+    says tensor i has no layout (None: none has one). listed: the
+    TensorSpecs when parsing built them (Manifest.tensors, or a table
+    checked one by one), else None (``specs`` builds them)."""
+
+    names: List[str]
+    dtypes: List[str]
+    dtype_index: List[int]
+    shapes: List[Tuple[int, ...]]
+    handle_index: List[int]
+    offsets: List[int]
+    lengths: List[int]
+    plain: Optional[List[bool]]
+    listed: Optional[List["TensorSpec"]]
+
+    def specs(self) -> List["TensorSpec"]:
+        """The TensorSpecs, in manifest order."""
+        if self.listed is not None:
+            return self.listed
+        new = functools.partial(tuple.__new__, TensorSpec)
+        return list(map(new, zip(self.names, map(self.dtypes.__getitem__, self.dtype_index), self.shapes,
+                                 self.handle_index, self.offsets, self.lengths, itertools.repeat(""),
+                                 itertools.repeat(None), itertools.repeat(0))))
+
+    def spec(self, i: int) -> "TensorSpec":
+        """The TensorSpec of tensor i."""
+        if self.listed is not None:
+            return self.listed[i]
+        return _new_spec((self.names[i], self.dtypes[self.dtype_index[i]], self.shapes[i], self.handle_index[i],
+                          self.offsets[i], self.lengths[i], "", None, 0))
+
+
 def parse_manifest(manifest) -> Tuple[List[HandleSpec], List[TensorSpec]]:
     """Check a Manifest message and return its handles and tensors.
 
@@ -68,6 +103,13 @@ def parse_manifest(manifest) -> Tuple[List[HandleSpec], List[TensorSpec]]:
     its handle, has a length that disagrees with its dtype and shape, or
     appears twice. Unknown dtypes are accepted (they are returned as raw bytes).
     """
+    handles, columns = parse_columns(manifest)
+    return handles, columns.specs()
+
+
+def parse_columns(manifest) -> Tuple[List[HandleSpec], TensorColumns]:
+    """parse_manifest's handles and checks, the tensors by column (a
+    tensor table's TensorSpecs are built only when asked for)."""
     handles = [HandleSpec(h.kind, bytes(h.data), int(h.size)) for h in manifest.handles]
     sizes = [h.size for h in handles]
     specs: List[TensorSpec] = []
@@ -77,11 +119,12 @@ def parse_manifest(manifest) -> Tuple[List[HandleSpec], List[TensorSpec]]:
     if manifest.HasField("tensor_table"):
         if len(manifest.tensors):
             raise ProtocolError("manifest carries both tensors and a tensor table")
-        listed, checked = _table_specs(manifest.tensor_table, sizes)
+        columns, checked = _table_columns(manifest.tensor_table, sizes)
         if checked:
-            listed, specs = (), listed
+            return handles, columns
+        listed = columns.specs()
     else:
-        listed = map(_tensor_spec, manifest.tensors)
+        listed, columns = map(_tensor_spec, manifest.tensors), None
     for spec in listed:
         name, dtype, shape, handle_index, offset, length, storage, strides, storage_offset = spec
         if name in seen:
@@ -109,7 +152,20 @@ def parse_manifest(manifest) -> Tuple[List[HandleSpec], List[TensorSpec]]:
     for i, h in enumerate(handles):
         if h.kind in (HANDLE_CUDA_IPC, HANDLE_HIP_IPC) and len(h.data) != IPC_HANDLE_SIZE:
             raise ProtocolError(f"handle {i} ({h.kind}): {len(h.data)} bytes of handle data, want {IPC_HANDLE_SIZE}")
-    return handles, specs
+    return handles, columns._replace(listed=specs) if columns is not None else _spec_columns(specs)
+
+
+def _spec_columns(specs: List[TensorSpec]) -> TensorColumns:
+    """The columns of specs (a manifest of Manifest.tensors entries)."""
+    if not specs:
+        return TensorColumns([], [], [], [], [], [], [], None, specs)
+    names, dtype_names, shapes, handle_ix, offsets, lengths, storages, strides, storage_offsets = map(
+        list, zip(*specs))
+    kinds = list(dict.fromkeys(dtype_names))
+    index = {d: i for i, d in enumerate(kinds)}
+    plain = [not (st or sd is not None or so) for st, sd, so in zip(storages, strides, storage_offsets)]
+    return TensorColumns(names, kinds, list(map(index.__getitem__, dtype_names)), shapes, handle_ix, offsets,
+                         lengths, None if all(plain) else plain, specs)
 
 
 def _tensor_spec(t) -> TensorSpec:
@@ -120,8 +176,8 @@ def _tensor_spec(t) -> TensorSpec:
     return _new_spec((t.name, t.dtype, tuple(t.shape), t.handle_index, t.offset, t.length, "", None, 0))
 
 
-def _table_specs(table, sizes: List[int]) -> Tuple[List[TensorSpec], bool]:
-    """The TensorSpecs of a Manifest.tensor_table (AttachRequest.tensor_table),
+def _table_columns(table, sizes: List[int]) -> Tuple[TensorColumns, bool]:
+    """The columns of a Manifest.tensor_table (AttachRequest.tensor_table),
     in manifest order, and whether they passed parse_manifest's checks in
     bulk (names unique, handles in range, bytes inside their handle, lengths
     that agree with dtype and shape for whole-byte dtypes); when not,
@@ -154,7 +210,8 @@ def _table_specs(table, sizes: List[int]) -> Tuple[List[TensorSpec], bool]:
         names.append(prev)
     # A name that shares more than its predecessor has came out short:
     # checked once for all (map in C), named one by one only then.
-    if list(map(len, names)) != list(map(operator.add, shared, suffix_len)):
+    if n and (shared[0] or not all(map(operator.le, itertools.islice(shared, 1, None),
+                                       map(operator.add, shared, suffix_len)))):
         for i, keep in enumerate(shared):
             if i and keep > len(names[i - 1]) or not i and keep:
                 raise ProtocolError(f"malformed tensor table: tensor {i} shares {keep} bytes of a "
@@ -166,18 +223,32 @@ def _table_specs(table, sizes: List[int]) -> Tuple[List[TensorSpec], bool]:
             raise ProtocolError(f"malformed tensor table: a name is not UTF-8 ({exc})") from None
     flat = iter(dims)
     shapes = [tuple(itertools.islice(flat, nd)) for nd in ndims]
-    dtype_names = list(map(names_of.__getitem__, dtype_ix))
-    new = functools.partial(tuple.__new__, TensorSpec)
-    specs = list(map(new, zip(names, dtype_names, shapes, handle_ix, offsets, lengths,
-                              itertools.repeat(""), itertools.repeat(None), itertools.repeat(0))))
     bits = [dtypes.element_bits(d) for d in names_of]
     checked = (n == 0 or (
         len(set(names)) == n and max(handle_ix) < len(sizes)
         and all(b is not None and b % 8 == 0 for b in (bits[i] for i in set(dtype_ix)))
-        and all(map(operator.le, map(operator.add, offsets, lengths), map(sizes.__getitem__, handle_ix)))
-        and list(map(operator.mul, map(math.prod, shapes),
-                     map([(b or 0) // 8 for b in bits].__getitem__, dtype_ix))) == lengths))
-    return specs, checked
+        and _inside(handle_ix, offsets, lengths, sizes)
+        and _lengths_agree(shapes, dtype_ix, [(b or 0) // 8 for b in bits], lengths)))
+    return TensorColumns(names, list(names_of), dtype_ix, shapes, handle_ix, offsets, lengths, None, None), checked
+
+
+def _inside(handle_ix: List[int], offsets: List[int], lengths: List[int], sizes: List[int]) -> bool:
+    """Whether every tensor's bytes lie inside its handle (handle indexes in range)."""
+    ends = map(operator.add, offsets, lengths)
+    if min(handle_ix) == max(handle_ix):  # one handle: one bound
+        return max(ends) <= sizes[handle_ix[0]]
+    return all(map(operator.le, ends, map(sizes.__getitem__, handle_ix)))
+
+
+def _lengths_agree(shapes: List[Tuple[int, ...]], dtype_ix: List[int], item_bytes: List[int],
+                   lengths: List[int]) -> bool:
+    """Whether every length is its shape's elements times its dtype's
+    bytes (item_bytes by dtype index), element counts computed once per shape."""
+    elements = {s: math.prod(s) for s in dict.fromkeys(shapes)}
+    if min(dtype_ix) == max(dtype_ix):  # one dtype: one table of byte counts per shape
+        per = item_bytes[dtype_ix[0]]
+        return list(map({s: e * per for s, e in elements.items()}.__getitem__, shapes)) == lengths
+    return list(map(operator.mul, map(elements.__getitem__, shapes), map(item_bytes.__getitem__, dtype_ix))) == lengths
 
 
 def _check_layout(spec: TensorSpec) -> None:

@@ -35,16 +35,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import warnings
-from typing import Dict, List, Optional
+from collections import deque
+from itertools import compress, repeat
+from typing import Callable, Dict, List, Optional, Union
 
-from . import dtypes
+from . import dtypes, hostviews
 from .errors import ProtocolError, WcacheError
 from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
                   torch_uses_cuda_malloc_async, view_in_storage)
 from .hip import HipIpcRegion, HipRuntime
 from .manifest import (HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM,
-                       HandleSpec, TensorSpec, parse_manifest)
+                       HandleSpec, TensorSpec, parse_columns)
 from .mappers import HandleMappers, MapContext, UnknownHandleKindError
 from .shm import ShmRegion, map_memfd, map_shm
 
@@ -61,10 +64,20 @@ class Materialized:
     TorchIpcRegion or DriverIpcRegion).
     """
 
-    def __init__(self, tensors: Dict[str, object], specs: Dict[str, TensorSpec], regions: List[object]):
+    def __init__(self, tensors: Dict[str, object], specs: Union[Dict[str, TensorSpec], Callable[[], Dict]],
+                 regions: List[object]):
         self.tensors = tensors
-        self.specs = specs
+        self._specs = specs
         self.regions = regions
+
+    @property
+    def specs(self) -> Dict[str, TensorSpec]:
+        """name → TensorSpec, built on first use (materialize passes a
+        function: a 100k-tensor manifest's specs cost tens of ms that the
+        tensors do not need)."""
+        if callable(self._specs):
+            self._specs = self._specs()
+        return self._specs
 
 
 def _import_torch():
@@ -136,7 +149,7 @@ def _empty(torch, numpy, spec: TensorSpec, device):
 
 
 class _HostViews(dict):
-    """(handle index, dtype) → (as_strided of a base tensor, element size):
+    """(handle index, dtype) → (base tensor, element size):
     the base is the whole storage of a host handle (ShmRegion) viewed as
     dtype, so that a tensor at byte offset o is base.as_strided(shape,
     strides, o // element size) — the same storage, data pointer and
@@ -164,7 +177,7 @@ class _HostViews(dict):
         except (RuntimeError, TypeError):  # a dtype this torch cannot view bytes as: the general path
             self[(handle_index, dtype)] = ()
             return ()
-        found = self[(handle_index, dtype)] = (base.as_strided, elsize)
+        found = self[(handle_index, dtype)] = (base, elsize)
         return found
 
 
@@ -212,7 +225,7 @@ def _no_gc():
 def _materialize(manifest, library: str, device_index: Optional[int], cuda_library: str,
                  hip_library: Optional[str], mappers: Optional[HandleMappers],
                  descriptors: Optional[Dict[int, int]]) -> Materialized:
-    handles, specs = parse_manifest(manifest)
+    handles, columns = parse_columns(manifest)
     torch = numpy = None
     if library in (LIBRARY_AUTO, LIBRARY_TORCH):
         torch = _import_torch()
@@ -267,20 +280,18 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
         regions.append(region)
         storages.append(storage)
 
-    out: Dict[str, object] = {}
-    by_name: Dict[str, TensorSpec] = {}
     # Published storages: one torch storage per byte range, shared by its views.
     ranges: Dict[tuple, object] = {}
-    # The common case (host memory, torch, no layout, a dtype torch has, an
-    # offset aligned for it) is one as_strided call per tensor on a base
-    # tensor of the handle's storage viewed as the tensor's dtype: one base
-    # per handle and dtype, built on first use, and strides looked up once
-    # per shape (100k-tensor checkpoints: a third of empty().set_()'s cost).
+    # Host tensors under torch (no layout, a dtype torch has, an offset
+    # aligned for it) are views of a base tensor per handle and dtype: the
+    # handle's storage viewed as that dtype, built on first use, one
+    # as_strided call each, made from C over the columns
+    # (wcache.hostviews); one(spec) builds any other tensor.
     views = _HostViews(torch, storages, regions)
     strides_of: Dict[tuple, tuple] = {}
-    for spec in specs:
+
+    def one(spec: TensorSpec):
         name, dtype, shape, handle_index, offset, length, storage, strides, storage_offset = spec
-        by_name[name] = spec
         if length and not storage and strides is None and not storage_offset:
             base = views.get((handle_index, dtype))
             if base is None:
@@ -289,26 +300,36 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
                 contiguous = strides_of.get(shape)
                 if contiguous is None:
                     contiguous = strides_of[shape] = dtypes.contiguous_strides(shape)
-                out[name] = base[0](shape, contiguous, offset // base[1])
-                continue
+                return base[0].as_strided(shape, contiguous, offset // base[1])
         region = regions[handle_index]
         if isinstance(region, ShmRegion):
             if spec.length == 0:
-                out[spec.name] = _empty(torch, numpy, spec, "cpu")
-            elif torch is not None and spec.storage:
+                return _empty(torch, numpy, spec, "cpu")
+            if torch is not None and spec.storage:
                 key = (spec.handle_index, spec.offset, spec.length)
                 if key not in ranges:
                     ranges[key] = _torch_shm_range(torch, region, spec.offset, spec.length)
-                out[spec.name] = view_in_storage(torch, ranges[key], spec._replace(offset=0))
-            elif torch is not None:
-                out[spec.name] = _torch_shm_tensor(torch, region, storages[spec.handle_index], spec)
-            else:
-                out[spec.name] = _numpy_shm_array(numpy, region, spec)
-        elif isinstance(region, (TorchIpcRegion, TorchDriverIpcRegion)):
-            out[spec.name] = region.tensor(torch, spec)
-        else:
-            out[spec.name] = region.tensor(spec)
-    return Materialized(out, by_name, regions)
+                return view_in_storage(torch, ranges[key], spec._replace(offset=0))
+            if torch is not None:
+                return _torch_shm_tensor(torch, region, storages[spec.handle_index], spec)
+            return _numpy_shm_array(numpy, region, spec)
+        if isinstance(region, (TorchIpcRegion, TorchDriverIpcRegion)):
+            return region.tensor(torch, spec)
+        return region.tensor(spec)
+
+    names = columns.names
+    if torch is not None and any(st is not None for st in storages):
+        kinds = columns.dtypes
+        built = hostviews.as_strided_views(
+            columns.shapes, columns.dtype_index, columns.handle_index, columns.offsets, columns.lengths,
+            columns.plain, lambda h, d: views.get((h, kinds[d])) or views.base(h, kinds[d]))
+        rest = list(compress(range(len(built)), map(operator.is_, built, repeat(None))))
+        if rest:  # tensors the bulk path leaves: one by one
+            deque(map(built.__setitem__, rest, map(one, map(columns.spec, rest))), maxlen=0)
+    else:
+        built = list(map(one, columns.specs()))
+    out = dict(zip(names, built))
+    return Materialized(out, lambda: dict(zip(names, columns.specs())), regions)
 
 
 def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Optional[int],
