@@ -95,8 +95,8 @@ func (m *Memory) PeerCopyWith(ctx context.Context, req sdk.PeerCopyRequest, prog
 type memcpyCopier struct{ src, dst *allocation }
 
 func (c memcpyCopier) AcquireStream(ctx context.Context) (fill.Stream, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx) // the first failure, not just "canceled"
 	}
 	return c, nil
 }

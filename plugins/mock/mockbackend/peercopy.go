@@ -43,6 +43,11 @@ func (b *Backend) PeerCopy(ctx context.Context, req sdk.PeerCopyRequest, progres
 		return ctx, report, nil
 	}
 	res, err := b.mem.PeerCopyWith(ctx, req, progress, start)
+	if err != nil && injected != nil {
+		// The knob cancelled the copy: the other streams may have failed
+		// first with the cancellation; the knob is the cause to report.
+		return sdk.PeerCopyResult{}, fmt.Errorf("peer copy: %w (%v)", injected, err)
+	}
 	if err == nil && injected != nil {
 		// The knob fired on the last chunk: nothing was left to stop, but
 		// the copy still fails and leaves nothing behind.
