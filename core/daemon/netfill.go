@@ -242,7 +242,7 @@ func (s *arenaSink) received(context.Context) receivedBytes {
 // the received bytes: each file's digest assembled from its header (as the
 // plan read it) and the arenas' bytes at its extents (leaves neither covers,
 // gaps between tensors, are read from the file). Where the daemon knows the
-// file's content (proveFile: Options.Peer.Digests by the file's identity,
+// file's content (proveFile: Options.DigestCache by the file's identity,
 // or its hub blob name) the two must be equal — else the fill is refused: a peer of the same weights identity
 // with other tensor values, a fine-tune of the same shapes — and the record
 // carries the local file's identity (proven). Where it does not, the record
@@ -251,7 +251,7 @@ func (s *arenaSink) received(context.Context) receivedBytes {
 // proved the local file holds those bytes, so nothing claims it does (a
 // client proves its own files against the digest: docs/peer-fill.md).
 func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes) ([]cacheconfig.FileContent, error) {
-	cache := d.opts.Peer.Digests
+	cache := d.opts.DigestCache
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	proven := 0
 	for _, f := range ck.Files {

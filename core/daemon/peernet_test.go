@@ -131,7 +131,8 @@ func TestPeerFillFallbacks(t *testing.T) {
 		}
 		b := f.start(1, func(o *Options) {
 			otherNode(t, o)
-			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, Digests: cache}
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+			o.DigestCache = cache
 		})
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "content digest mismatch") {
 			t.Fatalf("B's load: filled from %q, fallback %q: want files after a content mismatch", l.FilledFrom, l.FillFallback)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/peer"
 )
 
@@ -40,14 +39,6 @@ type PeerOptions struct {
 	// plugin loads and the bound of host memory per window held (0:
 	// DefaultStageWindowBytes). Memfd arenas are written directly.
 	StageWindowBytes uint64
-	// Digests, when set, is the per-user digest cache the daemon looks its
-	// files' content digests up in: a fill whose bytes do not make the
-	// digests recorded there is refused (the files are read instead), and
-	// one that makes them records them as the generation's content. nil,
-	// or no entry for a file: the peer's bytes are checked against the
-	// digests the peer announced only, and the generation records no
-	// content digest (docs/peer-fill.md, "What a fill proves").
-	Digests *client.DigestCache
 }
 
 // ErrPeerOptions: the peer options are incomplete or malformed.

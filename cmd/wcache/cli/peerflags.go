@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/sdk"
@@ -60,11 +59,6 @@ func (p *peerFlags) apply(opts *daemon.Options) error {
 			return usageErrorf("--peer-rate %q: want a size above 0 such as 2GiB (bytes per second)", p.rate)
 		}
 		po.Server.RateBytesPerSec = n
-	}
-	if len(po.Peers) > 0 {
-		if c, err := client.DefaultDigestCache(); err == nil {
-			po.Digests = c
-		}
 	}
 	opts.Peer = po
 	return nil
