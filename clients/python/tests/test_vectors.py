@@ -13,6 +13,7 @@ import pytest
 from wcache import CacheConfig, checkpoint_digest, normalize_dtype, normalize_quantization
 from wcache.vocab import DTYPE_ALIASES, QUANTIZATION_ALIASES
 from wcache.checkpoint import digest_headers
+from wcache.dtypes import TORCH_BITS
 from wcache.config import NoWeightsIdentityError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -76,6 +77,12 @@ def test_spelling_vectors(kind, normalize, aliases):
     # Every alias of the Python table has a vector, and so (tested in Go) has every Go alias:
     # the two tables cannot drift apart unnoticed.
     assert set(aliases) <= {v["in"] for v in vectors}
+
+
+def test_torch_dtype_vocabulary_matches_go():
+    # core/tensorview/testdata/torch_dtypes.json is written from the Go table (its test checks that).
+    with open(os.path.join(REPO, "core", "tensorview", "testdata", "torch_dtypes.json"), encoding="utf-8") as f:
+        assert TORCH_BITS == json.load(f)
 
 
 def test_committed_checkpoint_directories():

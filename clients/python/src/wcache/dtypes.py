@@ -45,16 +45,19 @@ _NUMPY_NAMES: Dict[str, str] = {
 TORCH_PREFIX = "torch."
 
 # The torch dtypes a publish may name as "torch.<name>" (those safetensors
-# lacks) and their bits per element as torch stores them — the vocabulary of
-# core/tensorview in the Go tree. Any other "torch.<name>" is raw bytes.
-TORCH_BITS: Dict[str, int] = {
-    "complex32": 32, "complex128": 128,
-    "qint8": 8, "quint8": 8, "qint32": 32, "quint4x2": 8, "quint2x4": 8,
-    "bits1x8": 8, "bits2x4": 8, "bits4x2": 8, "bits8": 8, "bits16": 16,
-    "uint1": 8, "uint2": 8, "uint3": 8, "uint4": 8, "uint5": 8, "uint6": 8, "uint7": 8,
-    "int1": 8, "int2": 8, "int3": 8, "int4": 8, "int5": 8, "int6": 8, "int7": 8,
-    "float4_e2m1fn_x2": 8,
+# lacks), by bits per element as torch stores them (sub-byte and packed types
+# take a byte per element) — the vocabulary of core/tensorview in the Go tree;
+# tests/test_vectors.py checks the two against core/tensorview/testdata.
+# Any other "torch.<name>" is raw bytes.
+_TORCH_NAMES_BY_BITS: Dict[int, Tuple[str, ...]] = {
+    8: ("qint8", "quint8", "quint4x2", "quint2x4", "bits1x8", "bits2x4", "bits4x2", "bits8",
+        "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7",
+        "int1", "int2", "int3", "int4", "int5", "int6", "int7", "float4_e2m1fn_x2"),
+    16: ("bits16",),
+    32: ("complex32", "qint32"),
+    128: ("complex128",),
 }
+TORCH_BITS: Dict[str, int] = {name: bits for bits, names in _TORCH_NAMES_BY_BITS.items() for name in names}
 
 
 def element_bits(dtype: str) -> Optional[int]:
