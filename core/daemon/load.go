@@ -304,12 +304,18 @@ func (d *Daemon) freeAll() {
 		if g.state == StatePublishing {
 			continue
 		}
-		d.freeAllocs(g.allocs)
-		g.allocs = nil
+		d.freeGenAllocs(g)
 		if g.manifest != nil {
 			g.manifest.files.close()
 		}
 	}
+}
+
+// freeGenAllocs frees g's allocations and forgets them: g holds none after
+// a failed or aborted fill, or once the daemon stops.
+func (d *Daemon) freeGenAllocs(g *generation) {
+	d.freeAllocs(g.allocs)
+	g.allocs = nil
 }
 
 // freeAllocs frees allocations, bounded by DefaultFreeTimeout; a failure is

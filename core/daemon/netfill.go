@@ -217,8 +217,7 @@ func (s *arenaSink) Commit(context.Context) error { return nil }
 func (s *arenaSink) Abort(cause error) {
 	s.d.log.Debug("cross-node fill aborted: freeing its arenas", "error", cause)
 	s.close()
-	s.d.freeAllocs(s.g.allocs)
-	s.g.allocs = nil
+	s.d.freeGenAllocs(s.g)
 }
 
 // close closes the descriptors the sink exported to write through (the

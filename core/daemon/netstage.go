@@ -234,8 +234,7 @@ func (s *stagedSink) Commit(context.Context) error {
 func (s *stagedSink) Abort(cause error) {
 	s.d.log.Debug("cross-node fill aborted: freeing its arenas and staging memory", "error", cause)
 	s.close()
-	s.d.freeAllocs(s.g.allocs)
-	s.g.allocs = nil
+	s.d.freeGenAllocs(s.g)
 }
 
 // close closes the memfds of the windows still open (a fetch that failed

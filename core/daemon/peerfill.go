@@ -105,8 +105,7 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill
 		if err == nil {
 			return fill, true, ""
 		}
-		d.freeAllocs(job.g.allocs)
-		job.g.allocs = nil
+		d.freeGenAllocs(job.g)
 		if errors.Is(err, errNoPeer) {
 			d.log.Info("peer fill: no peer to fill from", "model", job.g.model, "reason", err.Error())
 			continue

@@ -9,6 +9,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // publisher is the client filling the daemon while it is StatePublishing.
@@ -238,11 +239,4 @@ func (p *publisher) end() {
 }
 
 // isEnded reports whether end was called.
-func (p *publisher) isEnded() bool {
-	select {
-	case <-p.ended:
-		return true
-	default:
-		return false
-	}
-}
+func (p *publisher) isEnded() bool { return poll.Closed(p.ended) }

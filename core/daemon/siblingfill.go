@@ -81,8 +81,7 @@ func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFil
 		if err == nil {
 			return fill, nil
 		}
-		d.freeAllocs(job.g.allocs)
-		job.g.allocs = nil
+		d.freeGenAllocs(job.g)
 		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.uuid, c.pid, c.gen.Generation, err))
 		if ctx.Err() != nil {
 			break

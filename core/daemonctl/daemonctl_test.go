@@ -135,3 +135,14 @@ func TestWaitExitGivesUpOnALiveProcess(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestProcessName: the spellings wcache status shows.
+func TestProcessName(t *testing.T) {
+	for s, want := range map[procstat.State]string{
+		procstat.Alive: "alive", procstat.Dead: "dead", procstat.Zombie: "zombie", procstat.Reused: "reused",
+	} {
+		if got := ProcessName(s); got != want {
+			t.Errorf("ProcessName(%d) = %q, want %q", s, got, want)
+		}
+	}
+}

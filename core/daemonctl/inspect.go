@@ -70,16 +70,9 @@ func Inspect(ctx context.Context, f Found) Report {
 }
 
 // ProcessName spells a process state as wcache status shows it: alive,
-// dead, zombie, reused.
+// dead, zombie, reused (procstat's names, "pid reused" shortened).
 func ProcessName(s procstat.State) string {
-	switch s {
-	case procstat.Alive:
-		return "alive"
-	case procstat.Dead:
-		return "dead"
-	case procstat.Zombie:
-		return "zombie"
-	case procstat.Reused:
+	if s == procstat.Reused {
 		return "reused"
 	}
 	return s.String()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // ErrSameDevice: two GPU ordinals of the layout resolved to one device UUID
@@ -169,14 +170,7 @@ type child struct {
 	killed bool // set by stop only
 }
 
-func (c *child) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
+func (c *child) exited() bool { return poll.Closed(c.done) }
 
 func (c *child) failure(kind error) *DaemonError {
 	e := &DaemonError{Rank: c.rank, DeviceUUID: c.uuid, PID: c.pid, Kind: kind, Tail: c.out.Tail()}

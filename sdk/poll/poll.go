@@ -1,6 +1,7 @@
 // Package poll waits for a condition by calling it at growing intervals:
 // the one poll-until loop of the tree, for the product (a takeover waiting
-// for the old daemon to exit) and for tests (Eventually). It is a leaf.
+// for the old daemon to exit) and for tests (Eventually), and Closed, the
+// look at a done channel that does not wait. It is a leaf.
 package poll
 
 import (
@@ -53,5 +54,16 @@ func Eventually(t T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	if ok, _ := Until(context.Background(), timeout, cond); !ok {
 		t.Fatalf("waiting for %s: not true after %s", what, timeout)
+	}
+}
+
+// Closed reports, without waiting, whether ch is closed (a done or ended
+// channel that is closed once and never sent on).
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

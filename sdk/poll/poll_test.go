@@ -53,3 +53,14 @@ func TestEventually(t *testing.T) {
 		t.Errorf("Eventually on a false condition: %q, want %q", ft.failed, want)
 	}
 }
+
+func TestClosed(t *testing.T) {
+	ch := make(chan struct{})
+	if Closed(ch) {
+		t.Fatal("Closed of an open channel = true")
+	}
+	close(ch)
+	if !Closed(ch) {
+		t.Fatal("Closed of a closed channel = false")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/proctest"
 )
 
@@ -91,14 +92,7 @@ func (p *Process) Output() string { return p.output.String() }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exited reports whether the process has exited.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Process) Exited() bool { return poll.Closed(p.done) }
 
 // Err waits for the exit and returns exec's verdict: nil for status 0, an
 // *exec.ExitError otherwise.

@@ -8,15 +8,10 @@ import (
 
 	"github.com/wcache/wcache/core/daemonctl"
 	"github.com/wcache/wcache/core/daemonfile"
-	"github.com/wcache/wcache/core/paths"
 )
 
 func newCleanupCommand(e *env) *cobra.Command {
-	var (
-		uuid  string
-		all   bool
-		force bool
-	)
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "cleanup (--device-uuid UUID | --all)",
 		Short: "Remove the files of daemons that died; with --force, terminate live ones too",
@@ -27,16 +22,11 @@ removed; a live daemon is refused (exit 1) unless --force, which terminates it
 Files of the old rank-keyed layout are not touched (see docs/operations.md).`,
 		Args: cobra.NoArgs,
 	}
-	lf := addLayoutFlags(cmd.Flags())
-	cmd.Flags().StringVar(&uuid, "device-uuid", "", "clean the files of this device")
-	cmd.Flags().BoolVar(&all, "all", false, "clean the files of every device of this user")
+	df := addDevicesFlags(cmd.Flags(), "clean the files of this device", "clean the files of every device of this user")
 	cmd.Flags().BoolVar(&force, "force", false, "terminate a live daemon instead of refusing")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, err := lf.layout()
-		if err != nil {
-			return err
-		}
-		targets, err := cleanupTargets(layout, uuid, all)
+		// --all also finds the devices that left only a lock file behind.
+		targets, err := df.targets(daemonctl.FindWithLocks)
 		if err != nil {
 			return err
 		}
@@ -52,22 +42,6 @@ Files of the old rank-keyed layout are not touched (see docs/operations.md).`,
 		return joinCommandErrors(errs)
 	}
 	return cmd
-}
-
-// cleanupTargets is selectDaemons, where --all also finds devices that left
-// only a lock file behind.
-func cleanupTargets(layout paths.Layout, uuid string, all bool) ([]daemonctl.Found, error) {
-	if !all || uuid != "" {
-		return selectDaemons(layout, uuid, all)
-	}
-	out, err := daemonctl.FindWithLocks(layout)
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, withCode(ExitNoDaemon, errNoDaemons)
-	}
-	return out, nil
 }
 
 // describeCleanup says what Cleanup did.

@@ -71,7 +71,7 @@ evicts the daemon's only generation, and is refused when it holds several.
 		}
 		if all {
 			which.All = true
-			found, err := selectDaemons(layout, "", true)
+			found, err := selectDaemons(layout, "", true, daemonctl.Find)
 			if err != nil {
 				return err
 			}

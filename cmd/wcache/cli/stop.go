@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonctl"
@@ -17,8 +18,6 @@ import (
 
 func newStopCommand(e *env) *cobra.Command {
 	var (
-		uuid    string
-		all     bool
 		force   bool
 		timeout time.Duration
 	)
@@ -32,17 +31,11 @@ and the daemon keeps serving; --force ends every lease at once. wcache stop
 returns once the daemon process has exited.`,
 		Args: cobra.NoArgs,
 	}
-	lf := addLayoutFlags(cmd.Flags())
-	cmd.Flags().StringVar(&uuid, "device-uuid", "", "stop the daemon of this device")
-	cmd.Flags().BoolVar(&all, "all", false, "stop every daemon of this user")
+	df := addDevicesFlags(cmd.Flags(), "stop the daemon of this device", "stop every daemon of this user")
 	cmd.Flags().BoolVar(&force, "force", false, "end every lease at once instead of draining")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for leases (0: the daemon's drain timeout, 30s by default)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, err := lf.layout()
-		if err != nil {
-			return err
-		}
-		targets, err := selectDaemons(layout, uuid, all)
+		targets, err := df.targets(daemonctl.Find)
 		if err != nil {
 			return err
 		}
@@ -53,8 +46,40 @@ returns once the daemon process has exited.`,
 	return cmd
 }
 
-// selectDaemons resolves --device-uuid / --all into daemons to act on.
-func selectDaemons(layout paths.Layout, uuid string, all bool) ([]daemonctl.Found, error) {
+// devicesFlags are stop's and cleanup's choice of daemons, --device-uuid
+// or --all, with the path layout flags.
+type devicesFlags struct {
+	layout *layoutFlags
+	uuid   string
+	all    bool
+}
+
+// addDevicesFlags registers the layout flags, --device-uuid and --all on
+// fs; one and every say what the command does to the device or to all.
+func addDevicesFlags(fs *pflag.FlagSet, one, every string) *devicesFlags {
+	f := &devicesFlags{layout: addLayoutFlags(fs)}
+	fs.StringVar(&f.uuid, "device-uuid", "", one)
+	fs.BoolVar(&f.all, "all", false, every)
+	return f
+}
+
+// targets resolves the layout and the daemons the flags name
+// (selectDaemons, with find for --all).
+func (f *devicesFlags) targets(find findDaemons) ([]daemonctl.Found, error) {
+	layout, err := f.layout.layout()
+	if err != nil {
+		return nil, err
+	}
+	return selectDaemons(layout, f.uuid, f.all, find)
+}
+
+// findDaemons lists the daemons of a layout: daemonctl.Find, or
+// FindWithLocks (cleanup).
+type findDaemons func(paths.Layout) ([]daemonctl.Found, error)
+
+// selectDaemons resolves --device-uuid / --all into daemons to act on,
+// those find lists for --all.
+func selectDaemons(layout paths.Layout, uuid string, all bool, find findDaemons) ([]daemonctl.Found, error) {
 	switch {
 	case uuid != "" && all:
 		return nil, usageErrorf("--device-uuid and --all exclude each other")
@@ -65,7 +90,7 @@ func selectDaemons(layout paths.Layout, uuid string, all bool) ([]daemonctl.Foun
 		}
 		return []daemonctl.Found{{UUID: uuid, Paths: p}}, nil
 	case all:
-		found, err := daemonctl.Find(layout)
+		found, err := find(layout)
 		if err != nil {
 			return nil, err
 		}

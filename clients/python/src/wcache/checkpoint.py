@@ -61,8 +61,15 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
-def _loads_strict(text: str):
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+def _loads_strict(path: str, text: str, what: str):
+    """Parse text, the header or the index (what) of path, as strict JSON:
+    a key twice, NaN, Infinity or anything else not JSON is a CheckpointError."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except _Duplicate as dup:
+        raise CheckpointError(path, f"key {dup.key!r} appears more than once in the {what}") from None
+    except ValueError as exc:
+        raise CheckpointError(path, f"{what} is not a valid JSON object: {exc}") from None
 
 
 def _is_uint(v) -> bool:
@@ -102,12 +109,7 @@ def _parse_header(path: str, raw: bytes) -> Dict[str, Tuple[str, List[int], int,
         raise CheckpointError(path, "header is not valid UTF-8") from None
     if not text.startswith("{"):
         raise CheckpointError(path, "header does not start with '{'")
-    try:
-        obj = _loads_strict(text)
-    except _Duplicate as dup:
-        raise CheckpointError(path, f"key {dup.key!r} appears more than once in the header") from None
-    except ValueError as exc:
-        raise CheckpointError(path, f"header is not a valid JSON object: {exc}") from None
+    obj = _loads_strict(path, text, "header")
     if not isinstance(obj, dict):
         raise CheckpointError(path, "header is not a JSON object")
     tensors: Dict[str, Tuple[str, List[int], int, int]] = {}
@@ -162,13 +164,10 @@ def read_index(path: str) -> Dict[str, str]:
     if len(data) > MAX_INDEX_SIZE:
         raise CheckpointError(path, f"index is larger than {MAX_INDEX_SIZE} bytes")
     try:
-        obj = _loads_strict(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CheckpointError(path, "index is not valid UTF-8") from None
-    except _Duplicate as dup:
-        raise CheckpointError(path, f"key {dup.key!r} appears more than once in the index") from None
-    except ValueError as exc:
-        raise CheckpointError(path, f"index is not a valid JSON object: {exc}") from None
+    obj = _loads_strict(path, text, "index")
     if not isinstance(obj, dict):
         raise CheckpointError(path, "index must be a JSON object")
     weight_map = obj.get("weight_map")
