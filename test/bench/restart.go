@@ -46,16 +46,13 @@ const restartRatioGoal = 100
 // the machine's noise. One untimed round warms the page cache and the
 // binaries.
 func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
-	m, err := e.Model(e.largeFew())
+	s, err := e.serve(ctx, "restart", e.largeFew())
 	if err != nil {
 		return nil, nil, err
 	}
-	w, d, cfg, err := serving(ctx, e.Options, "restart", m)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Close()
-	goAttach := w.helperArgv(helperAttach, m.Dir, w.UUID, cfg.DeviceCapability)
+	defer s.Close()
+	w, d, m := s.world, s.d, s.m
+	goAttach := w.helperArgv(helperAttach, m.Dir, w.UUID, s.cfg.DeviceCapability)
 	variants := []struct {
 		RestartVariant
 		argv []string
@@ -64,7 +61,7 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		{RestartVariant{Name: "Go: core/client attach + mmap handles", Path: "attach", Lang: "go"}, goAttach},
 		{RestartVariant{Name: "Python: numpy read of every tensor", Path: "read", Lang: "python"}, w.pythonArgv(pyReadNumpy, m.Dir)},
 		{RestartVariant{Name: "Python: wcache.attach + zero-copy torch tensors", Path: "attach", Lang: "python"},
-			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)},
+			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, s.cfg.DeviceCapability)},
 	}
 	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
 	var argvs [][]string

@@ -40,13 +40,14 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 	res := &TakeoverResult{}
 	chain := func(m *Model) (TakeoverCase, error) {
 		c, l := TakeoverCase{Model: *m, Runs: e.Repeats}, laps{}
-		w, d, _, err := serving(ctx, e.Options, "takeover", m)
+		s, err := serving(ctx, e.Options, "takeover", m)
 		if err != nil {
 			return c, err
 		}
-		defer w.Close()
+		defer s.Close()
+		w, d := s.world, s.d
 		err = e.rounds(fmt.Sprintf("takeover, %d MiB", m.Bytes>>20), e.Repeats, func(i int) (string, error) {
-			next, err := w.startServe(ctx, nil, "--takeover")
+			next, err := w.startServe(ctx, 0, nil, "--takeover")
 			if err != nil {
 				return "", err
 			}
