@@ -23,6 +23,8 @@ type world struct {
 	UUID, Backend string
 	Target        client.Target
 	daemons       *testproc.Group
+	// via, when set, starts the daemons (testproc.ServeOptions.Via).
+	via func(testproc.Options) (*testproc.Process, error)
 }
 
 // Timeouts of daemon processes, generous for a busy machine; readyPoll,
@@ -89,7 +91,7 @@ func (w *world) startServe(ctx context.Context, gpu int, started func(pid int), 
 		backend = "mock"
 	}
 	o := testproc.ServeOptions{Options: testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
-		Args: testproc.ServeArgs(backend, gpu, args...), Poll: readyPoll}, UUID: w.UUIDs[gpu], Timeout: readyTimeout}
+		Args: testproc.ServeArgs(backend, gpu, args...), Poll: readyPoll}, UUID: w.UUIDs[gpu], Timeout: readyTimeout, Via: w.via}
 	if started != nil {
 		o.Started = func(p *testproc.Process) { started(p.PID()) }
 	}

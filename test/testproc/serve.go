@@ -33,6 +33,9 @@ type ServeOptions struct {
 	Timeout time.Duration
 	// Started, when set, runs right after fork/exec, before the wait.
 	Started func(*Process)
+	// Via, when set, starts the process instead of the group's Start
+	// (netns.Host.Start: in a network namespace); the group stops it all the same.
+	Via func(Options) (*Process, error)
 }
 
 // Serve starts a daemon through g and waits until the ready file of its
@@ -49,7 +52,11 @@ func (w *World) Serve(ctx context.Context, g *Group, o ServeOptions) (*Process, 
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	proc, err := g.Start(o.Options)
+	start := g.Start
+	if o.Via != nil {
+		start = func(po Options) (*Process, error) { return g.adopt(o.Via(g.withDefaults(po))) }
+	}
+	proc, err := start(o.Options)
 	if err != nil {
 		return nil, err
 	}
