@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
@@ -57,22 +58,21 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	n, copyGBps := res.Readers, 0.0
 	rn := fmt.Sprintf("read_%d", n)
 	err = e.rounds("pipeline", e.Repeats, func(i int) (string, error) {
+		// Reads, fills with unpaced copies, the fill with the copy engine paced.
 		for _, run := range []struct {
 			key     string
 			readers int
-			fill    bool
-			paced   bool
-		}{{"read_1", 1, false, false}, {rn, n, false, false}, {"fill_1", 1, true, false}, {"fill_n", n, true, false}, {"paced", n, true, true}} {
-			if run.paced && i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
-				copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
-				res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
-			}
+		}{{"read_1", 1}, {rn, n}, {"fill_1", 1}, {"fill_n", n}, {"paced", n}} {
 			gbps := 0.0
-			if run.paced {
+			if run.key == "paced" {
+				if i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
+					copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
+					res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
+				}
 				gbps = copyGBps
 			}
 			read := func() (float64, error) { return pipelineRead(m.Files, run.readers) }
-			if run.fill {
+			if !strings.HasPrefix(run.key, "read") {
 				read = func() (float64, error) { return fakeCUDAFill(ctx, e.Options, lib, m, run.readers, gbps) }
 			}
 			rate, err := read()
