@@ -51,9 +51,7 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 			if err != nil {
 				return "", err
 			}
-			select {
-			case <-d.Done():
-			case <-time.After(stopTimeout):
+			if _, exited := d.Wait(stopTimeout); !exited {
 				next.Kill()
 				return "", fmt.Errorf("the daemon taken over (pid %d) did not exit", d.PID())
 			}
