@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/test/benchreport"
 )
@@ -79,28 +78,16 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 	return res, checks, nil
 }
 
-// attachTarget is one daemon of a pair, with its open connection.
-type attachTarget struct {
-	m    *Model
-	w    *world
-	d    *daemonProc
-	c    *client.Client
-	cfg  cacheconfig.Config
-	laps laps
-}
-
 // serveTargets serves each model in a world of its own (beside[i], when
-// given, loaded before models[i]) and connects to it; stop stops them all. Connect once every daemon is up, and use each
-// connection at once: core/client hands gRPC a connection dialed in Dial,
-// and a daemon closes a connection that sends nothing within its
-// handshake timeout (5 s), which a large checkpoint's load can exceed.
-func serveTargets(ctx context.Context, o Options, name string, models []*Model, beside ...[]*Model) (ts []*attachTarget, stop func(), err error) {
+// given, loaded before models[i]) and connects to it; stop stops them all.
+// Connect once every daemon is up, and use each connection at once:
+// core/client hands gRPC a connection dialed in Dial, and a daemon closes a
+// connection that sends nothing within its handshake timeout (5 s), which
+// a large checkpoint's load can exceed.
+func serveTargets(ctx context.Context, o Options, name string, models []*Model, beside ...[]*Model) (ts []*server, stop func(), err error) {
 	stop = func() {
 		for _, t := range ts {
-			if t.c != nil {
-				t.c.Close()
-			}
-			_ = t.w.Close()
+			_ = t.Close()
 		}
 	}
 	for i, m := range models {
@@ -108,15 +95,15 @@ func serveTargets(ctx context.Context, o Options, name string, models []*Model, 
 		if i < len(beside) {
 			b = beside[i]
 		}
-		w, d, cfg, err := serving(ctx, o, name, m, b...)
+		t, err := serving(ctx, o, name, m, b...)
 		if err != nil {
 			stop()
 			return nil, nil, err
 		}
-		ts = append(ts, &attachTarget{m: m, w: w, d: d, cfg: cfg, laps: laps{}})
+		ts = append(ts, t)
 	}
 	for _, t := range ts {
-		if t.c, err = client.Dial(ctx, t.w.Target, client.Options{ClientName: "wcache-bench " + name}); err == nil {
+		if t.c, err = client.Dial(ctx, t.Target, client.Options{ClientName: "wcache-bench " + name}); err == nil {
 			_, err = t.c.Status(ctx)
 		}
 		if err != nil {
@@ -158,13 +145,13 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 
 // step is one interleaved iteration on t (iterate, with the daemon's output
 // on an error).
-func (t *attachTarget) step(ctx context.Context) func(keep bool) error {
+func (t *server) step(ctx context.Context) func(keep bool) error {
 	return func(keep bool) error { return t.d.withOutput(t.iterate(ctx, keep)) }
 }
 
 // timed is an interleaved step on t that times attach (an Attach on t's
 // connection, say) as key, then releases the lease.
-func (t *attachTarget) timed(key string, attach func() (*client.Attachment, error)) func(keep bool) error {
+func (t *server) timed(key string, attach func() (*client.Attachment, error)) func(keep bool) error {
 	return func(keep bool) error {
 		sw := t.laps.Start(keep)
 		a, err := attach()
@@ -178,7 +165,7 @@ func (t *attachTarget) timed(key string, attach func() (*client.Attachment, erro
 
 // iterate times one Status, Attach, Release and Dial+Attach on t; keep
 // records them.
-func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
+func (t *server) iterate(ctx context.Context, keep bool) error {
 	sw := t.laps.Start(keep)
 	if _, err := t.c.Status(ctx); err != nil {
 		return err
@@ -193,7 +180,7 @@ func (t *attachTarget) iterate(ctx context.Context, keep bool) error {
 		return err
 	}
 	sw.Lap("release")
-	da, err := client.Attach(ctx, t.w.Target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
+	da, err := client.Attach(ctx, t.Target, t.cfg, client.Options{ClientName: "wcache-bench dial"})
 	if err != nil {
 		return err
 	}

@@ -45,15 +45,12 @@ const (
 // its own connection, attaching and releasing in a loop for
 // ConcurrencyDuration.
 func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
-	m, err := e.Model(e.smallFew())
+	s, err := e.serve(ctx, "concurrency", e.smallFew())
 	if err != nil {
 		return nil, nil, err
 	}
-	w, d, cfg, err := serving(ctx, e.Options, "concurrency", m)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Close()
+	defer s.Close()
+	w, d, m, cfg := s.world, s.d, s.m, s.cfg
 	before, err := w.status(ctx)
 	if err != nil {
 		return nil, nil, d.withOutput(err)

@@ -154,27 +154,24 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 // the Python identity step in fresh processes: one untimed, then Repeats.
 func pythonIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 	spec := ModelSpec{Bytes: e.SmallBytes, Tensors: e.IdentityTensors, Files: contentFiles}
-	m, err := e.Model(spec)
-	if err != nil {
-		return err
-	}
 	defer e.dropModel(spec)
-	res.IdentityModel = *m
-	w, d, _, err := serving(ctx, e.Options, "identity", m)
+	s, err := e.serve(ctx, "identity", spec)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	all, err := e.freshRounds("content python identity", w, d, func(_ int, r HelperResult) error {
+	defer s.Close()
+	m := s.m
+	res.IdentityModel = *m
+	all, err := e.freshRounds("content python identity", s.world, s.d, func(_ int, r HelperResult) error {
 		if r.Tensors != m.Tensors {
 			return fmt.Errorf("the daemon reports %d tensors, the checkpoint has %d", r.Tensors, m.Tensors)
 		}
 		return nil
-	}, w.pythonArgv(pyIdentityStep, m.Dir, w.UUID))
+	}, s.pythonArgv(pyIdentityStep, m.Dir, s.UUID))
 	if err != nil {
 		return err
 	}
 	runs := all[0]
 	res.PythonIdentity, res.HeaderDigest, res.PythonStepsMS = runs.Summary("work"), runs.Summary("header_digest"), runs.MediansMS("work", "wall")
-	return d.Stop()
+	return s.d.Stop()
 }

@@ -62,18 +62,15 @@ type EngineResult struct {
 // fresh processes (one untimed round first), then lists the engine
 // integrations' environments.
 func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
-	m, err := e.Model(ModelSpec{Bytes: engineBytes, Tensors: engineTensors})
+	s, err := e.serve(ctx, "engine", ModelSpec{Bytes: engineBytes, Tensors: engineTensors})
 	if err != nil {
 		return nil, nil, err
 	}
-	w, d, cfg, err := serving(ctx, e.Options, "engine", m)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Close()
-	argv := w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)
+	defer s.Close()
+	m, d := s.m, s.d
+	argv := s.pythonArgv(pyAttachTorch, m.Dir, s.UUID, s.cfg.DeviceCapability)
 	res := &EngineResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
-	runs, err := e.freshRounds("engine: python attach", w, d, func(_ int, r HelperResult) error {
+	runs, err := e.freshRounds("engine: python attach", s.world, d, func(_ int, r HelperResult) error {
 		maps.Copy(res.Versions, r.Versions)
 		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
 			return fmt.Errorf("python attach got %d tensors of %d bytes, the checkpoint has %d of %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
@@ -127,7 +124,7 @@ func engineOverhead(ctx context.Context, e *Env, engine string) (EngineOverhead,
 	}
 	defer w.Close()
 	w.Setenv("WCACHE_BACKEND=mock")
-	d, err := w.startServe(ctx, nil)
+	d, err := w.startServe(ctx, 0, nil)
 	if err != nil {
 		return o, err
 	}

@@ -79,38 +79,41 @@ func (t fillTiming) rate() float64 { return benchreport.GiBps(t.Bytes, t.Fill) }
 // fillFresh creates a file of total bytes in dir, sizes it with ftruncate
 // (sparse: no memory is taken) and maps it shared, read-write (Alloc, in
 // the first timing); then it runs each fill on the file f and its mapping
-// data in turn and times them, and removes the file (its memory goes back).
-func fillFresh(dir string, total int64, fills ...func(f *os.File, data []byte) error) (ts []fillTiming, err error) {
+// data in turn and times them (one timing each, even on an error, which
+// names the probe), and removes the file (its memory goes back).
+func fillFresh(name, dir string, total int64, fills ...func(f *os.File, data []byte) error) (ts []fillTiming, err error) {
+	ts = make([]fillTiming, len(fills))
 	start := time.Now()
 	f, err := os.CreateTemp(dir, "baseline-")
 	if err != nil {
-		return nil, fmt.Errorf("fresh shared memory: %w", err)
+		return ts, fmt.Errorf("%s: %w", name, err)
 	}
 	var data []byte
 	defer func() {
 		if data != nil {
 			err = errors.Join(err, mmap.Unmap(data))
 		}
-		err = errors.Join(err, f.Close(), os.Remove(f.Name()))
+		if err = errors.Join(err, f.Close(), os.Remove(f.Name())); err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
 	}()
 	if err = f.Truncate(total); err == nil {
 		data, err = mmap.FD(int(f.Fd()), uint64(total), mmap.ReadWrite)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fresh shared memory %s: %w", f.Name(), err)
+		return ts, err
 	}
 	alloc := time.Since(start)
-	for _, fill := range fills {
+	for i, fill := range fills {
 		var ru0, ru1 unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 		start := time.Now()
 		if err := fill(f, data); err != nil {
-			return nil, err
+			return ts, err
 		}
-		t := fillTiming{Bytes: uint64(total), Alloc: alloc, Fill: time.Since(start)}
+		ts[i] = fillTiming{Bytes: uint64(total), Alloc: alloc, Fill: time.Since(start)}
 		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
-		t.MinorFaults, alloc = uint64(ru1.Minflt-ru0.Minflt), 0
-		ts = append(ts, t)
+		ts[i].MinorFaults, alloc = uint64(ru1.Minflt-ru0.Minflt), 0
 	}
 	return ts, nil
 }
@@ -146,15 +149,12 @@ func mockPattern(dir string, files []string, workers int) (fillTiming, error) {
 	if err != nil {
 		return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
 	}
-	ts, err := fillFresh(dir, int64(total), func(f *os.File, _ []byte) error {
+	ts, err := fillFresh("mock pattern", dir, int64(total), func(f *os.File, _ []byte) error {
 		_, err := fill.Fill(context.Background(), fill.WriterAt{W: f}, total, extents, nil,
 			fill.Options{Readers: workers, Buffers: 1, BufferBytes: mockBounce})
 		return err
 	})
-	if err != nil {
-		return fillTiming{}, fmt.Errorf("mock pattern: %w", err)
-	}
-	return ts[0], nil
+	return ts[0], err
 }
 
 // extentsOf is the whole of every file, laid end to end in a destination
@@ -186,17 +186,14 @@ func patterned(n int) []byte {
 // (one fault per 4 KiB page on first write), no file read.
 func freshMemcpy(dir string, total int64, workers int) (fillTiming, error) {
 	src := patterned(copyChunk)
-	ts, err := fillFresh(dir, total, func(_ *os.File, data []byte) error {
+	ts, err := fillFresh("memcpy into fresh shared memory", dir, total, func(_ *os.File, data []byte) error {
 		return inChunks(total, workers, func(off, n int64) error {
 			from := off % copyChunk // copyChunk is a multiple of mockChunk: a piece never wraps
 			copy(data[off:off+n], src[from:from+n])
 			return nil
 		})
 	})
-	if err != nil {
-		return fillTiming{}, fmt.Errorf("memcpy into fresh shared memory: %w", err)
-	}
-	return ts[0], nil
+	return ts[0], err
 }
 
 // freshWrite pwrites a prefaulted mockBounce-byte buffer over a new sparse
@@ -216,9 +213,6 @@ func freshWrite(dir string, total int64, workers int) (fresh, allocated fillTimi
 			return nil
 		})
 	}
-	ts, err := fillFresh(dir, total, write, write)
-	if err != nil {
-		return fillTiming{}, fillTiming{}, fmt.Errorf("write into fresh shared memory: %w", err)
-	}
-	return ts[0], ts[1], nil
+	ts, err := fillFresh("write into fresh shared memory", dir, total, write, write)
+	return ts[0], ts[1], err
 }

@@ -86,7 +86,7 @@ func TestHostCopierCopiesEveryByte(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fillFresh(shmTestDir(t), int64(total), func(f *os.File, data []byte) error {
+	if _, err := fillFresh("test", shmTestDir(t), int64(total), func(f *os.File, data []byte) error {
 		if _, err := fill.Fill(context.Background(), fill.WriterAt{W: f}, total, extents, nil,
 			fill.Options{Readers: 3, Buffers: 1, BufferBytes: mockBounce}); err != nil {
 			return err

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/wcache/wcache/sdk/fill"
 	"github.com/wcache/wcache/test/benchreport"
-	"github.com/wcache/wcache/test/testproc"
 )
 
 // PeerResult is the peer scenario's figures (issue 26): a daemon on mock
@@ -34,30 +32,29 @@ const peerGoal = 0.8 // bounds the same-node peer fill's rate ÷ the fresh memcp
 // Repeats times (each must fill every byte from the peer), alternating with the memcpy.
 func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 	m, err := e.warmModel(e.largeFew())
-	var w *world
+	var s *server
 	if err == nil {
-		w, _, _, err = serving(ctx, e.Options, "peer", m)
+		s, err = serving(ctx, e.Options, "peer", m)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	defer w.Close()
-	sibling := w.UUIDs[0][:len(w.UUIDs[0])-1] + "1" // a second mock device
-	w.UUIDs = append(w.UUIDs, sibling)
+	defer s.Close()
+	w := s.world
+	w.UUIDs = append(w.UUIDs, w.UUID[:len(w.UUID)-1]+"1") // a second mock device
 	w.Setenv("WCACHE_MOCK_DEVICES=" + strings.Join(w.UUIDs, ","))
 	res, l, rates := &PeerResult{Runs: e.Repeats, Model: *m}, laps{}, series{}
 	err = e.rounds("peer", e.Repeats, func(int) (string, error) {
-		d, err := w.Serve(ctx, w.daemons, testproc.ServeOptions{Options: testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
-			Args: testproc.ServeArgs("mock", 1, "--model", m.Dir), Poll: readyPoll}, UUID: sibling, Timeout: readyTimeout})
+		d, err := w.startServe(ctx, 1, nil, "--model", m.Dir)
 		if err != nil {
 			return "", err
 		}
-		st, err := w.Status(ctx, sibling)
-		if err == nil && (st.FilledFrom != "peer "+w.UUIDs[0] || st.StartPhases.BytesFromPeer != m.Bytes) {
+		st, err := w.Status(ctx, w.UUIDs[1])
+		if err == nil && (st.FilledFrom != "peer "+w.UUID || st.StartPhases.BytesFromPeer != m.Bytes) {
 			err = fmt.Errorf("filled from %q (fallback %q), %d bytes from the peer; want all %d from %s",
-				st.FilledFrom, st.FillFallback, st.StartPhases.BytesFromPeer, m.Bytes, w.UUIDs[0])
+				st.FilledFrom, st.FillFallback, st.StartPhases.BytesFromPeer, m.Bytes, w.UUID)
 		}
-		if err = errors.Join((&daemonProc{Process: d}).withOutput(err), d.Stop(stopTimeout)); err != nil {
+		if err = errors.Join(d.withOutput(err), d.Stop()); err != nil {
 			return "", err
 		}
 		p := st.StartPhases

@@ -12,7 +12,6 @@ import (
 	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/netns"
-	"github.com/wcache/wcache/test/testproc"
 )
 
 // PeerFillResult is the cross-node fill (issue 26): daemon B filled from
@@ -46,11 +45,11 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	peerAt := pair.A.Addr.String() + ":7450"
-	_, stopA, err := serveIn(ctx, e, ca, pair.A, m, "--peer-listen", peerAt)
+	wA, err := serveIn(ctx, e, ca, pair.A, m, "--peer-listen", peerAt)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer stopA()
+	defer wA.Close()
 	plain, err := pair.A.Listen("tcp", pair.A.Addr.String()+":0")
 	if err != nil {
 		return nil, nil, err
@@ -68,11 +67,11 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 			return "", fmt.Errorf("plain TCP: %w", err)
 		}
 		res.Samples.Add("tcp", benchreport.GiBps(m.Bytes, time.Since(start)))
-		w, stopB, err := serveIn(ctx, e, ca, pair.B, m, "--peers", peerAt)
+		w, err := serveIn(ctx, e, ca, pair.B, m, "--peers", peerAt)
 		if err != nil {
 			return "", err
 		}
-		defer stopB()
+		defer w.Close()
 		st, err := w.status(ctx)
 		if err == nil && (!strings.HasPrefix(st.FilledFrom, "peer ") || st.StartPhases.BytesFromPeer != m.Bytes) {
 			err = fmt.Errorf("daemon B filled from %q (%d bytes from a peer), fallback %q", st.FilledFrom, st.StartPhases.BytesFromPeer, st.FillFallback)
@@ -93,35 +92,23 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 
 // serveIn starts `wcache serve --model m args…` with certificates of ca in
 // host h, in a world of its own, and waits until it is ready.
-func serveIn(ctx context.Context, e *Env, ca *peertest.CA, h *netns.Host, m *Model, args ...string) (*world, func(), error) {
+func serveIn(ctx context.Context, e *Env, ca *peertest.CA, h *netns.Host, m *Model, args ...string) (*world, error) {
 	w, err := newWorld(e.Options, "peer", m)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	creds, err := ca.IssueIn(w.Root, "node", ca)
-	var p *testproc.Process
 	if err == nil {
-		args = append(args, "--model", m.Dir, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile)
-		p, err = h.Start(testproc.Options{Path: filepath.Join(e.BinDir, "wcache"), Args: testproc.ServeArgs("mock", 0, args...),
-			Env: w.Env("XDG_CACHE_HOME=" + filepath.Join(w.Root, "cache")), Dir: w.Root})
-	}
-	if err == nil {
-		ps, perr := w.Paths(w.UUID)
-		if err = perr; err == nil {
-			_, err = p.WaitReady(ctx, ps.Ready, readyTimeout)
-		}
-	}
-	stop := func() {
-		if p != nil {
-			_ = p.Stop(stopTimeout)
-		}
-		_ = w.Close()
+		w.via = h.Start
+		w.Setenv("XDG_CACHE_HOME=" + filepath.Join(w.Root, "cache"))
+		_, err = w.startServe(ctx, 0, nil, append(args, "--model", m.Dir,
+			"--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile)...)
 	}
 	if err != nil {
-		stop()
-		return nil, nil, err
+		_ = w.Close()
+		return nil, err
 	}
-	return w, stop, nil
+	return w, nil
 }
 
 // sendEach writes n bytes to every connection l accepts, until l closes.

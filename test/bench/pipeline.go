@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/fill"
 	"github.com/wcache/wcache/test/benchreport"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // PipelineResult is the CUDA backend's fill through the real daemon on
@@ -57,22 +58,21 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	n, copyGBps := res.Readers, 0.0
 	rn := fmt.Sprintf("read_%d", n)
 	err = e.rounds("pipeline", e.Repeats, func(i int) (string, error) {
+		// Reads, fills with unpaced copies, the fill with the copy engine paced.
 		for _, run := range []struct {
 			key     string
 			readers int
-			fill    bool
-			paced   bool
-		}{{"read_1", 1, false, false}, {rn, n, false, false}, {"fill_1", 1, true, false}, {"fill_n", n, true, false}, {"paced", n, true, true}} {
-			if run.paced && i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
-				copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
-				res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
-			}
+		}{{"read_1", 1}, {rn, n}, {"fill_1", 1}, {"fill_n", n}, {"paced", n}} {
 			gbps := 0.0
-			if run.paced {
+			if run.key == "paced" {
+				if i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
+					copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
+					res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
+				}
 				gbps = copyGBps
 			}
 			read := func() (float64, error) { return pipelineRead(m.Files, run.readers) }
-			if run.fill {
+			if !strings.HasPrefix(run.key, "read") {
 				read = func() (float64, error) { return fakeCUDAFill(ctx, e.Options, lib, m, run.readers, gbps) }
 			}
 			rate, err := read()
@@ -107,23 +107,14 @@ func buildFakeCUDA(o Options) (lib, why string) {
 	if _, err := os.Stat(filepath.Join(o.BinDir, cudaPlugin)); err != nil {
 		return "", fmt.Sprintf("no %s in the binaries (make build builds it with cgo)", cudaPlugin)
 	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		return "", "gcc not found: the fake CUDA driver is built with it"
-	}
-	src := filepath.Join(o.RepoDir, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
 	dir, err := os.MkdirTemp("", "wcache-bench-fakecuda-")
-	if err != nil {
-		return "", err.Error()
+	if err == nil {
+		if lib, err = testproc.BuildFakeCUDA(o.RepoDir, dir); err != nil {
+			os.RemoveAll(dir)
+		}
 	}
-	lib = filepath.Join(dir, "libcuda.so.1")
-	// The copy engine and IPC headers are shared with the fake HIP
-	// (plugins/internal/fakelib/include, which this package may not import
-	// as Go: only its C headers are used).
-	include := filepath.Join(o.RepoDir, "plugins", "internal", "fakelib", "include")
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Sprintf("gcc %s: %v: %s", src, err, tail(string(out)))
+	if err != nil {
+		return "", tail(err.Error())
 	}
 	return lib, ""
 }
@@ -150,16 +141,10 @@ func fakeCUDAFill(ctx context.Context, o Options, lib string, m *Model, readers 
 	}
 	defer w.Close()
 	w.Backend = "cuda"
-	w.Setenv("WCACHE_CUDA_LIBRARY="+lib,
-		"WCACHE_NVML_LIBRARY="+filepath.Join(filepath.Dir(lib), "no-nvml.so"),
-		"WCACHE_CUDA_READERS="+strconv.Itoa(readers),
-		"WCACHE_CUDA_DIRECT_IO=0",
-		"WCACHE_CUDA_HEALTH_INTERVAL=0",
-		"FAKECUDA_DEVICES="+w.UUID,
-		"FAKECUDA_MEMORY="+strconv.FormatUint(m.Bytes+m.Bytes/4+(256<<20), 10),
-		"FAKECUDA_PREFAULT=1",
+	w.Setenv(testproc.FakeCUDAEnv(lib, m.Bytes+m.Bytes/4+(256<<20), w.UUID)...)
+	w.Setenv("WCACHE_CUDA_READERS="+strconv.Itoa(readers), "FAKECUDA_PREFAULT=1",
 		"FAKECUDA_COPY_GBPS="+strconv.FormatFloat(gbps, 'f', 4, 64))
-	d, err := w.startServe(ctx, nil, "--model", m.Dir)
+	d, err := w.startServe(ctx, 0, nil, "--model", m.Dir)
 	var p client.StartPhases
 	if err == nil {
 		if p, err = w.loaded(ctx, d, m); err == nil {

@@ -72,7 +72,7 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 		return 0, 0, err
 	}
 	defer w.Close()
-	d, err := w.startServe(ctx, nil)
+	d, err := w.startServe(ctx, 0, nil)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -105,7 +105,7 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 		cfg, err = w.engineConfig(ctx, m.Dir)
 	}
 	if err == nil {
-		t := &attachTarget{m: m, w: w, d: d, c: c, cfg: cfg, laps: attaches}
+		t := &server{world: w, d: d, m: m, c: c, cfg: cfg, laps: attaches}
 		err = interleave(attachWarmup, publishAttachIters, t.timed("attach", func() (*client.Attachment, error) { return c.Attach(ctx, cfg) }))
 	}
 	if err != nil {

@@ -46,16 +46,13 @@ const restartRatioGoal = 100
 // the machine's noise. One untimed round warms the page cache and the
 // binaries.
 func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
-	m, err := e.Model(e.largeFew())
+	s, err := e.serve(ctx, "restart", e.largeFew())
 	if err != nil {
 		return nil, nil, err
 	}
-	w, d, cfg, err := serving(ctx, e.Options, "restart", m)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Close()
-	goAttach := w.helperArgv(helperAttach, m.Dir, w.UUID, cfg.DeviceCapability)
+	defer s.Close()
+	w, d, m := s.world, s.d, s.m
+	goAttach := w.helperArgv(helperAttach, m.Dir, w.UUID, s.cfg.DeviceCapability)
 	variants := []struct {
 		RestartVariant
 		argv []string
@@ -64,7 +61,7 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		{RestartVariant{Name: "Go: core/client attach + mmap handles", Path: "attach", Lang: "go"}, goAttach},
 		{RestartVariant{Name: "Python: numpy read of every tensor", Path: "read", Lang: "python"}, w.pythonArgv(pyReadNumpy, m.Dir)},
 		{RestartVariant{Name: "Python: wcache.attach + zero-copy torch tensors", Path: "attach", Lang: "python"},
-			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, cfg.DeviceCapability)},
+			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, s.cfg.DeviceCapability)},
 	}
 	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
 	var argvs [][]string
@@ -96,12 +93,13 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = runs[i].Summary("work"), runs[i].Summary("wall"), m.Tensors, m.Bytes, runs[i].MediansMS("work", "wall")
 		res.Variants = append(res.Variants, rv)
 	}
-	r := func(read, attach int, f func(RestartVariant) Summary) float64 {
-		return benchreport.Round3(benchreport.Ratio(f(res.Variants[read]).MedianMS, f(res.Variants[attach]).MedianMS))
+	ratios := func(read, attach RestartVariant) (work, wall float64) {
+		return benchreport.Round3(benchreport.Ratio(read.Work.MedianMS, attach.Work.MedianMS)),
+			benchreport.Round3(benchreport.Ratio(read.Wall.MedianMS, attach.Wall.MedianMS))
 	}
-	work, wall := func(v RestartVariant) Summary { return v.Work }, func(v RestartVariant) Summary { return v.Wall }
-	res.GoWorkRatio, res.GoWallRatio = r(0, 1, work), r(0, 1, wall)
-	res.PythonWorkRatio, res.PythonWallRatio = r(2, 3, work), r(2, 3, wall)
+	v := res.Variants
+	res.GoWorkRatio, res.GoWallRatio = ratios(v[0], v[1])
+	res.PythonWorkRatio, res.PythonWallRatio = ratios(v[2], v[3])
 	return res, []Target{
 		benchreport.AtLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
 		benchreport.AtLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),

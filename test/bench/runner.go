@@ -16,13 +16,10 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// A Scenario is one measurement: Run measures against the binaries and
-// checkpoints of Env and returns its figures (stored under Name in the
-// report's results) and the targets it checks, or an error: figures are
-// never made up. Adding one is a file with its Run, a line in Scenarios
-// and a section in the docs template. The runner starts daemons (world.go,
-// serve.go), repeats rounds (Env.rounds, Env.alternate) and interleaves
-// timed iterations (interleave); benchreport's Laps and Series summarize.
+// A Scenario is one measurement: Run returns its figures (stored under Name
+// in the report's results) and the targets it checks, or an error: figures
+// are never made up. Adding one is a file with its Run, a line in
+// Scenarios and a section in the docs template.
 type Scenario struct {
 	Name string
 	Run  func(ctx context.Context, e *Env) (any, []Target, error)
@@ -65,8 +62,7 @@ type Env struct {
 	generated []benchreport.GeneratedModel // for the report
 }
 
-// The checkpoints (testproc.ModelSpec, testproc.Model: generated
-// llama-like checkpoints of a size and a tensor count).
+// Generated llama-like checkpoints of a size and a tensor count.
 type (
 	ModelSpec = testproc.ModelSpec
 	Model     = testproc.Model
@@ -112,8 +108,8 @@ func (e *Env) dropModel(spec ModelSpec) {
 }
 
 // Run runs the selected scenarios and returns the report; it writes
-// nothing. The first scenario that fails stops the run with its error; a
-// missed target is a Target with Met false, not an error.
+// nothing. The first scenario that fails stops the run; a missed target is
+// a Target with Met false, not an error.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
 	r := &Report{Schema: benchreport.Schema, Generated: began.UTC().Truncate(time.Second), Machine: benchreport.ReadMachine(),
@@ -134,11 +130,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer os.RemoveAll(snap)
 	o.BinDir = snap
-	if err := os.MkdirAll(o.TmpDir, 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoint folder: %w", err)
-	}
 	e := &Env{Options: o, models: map[ModelSpec]*Model{}}
-	if e.dir, err = os.MkdirTemp(o.TmpDir, "wcache-bench-models-"); err != nil {
+	if err = os.MkdirAll(o.TmpDir, 0o755); err == nil {
+		e.dir, err = os.MkdirTemp(o.TmpDir, "wcache-bench-models-")
+	}
+	if err != nil {
 		return nil, fmt.Errorf("checkpoint folder: %w", err)
 	}
 	defer func() {
@@ -167,10 +163,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// snapshotBinaries copies the binaries of dir into a new private temporary
-// folder and returns it. The CUDA plugin is optional (the pipeline scenario
-// says it did not measure without it); another binary missing is an error
-// naming the fix.
+// snapshotBinaries copies the binaries of dir into a new temporary folder
+// and returns it. The CUDA plugin is optional (pipeline says it did not
+// measure without it); another binary missing is an error.
 func snapshotBinaries(dir string) (string, error) {
 	snap, err := os.MkdirTemp("", "wcache-bench-bin-")
 	if err != nil {
@@ -243,13 +238,14 @@ func interleave(warmup, iters int, steps ...func(keep bool) error) error {
 }
 
 // freshRounds runs every argv in a fresh process (world.fresh) Repeats+1
-// times, each round all of them in turn; the first round warms the page
-// cache and the binaries up, untimed, and the times of the others go to
-// the laps of their argv (record: "work", "wall" and the steps). check,
-// when set, vets the result of argvs[i]; an error names the round, with
-// d's output.
+// times, each round all of them in turn; the first round (page cache and
+// binaries warm-up) is untimed, the others go to the laps of their argv
+// ("work", "wall" and the steps). check, when set, vets argvs[i]'s result.
 func (e *Env) freshRounds(name string, w *world, d *daemonProc, check func(i int, r HelperResult) error, argvs ...[]string) ([]laps, error) {
 	runs := make([]laps, len(argvs))
+	for i := range runs {
+		runs[i] = laps{}
+	}
 	return runs, e.rounds(name, e.Repeats+1, func(round int) (string, error) {
 		var msg []string
 		for i, argv := range argvs {
@@ -259,9 +255,6 @@ func (e *Env) freshRounds(name string, w *world, d *daemonProc, check func(i int
 			}
 			if err != nil {
 				return "", d.withOutput(err)
-			}
-			if runs[i] == nil {
-				runs[i] = laps{}
 			}
 			if round > 0 {
 				runs[i]["work"], runs[i]["wall"] = append(runs[i]["work"], time.Duration(r.WorkNS)), append(runs[i]["wall"], r.Wall)

@@ -47,7 +47,7 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 	}
 	run.Resident = residentFraction(m.Files)
 	var sampler *testproc.Sampler
-	d, err := w.startServe(ctx, func(pid int) { sampler = testproc.NewSampler(memorySampleInterval, pid) }, "--model", m.Dir)
+	d, err := w.startServe(ctx, 0, func(pid int) { sampler = testproc.NewSampler(memorySampleInterval, pid) }, "--model", m.Dir)
 	var peaks map[int]testproc.Memory
 	if sampler != nil {
 		peaks = sampler.Stop()

@@ -40,19 +40,18 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 	res := &TakeoverResult{}
 	chain := func(m *Model) (TakeoverCase, error) {
 		c, l := TakeoverCase{Model: *m, Runs: e.Repeats}, laps{}
-		w, d, _, err := serving(ctx, e.Options, "takeover", m)
+		s, err := serving(ctx, e.Options, "takeover", m)
 		if err != nil {
 			return c, err
 		}
-		defer w.Close()
+		defer s.Close()
+		w, d := s.world, s.d
 		err = e.rounds(fmt.Sprintf("takeover, %d MiB", m.Bytes>>20), e.Repeats, func(i int) (string, error) {
-			next, err := w.startServe(ctx, nil, "--takeover")
+			next, err := w.startServe(ctx, 0, nil, "--takeover")
 			if err != nil {
 				return "", err
 			}
-			select {
-			case <-d.Done():
-			case <-time.After(stopTimeout):
+			if _, exited := d.Wait(stopTimeout); !exited {
 				next.Kill()
 				return "", fmt.Errorf("the daemon taken over (pid %d) did not exit", d.PID())
 			}

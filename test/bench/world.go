@@ -23,6 +23,8 @@ type world struct {
 	UUID, Backend string
 	Target        client.Target
 	daemons       *testproc.Group
+	// via, when set, starts the daemons (testproc.ServeOptions.Via).
+	via func(testproc.Options) (*testproc.Process, error)
 }
 
 // Timeouts of daemon processes, generous for a busy machine; readyPoll,
@@ -80,16 +82,16 @@ type daemonProc struct {
 	StartToReady time.Duration
 }
 
-// startServe starts `wcache serve` on the world's device with args
-// (--model DIR, --takeover) and returns once it is ready. started, when
-// set, runs right after fork/exec.
-func (w *world) startServe(ctx context.Context, started func(pid int), args ...string) (*daemonProc, error) {
+// startServe starts `wcache serve` on the world's device of ordinal gpu
+// with args (--model DIR, --takeover) and returns once it is ready.
+// started, when set, runs right after fork/exec.
+func (w *world) startServe(ctx context.Context, gpu int, started func(pid int), args ...string) (*daemonProc, error) {
 	backend := w.Backend
 	if backend == "" {
 		backend = "mock"
 	}
 	o := testproc.ServeOptions{Options: testproc.Options{Path: filepath.Join(w.o.BinDir, "wcache"),
-		Args: testproc.ServeArgs(backend, 0, args...), Poll: readyPoll}, UUID: w.UUID, Timeout: readyTimeout}
+		Args: testproc.ServeArgs(backend, gpu, args...), Poll: readyPoll}, UUID: w.UUIDs[gpu], Timeout: readyTimeout, Via: w.via}
 	if started != nil {
 		o.Started = func(p *testproc.Process) { started(p.PID()) }
 	}
@@ -100,33 +102,60 @@ func (w *world) startServe(ctx context.Context, started func(pid int), args ...s
 	return &daemonProc{Process: p, StartToReady: time.Since(p.Started)}, nil
 }
 
-// serving is a new world whose daemon serves m (beside, loaded first, too),
-// with the config an engine sends for m; on an error it leaves nothing
-// behind.
-func serving(ctx context.Context, o Options, name string, m *Model, beside ...*Model) (*world, *daemonProc, cacheconfig.Config, error) {
-	var cfg cacheconfig.Config
+// A server is a world whose daemon d serves m; cfg is the config an
+// engine sends for m, c a connection to d (serveTargets opens it) and laps
+// the times taken on it.
+type server struct {
+	*world
+	d    *daemonProc
+	m    *Model
+	cfg  cacheconfig.Config
+	c    *client.Client
+	laps laps
+}
+
+// serving is a new world whose daemon serves m (beside, loaded first, too);
+// on an error it leaves nothing behind.
+func serving(ctx context.Context, o Options, name string, m *Model, beside ...*Model) (*server, error) {
 	room := *m // the mock device holds m and every model beside it
 	for _, b := range beside {
 		room.Bytes += b.Bytes
 	}
 	w, err := newWorld(o, name, &room)
 	if err != nil {
-		return nil, nil, cfg, err
+		return nil, err
 	}
 	var args []string
 	for _, b := range append(beside, m) {
 		args = append(args, "--model", b.Dir)
 	}
-	d, err := w.startServe(ctx, nil, args...)
-	if err == nil {
-		cfg, err = w.engineConfig(ctx, m.Dir)
-		err = d.withOutput(err)
+	s := &server{world: w, m: m, laps: laps{}}
+	if s.d, err = w.startServe(ctx, 0, nil, args...); err == nil {
+		s.cfg, err = w.engineConfig(ctx, m.Dir)
+		err = s.d.withOutput(err)
 	}
 	if err != nil {
 		_ = w.Close()
-		return nil, nil, cfg, err
+		return nil, err
 	}
-	return w, d, cfg, nil
+	return s, nil
+}
+
+// serve is serving of the checkpoint of spec, generated if need be.
+func (e *Env) serve(ctx context.Context, name string, spec ModelSpec) (*server, error) {
+	m, err := e.Model(spec)
+	if err != nil {
+		return nil, err
+	}
+	return serving(ctx, e.Options, name, m)
+}
+
+// Close closes the connection to the daemon, stops it and removes the world.
+func (s *server) Close() error {
+	if s.c != nil {
+		s.c.Close()
+	}
+	return s.world.Close()
 }
 
 // Stop stops the daemon (testproc.Process.Stop) with stopTimeout of grace.

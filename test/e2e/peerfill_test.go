@@ -217,8 +217,7 @@ func TestPeerFillFallsBackToTheFiles(t *testing.T) {
 // its pinned fill buffers; either way Status says "peer GPU-…", the log
 // names the path, and attach --verify finds every tensor equal to the files.
 func TestPeerFillOnTheFakeCUDADriver(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
+	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not found: the fake CUDA driver is built with it")
 	}
 	if _, err := os.Stat(binPath("wcache-backend-cuda")); err != nil {
@@ -228,15 +227,12 @@ func TestPeerFillOnTheFakeCUDADriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
-	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", filepath.Join(root, "plugins", "internal", "fakelib", "include"),
-		"-o", lib, filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c"), "-lpthread").CombinedOutput(); err != nil {
-		t.Fatalf("build the fake CUDA driver: %v\n%s", err, out)
+	lib, err := testproc.BuildFakeCUDA(root, t.TempDir())
+	if err != nil {
+		t.Fatalf("build the fake CUDA driver: %v", err)
 	}
 	h := newHarness(t, harnessOptions{Devices: 2})
-	h.Setenv("WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY="+filepath.Join(filepath.Dir(lib), "no-nvml.so"),
-		"WCACHE_CUDA_HEALTH_INTERVAL=0", "WCACHE_CUDA_DIRECT_IO=0", "FAKECUDA_MEMORY=268435456",
-		"FAKECUDA_DEVICES="+strings.Join(h.UUIDs, ","))
+	h.Setenv(testproc.FakeCUDAEnv(lib, 256<<20, h.UUIDs...)...)
 	model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 256})
 	serve := func(gpu int, env ...string) *process {
 		p, err := h.Serve(context.Background(), h.procs, testproc.ServeOptions{Options: testproc.Options{

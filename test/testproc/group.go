@@ -48,8 +48,10 @@ func (g *Group) withDefaults(o Options) Options {
 
 // Start starts a process in the background (see the package Start) and
 // remembers it for StopAll.
-func (g *Group) Start(o Options) (*Process, error) {
-	p, err := Start(g.withDefaults(o))
+func (g *Group) Start(o Options) (*Process, error) { return g.adopt(Start(g.withDefaults(o))) }
+
+// adopt remembers p, just started, for StopAll (an error passes through).
+func (g *Group) adopt(p *Process, err error) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}

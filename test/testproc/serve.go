@@ -33,6 +33,9 @@ type ServeOptions struct {
 	Timeout time.Duration
 	// Started, when set, runs right after fork/exec, before the wait.
 	Started func(*Process)
+	// Via, when set, starts the process instead of the group's Start
+	// (netns.Host.Start: in a network namespace); the group stops it all the same.
+	Via func(Options) (*Process, error)
 }
 
 // Serve starts a daemon through g and waits until the ready file of its
@@ -49,7 +52,11 @@ func (w *World) Serve(ctx context.Context, g *Group, o ServeOptions) (*Process, 
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	proc, err := g.Start(o.Options)
+	start := g.Start
+	if o.Via != nil {
+		start = func(po Options) (*Process, error) { return g.adopt(o.Via(g.withDefaults(po))) }
+	}
+	proc, err := start(o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +150,31 @@ func BuildBinaries(dir string, cuda bool) error {
 		}
 	}
 	return nil
+}
+
+// BuildFakeCUDA compiles the fake CUDA driver of the source tree root
+// (plugins/cuda/testdata/fakecuda, with the copy engine and IPC headers it
+// shares with the fake HIP in plugins/internal/fakelib/include) with gcc
+// into dir/libcuda.so.1 and returns its path.
+func BuildFakeCUDA(root, dir string) (string, error) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		return "", errors.New("gcc not found: the fake CUDA driver is built with it")
+	}
+	lib := filepath.Join(dir, "libcuda.so.1")
+	src := filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
+	include := filepath.Join(root, "plugins", "internal", "fakelib", "include")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc %s: %w\n%s", src, err, out)
+	}
+	return lib, nil
+}
+
+// FakeCUDAEnv is the environment of a CUDA plugin on the fake driver lib
+// (BuildFakeCUDA, no NVML) with the devices uuids of memory bytes each,
+// health checks and direct I/O off.
+func FakeCUDAEnv(lib string, memory uint64, uuids ...string) []string {
+	return []string{"WCACHE_CUDA_LIBRARY=" + lib, "WCACHE_NVML_LIBRARY=" + filepath.Join(filepath.Dir(lib), "no-nvml.so"),
+		"WCACHE_CUDA_HEALTH_INTERVAL=0", "WCACHE_CUDA_DIRECT_IO=0", "FAKECUDA_MEMORY=" + strconv.FormatUint(memory, 10),
+		"FAKECUDA_DEVICES=" + strings.Join(uuids, ",")}
 }
