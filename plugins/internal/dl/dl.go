@@ -139,3 +139,37 @@ func Load(path string, defaults []string, names []string, optional func(i int) b
 	}
 	return lib.Path(), fn, nil
 }
+
+// Code is a vendor library's result code (CUresult, hipError_t), 0 for
+// success: Kind maps it to the sdk sentinel callers branch on (nil for
+// none), CType names its C type.
+type Code interface {
+	~int32
+	Kind() error
+	CType() string
+}
+
+// CallError is a failed call of a vendor library's entry point. It
+// unwraps to the sdk sentinel of its code (Code.Kind), so
+// errors.Is(err, sdk.ErrOutOfMemory) works on it; errors.As gives the raw
+// code.
+type CallError[C Code] struct {
+	Func string // entry point, e.g. "cuMemAlloc_v2"
+	Code C
+	Name string // the library's name of the code, e.g. "CUDA_ERROR_OUT_OF_MEMORY"; "" if it does not know the code
+	Desc string // the library's description of the code; "" if unknown
+}
+
+func (e *CallError[C]) Error() string {
+	name := e.Name
+	if name == "" {
+		name = e.Code.CType()
+	}
+	if e.Desc == "" {
+		return fmt.Sprintf("%s: %s (%d)", e.Func, name, int(e.Code))
+	}
+	return fmt.Sprintf("%s: %s (%d): %s", e.Func, name, int(e.Code), e.Desc)
+}
+
+// Unwrap returns the sdk sentinel for the code, or nil.
+func (e *CallError[C]) Unwrap() error { return e.Code.Kind() }
