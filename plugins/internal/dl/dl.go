@@ -21,6 +21,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/wcache/wcache/plugins/internal/fatal"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -173,3 +174,18 @@ func (e *CallError[C]) Error() string {
 
 // Unwrap returns the sdk sentinel for the code, or nil.
 func (e *CallError[C]) Unwrap() error { return e.Code.Kind() }
+
+// Check returns nil when code is 0 (success), else a *CallError of the
+// entry point fn with the library's name and description of the code;
+// when isFatal reports the code fatal (the process cannot use the GPU
+// again) it sets latch to the error first (the first one stays).
+func Check[C Code](fn string, code C, name, desc func(C) string, isFatal func(C) bool, latch *fatal.Latch) error {
+	if code == 0 {
+		return nil
+	}
+	err := &CallError[C]{Func: fn, Code: code, Name: name(code), Desc: desc(code)}
+	if isFatal(code) {
+		latch.Set(err)
+	}
+	return err
+}
