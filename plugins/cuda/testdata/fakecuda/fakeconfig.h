@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fakedevices.h"
+
 #define FAKE_MAX_DEVICES 16
 
 struct fake_phys {
@@ -65,17 +67,10 @@ static void fake_uuid_hex(const unsigned char u[16], char out[37]) {
  * FAKECUDA_DEVICES and returns the count, or -1 when the variable is
  * malformed (reported on stderr). */
 static int fake_parse_devices(struct fake_phys *out) {
-    const char *env = getenv("FAKECUDA_DEVICES");
-    if (env == NULL || *env == '\0') env = "2";
-    int all_digits = 1;
-    for (const char *p = env; *p; p++)
-        if (!isdigit((unsigned char)*p)) all_digits = 0;
-    if (all_digits) {
-        int n = atoi(env);
-        if (n < 0 || n > FAKE_MAX_DEVICES) {
-            fprintf(stderr, "fake driver: FAKECUDA_DEVICES=%s: at most %d devices\n", env, FAKE_MAX_DEVICES);
-            return -1;
-        }
+    const char *env;
+    int n = fake_device_count("fake driver", "FAKECUDA_DEVICES", FAKE_MAX_DEVICES, &env);
+    if (n == -2) return -1;
+    if (n >= 0) {
         for (int i = 0; i < n; i++) {
             struct fake_phys *d = &out[i];
             memset(d, 0, sizeof *d);
@@ -91,7 +86,7 @@ static int fake_parse_devices(struct fake_phys *out) {
         }
         return n;
     }
-    int n = 0;
+    n = 0;
     const char *p = env;
     while (*p) {
         const char *end = strchr(p, ',');

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fakedevices.h"
+
 #define FAKE_MAX_DEVICES 16
 
 struct fake_phys {
@@ -31,23 +33,16 @@ struct fake_phys {
 };
 
 static int fake_parse_devices(struct fake_phys *out) {
-    const char *env = getenv("FAKEHIP_DEVICES");
-    if (env == NULL || *env == '\0') env = "2";
-    int all_digits = 1;
-    for (const char *p = env; *p; p++)
-        if (!isdigit((unsigned char)*p)) all_digits = 0;
-    int n = 0;
-    if (all_digits) {
-        n = atoi(env);
-        if (n < 0 || n > FAKE_MAX_DEVICES) {
-            fprintf(stderr, "fake HIP: FAKEHIP_DEVICES=%s: at most %d devices\n", env, FAKE_MAX_DEVICES);
-            return -1;
-        }
+    const char *env;
+    int n = fake_device_count("fake HIP", "FAKEHIP_DEVICES", FAKE_MAX_DEVICES, &env);
+    if (n == -2) return -1;
+    if (n >= 0) {
         for (int i = 0; i < n; i++) {
             out[i].unique_id = 0x1901ead3a2ecd4a0ULL + (unsigned long long)i;
             out[i].bus = 0x10 * (i + 1);
         }
     } else {
+        n = 0;
         char *copy = strdup(env), *save = NULL;
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             if (n == FAKE_MAX_DEVICES) {
