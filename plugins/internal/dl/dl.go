@@ -121,6 +121,17 @@ func Resolve(l *Library, names []string, optional func(i int) bool) ([]unsafe.Po
 	return out, nil
 }
 
+// Resolved reports whether every entry point of fns was found (none is
+// nil): a backend's test for an optional group of them.
+func Resolved(fns []unsafe.Pointer) bool {
+	for _, p := range fns {
+		if p == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Load opens a vendor library and resolves its entry points: path when
 // it is not "", otherwise the first of defaults that dlopen accepts (see
 // Open), then every name as Resolve does. It returns the library's path
