@@ -327,19 +327,19 @@ CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
-    FC_CHECK_DEVICE(check_dev, d, !name || len <= 0);
+    FAKE_CHECK_DEVICE(check_dev, d, !name || len <= 0, CUDA_ERROR_INVALID_VALUE);
     snprintf(name, (size_t)len, "Fake CUDA Device %d", fc_devs[d].phys_index);
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
-    FC_CHECK_DEVICE(check_dev, d, !bytes);
+    FAKE_CHECK_DEVICE(check_dev, d, !bytes, CUDA_ERROR_INVALID_VALUE);
     *bytes = (size_t)fc_devs[d].total;
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
-    FC_CHECK_DEVICE(check_dev, d, !v);
+    FAKE_CHECK_DEVICE(check_dev, d, !v, CUDA_ERROR_INVALID_VALUE);
     switch (attr) {
     case 33: *v = g_dev[d].phys.bus; break; /* PCI_BUS_ID */
     case 34: *v = 0; break;                 /* PCI_DEVICE_ID */
@@ -359,7 +359,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
 /* device_uuid writes device d's UUID to u: its own (v2) or, with
  * CUDA 12 semantics, its physical GPU's even in MIG mode (v1). */
 static CUresult device_uuid(CUuuid *u, CUdevice d, int physical) {
-    FC_CHECK_DEVICE(check_dev, d, !u);
+    FAKE_CHECK_DEVICE(check_dev, d, !u, CUDA_ERROR_INVALID_VALUE);
     memcpy(u->bytes, physical ? g_dev[d].phys.parent : g_dev[d].phys.uuid, 16);
     return CUDA_SUCCESS;
 }
@@ -375,7 +375,7 @@ CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { return device_uuid(u, d, 1); }
 /* ------------------------------------------------------------ contexts */
 
 CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
-    FC_CHECK_DEVICE(check_dev, d, !ctx);
+    FAKE_CHECK_DEVICE(check_dev, d, !ctx, CUDA_ERROR_INVALID_VALUE);
     int fail = fc_env_int("FAKECUDA_RETAIN_ERROR", 0);
     if (fail) return fail;
     pthread_mutex_lock(&fc_mu);

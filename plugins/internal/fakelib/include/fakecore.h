@@ -135,16 +135,6 @@ static uint64_t fc_peer_calls;  /* peer copies asked for, for PEER_ERROR */
 
 /* ------------------------------------------------------------- helpers */
 
-/* FC_CHECK_DEVICE opens an entry point on device d: it returns check(d)'s
- * error (the vendor's device check: initialisation, the sticky error, the
- * ordinal), then FC_INVALID_VALUE when invalid holds (the arguments). */
-#define FC_CHECK_DEVICE(check, d, invalid)    \
-    do {                                      \
-        int fc_r_ = (check)(d);               \
-        if (fc_r_) return fc_r_;              \
-        if (invalid) return FC_INVALID_VALUE; \
-    } while (0)
-
 /* FC_LINK puts node at the head of the list head (fc_mu held); FC_PUSH
  * does so taking fc_mu. The tables above are such lists. */
 #define FC_LINK(head, node) ((node)->next = (head), (head) = (node))

@@ -1,8 +1,10 @@
 /*
- * fakedevices.h - the device-list variable the fake vendor libraries read
- * (FAKECUDA_DEVICES in plugins/cuda/testdata/fakecuda/fakeconfig.h,
- * FAKEHIP_DEVICES in plugins/rocm/testdata/fakehip/fakeamd.h): a count
- * ("3") or a comma list of entries in the vendor's own form.
+ * fakedevices.h - what every fake vendor library (the fake CUDA and NVML,
+ * the fake HIP and amdsmi) does with devices alike: read the device-list
+ * variable (FAKECUDA_DEVICES in plugins/cuda/testdata/fakecuda/fakeconfig.h,
+ * FAKEHIP_DEVICES in plugins/rocm/testdata/fakehip/fakeamd.h: a count
+ * ("3") or a comma list of entries in the vendor's own form), and open an
+ * entry point on one device (FAKE_CHECK_DEVICE).
  */
 #ifndef WCACHE_FAKEDEVICES_H
 #define WCACHE_FAKEDEVICES_H
@@ -27,5 +29,16 @@ static int fake_device_count(const char *who, const char *name, int max, const c
     }
     return n;
 }
+
+/* FAKE_CHECK_DEVICE opens an entry point on device d: it returns
+ * check(d)'s error (the library's own device check: initialisation, the
+ * sticky error, the device), then code when bad holds (the arguments; d
+ * is valid by then). */
+#define FAKE_CHECK_DEVICE(check, d, bad, code) \
+    do {                                       \
+        int fake_r_ = (check)(d);              \
+        if (fake_r_) return fake_r_;           \
+        if (bad) return code;                  \
+    } while (0)
 
 #endif
