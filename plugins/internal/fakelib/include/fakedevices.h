@@ -9,24 +9,48 @@
 #ifndef WCACHE_FAKEDEVICES_H
 #define WCACHE_FAKEDEVICES_H
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* fake_device_count reads variable name ("2" when unset or empty) into
- * *env. It returns the count when the value is a bare count, -1 when it is
- * a list, and -2 when the count exceeds max (reported on stderr, as who). */
-static int fake_device_count(const char *who, const char *name, int max, const char **env) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') v = "2";
-    *env = v;
-    for (const char *p = v; *p; p++)
-        if (!isdigit((unsigned char)*p)) return -1;
-    int n = atoi(v);
-    if (n < 0 || n > max) {
-        fprintf(stderr, "%s: %s=%s: at most %d devices\n", who, name, v, max);
-        return -2;
+/* fake_devices reads the device-list variable name ("2" when unset or
+ * empty) into the vendor's table out of at most max devices: for a count
+ * n it calls generate(out, i) for each device i < n, for a comma list
+ * entry(out, i, tok) for each entry (tok NUL-terminated and the entry's
+ * own to change; an empty one but a trailing one included), which returns
+ * nonzero, after saying why on stderr, when tok is malformed. It returns
+ * the count, or -1 when the variable is malformed (told as who). */
+static int fake_devices(const char *who, const char *name, int max, void *out, void (*generate)(void *out, int i),
+                        int (*entry)(void *out, int i, char *tok)) {
+    const char *env = getenv(name);
+    if (env == NULL || *env == '\0') env = "2";
+    if (strspn(env, "0123456789") == strlen(env)) {
+        int n = atoi(env);
+        if (n < 0 || n > max) {
+            fprintf(stderr, "%s: %s=%s: at most %d devices\n", who, name, env, max);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) generate(out, i);
+        return n;
     }
+    char *copy = strdup(env), *end;
+    int n = 0;
+    for (char *tok = copy; tok; tok = end ? end + 1 : NULL) {
+        end = strchr(tok, ',');
+        if (end) *end = '\0';
+        else if (*tok == '\0') break; /* a trailing comma */
+        if (n == max) {
+            fprintf(stderr, "%s: %s: at most %d devices\n", who, name, max);
+            n = -1;
+            break;
+        }
+        if (entry(out, n, tok) != 0) {
+            n = -1;
+            break;
+        }
+        n++;
+    }
+    free(copy);
     return n;
 }
 
