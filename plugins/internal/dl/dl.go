@@ -16,6 +16,7 @@ package dl
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -185,6 +186,16 @@ func (e *CallError[C]) Error() string {
 
 // Unwrap returns the sdk sentinel for the code, or nil.
 func (e *CallError[C]) Unwrap() error { return e.Code.Kind() }
+
+// IsCode reports whether err is (or wraps) a *CallError of code type C,
+// and whether its code is code.
+func IsCode[C Code](err error, code C) (callError, is bool) {
+	var e *CallError[C]
+	if !errors.As(err, &e) {
+		return false, false
+	}
+	return true, e.Code == code
+}
 
 // Check returns nil when code is 0 (success), else a *CallError of the
 // entry point fn with the library's name and description of the code;
