@@ -19,13 +19,7 @@ const EnvPluginDir = "WCACHE_CUDA_PLUGIN_DIR"
 
 func TestMain(m *testing.M) {
 	os.Exit(plugin().Main(m, func(dir string) error {
-		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}} {
-			if _, err := fakelib.CUDA(".", dir, variant, defines...); err != nil {
-				return err
-			}
-		}
-		_, err := fakelib.NVML(".", dir)
-		return err
+		return fakelib.All(".", dir, map[string][]string{"": nil, "noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"}, "nopeer": {"FAKECUDA_OMIT_PEER"}})
 	}))
 }
 

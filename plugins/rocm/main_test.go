@@ -19,13 +19,7 @@ const EnvPluginDir = "WCACHE_ROCM_PLUGIN_DIR"
 
 func TestMain(m *testing.M) {
 	os.Exit(plugin().Main(m, func(dir string) error {
-		for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}, "nopeer": {"FAKEHIP_OMIT_PEER"}} {
-			if _, err := fakes.HIP(".", dir, variant, defines...); err != nil {
-				return err
-			}
-		}
-		_, err := fakes.AMDSMI(".", dir)
-		return err
+		return fakes.All(".", dir, map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}, "nopeer": {"FAKEHIP_OMIT_PEER"}})
 	}))
 }
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
-	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 )
 
 // defaultMPSPipeDirectory is where nvidia-cuda-mps-control listens unless
@@ -14,27 +14,22 @@ import (
 const defaultMPSPipeDirectory = "/tmp/nvidia-mps"
 
 // ComputeModeError reports a device whose compute mode keeps the backend
-// from serving it. It wraps sdk.ErrUnavailable.
-type ComputeModeError struct {
-	Ordinal int
-	UUID    string
-	Mode    driver.ComputeMode
-}
+// from serving it (see computeModeError). It wraps sdk.ErrUnavailable.
+type ComputeModeError = gpucore.ComputeModeError[driver.ComputeMode]
 
-func (e *ComputeModeError) Error() string {
-	if e.Mode == driver.ComputeModeProhibited {
-		return fmt.Sprintf("%v: device %d (%s) is in compute mode Prohibited: no process may create a CUDA context on it; "+
-			"set it to Default with `nvidia-smi -i %s -c DEFAULT`", sdk.ErrUnavailable, e.Ordinal, e.UUID, e.UUID)
-	}
-	return fmt.Sprintf("%v: device %d (%s) is in compute mode Exclusive_Process: the context wcache holds to keep the weights "+
+// computeModeError is the error of d's compute mode, Prohibited or
+// Exclusive_Process, with the way out.
+func computeModeError(d deviceInfo) *ComputeModeError {
+	why := fmt.Sprintf("compute mode Exclusive_Process: the context wcache holds to keep the weights "+
 		"resident would lock every inference engine out of the GPU (they would fail with CUDA_ERROR_DEVICE_UNAVAILABLE); "+
 		"either run the NVIDIA MPS control daemon (nvidia-cuda-mps-control -d; wcache and the engines then share the GPU as MPS "+
-		"clients) or set the GPU to Default mode with `nvidia-smi -i %s -c DEFAULT` (see docs/cuda-backend.md)",
-		sdk.ErrUnavailable, e.Ordinal, e.UUID, e.UUID)
+		"clients) or set the GPU to Default mode with `nvidia-smi -i %s -c DEFAULT` (see docs/cuda-backend.md)", d.canonical)
+	if d.computeMode == driver.ComputeModeProhibited {
+		why = fmt.Sprintf("compute mode Prohibited: no process may create a CUDA context on it; "+
+			"set it to Default with `nvidia-smi -i %s -c DEFAULT`", d.canonical)
+	}
+	return &ComputeModeError{Ordinal: d.ordinal, UUID: d.canonical, Mode: d.computeMode, Why: why}
 }
-
-// Unwrap returns sdk.ErrUnavailable.
-func (e *ComputeModeError) Unwrap() error { return sdk.ErrUnavailable }
 
 // checkComputeModes refuses devices no context of ours may use without
 // harming the engines: Prohibited always, Exclusive_Process unless an MPS
@@ -44,10 +39,10 @@ func checkComputeModes(devs []deviceInfo, getenv func(string) string) error {
 	for _, d := range devs {
 		switch d.computeMode {
 		case driver.ComputeModeProhibited:
-			return &ComputeModeError{Ordinal: d.ordinal, UUID: d.canonical, Mode: d.computeMode}
+			return computeModeError(d)
 		case driver.ComputeModeExclusiveProcess:
 			if !mpsRunning(getenv) {
-				return &ComputeModeError{Ordinal: d.ordinal, UUID: d.canonical, Mode: d.computeMode}
+				return computeModeError(d)
 			}
 		}
 	}

@@ -61,40 +61,18 @@ func describe(drv *driver.Driver, nv *nvmlinfo.Library, ordinal int) (deviceInfo
 	if d.totalMemory, err = drv.DeviceTotalMem(d.dev); err != nil {
 		return d, fmt.Errorf("device %d: total memory: %w", ordinal, err)
 	}
-	attr := func(a driver.Attribute) (int, error) {
-		v, err := drv.DeviceAttribute(a, d.dev)
-		if err != nil {
-			return 0, fmt.Errorf("device %d: attribute %d: %w", ordinal, a, err)
+	// The attributes, read in this order: compute mode, compute
+	// capability, PCI address.
+	attr := map[driver.Attribute]int{}
+	for _, a := range []driver.Attribute{driver.AttrComputeMode, driver.AttrComputeCapabilityMajor, driver.AttrComputeCapabilityMinor,
+		driver.AttrPCIDomainID, driver.AttrPCIBusID, driver.AttrPCIDeviceID} {
+		if attr[a], err = drv.DeviceAttribute(a, d.dev); err != nil {
+			return d, fmt.Errorf("device %d: attribute %d: %w", ordinal, a, err)
 		}
-		return v, nil
 	}
-	mode, err := attr(driver.AttrComputeMode)
-	if err != nil {
-		return d, err
-	}
-	d.computeMode = driver.ComputeMode(mode)
-	major, err := attr(driver.AttrComputeCapabilityMajor)
-	if err != nil {
-		return d, err
-	}
-	minor, err := attr(driver.AttrComputeCapabilityMinor)
-	if err != nil {
-		return d, err
-	}
-	d.capability = strconv.Itoa(major) + "." + strconv.Itoa(minor)
-	domain, err := attr(driver.AttrPCIDomainID)
-	if err != nil {
-		return d, err
-	}
-	bus, err := attr(driver.AttrPCIBusID)
-	if err != nil {
-		return d, err
-	}
-	slot, err := attr(driver.AttrPCIDeviceID)
-	if err != nil {
-		return d, err
-	}
-	d.pciBusID = nvmlinfo.FormatBusID(domain, bus, slot, 0)
+	d.computeMode = driver.ComputeMode(attr[driver.AttrComputeMode])
+	d.capability = strconv.Itoa(attr[driver.AttrComputeCapabilityMajor]) + "." + strconv.Itoa(attr[driver.AttrComputeCapabilityMinor])
+	d.pciBusID = nvmlinfo.FormatBusID(attr[driver.AttrPCIDomainID], attr[driver.AttrPCIBusID], attr[driver.AttrPCIDeviceID], 0)
 
 	d.kind, d.kindSource = gpuid.KindGPU, "default"
 	if nv != nil {

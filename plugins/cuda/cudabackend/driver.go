@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
+	"github.com/wcache/wcache/plugins/internal/dl"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk/fill"
@@ -29,12 +30,7 @@ func (d cudaDriver) Name() string       { return "CUDA" }
 func (d cudaDriver) HandleKind() string { return d.rt.cfg.handleKind() }
 func (d cudaDriver) DeviceCount() int   { return len(d.rt.devices) }
 
-func (d cudaDriver) Fatal() error {
-	if e := d.rt.drv.Sticky(); e != nil {
-		return e
-	}
-	return nil
-}
+func (d cudaDriver) Fatal() error { return d.rt.FatalError() }
 
 func (d cudaDriver) FillOptions() fill.Options { return d.rt.cfg.Staging.FillOptions() }
 
@@ -94,10 +90,7 @@ func (d cudaDriver) IpcClose(p gpucore.Ptr) error {
 
 func (d cudaDriver) MappedBytes(p gpucore.Ptr) uint64 {
 	base, n, err := d.rt.drv.MemGetAddressRange(driver.DevicePtr(p))
-	if err != nil || gpucore.Ptr(base) > p {
-		return 0
-	}
-	return n - uint64(p-gpucore.Ptr(base))
+	return gpucore.MappedFrom(p, gpucore.Ptr(base), n, err)
 }
 
 func (d cudaDriver) MemcpyDtoH(dst []byte, src gpucore.Ptr) error {
@@ -112,11 +105,7 @@ func (d cudaDriver) MemGetInfo() (uint64, error) {
 // OpenFailure reports whether err is a driver.Error and whether its code is
 // the invalid-context error.
 func (d cudaDriver) OpenFailure(err error) (driverError, invalidContext bool) {
-	var e *driver.Error
-	if !errors.As(err, &e) {
-		return false, false
-	}
-	return true, e.Code == driver.ErrorInvalidContext
+	return dl.IsCode(err, driver.ErrorInvalidContext)
 }
 
 // Copier returns the fill copier into base on w's device, making the
@@ -124,11 +113,7 @@ func (d cudaDriver) OpenFailure(err error) (driverError, invalidContext bool) {
 // memory on the GPU's NUMA node when sysfs (Config.SysfsRoot) names one.
 func (d cudaDriver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 	rt := d.rt
-	w.LanesOnce.Do(func() {
-		readers := rt.cfg.Staging.Lanes()
-		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
-		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
-		w.Lanes = newLanePool(rt.drv, readers, place, rt.log)
-	})
-	return newCopier(rt.drv, w.Lanes.(*lanes), w.State.(driver.Context), base, rt.log)
+	pool := w.LanePool(rt.cfg.Staging, rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log,
+		func(readers int, place *staging.Placer) any { return newLanePool(rt.drv, readers, place, rt.log) })
+	return newCopier(rt.drv, pool.(*lanes), w.State.(driver.Context), base, rt.log)
 }

@@ -4,8 +4,6 @@ import (
 	"os"
 	"testing"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/sdk/backendtest"
@@ -40,12 +38,9 @@ func writeFile(t *testing.T, n int, seed byte) (string, []byte) { return gputest
 // ExitStatusSticky.
 func onFakes() gputest.Fakes[*Backend] {
 	return gputest.Fakes[*Backend]{
-		Open: func(t testing.TB, o gputest.FakeOptions) (*Backend, error) { return New(fakeConfig(t, o), nil) },
-		Watch: func(b *Backend, logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
-			exitOnFatal(b.Runtime(), logger, stop, exit)
-		},
-		FatalError: func(b *Backend) error { return b.Runtime().FatalError() },
-		Prefix:     "FAKECUDA_", Devices: 3, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "cuIpcOpenMemHandle_v2",
+		Open:    func(t testing.TB, o gputest.FakeOptions) (*Backend, error) { return New(fakeConfig(t, o), nil) },
+		Runtime: func(b *Backend) gputest.FatalRuntime { return b.Runtime() },
+		Prefix:  "FAKECUDA_", Devices: 3, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "cuIpcOpenMemHandle_v2",
 		InitError: 35, InitErrorName: "CUDA_ERROR_INSUFFICIENT_DRIVER",
 		OutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY", Fatal: gputest.Fatal{Code: 719, Name: "CUDA_ERROR_LAUNCH_FAILED", Status: ExitStatusSticky},
 	}

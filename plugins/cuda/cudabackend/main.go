@@ -43,7 +43,7 @@ func Main() int {
 		}
 		// Runs until the process ends: a sticky error during serving or
 		// Close exits with ExitStatusSticky.
-		go exitOnFatal(b.Runtime(), logger, nil, os.Exit)
+		go b.Runtime().ExitOnFatal(logger, nil, os.Exit)
 		go b.Runtime().core.WatchHealth(cfg.HealthInterval, nil, b.Runtime().Fatal())
 		return b, nil
 	}, plugin.WithSchema(Options()), plugin.WithDoc("docs/cuda-backend.md"))

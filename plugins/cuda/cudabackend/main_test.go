@@ -36,17 +36,11 @@ func TestMain(m *testing.M) {
 		// The GPU check: conformance against the real driver only.
 		Real: fakelib.Real(os.Getenv),
 		Build: func(dir string) error {
-			for variant, defines := range map[string][]string{
+			return fakelib.All("..", dir, map[string][]string{
 				"":          nil,
 				"nouuidv2":  {"FAKECUDA_OMIT_cuDeviceGetUuid_v2"},
 				"noipcopen": {"FAKECUDA_OMIT_cuIpcOpenMemHandle_v2"},
-			} {
-				if _, err := fakelib.CUDA("..", dir, variant, defines...); err != nil {
-					return err
-				}
-			}
-			_, err := fakelib.NVML("..", dir)
-			return err
+			})
 		},
 		LibDirEnv: libDirEnv,
 		Env: map[string]string{

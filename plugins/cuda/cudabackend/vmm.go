@@ -105,6 +105,27 @@ func (rt *Runtime) vmmMap(dev driver.Device, h driver.MemHandle, size uint64) (v
 	return m, nil
 }
 
+// vmmNew rounds n up to the granularity of device ordinal, gets a
+// physical allocation of that size from alloc (cuMemCreate, or the import
+// of a descriptor) and maps it read-write there (vmmMap); a failed mapping
+// releases the allocation.
+func (rt *Runtime) vmmNew(ordinal int, n uint64, alloc func(dev driver.Device, size uint64) (driver.MemHandle, error)) (gpucore.Ptr, error) {
+	dev := rt.devices[ordinal].dev
+	size, err := rt.granule(dev, n)
+	if err != nil {
+		return 0, err
+	}
+	h, err := alloc(dev, size)
+	if err != nil {
+		return 0, err
+	}
+	m, err := rt.vmmMap(dev, h, size)
+	if err != nil {
+		return 0, errors.Join(err, rt.drv.MemRelease(h))
+	}
+	return gpucore.Ptr(m.base), nil
+}
+
 // vmmFree unmaps a mapping, frees its reservation and releases its handle.
 // The memory itself is freed by the driver once no process holds a
 // descriptor or a mapping of it.
@@ -120,21 +141,7 @@ func (d cudaDriver) DescriptorKind() string { return HandleVMMFD }
 // cuMemCreate (pinned device memory, exportable as a POSIX descriptor)
 // and maps it read-write.
 func (d cudaDriver) CreateFD(ordinal int, n uint64) (gpucore.Ptr, error) {
-	rt := d.rt
-	dev := rt.devices[ordinal].dev
-	size, err := rt.granule(dev, n)
-	if err != nil {
-		return 0, err
-	}
-	h, err := rt.drv.MemCreate(dev, size)
-	if err != nil {
-		return 0, err
-	}
-	m, err := rt.vmmMap(dev, h, size)
-	if err != nil {
-		return 0, errors.Join(err, rt.drv.MemRelease(h))
-	}
-	return gpucore.Ptr(m.base), nil
+	return d.rt.vmmNew(ordinal, n, d.rt.drv.MemCreate)
 }
 
 // ExportFD exports the VMM memory at base p as a new descriptor
@@ -151,19 +158,5 @@ func (d cudaDriver) ExportFD(p gpucore.Ptr) (*os.File, error) {
 // maps size bytes, rounded up to the granularity, read-write on ordinal.
 // A descriptor naming less memory fails in cuMemMap.
 func (d cudaDriver) ImportFD(ordinal int, f *os.File, size uint64) (gpucore.Ptr, error) {
-	rt := d.rt
-	dev := rt.devices[ordinal].dev
-	n, err := rt.granule(dev, size)
-	if err != nil {
-		return 0, err
-	}
-	h, err := rt.drv.MemImportFD(f)
-	if err != nil {
-		return 0, err
-	}
-	m, err := rt.vmmMap(dev, h, n)
-	if err != nil {
-		return 0, errors.Join(err, rt.drv.MemRelease(h))
-	}
-	return gpucore.Ptr(m.base), nil
+	return d.rt.vmmNew(ordinal, size, func(driver.Device, uint64) (driver.MemHandle, error) { return d.rt.drv.MemImportFD(f) })
 }

@@ -29,9 +29,7 @@ func (d *Driver) PrimaryCtxRelease(dev Device) error {
 }
 
 // CtxSetCurrent makes c current on the calling OS thread (zero: none).
-func (d *Driver) CtxSetCurrent(c Context) error {
-	return d.check(symCtxSetCurrent, C.wc_ptr_call(d.fn[symCtxSetCurrent], c.p))
-}
+func (d *Driver) CtxSetCurrent(c Context) error { return d.ptrCall(symCtxSetCurrent, c.p) }
 
 // CtxSynchronize waits for all work of the current context.
 func (d *Driver) CtxSynchronize() error {

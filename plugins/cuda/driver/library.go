@@ -139,17 +139,13 @@ func (d *Driver) HasUUIDV2() bool { return d.fn[symDeviceGetUUIDV2] != nil }
 // HasUUIDV1 reports whether the driver exports the v1 cuDeviceGetUuid.
 func (d *Driver) HasUUIDV1() bool { return d.fn[symDeviceGetUUID] != nil }
 
-// check turns a CUresult into nil or an *Error naming the entry point.
+// check turns a CUresult into nil or an *Error naming the entry point,
+// latching sticky codes (see Result.Sticky).
 func (d *Driver) check(s symbol, r C.CUresult) error {
-	if r == 0 {
+	if r == 0 { // no method values to build on the common path
 		return nil
 	}
-	code := Result(r)
-	err := &Error{Func: s.String(), Code: code, Name: d.ErrorName(code), Desc: d.ErrorString(code)}
-	if code.Sticky() {
-		d.sticky.Set(err)
-	}
-	return err
+	return dl.Check(s.String(), Result(r), d.ErrorName, d.ErrorString, Result.Sticky, &d.sticky)
 }
 
 // ErrorName returns cuGetErrorName for a code, or "" when the driver does

@@ -89,9 +89,7 @@ func (d *Driver) MemHostAlloc(n int, flags uint32) (HostBuffer, error) {
 }
 
 // MemFreeHost frees a MemHostAlloc buffer.
-func (d *Driver) MemFreeHost(b HostBuffer) error {
-	return d.check(symMemFreeHost, C.wc_ptr_call(d.fn[symMemFreeHost], b.p))
-}
+func (d *Driver) MemFreeHost(b HostBuffer) error { return d.ptrCall(symMemFreeHost, b.p) }
 
 // MemcpyHtoDAsync enqueues a copy of n bytes at off in src to dst on the
 // stream (cuMemcpyHtoDAsync_v2). src must stay untouched until the copy has

@@ -3,7 +3,11 @@ package driver
 // #include "trampolines.h"
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/wcache/wcache/plugins/internal/dl"
+)
 
 // pointerAttributeDeviceOrdinal is CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL.
 const pointerAttributeDeviceOrdinal = 9
@@ -13,12 +17,7 @@ const pointerAttributeDeviceOrdinal = 9
 // driver is usable without them, and the backend then answers
 // ErrUnsupported to a peer copy.
 func (d *Driver) HasPeer() bool {
-	for s := symPointerGetAttribute; s <= symMemcpyPeerAsync; s++ {
-		if d.fn[s] == nil {
-			return false
-		}
-	}
-	return true
+	return dl.Resolved(d.fn[symPointerGetAttribute : symMemcpyPeerAsync+1])
 }
 
 // missingPeer is the error of a peer call on a driver without it.

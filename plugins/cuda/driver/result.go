@@ -30,6 +30,9 @@ const (
 	ErrorCompatNotSupportedOnDevice Result = 804
 )
 
+// CType is "CUresult" (dl.Code).
+func (Result) CType() string { return "CUresult" }
+
 // Kind maps a code to the sdk sentinel callers branch on:
 //
 //	CUDA_ERROR_OUT_OF_MEMORY                       → sdk.ErrOutOfMemory

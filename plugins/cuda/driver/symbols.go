@@ -32,11 +32,13 @@ const (
 	symEventSynchronize
 	symMemcpyHtoDAsync
 	symMemcpyDtoH
+	symGetErrorName
+	symGetErrorString
+	// The two kinds of exported handles: legacy IPC (cuda-ipc), then
+	// virtual memory management (cuda-vmm-fd; see vmm).
 	symIpcGetMemHandle
 	symIpcOpenMemHandle
 	symIpcCloseMemHandle
-	symGetErrorName
-	symGetErrorString
 	symMemCreate
 	symMemGetAllocationGranularity
 	symMemExportToShareableHandle
@@ -97,12 +99,13 @@ var entries = [numSymbols]entry{
 	symEventSynchronize:   {"cuEventSynchronize", "cuEventSynchronize", abi},
 	symMemcpyHtoDAsync:    {"cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync", abi},
 	symMemcpyDtoH:         {"cuMemcpyDtoH_v2", "cuMemcpyDtoH", abi},
-	symIpcGetMemHandle:    {"cuIpcGetMemHandle", "cuIpcGetMemHandle", abi},
-	symIpcOpenMemHandle:   {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", abi},
-	symIpcCloseMemHandle:  {"cuIpcCloseMemHandle", "cuIpcCloseMemHandle", abi},
 	symGetErrorName:       {"cuGetErrorName", "cuGetErrorName", abi},
 	symGetErrorString:     {"cuGetErrorString", "cuGetErrorString", abi},
-	// Virtual memory management (CUDA 10.2+), unversioned.
+	// Legacy IPC (cuda-ipc handles).
+	symIpcGetMemHandle:   {"cuIpcGetMemHandle", "cuIpcGetMemHandle", abi},
+	symIpcOpenMemHandle:  {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", abi},
+	symIpcCloseMemHandle: {"cuIpcCloseMemHandle", "cuIpcCloseMemHandle", abi},
+	// Virtual memory management (cuda-vmm-fd handles, CUDA 10.2+), unversioned.
 	symMemCreate:                    {"cuMemCreate", "cuMemCreate", abi},
 	symMemGetAllocationGranularity:  {"cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity", abi},
 	symMemExportToShareableHandle:   {"cuMemExportToShareableHandle", "cuMemExportToShareableHandle", abi},

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wcache/wcache/plugins/internal/dl"
 )
 
 // MemHandle is a CUmemGenericAllocationHandle: a physical allocation made
@@ -33,14 +35,7 @@ const handleTypePosixFD = 1
 // HasVMM reports whether the driver has every virtual memory management
 // entry point (cuMemCreate … cuMemRelease, CUDA 10.2+). Without them each
 // VMM method fails with ErrorNotSupported.
-func (d *Driver) HasVMM() bool {
-	for s := symMemCreate; s <= symMemRelease; s++ {
-		if d.fn[s] == nil {
-			return false
-		}
-	}
-	return true
-}
+func (d *Driver) HasVMM() bool { return dl.Resolved(d.fn[symMemCreate : symMemRelease+1]) }
 
 // vmmCheck fails with CUDA_ERROR_NOT_SUPPORTED when s is missing.
 func (d *Driver) vmmCheck(s symbol) error {

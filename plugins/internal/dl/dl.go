@@ -16,11 +16,13 @@ package dl
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"unsafe"
 
+	"github.com/wcache/wcache/plugins/internal/fatal"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -120,6 +122,17 @@ func Resolve(l *Library, names []string, optional func(i int) bool) ([]unsafe.Po
 	return out, nil
 }
 
+// Resolved reports whether every entry point of fns was found (none is
+// nil): a backend's test for an optional group of them.
+func Resolved(fns []unsafe.Pointer) bool {
+	for _, p := range fns {
+		if p == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Load opens a vendor library and resolves its entry points: path when
 // it is not "", otherwise the first of defaults that dlopen accepts (see
 // Open), then every name as Resolve does. It returns the library's path
@@ -138,4 +151,63 @@ func Load(path string, defaults []string, names []string, optional func(i int) b
 		return "", nil, err
 	}
 	return lib.Path(), fn, nil
+}
+
+// Code is a vendor library's result code (CUresult, hipError_t), 0 for
+// success: Kind maps it to the sdk sentinel callers branch on (nil for
+// none), CType names its C type.
+type Code interface {
+	~int32
+	Kind() error
+	CType() string
+}
+
+// CallError is a failed call of a vendor library's entry point. It
+// unwraps to the sdk sentinel of its code (Code.Kind), so
+// errors.Is(err, sdk.ErrOutOfMemory) works on it; errors.As gives the raw
+// code.
+type CallError[C Code] struct {
+	Func string // entry point, e.g. "cuMemAlloc_v2"
+	Code C
+	Name string // the library's name of the code, e.g. "CUDA_ERROR_OUT_OF_MEMORY"; "" if it does not know the code
+	Desc string // the library's description of the code; "" if unknown
+}
+
+func (e *CallError[C]) Error() string {
+	name := e.Name
+	if name == "" {
+		name = e.Code.CType()
+	}
+	if e.Desc == "" {
+		return fmt.Sprintf("%s: %s (%d)", e.Func, name, int(e.Code))
+	}
+	return fmt.Sprintf("%s: %s (%d): %s", e.Func, name, int(e.Code), e.Desc)
+}
+
+// Unwrap returns the sdk sentinel for the code, or nil.
+func (e *CallError[C]) Unwrap() error { return e.Code.Kind() }
+
+// IsCode reports whether err is (or wraps) a *CallError of code type C,
+// and whether its code is code.
+func IsCode[C Code](err error, code C) (callError, is bool) {
+	var e *CallError[C]
+	if !errors.As(err, &e) {
+		return false, false
+	}
+	return true, e.Code == code
+}
+
+// Check returns nil when code is 0 (success), else a *CallError of the
+// entry point fn with the library's name and description of the code;
+// when isFatal reports the code fatal (the process cannot use the GPU
+// again) it sets latch to the error first (the first one stays).
+func Check[C Code](fn string, code C, name, desc func(C) string, isFatal func(C) bool, latch *fatal.Latch) error {
+	if code == 0 {
+		return nil
+	}
+	err := &CallError[C]{Func: fn, Code: code, Name: name(code), Desc: desc(code)}
+	if isFatal(code) {
+		latch.Set(err)
+	}
+	return err
 }

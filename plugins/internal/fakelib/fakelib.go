@@ -56,6 +56,26 @@ func Variant(dir, variant string) (string, error) {
 	return dir, nil
 }
 
+// Set is one vendor's fake libraries: Lib builds the fake vendor library
+// in a variant (see Variant), Mgmt the fake management library (NVML,
+// amdsmi), both from the vendor's folder root (plugins/<vendor>).
+type Set struct {
+	Lib  func(root, dir, variant string, defines ...string) (string, error)
+	Mgmt func(root, dir string) (string, error)
+}
+
+// Build builds s.Lib into dir in every variant of variants (a variant's
+// name and its defines; "" for the full library), then s.Mgmt.
+func (s Set) Build(root, dir string, variants map[string][]string) error {
+	for variant, defines := range variants {
+		if _, err := s.Lib(root, dir, variant, defines...); err != nil {
+			return err
+		}
+	}
+	_, err := s.Mgmt(root, dir)
+	return err
+}
+
 // Copy copies the library at src into a new directory under dir and
 // returns the copy's path. The dynamic loader treats the copy as a separate
 // library with its own state (the fakes read their environment once per

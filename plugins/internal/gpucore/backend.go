@@ -54,6 +54,21 @@ func (b *Backend) Close() error {
 // ends.
 func (b *Backend) hold(id sdk.AllocationID) (*memory, error) { return b.ids.Hold(id, b.rt.acquire) }
 
+// holdOnWorker is hold plus the worker of the allocation's device
+// (started if need be); on success the caller releases m.
+func (b *Backend) holdOnWorker(id sdk.AllocationID) (*memory, *Worker, error) {
+	m, err := b.hold(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := b.rt.Worker(m.ordinal)
+	if err != nil {
+		b.release(m)
+		return nil, nil, err
+	}
+	return m, w, nil
+}
+
 // release drops an operation's reference, logging a failure to free.
 func (b *Backend) release(m *memory) {
 	if err := b.rt.drop(m); err != nil {
@@ -137,15 +152,11 @@ func (b *Backend) Load(ctx context.Context, id sdk.AllocationID, extents []sdk.E
 
 // LoadWithStats is Load returning the fill pipeline's counters.
 func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extents []sdk.Extent, progress sdk.ProgressFunc) (sdk.LoadStats, error) {
-	m, err := b.hold(id)
+	m, w, err := b.holdOnWorker(id)
 	if err != nil {
 		return sdk.LoadStats{}, err
 	}
 	defer b.release(m)
-	w, err := b.rt.Worker(m.ordinal)
-	if err != nil {
-		return sdk.LoadStats{}, err
-	}
 	w.loadMu.RLock()
 	defer w.loadMu.RUnlock()
 	ctx, cancel := b.rt.untilClosed(ctx)

@@ -119,3 +119,13 @@ type FDDriver interface {
 	// cannot use, is a driver error.
 	ImportFD(ordinal int, f *os.File, size uint64) (Ptr, error)
 }
+
+// MappedFrom is how many bytes of the mapping [base, base+n) lie from p on
+// (Driver.MappedBytes from a driver's address-range lookup): 0 when the
+// lookup failed (err) or p lies below base.
+func MappedFrom(p, base Ptr, n uint64, err error) uint64 {
+	if err != nil || base > p {
+		return 0
+	}
+	return n - uint64(p-base)
+}

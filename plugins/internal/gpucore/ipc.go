@@ -16,15 +16,11 @@ import (
 // and cached; exporting an imported mapping returns the handle it was
 // opened from.
 func (b *Backend) Export(ctx context.Context, id sdk.AllocationID) (sdk.Handle, error) {
-	m, err := b.hold(id)
+	m, w, err := b.holdOnWorker(id)
 	if err != nil {
 		return sdk.Handle{}, err
 	}
 	defer b.release(m)
-	w, err := b.rt.Worker(m.ordinal)
-	if err != nil {
-		return sdk.Handle{}, err
-	}
 	if m.fd {
 		return b.exportFD(ctx, b.rt.drv.(FDDriver), w, id, m)
 	}

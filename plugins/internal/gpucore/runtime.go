@@ -10,6 +10,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/plugins/internal/devthread"
+	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -287,7 +288,8 @@ func (rt *Runtime) DeviceMemory(ctx context.Context, ordinal int, total uint64, 
 
 // Worker is one device's thread: every Driver call marked "thread" runs
 // there. State is what Driver.Setup returned; Lanes is the Driver's to
-// keep the device's fill lanes in (made once, through LanesOnce).
+// keep the device's fill lanes in (made once, through LanesOnce: see
+// LanePool).
 type Worker struct {
 	Ordinal   int
 	State     any
@@ -298,6 +300,20 @@ type Worker struct {
 	// loadMu is held for reading by every running Load and for writing by
 	// Close, which so waits for them.
 	loadMu sync.RWMutex
+}
+
+// LanePool returns w.Lanes, which newPool makes on first use: the fill
+// lanes of w's device, one per reader of s, with staging memory on the
+// NUMA node sysfs (root) gives the device at PCI address busID (see
+// staging.PlacerFor).
+func (w *Worker) LanePool(s staging.Settings, root, busID string, log hclog.Logger, newPool func(readers int, place *staging.Placer) any) any {
+	w.LanesOnce.Do(func() {
+		readers := s.Lanes()
+		place, node := staging.PlacerFor(root, busID, log.With("ordinal", w.Ordinal))
+		log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
+		w.Lanes = newPool(readers, place)
+	})
+	return w.Lanes
 }
 
 // Do runs fn on the worker's thread (see devthread.Thread.Do).

@@ -3,6 +3,7 @@ package gpucore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/wcache/wcache/sdk"
@@ -112,3 +113,20 @@ func (v *Vendor[R]) Close() error {
 	}
 	return err
 }
+
+// ComputeModeError reports a device whose compute mode (a vendor's M)
+// keeps the backend from serving it: Why says what the mode means for the
+// inference engines and how to change it. It wraps sdk.ErrUnavailable.
+type ComputeModeError[M ~int] struct {
+	Ordinal int
+	UUID    string
+	Mode    M
+	Why     string
+}
+
+func (e *ComputeModeError[M]) Error() string {
+	return fmt.Sprintf("%v: device %d (%s) is in %s", sdk.ErrUnavailable, e.Ordinal, e.UUID, e.Why)
+}
+
+// Unwrap returns sdk.ErrUnavailable.
+func (e *ComputeModeError[M]) Unwrap() error { return sdk.ErrUnavailable }

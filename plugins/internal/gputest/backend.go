@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/wcache/wcache/plugins/internal/dl"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/sdk"
@@ -40,11 +38,9 @@ type Fakes[B InProcess] struct {
 	// Open opens a backend on the fake libraries as o says; the caller
 	// closes it.
 	Open func(t testing.TB, o FakeOptions) (B, error)
-	// Watch is the plugin's exit-on-fatal loop over b's runtime (an
-	// ExitWatch), and FatalError the runtime's latched fatal error (nil
-	// before one).
-	Watch      func(b B, logger hclog.Logger, stop <-chan struct{}, exit func(int))
-	FatalError func(b B) error
+	// Runtime is b's runtime: the plugin's exit-on-fatal loop over it
+	// and its latched fatal error.
+	Runtime func(b B) FatalRuntime
 	// Prefix is the fake's variable prefix ("FAKECUDA_", "FAKEHIP_"),
 	// Devices how many devices it has, Capacity each one's bytes.
 	Prefix   string
@@ -134,16 +130,14 @@ func RunBackend[B InProcess](t *testing.T, f Fakes[B]) {
 	t.Run("FatalErrorExitsThePlugin", func(t *testing.T) {
 		trigger := filepath.Join(t.TempDir(), "fatal")
 		b := f.open(t, FakeOptions{Env: map[string]string{f.Prefix + "STICKY_FILE": trigger}})
-		watch := func(logger hclog.Logger, stop <-chan struct{}, exit func(int)) { f.Watch(b, logger, stop, exit) }
-		CheckFatalErrorExits(t, b, watch, trigger, f.Fatal.Code, f.Fatal.Name, f.Fatal.Status)
-		if err := f.FatalError(b); err == nil {
+		CheckFatalErrorExits(t, b, f.Runtime(b).ExitOnFatal, trigger, f.Fatal.Code, f.Fatal.Name, f.Fatal.Status)
+		if err := f.Runtime(b).FatalError(); err == nil {
 			t.Fatal("FatalError = nil after a fatal error")
 		}
 	})
 	t.Run("NoExitWithoutFatalError", func(t *testing.T) {
 		b := f.open(t, FakeOptions{})
-		watch := func(logger hclog.Logger, stop <-chan struct{}, exit func(int)) { f.Watch(b, logger, stop, exit) }
-		CheckNoExitWithoutFatalError(t, b, watch, f.Capacity)
+		CheckNoExitWithoutFatalError(t, b, f.Runtime(b).ExitOnFatal, f.Capacity)
 	})
 	t.Run("ImportRejectsBadHandles", func(t *testing.T) {
 		CheckImportRejectsBadHandles(t, f.open(t, FakeOptions{}), f.HandleKind,

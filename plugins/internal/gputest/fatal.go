@@ -16,10 +16,18 @@ import (
 )
 
 // ExitWatch is a plugin's exit-on-fatal loop over one backend's runtime
-// (exitOnFatal in the CUDA and ROCm plugins): it logs the first fatal
-// error to logger and calls exit with the plugin's status, or returns when
-// stop is closed first.
+// (FatalRuntime.ExitOnFatal): it logs the first fatal error to logger and
+// calls exit with the plugin's status, or returns when stop is closed
+// first.
 type ExitWatch func(logger hclog.Logger, stop <-chan struct{}, exit func(int))
+
+// FatalRuntime is a vendor runtime's fatal-error side (the CUDA and ROCm
+// Runtime): its exit-on-fatal loop (an ExitWatch) and the fatal error it
+// latched, nil before one.
+type FatalRuntime interface {
+	ExitOnFatal(logger hclog.Logger, stop <-chan struct{}, exit func(int))
+	FatalError() error
+}
 
 // CheckFatalErrorExits latches code in the fake driver (by writing it to
 // trigger, the file its sticky-error variable names; b must read that

@@ -171,9 +171,7 @@ func (r *Runtime) Malloc(n uint64) (DevicePtr, error) {
 }
 
 // Free is hipFree.
-func (r *Runtime) Free(p DevicePtr) error {
-	return r.check(symFree, C.wh_ptr_call(r.fn[symFree], C.uintptr_t(p)))
-}
+func (r *Runtime) Free(p DevicePtr) error { return r.ptrCall(symFree, uintptr(p)) }
 
 // HasMemGetAddressRange reports whether the library exports
 // hipMemGetAddressRange.
@@ -200,38 +198,43 @@ func (r *Runtime) HostMalloc(n int, flags uint) (HostBuffer, error) {
 }
 
 // HostFree is hipHostFree.
-func (r *Runtime) HostFree(b HostBuffer) error {
-	return r.check(symHostFree, C.wh_ptr_call(r.fn[symHostFree], C.uintptr_t(uintptr(b.p))))
+func (r *Runtime) HostFree(b HostBuffer) error { return r.ptrCall(symHostFree, uintptr(b.p)) }
+
+// createWithFlags calls the constructor s (hipStreamCreateWithFlags,
+// hipEventCreateWithFlags) and returns the handle it made.
+func (r *Runtime) createWithFlags(s symbol, flags uint) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := r.check(s, C.wh_create_flags(r.fn[s], &p, C.uint(flags)))
+	return p, err
+}
+
+// ptrCall calls the entry point s with one handle or address.
+func (r *Runtime) ptrCall(s symbol, p uintptr) error {
+	return r.check(s, C.wh_ptr_call(r.fn[s], C.uintptr_t(p)))
 }
 
 // StreamCreate is hipStreamCreateWithFlags on the thread's device.
 func (r *Runtime) StreamCreate(flags uint) (Stream, error) {
-	var p unsafe.Pointer
-	err := r.check(symStreamCreateWithFlags, C.wh_create_flags(r.fn[symStreamCreateWithFlags], &p, C.uint(flags)))
+	p, err := r.createWithFlags(symStreamCreateWithFlags, flags)
 	return Stream{p}, err
 }
 
 // StreamDestroy is hipStreamDestroy.
-func (r *Runtime) StreamDestroy(s Stream) error {
-	return r.check(symStreamDestroy, C.wh_ptr_call(r.fn[symStreamDestroy], C.uintptr_t(uintptr(s.p))))
-}
+func (r *Runtime) StreamDestroy(s Stream) error { return r.ptrCall(symStreamDestroy, uintptr(s.p)) }
 
 // StreamSynchronize is hipStreamSynchronize.
 func (r *Runtime) StreamSynchronize(s Stream) error {
-	return r.check(symStreamSynchronize, C.wh_ptr_call(r.fn[symStreamSynchronize], C.uintptr_t(uintptr(s.p))))
+	return r.ptrCall(symStreamSynchronize, uintptr(s.p))
 }
 
 // EventCreate is hipEventCreateWithFlags.
 func (r *Runtime) EventCreate(flags uint) (Event, error) {
-	var p unsafe.Pointer
-	err := r.check(symEventCreateWithFlags, C.wh_create_flags(r.fn[symEventCreateWithFlags], &p, C.uint(flags)))
+	p, err := r.createWithFlags(symEventCreateWithFlags, flags)
 	return Event{p}, err
 }
 
 // EventDestroy is hipEventDestroy.
-func (r *Runtime) EventDestroy(e Event) error {
-	return r.check(symEventDestroy, C.wh_ptr_call(r.fn[symEventDestroy], C.uintptr_t(uintptr(e.p))))
-}
+func (r *Runtime) EventDestroy(e Event) error { return r.ptrCall(symEventDestroy, uintptr(e.p)) }
 
 // EventRecord is hipEventRecord.
 func (r *Runtime) EventRecord(e Event, s Stream) error {
@@ -240,7 +243,7 @@ func (r *Runtime) EventRecord(e Event, s Stream) error {
 
 // EventSynchronize is hipEventSynchronize.
 func (r *Runtime) EventSynchronize(e Event) error {
-	return r.check(symEventSynchronize, C.wh_ptr_call(r.fn[symEventSynchronize], C.uintptr_t(uintptr(e.p))))
+	return r.ptrCall(symEventSynchronize, uintptr(e.p))
 }
 
 // MemcpyHtoDAsync is hipMemcpyHtoDAsync of src.Bytes()[off:off+n] to dst
@@ -278,5 +281,5 @@ func (r *Runtime) IpcOpenMemHandle(h IPCHandle, flags uint) (DevicePtr, error) {
 
 // IpcCloseMemHandle is hipIpcCloseMemHandle.
 func (r *Runtime) IpcCloseMemHandle(p DevicePtr) error {
-	return r.check(symIpcCloseMemHandle, C.wh_ptr_call(r.fn[symIpcCloseMemHandle], C.uintptr_t(p)))
+	return r.ptrCall(symIpcCloseMemHandle, uintptr(p))
 }

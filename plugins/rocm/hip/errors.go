@@ -1,8 +1,7 @@
 package hip
 
 import (
-	"fmt"
-
+	"github.com/wcache/wcache/plugins/internal/dl"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -35,6 +34,9 @@ const (
 	ErrorNotSupported           Code = 801
 	ErrorUnknown                Code = 999
 )
+
+// CType is "hipError_t" (dl.Code).
+func (Code) CType() string { return "hipError_t" }
 
 // Fatal reports whether c leaves the process unable to use the GPU: an
 // uncorrectable ECC error, an illegal address (a fault on the device), a
@@ -81,25 +83,8 @@ func (c Code) Kind() error {
 	return nil
 }
 
-// Error is a failed HIP call. It unwraps to the sdk sentinel that matches
-// its code (see Code.Kind); errors.As gives the raw code.
-type Error struct {
-	Func string // entry point, e.g. "hipMalloc"
-	Code Code
-	Name string // hipGetErrorName, e.g. "hipErrorOutOfMemory"
-	Desc string // hipGetErrorString
-}
-
-func (e *Error) Error() string {
-	name := e.Name
-	if name == "" {
-		name = "hipError_t"
-	}
-	if e.Desc == "" {
-		return fmt.Sprintf("%s: %s (%d)", e.Func, name, int(e.Code))
-	}
-	return fmt.Sprintf("%s: %s (%d): %s", e.Func, name, int(e.Code), e.Desc)
-}
-
-// Unwrap returns the sdk sentinel for the code, or nil.
-func (e *Error) Unwrap() error { return e.Code.Kind() }
+// Error is a failed HIP call (the same for every vendor:
+// plugins/internal/dl). It unwraps to the sdk sentinel that matches its
+// code (see Code.Kind); errors.As gives the raw code. Name is
+// hipGetErrorName's, Desc hipGetErrorString's.
+type Error = dl.CallError[Code]

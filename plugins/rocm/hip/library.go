@@ -50,15 +50,10 @@ func (r *Runtime) Path() string { return r.path }
 // check turns a hipError_t into nil or an *Error naming the entry point,
 // latching fatal codes (see Code.Fatal).
 func (r *Runtime) check(s symbol, code C.hipError_t) error {
-	if code == 0 {
+	if code == 0 { // no method values to build on the common path
 		return nil
 	}
-	c := Code(code)
-	err := &Error{Func: s.String(), Code: c, Name: r.ErrorName(c), Desc: r.ErrorString(c)}
-	if c.Fatal() {
-		r.fatal.Set(err)
-	}
-	return err
+	return dl.Check(s.String(), Code(code), r.ErrorName, r.ErrorString, Code.Fatal, &r.fatal)
 }
 
 // ErrorName returns hipGetErrorName for a code.

@@ -8,6 +8,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+
+	"github.com/wcache/wcache/plugins/internal/dl"
 )
 
 // pointerAttributeDeviceOrdinal is HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL.
@@ -18,12 +20,7 @@ const pointerAttributeDeviceOrdinal = 9
 // hipDeviceEnablePeerAccess, hipMemcpyPeerAsync); HIP is usable without
 // them, and the backend then answers ErrUnsupported to a peer copy.
 func (r *Runtime) HasPeer() bool {
-	for s := symPointerGetAttribute; s <= symMemcpyPeerAsync; s++ {
-		if r.fn[s] == nil {
-			return false
-		}
-	}
-	return true
+	return dl.Resolved(r.fn[symPointerGetAttribute : symMemcpyPeerAsync+1])
 }
 
 // missing is the error of a call to an optional entry point the library

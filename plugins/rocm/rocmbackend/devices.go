@@ -3,6 +3,7 @@ package rocmbackend
 import (
 	"fmt"
 
+	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/plugins/rocm/amdid"
 	"github.com/wcache/wcache/plugins/rocm/amdsmi"
@@ -93,24 +94,20 @@ func describe(h *hip.Runtime, ordinal int) (deviceInfo, error) {
 }
 
 // ComputeModeError reports a device whose compute mode keeps the backend
-// from serving it. It wraps sdk.ErrUnavailable.
-type ComputeModeError struct {
-	Ordinal int
-	UUID    string
-	Mode    hip.ComputeMode
-}
+// from serving it (see computeModeError). It wraps sdk.ErrUnavailable.
+type ComputeModeError = gpucore.ComputeModeError[hip.ComputeMode]
 
-func (e *ComputeModeError) Error() string {
-	if e.Mode == hip.ComputeModeProhibited {
-		return fmt.Sprintf("%v: device %d (%s) is in compute mode Prohibited: no process may use it", sdk.ErrUnavailable, e.Ordinal, e.UUID)
-	}
-	return fmt.Sprintf("%v: device %d (%s) is in an exclusive compute mode (%d): the context wcache holds to keep the weights "+
+// computeModeError is the error of d's compute mode, Prohibited or an
+// exclusive one.
+func computeModeError(d deviceInfo) *ComputeModeError {
+	why := fmt.Sprintf("an exclusive compute mode (%d): the context wcache holds to keep the weights "+
 		"resident would lock every inference engine out of the GPU; set the GPU to the default compute mode (see docs/rocm-backend.md)",
-		sdk.ErrUnavailable, e.Ordinal, e.UUID, int(e.Mode))
+		int(d.computeMode))
+	if d.computeMode == hip.ComputeModeProhibited {
+		why = "compute mode Prohibited: no process may use it"
+	}
+	return &ComputeModeError{Ordinal: d.ordinal, UUID: d.uuid, Mode: d.computeMode, Why: why}
 }
-
-// Unwrap returns sdk.ErrUnavailable.
-func (e *ComputeModeError) Unwrap() error { return sdk.ErrUnavailable }
 
 // checkDevices refuses devices no context of ours may use without harming
 // the engines (Prohibited, Exclusive, Exclusive_Process; ROCm has no MPS),
@@ -120,7 +117,7 @@ func checkDevices(devs []deviceInfo) error {
 	seen := map[string]int{}
 	for _, d := range devs {
 		if d.computeMode != hip.ComputeModeDefault {
-			return &ComputeModeError{Ordinal: d.ordinal, UUID: d.uuid, Mode: d.computeMode}
+			return computeModeError(d)
 		}
 		if o, dup := seen[d.uuid]; dup {
 			return fmt.Errorf("%w: devices %d and %d both report UUID %s (partitions of one GPU whose driver gives them one "+

@@ -1,8 +1,7 @@
 package rocmbackend
 
 import (
-	"errors"
-
+	"github.com/wcache/wcache/plugins/internal/dl"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/staging"
 	"github.com/wcache/wcache/plugins/rocm/hip"
@@ -22,12 +21,7 @@ func (d driver) HandleKind() string        { return HandleKind }
 func (d driver) DeviceCount() int          { return len(d.rt.devices) }
 func (d driver) FillOptions() fill.Options { return d.rt.cfg.Staging.FillOptions() }
 
-func (d driver) Fatal() error {
-	if e := d.rt.hip.Fatal(); e != nil {
-		return e
-	}
-	return nil
-}
+func (d driver) Fatal() error { return d.rt.FatalError() }
 
 func (d driver) Setup(ordinal int) (any, error) { return nil, d.rt.hip.SetDevice(ordinal) }
 
@@ -65,10 +59,7 @@ func (d driver) MappedBytes(p gpucore.Ptr) uint64 {
 		return 0
 	}
 	base, n, err := d.rt.hip.MemGetAddressRange(hip.DevicePtr(p))
-	if err != nil || gpucore.Ptr(base) > p {
-		return 0
-	}
-	return n - uint64(p-gpucore.Ptr(base))
+	return gpucore.MappedFrom(p, gpucore.Ptr(base), n, err)
 }
 
 func (d driver) MemcpyDtoH(dst []byte, src gpucore.Ptr) error {
@@ -83,11 +74,7 @@ func (d driver) MemGetInfo() (uint64, error) {
 // OpenFailure reports whether err is a hip.Error and whether its code is
 // the invalid-context error.
 func (d driver) OpenFailure(err error) (driverError, invalidContext bool) {
-	var e *hip.Error
-	if !errors.As(err, &e) {
-		return false, false
-	}
-	return true, e.Code == hip.ErrorInvalidContext
+	return dl.IsCode(err, hip.ErrorInvalidContext)
 }
 
 // Copier returns the fill copier into base on w's device, making the
@@ -95,11 +82,7 @@ func (d driver) OpenFailure(err error) (driverError, invalidContext bool) {
 // memory on the GPU's NUMA node when sysfs names one.
 func (d driver) Copier(w *gpucore.Worker, base gpucore.Ptr) fill.Copier {
 	rt := d.rt
-	w.LanesOnce.Do(func() {
-		place, node := staging.PlacerFor(rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log.With("ordinal", w.Ordinal))
-		readers := rt.cfg.Staging.Lanes()
-		rt.log.Debug("fill lanes", "ordinal", w.Ordinal, "readers", readers, "numa_node", node)
-		w.Lanes = newLanePool(rt.hip, readers, place, rt.log)
-	})
-	return newCopier(rt.hip, w.Lanes.(*lanes), w.Ordinal, base)
+	pool := w.LanePool(rt.cfg.Staging, rt.cfg.SysfsRoot, rt.devices[w.Ordinal].pciBusID, rt.log,
+		func(readers int, place *staging.Placer) any { return newLanePool(rt.hip, readers, place, rt.log) })
+	return newCopier(rt.hip, pool.(*lanes), w.Ordinal, base)
 }

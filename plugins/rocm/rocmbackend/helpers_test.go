@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
 	"github.com/wcache/wcache/sdk/backendtest"
@@ -50,12 +48,9 @@ func writeKFDNode(t *testing.T, root string, id int, props string) {
 // the in-process checks every GPU backend shares (gputest.RunBackend).
 func onFakes() gputest.Fakes[*Backend] {
 	return gputest.Fakes[*Backend]{
-		Open: func(t testing.TB, o gputest.FakeOptions) (*Backend, error) { return New(fakeConfig(t, o), nil) },
-		Watch: func(b *Backend, logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
-			exitOnFatal(b.Runtime(), logger, stop, exit)
-		},
-		FatalError: func(b *Backend) error { return b.Runtime().FatalError() },
-		Prefix:     "FAKEHIP_", Devices: 4, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "hipIpcOpenMemHandle",
+		Open:    func(t testing.TB, o gputest.FakeOptions) (*Backend, error) { return New(fakeConfig(t, o), nil) },
+		Runtime: func(b *Backend) gputest.FatalRuntime { return b.Runtime() },
+		Prefix:  "FAKEHIP_", Devices: 4, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "hipIpcOpenMemHandle",
 		InitError: 100, InitErrorName: "hipInit",
 		OutOfMemory: "hipErrorOutOfMemory", Fatal: gputest.Fatal{Code: 700, Name: "hipErrorIllegalAddress", Status: ExitStatusFatal},
 	}

@@ -39,17 +39,17 @@ func Main() int {
 			return Unavailable(err), nil
 		}
 		rt := b.Runtime()
-		go exitOnFatal(rt, logger, nil, os.Exit)
+		go rt.ExitOnFatal(logger, nil, os.Exit)
 		go rt.core.WatchHealth(cfg.HealthInterval, nil, rt.Fatal())
 		return b, nil
 	}, plugin.WithDoc("docs/rocm-backend.md"))
 }
 
-// exitOnFatal waits for rt's first fatal HIP error, logs it and calls
+// ExitOnFatal waits for rt's first fatal HIP error, logs it and calls
 // exit(ExitStatusFatal), so that the daemon stops with the reason instead
 // of failing every later request the same way. It returns without exiting
 // when stop is closed first.
-func exitOnFatal(rt *Runtime, logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
+func (rt *Runtime) ExitOnFatal(logger hclog.Logger, stop <-chan struct{}, exit func(int)) {
 	fatal.ExitOn(rt.Fatal(), rt.FatalError, logger,
 		"HIP reported a fatal error: the GPU is unusable until this process exits; exiting so that the daemon stops "+
 			"(restart it once the GPU is healthy; check dmesg for amdgpu errors)", stop, exit)

@@ -33,13 +33,7 @@ func TestMain(m *testing.M) {
 		Name: "rocmbackend", HandleKind: HandleKind, HelperEnv: helperEnv, Open: gputest.OpenFromEnv(ConfigFromEnv, New),
 		Real: fakes.Real(os.Getenv),
 		Build: func(dir string) error {
-			for variant, defines := range map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}} {
-				if _, err := fakes.HIP("..", dir, variant, defines...); err != nil {
-					return err
-				}
-			}
-			_, err := fakes.AMDSMI("..", dir)
-			return err
+			return fakes.All("..", dir, map[string][]string{"": nil, "noipcopen": {"FAKEHIP_OMIT_hipIpcOpenMemHandle"}})
 		},
 		LibDirEnv: libDirEnv,
 		Env: map[string]string{

@@ -46,6 +46,12 @@ func NVML(root, dir string) (string, error) {
 	return Build(filepath.Join(root, "testdata", "fakenvml", "fakenvml.c"), dir, "libnvidia-ml.so.1")
 }
 
+// All builds the fake libcuda into dir in every variant of variants (a
+// name and its defines, "" the full build; see CUDA) and the fake NVML.
+func All(root, dir string, variants map[string][]string) error {
+	return shared.Set{Lib: CUDA, Mgmt: NVML}.Build(root, dir, variants)
+}
+
 // Copy copies the library at src into a new directory under dir (see
 // plugins/internal/fakelib.Copy).
 func Copy(src, dir string) (string, error) { return shared.Copy(src, dir) }

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fakedevices.h"
+
 #define FAKE_MAX_DEVICES 16
 
 struct fake_phys {
@@ -61,69 +63,49 @@ static void fake_uuid_hex(const unsigned char u[16], char out[37]) {
              u[11], u[12], u[13], u[14], u[15]);
 }
 
+/* fake_generated_device is device i of the count form. */
+static void fake_generated_device(void *out, int i) {
+    struct fake_phys *d = (struct fake_phys *)out + i;
+    memset(d, 0, sizeof *d);
+    d->uuid[0] = (unsigned char)(0xa0 + i);
+    d->uuid[1] = 0xce;
+    d->uuid[2] = 0xc0;
+    d->uuid[3] = 0xda;
+    d->uuid[6] = 0x40;
+    d->uuid[8] = 0x80;
+    d->uuid[15] = (unsigned char)i;
+    memcpy(d->parent, d->uuid, 16);
+    d->bus = 0x10 * (i + 1);
+}
+
+/* fake_listed_device is device n of the list form: a UUID, optionally
+ * prefixed "GPU-" or "MIG-". */
+static int fake_listed_device(void *out, int n, char *tok) {
+    struct fake_phys *d = (struct fake_phys *)out + n;
+    memset(d, 0, sizeof *d);
+    const char *q = tok;
+    if (strncasecmp(q, "MIG-", 4) == 0) {
+        d->mig = 1;
+        q += 4;
+    } else if (strncasecmp(q, "GPU-", 4) == 0) {
+        q += 4;
+    }
+    if (fake_parse_uuid(q, strlen(q), d->uuid) != 0) {
+        fprintf(stderr, "fake driver: FAKECUDA_DEVICES entry %s is not a 32-hex-digit UUID\n", tok);
+        return -1;
+    }
+    for (int i = 0; i < 16; i++)
+        d->parent[i] = d->mig ? (unsigned char)~d->uuid[i] : d->uuid[i];
+    d->bus = 0x10 * (n + 1);
+    return 0;
+}
+
 /* fake_parse_devices fills out (at most FAKE_MAX_DEVICES) from
  * FAKECUDA_DEVICES and returns the count, or -1 when the variable is
  * malformed (reported on stderr). */
 static int fake_parse_devices(struct fake_phys *out) {
-    const char *env = getenv("FAKECUDA_DEVICES");
-    if (env == NULL || *env == '\0') env = "2";
-    int all_digits = 1;
-    for (const char *p = env; *p; p++)
-        if (!isdigit((unsigned char)*p)) all_digits = 0;
-    if (all_digits) {
-        int n = atoi(env);
-        if (n < 0 || n > FAKE_MAX_DEVICES) {
-            fprintf(stderr, "fake driver: FAKECUDA_DEVICES=%s: at most %d devices\n", env, FAKE_MAX_DEVICES);
-            return -1;
-        }
-        for (int i = 0; i < n; i++) {
-            struct fake_phys *d = &out[i];
-            memset(d, 0, sizeof *d);
-            d->uuid[0] = (unsigned char)(0xa0 + i);
-            d->uuid[1] = 0xce;
-            d->uuid[2] = 0xc0;
-            d->uuid[3] = 0xda;
-            d->uuid[6] = 0x40;
-            d->uuid[8] = 0x80;
-            d->uuid[15] = (unsigned char)i;
-            memcpy(d->parent, d->uuid, 16);
-            d->bus = 0x10 * (i + 1);
-        }
-        return n;
-    }
-    int n = 0;
-    const char *p = env;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (n == FAKE_MAX_DEVICES) {
-            fprintf(stderr, "fake driver: FAKECUDA_DEVICES: at most %d devices\n", FAKE_MAX_DEVICES);
-            return -1;
-        }
-        struct fake_phys *d = &out[n];
-        memset(d, 0, sizeof *d);
-        const char *q = p;
-        size_t qlen = len;
-        if (qlen >= 4 && strncasecmp(q, "MIG-", 4) == 0) {
-            d->mig = 1;
-            q += 4;
-            qlen -= 4;
-        } else if (qlen >= 4 && strncasecmp(q, "GPU-", 4) == 0) {
-            q += 4;
-            qlen -= 4;
-        }
-        if (fake_parse_uuid(q, qlen, d->uuid) != 0) {
-            fprintf(stderr, "fake driver: FAKECUDA_DEVICES entry %.*s is not a 32-hex-digit UUID\n", (int)len, p);
-            return -1;
-        }
-        for (int i = 0; i < 16; i++)
-            d->parent[i] = d->mig ? (unsigned char)~d->uuid[i] : d->uuid[i];
-        d->bus = 0x10 * (n + 1);
-        n++;
-        if (!end) break;
-        p = end + 1;
-    }
-    return n;
+    return fake_devices("fake driver", "FAKECUDA_DEVICES", FAKE_MAX_DEVICES, out, fake_generated_device,
+                        fake_listed_device);
 }
 
 /* fake_memory returns FAKECUDA_MEMORY (default 1 GiB). */

@@ -327,25 +327,19 @@ CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
-    CUresult r = check_dev(d);
-    if (r) return r;
-    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    FAKE_CHECK_DEVICE(check_dev, d, !name || len <= 0, CUDA_ERROR_INVALID_VALUE);
     snprintf(name, (size_t)len, "Fake CUDA Device %d", fc_devs[d].phys_index);
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
-    CUresult r = check_dev(d);
-    if (r) return r;
-    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    FAKE_CHECK_DEVICE(check_dev, d, !bytes, CUDA_ERROR_INVALID_VALUE);
     *bytes = (size_t)fc_devs[d].total;
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
-    CUresult r = check_dev(d);
-    if (r) return r;
-    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    FAKE_CHECK_DEVICE(check_dev, d, !v, CUDA_ERROR_INVALID_VALUE);
     switch (attr) {
     case 33: *v = g_dev[d].phys.bus; break; /* PCI_BUS_ID */
     case 34: *v = 0; break;                 /* PCI_DEVICE_ID */
@@ -361,32 +355,27 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     return CUDA_SUCCESS;
 }
 
-#ifndef FAKECUDA_OMIT_cuDeviceGetUuid_v2
-CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) {
-    CUresult r = check_dev(d);
-    if (r) return r;
-    if (!u) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(u->bytes, g_dev[d].phys.uuid, 16);
+#if !defined(FAKECUDA_OMIT_cuDeviceGetUuid_v2) || !defined(FAKECUDA_OMIT_cuDeviceGetUuid)
+/* device_uuid writes device d's UUID to u: its own (v2) or, with
+ * CUDA 12 semantics, its physical GPU's even in MIG mode (v1). */
+static CUresult device_uuid(CUuuid *u, CUdevice d, int physical) {
+    FAKE_CHECK_DEVICE(check_dev, d, !u, CUDA_ERROR_INVALID_VALUE);
+    memcpy(u->bytes, physical ? g_dev[d].phys.parent : g_dev[d].phys.uuid, 16);
     return CUDA_SUCCESS;
 }
 #endif
 
+#ifndef FAKECUDA_OMIT_cuDeviceGetUuid_v2
+CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { return device_uuid(u, d, 0); }
+#endif
+
 #ifndef FAKECUDA_OMIT_cuDeviceGetUuid
-/* CUDA 12 semantics: v1 returns the physical GPU UUID even in MIG mode. */
-CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) {
-    CUresult r = check_dev(d);
-    if (r) return r;
-    if (!u) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(u->bytes, g_dev[d].phys.parent, 16);
-    return CUDA_SUCCESS;
-}
+CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { return device_uuid(u, d, 1); }
 #endif
 /* ------------------------------------------------------------ contexts */
 
 CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice d) {
-    CUresult r = check_dev(d);
-    if (r) return r;
-    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    FAKE_CHECK_DEVICE(check_dev, d, !ctx, CUDA_ERROR_INVALID_VALUE);
     int fail = fc_env_int("FAKECUDA_RETAIN_ERROR", 0);
     if (fail) return fail;
     pthread_mutex_lock(&fc_mu);
@@ -869,8 +858,7 @@ CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocat
     a->owner = getpid();
     a->vmm = v;
     v->maps++;
-    a->next = fc_allocs;
-    fc_allocs = a;
+    FC_LINK(fc_allocs, a);
     pthread_mutex_unlock(&fc_mu);
     return CUDA_SUCCESS;
 }

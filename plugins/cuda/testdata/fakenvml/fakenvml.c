@@ -127,42 +127,32 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *out) {
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *buf, unsigned int len) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!buf || len < strlen(d->uuid) + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    FAKE_CHECK_DEVICE(check, d, !buf || len < strlen(d->uuid) + 1, NVML_ERROR_INSUFFICIENT_SIZE);
     strcpy(buf, d->uuid);
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *isMig) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!isMig) return NVML_ERROR_INVALID_ARGUMENT;
+    FAKE_CHECK_DEVICE(check, d, !isMig, NVML_ERROR_INVALID_ARGUMENT);
     *isMig = (unsigned int)d->mig;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t d, nvmlDevice_t *parent) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!parent) return NVML_ERROR_INVALID_ARGUMENT;
+    FAKE_CHECK_DEVICE(check, d, !parent, NVML_ERROR_INVALID_ARGUMENT);
     if (!d->mig) return NVML_ERROR_INVALID_ARGUMENT;
     *parent = d->parent;
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!name || len < strlen(d->name) + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    FAKE_CHECK_DEVICE(check, d, !name || len < strlen(d->name) + 1, NVML_ERROR_INSUFFICIENT_SIZE);
     strcpy(name, d->name);
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!m) return NVML_ERROR_INVALID_ARGUMENT;
+    FAKE_CHECK_DEVICE(check, d, !m, NVML_ERROR_INVALID_ARGUMENT);
     m->total = g_mem;
     m->free = g_mem > (3u << 20) ? g_mem - (3u << 20) : 0;
     m->used = m->total - m->free;
@@ -170,9 +160,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
 }
 
 static nvmlReturn_t pci_info(nvmlDevice_t d, nvmlPciInfo_t *p) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!p) return NVML_ERROR_INVALID_ARGUMENT;
+    FAKE_CHECK_DEVICE(check, d, !p, NVML_ERROR_INVALID_ARGUMENT);
     if (d->mig) return NVML_ERROR_NOT_SUPPORTED;
     memset(p, 0, sizeof *p);
     p->domain = 0;
@@ -189,9 +177,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *p) { return 
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) { return pci_info(d, p); }
 
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor) {
-    nvmlReturn_t r = check(d);
-    if (r) return r;
-    if (!major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
+    FAKE_CHECK_DEVICE(check, d, !major || !minor, NVML_ERROR_INVALID_ARGUMENT);
     if (d->mig) return NVML_ERROR_NOT_SUPPORTED;
     *major = 9;
     *minor = 0;

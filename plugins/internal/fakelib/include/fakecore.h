@@ -135,6 +135,16 @@ static uint64_t fc_peer_calls;  /* peer copies asked for, for PEER_ERROR */
 
 /* ------------------------------------------------------------- helpers */
 
+/* FC_LINK puts node at the head of the list head (fc_mu held); FC_PUSH
+ * does so taking fc_mu. The tables above are such lists. */
+#define FC_LINK(head, node) ((node)->next = (head), (head) = (node))
+#define FC_PUSH(head, node)           \
+    do {                              \
+        pthread_mutex_lock(&fc_mu);   \
+        FC_LINK(head, node);          \
+        pthread_mutex_unlock(&fc_mu); \
+    } while (0)
+
 /* fc_env_int returns the integer in variable name, or def when unset. */
 static int fc_env_int(const char *name, int def) {
     const char *v = getenv(name);
@@ -278,8 +288,7 @@ static int fc_malloc(int dev, size_t size, int populate, uintptr_t *out) {
     a->dev = dev;
     a->phys = dv->phys_index;
     a->base = fc_reserve_va(size);
-    a->next = fc_allocs;
-    fc_allocs = a;
+    FC_LINK(fc_allocs, a);
     dv->used += rounded;
     *out = a->base;
     pthread_mutex_unlock(&fc_mu);
@@ -328,10 +337,7 @@ static int fc_host_alloc(size_t size, int populate, void **out) {
     struct fc_pinned *q = calloc(1, sizeof *q);
     q->p = m;
     q->size = size;
-    pthread_mutex_lock(&fc_mu);
-    q->next = fc_pinned_list;
-    fc_pinned_list = q;
-    pthread_mutex_unlock(&fc_mu);
+    FC_PUSH(fc_pinned_list, q);
     *out = m;
     return FC_SUCCESS;
 }
@@ -369,10 +375,7 @@ static int fc_stream_create(int dev, int delay_us, double gbps, void **out) {
         free(s);
         return FC_OUT_OF_MEMORY;
     }
-    pthread_mutex_lock(&fc_mu);
-    s->next = fc_streams;
-    fc_streams = s;
-    pthread_mutex_unlock(&fc_mu);
+    FC_PUSH(fc_streams, s);
     *out = s;
     return FC_SUCCESS;
 }
@@ -587,8 +590,7 @@ static int fc_ipc_open(const struct fc_ipc_wire *w, int dev, uintptr_t *out) {
     a->nonce = w->nonce;
     pthread_mutex_lock(&fc_mu);
     a->base = fc_reserve_va(w->size);
-    a->next = fc_allocs;
-    fc_allocs = a;
+    FC_LINK(fc_allocs, a);
     fc_opens++;
     *out = a->base + w->offset;
     pthread_mutex_unlock(&fc_mu);

@@ -45,6 +45,12 @@ func AMDSMI(root, dir string) (string, error) {
 	return fakelib.Build(filepath.Join(root, "testdata", "fakeamdsmi", "fakeamdsmi.c"), dir, AMDSMIName, includes(root))
 }
 
+// All builds the fake HIP into dir in every variant of variants (a name
+// and its defines, "" the full build; see HIP) and the fake amdsmi.
+func All(root, dir string, variants map[string][]string) error {
+	return fakelib.Set{Lib: HIP, Mgmt: AMDSMI}.Build(root, dir, variants)
+}
+
 // Copy copies a built library into a fresh folder under dir, so that the
 // copy loads as a separate instance reading this test's environment.
 func Copy(src, dir string) (string, error) { return fakelib.Copy(src, dir) }

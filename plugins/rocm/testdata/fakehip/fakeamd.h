@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fakedevices.h"
+
 #define FAKE_MAX_DEVICES 16
 
 struct fake_phys {
@@ -30,54 +32,37 @@ struct fake_phys {
     int bus;
 };
 
-static int fake_parse_devices(struct fake_phys *out) {
-    const char *env = getenv("FAKEHIP_DEVICES");
-    if (env == NULL || *env == '\0') env = "2";
-    int all_digits = 1;
-    for (const char *p = env; *p; p++)
-        if (!isdigit((unsigned char)*p)) all_digits = 0;
-    int n = 0;
-    if (all_digits) {
-        n = atoi(env);
-        if (n < 0 || n > FAKE_MAX_DEVICES) {
-            fprintf(stderr, "fake HIP: FAKEHIP_DEVICES=%s: at most %d devices\n", env, FAKE_MAX_DEVICES);
-            return -1;
-        }
-        for (int i = 0; i < n; i++) {
-            out[i].unique_id = 0x1901ead3a2ecd4a0ULL + (unsigned long long)i;
-            out[i].bus = 0x10 * (i + 1);
-        }
-    } else {
-        char *copy = strdup(env), *save = NULL;
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (n == FAKE_MAX_DEVICES) {
-                fprintf(stderr, "fake HIP: FAKEHIP_DEVICES: at most %d devices\n", FAKE_MAX_DEVICES);
-                free(copy);
-                return -1;
-            }
-            char *at = strchr(tok, '@');
-            int bus = 0x10 * (n + 1);
-            if (at) {
-                *at = '\0';
-                bus = (int)strtol(at + 1, NULL, 16);
-            }
-            if (strcmp(tok, "XX") == 0) { /* a device without a unique id: HIP reports "XX" */
-                out[n].unique_id = 0;
-                out[n].bus = bus;
-                n++;
-                continue;
-            }
-            if (strlen(tok) != 16 || strspn(tok, "0123456789abcdefABCDEF") != 16) {
-                fprintf(stderr, "fake HIP: FAKEHIP_DEVICES entry %s is not 16 hex digits\n", tok);
-                free(copy);
-                return -1;
-            }
-            out[n].unique_id = strtoull(tok, NULL, 16);
-            out[n].bus = bus;
-            n++;
-        }
-        free(copy);
+/* fake_generated_device is device i of the count form. */
+static void fake_generated_device(void *out, int i) {
+    struct fake_phys *d = (struct fake_phys *)out + i;
+    d->unique_id = 0x1901ead3a2ecd4a0ULL + (unsigned long long)i;
+    d->bus = 0x10 * (i + 1);
+}
+
+/* fake_listed_device is device n of the list form: 16 hex digits or "XX",
+ * then optionally "@<bus>". */
+static int fake_listed_device(void *out, int n, char *tok) {
+    struct fake_phys *d = (struct fake_phys *)out + n;
+    char *at = strchr(tok, '@');
+    d->bus = 0x10 * (n + 1);
+    if (at) {
+        *at = '\0';
+        d->bus = (int)strtol(at + 1, NULL, 16);
     }
+    if (strcmp(tok, "XX") == 0) { /* a device without a unique id: HIP reports "XX" */
+        d->unique_id = 0;
+        return 0;
+    }
+    if (strlen(tok) != 16 || strspn(tok, "0123456789abcdefABCDEF") != 16) {
+        fprintf(stderr, "fake HIP: FAKEHIP_DEVICES entry %s is not 16 hex digits\n", tok);
+        return -1;
+    }
+    d->unique_id = strtoull(tok, NULL, 16);
+    return 0;
+}
+
+static int fake_parse_devices(struct fake_phys *out) {
+    int n = fake_devices("fake HIP", "FAKEHIP_DEVICES", FAKE_MAX_DEVICES, out, fake_generated_device, fake_listed_device);
     for (int i = 0; i < n; i++) {
         if (out[i].unique_id) snprintf(out[i].uuid, sizeof out[i].uuid, "%016llx", out[i].unique_id);
         else snprintf(out[i].uuid, sizeof out[i].uuid, "XX");

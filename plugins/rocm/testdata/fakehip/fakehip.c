@@ -211,49 +211,37 @@ hipError_t hipGetDeviceCount(int *n) {
 }
 
 hipError_t hipDeviceGet(int *dev, int ordinal) {
-    hipError_t r = check_dev(ordinal);
-    if (r) return r;
-    if (!dev) return hipErrorInvalidValue;
+    FAKE_CHECK_DEVICE(check_dev, ordinal, !dev, hipErrorInvalidValue);
     *dev = ordinal;
     return hipSuccess;
 }
 
 hipError_t hipDeviceGetUuid(hipUUID *u, int d) {
-    hipError_t r = check_dev(d);
-    if (r) return r;
-    if (!u) return hipErrorInvalidValue;
+    FAKE_CHECK_DEVICE(check_dev, d, !u, hipErrorInvalidValue);
     memcpy(u->bytes, g_dev[d].phys.uuid, 16);
     return hipSuccess;
 }
 
 hipError_t hipDeviceGetName(char *name, int len, int d) {
-    hipError_t r = check_dev(d);
-    if (r) return r;
-    if (!name || len <= 0) return hipErrorInvalidValue;
+    FAKE_CHECK_DEVICE(check_dev, d, !name || len <= 0, hipErrorInvalidValue);
     snprintf(name, (size_t)len, "%s", FAKE_NAME);
     return hipSuccess;
 }
 
 hipError_t hipDeviceGetPCIBusId(char *bus, int len, int d) {
-    hipError_t r = check_dev(d);
-    if (r) return r;
-    if (!bus || len <= 0) return hipErrorInvalidValue;
+    FAKE_CHECK_DEVICE(check_dev, d, !bus || len <= 0, hipErrorInvalidValue);
     snprintf(bus, (size_t)len, "0000:%02x:00.0", g_dev[d].phys.bus);
     return hipSuccess;
 }
 
 hipError_t hipDeviceTotalMem(size_t *bytes, int d) {
-    hipError_t r = check_dev(d);
-    if (r) return r;
-    if (!bytes) return hipErrorInvalidValue;
+    FAKE_CHECK_DEVICE(check_dev, d, !bytes, hipErrorInvalidValue);
     *bytes = (size_t)fc_devs[d].total;
     return hipSuccess;
 }
 
 hipError_t hipDeviceGetAttribute(int *v, int attr, int d) {
-    hipError_t r = check_dev(d);
-    if (r) return r;
-    if (!v) return hipErrorInvalidValue;
+    FAKE_CHECK_DEVICE(check_dev, d, !v, hipErrorInvalidValue);
     switch (attr) {
     case 6: *v = fc_env_int("FAKEHIP_COMPUTE_MODE", 0); return hipSuccess;
     case 67: *v = g_dev[d].phys.bus; return hipSuccess;
