@@ -44,6 +44,36 @@ func otherNode(t *testing.T, o *Options) {
 	_, o.Layout = testworld.Folder(t)
 }
 
+// checkFilledFromPeer fails t unless B's load came whole from A's peer
+// endpoint, with no fallback; it returns B's info.
+func checkFilledFromPeer(t *testing.T, a, b *running) Info {
+	t.Helper()
+	info := b.d.Info()
+	if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
+		t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
+	}
+	return info
+}
+
+// checkPeerContent fails t unless B (its info) records A's files with
+// A's digests, their sizes and no file identity: nothing proved B's own
+// files.
+func checkPeerContent(t *testing.T, a *running, info Info) {
+	t.Helper()
+	want := map[string]string{}
+	for _, c := range a.d.Info().Content {
+		want[c.Name] = c.Digest
+	}
+	if len(info.Content) != len(want) {
+		t.Fatalf("B records %d files, A %d", len(info.Content), len(want))
+	}
+	for _, c := range info.Content {
+		if c.Digest != want[c.Name] || c.Identity.Ino != 0 || c.Identity.Size == 0 {
+			t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, want[c.Name])
+		}
+	}
+}
+
 // TestFilledFromPeerDaemon: B fills its checkpoint from A's endpoint, both
 // with memfd handles and with A's arenas read through the backend (no host
 // mapping: what a device arena is); the content records carry the files'
@@ -59,22 +89,7 @@ func TestFilledFromPeerDaemon(t *testing.T) {
 				otherNode(t, o)
 				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 			})
-			info := b.d.Info()
-			if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
-				t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
-			}
-			wantDigests := map[string]string{}
-			for _, c := range a.d.Info().Content {
-				wantDigests[c.Name] = c.Digest
-			}
-			if len(info.Content) != len(wantDigests) {
-				t.Fatalf("B records %d files, A %d", len(info.Content), len(wantDigests))
-			}
-			for _, c := range info.Content {
-				if c.Digest != wantDigests[c.Name] || c.Identity.Ino != 0 || c.Identity.Size == 0 {
-					t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, wantDigests[c.Name])
-				}
-			}
+			checkPeerContent(t, a, checkFilledFromPeer(t, a, b))
 			att := b.mustAttach(t)
 			if att.Manifest.Generation == 0 {
 				t.Fatal("no generation")

@@ -174,23 +174,7 @@ func TestSiblingFillFallsBack(t *testing.T) {
 		{name: "copy corrupted", reason: "digest mismatch",
 			sibling: func(f *fixture) { f.start(0, nil) },
 			inject: func(f *fixture, mem *mock.Memory, b *mock.Backend) {
-				b.PeerCopyFunc = func(ctx context.Context, req sdk.PeerCopyRequest, p sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
-					res, err := mem.PeerCopy(ctx, req, p)
-					if err != nil {
-						return res, err
-					}
-					h, err := mem.Export(ctx, res.ID)
-					if err != nil {
-						return res, err
-					}
-					fh, err := os.OpenFile(string(h.Data), os.O_WRONLY, 0)
-					if err != nil {
-						return res, err
-					}
-					defer fh.Close()
-					_, err = fh.WriteAt([]byte{0x5a, 0xa5}, int64(req.Length/2))
-					return res, err
-				}
+				b.PeerCopyFunc = corruptingPeerCopy(mem, func(req sdk.PeerCopyRequest) int64 { return int64(req.Length / 2) })
 			}},
 	}
 	for _, tc := range cases {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -396,31 +395,8 @@ func TestManyConcurrentClients(t *testing.T) {
 	const clients, rounds = 64, 5
 	attachRounds := func(rounds int) {
 		t.Helper()
-		var wg sync.WaitGroup
-		errs := make(chan error, clients)
-		for i := 0; i < clients; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := 0; j < rounds; j++ {
-					a, err := h.attachGo(h.UUIDs[0], cfg)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if len(a.Manifest.Tensors) == 0 {
-						errs <- fmt.Errorf("empty manifest")
-					}
-					if err := a.Lease.Close(); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		err := testproc.AttachRounds(clients, rounds, func() (*client.Attachment, error) { return h.attachGo(h.UUIDs[0], cfg) })
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

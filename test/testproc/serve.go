@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wcache/wcache/core/client"
@@ -86,6 +87,41 @@ func (w *World) Status(ctx context.Context, uuid string) (*client.Status, error)
 	}
 	defer c.Close()
 	return c.Status(ctx)
+}
+
+// AttachRounds runs clients goroutines at once, each of which attaches
+// with attach and closes the lease, rounds times, and returns what failed:
+// an attach, an empty manifest or a close (nil: none did).
+func AttachRounds(clients, rounds int, attach func() (*client.Attachment, error)) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < rounds; j++ {
+				a, err := attach()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(a.Manifest.Tensors) == 0 {
+					errs <- errors.New("empty manifest")
+				}
+				if err := a.Lease.Close(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 // PluginPID is the backend plugin of the daemon at pid: its one child
