@@ -175,10 +175,7 @@ func TestCleanupReusedPIDIsDeadAndNotSignalled(t *testing.T) {
 			p := testPaths(t)
 			innocent := startHelper(t, "sleeper", p)
 			innocent.expect(t, "ready")
-			start, err := procstat.StartTime(innocent.pid())
-			if err != nil {
-				t.Fatal(err)
-			}
+			start := innocent.startTime(t)
 			// A ready file whose pid now belongs to another process.
 			makeSocketFile(t, p.Socket)
 			if err := WriteReady(p.Ready, Ready{PID: innocent.pid(), StartTime: start + 1, DeviceUUID: p.DeviceUUID}); err != nil {
@@ -267,10 +264,7 @@ func TestForceNeverSignalsUnverifiableHolder(t *testing.T) {
 	d.expect(t, "ready")
 	innocent := startHelper(t, "sleeper", p)
 	innocent.expect(t, "ready")
-	innocentStart, err := procstat.StartTime(innocent.pid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	innocentStart := innocent.startTime(t)
 	// The lock is held, but the recorded holder is a pid whose start time
 	// does not match (the pid was reused): wcache cannot tell who holds the
 	// lock and must signal no one, least of all the pid's new owner.
@@ -280,7 +274,7 @@ func TestForceNeverSignalsUnverifiableHolder(t *testing.T) {
 	}
 	opts := fastOpts(true)
 	opts.Wait = 200 * time.Millisecond
-	_, err = Cleanup(context.Background(), p, opts)
+	_, err := Cleanup(context.Background(), p, opts)
 	if !errors.Is(err, ErrTakeoverTimeout) {
 		t.Fatalf("Cleanup = %v, want ErrTakeoverTimeout", err)
 	}

@@ -3,6 +3,8 @@ package proctest
 import (
 	"os/exec"
 	"testing"
+
+	"github.com/wcache/wcache/sdk/procstat"
 )
 
 func TestStartPipedTalksAndEnds(t *testing.T) {
@@ -29,5 +31,15 @@ func TestStartPipedKillsAtCleanup(t *testing.T) {
 	})
 	if cmd.ProcessState == nil || cmd.ProcessState.Success() {
 		t.Fatalf("sleep after the subtest's cleanup: %v, want killed", cmd.ProcessState)
+	}
+}
+
+func TestExitedPIDAndSleeper(t *testing.T) {
+	if pid := ExitedPID(t); procstat.Running(pid) {
+		t.Errorf("ExitedPID %d is running", pid)
+	}
+	pid, start := Sleeper(t)
+	if got, err := procstat.StartTime(pid); !procstat.Running(pid) || err != nil || got != start {
+		t.Errorf("Sleeper %d (start %d): running %v, start %d, %v", pid, start, procstat.Running(pid), got, err)
 	}
 }

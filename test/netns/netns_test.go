@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/sdk/proctest"
 	"github.com/wcache/wcache/test/netns"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -142,15 +143,12 @@ func TestSweepLeftovers(t *testing.T) {
 		t.Skipf("network namespace tests skipped: %v", err)
 	}
 	// A process that has ended: its pid and start time name a dead run.
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
+	dead := proctest.ExitedPID(t)
 	self := netns.New(t)      // a live run's pair
 	names := map[string]bool{ // name → kept
-		"wcache-test-" + itoa(dead.Process.Pid) + ".1-00aa00aa-a":  false,
-		"wcache-test-" + itoa(dead.Process.Pid) + ".1-00aa00aa-b":  false,
-		"wcache-testx-" + itoa(dead.Process.Pid) + ".1-00aa00aa-a": true,
+		"wcache-test-" + itoa(dead) + ".1-00aa00aa-a":  false,
+		"wcache-test-" + itoa(dead) + ".1-00aa00aa-b":  false,
+		"wcache-testx-" + itoa(dead) + ".1-00aa00aa-a": true,
 	}
 	for name := range names {
 		if out, err := exec.Command(ip, "netns", "add", name).CombinedOutput(); err != nil {
