@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // startEmpty starts a daemon without a model.
@@ -52,15 +52,6 @@ func fillBytes(i int, dst []byte) error {
 		dst[j] = byte(i*31 + j)
 	}
 	return nil
-}
-
-func shmFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.shm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 func TestEmptyDaemonPublishThenAttach(t *testing.T) {
@@ -154,7 +145,7 @@ func TestPublishAbortedLeavesNothing(t *testing.T) {
 		errc <- err
 	}()
 	<-inFill
-	if n := len(shmFiles(t, f.shm)); n != 1 {
+	if n := len(backendtest.ShmFiles(t, f.shm)); n != 1 {
 		t.Fatalf("%d allocation files during the publish, want 1", n)
 	}
 	// A second publisher is told who is publishing; an attacher that the
@@ -178,7 +169,7 @@ func TestPublishAbortedLeavesNothing(t *testing.T) {
 		t.Errorf("cancelled publish = %v", err)
 	}
 	waitFor(t, "the daemon to be empty again", func() bool { return r.d.State() == StateEmpty })
-	waitFor(t, "the allocation to be freed", func() bool { return len(shmFiles(t, f.shm)) == 0 })
+	waitFor(t, "the allocation to be freed", func() bool { return len(backendtest.ShmFiles(t, f.shm)) == 0 })
 	if _, err := c2.Publish(context.Background(), pub, client.ShmFill(fillBytes, false)); err != nil {
 		t.Fatalf("publish after an aborted one: %v", err)
 	}
@@ -222,7 +213,7 @@ func TestEvictWaitsForLeases(t *testing.T) {
 	if status.Code(errors.Unwrap(err)) != codes.FailedPrecondition || r.d.State() != StateServing {
 		t.Fatalf("evict under a lease = %v (state %s), want FAILED_PRECONDITION and serving", err, r.d.State())
 	}
-	if len(shmFiles(t, f.shm)) == 0 {
+	if len(backendtest.ShmFiles(t, f.shm)) == 0 {
 		t.Fatal("memory freed under a live lease")
 	}
 	select { // the timed-out evict's notice
@@ -241,8 +232,8 @@ func TestEvictWaitsForLeases(t *testing.T) {
 	if err != nil || n != 1 || freed != f.model.TotalBytes {
 		t.Fatalf("evict = %d leases, %d bytes, %v", n, freed, err)
 	}
-	if r.d.State() != StateEmpty || len(shmFiles(t, f.shm)) != 0 {
-		t.Errorf("after evict: state %s, %d allocation files", r.d.State(), len(shmFiles(t, f.shm)))
+	if r.d.State() != StateEmpty || len(backendtest.ShmFiles(t, f.shm)) != 0 {
+		t.Errorf("after evict: state %s, %d allocation files", r.d.State(), len(backendtest.ShmFiles(t, f.shm)))
 	}
 	if _, err := r.attach(t, nil); !errors.Is(err, client.ErrEmpty) {
 		t.Errorf("attach after evict = %v, want ErrEmpty", err)

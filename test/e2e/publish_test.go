@@ -17,6 +17,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // helperEnv makes the test binary run a helper instead of the tests (see
@@ -189,11 +190,7 @@ var shmFileHarness = harnessOptions{Devices: 1, Env: []string{"WCACHE_MOCK_HANDL
 // shmFiles lists the mock's allocation files (posix-shm handles only).
 func (h *harness) shmFiles() []string {
 	h.t.Helper()
-	m, err := filepath.Glob(filepath.Join(h.MockDir, "*.shm"))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return m
+	return backendtest.ShmFiles(h.t, h.MockDir)
 }
 
 // TestPublishThenAttachVerify: an empty daemon answers attaches with exit 3
