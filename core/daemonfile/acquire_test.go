@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -81,7 +82,7 @@ func TestAcquireRecordsOwnerAndHoldsLock(t *testing.T) {
 func TestAcquireRemovesStale(t *testing.T) {
 	p := testPaths(t)
 	pid, start := deadProcess(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -62,7 +63,7 @@ func deadProcess(t *testing.T) (int, uint64) {
 func TestCleanupRemovesFilesOfDeadProcess(t *testing.T) {
 	p := testPaths(t)
 	pid, start := deadProcess(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start, DeviceUUID: p.DeviceUUID, Socket: p.Socket}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestCleanupRemovesFilesOfDeadProcess(t *testing.T) {
 
 func TestCleanupStaleSocketWithoutReady(t *testing.T) {
 	p := testPaths(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	res, err := Cleanup(context.Background(), p, fastOpts(false))
 	if err != nil || res.Action != ActionRemovedStale || !reflect.DeepEqual(res.Removed, []string{p.Socket}) {
 		t.Fatalf("Cleanup = %+v, %v", res, err)
@@ -116,8 +117,8 @@ func TestCleanupStaleSocketWithoutReady(t *testing.T) {
 // channel beside its socket goes with the socket.
 func TestCleanupRemovesTheDescriptorChannel(t *testing.T) {
 	p := testPaths(t)
-	makeSocketFile(t, p.Socket)
-	makeSocketFile(t, fdchannel.Path(p.Socket))
+	pathstest.DeadSocket(t, p.Socket)
+	pathstest.DeadSocket(t, fdchannel.Path(p.Socket))
 	res, err := Cleanup(context.Background(), p, fastOpts(false))
 	if err != nil || !reflect.DeepEqual(res.Removed, []string{p.Socket, fdchannel.Path(p.Socket)}) {
 		t.Fatalf("Cleanup = %+v, %v", res, err)
@@ -149,7 +150,7 @@ func TestCleanupZombieIsDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, pid, start, procstat.Zombie)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start, DeviceUUID: p.DeviceUUID}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestCleanupReusedPIDIsDeadAndNotSignalled(t *testing.T) {
 			innocent.expect(t, "ready")
 			start := innocent.startTime(t)
 			// A ready file whose pid now belongs to another process.
-			makeSocketFile(t, p.Socket)
+			pathstest.DeadSocket(t, p.Socket)
 			if err := WriteReady(p.Ready, Ready{PID: innocent.pid(), StartTime: start + 1, DeviceUUID: p.DeviceUUID}); err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +305,7 @@ func TestCleanupForceHonoursContext(t *testing.T) {
 
 func TestRemoveFiles(t *testing.T) {
 	p := testPaths(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -263,18 +263,6 @@ func testPaths(t *testing.T) paths.Paths {
 	return p
 }
 
-// makeSocketFile leaves a Unix socket file at path with nobody listening, as
-// a crashed daemon would.
-func makeSocketFile(t *testing.T, path string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
-}
-
 func mustExist(t *testing.T, files ...string) {
 	t.Helper()
 	for _, f := range files {

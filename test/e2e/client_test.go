@@ -17,6 +17,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -250,14 +251,7 @@ func TestFallbackRules(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	regular := filepath.Join(dir, "regular")
-	if err := os.WriteFile(regular, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(live, link); err != nil {
-		t.Fatal(err)
-	}
+	regular, link := pathstest.NotSockets(t, dir, live)
 	foreign := filepath.Join(dir, "foreign")
 	fl, err := net.Listen("unix", foreign)
 	if err != nil {
@@ -268,12 +262,7 @@ func TestFallbackRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := filepath.Join(dir, "dead")
-	dl, err := net.ListenUnix("unix", &net.UnixAddr{Name: dead, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl.SetUnlinkOnClose(false)
-	dl.Close()
+	pathstest.DeadSocket(t, dead)
 
 	for _, c := range []struct {
 		socket string
