@@ -82,36 +82,32 @@ const testStageWindow = 70<<10 + 123
 // through its backend), with A's content digests, an attach reads exactly
 // the checkpoint's bytes, and no staging memfd is left open.
 func TestFilledFromPeerIntoDeviceArenas(t *testing.T) {
-	for _, memfdA := range []bool{true, false} {
-		t.Run(map[bool]string{true: "A memfd", false: "A backend read"}[memfdA], func(t *testing.T) {
-			f := newFixture(t)
-			a, creds := peerPair(t, f, memfdA)
-			f.memfd = false
-			var s stagedLoads
-			b := f.startWith(1, f.plugin(s.inject), func(o *Options) {
-				otherNode(t, o)
-				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
-			})
-			info := checkFilledFromPeer(t, a, b)
-			checkPeerContent(t, a, info)
-			// Every arena byte came through a staged Load of at most one
-			// window, and there was more than one window.
-			var staged uint64
-			for _, e := range s.loads {
-				if e.Length == 0 || e.Length > testStageWindow || e.FileOffset != 0 {
-					t.Errorf("staged load %+v: want one window from offset 0", e)
-				}
-				staged += e.Length
-			}
-			if len(s.loads) < 2 || staged < info.Load.Bytes || staged > info.Load.AllocatedBytes {
-				t.Errorf("%d staged loads of %d bytes in all; B's load %+v", len(s.loads), staged, info.Load)
-			}
-			if n := openStagingMemfds(t); n != 0 {
-				t.Errorf("%d staging memfds still open after the fill", n)
-			}
-			verifyAgainst(t, b.mustAttach(t), f.model.Dir)
+	forEachPeerA(t, func(t *testing.T, f *fixture, a *running, creds *peer.Credentials) {
+		f.memfd = false
+		var s stagedLoads
+		b := f.startWith(1, f.plugin(s.inject), func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
 		})
-	}
+		info := checkFilledFromPeer(t, a, b)
+		checkPeerContent(t, a, info)
+		// Every arena byte came through a staged Load of at most one
+		// window, and there was more than one window.
+		var staged uint64
+		for _, e := range s.loads {
+			if e.Length == 0 || e.Length > testStageWindow || e.FileOffset != 0 {
+				t.Errorf("staged load %+v: want one window from offset 0", e)
+			}
+			staged += e.Length
+		}
+		if len(s.loads) < 2 || staged < info.Load.Bytes || staged > info.Load.AllocatedBytes {
+			t.Errorf("%d staged loads of %d bytes in all; B's load %+v", len(s.loads), staged, info.Load)
+		}
+		if n := openStagingMemfds(t); n != 0 {
+			t.Errorf("%d staging memfds still open after the fill", n)
+		}
+		verifyAgainst(t, b.mustAttach(t), f.model.Dir)
+	})
 }
 
 // TestStagedLoadFailureReadsTheFiles: a staged Load that fails (after

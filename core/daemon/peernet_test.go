@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
@@ -35,6 +34,19 @@ func peerPair(t *testing.T, f *fixture, memfdA bool) (*running, *peer.Credential
 		t.Fatal("A has no peer endpoint")
 	}
 	return a, ca.Issue(t, "node-b", ca)
+}
+
+// forEachPeerA runs test as a subtest twice, with A started by peerPair:
+// its handles memfd, and its arenas read through its backend (no host
+// mapping: what a device arena is).
+func forEachPeerA(t *testing.T, test func(t *testing.T, f *fixture, a *running, creds *peer.Credentials)) {
+	for _, memfdA := range []bool{true, false} {
+		t.Run(map[bool]string{true: "A memfd", false: "A backend read"}[memfdA], func(t *testing.T) {
+			f := newFixture(t)
+			a, creds := peerPair(t, f, memfdA)
+			test(t, f, a, creds)
+		})
+	}
 }
 
 // otherNode gives B a layout of its own: another node, as far as finding
@@ -80,22 +92,18 @@ func checkPeerContent(t *testing.T, a *running, info Info) {
 // digests but no file identity (no digest cache: nothing proved the local
 // files), and an attach reads the checkpoint's bytes.
 func TestFilledFromPeerDaemon(t *testing.T) {
-	for _, memfdA := range []bool{true, false} {
-		t.Run(map[bool]string{true: "memfd", false: "backend read"}[memfdA], func(t *testing.T) {
-			f := newFixture(t)
-			a, creds := peerPair(t, f, memfdA)
-			f.memfd = true
-			b := f.start(1, func(o *Options) {
-				otherNode(t, o)
-				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
-			})
-			checkPeerContent(t, a, checkFilledFromPeer(t, a, b))
-			att := b.mustAttach(t)
-			if att.Manifest.Generation == 0 {
-				t.Fatal("no generation")
-			}
+	forEachPeerA(t, func(t *testing.T, f *fixture, a *running, creds *peer.Credentials) {
+		f.memfd = true
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 		})
-	}
+		checkPeerContent(t, a, checkFilledFromPeer(t, a, b))
+		att := b.mustAttach(t)
+		if att.Manifest.Generation == 0 {
+			t.Fatal("no generation")
+		}
+	})
 }
 
 // TestPeerFillFallbacks: what B does when the fill cannot happen — the
@@ -194,38 +202,6 @@ func TestPeerSourceHolds(t *testing.T) {
 	}
 }
 
-// hubSnapshot copies the checkpoint in dir into a Hugging Face cache
-// layout (blobs named by name(content), a snapshot of symlinks to them)
-// and returns the snapshot folder.
-func hubSnapshot(t *testing.T, dir string, name func([]byte) string) string {
-	t.Helper()
-	repo := filepath.Join(t.TempDir(), "models--org--model")
-	snap := filepath.Join(repo, "snapshots", "0123456789abcdef0123456789abcdef01234567")
-	for _, d := range []string{filepath.Join(repo, "blobs"), snap} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob := filepath.Join(repo, "blobs", name(data))
-		if err := os.WriteFile(blob, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(blob, filepath.Join(snap, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return snap
-}
-
 // TestPeerFillProvenByHubBlobNames: B's files are hub blobs; with names
 // that are their content's SHA-256 the received bytes are proven (the
 // records carry the files' identity), with names that are not (what a
@@ -241,13 +217,9 @@ func TestPeerFillProvenByHubBlobNames(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			a, creds := peerPair(t, f, true)
-			snap := hubSnapshot(t, f.model.Dir, func(b []byte) string {
-				if !honest {
-					b = append([]byte("other"), b...)
-				}
-				sum := sha256.Sum256(b)
-				return hex.EncodeToString(sum[:])
-			})
+			repo := filepath.Join(t.TempDir(), "models--org--model")
+			snap := safetensorstest.HubSnapshot(t, repo, "0123456789abcdef0123456789abcdef01234567", f.model.Dir,
+				func(string) bool { return !honest })
 			f.memfd = c.memfdB
 			b := f.start(1, func(o *Options) {
 				o.Model = snap

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -108,43 +107,6 @@ func TestPublishCarriesContent(t *testing.T) {
 	}
 }
 
-// hubRepo lays out the files of dir as a Hugging Face hub cache holds a
-// repo's snapshot: <hub>/<repo>/blobs/<SHA-256 of the content>, a
-// snapshots/<commit>/ symlink to each, refs/main naming commit. It returns
-// the snapshot directory. misname, when it names a file, gives that file's
-// blob a name that is not its content's SHA-256 (the SHA-256 of other bytes).
-func hubRepo(t *testing.T, hub, repo, commit, dir string, misname map[string]bool) string {
-	t.Helper()
-	root := filepath.Join(hub, repo)
-	snap := filepath.Join(root, "snapshots", commit)
-	for _, d := range []string{filepath.Join(root, "blobs"), filepath.Join(root, "refs"), snap} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "refs", "main"), []byte(commit+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob := fmt.Sprintf("%x", sha256.Sum256(b))
-		if misname[e.Name()] {
-			blob = fmt.Sprintf("%x", sha256.Sum256(append(b, 0)))
-		}
-		if err := os.WriteFile(filepath.Join(root, "blobs", blob), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return snap
-}
-
 // TestHubIDsOffline: `--model org/name` and `org/name@revision` resolve
 // through a local Hugging Face cache (snapshots/ symlinks into blobs/ named
 // by SHA-256), without network, in serve and attach; the attach proves the
@@ -155,7 +117,7 @@ func TestHubIDsOffline(t *testing.T) {
 	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
 	hub := filepath.Join(h.Root, "hf", "hub")
 	const commit = "89abcdef0123456789abcdef0123456789abcdef"
-	snap := hubRepo(t, hub, "models--acme--tiny", commit, m.Dir, nil)
+	snap := safetensorstest.HubSnapshot(t, filepath.Join(hub, "models--acme--tiny"), commit, m.Dir, nil)
 	withHub := func(c *exec.Cmd) {
 		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
 	}
@@ -213,9 +175,9 @@ func TestHubBlobNamesProveACopy(t *testing.T) {
 	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
 	first, second := filepath.Base(m.Files[0]), filepath.Base(m.Files[1])
 	const commit = "0123456789abcdef0123456789abcdef01234567"
-	snapA := hubRepo(t, filepath.Join(h.Root, "hubA"), "models--acme--tiny", commit, m.Dir, nil)
-	snapB := hubRepo(t, filepath.Join(h.Root, "hubB"), "models--acme--tiny", commit, m.Dir, nil)
-	snapBad := hubRepo(t, filepath.Join(h.Root, "hubC"), "models--acme--tiny", commit, m.Dir, map[string]bool{first: true})
+	snapA := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubA", "models--acme--tiny"), commit, m.Dir, nil)
+	snapB := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubB", "models--acme--tiny"), commit, m.Dir, nil)
+	snapBad := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubC", "models--acme--tiny"), commit, m.Dir, func(f string) bool { return f == first })
 	h.startServe(0, snapA)
 	h.startServe(1, snapBad)
 
@@ -266,8 +228,8 @@ func TestHubBlobNamesPerGeneration(t *testing.T) {
 		m := genModel(t, filepath.Join(h.Root, fmt.Sprint("m", i)),
 			safetensorstest.GenOptions{Shards: 2, HiddenSize: 128, Layers: 2 - i, Seed: uint64(i + 1)})
 		repo := fmt.Sprintf("models--acme--m%d", i)
-		snaps = append(snaps, hubRepo(t, filepath.Join(h.Root, "hubA"), repo, commit, m.Dir, nil))
-		copies = append(copies, hubRepo(t, filepath.Join(h.Root, "hubB"), repo, commit, m.Dir, nil))
+		snaps = append(snaps, safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubA", repo), commit, m.Dir, nil))
+		copies = append(copies, safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubB", repo), commit, m.Dir, nil))
 	}
 	h.startServe(0, snaps[0], "--draft-model", snaps[1])
 	verified := func(snap string, files []cacheconfig.FileContent) bool {
