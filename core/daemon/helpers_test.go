@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -149,6 +150,17 @@ func mustTemplate(t *testing.T, text string) paths.Template {
 		t.Fatal(err)
 	}
 	return tmpl
+}
+
+// generate writes another checkpoint into the fixture's folder, under
+// name; a failure ends the test.
+func (f *fixture) generate(name string, o safetensorstest.GenOptions) *safetensorstest.Result {
+	f.t.Helper()
+	m, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, name), o)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
 }
 
 // safetensorsGenerate writes a pre-sharded checkpoint of tp ranks.

@@ -137,6 +137,12 @@ func TestSiblingFillFromACopyProvenByTheDigestCache(t *testing.T) {
 }
 
 func TestSiblingFillFallsBack(t *testing.T) {
+	// otherContent starts a sibling of the same headers (so the same
+	// weights identity) and other bytes.
+	otherContent := func(f *fixture) {
+		other := f.generate("finetune", safetensorstest.GenOptions{Shards: 2, Seed: 9})
+		f.start(0, func(o *Options) { o.Model = other.Dir })
+	}
 	cases := []struct {
 		name string
 		// sibling starts the sibling (nil: none); edit the filled daemon's
@@ -150,23 +156,8 @@ func TestSiblingFillFallsBack(t *testing.T) {
 		{name: "no sibling"},
 		{name: "peer fill off", sibling: func(f *fixture) { f.start(0, nil) },
 			edit: func(_ *fixture, o *Options) { o.PeerFill = PeerFillOff }},
-		{name: "sibling of other content", reason: "content not proven",
-			sibling: func(f *fixture) {
-				// The same headers (so the same weights identity), other bytes.
-				other, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "finetune"), safetensorstest.GenOptions{Shards: 2, Seed: 9})
-				if err != nil {
-					f.t.Fatal(err)
-				}
-				f.start(0, func(o *Options) { o.Model = other.Dir })
-			}},
-		{name: "sibling of other content, the local files' digests cached", reason: "content differs",
-			sibling: func(f *fixture) {
-				other, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "finetune"), safetensorstest.GenOptions{Shards: 2, Seed: 9})
-				if err != nil {
-					f.t.Fatal(err)
-				}
-				f.start(0, func(o *Options) { o.Model = other.Dir })
-			},
+		{name: "sibling of other content", reason: "content not proven", sibling: otherContent},
+		{name: "sibling of other content, the local files' digests cached", reason: "content differs", sibling: otherContent,
 			edit: func(f *fixture, o *Options) { o.DigestCache = cachedDigests(f.t, f.model.Files...) }},
 		{name: "no peer copy in the backend", reason: "unsupported",
 			sibling: func(f *fixture) { f.start(0, nil) },

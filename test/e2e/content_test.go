@@ -16,25 +16,18 @@ import (
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
-// copyWithATensorZeroed copies the model folder src to dst (copyTree) and
-// zeroes the last tensor of the copy of src's file: same headers, same
-// checkpoint_digest, other weights. It returns the zeroed file.
+// copyWithATensorZeroed copies the model folder src to dst
+// (safetensorstest.CopyCheckpoint) and zeroes the last tensor of the copy
+// of src's file: same headers, same checkpoint_digest, other weights. It
+// returns the zeroed file.
 func copyWithATensorZeroed(t *testing.T, src, dst, file string) string {
 	t.Helper()
-	copyTree(t, src, dst)
+	safetensorstest.CopyCheckpoint(t, src, dst)
 	zeroed := filepath.Join(dst, filepath.Base(file))
 	if _, err := safetensorstest.ZeroTensor(zeroed, -1); err != nil {
 		t.Fatal(err)
 	}
 	return zeroed
-}
-
-// copyTree copies src to dst as `cp -rp` does (modification times kept).
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	if out, err := exec.Command("cp", "-rp", src, dst).CombinedOutput(); err != nil {
-		t.Fatalf("cp -rp: %v\n%s", err, out)
-	}
 }
 
 // attacher returns a function that runs `wcache attach --model MODEL
@@ -76,7 +69,7 @@ func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
 	}
 
 	m3 := filepath.Join(h.Root, "m3")
-	copyTree(t, m1.Dir, m3)
+	safetensorstest.CopyCheckpoint(t, m1.Dir, m3)
 	if res := attach(m3); res.Code != 3 {
 		t.Errorf("unchanged copy, cold cache, --content identity: want exit 3\n%s", res)
 	}
