@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/procstat"
 	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // pluginDirEnv names the folder holding the plugins TestMain builds from
@@ -47,10 +47,8 @@ func TestMain(m *testing.M) {
 		"wcache-backend-mock":       "./testdata/mockplugin",
 		"wcache-backend-badversion": "./testdata/badversion",
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+		if err := testproc.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}

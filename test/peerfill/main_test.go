@@ -14,7 +14,6 @@ package peerfill
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -46,10 +45,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "peerproc")
-	cmd := exec.Command("go", "build", "-o", bin, "./peerproc")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "peerfill: go build ./peerproc: %v\n%s", err, out)
+	if err := testproc.GoBuild(bin, "./peerproc", false); err != nil {
+		fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
 		return 1
 	}
 	if err := os.Setenv(peerprocEnv, bin); err != nil {
@@ -57,11 +54,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	if os.Getenv(binDirEnv) == "" {
-		if err := testproc.BuildBinaries(dir, false); err != nil {
-			fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
-			return 1
-		}
-		if err := os.Setenv(binDirEnv, dir); err != nil {
+		if err := testproc.InstallBinaries(dir, binDirEnv, false); err != nil {
 			fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
 			return 1
 		}

@@ -10,9 +10,11 @@
 // wait (ServeArgs, World.Serve), a daemon's Status and plugin
 // (World.Status, PluginPID), generated checkpoints of a size and tensor
 // count (GenerateModel) and the config an engine sends for them
-// (EngineConfig), building the binaries (BuildBinaries), and the
+// (EngineConfig), building the binaries (BuildBinaries, InstallBinaries,
+// GoBuild), many clients attaching at once (AttachRounds), and the
 // measurements of child processes the benchmarks take (ReadMemory,
-// ReadFaults, Sampler, World.ShmAllocated).
+// ReadFaults, Sampler, World.ShmAllocated). The tests of cmd and core
+// that build binaries or attach from many clients use it too.
 //
 // It takes no *testing.T: every wait returns an error that carries the
 // process's output, and the caller decides whether that fails a test or a

@@ -166,17 +166,44 @@ func BuildBinaries(dir string, cuda bool) error {
 	if err != nil {
 		return err
 	}
-	builds := [][3]string{{"wcache", "./cmd/wcache", "0"}, {"wcache-backend-mock", "./plugins/mock", "0"}}
+	type build struct {
+		bin, pkg string
+		cgo      bool
+	}
+	builds := []build{{"wcache", "cmd/wcache", false}, {"wcache-backend-mock", "plugins/mock", false}}
 	if _, err := exec.LookPath("gcc"); cuda && err == nil {
-		builds = append(builds, [3]string{"wcache-backend-cuda", "./plugins/cuda", "1"})
+		builds = append(builds, build{"wcache-backend-cuda", "plugins/cuda", true})
 	}
 	for _, b := range builds {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b[2])
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", b[1], err, out)
+		if err := GoBuild(filepath.Join(dir, b.bin), filepath.Join(root, b.pkg), b.cgo); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// InstallBinaries builds the binaries into dir (BuildBinaries) and names
+// dir in the environment variable env, where the tests and the processes
+// they start look for them.
+func InstallBinaries(dir, env string, cuda bool) error {
+	if err := BuildBinaries(dir, cuda); err != nil {
+		return err
+	}
+	return os.Setenv(env, dir)
+}
+
+// GoBuild builds the package pkg (a folder; a relative one is taken from
+// the working directory, a test's own package folder) into the binary
+// out, with cgo on or off (CGO_ENABLED).
+func GoBuild(out, pkg string, cgo bool) error {
+	enabled := "0"
+	if cgo {
+		enabled = "1"
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+enabled)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // buildWcacheWithMock builds wcache and wcache-backend-mock side by side,
@@ -22,15 +23,8 @@ func buildWcacheWithMock(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for bin, pkg := range map[string]string{
-		"wcache":              "github.com/wcache/wcache/cmd/wcache",
-		"wcache-backend-mock": "github.com/wcache/wcache/plugins/mock",
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
+	if err := testproc.BuildBinaries(dir, false); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
