@@ -86,6 +86,10 @@ func TestStartRunsTheProgramInTheHost(t *testing.T) {
 	if err != nil {
 		t.Skip("no sleep command")
 	}
+	sleepExe, err := filepath.EvalSymlinks(sleep) // what /proc/<pid>/exe names
+	if err != nil {
+		t.Fatal(err)
+	}
 	proc, err := p.A.Start(testproc.Options{Path: sleep, Args: []string{"600"}})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +101,7 @@ func TestStartRunsTheProgramInTheHost(t *testing.T) {
 	exe := ""
 	if err := proc.WaitFor(ctx, "exec of sleep", 30*time.Second, func() bool {
 		exe, _ = os.Readlink(filepath.Join("/proc", itoa(proc.PID()), "exe"))
-		return filepath.Base(exe) == filepath.Base(mustEval(t, sleep))
+		return filepath.Base(exe) == filepath.Base(sleepExe)
 	}); err != nil {
 		t.Fatalf("%v (exe %s)", err, exe)
 	}
@@ -178,13 +182,4 @@ func inode(t *testing.T, path string) uint64 {
 		t.Fatal(err)
 	}
 	return st.Ino
-}
-
-func mustEval(t *testing.T, path string) string {
-	t.Helper()
-	p, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
