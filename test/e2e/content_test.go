@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // copyWithATensorZeroed copies the model folder src to dst
@@ -135,26 +137,24 @@ func TestHubIDsOffline(t *testing.T) {
 func waitBlobSums(t *testing.T, h *harness, gpu int, want ...string) []cacheconfig.FileContent {
 	t.Helper()
 	c := h.mustDialGo(gpu)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var files []cacheconfig.FileContent
+	if ok, _ := poll.Until(context.Background(), 2*time.Minute, func() bool {
 		st, err := c.Status(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
+		files = st.Files
 		done := 0
-		for _, f := range st.Files {
+		for _, f := range files {
 			if f.SHA256 != "" && slices.Contains(want, f.Name) {
 				done++
 			}
 		}
-		if done == len(want) {
-			return st.Files
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("device %d: hub blob names of %v not verified: %+v", gpu, want, st.Files)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return done == len(want)
+	}); !ok {
+		t.Fatalf("device %d: hub blob names of %v not verified: %+v", gpu, want, files)
 	}
+	return files
 }
 
 // TestHubBlobNamesProveACopy: a daemon that loaded a model from a hub cache
@@ -242,18 +242,16 @@ func TestHubBlobNamesPerGeneration(t *testing.T) {
 		}
 		return -1
 	}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		st := h.statusOf(0)
+	var st *client.Status
+	if ok, _ := poll.Until(context.Background(), 2*time.Minute, func() bool {
+		st = h.statusOf(0)
 		if len(st.Generations) != 2 {
 			t.Fatalf("status: %d generations, want the target and the draft", len(st.Generations))
 		}
 		g0, g1 := which(st.Generations[0].Files), which(st.Generations[1].Files)
-		if g0 >= 0 && g1 >= 0 && g0 != g1 && which(st.Files) == g0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hub blob names not verified per generation: %+v", st.Generations)
-		}
+		return g0 >= 0 && g1 >= 0 && g0 != g1 && which(st.Files) == g0
+	}); !ok {
+		t.Fatalf("hub blob names not verified per generation: %+v", st.Generations)
 	}
 	if res := attacher(t, h)(copies[1]); res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
 		t.Errorf("a copy of the draft in another hub cache, --content identity: want exit 0 without hashing\n%s", res)
