@@ -54,10 +54,17 @@ func fillBytes(i int, dst []byte) error {
 	return nil
 }
 
-func TestEmptyDaemonPublishThenAttach(t *testing.T) {
+// emptyDaemon starts a daemon without a model, the one a publish fills,
+// and dials it.
+func emptyDaemon(t *testing.T) (*fixture, *running, *client.Client) {
+	t.Helper()
 	f := newFixture(t)
 	r := f.startEmpty(nil)
-	c := r.dial(t)
+	return f, r, r.dial(t)
+}
+
+func TestEmptyDaemonPublishThenAttach(t *testing.T) {
+	_, r, c := emptyDaemon(t)
 	ctx := context.Background()
 	st, err := c.Status(ctx)
 	if err != nil || st.State != "empty" || st.Tensors != 0 {
@@ -129,9 +136,7 @@ func TestEmptyDaemonPublishThenAttach(t *testing.T) {
 }
 
 func TestPublishAbortedLeavesNothing(t *testing.T) {
-	f := newFixture(t)
-	r := f.startEmpty(nil)
-	c := r.dial(t)
+	f, r, c := emptyDaemon(t)
 	pub := publication()
 	inFill := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,9 +251,7 @@ func TestEvictWaitsForLeases(t *testing.T) {
 // TestPublishLargeTableIsChunked: a table larger than the daemon's 1 MiB
 // request limit travels as begin + tensors messages and arrives whole.
 func TestPublishLargeTableIsChunked(t *testing.T) {
-	f := newFixture(t)
-	r := f.startEmpty(nil)
-	c := r.dial(t)
+	_, r, c := emptyDaemon(t)
 	pub := publication()
 	pub.Tensors = nil
 	const n = 12000 // ~100 bytes of name each: over 1 MiB in all
