@@ -96,14 +96,7 @@ func manifestEvent(tensors ...*daemonv1.Tensor) *daemonv1.AttachEvent {
 func TestCheckSocketRules(t *testing.T) {
 	dir := pathstest.ShortDir(t)
 	live := serve(t, dir, &fakeDaemon{})
-	regular := filepath.Join(dir, "regular")
-	if err := os.WriteFile(regular, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(live, link); err != nil {
-		t.Fatal(err)
-	}
+	regular, link := pathstest.NotSockets(t, dir, live)
 	if err := checkSocket(live, "", nil); err != nil {
 		t.Errorf("a socket of ours: %v", err)
 	}
@@ -135,13 +128,8 @@ func TestCheckSocketRules(t *testing.T) {
 func TestDialRefusedIsDaemonDead(t *testing.T) {
 	dir := pathstest.ShortDir(t)
 	path := filepath.Join(dir, "dead.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetUnlinkOnClose(false)
-	l.Close()
-	_, err = Dial(context.Background(), BySocket(path), Options{})
+	pathstest.DeadSocket(t, path)
+	_, err := Dial(context.Background(), BySocket(path), Options{})
 	var dd *DaemonDeadError
 	if !errors.Is(err, ErrDaemonDead) || !errors.As(err, &dd) || errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("err = %v, want *DaemonDeadError", err)

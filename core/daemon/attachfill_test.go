@@ -179,24 +179,7 @@ func TestAttachFillFallsBack(t *testing.T) {
 			inject: func(_ *mock.Memory, b *mock.Backend) { b.PeerCopyFunc = nil }},
 		{name: "copy corrupted", sibling: true, reason: "digest mismatch",
 			inject: func(mem *mock.Memory, b *mock.Backend) {
-				b.PeerCopyFunc = func(ctx context.Context, req sdk.PeerCopyRequest, p sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
-					res, err := mem.PeerCopy(ctx, req, p)
-					if err != nil {
-						return res, err
-					}
-					h, err := mem.Export(ctx, res.ID)
-					if err != nil {
-						return res, err
-					}
-					defer closeHandleFiles([]sdk.Handle{h})
-					fh, err := os.OpenFile(string(h.Data), os.O_WRONLY, 0)
-					if err != nil {
-						return res, err
-					}
-					defer fh.Close()
-					_, err = fh.WriteAt([]byte{0x5a, 0xa5}, 0)
-					return res, err
-				}
+				b.PeerCopyFunc = corruptingPeerCopy(mem, func(sdk.PeerCopyRequest) int64 { return 0 })
 			}},
 		{name: "memory cap", sibling: true, reason: "peer fill needs", edit: func(o *Options) { o.MaxBytes = 1 }},
 	}

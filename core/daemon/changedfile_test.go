@@ -10,6 +10,7 @@ import (
 
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/mock"
 )
 
@@ -103,7 +104,7 @@ func TestVerifyLoad(t *testing.T) {
 			if err := load(ctx, id, ext, progress); err != nil {
 				return err
 			}
-			for _, shm := range shmFiles(t, g.shm) {
+			for _, shm := range backendtest.ShmFiles(t, g.shm) {
 				fd, err := os.OpenFile(shm, os.O_RDWR, 0)
 				if err != nil {
 					t.Fatal(err)

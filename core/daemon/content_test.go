@@ -15,31 +15,14 @@ import (
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
-// copyModel copies every file of files into dir, keeping modification
-// times (as cp -p does), and returns the copies' paths.
-func copyModel(t *testing.T, files []string, dir string) []string {
+// copyModel copies the checkpoint m to dir (safetensorstest.CopyCheckpoint:
+// modification times kept) and returns the copies of its files.
+func copyModel(t *testing.T, m *safetensorstest.Result, dir string) []string {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	safetensorstest.CopyCheckpoint(t, m.Dir, dir)
 	var out []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := os.Stat(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := filepath.Join(dir, filepath.Base(f))
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(dst, st.ModTime(), st.ModTime()); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, dst)
+	for _, f := range m.Files {
+		out = append(out, filepath.Join(dir, filepath.Base(f)))
 	}
 	return out
 }
@@ -65,11 +48,7 @@ func (h *hashCounter) opts(policy cacheconfig.Policy, cache *client.DigestCache)
 func TestContentDigestsRecordedAndProven(t *testing.T) {
 	f := newFixture(t)
 	// Files of several leaves each, so that the fill hashes most of them.
-	var err error
-	f.model, err = safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "big"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.model = f.generate("big", safetensorstest.GenOptions{Shards: 2, HiddenSize: 512})
 	f.fillStats = true
 	r := f.start(0, nil)
 	info := r.d.Info()
@@ -116,7 +95,7 @@ func TestContentDigestsRecordedAndProven(t *testing.T) {
 	}
 
 	// A copy with one tensor zeroed (same headers): refused.
-	zeroed := copyModel(t, f.model.Files, filepath.Join(f.dir, "m2"))
+	zeroed := copyModel(t, f.model, filepath.Join(f.dir, "m2"))
 	zeroFirstTensor(t, zeroed[1])
 	var unknown *cacheconfig.ContentUnknownError
 	if err := client.ProveContent(ctx, m, zeroed, h.opts(cacheconfig.PolicyIdentity, cache)); !errors.As(err, &unknown) {
@@ -135,7 +114,7 @@ func TestContentDigestsRecordedAndProven(t *testing.T) {
 	// An unchanged copy (cp -p): unknown under identity with a cold cache,
 	// proven by one hash of each file under hash, then under identity from
 	// the warm cache without hashing.
-	copied := copyModel(t, f.model.Files, filepath.Join(f.dir, "m3"))
+	copied := copyModel(t, f.model, filepath.Join(f.dir, "m3"))
 	if err := client.ProveContent(ctx, m, copied, h.opts(cacheconfig.PolicyIdentity, cache)); !errors.As(err, &unknown) {
 		t.Fatalf("identity, cold cache: %v", err)
 	}
@@ -196,7 +175,7 @@ func TestContentPolicyHeadersWhenAllowed(t *testing.T) {
 		o.ContentPolicies = []cacheconfig.Policy{cacheconfig.PolicyIdentity, cacheconfig.PolicyHeaders}
 	})
 	a := r.mustAttach(t)
-	zeroed := copyModel(t, f.model.Files, filepath.Join(f.dir, "m2"))
+	zeroed := copyModel(t, f.model, filepath.Join(f.dir, "m2"))
 	zeroFirstTensor(t, zeroed[0])
 	opts := client.ContentOptions{NoCache: true}
 	opts.Policy = cacheconfig.PolicyHeaders

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -17,11 +16,7 @@ import (
 // (docs/benchmarks.md).
 func BenchmarkAttachContent(b *testing.B) {
 	f := newFixture(b)
-	var err error
-	f.model, err = safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "m300"), safetensorstest.GenOptions{Layers: 33, Shards: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
+	f.model = f.generate("m300", safetensorstest.GenOptions{Layers: 33, Shards: 8})
 	f.fillStats = true
 	r := f.start(0, nil)
 	b.Logf("%d tensors in %d files", r.d.Info().Tensors, len(f.model.Files))

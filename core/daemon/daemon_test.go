@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/client/clienttest"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
@@ -370,28 +370,10 @@ func TestManyClientsConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := r.d.Info().Config
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for i := 0; i < 64; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 5; j++ {
-				a, err := client.Attach(context.Background(), client.BySocket(r.d.Info().Paths.Socket), cfg, client.Options{})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if err := a.Lease.Close(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	err = clienttest.AttachRounds(64, 5, func() (*client.Attachment, error) {
+		return client.Attach(context.Background(), client.BySocket(r.d.Info().Paths.Socket), cfg, client.Options{})
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "leases released", func() bool { return len(r.d.Leases()) == 0 })

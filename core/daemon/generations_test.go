@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,11 +21,7 @@ import (
 // fixture's directory.
 func (f *fixture) draftModel() *safetensorstest.Result {
 	f.t.Helper()
-	m, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "draft"), safetensorstest.GenOptions{Layers: 1, Seed: 7})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return m
+	return f.generate("draft", safetensorstest.GenOptions{Layers: 1, Seed: 7})
 }
 
 // withDraft loads the fixture's draft model as a second generation.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
 	"github.com/wcache/wcache/sdk/poll"
 )
@@ -150,7 +152,42 @@ func mustTemplate(t *testing.T, text string) paths.Template {
 	return tmpl
 }
 
+// generate writes another checkpoint into the fixture's folder, under
+// name; a failure ends the test.
+func (f *fixture) generate(name string, o safetensorstest.GenOptions) *safetensorstest.Result {
+	f.t.Helper()
+	m, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, name), o)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
 // safetensorsGenerate writes a pre-sharded checkpoint of tp ranks.
 func safetensorsGenerate(dir string, tp int) (*safetensorstest.Result, error) {
 	return safetensorstest.GenerateCheckpoint(dir, safetensorstest.GenOptions{TPSize: tp, Shards: 2})
+}
+
+// corruptingPeerCopy is a PeerCopyFunc that copies through mem and then
+// overwrites two bytes of the copy at the offset at gives for the
+// request: a copy that succeeds with other bytes.
+func corruptingPeerCopy(mem *mock.Memory, at func(sdk.PeerCopyRequest) int64) func(context.Context, sdk.PeerCopyRequest, sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+	return func(ctx context.Context, req sdk.PeerCopyRequest, p sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
+		res, err := mem.PeerCopy(ctx, req, p)
+		if err != nil {
+			return res, err
+		}
+		h, err := mem.Export(ctx, res.ID)
+		if err != nil {
+			return res, err
+		}
+		defer closeHandleFiles([]sdk.Handle{h})
+		fh, err := os.OpenFile(string(h.Data), os.O_WRONLY, 0)
+		if err != nil {
+			return res, err
+		}
+		defer fh.Close()
+		_, err = fh.WriteAt([]byte{0x5a, 0xa5}, at(req))
+		return res, err
+	}
 }

@@ -105,9 +105,7 @@ func TestStopRemovesOnlyItsOwnFiles(t *testing.T) {
 // TestRewrittenReadyFileIsNotLost: a Publish and an Evict replace the ready
 // file; the daemon keeps it as its own and serves on past its file checks.
 func TestRewrittenReadyFileIsNotLost(t *testing.T) {
-	f := newFixture(t)
-	r := f.startEmpty(nil)
-	c := r.dial(t)
+	_, r, c := emptyDaemon(t)
 	ctx := context.Background()
 	stillRuns := func(after string) {
 		t.Helper()

@@ -34,48 +34,40 @@ type recordingMetrics struct {
 	heldGen []GenerationBytes
 }
 
-func (m *recordingMetrics) factory(uuid string) (Metrics, error) {
+// record makes change to the record under its lock.
+func (m *recordingMetrics) record(change func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.device = uuid
+	change()
+}
+
+func (m *recordingMetrics) factory(uuid string) (Metrics, error) {
+	m.record(func() { m.device = uuid })
 	return m, nil
 }
 
 func (m *recordingMetrics) Loaded(s LoadStats, tensors int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.loaded = append(m.loaded, s)
-	m.tensors = tensors
+	m.record(func() { m.loaded, m.tensors = append(m.loaded, s), tensors })
 }
 
 func (m *recordingMetrics) Attached(took time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.attached = append(m.attached, took)
+	m.record(func() { m.attached = append(m.attached, took) })
 }
 
 func (m *recordingMetrics) AttachFailed(r AttachFailure) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.failures = append(m.failures, r)
+	m.record(func() { m.failures = append(m.failures, r) })
 }
 
 func (m *recordingMetrics) Leases(n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.leases = append(m.leases, n)
+	m.record(func() { m.leases = append(m.leases, n) })
 }
 
 func (m *recordingMetrics) StateChanged(s State) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.states = append(m.states, s)
+	m.record(func() { m.states = append(m.states, s) })
 }
 
 func (m *recordingMetrics) DeviceBytes(total uint64, gens []GenerationBytes) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.held, m.heldGen = total, slices.Clone(gens)
+	m.record(func() { m.held, m.heldGen = total, slices.Clone(gens) })
 }
 
 // snapshot copies the record.

@@ -115,10 +115,7 @@ func TestFilledFromPeerThroughCUDAPlugin(t *testing.T) {
 				o.VerifyLoad = true
 				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
 			})
-			info := b.d.Info()
-			if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
-				t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
-			}
+			checkFilledFromPeer(t, a, b)
 			if bi, err := p.Backend().Info(context.Background()); err != nil || slices.Contains(bi.HandleKinds, sdk.HandleMemfd) {
 				t.Fatalf("the CUDA plugin: %+v, %v: the test needs device memory", bi, err)
 			}

@@ -82,50 +82,32 @@ const testStageWindow = 70<<10 + 123
 // through its backend), with A's content digests, an attach reads exactly
 // the checkpoint's bytes, and no staging memfd is left open.
 func TestFilledFromPeerIntoDeviceArenas(t *testing.T) {
-	for _, memfdA := range []bool{true, false} {
-		t.Run(map[bool]string{true: "A memfd", false: "A backend read"}[memfdA], func(t *testing.T) {
-			f := newFixture(t)
-			a, creds := peerPair(t, f, memfdA)
-			f.memfd = false
-			var s stagedLoads
-			b := f.startWith(1, f.plugin(s.inject), func(o *Options) {
-				otherNode(t, o)
-				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
-			})
-			info := b.d.Info()
-			if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
-				t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
-			}
-			want := map[string]string{}
-			for _, c := range a.d.Info().Content {
-				want[c.Name] = c.Digest
-			}
-			if len(info.Content) != len(want) {
-				t.Fatalf("B records %d files, A %d", len(info.Content), len(want))
-			}
-			for _, c := range info.Content {
-				if c.Digest != want[c.Name] || c.Identity.Ino != 0 {
-					t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, want[c.Name])
-				}
-			}
-			// Every arena byte came through a staged Load of at most one
-			// window, and there was more than one window.
-			var staged uint64
-			for _, e := range s.loads {
-				if e.Length == 0 || e.Length > testStageWindow || e.FileOffset != 0 {
-					t.Errorf("staged load %+v: want one window from offset 0", e)
-				}
-				staged += e.Length
-			}
-			if len(s.loads) < 2 || staged < info.Load.Bytes || staged > info.Load.AllocatedBytes {
-				t.Errorf("%d staged loads of %d bytes in all; B's load %+v", len(s.loads), staged, info.Load)
-			}
-			if n := openStagingMemfds(t); n != 0 {
-				t.Errorf("%d staging memfds still open after the fill", n)
-			}
-			verifyAgainst(t, b.mustAttach(t), f.model.Dir)
+	forEachPeerA(t, func(t *testing.T, f *fixture, a *running, creds *peer.Credentials) {
+		f.memfd = false
+		var s stagedLoads
+		b := f.startWith(1, f.plugin(s.inject), func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
 		})
-	}
+		info := checkFilledFromPeer(t, a, b)
+		checkPeerContent(t, a, info)
+		// Every arena byte came through a staged Load of at most one
+		// window, and there was more than one window.
+		var staged uint64
+		for _, e := range s.loads {
+			if e.Length == 0 || e.Length > testStageWindow || e.FileOffset != 0 {
+				t.Errorf("staged load %+v: want one window from offset 0", e)
+			}
+			staged += e.Length
+		}
+		if len(s.loads) < 2 || staged < info.Load.Bytes || staged > info.Load.AllocatedBytes {
+			t.Errorf("%d staged loads of %d bytes in all; B's load %+v", len(s.loads), staged, info.Load)
+		}
+		if n := openStagingMemfds(t); n != 0 {
+			t.Errorf("%d staging memfds still open after the fill", n)
+		}
+		verifyAgainst(t, b.mustAttach(t), f.model.Dir)
+	})
 }
 
 // TestStagedLoadFailureReadsTheFiles: a staged Load that fails (after
@@ -156,27 +138,46 @@ func TestStagedLoadFailureReadsTheFiles(t *testing.T) {
 	verifyAgainst(t, b.mustAttach(t), f.model.Dir)
 }
 
-// TestStagedSinkAbortFreesEverything: a fetch aborted with windows still
-// open (a peer that died mid-stream) closes their memfds and frees the
+// sinkRig is a stagedSink over a daemon's prepared load job, its handles
+// not memfds and its backend's Loads and allocations counted in s.
+type sinkRig struct {
+	s    stagedLoads
+	job  *loadJob
+	sink *stagedSink
+	live int64 // the backend's allocations before the sink's Prepare
+}
+
+// newSinkRig starts a daemon, prepares a load of its model and a sink of
+// the given window over the job, and Prepares the sink with the job's
 // arenas.
-func TestStagedSinkAbortFreesEverything(t *testing.T) {
+func newSinkRig(t *testing.T, window uint64) *sinkRig {
+	t.Helper()
 	f := newFixture(t)
 	f.memfd = false
-	var s stagedLoads
-	a := f.startWith(0, f.plugin(s.inject), nil)
+	r := &sinkRig{}
+	a := f.startWith(0, f.plugin(r.s.inject), nil)
 	job, err := a.d.prepare(context.Background(), Source{Model: f.model.Dir, Config: a.d.Info().Config})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := s.live.Load()
-	sink := &stagedSink{d: a.d, ck: job.ck, pl: job.pl, g: job.g, window: testStageWindow}
+	r.job, r.live = job, r.s.live.Load()
+	r.sink = &stagedSink{d: a.d, ck: job.ck, pl: job.pl, g: job.g, window: window}
 	offer := peer.Offer{}
 	for _, al := range job.pl.Allocations {
 		offer.Arenas = append(offer.Arenas, peer.Arena{Size: al.Bytes})
 	}
-	if err := sink.Prepare(context.Background(), offer); err != nil {
+	if err := r.sink.Prepare(context.Background(), offer); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// TestStagedSinkAbortFreesEverything: a fetch aborted with windows still
+// open (a peer that died mid-stream) closes their memfds and frees the
+// arenas.
+func TestStagedSinkAbortFreesEverything(t *testing.T) {
+	r := newSinkRig(t, testStageWindow)
+	sink, job, s := r.sink, r.job, &r.s
 	if err := sink.WriteAt(0, make([]byte, 4096), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +191,8 @@ func TestStagedSinkAbortFreesEverything(t *testing.T) {
 	if n := openStagingMemfds(t); n != 0 {
 		t.Errorf("%d staging memfds open after Abort", n)
 	}
-	if got := s.live.Load(); got != live || job.g.allocs != nil {
-		t.Errorf("after Abort the backend holds %d allocations (%d before), the generation %v", got, live, job.g.allocs)
+	if got := s.live.Load(); got != r.live || job.g.allocs != nil {
+		t.Errorf("after Abort the backend holds %d allocations (%d before), the generation %v", got, r.live, job.g.allocs)
 	}
 }
 
@@ -199,23 +200,9 @@ func TestStagedSinkAbortFreesEverything(t *testing.T) {
 // stream, hold at most one window's memfd at a time (each window is
 // loaded and closed by the write that completes it), never the arena.
 func TestStagedSinkHoldsOneWindowInOrder(t *testing.T) {
-	f := newFixture(t)
-	f.memfd = false
-	var s stagedLoads
-	a := f.startWith(0, f.plugin(s.inject), nil)
-	job, err := a.d.prepare(context.Background(), Source{Model: f.model.Dir, Config: a.d.Info().Config})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const window = 64 << 10
-	sink := &stagedSink{d: a.d, ck: job.ck, pl: job.pl, g: job.g, window: window}
-	offer := peer.Offer{}
-	for _, al := range job.pl.Allocations {
-		offer.Arenas = append(offer.Arenas, peer.Arena{Size: al.Bytes})
-	}
-	if err := sink.Prepare(context.Background(), offer); err != nil {
-		t.Fatal(err)
-	}
+	r := newSinkRig(t, window)
+	sink, job, s := r.sink, r.job, &r.s
 	defer sink.Abort(errors.New("test over"))
 	for ai, al := range job.pl.Allocations {
 		p := make([]byte, 12345) // pieces of no round size

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
@@ -37,11 +36,54 @@ func peerPair(t *testing.T, f *fixture, memfdA bool) (*running, *peer.Credential
 	return a, ca.Issue(t, "node-b", ca)
 }
 
+// forEachPeerA runs test as a subtest twice, with A started by peerPair:
+// its handles memfd, and its arenas read through its backend (no host
+// mapping: what a device arena is).
+func forEachPeerA(t *testing.T, test func(t *testing.T, f *fixture, a *running, creds *peer.Credentials)) {
+	for _, memfdA := range []bool{true, false} {
+		t.Run(map[bool]string{true: "A memfd", false: "A backend read"}[memfdA], func(t *testing.T) {
+			f := newFixture(t)
+			a, creds := peerPair(t, f, memfdA)
+			test(t, f, a, creds)
+		})
+	}
+}
+
 // otherNode gives B a layout of its own: another node, as far as finding
 // siblings goes (the same-node filler would fill B from A first).
 func otherNode(t *testing.T, o *Options) {
 	t.Helper()
 	_, o.Layout = testworld.Folder(t)
+}
+
+// checkFilledFromPeer fails t unless B's load came whole from A's peer
+// endpoint, with no fallback; it returns B's info.
+func checkFilledFromPeer(t *testing.T, a, b *running) Info {
+	t.Helper()
+	info := b.d.Info()
+	if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
+		t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
+	}
+	return info
+}
+
+// checkPeerContent fails t unless B (its info) records A's files with
+// A's digests, their sizes and no file identity: nothing proved B's own
+// files.
+func checkPeerContent(t *testing.T, a *running, info Info) {
+	t.Helper()
+	want := map[string]string{}
+	for _, c := range a.d.Info().Content {
+		want[c.Name] = c.Digest
+	}
+	if len(info.Content) != len(want) {
+		t.Fatalf("B records %d files, A %d", len(info.Content), len(want))
+	}
+	for _, c := range info.Content {
+		if c.Digest != want[c.Name] || c.Identity.Ino != 0 || c.Identity.Size == 0 {
+			t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, want[c.Name])
+		}
+	}
 }
 
 // TestFilledFromPeerDaemon: B fills its checkpoint from A's endpoint, both
@@ -50,37 +92,18 @@ func otherNode(t *testing.T, o *Options) {
 // digests but no file identity (no digest cache: nothing proved the local
 // files), and an attach reads the checkpoint's bytes.
 func TestFilledFromPeerDaemon(t *testing.T) {
-	for _, memfdA := range []bool{true, false} {
-		t.Run(map[bool]string{true: "memfd", false: "backend read"}[memfdA], func(t *testing.T) {
-			f := newFixture(t)
-			a, creds := peerPair(t, f, memfdA)
-			f.memfd = true
-			b := f.start(1, func(o *Options) {
-				otherNode(t, o)
-				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
-			})
-			info := b.d.Info()
-			if info.Load.FilledFrom != "peer "+a.d.PeerAddr() || info.Load.FillFallback != "" || info.Load.FromPeer != info.Load.Bytes {
-				t.Fatalf("B's load %+v: want filled from %s", info.Load, a.d.PeerAddr())
-			}
-			wantDigests := map[string]string{}
-			for _, c := range a.d.Info().Content {
-				wantDigests[c.Name] = c.Digest
-			}
-			if len(info.Content) != len(wantDigests) {
-				t.Fatalf("B records %d files, A %d", len(info.Content), len(wantDigests))
-			}
-			for _, c := range info.Content {
-				if c.Digest != wantDigests[c.Name] || c.Identity.Ino != 0 || c.Identity.Size == 0 {
-					t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, wantDigests[c.Name])
-				}
-			}
-			att := b.mustAttach(t)
-			if att.Manifest.Generation == 0 {
-				t.Fatal("no generation")
-			}
+	forEachPeerA(t, func(t *testing.T, f *fixture, a *running, creds *peer.Credentials) {
+		f.memfd = true
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 		})
-	}
+		checkPeerContent(t, a, checkFilledFromPeer(t, a, b))
+		att := b.mustAttach(t)
+		if att.Manifest.Generation == 0 {
+			t.Fatal("no generation")
+		}
+	})
 }
 
 // TestPeerFillFallbacks: what B does when the fill cannot happen — the
@@ -179,38 +202,6 @@ func TestPeerSourceHolds(t *testing.T) {
 	}
 }
 
-// hubSnapshot copies the checkpoint in dir into a Hugging Face cache
-// layout (blobs named by name(content), a snapshot of symlinks to them)
-// and returns the snapshot folder.
-func hubSnapshot(t *testing.T, dir string, name func([]byte) string) string {
-	t.Helper()
-	repo := filepath.Join(t.TempDir(), "models--org--model")
-	snap := filepath.Join(repo, "snapshots", "0123456789abcdef0123456789abcdef01234567")
-	for _, d := range []string{filepath.Join(repo, "blobs"), snap} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob := filepath.Join(repo, "blobs", name(data))
-		if err := os.WriteFile(blob, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(blob, filepath.Join(snap, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return snap
-}
-
 // TestPeerFillProvenByHubBlobNames: B's files are hub blobs; with names
 // that are their content's SHA-256 the received bytes are proven (the
 // records carry the files' identity), with names that are not (what a
@@ -226,13 +217,9 @@ func TestPeerFillProvenByHubBlobNames(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			a, creds := peerPair(t, f, true)
-			snap := hubSnapshot(t, f.model.Dir, func(b []byte) string {
-				if !honest {
-					b = append([]byte("other"), b...)
-				}
-				sum := sha256.Sum256(b)
-				return hex.EncodeToString(sum[:])
-			})
+			repo := filepath.Join(t.TempDir(), "models--org--model")
+			snap := safetensorstest.HubSnapshot(t, repo, "0123456789abcdef0123456789abcdef01234567", f.model.Dir,
+				func(string) bool { return !honest })
 			f.memfd = c.memfdB
 			b := f.start(1, func(o *Options) {
 				o.Model = snap

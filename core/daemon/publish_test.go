@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/backendtest"
 )
 
 // startEmpty starts a daemon without a model.
@@ -54,19 +54,17 @@ func fillBytes(i int, dst []byte) error {
 	return nil
 }
 
-func shmFiles(t *testing.T, dir string) []string {
+// emptyDaemon starts a daemon without a model, the one a publish fills,
+// and dials it.
+func emptyDaemon(t *testing.T) (*fixture, *running, *client.Client) {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.shm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	f := newFixture(t)
+	r := f.startEmpty(nil)
+	return f, r, r.dial(t)
 }
 
 func TestEmptyDaemonPublishThenAttach(t *testing.T) {
-	f := newFixture(t)
-	r := f.startEmpty(nil)
-	c := r.dial(t)
+	_, r, c := emptyDaemon(t)
 	ctx := context.Background()
 	st, err := c.Status(ctx)
 	if err != nil || st.State != "empty" || st.Tensors != 0 {
@@ -138,9 +136,7 @@ func TestEmptyDaemonPublishThenAttach(t *testing.T) {
 }
 
 func TestPublishAbortedLeavesNothing(t *testing.T) {
-	f := newFixture(t)
-	r := f.startEmpty(nil)
-	c := r.dial(t)
+	f, r, c := emptyDaemon(t)
 	pub := publication()
 	inFill := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -154,7 +150,7 @@ func TestPublishAbortedLeavesNothing(t *testing.T) {
 		errc <- err
 	}()
 	<-inFill
-	if n := len(shmFiles(t, f.shm)); n != 1 {
+	if n := len(backendtest.ShmFiles(t, f.shm)); n != 1 {
 		t.Fatalf("%d allocation files during the publish, want 1", n)
 	}
 	// A second publisher is told who is publishing; an attacher that the
@@ -178,7 +174,7 @@ func TestPublishAbortedLeavesNothing(t *testing.T) {
 		t.Errorf("cancelled publish = %v", err)
 	}
 	waitFor(t, "the daemon to be empty again", func() bool { return r.d.State() == StateEmpty })
-	waitFor(t, "the allocation to be freed", func() bool { return len(shmFiles(t, f.shm)) == 0 })
+	waitFor(t, "the allocation to be freed", func() bool { return len(backendtest.ShmFiles(t, f.shm)) == 0 })
 	if _, err := c2.Publish(context.Background(), pub, client.ShmFill(fillBytes, false)); err != nil {
 		t.Fatalf("publish after an aborted one: %v", err)
 	}
@@ -222,7 +218,7 @@ func TestEvictWaitsForLeases(t *testing.T) {
 	if status.Code(errors.Unwrap(err)) != codes.FailedPrecondition || r.d.State() != StateServing {
 		t.Fatalf("evict under a lease = %v (state %s), want FAILED_PRECONDITION and serving", err, r.d.State())
 	}
-	if len(shmFiles(t, f.shm)) == 0 {
+	if len(backendtest.ShmFiles(t, f.shm)) == 0 {
 		t.Fatal("memory freed under a live lease")
 	}
 	select { // the timed-out evict's notice
@@ -241,8 +237,8 @@ func TestEvictWaitsForLeases(t *testing.T) {
 	if err != nil || n != 1 || freed != f.model.TotalBytes {
 		t.Fatalf("evict = %d leases, %d bytes, %v", n, freed, err)
 	}
-	if r.d.State() != StateEmpty || len(shmFiles(t, f.shm)) != 0 {
-		t.Errorf("after evict: state %s, %d allocation files", r.d.State(), len(shmFiles(t, f.shm)))
+	if r.d.State() != StateEmpty || len(backendtest.ShmFiles(t, f.shm)) != 0 {
+		t.Errorf("after evict: state %s, %d allocation files", r.d.State(), len(backendtest.ShmFiles(t, f.shm)))
 	}
 	if _, err := r.attach(t, nil); !errors.Is(err, client.ErrEmpty) {
 		t.Errorf("attach after evict = %v, want ErrEmpty", err)
@@ -255,9 +251,7 @@ func TestEvictWaitsForLeases(t *testing.T) {
 // TestPublishLargeTableIsChunked: a table larger than the daemon's 1 MiB
 // request limit travels as begin + tensors messages and arrives whole.
 func TestPublishLargeTableIsChunked(t *testing.T) {
-	f := newFixture(t)
-	r := f.startEmpty(nil)
-	c := r.dial(t)
+	_, r, c := emptyDaemon(t)
 	pub := publication()
 	pub.Tensors = nil
 	const n = 12000 // ~100 bytes of name each: over 1 MiB in all

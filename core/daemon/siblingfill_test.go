@@ -137,6 +137,12 @@ func TestSiblingFillFromACopyProvenByTheDigestCache(t *testing.T) {
 }
 
 func TestSiblingFillFallsBack(t *testing.T) {
+	// otherContent starts a sibling of the same headers (so the same
+	// weights identity) and other bytes.
+	otherContent := func(f *fixture) {
+		other := f.generate("finetune", safetensorstest.GenOptions{Shards: 2, Seed: 9})
+		f.start(0, func(o *Options) { o.Model = other.Dir })
+	}
 	cases := []struct {
 		name string
 		// sibling starts the sibling (nil: none); edit the filled daemon's
@@ -150,23 +156,8 @@ func TestSiblingFillFallsBack(t *testing.T) {
 		{name: "no sibling"},
 		{name: "peer fill off", sibling: func(f *fixture) { f.start(0, nil) },
 			edit: func(_ *fixture, o *Options) { o.PeerFill = PeerFillOff }},
-		{name: "sibling of other content", reason: "content not proven",
-			sibling: func(f *fixture) {
-				// The same headers (so the same weights identity), other bytes.
-				other, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "finetune"), safetensorstest.GenOptions{Shards: 2, Seed: 9})
-				if err != nil {
-					f.t.Fatal(err)
-				}
-				f.start(0, func(o *Options) { o.Model = other.Dir })
-			}},
-		{name: "sibling of other content, the local files' digests cached", reason: "content differs",
-			sibling: func(f *fixture) {
-				other, err := safetensorstest.GenerateCheckpoint(filepath.Join(f.dir, "finetune"), safetensorstest.GenOptions{Shards: 2, Seed: 9})
-				if err != nil {
-					f.t.Fatal(err)
-				}
-				f.start(0, func(o *Options) { o.Model = other.Dir })
-			},
+		{name: "sibling of other content", reason: "content not proven", sibling: otherContent},
+		{name: "sibling of other content, the local files' digests cached", reason: "content differs", sibling: otherContent,
 			edit: func(f *fixture, o *Options) { o.DigestCache = cachedDigests(f.t, f.model.Files...) }},
 		{name: "no peer copy in the backend", reason: "unsupported",
 			sibling: func(f *fixture) { f.start(0, nil) },
@@ -174,23 +165,7 @@ func TestSiblingFillFallsBack(t *testing.T) {
 		{name: "copy corrupted", reason: "digest mismatch",
 			sibling: func(f *fixture) { f.start(0, nil) },
 			inject: func(f *fixture, mem *mock.Memory, b *mock.Backend) {
-				b.PeerCopyFunc = func(ctx context.Context, req sdk.PeerCopyRequest, p sdk.ProgressFunc) (sdk.PeerCopyResult, error) {
-					res, err := mem.PeerCopy(ctx, req, p)
-					if err != nil {
-						return res, err
-					}
-					h, err := mem.Export(ctx, res.ID)
-					if err != nil {
-						return res, err
-					}
-					fh, err := os.OpenFile(string(h.Data), os.O_WRONLY, 0)
-					if err != nil {
-						return res, err
-					}
-					defer fh.Close()
-					_, err = fh.WriteAt([]byte{0x5a, 0xa5}, int64(req.Length/2))
-					return res, err
-				}
+				b.PeerCopyFunc = corruptingPeerCopy(mem, func(req sdk.PeerCopyRequest) int64 { return int64(req.Length / 2) })
 			}},
 	}
 	for _, tc := range cases {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -81,7 +82,7 @@ func TestAcquireRecordsOwnerAndHoldsLock(t *testing.T) {
 func TestAcquireRemovesStale(t *testing.T) {
 	p := testPaths(t)
 	pid, start := deadProcess(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start}); err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +205,7 @@ func TestAcquireForceTakesOverFromDaemon(t *testing.T) {
 	p := testPaths(t)
 	d := startHelper(t, "daemon", p)
 	d.expect(t, "ready")
-	start, err := procstat.StartTime(d.pid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := d.startTime(t)
 	lock, res, err := Acquire(context.Background(), p, fastOpts(true))
 	if err != nil {
 		t.Fatal(err)
@@ -232,14 +230,11 @@ func TestAcquireLiveReadyFileWithoutLock(t *testing.T) {
 	// file was deleted and recreated): still a live daemon.
 	d := startHelper(t, "sleeper", p)
 	d.expect(t, "ready")
-	start, err := procstat.StartTime(d.pid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := d.startTime(t)
 	if err := WriteReady(p.Ready, Ready{PID: d.pid(), StartTime: start, DeviceUUID: p.DeviceUUID}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = Acquire(context.Background(), p, fastOpts(false))
+	_, _, err := Acquire(context.Background(), p, fastOpts(false))
 	var live *LiveDaemonError
 	if !errors.As(err, &live) || live.PID != d.pid() {
 		t.Fatalf("Acquire = %v, want *LiveDaemonError naming %d", err, d.pid())

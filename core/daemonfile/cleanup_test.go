@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
 )
 
@@ -62,7 +63,7 @@ func deadProcess(t *testing.T) (int, uint64) {
 func TestCleanupRemovesFilesOfDeadProcess(t *testing.T) {
 	p := testPaths(t)
 	pid, start := deadProcess(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start, DeviceUUID: p.DeviceUUID, Socket: p.Socket}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestCleanupRemovesFilesOfDeadProcess(t *testing.T) {
 
 func TestCleanupStaleSocketWithoutReady(t *testing.T) {
 	p := testPaths(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	res, err := Cleanup(context.Background(), p, fastOpts(false))
 	if err != nil || res.Action != ActionRemovedStale || !reflect.DeepEqual(res.Removed, []string{p.Socket}) {
 		t.Fatalf("Cleanup = %+v, %v", res, err)
@@ -116,8 +117,8 @@ func TestCleanupStaleSocketWithoutReady(t *testing.T) {
 // channel beside its socket goes with the socket.
 func TestCleanupRemovesTheDescriptorChannel(t *testing.T) {
 	p := testPaths(t)
-	makeSocketFile(t, p.Socket)
-	makeSocketFile(t, fdchannel.Path(p.Socket))
+	pathstest.DeadSocket(t, p.Socket)
+	pathstest.DeadSocket(t, fdchannel.Path(p.Socket))
 	res, err := Cleanup(context.Background(), p, fastOpts(false))
 	if err != nil || !reflect.DeepEqual(res.Removed, []string{p.Socket, fdchannel.Path(p.Socket)}) {
 		t.Fatalf("Cleanup = %+v, %v", res, err)
@@ -149,7 +150,7 @@ func TestCleanupZombieIsDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, pid, start, procstat.Zombie)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: pid, StartTime: start, DeviceUUID: p.DeviceUUID}); err != nil {
 		t.Fatal(err)
 	}
@@ -175,12 +176,9 @@ func TestCleanupReusedPIDIsDeadAndNotSignalled(t *testing.T) {
 			p := testPaths(t)
 			innocent := startHelper(t, "sleeper", p)
 			innocent.expect(t, "ready")
-			start, err := procstat.StartTime(innocent.pid())
-			if err != nil {
-				t.Fatal(err)
-			}
+			start := innocent.startTime(t)
 			// A ready file whose pid now belongs to another process.
-			makeSocketFile(t, p.Socket)
+			pathstest.DeadSocket(t, p.Socket)
 			if err := WriteReady(p.Ready, Ready{PID: innocent.pid(), StartTime: start + 1, DeviceUUID: p.DeviceUUID}); err != nil {
 				t.Fatal(err)
 			}
@@ -267,10 +265,7 @@ func TestForceNeverSignalsUnverifiableHolder(t *testing.T) {
 	d.expect(t, "ready")
 	innocent := startHelper(t, "sleeper", p)
 	innocent.expect(t, "ready")
-	innocentStart, err := procstat.StartTime(innocent.pid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	innocentStart := innocent.startTime(t)
 	// The lock is held, but the recorded holder is a pid whose start time
 	// does not match (the pid was reused): wcache cannot tell who holds the
 	// lock and must signal no one, least of all the pid's new owner.
@@ -280,7 +275,7 @@ func TestForceNeverSignalsUnverifiableHolder(t *testing.T) {
 	}
 	opts := fastOpts(true)
 	opts.Wait = 200 * time.Millisecond
-	_, err = Cleanup(context.Background(), p, opts)
+	_, err := Cleanup(context.Background(), p, opts)
 	if !errors.Is(err, ErrTakeoverTimeout) {
 		t.Fatalf("Cleanup = %v, want ErrTakeoverTimeout", err)
 	}
@@ -310,7 +305,7 @@ func TestCleanupForceHonoursContext(t *testing.T) {
 
 func TestRemoveFiles(t *testing.T) {
 	p := testPaths(t)
-	makeSocketFile(t, p.Socket)
+	pathstest.DeadSocket(t, p.Socket)
 	if err := WriteReady(p.Ready, Ready{PID: 1}); err != nil {
 		t.Fatal(err)
 	}

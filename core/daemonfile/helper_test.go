@@ -209,6 +209,17 @@ func (c *child) expect(t *testing.T, prefix string) string {
 	return ""
 }
 
+// startTime is the child's start time (procstat.StartTime), what a ready
+// or lock file records of it.
+func (c *child) startTime(t *testing.T) uint64 {
+	t.Helper()
+	start, err := procstat.StartTime(c.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start
+}
+
 // finish closes stdin, waits for exit and returns the remaining output.
 func (c *child) finish(t *testing.T) []string {
 	t.Helper()
@@ -250,18 +261,6 @@ func testPaths(t *testing.T) paths.Paths {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// makeSocketFile leaves a Unix socket file at path with nobody listening, as
-// a crashed daemon would.
-func makeSocketFile(t *testing.T, path string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
 }
 
 func mustExist(t *testing.T, files ...string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // sharedPaths returns daemon paths in a fresh world-writable sticky
@@ -41,16 +42,12 @@ func nobody(t *testing.T, args ...string) *exec.Cmd {
 // returns its identity; the test fails if anything signals it.
 func innocent(t *testing.T) procRef {
 	t.Helper()
-	cmd := exec.Command("sleep", "300")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	start, err := procstat.StartTime(cmd.Process.Pid)
+	pid := proctest.Sleeper(t)
+	start, err := procstat.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return procRef{PID: cmd.Process.Pid, StartTime: start}
+	return procRef{PID: pid, StartTime: start}
 }
 
 func ownerJSON(r procRef) string {

@@ -51,22 +51,7 @@ func BenchmarkTransport(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					for off := 0; off < len(data); off += 4 << 20 {
-						if _, err := c.Write(data[off:min(len(data), off+4<<20)]); err != nil {
-							return
-						}
-					}
-				}()
-			}
-		}()
+		go peertest.ServePlain(l, data)
 		dst := make([]byte, size)
 		b.SetBytes(int64(size))
 		for b.Loop() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,10 +46,8 @@ func TestMain(m *testing.M) {
 		"wcache-backend-mock":       "./testdata/mockplugin",
 		"wcache-backend-badversion": "./testdata/badversion",
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+		if err := proctest.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}

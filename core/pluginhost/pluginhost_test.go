@@ -92,14 +92,8 @@ func privateCopy(t *testing.T, src string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dst := filepath.Join(dir, filepath.Base(src))
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	pathstest.CopyFile(t, src, dst, 0o755)
 	return dst
 }
 

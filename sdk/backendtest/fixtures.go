@@ -77,15 +77,13 @@ func newLayout(t *testing.T) layout {
 
 func sum(p []byte) [32]byte { return sha256.Sum256(p) }
 
-// ExportData writes data to a file under t.TempDir, allocates size bytes
-// (at least len(data)) on device 0 of b, loads the file at offset 0,
-// exports the allocation and returns it and its handle, whose descriptor
-// (when it has one) is closed at the test's cleanup: the source of a peer
-// copy or an import. Any failure ends the test.
-func ExportData(t testing.TB, b sdk.Backend, size uint64, data []byte) (sdk.AllocationID, sdk.Handle) {
+// LoadData writes data to a file under t.TempDir, allocates size bytes
+// (at least len(data)) on device 0 of b, loads the file at offset 0 and
+// returns the allocation. Any failure ends the test.
+func LoadData(t testing.TB, b sdk.Backend, size uint64, data []byte) sdk.AllocationID {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "export.bin")
+	path := filepath.Join(t.TempDir(), "data.bin")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +94,17 @@ func ExportData(t testing.TB, b sdk.Backend, size uint64, data []byte) (sdk.Allo
 	if err := b.Load(ctx, id, []sdk.Extent{{Path: path, Length: uint64(len(data))}}, nil); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	h, err := b.Export(ctx, id)
+	return id
+}
+
+// ExportData loads data into a new allocation of size bytes on device 0
+// of b (LoadData), exports it and returns it and its handle, whose
+// descriptor (when it has one) is closed at the test's cleanup: the
+// source of a peer copy or an import. Any failure ends the test.
+func ExportData(t testing.TB, b sdk.Backend, size uint64, data []byte) (sdk.AllocationID, sdk.Handle) {
+	t.Helper()
+	id := LoadData(t, b, size, data)
+	h, err := b.Export(context.Background(), id)
 	if err != nil {
 		t.Fatalf("Export: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,68 +349,71 @@ func TestFillErrorsMidway(t *testing.T) {
 	path, _ := writeFile(t, 2<<20, 5)
 	extents := []sdk.Extent{{Path: path, Length: 2 << 20}}
 	opts := Options{Readers: 3, BufferBytes: 16 << 10, Direct: DirectNever}
-
-	t.Run("copy fails", func(t *testing.T) {
-		c := newFakeCopier(t, 2<<20)
-		c.failCopy = 20
-		_, err := Fill(context.Background(), c, 2<<20, extents, nil, opts)
-		if err == nil || !bytes.Contains([]byte(err.Error()), []byte("injected copy failure")) {
-			t.Fatalf("Fill = %v, want the injected copy failure", err)
-		}
-		c.check(t)
-		failed := 0
-		for _, e := range c.released {
-			if e != nil {
-				failed++
+	says := func(text string) func(error) bool {
+		return func(err error) bool { return err != nil && strings.Contains(err.Error(), text) }
+	}
+	is := func(target error) func(error) bool {
+		return func(err error) bool { return errors.Is(err, target) }
+	}
+	for _, tc := range []struct {
+		name   string
+		inject func(c *fakeCopier, o *Options)
+		want   string // the error Fill should return, in words
+		ok     func(error) bool
+		after  func(t *testing.T, c *fakeCopier) // further checks (nil: none)
+	}{
+		{name: "copy fails", want: "the injected copy failure", ok: says("injected copy failure"),
+			inject: func(c *fakeCopier, _ *Options) { c.failCopy = 20 },
+			after: func(t *testing.T, c *fakeCopier) {
+				failed := 0
+				for _, e := range c.released {
+					if e != nil {
+						failed++
+					}
+				}
+				if failed != 1 {
+					t.Fatalf("%d lanes released as failed, want 1: %v", failed, c.released)
+				}
+				if int(c.queued.Load()) >= 2<<20/(16<<10) {
+					t.Fatalf("all %d copies queued despite the failure", c.queued.Load())
+				}
+			}},
+		{name: "queue fails", want: "the injected queue failure", ok: says("injected queue failure"),
+			inject: func(c *fakeCopier, _ *Options) { c.failQueue = 7 }},
+		{name: "read fails", want: "EIO", ok: is(unix.EIO),
+			inject: func(_ *fakeCopier, o *Options) {
+				var reads atomic.Int64
+				o.pread = func(fd int, p []byte, off int64) (int, error) {
+					if reads.Add(1) == 9 {
+						return 0, unix.EIO
+					}
+					return unix.Pread(fd, p, off)
+				}
+			}},
+		{name: "file shrinks", want: "ErrInvalidArgument", ok: is(sdk.ErrInvalidArgument),
+			inject: func(_ *fakeCopier, o *Options) {
+				o.pread = func(fd int, p []byte, off int64) (int, error) {
+					if off >= 1<<20 {
+						return 0, nil
+					}
+					return unix.Pread(fd, p, off)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFakeCopier(t, 2<<20)
+			o := opts
+			tc.inject(c, &o)
+			_, err := Fill(context.Background(), c, 2<<20, extents, nil, o)
+			if !tc.ok(err) {
+				t.Fatalf("Fill = %v, want %s", err, tc.want)
 			}
-		}
-		if failed != 1 {
-			t.Fatalf("%d lanes released as failed, want 1: %v", failed, c.released)
-		}
-		if int(c.queued.Load()) >= 2<<20/(16<<10) {
-			t.Fatalf("all %d copies queued despite the failure", c.queued.Load())
-		}
-	})
-	t.Run("queue fails", func(t *testing.T) {
-		c := newFakeCopier(t, 2<<20)
-		c.failQueue = 7
-		_, err := Fill(context.Background(), c, 2<<20, extents, nil, opts)
-		if err == nil || !bytes.Contains([]byte(err.Error()), []byte("injected queue failure")) {
-			t.Fatalf("Fill = %v, want the injected queue failure", err)
-		}
-		c.check(t)
-	})
-	t.Run("read fails", func(t *testing.T) {
-		c := newFakeCopier(t, 2<<20)
-		var reads atomic.Int64
-		o := opts
-		o.pread = func(fd int, p []byte, off int64) (int, error) {
-			if reads.Add(1) == 9 {
-				return 0, unix.EIO
+			c.check(t)
+			if tc.after != nil {
+				tc.after(t, c)
 			}
-			return unix.Pread(fd, p, off)
-		}
-		_, err := Fill(context.Background(), c, 2<<20, extents, nil, o)
-		if !errors.Is(err, unix.EIO) {
-			t.Fatalf("Fill = %v, want EIO", err)
-		}
-		c.check(t)
-	})
-	t.Run("file shrinks", func(t *testing.T) {
-		c := newFakeCopier(t, 2<<20)
-		o := opts
-		o.pread = func(fd int, p []byte, off int64) (int, error) {
-			if off >= 1<<20 {
-				return 0, nil
-			}
-			return unix.Pread(fd, p, off)
-		}
-		_, err := Fill(context.Background(), c, 2<<20, extents, nil, o)
-		if !errors.Is(err, sdk.ErrInvalidArgument) {
-			t.Fatalf("Fill over a shrunk file = %v, want ErrInvalidArgument", err)
-		}
-		c.check(t)
-	})
+		})
+	}
 }
 
 func TestFillRejectsBadExtentsBeforeCopying(t *testing.T) {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/wcache/wcache/sdk"
@@ -110,27 +107,9 @@ func TestMemoryCloseRemovesFilesAndWrapInjects(t *testing.T) {
 
 func TestNewMemoryRemovesFilesOfDeadProcesses(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := filepath.Join(dir, strconv.Itoa(cmd.Process.Pid)+"-0123456789abcdef-1.shm")
-	live := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-0123456789abcdef-1.shm")
-	other := filepath.Join(dir, "notes.txt")
-	for _, f := range []string{dead, live, other} {
-		if err := os.WriteFile(f, nil, 0o600); err != nil {
+	backendtest.CheckRemovesStaleShmFiles(t, dir, func() {
+		if _, err := mock.NewMemory(mock.MemoryOptions{Dir: dir}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := mock.NewMemory(mock.MemoryOptions{Dir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("file of a dead process kept: %v", err)
-	}
-	for _, f := range []string{live, other} {
-		if _, err := os.Stat(f); err != nil {
-			t.Errorf("%s: %v", f, err)
-		}
-	}
+	})
 }

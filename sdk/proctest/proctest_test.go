@@ -2,6 +2,7 @@ package proctest
 
 import (
 	"os/exec"
+	"syscall"
 	"testing"
 )
 
@@ -29,5 +30,15 @@ func TestStartPipedKillsAtCleanup(t *testing.T) {
 	})
 	if cmd.ProcessState == nil || cmd.ProcessState.Success() {
 		t.Fatalf("sleep after the subtest's cleanup: %v, want killed", cmd.ProcessState)
+	}
+}
+
+func TestExitedPIDAndSleeper(t *testing.T) {
+	// Signal 0 asks whether the pid names a process (ours, so no EPERM).
+	if pid := ExitedPID(t); syscall.Kill(pid, 0) != syscall.ESRCH {
+		t.Errorf("ExitedPID %d names a process", pid)
+	}
+	if pid := Sleeper(t); syscall.Kill(pid, 0) != nil {
+		t.Errorf("Sleeper %d is not running", pid)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/version"
 )
 
@@ -190,16 +191,7 @@ func untar(t *testing.T, archive, dest string) []string {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			w, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(h.Mode)&0o755)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.Copy(w, tr); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
+			pathstest.WriteNew(t, p, os.FileMode(h.Mode)&0o755, tr)
 			files = append(files, strings.TrimPrefix(h.Name, "./"))
 		default:
 			t.Fatalf("archive entry %q has type %c", h.Name, h.Typeflag)

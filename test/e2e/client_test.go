@@ -10,14 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/client/clienttest"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -251,14 +252,7 @@ func TestFallbackRules(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	regular := filepath.Join(dir, "regular")
-	if err := os.WriteFile(regular, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(live, link); err != nil {
-		t.Fatal(err)
-	}
+	regular, link := pathstest.NotSockets(t, dir, live)
 	foreign := filepath.Join(dir, "foreign")
 	fl, err := net.Listen("unix", foreign)
 	if err != nil {
@@ -269,12 +263,7 @@ func TestFallbackRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := filepath.Join(dir, "dead")
-	dl, err := net.ListenUnix("unix", &net.UnixAddr{Name: dead, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl.SetUnlinkOnClose(false)
-	dl.Close()
+	pathstest.DeadSocket(t, dead)
 
 	for _, c := range []struct {
 		socket string
@@ -396,31 +385,8 @@ func TestManyConcurrentClients(t *testing.T) {
 	const clients, rounds = 64, 5
 	attachRounds := func(rounds int) {
 		t.Helper()
-		var wg sync.WaitGroup
-		errs := make(chan error, clients)
-		for i := 0; i < clients; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := 0; j < rounds; j++ {
-					a, err := h.attachGo(h.UUIDs[0], cfg)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if len(a.Manifest.Tensors) == 0 {
-						errs <- fmt.Errorf("empty manifest")
-					}
-					if err := a.Lease.Close(); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		err := clienttest.AttachRounds(clients, rounds, func() (*client.Attachment, error) { return h.attachGo(h.UUIDs[0], cfg) })
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,29 +12,24 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
-// copyWithATensorZeroed copies the model folder src to dst (copyTree) and
-// zeroes the last tensor of the copy of src's file: same headers, same
-// checkpoint_digest, other weights. It returns the zeroed file.
+// copyWithATensorZeroed copies the model folder src to dst
+// (safetensorstest.CopyCheckpoint) and zeroes the last tensor of the copy
+// of src's file: same headers, same checkpoint_digest, other weights. It
+// returns the zeroed file.
 func copyWithATensorZeroed(t *testing.T, src, dst, file string) string {
 	t.Helper()
-	copyTree(t, src, dst)
+	safetensorstest.CopyCheckpoint(t, src, dst)
 	zeroed := filepath.Join(dst, filepath.Base(file))
 	if _, err := safetensorstest.ZeroTensor(zeroed, -1); err != nil {
 		t.Fatal(err)
 	}
 	return zeroed
-}
-
-// copyTree copies src to dst as `cp -rp` does (modification times kept).
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	if out, err := exec.Command("cp", "-rp", src, dst).CombinedOutput(); err != nil {
-		t.Fatalf("cp -rp: %v\n%s", err, out)
-	}
 }
 
 // attacher returns a function that runs `wcache attach --model MODEL
@@ -77,7 +71,7 @@ func TestAttachRefusesACopyWithATensorZeroed(t *testing.T) {
 	}
 
 	m3 := filepath.Join(h.Root, "m3")
-	copyTree(t, m1.Dir, m3)
+	safetensorstest.CopyCheckpoint(t, m1.Dir, m3)
 	if res := attach(m3); res.Code != 3 {
 		t.Errorf("unchanged copy, cold cache, --content identity: want exit 3\n%s", res)
 	}
@@ -108,43 +102,6 @@ func TestPublishCarriesContent(t *testing.T) {
 	}
 }
 
-// hubRepo lays out the files of dir as a Hugging Face hub cache holds a
-// repo's snapshot: <hub>/<repo>/blobs/<SHA-256 of the content>, a
-// snapshots/<commit>/ symlink to each, refs/main naming commit. It returns
-// the snapshot directory. misname, when it names a file, gives that file's
-// blob a name that is not its content's SHA-256 (the SHA-256 of other bytes).
-func hubRepo(t *testing.T, hub, repo, commit, dir string, misname map[string]bool) string {
-	t.Helper()
-	root := filepath.Join(hub, repo)
-	snap := filepath.Join(root, "snapshots", commit)
-	for _, d := range []string{filepath.Join(root, "blobs"), filepath.Join(root, "refs"), snap} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "refs", "main"), []byte(commit+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob := fmt.Sprintf("%x", sha256.Sum256(b))
-		if misname[e.Name()] {
-			blob = fmt.Sprintf("%x", sha256.Sum256(append(b, 0)))
-		}
-		if err := os.WriteFile(filepath.Join(root, "blobs", blob), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return snap
-}
-
 // TestHubIDsOffline: `--model org/name` and `org/name@revision` resolve
 // through a local Hugging Face cache (snapshots/ symlinks into blobs/ named
 // by SHA-256), without network, in serve and attach; the attach proves the
@@ -155,7 +112,7 @@ func TestHubIDsOffline(t *testing.T) {
 	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
 	hub := filepath.Join(h.Root, "hf", "hub")
 	const commit = "89abcdef0123456789abcdef0123456789abcdef"
-	snap := hubRepo(t, hub, "models--acme--tiny", commit, m.Dir, nil)
+	snap := safetensorstest.HubSnapshot(t, filepath.Join(hub, "models--acme--tiny"), commit, m.Dir, nil)
 	withHub := func(c *exec.Cmd) {
 		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
 	}
@@ -180,26 +137,24 @@ func TestHubIDsOffline(t *testing.T) {
 func waitBlobSums(t *testing.T, h *harness, gpu int, want ...string) []cacheconfig.FileContent {
 	t.Helper()
 	c := h.mustDialGo(gpu)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var files []cacheconfig.FileContent
+	if ok, _ := poll.Until(context.Background(), 2*time.Minute, func() bool {
 		st, err := c.Status(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
+		files = st.Files
 		done := 0
-		for _, f := range st.Files {
+		for _, f := range files {
 			if f.SHA256 != "" && slices.Contains(want, f.Name) {
 				done++
 			}
 		}
-		if done == len(want) {
-			return st.Files
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("device %d: hub blob names of %v not verified: %+v", gpu, want, st.Files)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return done == len(want)
+	}); !ok {
+		t.Fatalf("device %d: hub blob names of %v not verified: %+v", gpu, want, files)
 	}
+	return files
 }
 
 // TestHubBlobNamesProveACopy: a daemon that loaded a model from a hub cache
@@ -213,9 +168,9 @@ func TestHubBlobNamesProveACopy(t *testing.T) {
 	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
 	first, second := filepath.Base(m.Files[0]), filepath.Base(m.Files[1])
 	const commit = "0123456789abcdef0123456789abcdef01234567"
-	snapA := hubRepo(t, filepath.Join(h.Root, "hubA"), "models--acme--tiny", commit, m.Dir, nil)
-	snapB := hubRepo(t, filepath.Join(h.Root, "hubB"), "models--acme--tiny", commit, m.Dir, nil)
-	snapBad := hubRepo(t, filepath.Join(h.Root, "hubC"), "models--acme--tiny", commit, m.Dir, map[string]bool{first: true})
+	snapA := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubA", "models--acme--tiny"), commit, m.Dir, nil)
+	snapB := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubB", "models--acme--tiny"), commit, m.Dir, nil)
+	snapBad := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubC", "models--acme--tiny"), commit, m.Dir, func(f string) bool { return f == first })
 	h.startServe(0, snapA)
 	h.startServe(1, snapBad)
 
@@ -266,8 +221,8 @@ func TestHubBlobNamesPerGeneration(t *testing.T) {
 		m := genModel(t, filepath.Join(h.Root, fmt.Sprint("m", i)),
 			safetensorstest.GenOptions{Shards: 2, HiddenSize: 128, Layers: 2 - i, Seed: uint64(i + 1)})
 		repo := fmt.Sprintf("models--acme--m%d", i)
-		snaps = append(snaps, hubRepo(t, filepath.Join(h.Root, "hubA"), repo, commit, m.Dir, nil))
-		copies = append(copies, hubRepo(t, filepath.Join(h.Root, "hubB"), repo, commit, m.Dir, nil))
+		snaps = append(snaps, safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubA", repo), commit, m.Dir, nil))
+		copies = append(copies, safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hubB", repo), commit, m.Dir, nil))
 	}
 	h.startServe(0, snaps[0], "--draft-model", snaps[1])
 	verified := func(snap string, files []cacheconfig.FileContent) bool {
@@ -287,18 +242,16 @@ func TestHubBlobNamesPerGeneration(t *testing.T) {
 		}
 		return -1
 	}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		st := h.statusOf(0)
+	var st *client.Status
+	if ok, _ := poll.Until(context.Background(), 2*time.Minute, func() bool {
+		st = h.statusOf(0)
 		if len(st.Generations) != 2 {
 			t.Fatalf("status: %d generations, want the target and the draft", len(st.Generations))
 		}
 		g0, g1 := which(st.Generations[0].Files), which(st.Generations[1].Files)
-		if g0 >= 0 && g1 >= 0 && g0 != g1 && which(st.Files) == g0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hub blob names not verified per generation: %+v", st.Generations)
-		}
+		return g0 >= 0 && g1 >= 0 && g0 != g1 && which(st.Files) == g0
+	}); !ok {
+		t.Fatalf("hub blob names not verified per generation: %+v", st.Generations)
 	}
 	if res := attacher(t, h)(copies[1]); res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
 		t.Errorf("a copy of the draft in another hub cache, --content identity: want exit 0 without hashing\n%s", res)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -41,9 +42,9 @@ func (h *harness) waitOutput(p *process, want string) {
 // waitLeases waits until `wcache status --json` shows n leases on uuid.
 func (h *harness) waitLeases(uuid string, n int) {
 	h.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		res := h.mustRun("status", "--json")
+	var res cliResult
+	if ok, _ := poll.Until(context.Background(), readyTimeout, func() bool {
+		res = h.mustRun("status", "--json")
 		var rows []struct {
 			DeviceUUID string            `json:"device_uuid"`
 			Leases     []json.RawMessage `json:"leases"`
@@ -53,13 +54,12 @@ func (h *harness) waitLeases(uuid string, n int) {
 		}
 		for _, r := range rows {
 			if r.DeviceUUID == uuid && len(r.Leases) == n {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("device %s never had %d lease(s):\n%s", uuid, n, res)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}); !ok {
+		h.t.Fatalf("device %s never had %d lease(s):\n%s", uuid, n, res)
 	}
 }
 
@@ -326,13 +326,8 @@ func TestSignalsDrainWithThePluginAlive(t *testing.T) {
 				t.Errorf("the lease got no drain notice:\n%s", holder)
 			}
 			assertGone(t, p.Socket, p.Ready)
-			deadline := time.Now().Add(5 * time.Second)
-			for syscall.Kill(plugin, 0) == nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("plugin %d still runs after its daemon exited", plugin)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			poll.Eventually(t, 5*time.Second, fmt.Sprintf("plugin %d to end with its daemon", plugin),
+				func() bool { return syscall.Kill(plugin, 0) != nil })
 		})
 	}
 }

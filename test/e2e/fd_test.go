@@ -21,6 +21,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk/proctest"
 )
@@ -236,28 +237,8 @@ func sharedWithNobody(t *testing.T, h *harness) (shared, helper string) {
 		t.Fatal(err)
 	}
 	helper = filepath.Join(h.Root, "fd-helper")
-	copyFile(t, exe, helper, 0o755)
+	pathstest.CopyFile(t, exe, helper, 0o755)
 	return shared, helper
-}
-
-// copyFile copies src to dst with mode.
-func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // fdFloodConns is how many connections the fd-flood helper opens.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // A daemon that runs out of descriptors for a moment (EMFILE on accept)
@@ -74,10 +75,7 @@ func TestDescriptorChannelSurvivesRunningOutOfDescriptors(t *testing.T) {
 	for _, a := range held {
 		_ = a.Lease.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fds() > base+4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(context.Background(), 10*time.Second, func() bool { return fds() <= base+4 })
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	a, err := client.Attach(ctx, client.BySocket(h.Paths(h.UUIDs[0]).Socket), cfg, client.Options{ClientName: "fd-limit-after"})

@@ -70,11 +70,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The CUDA plugin (cgo, with gcc) for the peer fill on the fake driver.
-	if err := testproc.BuildBinaries(dir, true); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	if err := os.Setenv(binDirEnv, dir); err != nil {
+	if err := testproc.InstallBinaries(dir, binDirEnv, true); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/sdk/procstat"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -152,16 +153,12 @@ func (h *harness) assertAllStopped(model string) {
 // within timeout.
 func assertNoDaemons(t *testing.T, model string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		left := daemonsOf(model)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes of %s still running after %s: %v", model, timeout, left)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var left []int
+	if ok, _ := poll.Until(context.Background(), timeout, func() bool {
+		left = daemonsOf(model)
+		return len(left) == 0
+	}); !ok {
+		t.Fatalf("processes of %s still running after %s: %v", model, timeout, left)
 	}
 }
 
@@ -185,23 +182,20 @@ func (h *harness) assertNoDiscoveryFiles() {
 // timeout: every plugin released its shared-memory allocations.
 func (h *harness) assertNoMockFiles(timeout time.Duration) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		entries, err := os.ReadDir(h.MockDir)
+	var entries []os.DirEntry
+	if ok, _ := poll.Until(context.Background(), timeout, func() bool {
+		var err error
+		entries, err = os.ReadDir(h.MockDir)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if len(entries) == 0 {
-			return
+		return len(entries) == 0
+	}); !ok {
+		names := make([]string, len(entries))
+		for i, e := range entries {
+			names[i] = e.Name()
 		}
-		if time.Now().After(deadline) {
-			names := make([]string, len(entries))
-			for i, e := range entries {
-				names[i] = e.Name()
-			}
-			h.t.Fatalf("mock allocation files left in %s after %s: %v", h.MockDir, timeout, names)
-		}
-		time.Sleep(20 * time.Millisecond)
+		h.t.Fatalf("mock allocation files left in %s after %s: %v", h.MockDir, timeout, names)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // metricsClient is an HTTP client whose transport dials the Unix socket at
@@ -42,16 +43,18 @@ func httpGet(c *http.Client, url string) (int, string, error) {
 // serve listens on the metrics address right after it wrote its ready file.
 func (h *harness) waitHealthy(p *process, c *http.Client) {
 	h.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		code, body, err := httpGet(c, "http://wcache/healthz")
-		if err == nil && code == http.StatusOK && body == "serving\n" {
-			return
-		}
-		if p.Exited() || time.Now().After(deadline) {
-			h.t.Fatalf("/healthz never answered 200 serving (last: %d %q %v):\n%s", code, body, err, p)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var (
+		code int
+		body string
+		err  error
+	)
+	healthy := func() bool { return err == nil && code == http.StatusOK && body == "serving\n" }
+	poll.Until(context.Background(), readyTimeout, func() bool {
+		code, body, err = httpGet(c, "http://wcache/healthz")
+		return healthy() || p.Exited()
+	})
+	if !healthy() {
+		h.t.Fatalf("/healthz never answered 200 serving (last: %d %q %v):\n%s", code, body, err, p)
 	}
 }
 

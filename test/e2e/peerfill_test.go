@@ -106,7 +106,7 @@ func TestPeerFillFromASiblingReadsNoTensorBytes(t *testing.T) {
 func TestPeerFillCarriesTheVerifiedHubBlobNames(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 2})
 	m := genModel(t, filepath.Join(h.Root, "m"), peerFillModel)
-	snap := hubRepo(t, filepath.Join(h.Root, "hub"), "models--acme--tiny", "0123456789abcdef0123456789abcdef01234567", m.Dir, nil)
+	snap := safetensorstest.HubSnapshot(t, filepath.Join(h.Root, "hub", "models--acme--tiny"), "0123456789abcdef0123456789abcdef01234567", m.Dir, nil)
 	names := []string{filepath.Base(m.Files[0]), filepath.Base(m.Files[1])}
 	h.startServe(0, snap)
 	want := waitBlobSums(t, h, 0, names...)

@@ -17,6 +17,8 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/backendtest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // helperEnv makes the test binary run a helper instead of the tests (see
@@ -168,17 +170,14 @@ func (h *harness) status(uuid string) statusRow {
 // waitState polls status until uuid is in state.
 func (h *harness) waitState(uuid, state string) statusRow {
 	h.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		r := h.status(uuid)
-		if r.State == state {
-			return r
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("device %s is %q, never %q", uuid, r.State, state)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r statusRow
+	if ok, _ := poll.Until(context.Background(), readyTimeout, func() bool {
+		r = h.status(uuid)
+		return r.State == state
+	}); !ok {
+		h.t.Fatalf("device %s is %q, never %q", uuid, r.State, state)
 	}
+	return r
 }
 
 // shmFileHarness is one mock device exporting posix-shm handles: tests
@@ -189,11 +188,7 @@ var shmFileHarness = harnessOptions{Devices: 1, Env: []string{"WCACHE_MOCK_HANDL
 // shmFiles lists the mock's allocation files (posix-shm handles only).
 func (h *harness) shmFiles() []string {
 	h.t.Helper()
-	m, err := filepath.Glob(filepath.Join(h.MockDir, "*.shm"))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return m
+	return backendtest.ShmFiles(h.t, h.MockDir)
 }
 
 // TestPublishThenAttachVerify: an empty daemon answers attaches with exit 3

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/sdk/poll"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -49,15 +50,11 @@ func TestPluginKilledDaemonServesOn(t *testing.T) {
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(readyTimeout)
 	var after *client.Status
-	for {
+	poll.Until(context.Background(), readyTimeout, func() bool {
 		after = h.statusOf(0)
-		if after.StartPhases.PluginRestarts > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return after.StartPhases.PluginRestarts > 0
+	})
 	if after.StartPhases.PluginRestarts != 1 {
 		t.Fatalf("daemon reports %d plugin restarts after the kill, want 1:\n%s", after.StartPhases.PluginRestarts, d)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 )
@@ -74,6 +75,20 @@ func mustRename(t *testing.T, from, to string) {
 	}
 }
 
+// checkServesOn waits for daemon d to say says (that it serves on after
+// a takeover that did not happen) and fails the test unless it did, d is
+// still running and the lease held through it lives on after what failed.
+func checkServesOn(t *testing.T, d *process, says string, held *client.Lease, after string) {
+	t.Helper()
+	if err := d.WaitOutput(context.Background(), says, readyTimeout); err != nil {
+		t.Fatalf("%v\n%s", err, d)
+	}
+	if d.Exited() {
+		t.Fatalf("the daemon exited after %s:\n%s", after, d)
+	}
+	checkLeaseLives(t, held, after)
+}
+
 // TestTakeoverRequestWithoutImportLeavesTheDaemonServing: a same-uid
 // client that asks for the writable descriptors (op TAKEOVER) and then
 // closes without acknowledging their import — a rogue client, or a
@@ -96,15 +111,7 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	}
 	fdchannel.CloseAll(tk.Descriptors)
 	tk.Close() // no Imported
-	if err := d.WaitFor(context.Background(), "the daemon's refusal to hand over", readyTimeout, func() bool {
-		return strings.Contains(d.Output(), "did not acknowledge the import; serving on")
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, d)
-	}
-	if d.Exited() {
-		t.Fatalf("the daemon exited after an unacknowledged takeover request:\n%s", d)
-	}
-	checkLeaseLives(t, held.Lease, "the unacknowledged takeover request")
+	checkServesOn(t, d, "did not acknowledge the import; serving on", held.Lease, "the unacknowledged takeover request")
 	after := h.statusOf(0)
 	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 2 {
 		t.Fatalf("after the request: pid %d generation %d leases %d; before pid %d generation %d",
@@ -133,15 +140,7 @@ func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) 
 	if !strings.Contains(old.Output(), "released the lock and socket to the successor") {
 		t.Fatalf("the successor died before the old daemon released its lock: the hook did not test the window\n%s\n%s", old, dying)
 	}
-	if err := old.WaitFor(context.Background(), "the daemon serving again", readyTimeout, func() bool {
-		return strings.Contains(old.Output(), "takeover: serving again")
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, old)
-	}
-	if old.Exited() {
-		t.Fatalf("the daemon exited although its successor died:\n%s", old)
-	}
-	checkLeaseLives(t, held.Lease, "the failed takeover")
+	checkServesOn(t, old, "takeover: serving again", held.Lease, "the failed takeover")
 	after := h.statusOf(0)
 	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
 		after.Leases[0].ID != held.Lease.ID() {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/sdk/proctest"
 	"github.com/wcache/wcache/test/netns"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -85,6 +86,10 @@ func TestStartRunsTheProgramInTheHost(t *testing.T) {
 	if err != nil {
 		t.Skip("no sleep command")
 	}
+	sleepExe, err := filepath.EvalSymlinks(sleep) // what /proc/<pid>/exe names
+	if err != nil {
+		t.Fatal(err)
+	}
 	proc, err := p.A.Start(testproc.Options{Path: sleep, Args: []string{"600"}})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +101,7 @@ func TestStartRunsTheProgramInTheHost(t *testing.T) {
 	exe := ""
 	if err := proc.WaitFor(ctx, "exec of sleep", 30*time.Second, func() bool {
 		exe, _ = os.Readlink(filepath.Join("/proc", itoa(proc.PID()), "exe"))
-		return filepath.Base(exe) == filepath.Base(mustEval(t, sleep))
+		return filepath.Base(exe) == filepath.Base(sleepExe)
 	}); err != nil {
 		t.Fatalf("%v (exe %s)", err, exe)
 	}
@@ -142,15 +147,12 @@ func TestSweepLeftovers(t *testing.T) {
 		t.Skipf("network namespace tests skipped: %v", err)
 	}
 	// A process that has ended: its pid and start time name a dead run.
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
+	dead := proctest.ExitedPID(t)
 	self := netns.New(t)      // a live run's pair
 	names := map[string]bool{ // name → kept
-		"wcache-test-" + itoa(dead.Process.Pid) + ".1-00aa00aa-a":  false,
-		"wcache-test-" + itoa(dead.Process.Pid) + ".1-00aa00aa-b":  false,
-		"wcache-testx-" + itoa(dead.Process.Pid) + ".1-00aa00aa-a": true,
+		"wcache-test-" + itoa(dead) + ".1-00aa00aa-a":  false,
+		"wcache-test-" + itoa(dead) + ".1-00aa00aa-b":  false,
+		"wcache-testx-" + itoa(dead) + ".1-00aa00aa-a": true,
 	}
 	for name := range names {
 		if out, err := exec.Command(ip, "netns", "add", name).CombinedOutput(); err != nil {
@@ -180,13 +182,4 @@ func inode(t *testing.T, path string) uint64 {
 		t.Fatal(err)
 	}
 	return st.Ino
-}
-
-func mustEval(t *testing.T, path string) string {
-	t.Helper()
-	p, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -14,10 +14,10 @@ package peerfill
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/wcache/wcache/sdk/proctest"
 	"github.com/wcache/wcache/test/netns"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -46,10 +46,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "peerproc")
-	cmd := exec.Command("go", "build", "-o", bin, "./peerproc")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "peerfill: go build ./peerproc: %v\n%s", err, out)
+	if err := proctest.GoBuild(bin, "./peerproc", false); err != nil {
+		fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
 		return 1
 	}
 	if err := os.Setenv(peerprocEnv, bin); err != nil {
@@ -57,11 +55,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	if os.Getenv(binDirEnv) == "" {
-		if err := testproc.BuildBinaries(dir, false); err != nil {
-			fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
-			return 1
-		}
-		if err := os.Setenv(binDirEnv, dir); err != nil {
+		if err := testproc.InstallBinaries(dir, binDirEnv, false); err != nil {
 			fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
 			return 1
 		}

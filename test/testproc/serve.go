@@ -14,6 +14,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // ServeArgs are the arguments of `wcache serve` on the device of ordinal
@@ -137,16 +138,17 @@ func BuildBinaries(dir string, cuda bool) error {
 	if err != nil {
 		return err
 	}
-	builds := [][3]string{{"wcache", "./cmd/wcache", "0"}, {"wcache-backend-mock", "./plugins/mock", "0"}}
+	type build struct {
+		bin, pkg string
+		cgo      bool
+	}
+	builds := []build{{"wcache", "cmd/wcache", false}, {"wcache-backend-mock", "plugins/mock", false}}
 	if _, err := exec.LookPath("gcc"); cuda && err == nil {
-		builds = append(builds, [3]string{"wcache-backend-cuda", "./plugins/cuda", "1"})
+		builds = append(builds, build{"wcache-backend-cuda", "plugins/cuda", true})
 	}
 	for _, b := range builds {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b[2])
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", b[1], err, out)
+		if err := proctest.GoBuild(filepath.Join(dir, b.bin), filepath.Join(root, b.pkg), b.cgo); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -177,4 +179,14 @@ func FakeCUDAEnv(lib string, memory uint64, uuids ...string) []string {
 	return []string{"WCACHE_CUDA_LIBRARY=" + lib, "WCACHE_NVML_LIBRARY=" + filepath.Join(filepath.Dir(lib), "no-nvml.so"),
 		"WCACHE_CUDA_HEALTH_INTERVAL=0", "WCACHE_CUDA_DIRECT_IO=0", "FAKECUDA_MEMORY=" + strconv.FormatUint(memory, 10),
 		"FAKECUDA_DEVICES=" + strings.Join(uuids, ",")}
+}
+
+// InstallBinaries builds the binaries into dir (BuildBinaries) and names
+// dir in the environment variable env, where the tests and the processes
+// they start look for them.
+func InstallBinaries(dir, env string, cuda bool) error {
+	if err := BuildBinaries(dir, cuda); err != nil {
+		return err
+	}
+	return os.Setenv(env, dir)
 }

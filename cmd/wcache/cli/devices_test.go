@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // buildWcacheWithMock builds wcache and wcache-backend-mock side by side,
@@ -26,10 +27,8 @@ func buildWcacheWithMock(t *testing.T) string {
 		"wcache":              "github.com/wcache/wcache/cmd/wcache",
 		"wcache-backend-mock": "github.com/wcache/wcache/plugins/mock",
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		if err := proctest.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return dir

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // TestNegativeDurationsAreUsageErrors: a negative duration exits 2 before
@@ -91,18 +92,14 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
-	victim := exec.Command("sleep", "300")
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
-	start, err := procstat.StartTime(victim.Process.Pid)
+	victim := proctest.Sleeper(t)
+	start, err := procstat.StartTime(victim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const uuid = "GPU-ffc79498-8ff3-c2dc-3b0d-fafd804516ae"
 	ready := filepath.Join(dir, uuid+".ready")
-	content := fmt.Sprintf(`{"pid":%d,"start_time":%d,"device_uuid":%q}`, victim.Process.Pid, start, uuid)
+	content := fmt.Sprintf(`{"pid":%d,"start_time":%d,"device_uuid":%q}`, victim, start, uuid)
 	for _, f := range []string{ready, ready + ".lock"} {
 		out, err := exec.Command(setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", "--",
 			"sh", "-c", `printf %s "$1" > "$2"`, "plant", content, f).CombinedOutput()
@@ -123,7 +120,7 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 		t.Errorf("cleanup --force: exit %d, %s", code, stderr)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if s := procstat.Inspect(victim.Process.Pid, start); s != procstat.Alive {
+	if s := procstat.Inspect(victim, start); s != procstat.Alive {
 		t.Fatalf("the process named by the planted file is %s: cleanup --force signalled it", s)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -67,15 +66,6 @@ func allocate(t *testing.T, b *Backend, ordinal int, n uint64) sdk.AllocationID 
 	return id
 }
 
-func shmFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.shm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestAllocationFilesArePrivateAndRemoved(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
@@ -86,7 +76,7 @@ func TestAllocationFilesArePrivateAndRemoved(t *testing.T) {
 	if size != 12288 {
 		t.Errorf("reserved %d bytes for 10000, want the page-rounded 12288", size)
 	}
-	files := shmFiles(t, b.Dir())
+	files := backendtest.ShmFiles(t, b.Dir())
 	if len(files) != 1 {
 		t.Fatalf("files after Allocate: %v", files)
 	}
@@ -107,7 +97,7 @@ func TestAllocationFilesArePrivateAndRemoved(t *testing.T) {
 	if err := b.Free(ctx, id); err != nil {
 		t.Fatalf("Free: %v", err)
 	}
-	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+	if files := backendtest.ShmFiles(t, b.Dir()); len(files) != 0 {
 		t.Fatalf("files after Free: %v", files)
 	}
 	for range 3 {
@@ -118,7 +108,7 @@ func TestAllocationFilesArePrivateAndRemoved(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+	if files := backendtest.ShmFiles(t, b.Dir()); len(files) != 0 {
 		t.Fatalf("files after Close: %v", files)
 	}
 	if _, _, err := b.Allocate(ctx, 0, 4096); !errors.Is(err, sdk.ErrUnavailable) {
@@ -158,27 +148,7 @@ func TestStaleFilesOfDeadProcessesAreRemoved(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	deadFile := filepath.Join(dir, strconv.Itoa(dead.Process.Pid)+"-0123456789abcdef-1.shm")
-	liveFile := filepath.Join(dir, strconv.Itoa(os.Getppid())+"-0123456789abcdef-1.shm")
-	other := filepath.Join(dir, "notes.txt")
-	for _, p := range []string{deadFile, liveFile, other} {
-		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	newTestBackend(t, func(c *Config) { c.Dir = dir })
-	if _, err := os.Stat(deadFile); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("file of dead pid %d still there: %v", dead.Process.Pid, err)
-	}
-	for _, p := range []string{liveFile, other} {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s was removed: %v", p, err)
-		}
-	}
+	backendtest.CheckRemovesStaleShmFiles(t, dir, func() { newTestBackend(t, func(c *Config) { c.Dir = dir }) })
 }
 
 func TestExportedFileIsTheMemory(t *testing.T) {
@@ -401,7 +371,7 @@ func TestCloseStopsARunningLoad(t *testing.T) {
 	if !errors.Is(loadErr, sdk.ErrUnavailable) {
 		t.Fatalf("Load during Close = %v, want ErrUnavailable", loadErr)
 	}
-	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+	if files := backendtest.ShmFiles(t, b.Dir()); len(files) != 0 {
 		t.Fatalf("files after Close: %v", files)
 	}
 }

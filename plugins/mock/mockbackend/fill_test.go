@@ -25,7 +25,7 @@ func TestAllocateTakesNoMemoryUntilLoad(t *testing.T) {
 	b := newTestBackend(t, nil)
 	ctx := context.Background()
 	id := allocate(t, b, 0, 64<<20)
-	files := shmFiles(t, b.Dir())
+	files := backendtest.ShmFiles(t, b.Dir())
 	if len(files) != 1 {
 		t.Fatalf("files %v", files)
 	}
@@ -70,7 +70,7 @@ func TestAllocateRefusesWhatTheFolderCannotHold(t *testing.T) {
 	if got := freeMemory(); got != 1<<60 {
 		t.Errorf("FreeMemory = %d after a refused Allocate, want it unchanged", got)
 	}
-	if files := shmFiles(t, b.Dir()); len(files) != 0 {
+	if files := backendtest.ShmFiles(t, b.Dir()); len(files) != 0 {
 		t.Errorf("a refused Allocate left %v", files)
 	}
 

@@ -15,6 +15,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
@@ -77,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pl.Close()
-		go servePlain(pl, gen)
+		go peertest.ServePlain(pl, gen.data...)
 		fmt.Fprintf(stdout, "plain listening on %s\n", pl.Addr())
 	}
 	fmt.Fprintf(stdout, "peer listening on %s\n", l.Addr())
@@ -102,25 +103,4 @@ func loadGeneration(paths []string, pauseAt int64, stdout io.Writer) (*generatio
 		g.arenas = append(g.arenas, peer.Arena{Size: uint64(len(b)), Digest: filedigest.Bytes(b)})
 	}
 	return g, nil
-}
-
-// servePlain writes every arena's bytes, in order, to each connection and
-// closes it: the plain TCP stream the benchmark compares a fetch with.
-func servePlain(l net.Listener, g *generation) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			for _, b := range g.data {
-				for off := 0; off < len(b); off += 4 << 20 {
-					if _, err := c.Write(b[off:min(len(b), off+4<<20)]); err != nil {
-						return
-					}
-				}
-			}
-		}()
-	}
 }
