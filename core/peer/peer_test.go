@@ -16,6 +16,7 @@ import (
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
 	"github.com/wcache/wcache/sdk/filedigest"
+	"github.com/wcache/wcache/sdk/poll"
 )
 
 // memSource serves generations from memory. failAt (>= 0) makes ReadAt
@@ -311,17 +312,29 @@ func TestConnectionLimitAnswersBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := tr.Open(t.Context(), addr, offer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server counts Describe's connection until it reads its close, so
+	// a session opened right after it may still find the one connection
+	// taken (and is answered busy).
+	var s peer.Session
+	poll.Eventually(t, 10*time.Second, "a session admitted", func() bool {
+		try, err := tr.Open(t.Context(), addr, offer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := try.ReadRange(t.Context(), 0, 0, make([]byte, 4096)); err != nil {
+			try.Close()
+			if !errors.Is(err, peer.ErrBusy) {
+				t.Fatal(err)
+			}
+			return false
+		}
+		s = try // it holds the peer's one connection
+		return true
+	})
 	defer s.Close()
-	p := make([]byte, 4096)
-	if err := s.ReadRange(t.Context(), 0, 0, p); err != nil { // the session holds the peer's one connection
-		t.Fatal(err)
-	}
-	if _, err := tr.Describe(t.Context(), addr, identity); !errors.Is(err, peer.ErrBusy) {
-		t.Fatalf("a second connection: %v, want ErrBusy", err)
+	_, err = tr.Describe(t.Context(), addr, identity)
+	if !errors.Is(err, peer.ErrBusy) || !strings.Contains(err.Error(), "this client has 1 connections open, at most 1") {
+		t.Fatalf("a second connection: %v, want ErrBusy naming the per-client limit", err)
 	}
 	if err := s.ReadRange(t.Context(), 0, 1<<20-1, make([]byte, 2)); !errors.Is(err, peer.ErrInvalid) {
 		t.Fatalf("a range past the arena: %v, want ErrInvalid", err)

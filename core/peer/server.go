@@ -166,12 +166,16 @@ func peerKey(cs tls.ConnectionState) string {
 }
 
 // admit counts a connection against the limits; the returned func undoes
-// it. ok false: over a limit.
-func (s *Server) admit(key string) (func(), bool) {
+// it. Over a limit it returns an error wrapping ErrBusy that names the
+// limit.
+func (s *Server) admit(key string) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.conns) > s.opts.MaxConns || s.perPeer[key] >= s.opts.MaxConnsPerPeer {
-		return nil, false
+	if n := len(s.conns); n > s.opts.MaxConns { // s.conns holds this one too
+		return nil, fmt.Errorf("%d connections open, at most %d: %w", n-1, s.opts.MaxConns, ErrBusy)
+	}
+	if n := s.perPeer[key]; n >= s.opts.MaxConnsPerPeer {
+		return nil, fmt.Errorf("this client has %d connections open, at most %d: %w", n, s.opts.MaxConnsPerPeer, ErrBusy)
 	}
 	s.perPeer[key]++
 	return func() {
@@ -180,7 +184,7 @@ func (s *Server) admit(key string) (func(), bool) {
 		if s.perPeer[key]--; s.perPeer[key] == 0 {
 			delete(s.perPeer, key)
 		}
-	}, true
+	}, nil
 }
 
 func (s *Server) handle(c *tls.Conn) {
@@ -199,13 +203,13 @@ func (s *Server) handle(c *tls.Conn) {
 	}
 	key := peerKey(c.ConnectionState())
 	br := bufio.NewReader(c)
-	release, ok := s.admit(key)
-	if !ok {
-		s.log.Warn("peer refused: connection limit", "remote", c.RemoteAddr().String(), "peer", key)
+	release, err := s.admit(key)
+	if err != nil {
+		s.log.Warn("peer refused: connection limit", "remote", c.RemoteAddr().String(), "peer", key, "error", err)
 		_ = c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 		var req peerv1.Request
 		if readMsg(br, &req) == nil {
-			_ = writeMsg(c, &peerv1.Response{Error: errorToProto(fmt.Errorf("%d connections open: %w", s.opts.MaxConns, ErrBusy))})
+			_ = writeMsg(c, &peerv1.Response{Error: errorToProto(err)})
 		}
 		return
 	}

@@ -15,7 +15,6 @@ WcacheError prints {"error", "message", "fields"} and exits 3.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import socket
