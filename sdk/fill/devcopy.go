@@ -114,15 +114,13 @@ func CopyDevice(ctx context.Context, c DeviceCopier, length uint64, opts CopyOpt
 		return next - 1, true
 	}
 	done := make(chan uint64, streams*opts.Depth)
-	errs := make(chan error, streams)
 	var wg sync.WaitGroup
 	for range streams {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := runStream(ctx, c, take, opts, length, done); err != nil {
-				cancel(err)
-				errs <- err
+				cancel(err) // the first failure is the cause; the others saw it cancel them
 			}
 		}()
 	}
@@ -137,22 +135,12 @@ func CopyDevice(ctx context.Context, c DeviceCopier, length uint64, opts CopyOpt
 		}
 	}
 	st.Wall = time.Since(start)
-	close(errs)
-	if err := firstErr(errs); err != nil {
-		return st, fmt.Errorf("device copy of %d bytes: %w", length, err)
-	}
+	// The cause, not the first error sent: a stream stopped by another's
+	// failure reports the cancellation, and may report it first.
 	if err := context.Cause(ctx); err != nil {
 		return st, fmt.Errorf("device copy of %d bytes: %w", length, err)
 	}
 	return st, nil
-}
-
-// firstErr returns the first error of a closed channel (nil: none).
-func firstErr(errs <-chan error) error {
-	for err := range errs {
-		return err
-	}
-	return nil
 }
 
 // runStream is one stream's loop: acquire, queue chunks up to Depth,
