@@ -119,12 +119,33 @@ func (n *node) start() *testproc.Process {
 	return p
 }
 
-// probe runs the readiness probe's command once and reports whether it
-// passed.
+// probe runs the readiness probe's command once, its program found on the
+// node's PATH (as the kubelet runs it in the container), and reports
+// whether it passed.
 func (n *node) probe() bool {
-	cmd := exec.Command(n.prob[0], n.prob[1:]...)
+	cmd := exec.Command(n.lookPath(n.prob[0]), n.prob[1:]...)
 	cmd.Env = n.env
 	return cmd.Run() == nil
+}
+
+// lookPath is the first executable file named name in the node's PATH, or
+// name itself when it has a slash or none is found.
+func (n *node) lookPath(name string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	for _, kv := range n.env {
+		path, ok := strings.CutPrefix(kv, "PATH=")
+		if !ok {
+			continue
+		}
+		for _, dir := range filepath.SplitList(path) {
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				return filepath.Join(dir, name)
+			}
+		}
+	}
+	return name
 }
 
 // waitProbe waits until the probe passes or p exits.

@@ -94,7 +94,7 @@ type statusLease struct {
 }
 
 func newStatusCommand(e *env) *cobra.Command {
-	var jsonOut bool
+	var jsonOut, check bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "List this user's daemons: device, process, what they hold, who is attached",
@@ -103,11 +103,21 @@ layout. A live daemon is asked over its socket (Status RPC); a ready file
 whose process is gone is reported as stale (remove it with wcache cleanup).
 The table is followed by the wcache serve processes of other users (from
 /proc), which this user's layout does not reach, and how such a daemon is
-shared (serve --socket-group, --allow-uid). --json prints this user's daemons only.`,
+shared (serve --socket-group, --allow-uid). --json prints this user's daemons only.
+
+--check is the contract for probes (a Kubernetes readiness probe, a
+systemd ExecStartPost, a script): it prints one line and exits 0 when at
+least one daemon of this user is found and every one of them is serving,
+empty (waiting for a publish) or publishing; it exits 3 when none is found
+and 1 when any is stale, unreachable, unreadable, draining or stopping. The
+line names the daemons that hold the check back. Other users' daemons, peer
+fills and several generations per daemon do not change the verdict.`,
 		Args: cobra.NoArgs,
 	}
 	lf := addLayoutFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")
+	cmd.Flags().BoolVar(&check, "check", false, "print one verdict line; exit 0 when every daemon is ready, 1 when one is not, 3 when there is none (for probes)")
+	cmd.MarkFlagsMutuallyExclusive("json", "check")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		layout, err := lf.layout()
 		if err != nil {
@@ -120,6 +130,9 @@ shared (serve --socket-group, --allow-uid). --json prints this user's daemons on
 		rows := make([]daemonStatus, len(found))
 		for i, f := range found {
 			rows[i] = statusRow(daemonctl.Inspect(cmd.Context(), f))
+		}
+		if check {
+			return checkStatus(e.stdout, rows)
 		}
 		if jsonOut {
 			enc := json.NewEncoder(e.stdout)
