@@ -48,6 +48,7 @@ func TestUnknownFlagSuggestsTheClosest(t *testing.T) {
 		{[]string{"launch", "--tensor-paralel-size", "2"}, "did you mean --tp-size?"},
 		{[]string{"serve", "--metrics", "x"}, "did you mean --metrics-listen?"},
 		{[]string{"stop", "--frobnicate"}, "unknown flag: --frobnicate (see wcache stop --help)"},
+		{[]string{"--frobnicate"}, "unknown flag: --frobnicate (see wcache --help)"},
 	} {
 		_, stderr, code, _ := runInProcess(t, c.args...)
 		if code != ExitUsage || !strings.Contains(stderr, c.want) {

@@ -95,7 +95,10 @@ func newRootCommand(e *env) *cobra.Command {
 		Short:         "Keep model weights resident on each GPU across engine restarts",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 	}
+	// --version prints what `wcache version` prints.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &flagError{err: suggestFlag(cmd, err)} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return refuseNegativeDurations(cmd) }
 	root.AddCommand(

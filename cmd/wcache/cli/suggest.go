@@ -18,9 +18,9 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 		return err
 	}
 	if s := closestFlag(ne.GetSpecifiedName(), flagCandidates(cmd)); s != "" {
-		return fmt.Errorf("%w (did you mean --%s? see wcache %s --help)", err, s, cmd.Name())
+		return fmt.Errorf("%w (did you mean --%s? see %s --help)", err, s, cmd.CommandPath())
 	}
-	return fmt.Errorf("%w (see wcache %s --help)", err, cmd.Name())
+	return fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())
 }
 
 // closestFlag is the flag of candidates (name → flag to suggest) nearest to

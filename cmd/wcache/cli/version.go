@@ -15,8 +15,14 @@ func newVersionCommand(e *env) *cobra.Command {
 		Short: "Print the wcache version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(e.stdout, "wcache %s (protocol %d)\n", version.Version, daemonv1.ProtocolVersion)
+			_, err := fmt.Fprintln(e.stdout, versionLine())
 			return err
 		},
 	}
+}
+
+// versionLine is the release and the protocol version, as `wcache version`
+// and `wcache --version` print them.
+func versionLine() string {
+	return fmt.Sprintf("wcache %s (protocol %d)", version.Version, daemonv1.ProtocolVersion)
 }
