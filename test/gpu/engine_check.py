@@ -10,14 +10,19 @@ installed). What the CPU tests cannot run: CUDA IPC handles under the
 engine, its forward pass with its GPU kernels, and its KV sizing.
 
 Writes a tiny Llama (random weights) under --work, then runs three engine
-processes on it, each generating 8 greedy tokens with logprobs for a fixed
-prompt: the default loader (reference), wcache into the empty daemon
-(publish), wcache again (attach). Prints one JSON object: per run the tokens,
-logprobs, seconds to a loaded engine, and the wcache source (from the
-loader's log line: it runs in the engine's worker process);
-exits 1 unless publish and attach produce the reference's tokens and
-logprobs, with sources "published" then "attached", or 3 when the engine is
-not importable.
+processes on it, each generating 8 greedy tokens with the top-3 logprobs of
+every step for a fixed prompt: the default loader (reference), wcache into
+the empty daemon (publish), wcache again (attach). Prints one JSON object:
+per run the tokens, logprobs, seconds to a loaded engine, the wcache source
+(from the loader's log line: it runs in the engine's worker process) and the
+KV-cache size the engine chose (vLLM: tokens of "GPU KV cache size", SGLang:
+max_total_num_tokens). Exits 1 unless publish and attach produce the
+reference's tokens and logprobs, with sources "published" then "attached",
+and the attach run's KV cache is within KV_BAND of the reference's: the
+weights the daemon holds are charged once (vLLM get_external_weight_memory,
+SGLang preloaded_weights_bytes), neither forgotten (a larger KV cache than
+the GPU has room for) nor counted twice (a much smaller one). Exits 3 when
+the engine is not importable.
 """
 
 from __future__ import annotations
@@ -25,11 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 
 PROMPT = [1, 17, 42, 99, 7, 3, 250, 11]
+# The attach run's KV-cache size over the reference's must lie in this band:
+# above it the daemon's weights were not charged, below it twice.
+KV_BAND = (0.9, 1.02)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -42,8 +51,10 @@ def child_vllm(model: str, load_format: str) -> dict:
     load_s = time.monotonic() - t0
     out = llm.generate([{"prompt_token_ids": PROMPT}], SamplingParams(max_tokens=8, temperature=0, logprobs=3,
                                                                      detokenize=False))[0].outputs[0]
-    return {"tokens": list(out.token_ids), "load_s": load_s,
-            "logprobs": [[round(float(v.logprob), 5) for _, v in sorted(step.items())] for step in out.logprobs]}
+    blocks = getattr(llm.llm_engine.vllm_config.cache_config, "num_gpu_blocks", None)  # in-process engine core only
+    return {"tokens": list(out.token_ids), "load_s": load_s, "num_gpu_blocks": blocks,
+            "logprobs": [[(tok, round(float(v.logprob), 5)) for tok, v in sorted(step.items())]
+                         for step in out.logprobs]}
 
 
 def child_sglang(model: str, load_format: str) -> dict:
@@ -55,18 +66,24 @@ def child_sglang(model: str, load_format: str) -> dict:
     load_s = time.monotonic() - t0
     try:
         out = engine.generate(input_ids=PROMPT, sampling_params={"max_new_tokens": 8, "temperature": 0},
-                              return_logprob=True)
+                              return_logprob=True, top_logprobs_num=3)
+        info = engine.get_server_info()
     finally:
         engine.shutdown()
     meta = out["meta_info"]
-    return {"tokens": list(out["output_ids"]), "load_s": load_s,
-            "logprobs": [round(float(lp[0]), 5) for lp in meta.get("output_token_logprobs", [])]}
+    top = meta.get("output_top_logprobs") or []
+    return {"tokens": list(out["output_ids"]), "load_s": load_s, "kv_tokens": info.get("max_total_num_tokens"),
+            "logprobs": [round(float(lp[0]), 5) for lp in meta.get("output_token_logprobs", [])],
+            "top_logprobs": [[(lp[1], round(float(lp[0]), 5)) for lp in step] for step in top]}
 
 
 def run(engine: str, model: str, load_format: str, log_path: str) -> dict:
+    # vLLM's engine core in this process: its config then carries the KV-cache
+    # size it chose, and the loader logs to this process's stderr.
+    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0")
     with open(log_path, "wb") as log:
         proc = subprocess.run([sys.executable, __file__, "--child", engine, "--model", model, "--format",
-                               load_format], stdout=subprocess.PIPE, stderr=log, timeout=600)
+                               load_format], stdout=subprocess.PIPE, stderr=log, timeout=600, env=env)
     try:
         out = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -75,7 +92,26 @@ def run(engine: str, model: str, load_format: str, log_path: str) -> dict:
     with open(log_path, errors="replace") as f:  # the loader's log line (it runs in the engine's worker)
         text = f.read()
     out["source"] = next((s for s in ("attached", "published", "loaded") if f"tensors {s}" in text), None)
+    out["kv"] = kv_size(out, text)
     return out
+
+
+def kv_size(out: dict, log: str) -> int | None:
+    """The KV-cache size the engine chose: SGLang's max_total_num_tokens, vLLM's
+    "GPU KV cache size: N tokens" log line (or its block count when the line is
+    missing); None when neither is found."""
+    if out.get("kv_tokens"):
+        return int(out["kv_tokens"])
+    m = re.search(r"GPU KV cache size: ([\d,]+) tokens", log)
+    if m:
+        return int(m.group(1).replace(",", ""))
+    return out.get("num_gpu_blocks")
+
+
+def kv_ratio(runs: dict) -> float | None:
+    """The attach run's KV-cache size over the reference's (None when unknown)."""
+    ref, att = runs["reference"].get("kv"), runs["attach"].get("kv")
+    return att / ref if ref and att else None
 
 
 def main() -> int:
@@ -106,11 +142,17 @@ def main() -> int:
     for name, fmt in (("reference", "auto"), ("publish", "wcache"), ("attach", "wcache")):
         runs[name] = run(args.engine, model, fmt, os.path.join(args.work, f"{args.engine}-{name}.log"))
     ref = runs["reference"]
-    ok = runs["publish"].get("source") == "published" and runs["attach"].get("source") == "attached" and \
-        all(r.get("rc") == 0 for r in runs.values()) and all(
-        runs[n].get("tokens") == ref.get("tokens") and runs[n].get("logprobs") == ref.get("logprobs")
-        for n in ("publish", "attach"))
-    print(json.dumps({"engine": args.engine, "ok": ok, "runs": runs}, indent=1))
+    same = all(runs[n].get(k) == ref.get(k) for n in ("publish", "attach") for k in ("tokens", "logprobs", "top_logprobs"))
+    ratio = kv_ratio(runs)
+    checks = {
+        "ran": all(r.get("rc") == 0 for r in runs.values()),
+        "sources": runs["publish"].get("source") == "published" and runs["attach"].get("source") == "attached",
+        "same_tokens_and_logprobs": same and bool(ref.get("tokens")),
+        "kv_sizing": ratio is not None and KV_BAND[0] <= ratio <= KV_BAND[1],
+    }
+    ok = all(checks.values())
+    print(json.dumps({"engine": args.engine, "ok": ok, "checks": checks, "kv_ratio": ratio, "kv_band": KV_BAND,
+                      "runs": runs}, indent=1))
     return 0 if ok else 1
 
 

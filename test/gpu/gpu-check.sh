@@ -36,8 +36,11 @@
 #                  against a torch device-to-device copy, then attach and compare
 #   vllm, sglang   engine_check.py: the engine with --load-format wcache on a tiny
 #                  Llama against an empty daemon — default loader, publish, attach —
-#                  the same greedy tokens and logprobs each time (CUDA IPC under the
-#                  engine, its kernels and KV sizing: what the CPU tests cannot run).
+#                  the same greedy tokens and top-3 logprobs each time, and the attach
+#                  run's KV cache within 0.9-1.02x the reference's (the daemon's bytes
+#                  charged once through get_external_weight_memory /
+#                  preloaded_weights_bytes): CUDA IPC under the engine, its kernels
+#                  and KV sizing, what the CPU tests cannot run.
 #                  Needs GPU_CHECK_VLLM_PYTHON / GPU_CHECK_SGLANG_PYTHON, the Python
 #                  of the engine's environment (clients/python/engines/setup-venv.sh,
 #                  with wcache installed); "unavailable" without it.
