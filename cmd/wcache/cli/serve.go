@@ -270,6 +270,8 @@ has stopped.`,
 		// raise SIGPIPE and kill the daemon before it removes its socket and
 		// ready file. Ignored, the write fails with EPIPE and is dropped.
 		signal.Ignore(syscall.SIGPIPE)
+		// SIGUSR1 reads the peer credentials again (peerreload.go).
+		defer watchPeerReload(opts.Peer.Creds, log)()
 
 		plugin, err := bf.startPlugin(ctx, log, nil)
 		if err != nil {
