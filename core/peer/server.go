@@ -236,7 +236,13 @@ func (s *Server) handle(c *tls.Conn, src netip.Prefix) {
 	err := c.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
-		s.log.Warn("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Silent connections end here, many at a time in a flood:
+			// debug (the source-limit refusal says the flood once).
+			s.log.Debug("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+		} else {
+			s.log.Warn("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+		}
 		return
 	}
 	pending = false
