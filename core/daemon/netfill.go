@@ -77,7 +77,8 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 	}
 	defer sink.close()
 	res, err := peer.Fetch(ctx, identity, sink, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
-		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer")})
+		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer"),
+		Deadline: po.FillTimeout, MinRate: po.FillMinRate, RateWindow: po.FillRateWindow})
 	if err != nil {
 		if onlyNotHeld(err) {
 			return peerFill{}, fmt.Errorf("%w: %w", errNoPeer, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/wcache/wcache/core/peer"
 )
@@ -39,6 +40,16 @@ type PeerOptions struct {
 	// plugin loads and the bound of host memory per window held (0:
 	// DefaultStageWindowBytes). Memfd arenas are written directly.
 	StageWindowBytes uint64
+	// FillTimeout bounds a fill from Peers as a whole, and FillMinRate
+	// (bytes per second, over each FillRateWindow: 0 selects
+	// peer.DefaultRateWindow) its rate once the arenas are allocated; a
+	// fill past either is given up, its arenas freed, the reason logged
+	// and in fill_fallback, and the files read (peer.FetchOptions'
+	// Deadline, MinRate, RateWindow). 0: no bound (serve sets its flags'
+	// defaults: --peer-fill-timeout, --peer-fill-min-rate).
+	FillTimeout    time.Duration
+	FillMinRate    uint64
+	FillRateWindow time.Duration
 }
 
 // ErrPeerOptions: the peer options are incomplete or malformed.

@@ -11,7 +11,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
+
+	"github.com/wcache/wcache/core/safefile"
 )
 
 // blobName is a hub blob's file name: the lowercase-hex SHA-256 of an LFS
@@ -38,22 +39,23 @@ func BlobSHA256(path string) (sum, resolved string, ok bool) {
 }
 
 // TrustedBlob returns the SHA-256 the name of path's hub blob claims when
-// the claim may be believed without hashing: the blob is a regular file
-// owned by uid or by root and not writable by group or others, so only
-// uid (whose hub client named it) or root could have written other bytes
-// under the name. st is the blob's stat (its identity). ok is false for a
-// file that is not a hub blob or fails a check.
+// the claim may be believed without hashing: only uid (whose hub client
+// named it) or root could have put other bytes under the name. The blob
+// is a regular file owned by uid or by root, not writable by group or
+// others, and every directory on its way — the snapshot's, the link's
+// target's (blobs/, models--org--name/, the cache) and every one above —
+// is owned by uid or root and not writable by others unless sticky
+// (core/safefile: the check trust anchors and plugins pass), so no other
+// user could rename another blob, or a file of theirs, to that name. st is
+// the blob's stat (its identity). ok is false for a file that is not a
+// hub blob or fails a check.
 func TrustedBlob(path string, uid int) (sum string, st os.FileInfo, ok bool) {
-	sum, resolved, ok := BlobSHA256(path)
+	sum, _, ok = BlobSHA256(path)
 	if !ok {
 		return "", nil, false
 	}
-	st, err := os.Stat(resolved)
-	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o022 != 0 {
-		return "", nil, false
-	}
-	sys, isUnix := st.Sys().(*syscall.Stat_t)
-	if !isUnix || (int(sys.Uid) != uid && sys.Uid != 0) {
+	_, st, err := safefile.Check(path, uid, safefile.Rule{})
+	if err != nil {
 		return "", nil, false
 	}
 	return sum, st, true

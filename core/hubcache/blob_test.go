@@ -49,6 +49,39 @@ func TestBlobNames(t *testing.T) {
 	if _, _, ok := TrustedBlob(a, os.Geteuid()); ok {
 		t.Error("a blob its group can write is trusted")
 	}
+	if err := os.Chmod(resolved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A directory on the blob's way that others can write: they could
+	// rename another blob (or a file of theirs) to this name.
+	for _, dir := range []string{filepath.Join(root, "blobs"), root, snap} {
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := TrustedBlob(a, os.Geteuid()); ok {
+			t.Errorf("a blob reached through %s, writable by others, is trusted", dir)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(root, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := TrustedBlob(a, os.Geteuid()); ok {
+			t.Error("a blob in a repository folder of another user is trusted")
+		}
+		if err := os.Chown(root, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, ok := TrustedBlob(a, os.Geteuid()); !ok {
+		t.Error("the blob restored to a safe place is not trusted")
+	}
+	if err := os.Chmod(resolved, 0o664); err != nil {
+		t.Fatal(err)
+	}
 	if err := VerifyBlob(context.Background(), resolved, good); err != nil {
 		t.Errorf("VerifyBlob of a true name: %v", err)
 	}

@@ -32,12 +32,19 @@ type NotCachedError struct {
 	// Looked lists the paths tried, in order.
 	Looked []string
 	Why    string
+	// LocalDir, when not "", is the directory of the same spelling in the
+	// working directory, which a hub id never names ("./" + the spelling
+	// does).
+	LocalDir string
 }
 
 func (e *NotCachedError) Error() string {
-	return fmt.Sprintf("%s@%s is neither a local directory nor in the local Hugging Face cache (%s; looked at %s); "+
-		"download it first (e.g. huggingface-cli download %s) or pass a directory",
-		e.ID, e.Revision, e.Why, strings.Join(e.Looked, ", "), e.ID)
+	msg := fmt.Sprintf("%s@%s is a Hugging Face hub id that is not in the local cache (%s; looked at %s); "+
+		"download it first (e.g. huggingface-cli download %s)", e.ID, e.Revision, e.Why, strings.Join(e.Looked, ", "), e.ID)
+	if e.LocalDir != "" {
+		return msg + fmt.Sprintf(", or pass ./%s to load the directory of that name here (a hub id never names a relative directory)", e.LocalDir)
+	}
+	return msg + " or pass a directory"
 }
 
 // Is matches ErrNotCached.
@@ -78,12 +85,17 @@ func CacheDir(getenv func(string) string) string {
 	return filepath.Join(home, ".cache", "huggingface", "hub")
 }
 
-// Resolve returns the directory model names: model itself when it exists
-// on disk or does not look like a hub id; else the snapshot of the id's
-// revision in the local hub cache. An id absent from the cache is a
-// *NotCachedError naming every place looked at.
+// Resolve returns the directory model names. A model of the form of a hub
+// id (IsID: "org/name", "org/name@revision") is a hub id, whatever the
+// working directory holds: the snapshot of the id's revision in the local
+// hub cache, or a *NotCachedError naming every place looked at (and, when
+// a directory of that spelling exists here, that "./org/name" names it).
+// So a directory planted in a shared working directory (/tmp) under a
+// model's id is never loaded in the model's place. Anything else — an
+// absolute path, one starting with "./" or "../", another depth — is a
+// path, returned as it is.
 func Resolve(model string, getenv func(string) string) (string, error) {
-	if _, err := os.Stat(model); err == nil || !IsID(model) {
+	if !IsID(model) {
 		return model, nil
 	}
 	id, rev, hasRev := strings.Cut(model, "@")
@@ -92,7 +104,10 @@ func Resolve(model string, getenv func(string) string) (string, error) {
 	}
 	cache := CacheDir(getenv)
 	repo := filepath.Join(cache, "models--"+strings.ReplaceAll(id, "/", "--"))
-	nc := &NotCachedError{ID: id, Revision: rev, Looked: []string{model}}
+	nc := &NotCachedError{ID: id, Revision: rev}
+	if isDir(model) {
+		nc.LocalDir = model
+	}
 	snapshots := filepath.Join(repo, "snapshots")
 	if isCommit(rev) {
 		dir := filepath.Join(snapshots, rev)

@@ -49,6 +49,7 @@ func TestResolve(t *testing.T) {
 		{"org/name@" + commit, map[string]string{"HF_HUB_CACHE": filepath.Join(root, "hf", "hub")}, snap},
 		{"org/name", map[string]string{"XDG_CACHE_HOME": root, "HF_HOME": filepath.Join(root, "hf")}, snap},
 		{root, nil, root}, // a directory stays itself
+		{"./org/name", nil, "./org/name"},
 	} {
 		got, err := hubcache.Resolve(c.model, env(c.env))
 		if err != nil || got != c.want {
@@ -62,5 +63,35 @@ func TestResolve(t *testing.T) {
 	}
 	if hubcache.IsID("./org/name") || hubcache.IsID("/abs/dir") || hubcache.IsID("a/b/c") || !hubcache.IsID("org/na.me@v1.0") {
 		t.Fatal("IsID")
+	}
+}
+
+// TestHubIDWinsOverARelativeDirectory: in a working directory that holds
+// ./org/name (another user may have planted it in /tmp), "org/name" still
+// names the hub cache's snapshot; "./org/name" names the directory; an id
+// absent from the cache is an error that names the directory and how to
+// pass it, never a fallback to it.
+func TestHubIDWinsOverARelativeDirectory(t *testing.T) {
+	root := t.TempDir()
+	cache := filepath.Join(root, "hf", "hub")
+	snap := hubLayout(t, cache)
+	env := func(k string) string { return map[string]string{"HF_HUB_CACHE": cache}[k] }
+	work := filepath.Join(root, "work")
+	for _, d := range []string{filepath.Join(work, "org", "name"), filepath.Join(work, "org", "absent")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(work)
+	if got, err := hubcache.Resolve("org/name", env); err != nil || got != snap {
+		t.Fatalf("Resolve(org/name) beside ./org/name = %q, %v; want the snapshot %s", got, err, snap)
+	}
+	if got, err := hubcache.Resolve("./org/name", env); err != nil || got != "./org/name" {
+		t.Fatalf("Resolve(./org/name) = %q, %v; want the directory", got, err)
+	}
+	_, err := hubcache.Resolve("org/absent", env)
+	var nc *hubcache.NotCachedError
+	if !errors.As(err, &nc) || nc.LocalDir != "org/absent" || !strings.Contains(err.Error(), "pass ./org/absent") {
+		t.Fatalf("Resolve(org/absent) beside ./org/absent = %v; want a NotCachedError saying to pass ./org/absent", err)
 	}
 }

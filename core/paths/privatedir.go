@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/wcache/wcache/core/safefile"
 )
 
 // Sentinel errors matched by errors.Is on a *PrivateDirError.
@@ -103,35 +105,19 @@ func EnsurePrivateDir(dir string) error {
 	return verifyAncestors(dir)
 }
 
-// verifyAncestors checks every directory above dir (see EnsurePrivateDir).
+// verifyAncestors checks every directory above dir (see EnsurePrivateDir)
+// with the rule of every place wcache trusts (safefile.CheckDirChain).
 func verifyAncestors(dir string) error {
-	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
-	if err != nil {
-		return fmt.Errorf("resolve the parent of wcache directory %s: %w", dir, err)
+	err := safefile.CheckDirChain(filepath.Dir(dir), os.Geteuid())
+	var ue *safefile.UntrustedError
+	switch {
+	case errors.As(err, &ue):
+		return &PrivateDirError{Dir: dir, Err: ErrUnsafeAncestor,
+			Detail: fmt.Sprintf("its parent %s %s; use a directory whose parents only root and we can write", ue.Path, ue.Reason)}
+	case err != nil:
+		return fmt.Errorf("inspect the parents of wcache directory %s: %w", dir, err)
 	}
-	euid := os.Geteuid()
-	for a := parent; ; a = filepath.Dir(a) {
-		fi, err := os.Lstat(a)
-		if err != nil {
-			return fmt.Errorf("inspect %s, a parent of wcache directory %s: %w", a, dir, err)
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("inspect %s: no ownership information", a)
-		}
-		if st.Uid != 0 && int(st.Uid) != euid {
-			return &PrivateDirError{Dir: dir, Err: ErrUnsafeAncestor,
-				Detail: fmt.Sprintf("its parent %s is owned by uid %d (neither root nor us), who could rename it away", a, st.Uid)}
-		}
-		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-			return &PrivateDirError{Dir: dir, Err: ErrUnsafeAncestor,
-				Detail: fmt.Sprintf("its parent %s has mode %#o without the sticky bit, so other users could rename it away; "+
-					"use a directory whose parents only root and we can write", a, fi.Mode().Perm())}
-		}
-		if a == "/" || a == "." {
-			return nil
-		}
-	}
+	return nil
 }
 
 func verifyPrivateDir(dir string, fi fs.FileInfo) error {

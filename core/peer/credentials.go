@@ -8,18 +8,26 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"syscall"
-	"time"
+
+	"github.com/wcache/wcache/core/safefile"
 )
 
 // Credentials are this daemon's mutual-TLS identity, read from files as
 // cert-manager or SPIFFE (spiffe-helper) write them: a PEM certificate
 // chain, its PEM private key, and the PEM bundle of the CA(s) whose peers
-// are trusted. The files are read again when any of them changes (size,
-// mtime, ctime or inode; checked at each new connection), so a rotated
-// certificate is used without a restart; a rotation that fails to load
-// keeps the previous credentials and is reported by the next handshake's
-// error only if there were none.
+// are trusted.
+//
+// The files are trust anchors, so they are read only from safe places
+// (core/safefile, the check plugins pass): each owned by the daemon's user
+// or root, not writable by group or others, every directory on its way
+// (symbolic links' included) owned by that user or root and not writable
+// by others unless sticky; the key, besides, not readable by others, nor
+// by its group unless root owns it and the daemon is not root. They are
+// read once, by Check (NewServer and the daemon's start call it), and
+// again only when Reload is called (serve: on SIGUSR1), which checks them
+// again; a file changed on disk is not read meanwhile, so whoever could
+// swap a file between two reloads gains nothing before the next one, and
+// a rotation takes effect at the reload its writer signals.
 //
 // Peers are authenticated by their chain to the CA, not by host name
 // (peers are often dialled by IP, from a DNS name resolving to many):
@@ -28,8 +36,11 @@ import (
 type Credentials struct {
 	CertFile, KeyFile, CAFile string
 	// AllowedNames, when not empty, requires the peer's leaf certificate
-	// to carry one of these names as a DNS or URI SAN (a SPIFFE ID such as
-	// spiffe://cluster.local/ns/ai/sa/wcache) or as its common name.
+	// to carry one of these names: as a DNS or URI SAN (a SPIFFE ID such
+	// as spiffe://cluster.local/ns/ai/sa/wcache) when the certificate has
+	// subject alternative names, as its common name only when it has none
+	// (the rule of crypto/x509's legacy host name check: a certificate
+	// that lists SANs is named by them alone).
 	AllowedNames []string
 
 	mu     sync.Mutex
@@ -37,84 +48,85 @@ type Credentials struct {
 }
 
 type loadedCreds struct {
-	stamp []fileStamp
-	cert  tls.Certificate
-	pool  *x509.CertPool
+	cert tls.Certificate
+	pool *x509.CertPool
 }
 
-// fileStamp identifies a file's version.
-type fileStamp struct {
-	ino, size   uint64
-	mtime, ctim time.Time
-}
-
-func stamp(path string) (fileStamp, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return fileStamp{}, err
-	}
-	s := fileStamp{size: uint64(st.Size()), mtime: st.ModTime()}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		s.ino = sys.Ino
-		s.ctim = time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec)
-	}
-	return s, nil
-}
-
-// current returns the loaded credentials, reloading them when a file
-// changed.
+// current returns the loaded credentials, loading them the first time.
 func (c *Credentials) current() (*loadedCreds, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var stamps []fileStamp
-	var statErr error
-	for _, p := range []string{c.CertFile, c.KeyFile, c.CAFile} {
-		s, err := stamp(p)
-		if err != nil {
-			statErr = fmt.Errorf("peer credentials: %w", err)
-			break
-		}
-		stamps = append(stamps, s)
-	}
-	if statErr == nil && c.loaded != nil && slices.Equal(stamps, c.loaded.stamp) {
+	if c.loaded != nil {
 		return c.loaded, nil
 	}
 	l, err := c.load()
-	if statErr != nil {
-		err = statErr
-	}
 	if err != nil {
-		if c.loaded != nil {
-			return c.loaded, nil // keep serving with the previous ones
-		}
 		return nil, err
 	}
-	l.stamp = stamps
 	c.loaded = l
 	return l, nil
 }
+
+// Reload reads and checks the files again and, when they pass, uses them
+// for every connection from now on (those open keep theirs). A failure
+// keeps the credentials loaded before and is returned (the caller logs
+// it): a rotation half written, or a file swapped into an unsafe place,
+// changes nothing.
+func (c *Credentials) Reload() error {
+	l, err := c.load()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.loaded = l
+	c.mu.Unlock()
+	return nil
+}
+
+// ErrUnsafeCredentials is wrapped by the error of a credentials file in an
+// unsafe place (with the *safefile.UntrustedError naming the file or
+// directory and its owner or mode).
+var ErrUnsafeCredentials = errors.New("peer credentials in an unsafe place")
 
 func (c *Credentials) load() (*loadedCreds, error) {
 	if c.CertFile == "" || c.KeyFile == "" || c.CAFile == "" {
 		return nil, errors.New("peer credentials: a certificate, a key and a CA file are all required")
 	}
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("peer credentials: %w", err)
+	uid := os.Geteuid()
+	var certPEM, keyPEM, caPEM []byte
+	for _, f := range []struct {
+		what, path string
+		rule       safefile.Rule
+		into       *[]byte
+	}{
+		{"certificate", c.CertFile, safefile.Rule{}, &certPEM},
+		{"private key", c.KeyFile, safefile.Rule{Secret: true}, &keyPEM},
+		{"CA bundle", c.CAFile, safefile.Rule{}, &caPEM},
+	} {
+		real, _, err := safefile.Check(f.path, uid, f.rule)
+		if errors.Is(err, safefile.ErrUntrusted) {
+			return nil, fmt.Errorf("peer credentials: %s %s: %w: %w", f.what, f.path, ErrUnsafeCredentials, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("peer credentials: %s: %w", f.what, err)
+		}
+		if *f.into, err = os.ReadFile(real); err != nil {
+			return nil, fmt.Errorf("peer credentials: %s: %w", f.what, err)
+		}
 	}
-	ca, err := os.ReadFile(c.CAFile)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("peer credentials: %w", err)
+		return nil, fmt.Errorf("peer credentials: %s, %s: %w", c.CertFile, c.KeyFile, err)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
+	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("peer credentials: %s holds no PEM certificate", c.CAFile)
 	}
 	return &loadedCreds{cert: cert, pool: pool}, nil
 }
 
-// Check loads the files once, so that a bad path or key is reported at
-// start rather than at the first connection.
+// Check loads the files once, so that a bad path, key or place is
+// reported at start rather than at the first connection.
 func (c *Credentials) Check() error {
 	_, err := c.current()
 	return err
@@ -186,15 +198,25 @@ func (c *Credentials) verifyNames(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("peer presented no certificate")
 	}
-	leaf := cs.PeerCertificates[0]
-	names := append(slices.Clone(leaf.DNSNames), leaf.Subject.CommonName)
-	for _, u := range leaf.URIs {
-		names = append(names, u.String())
-	}
+	names := PeerNames(cs.PeerCertificates[0])
 	for _, n := range names {
 		if slices.Contains(c.AllowedNames, n) {
 			return nil
 		}
 	}
 	return fmt.Errorf("peer certificate names %v: none is allowed (%v)", names, c.AllowedNames)
+}
+
+// PeerNames are the names AllowedNames is matched against: the DNS and
+// URI SANs of a certificate that has subject alternative names (of any
+// kind: DNS, URI, IP, e-mail), its common name only when it has none.
+func PeerNames(leaf *x509.Certificate) []string {
+	names := slices.Clone(leaf.DNSNames)
+	for _, u := range leaf.URIs {
+		names = append(names, u.String())
+	}
+	if len(leaf.DNSNames)+len(leaf.URIs)+len(leaf.IPAddresses)+len(leaf.EmailAddresses) == 0 && leaf.Subject.CommonName != "" {
+		names = append(names, leaf.Subject.CommonName)
+	}
+	return names
 }

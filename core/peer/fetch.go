@@ -42,6 +42,19 @@ type FetchOptions struct {
 	// MaxBytes, when not 0, refuses an offer of more bytes in all (the
 	// daemon's memory budget) before the sink is prepared.
 	MaxBytes uint64
+	// Deadline, when not 0, bounds the whole fetch (peers asked, bytes
+	// read, the sink committed): past it the fetch fails with an error
+	// wrapping ErrFillDeadline, the sink aborted. 0: no deadline.
+	Deadline time.Duration
+	// MinRate, when not 0, is the rate (bytes per second) the fetch must
+	// keep over each RateWindow (default DefaultRateWindow) from the
+	// sink's Prepare until the last byte is stored: a window below it
+	// fails the fetch with an error wrapping ErrFillTooSlow, the sink
+	// aborted. Bytes count when the sink stored them, a chunk at a time
+	// (ChunkBytes per stream), so MinRate × RateWindow should be several
+	// times Streams × ChunkBytes. 0: no minimum.
+	MinRate    uint64
+	RateWindow time.Duration
 	// Logger (nil: none) receives peers skipped and the fetch's outcome.
 	Logger hclog.Logger
 }
@@ -62,11 +75,19 @@ type FetchResult struct {
 // digest matched is sink committed; on any failure after Prepare — a peer
 // that dies mid-stream, a digest mismatch (*DigestMismatchError), ctx's
 // end — sink is aborted and the error returned, and the caller reads the
-// files instead.
+// files instead. A fetch past opts.Deadline, or slower than opts.MinRate,
+// is such a failure (ErrFillDeadline, ErrFillTooSlow: fillwatch.go).
 func Fetch(ctx context.Context, identity string, sink Sink, opts FetchOptions) (FetchResult, error) {
 	if opts.Transport == nil || sink == nil {
 		return FetchResult{}, errors.New("peer fetch: a transport and a sink are required")
 	}
+	ctx, w := newFillWatch(ctx, opts)
+	defer w.stop()
+	res, err := fetch(ctx, identity, w.wrap(sink), opts)
+	return res, w.explain(err)
+}
+
+func fetch(ctx context.Context, identity string, sink Sink, opts FetchOptions) (FetchResult, error) {
 	if opts.Streams <= 0 {
 		opts.Streams = DefaultStreams
 	}

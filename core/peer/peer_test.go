@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -338,41 +337,6 @@ func TestConnectionLimitAnswersBusy(t *testing.T) {
 	}
 	if err := s.ReadRange(t.Context(), 0, 1<<20-1, make([]byte, 2)); !errors.Is(err, peer.ErrInvalid) {
 		t.Fatalf("a range past the arena: %v, want ErrInvalid", err)
-	}
-}
-
-// TestCredentialsReloadOnRotation rotates the server's files to a new CA
-// (as cert-manager rewrites a Secret): clients of the old CA are refused
-// from the next connection on, clients of the new one served, without a
-// restart.
-func TestCredentialsReloadOnRotation(t *testing.T) {
-	oldCA, newCAuth := peertest.NewCA(t, "old CA"), peertest.NewCA(t, "new CA")
-	creds := oldCA.Issue(t, "node-a", oldCA)
-	addr, _ := serve(t, newSource(content(1<<20, 1)), creds, peer.ServerOptions{})
-	oldClient, newClient := oldCA.Issue(t, "node-b", oldCA), newCAuth.Issue(t, "node-b", newCAuth)
-	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(oldClient, addr)); err != nil {
-		t.Fatalf("before the rotation: %v", err)
-	}
-	rotated := newCAuth.Issue(t, "node-a", newCAuth)
-	for _, f := range [][2]string{{rotated.CertFile, creds.CertFile}, {rotated.KeyFile, creds.KeyFile}, {rotated.CAFile, creds.CAFile}} {
-		// Written beside, then renamed over: a new inode, as a Secret
-		// volume's atomic update gives.
-		b, err := os.ReadFile(f[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f[1]+".new", b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(f[1]+".new", f[1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(oldClient, addr)); !errors.Is(err, peer.ErrNoPeer) {
-		t.Fatalf("a client of the old CA after the rotation: %v, want refused", err)
-	}
-	if _, err := peer.Fetch(t.Context(), identity, &peertest.MemSink{}, fetchOpts(newClient, addr)); err != nil {
-		t.Fatalf("a client of the new CA after the rotation: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -34,11 +35,21 @@ const (
 // ServerOptions configure NewServer. The zero value of each field selects
 // its default.
 type ServerOptions struct {
-	// MaxConns bounds the connections served at once (default
-	// DefaultMaxConns); MaxConnsPerPeer those of one client certificate
-	// (default DefaultMaxConnsPerPeer). A connection over either limit is
-	// answered CODE_BUSY at its first request and closed.
+	// MaxConns bounds the authenticated connections served at once
+	// (default DefaultMaxConns); MaxConnsPerPeer those of one client
+	// certificate (default DefaultMaxConnsPerPeer). A connection over
+	// either limit is answered CODE_BUSY at its first request and closed.
 	MaxConns, MaxConnsPerPeer int
+	// Before TLS (limits.go), by source address (an IPv6 source by its
+	// /64): MaxConnsPerSource bounds a source's connections in any state
+	// (default DefaultMaxConnsPerSource), MaxHandshakesPerSource its
+	// handshakes in progress (default DefaultMaxHandshakesPerSource), and
+	// MaxHandshakes the handshakes in progress of all sources (default
+	// DefaultMaxHandshakes). A connection over any of them is closed at
+	// accept, before a byte is read, and logged once per source while it
+	// stays at its limit: connections that send nothing cannot hold the
+	// endpoint's slots, only their own source's.
+	MaxConnsPerSource, MaxHandshakesPerSource, MaxHandshakes int
 	// RateBytesPerSec bounds the bytes sent per second over every
 	// connection together (0: no limit), so that a fill does not starve
 	// the node's own engine of its network or PCIe.
@@ -63,10 +74,13 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	perPeer map[string]int
-	wg      sync.WaitGroup
+	sources *sourceLimits
+
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	perPeer  map[string]int
+	admitted int // connections counted in perPeer
+	wg       sync.WaitGroup
 }
 
 // NewServer returns a server of src with creds (checked now: a missing or
@@ -84,6 +98,15 @@ func NewServer(src Source, creds *Credentials, opts ServerOptions) (*Server, err
 	if opts.MaxConnsPerPeer <= 0 {
 		opts.MaxConnsPerPeer = DefaultMaxConnsPerPeer
 	}
+	if opts.MaxConnsPerSource <= 0 {
+		opts.MaxConnsPerSource = DefaultMaxConnsPerSource
+	}
+	if opts.MaxHandshakesPerSource <= 0 {
+		opts.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
+	}
+	if opts.MaxHandshakes <= 0 {
+		opts.MaxHandshakes = DefaultMaxHandshakes
+	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -97,7 +120,7 @@ func NewServer(src Source, creds *Credentials, opts ServerOptions) (*Server, err
 		opts.Logger = hclog.NewNullLogger()
 	}
 	s := &Server{src: src, creds: creds, opts: opts, log: opts.Logger,
-		conns: map[net.Conn]struct{}{}, perPeer: map[string]int{}}
+		conns: map[net.Conn]struct{}{}, perPeer: map[string]int{}, sources: newSourceLimits(opts)}
 	if opts.RateBytesPerSec > 0 {
 		s.rate = newRateLimiter(opts.RateBytesPerSec, max(opts.RateBytesPerSec/10, serveChunk))
 	}
@@ -107,12 +130,14 @@ func NewServer(src Source, creds *Credentials, opts ServerOptions) (*Server, err
 
 // Serve accepts connections on l (a TCP listener: the server adds TLS)
 // until Close; it returns nil after Close and the accept error otherwise.
+// A connection over a source limit (ServerOptions.MaxConnsPerSource,
+// MaxHandshakesPerSource, MaxHandshakes) is closed here, before TLS.
 func (s *Server) Serve(l net.Listener) error {
-	tl := tls.NewListener(l, s.creds.ServerConfig())
-	stop := context.AfterFunc(s.ctx, func() { tl.Close() })
+	cfg := s.creds.ServerConfig()
+	stop := context.AfterFunc(s.ctx, func() { l.Close() })
 	defer stop()
 	for {
-		c, err := tl.Accept()
+		raw, err := l.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
@@ -123,25 +148,31 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return fmt.Errorf("peer server: accept: %w", err)
 		}
+		src := sourceKey(raw.RemoteAddr())
+		if r := s.sources.accept(src); r != nil {
+			raw.Close()
+			if r.log {
+				s.log.Warn("peer refused before TLS: source limit (further refusals of this source are logged at debug while it stays at its limit)",
+					"remote", raw.RemoteAddr().String(), "error", r.err)
+			} else {
+				s.log.Debug("peer refused before TLS: source limit", "remote", raw.RemoteAddr().String(), "refused", r.refused, "error", r.err)
+			}
+			continue
+		}
+		c := tls.Server(raw, cfg)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()
 			c.Close()
+			s.sources.closed(src, true)
 			return nil
-		}
-		if len(s.conns) >= 2*s.opts.MaxConns {
-			// Handshakes included: a flood of them is bounded too.
-			s.mu.Unlock()
-			s.log.Warn("peer refused at accept: connection limit", "remote", c.RemoteAddr().String())
-			c.Close()
-			continue
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			s.handle(c.(*tls.Conn))
+			s.handle(c, src)
 		}()
 	}
 }
@@ -171,25 +202,32 @@ func peerKey(cs tls.ConnectionState) string {
 func (s *Server) admit(key string) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(s.conns); n > s.opts.MaxConns { // s.conns holds this one too
-		return nil, fmt.Errorf("%d connections open, at most %d: %w", n-1, s.opts.MaxConns, ErrBusy)
+	if n := s.admitted; n >= s.opts.MaxConns {
+		return nil, fmt.Errorf("%d connections open, at most %d: %w", n, s.opts.MaxConns, ErrBusy)
 	}
 	if n := s.perPeer[key]; n >= s.opts.MaxConnsPerPeer {
 		return nil, fmt.Errorf("this client has %d connections open, at most %d: %w", n, s.opts.MaxConnsPerPeer, ErrBusy)
 	}
 	s.perPeer[key]++
+	s.admitted++
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.admitted--
 		if s.perPeer[key]--; s.perPeer[key] == 0 {
 			delete(s.perPeer, key)
 		}
 	}, nil
 }
 
-func (s *Server) handle(c *tls.Conn) {
+// handle serves one connection of source src: the TLS handshake within
+// HandshakeTimeout, then requests until the peer closes, goes idle past
+// IdleTimeout, or the server closes.
+func (s *Server) handle(c *tls.Conn, src netip.Prefix) {
+	pending := true
 	defer func() {
 		c.Close()
+		s.sources.closed(src, pending)
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -198,9 +236,17 @@ func (s *Server) handle(c *tls.Conn) {
 	err := c.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
-		s.log.Warn("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Silent connections end here, many at a time in a flood:
+			// debug (the source-limit refusal says the flood once).
+			s.log.Debug("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+		} else {
+			s.log.Warn("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+		}
 		return
 	}
+	pending = false
+	s.sources.handshaken(src)
 	key := peerKey(c.ConnectionState())
 	br := bufio.NewReader(c)
 	release, err := s.admit(key)

@@ -67,17 +67,8 @@ func Resolve(name string, opts Options) (string, error) {
 		} else if err != nil {
 			return "", fmt.Errorf("inspect backend plugin %s: %w", candidate, err)
 		}
-		real, err := filepath.EvalSymlinks(candidate)
+		real, err := checkPlugin(candidate)
 		if err != nil {
-			return "", fmt.Errorf("resolve backend plugin %s: %w", candidate, err)
-		}
-		if real != candidate {
-			// Whoever can rewrite the link chooses the binary.
-			if err := checkFolder(dir); err != nil {
-				return "", err
-			}
-		}
-		if err := checkPlugin(real); err != nil {
 			return "", err
 		}
 		return real, nil

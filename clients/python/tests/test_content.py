@@ -125,6 +125,27 @@ def test_hub_ids_resolve_offline(tmp_path):
     assert str(tmp_path / "hub" / "models--org--absent" / "refs" / "v1") in str(e.value)
 
 
+def test_hub_id_wins_over_a_relative_directory(tmp_path, monkeypatch):
+    """As hubcache.Resolve: ./org/name in the working directory (planted in a
+    shared /tmp) is never taken for the id org/name; ./org/name names it."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--name"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    work = tmp_path / "work"
+    (work / "org" / "name").mkdir(parents=True)
+    (work / "org" / "absent").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert wcache.resolve_model("org/name", env.get) == str(snap)
+    assert wcache.resolve_model("./org/name", env.get) == "./org/name"
+    with pytest.raises(wcache.ModelNotCachedError) as e:
+        wcache.resolve_model("org/absent", env.get)
+    assert e.value.local_dir == "org/absent" and "pass ./org/absent" in str(e.value)
+
+
 def test_file_changed_in_place_after_the_load_is_caught(tmp_path):
     p = tmp_path / "model.safetensors"
     p.write_bytes(b"a" * (LEAF := content.LEAF_BYTES + 7))
@@ -252,6 +273,12 @@ def test_hub_blob_names_prove_only_trusted_blobs(tmp_path):
     with pytest.raises(wcache.ContentUnknownError):  # writable by its group: the name proves nothing
         content.prove_content([other], [path], cache=cache)
     os.chmod(resolved, 0o644)
+    for d in (os.path.dirname(resolved), os.path.dirname(os.path.dirname(resolved))):
+        os.chmod(d, 0o777)  # a folder on the blob's way others can write: they could rename another blob to this name
+        with pytest.raises(wcache.ContentUnknownError):
+            content.prove_content([other], [path], cache=cache)
+        os.chmod(d, 0o755)
+    content.prove_content([other], [path], cache=cache)
     with pytest.raises(wcache.ContentUnknownError):  # a name the daemon did not verify
         content.prove_content([other._replace(sha256="")], [path], cache=cache)
     with pytest.raises(wcache.ContentUnknownError):

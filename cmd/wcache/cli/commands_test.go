@@ -61,6 +61,9 @@ func TestCommandsRefuseBadInputBeforeTouchingAnything(t *testing.T) {
 		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peer-cert", "c"}, "need --peer-listen or --peers"},
 		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peers", "a:1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-rate", "1GiB"}, "--peer-rate needs --peer-listen"},
 		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peer-listen", ":1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-rate", "fast"}, "--peer-rate"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peer-listen", ":1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-fill-timeout", "1s"}, "need --peers"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peers", "a:1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-fill-min-rate", "fast"}, "--peer-fill-min-rate"},
+		{[]string{"serve", "--backend", "mock", "--gpu-id", "0", "--model", model, "--peers", "a:1", "--peer-cert", "c", "--peer-key", "k", "--peer-ca", "a", "--peer-fill-rate-window", "0s"}, "--peer-fill-rate-window"},
 	} {
 		_, stderr, code, run := runInProcess(t, c.args...)
 		if code != ExitUsage || !strings.Contains(stderr, c.want) {

@@ -6,11 +6,13 @@ import (
 	"github.com/wcache/wcache/core/hubcache"
 )
 
-// resolveModel returns the directory --model names: itself, or for a hub
-// id ("org/name", "org/name@revision") that is not a directory here, its
-// snapshot in the local Hugging Face cache (hubcache.Resolve: HF_HUB_CACHE,
-// HF_HOME, ~/.cache/huggingface/hub; no network). An id absent from the
-// cache is a usage error (exit 2) naming where it looked; "" stays "".
+// resolveModel returns the directory --model names: for a hub id
+// ("org/name", "org/name@revision") its snapshot in the local Hugging Face
+// cache (hubcache.Resolve: HF_HUB_CACHE, HF_HOME, ~/.cache/huggingface/hub;
+// no network) even when the working directory holds ./org/name, which only
+// "./org/name" names; anything else is a path, itself. An id absent from
+// the cache is a usage error (exit 2) naming where it looked, and the
+// ./ spelling when a directory of that name is here; "" stays "".
 func resolveModel(model string) (string, error) {
 	if model == "" {
 		return "", nil

@@ -106,7 +106,8 @@ has stopped.`,
 	cache := addCacheFlags(fs)
 	bf := cache.backend
 	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
-	fs.StringArrayVar(&models, "model", nil, "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache; "+
+	fs.StringArrayVar(&models, "model", nil, "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache "+
+		"(an id even when ./org/name exists: write ./org/name for that directory); "+
 		"repeat for several models (one generation each); none: start empty and wait for a publish")
 	fs.StringArrayVar(&drafts, "draft-model", nil, "a speculative-decoding draft model loaded beside --model as a generation of its own "+
 		"(same forms as --model; repeatable)")
@@ -270,6 +271,8 @@ has stopped.`,
 		// raise SIGPIPE and kill the daemon before it removes its socket and
 		// ready file. Ignored, the write fails with EPIPE and is dropped.
 		signal.Ignore(syscall.SIGPIPE)
+		// SIGUSR1 reads the peer credentials again (peerreload.go).
+		defer watchPeerReload(opts.Peer.Creds, log)()
 
 		plugin, err := bf.startPlugin(ctx, log, nil)
 		if err != nil {

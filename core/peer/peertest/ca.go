@@ -74,8 +74,23 @@ func (c *CA) Issue(t testing.TB, name string, trust *CA) *peer.Credentials {
 	return cr
 }
 
+// IssueCN is Issue of a certificate that names name as its common name
+// only, with no subject alternative name (as older PKIs issue them).
+func (c *CA) IssueCN(t testing.TB, name string, trust *CA) *peer.Credentials {
+	t.Helper()
+	cr, err := c.issueIn(t.TempDir(), name, trust, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr
+}
+
 // IssueIn is Issue writing into the existing folder dir.
 func (c *CA) IssueIn(dir, name string, trust *CA) (*peer.Credentials, error) {
+	return c.issueIn(dir, name, trust, true)
+}
+
+func (c *CA) issueIn(dir, name string, trust *CA, san bool) (*peer.Credentials, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -93,7 +108,9 @@ func (c *CA) IssueIn(dir, name string, trust *CA) (*peer.Credentials, error) {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:        []*url.URL{u},
+	}
+	if san {
+		tmpl.URIs = []*url.URL{u}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key)
 	if err != nil {
