@@ -3,7 +3,7 @@ package client
 import (
 	"fmt"
 
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk/names"
 )
 

@@ -19,7 +19,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // TestFloodHelper is not a test: run as a child (WCACHE_TEST_FLOOD set to

@@ -18,8 +18,8 @@ import (
 
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/procstat"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // The test binary doubles as a helper process: with helperEnv set, TestMain

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/procstat"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // sharedPaths returns daemon paths in a fresh world-writable sticky

@@ -17,9 +17,9 @@ import (
 
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // helperEnv makes the test binary act as a tiny launcher (see TestMain).

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 func TestChildOutputPrefixesWholeLines(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // The file-backed mock (sdk/mock, with posix-shm handles) keeps each

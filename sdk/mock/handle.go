@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // Export returns the handle of an allocation: FileHandleKind, its file

@@ -37,9 +37,9 @@ var rules = []rule{
 	{"plugins", "", []string{"core", "cmd"}, "a plugin builds on the sdk alone, as a third party's would"},
 	{"sdk", "", []string{"core", "plugins", "cmd"}, "the sdk is what outside backend authors import"},
 	{"proto", "", []string{"core", "plugins", "sdk", "cmd"}, "the protocol is the ground floor"},
-	{"sdk/version", "", []string{""}, "version is a leaf: it imports nothing of the module"},
-	{"sdk/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module"},
-	{"sdk/proctest", "", []string{""}, "proctest is a leaf: the tests of every tree import it, it imports nothing of the module"},
+	{"internal/version", "", []string{""}, "version is a leaf: it imports nothing of the module"},
+	{"internal/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module"},
+	{"internal/proctest", "", []string{""}, "proctest is a leaf: the tests of every tree import it, it imports nothing of the module"},
 }
 
 // forbids reports whether r forbids pkg to import imp (both import paths).
@@ -108,16 +108,16 @@ func TestLayering(t *testing.T) {
 func TestRulesCatchAViolation(t *testing.T) {
 	m := func(dir string) string { return module + "/" + dir }
 	planted := []struct{ pkg, imp string }{
-		{m("cmd/wcache/cli"), m("test/testproc")},         // shipped CLI → test helper
-		{m("core/daemon"), m("test/e2e")},                 // core → test
-		{m("clients/gen"), m("test/bench")},               // any new folder → test
-		{m("core/daemon"), m("plugins/mock/mockbackend")}, // core → plugin
-		{m("plugins/cuda/cudabackend"), m("core/client")}, // plugin → core
-		{m("sdk/backendtest"), m("core/pluginhost")},      // sdk → core
-		{m("proto/wcache/daemon/v1"), m("sdk")},           // proto → sdk
-		{m("sdk/version"), m("sdk/names")},                // leaf → anything
-		{m("sdk/procstat"), m("proto/wcache/daemon/v1")},  // leaf → anything
-		{m("sdk/proctest"), m("sdk/poll")},                // leaf → anything
+		{m("cmd/wcache/cli"), m("test/testproc")},             // shipped CLI → test helper
+		{m("core/daemon"), m("test/e2e")},                     // core → test
+		{m("clients/gen"), m("test/bench")},                   // any new folder → test
+		{m("core/daemon"), m("plugins/mock/mockbackend")},     // core → plugin
+		{m("plugins/cuda/cudabackend"), m("core/client")},     // plugin → core
+		{m("sdk/backendtest"), m("core/pluginhost")},          // sdk → core
+		{m("proto/wcache/daemon/v1"), m("sdk")},               // proto → sdk
+		{m("internal/version"), m("sdk/names")},               // leaf → anything
+		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
+		{m("internal/proctest"), m("internal/poll")},          // leaf → anything
 	}
 	fired := map[int]bool{}
 	for _, p := range planted {
@@ -143,7 +143,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("cmd/wcache/cli"), m("core/daemon")},
 		{m("core/pluginhost"), m("sdk/plugin")},
 		{m("plugins/mock/mockbackend"), m("sdk/fill")},
-		{m("core/daemonfile"), m("sdk/procstat")},
+		{m("core/daemonfile"), m("internal/procstat")},
 	}
 	for _, p := range allowed {
 		for _, r := range rules {

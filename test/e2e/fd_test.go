@@ -23,7 +23,7 @@ import (
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // Environment of the fd-fetch helper: the daemon's socket, the lease id

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // Group starts processes with shared defaults and stops them all at once.

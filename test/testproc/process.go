@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // Options describe a child process.

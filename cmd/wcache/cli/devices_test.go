@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/internal/proctest"
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
-	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // buildWcacheWithMock builds wcache and wcache-backend-mock side by side,

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/procstat"
+	"github.com/wcache/wcache/internal/proctest"
 )
 
 // TestNegativeDurationsAreUsageErrors: a negative duration exits 2 before

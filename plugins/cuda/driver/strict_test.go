@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/internal/proctest"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/proctest"
 )
 
 func TestResolverPinsTheCUDA12ABI(t *testing.T) {

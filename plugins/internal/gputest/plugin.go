@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
-	"github.com/wcache/wcache/sdk/poll"
 )
 
 // Plugin is a GPU vendor's plugin as its package's tests see it: the

@@ -9,10 +9,10 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
 	"github.com/wcache/wcache/sdk/names"
-	"github.com/wcache/wcache/sdk/version"
 )
 
 // Handle kinds of the mock. HandlePosixShm: Data is the absolute path of

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/internal/proctest"
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // libDirEnv names the folder of the fakes TestMain builds.

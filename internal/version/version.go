@@ -8,7 +8,7 @@ package version
 
 // Version is the wcache release, "0.1.0-dev" unless set at link time:
 //
-//	go build -ldflags "-X github.com/wcache/wcache/sdk/version.Version=1.2.3" ./cmd/wcache
+//	go build -ldflags "-X github.com/wcache/wcache/internal/version.Version=1.2.3" ./cmd/wcache
 //
 // It is a variable only so that the linker can set it; nothing assigns it
 // at run time.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // startSleeper runs a copy of sleep whose command name holds spaces and
