@@ -24,6 +24,7 @@ import (
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/internal/proctest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // Environment of the fd-fetch helper: the daemon's socket, the lease id
@@ -124,7 +125,7 @@ func TestDescriptorChannelDeliversExactlyTheManifest(t *testing.T) {
 	}
 	for i, d := range ds {
 		h := m.Handles[i]
-		if h.Kind != client.HandleMemfd || int(d.Handle) != i || d.Size != h.Size {
+		if h.Kind != names.KindMemfd || int(d.Handle) != i || d.Size != h.Size {
 			t.Errorf("descriptor %d: handle %d of %d bytes, manifest handle %d is %s of %d", i, d.Handle, d.Size, i, h.Kind, h.Size)
 		}
 		var st unix.Stat_t
