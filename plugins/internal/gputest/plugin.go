@@ -230,7 +230,7 @@ func CheckServeStopsWithTheFatalReason(t *testing.T, p Plugin) {
 		t.Fatalf("serve ended with %v, want a non-zero exit:\n%s", err, d.Output())
 	}
 	out := d.Output()
-	for _, want := range append([]string{"backend plugin exited", "exit status 3"}, p.FatalError...) {
+	for _, want := range append([]string{"backend plugin exited", "exit status " + strconv.Itoa(sdk.ExitFatal)}, p.FatalError...) {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve's output does not name %q:\n%s", want, out)
 		}
