@@ -9,7 +9,7 @@
 // depends on what proves it); nothing under core/ imports plugins/ or
 // cmd/, and nothing under plugins/ imports core/ or cmd/; sdk/ imports
 // none of them; proto/ imports nothing of the module outside proto/;
-// internal/version, internal/procstat and internal/proctest (leaves any layer may use)
+// internal/version, internal/procstat and internal/childproc (leaves any layer may use)
 // import nothing of the module. The modules under testdata/ (an outside vendor's plugin)
 // import only sdk/. And the contract stays light: core/client and the sdk
 // root package link neither hashicorp/go-plugin nor yamux (go list -deps).

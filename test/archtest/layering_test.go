@@ -39,7 +39,7 @@ var rules = []rule{
 	{"proto", "", []string{"core", "plugins", "sdk", "cmd"}, "the protocol is the ground floor"},
 	{"internal/version", "", []string{""}, "version is a leaf: it imports nothing of the module"},
 	{"internal/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module"},
-	{"internal/proctest", "", []string{""}, "proctest is a leaf: the tests of every tree import it, it imports nothing of the module"},
+	{"internal/childproc", "", []string{""}, "childproc is a leaf: the tests of every tree import it, it imports nothing of the module"},
 }
 
 // forbids reports whether r forbids pkg to import imp (both import paths).
@@ -117,7 +117,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("proto/wcache/daemon/v1"), m("sdk")},               // proto → sdk
 		{m("internal/version"), m("sdk/names")},               // leaf → anything
 		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
-		{m("internal/proctest"), m("internal/poll")},          // leaf → anything
+		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
 	}
 	fired := map[int]bool{}
 	for _, p := range planted {

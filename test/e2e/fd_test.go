@@ -23,7 +23,7 @@ import (
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/internal/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/sdk/names"
 )
 
@@ -289,7 +289,7 @@ func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=fd-flood", helperSocketEnv+"="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	cmd.Stderr = os.Stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	defer func() { stdin.Close(); cmd.Wait() }()
 	line := bufio.NewScanner(stdout)
 	if !line.Scan() || !strings.HasPrefix(line.Text(), "connected ") {

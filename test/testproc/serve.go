@@ -14,7 +14,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/internal/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 )
 
 // ServeArgs are the arguments of `wcache serve` on the device of ordinal
@@ -147,7 +147,7 @@ func BuildBinaries(dir string, cuda bool) error {
 		builds = append(builds, build{"wcache-backend-cuda", "plugins/cuda", true})
 	}
 	for _, b := range builds {
-		if err := proctest.GoBuild(filepath.Join(dir, b.bin), filepath.Join(root, b.pkg), b.cgo); err != nil {
+		if err := childproc.GoBuild(filepath.Join(dir, b.bin), filepath.Join(root, b.pkg), b.cgo); err != nil {
 			return err
 		}
 	}

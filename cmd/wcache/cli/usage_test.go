@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/internal/procstat"
-	"github.com/wcache/wcache/internal/proctest"
 )
 
 // TestNegativeDurationsAreUsageErrors: a negative duration exits 2 before
@@ -92,7 +92,7 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
-	victim := proctest.Sleeper(t)
+	victim := childproc.Sleeper(t)
 	start, err := procstat.StartTime(victim)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/internal/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/plugins/cuda/driver"
 	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/gputest"
@@ -92,7 +92,7 @@ func TestProbeHandleOpensInAnotherProcess(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "WCACHE_CUDA_LIBRARY="+lib, "WCACHE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	line, err := stdout.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("probe printed no report: %v\n%s", err, stderr.String())

@@ -1,4 +1,4 @@
-package proctest
+package childproc
 
 import (
 	"os/exec"

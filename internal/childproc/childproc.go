@@ -1,13 +1,13 @@
-// Package proctest holds what tests that run processes share: StartPiped,
+// Package childproc holds what tests that run processes share: StartPiped,
 // for a child the test talks to over its standard input and output (a
 // re-run test binary, a client under another uid); Buffer, for output
 // written by other goroutines while the test reads it; and the processes
 // tests point at, ExitedPID (one that has ended) and Sleeper (a live one
-// that is no daemon). It sits in sdk so that the tests of core, plugins
+// that is no daemon). It sits in internal/ so that the tests of core, plugins
 // and test/ share it, and it does not import testing (a *testing.T is a
 // T), so test harnesses that build into binaries (test/testproc) can use
 // it too.
-package proctest
+package childproc
 
 import (
 	"bufio"
