@@ -33,7 +33,7 @@ func fakeCUDA(t *testing.T) (plugin, lib string) {
 	plugin = backendtest.BuildPluginT(t, "cuda", filepath.Join(root, "plugins", "cuda"), "CGO_ENABLED=1")
 	lib = filepath.Join(t.TempDir(), "libcuda.so.1")
 	src := filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
-	include := filepath.Join(root, "plugins", "internal", "fakelib", "include")
+	include := filepath.Join(root, "plugins", "internal", "testkit", "fakelib", "include")
 	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", src, err, out)
 	}

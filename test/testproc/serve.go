@@ -156,7 +156,7 @@ func BuildBinaries(dir string, cuda bool) error {
 
 // BuildFakeCUDA compiles the fake CUDA driver of the source tree root
 // (plugins/cuda/testdata/fakecuda, with the copy engine and IPC headers it
-// shares with the fake HIP in plugins/internal/fakelib/include) with gcc
+// shares with the fake HIP in plugins/internal/testkit/fakelib/include) with gcc
 // into dir/libcuda.so.1 and returns its path.
 func BuildFakeCUDA(root, dir string) (string, error) {
 	gcc, err := exec.LookPath("gcc")
@@ -165,7 +165,7 @@ func BuildFakeCUDA(root, dir string) (string, error) {
 	}
 	lib := filepath.Join(dir, "libcuda.so.1")
 	src := filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
-	include := filepath.Join(root, "plugins", "internal", "fakelib", "include")
+	include := filepath.Join(root, "plugins", "internal", "testkit", "fakelib", "include")
 	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("gcc %s: %w\n%s", src, err, out)
 	}

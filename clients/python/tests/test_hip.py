@@ -35,7 +35,7 @@ DEVICES = "1901ead3a2ecd4a6@c1,2b6c1e0f7d3a9c55@c2"
 def fake_hip_build(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("fakehip") / "libamdhip64.so")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", FAKEHIP,
-                    "-I", os.path.join(REPO, "plugins", "internal", "fakelib", "include"),
+                    "-I", os.path.join(REPO, "plugins", "internal", "testkit", "fakelib", "include"),
                     "-o", out, os.path.join(FAKEHIP, "fakehip.c"), "-lpthread"], check=True)
     return out
 

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/fakelib"
 	"github.com/wcache/wcache/plugins/internal/staging"
+	"github.com/wcache/wcache/plugins/internal/testkit/fakelib"
 )
 
 // FakeOptions choose the fake libraries and settings a vendor backend's

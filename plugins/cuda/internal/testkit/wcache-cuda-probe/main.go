@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/wcache/wcache/plugins/cuda/internal/probe"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/probe"
 )
 
 func main() {

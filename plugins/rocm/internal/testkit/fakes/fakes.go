@@ -1,13 +1,13 @@
 // Package fakes builds the fake HIP runtime and fake amdsmi used by the
 // ROCm backend's tests (plugins/rocm/testdata) with the shared builder
-// (plugins/internal/fakelib), and tells tests whether to use the real
+// (plugins/internal/testkit/fakelib), and tells tests whether to use the real
 // libraries instead (EnvReal).
 package fakes
 
 import (
 	"path/filepath"
 
-	"github.com/wcache/wcache/plugins/internal/fakelib"
+	"github.com/wcache/wcache/plugins/internal/testkit/fakelib"
 )
 
 // EnvReal, when "1", makes the tests that support it use the real
@@ -26,7 +26,7 @@ const (
 // includes are the fakes' header folders: fakeamd.h and the shared
 // fakeengine.h. root is the plugins/rocm directory.
 func includes(root string) []string {
-	return []string{filepath.Join(root, "testdata", "fakehip"), filepath.Join(root, "..", "internal", "fakelib", "include")}
+	return []string{filepath.Join(root, "testdata", "fakehip"), filepath.Join(root, "..", "internal", "testkit", "fakelib", "include")}
 }
 
 // HIP builds root/testdata/fakehip/fakehip.c into dir/libamdhip64.so (or

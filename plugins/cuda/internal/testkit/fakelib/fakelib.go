@@ -1,13 +1,13 @@
 // Package fakelib builds the fake CUDA driver and fake NVML library used by
 // the CUDA backend's tests (plugins/cuda/testdata) with the shared builder
-// (plugins/internal/fakelib), and tells tests whether to use the real
+// (plugins/internal/testkit/fakelib), and tells tests whether to use the real
 // driver instead (EnvReal).
 package fakelib
 
 import (
 	"path/filepath"
 
-	shared "github.com/wcache/wcache/plugins/internal/fakelib"
+	shared "github.com/wcache/wcache/plugins/internal/testkit/fakelib"
 )
 
 // EnvReal, when "1", makes the tests that support it use the real
@@ -22,12 +22,12 @@ var ErrNoCompiler = shared.ErrNoCompiler
 
 // Build compiles the C source src (under plugins/cuda/testdata/<fake>/)
 // into a shared object at dir/name with gcc (the fake libcuda's folder and
-// the shared fake copy engine, plugins/internal/fakelib/include, on the
+// the shared fake copy engine, plugins/internal/testkit/fakelib/include, on the
 // include path), adding -D for each define, and returns its path.
 func Build(src, dir, name string, defines ...string) (string, error) {
 	testdata := filepath.Join(filepath.Dir(src), "..")
 	return shared.Build(src, dir, name, []string{filepath.Join(testdata, "fakecuda"),
-		filepath.Join(testdata, "..", "..", "internal", "fakelib", "include")}, defines...)
+		filepath.Join(testdata, "..", "..", "internal", "testkit", "fakelib", "include")}, defines...)
 }
 
 // CUDA builds root/testdata/fakecuda/fakecuda.c into dir/libcuda.so.1 (or
@@ -53,5 +53,5 @@ func All(root, dir string, variants map[string][]string) error {
 }
 
 // Copy copies the library at src into a new directory under dir (see
-// plugins/internal/fakelib.Copy).
+// plugins/internal/testkit/fakelib.Copy).
 func Copy(src, dir string) (string, error) { return shared.Copy(src, dir) }

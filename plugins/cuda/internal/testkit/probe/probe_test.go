@@ -15,8 +15,8 @@ import (
 
 	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/plugins/cuda/driver"
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/fakelib"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 )
 
 // libDirEnv names the folder of the fakes TestMain builds.
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		Name: "probe", HelperEnv: helperEnv,
 		Helper: func() int { return Run(os.Args[len(os.Args)-3:], os.Stdin, os.Stdout, os.Stderr, os.Getenv) },
 		Build: func(dir string) error {
-			_, err := fakelib.CUDA(filepath.Join("..", ".."), dir, "")
+			_, err := fakelib.CUDA(filepath.Join("..", "..", ".."), dir, "")
 			return err
 		},
 		LibDirEnv: libDirEnv,
