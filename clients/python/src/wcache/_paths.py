@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Union
 
-from .errors import InvalidUUIDError, SocketPathTooLongError, TemplateError
+from ._errors import InvalidUUIDError, SocketPathTooLongError, TemplateError
 
 DEVICE_UUID_PLACEHOLDER = "{device_uuid}"
 ENV_SOCKET_TEMPLATE = "WCACHE_SOCKET_TEMPLATE"

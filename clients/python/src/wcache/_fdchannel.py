@@ -19,7 +19,7 @@ import stat
 import struct
 from typing import Dict, Tuple
 
-from .errors import ProtocolError, WcacheError
+from ._errors import ProtocolError, WcacheError
 
 SUFFIX = ".fd"
 MAGIC = b"WCFD"

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import ctypes
 
-from .errors import WcacheError
-from .ipc import CudaDriver, DriverIpcRegion
-from .manifest import HandleSpec
+from ._errors import WcacheError
+from ._ipc import CudaDriver, DriverIpcRegion
+from ._manifest import HandleSpec
 
 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
 CU_MEM_ALLOCATION_TYPE_PINNED = 1

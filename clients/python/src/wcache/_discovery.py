@@ -27,9 +27,9 @@ import stat
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .device import device_uuid as read_device_uuid
-from .errors import DaemonDeadError, InvalidUUIDError, NoDaemonError, UnsafeSocketError, WcacheError
-from .paths import Getenv, Layout, check_socket_path, validate_device_uuid
+from ._device import device_uuid as read_device_uuid
+from ._errors import DaemonDeadError, InvalidUUIDError, NoDaemonError, UnsafeSocketError, WcacheError
+from ._paths import Getenv, Layout, check_socket_path, validate_device_uuid
 
 _BARE_HEX_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 

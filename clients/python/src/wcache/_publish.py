@@ -21,7 +21,7 @@ placed once, and every tensor carries its storage key, strides and storage
 offset (relative to the span), so that after attach a tensor has the shape
 and strides it was published with, and tensors that shared a storage share
 one again (a storage of the attached process's own over that byte range;
-see wcache.tensors).
+see wcache._tensors).
 
 Handle kinds: ``memfd`` (the mock backend's default; the writable descriptors
 come from the daemon's descriptor channel with the plan's publish id and
@@ -44,15 +44,15 @@ import grpc
 
 import os
 
-from . import content, dtypes, fdchannel, pb
-from .client import _channel, _config_message, _translate, attach, default_client_name
-from .config import CacheConfig
-from .discovery import check_socket, probe, resolve
-from .errors import (DaemonBusyError, DaemonError, EmptyDaemonError, HoldsWeightsError, IncompatibleConfigError, NoDaemonError,
+from . import content, dtypes, _fdchannel as fdchannel, pb
+from ._client import _channel, _config_message, _translate, attach, default_client_name
+from ._config import CacheConfig
+from ._discovery import check_socket, probe, resolve
+from ._errors import (DaemonBusyError, DaemonError, EmptyDaemonError, HoldsWeightsError, IncompatibleConfigError, NoDaemonError,
                      ProtocolError, PublishConflictError, PublishInProgressError, WcacheError)
-from .manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec
-from .paths import Getenv
-from .shm import map_memfd, map_shm
+from ._manifest import HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM, HandleSpec
+from ._paths import Getenv
+from ._shm import map_memfd, map_shm
 
 log = logging.getLogger("wcache")
 
@@ -245,7 +245,7 @@ class _WritableIpc:
     """A cuda-ipc/hip-ipc handle of a publish plan, opened through PyTorch."""
 
     def __init__(self, index: int, handle: HandleSpec, uuid: str, torch, device_index: Optional[int]):
-        from .ipc import TorchIpcRegion, torch_device_index  # noqa: PLC0415
+        from ._ipc import TorchIpcRegion, torch_device_index  # noqa: PLC0415
 
         if not torch.cuda.is_available():
             raise WcacheError(f"plan handle {index} ({handle.kind}): PyTorch sees no GPU")

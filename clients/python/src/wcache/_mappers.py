@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, NamedTuple, Optional
 
-from .errors import ProtocolError
-from .manifest import HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM
+from ._errors import ProtocolError
+from ._manifest import HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM
 
 CORE_KINDS = tuple(sorted((HANDLE_POSIX_SHM, HANDLE_CUDA_IPC, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_CUDA_VMM_FD)))
 VENDOR_PREFIX = "x-"

@@ -33,16 +33,16 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 
 import grpc
 
-from . import content, fdchannel, pb
-from .config import CacheConfig
-from .discovery import Target, check_socket, probe, resolve
-from .errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HandleKindsError, HoldsWeightsError,
+from . import content, _fdchannel as fdchannel, pb
+from ._config import CacheConfig
+from ._discovery import Target, check_socket, probe, resolve
+from ._errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HandleKindsError, HoldsWeightsError,
                      IncompatibleConfigError, ProtocolError, PublishConflictError, PublishInProgressError,
                      WcacheError)
-from .manifest import DESCRIPTOR_KINDS, TensorSpec
-from .paths import Getenv
-from .mappers import CORE_KINDS, HandleMappers
-from .tensors import LIBRARY_AUTO, Materialized, materialize, private_copy
+from ._manifest import DESCRIPTOR_KINDS, TensorSpec
+from ._paths import Getenv
+from ._mappers import CORE_KINDS, HandleMappers
+from ._tensors import LIBRARY_AUTO, Materialized, materialize, private_copy
 
 log = logging.getLogger("wcache")
 
@@ -270,7 +270,7 @@ class Attachment:
     @property
     def specs(self) -> Dict[str, TensorSpec]:
         """name → TensorSpec (dtype, shape, handle, offset, length) from the manifest."""
-        from .manifest import parse_manifest  # noqa: PLC0415
+        from ._manifest import parse_manifest  # noqa: PLC0415
 
         return {s.name: s for s in parse_manifest(self.manifest)[1]}
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 import ctypes
 from typing import Optional, Sequence
 
-from .errors import WcacheError
-from .ipc import DeviceRegion
-from .manifest import HandleSpec
+from ._errors import InvalidUUIDError, WcacheError
+from ._uuid import PLATFORM_ROCM, canonical_device_uuid
 
 # Tried in order: the sonames of ROCm 7, 6 and 5, then /opt/rocm/lib (as the
 # Go backend does, plugins/rocm/hip).
@@ -105,8 +104,6 @@ class HipRuntime:
     def device_uuid(self, ordinal: int) -> str:
         """Canonical UUID ("GPU-" + 16 characters) of the device this process
         sees as ordinal; InvalidUUIDError for a device without a unique id."""
-        from .device import PLATFORM_ROCM, canonical_device_uuid  # noqa: PLC0415 - device imports this lazily
-
         dev = ctypes.c_int()
         self.call("hipDeviceGet", ctypes.byref(dev), ordinal)
         u = _HipUUID()
@@ -144,34 +141,10 @@ class HipRuntime:
         self._on_device(ordinal, lambda: self.call("hipIpcCloseMemHandle", ctypes.c_void_p(pointer)))
 
 
-class HipIpcRegion(DeviceRegion):
-    """A hip-ipc handle opened with hipIpcOpenMemHandle on ordinal
-    device_index; closed when garbage-collected (or by close())."""
-
-    def __init__(self, index: int, handle: HandleSpec, device_index: int, driver: HipRuntime):
-        if len(handle.data) != 64:
-            raise WcacheError(f"handle {index} (hip-ipc): {len(handle.data)} bytes, want 64")
-        super().__init__(index, handle, device_index, driver)
-        try:
-            self.pointer = driver.ipc_open(handle.data, device_index)
-        except WcacheError as exc:
-            raise WcacheError(f"handle {index} (hip-ipc): open on device {device_index}: {exc}") from exc
-        self.address = self.pointer
-
-    def close(self) -> None:
-        """Close the mapping. Every DeviceArray of it becomes invalid."""
-        if self.pointer:
-            ptr, self.pointer = self.pointer, 0
-            self._driver.ipc_close(ptr, self.device_index)
-
-
 def rocm_device_uuid(raw, index: int, library: Optional[str] = None) -> str:
     """The canonical UUID of ROCm device index from torch's uuid (raw; None
     when this torch has none), asking HIP through ctypes when raw is not in
     a form canonical_device_uuid reads."""
-    from .device import PLATFORM_ROCM, canonical_device_uuid  # noqa: PLC0415
-    from .errors import InvalidUUIDError  # noqa: PLC0415
-
     first: Optional[Exception] = None
     if raw is not None:
         try:

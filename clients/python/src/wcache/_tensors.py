@@ -6,17 +6,17 @@
 handle kind       with PyTorch                 without PyTorch
 ================  ===========================  ==================================
 posix-shm         CPU torch.Tensor (copy-on-  numpy.ndarray (copy-on-write)
-                  write mapping: wcache.shm)
+                  write mapping: wcache._shm)
 memfd             as posix-shm, mapped from    as posix-shm
                   its descriptor
-cuda-ipc          CUDA torch.Tensor            wcache.ipc.DeviceArray (ctypes on
+cuda-ipc          CUDA torch.Tensor            wcache._ipc.DeviceArray (ctypes on
                                                libcuda.so.1)
-hip-ipc           ROCm torch.Tensor            wcache.ipc.DeviceArray (ctypes on
-                                               libamdhip64, wcache.hip)
-cuda-vmm-fd       CUDA torch.Tensor (mapped    wcache.ipc.DeviceArray (mapped
-                  by wcache.vmm, wrapped via   read-only by wcache.vmm from its
+hip-ipc           ROCm torch.Tensor            wcache._ipc.DeviceArray (ctypes on
+                                               libamdhip64, wcache._hip)
+cuda-vmm-fd       CUDA torch.Tensor (mapped    wcache._ipc.DeviceArray (mapped
+                  by wcache._vmm, wrapped via   read-only by wcache._vmm from its
                   __cuda_array_interface__)    descriptor, ctypes on libcuda.so.1)
-x-VENDOR-NAME     whatever the vendor's mapper returns (wcache.mappers: register it in a
+x-VENDOR-NAME     whatever the vendor's mapper returns (wcache._mappers: register it in a
                   HandleMappers and pass that to materialize / attach)
 ================  ===========================  ==================================
 
@@ -41,15 +41,15 @@ from collections import deque
 from itertools import compress, repeat
 from typing import Callable, Dict, List, Optional, Union
 
-from . import dtypes, hostviews
-from .errors import ProtocolError, WcacheError
-from .ipc import (CudaDriver, DriverIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
+from . import _hostviews as hostviews, dtypes
+from ._errors import ProtocolError, WcacheError
+from ._ipc import (CudaDriver, DriverIpcRegion, HipIpcRegion, TorchDriverIpcRegion, TorchIpcRegion, torch_device_index,
                   torch_uses_cuda_malloc_async, view_in_storage)
-from .hip import HipIpcRegion, HipRuntime
-from .manifest import (HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM,
+from ._hip import HipRuntime
+from ._manifest import (HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM,
                        HandleSpec, TensorSpec, parse_columns)
-from .mappers import HandleMappers, MapContext, UnknownHandleKindError
-from .shm import ShmRegion, map_memfd, map_shm
+from ._mappers import HandleMappers, MapContext, UnknownHandleKindError
+from ._shm import ShmRegion, map_memfd, map_shm
 
 LIBRARY_AUTO = "auto"
 LIBRARY_TORCH = "torch"
@@ -193,10 +193,10 @@ def materialize(manifest, library: str = LIBRARY_AUTO, device_index: Optional[in
     looks it up by UUID. cuda_library: the driver dlopened for cuda-ipc
     without torch; hip_library: the HIP runtime for hip-ipc without torch
     (None: the ROCm sonames, then /opt/rocm/lib). mappers: the mappers of
-    vendor handle kinds (wcache.mappers.HandleMappers); None: none.
+    vendor handle kinds (wcache._mappers.HandleMappers); None: none.
     descriptors: handle index → descriptor of the descriptor handles (memfd,
     cuda-vmm-fd; received by attach on the descriptor channel). cuda-vmm-fd
-    is mapped through the driver (cuda_library) by wcache.vmm.
+    is mapped through the driver (cuda_library) by wcache._vmm.
 
     Raises ProtocolError for a malformed manifest, UnknownHandleKindError (a
     ProtocolError naming the kind and how to register a mapper) for a kind
@@ -286,7 +286,7 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
     # aligned for it) are views of a base tensor per handle and dtype: the
     # handle's storage viewed as that dtype, built on first use, one
     # as_strided call each, made from C over the columns
-    # (wcache.hostviews); one(spec) builds any other tensor.
+    # (wcache._hostviews); one(spec) builds any other tensor.
     views = _HostViews(torch, storages, regions)
     strides_of: Dict[tuple, tuple] = {}
 
@@ -354,10 +354,10 @@ def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Op
 
 def _open_vmm(index: int, handle: HandleSpec, fd: int, uuid: str, torch, device_index: Optional[int],
               cuda_library: str, driver: Optional[CudaDriver]):
-    """A cuda-vmm-fd handle, mapped by the driver through ctypes (wcache.vmm):
+    """A cuda-vmm-fd handle, mapped by the driver through ctypes (wcache._vmm):
     wrapped as torch memory (__cuda_array_interface__, zero-copy) with a CUDA
     PyTorch, DeviceArrays without one."""
-    from .vmm import VmmRegion  # noqa: PLC0415
+    from ._vmm import VmmRegion  # noqa: PLC0415
 
     if torch is not None:
         if getattr(torch.version, "hip", None):

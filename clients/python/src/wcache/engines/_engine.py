@@ -35,14 +35,15 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
-from . import content, modules
-from .checkpoint import checkpoint_files
-from .config import CacheConfig
-from .device import BACKEND_ENV, BACKEND_MOCK, device_capability
-from .discovery import check_socket, resolve
-from .errors import NoDaemonError, WcacheError
-from .paths import Getenv, _getter
-from .publish import Weights, load_or_publish
+from .. import content
+from . import _modules as modules
+from ..checkpoint import checkpoint_files
+from .._config import CacheConfig
+from .._device import BACKEND_ENV, BACKEND_MOCK, device_capability
+from .._discovery import check_socket, resolve
+from .._errors import NoDaemonError, WcacheError
+from .._paths import Getenv, _getter
+from .._publish import Weights, load_or_publish
 
 FALLBACK_LOAD = "load"
 FALLBACK_ERROR = "error"

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import re
-from typing import List, Optional, Union
+from typing import List, Optional
 
-from .errors import InvalidUUIDError, WcacheError
-from .paths import Getenv, _getter, validate_device_uuid
+from ._errors import WcacheError
+from ._paths import Getenv, _getter, validate_device_uuid
+from ._uuid import PLATFORM_CUDA, PLATFORM_ROCM, _format_nvidia, _uuid_bytes, canonical_device_uuid
 
 # The variable that selects the backend for the wcache CLI; with "mock" the
 # device functions answer for the mock backend's devices instead of a GPU.
@@ -33,69 +33,6 @@ MOCK_DEVICES_ENV = "WCACHE_MOCK_DEVICES"
 MOCK_DEFAULT_DEVICES = 2  # plugins/mock/mockbackend.DefaultDeviceCount
 # The device_capability the mock backend reports for every device.
 MOCK_CAPABILITY = "mock"
-
-PLATFORM_CUDA = "cuda"
-PLATFORM_ROCM = "rocm"
-
-_HEX_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
-_ROCM_CHARS = re.compile(r"^[0-9A-Za-z]{16}$")
-
-RawUUID = Union[str, bytes, bytearray, object]
-
-
-def _uuid_bytes(raw: RawUUID) -> Optional[bytes]:
-    """16 bytes from a PyTorch uuid object, 16 raw bytes or a hex string;
-    None when raw is a string that is not a bare hex UUID."""
-    if isinstance(raw, (bytes, bytearray)):
-        if len(raw) != 16:
-            raise InvalidUUIDError(repr(bytes(raw)), f"{len(raw)} bytes, want 16")
-        return bytes(raw)
-    if not isinstance(raw, str):
-        as_bytes = getattr(raw, "bytes", None)  # torch's _CUuuid
-        if isinstance(as_bytes, (bytes, bytearray)):
-            return _uuid_bytes(as_bytes)
-        raw = str(raw)
-    if _HEX_UUID.match(raw):
-        return bytes.fromhex(raw.replace("-", ""))
-    return None
-
-
-def _format_nvidia(b: bytes) -> str:
-    h = b.hex()
-    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
-def canonical_device_uuid(raw: RawUUID, platform: str = PLATFORM_CUDA, mig: bool = False) -> str:
-    """Return the canonical UUID string of a device.
-
-    raw is one of: a canonical string (``GPU-…`` or ``MIG-…``, returned as is
-    after validation); PyTorch's uuid object or its str (8-4-4-4-12 hex, no
-    prefix); the 16 raw bytes. platform is "cuda" or "rocm": it says how the 16
-    bytes are to be read (the bytes alone cannot tell). mig selects the
-    ``MIG-`` prefix on CUDA.
-
-    Raises InvalidUUIDError for anything else, for an all-zero NVIDIA UUID and
-    for a ROCm device whose HIP UUID is not 16 letters or digits (ROCm reports
-    "XX" for devices without a unique id, which would let GPUs share a path).
-    """
-    if platform not in (PLATFORM_CUDA, PLATFORM_ROCM):
-        raise ValueError(f"platform must be {PLATFORM_CUDA!r} or {PLATFORM_ROCM!r}, not {platform!r}")
-    if isinstance(raw, str) and (raw.startswith("GPU-") or raw.startswith("MIG-")):
-        return validate_device_uuid(raw)
-    b = _uuid_bytes(raw)
-    if b is None:
-        raise InvalidUUIDError(str(raw), "neither a canonical GPU-/MIG- UUID nor 8-4-4-4-12 hex")
-    if platform == PLATFORM_ROCM:
-        chars = b.rstrip(b"\x00").decode("ascii", errors="replace")
-        if not _ROCM_CHARS.match(chars):
-            raise InvalidUUIDError(
-                _format_nvidia(b),
-                f"the HIP UUID bytes spell {chars!r}, not 16 letters or digits: the device reports no unique "
-                "id (ROCm shows 'GPU-XX'), so it cannot key a daemon path")
-        return validate_device_uuid("GPU-" + chars)
-    if b == bytes(16):
-        raise InvalidUUIDError(_format_nvidia(b), "all-zero UUID: the driver reported no UUID")
-    return validate_device_uuid(("MIG-" if mig else "GPU-") + _format_nvidia(b))
 
 
 def torch_platform(torch_module=None) -> str:
@@ -169,7 +106,7 @@ def device_uuid(index: int, mig: Optional[bool] = None, backend: Optional[str] =
     runtime); the answer is the physical identity. Uses
     ``torch.cuda.get_device_properties(index).uuid``; on ROCm, when that is
     missing or not in a form canonical_device_uuid reads, hipDeviceGetUuid
-    through ctypes (wcache.hip). On CUDA, mig=None asks
+    through ctypes (wcache._hip). On CUDA, mig=None asks
     NVML whether the device is a MIG instance (no NVML: assumed not);
     pass True/False to decide yourself.
 
@@ -192,7 +129,7 @@ def device_uuid(index: int, mig: Optional[bool] = None, backend: Optional[str] =
     raw = getattr(props, "uuid", None)
     platform = torch_platform(torch)
     if platform == PLATFORM_ROCM:
-        from .hip import rocm_device_uuid  # noqa: PLC0415 - ctypes on HIP only when torch's form fails
+        from ._hip import rocm_device_uuid  # noqa: PLC0415 - ctypes on HIP only when torch's form fails
 
         return rocm_device_uuid(raw, index)
     if platform == PLATFORM_CUDA and mig is None:

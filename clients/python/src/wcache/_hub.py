@@ -18,7 +18,7 @@ import re
 import stat as stat_mod
 from typing import Callable, List, Optional, Tuple
 
-from .errors import WcacheError
+from ._errors import WcacheError
 
 DEFAULT_REVISION = "main"
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_][A-Za-z0-9_.-]*$")

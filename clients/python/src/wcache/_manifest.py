@@ -9,10 +9,10 @@ import operator
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from . import dtypes
-from .errors import ProtocolError
+from ._errors import ProtocolError
 
 HANDLE_POSIX_SHM = "posix-shm"
-# Descriptor kinds: received on the daemon's descriptor channel (wcache.fdchannel).
+# Descriptor kinds: received on the daemon's descriptor channel (wcache._fdchannel).
 HANDLE_MEMFD = "memfd"
 HANDLE_CUDA_VMM_FD = "cuda-vmm-fd"
 DESCRIPTOR_KINDS = (HANDLE_MEMFD, HANDLE_CUDA_VMM_FD)
@@ -63,7 +63,7 @@ class HandleSpec(NamedTuple):
 
 class TensorColumns(NamedTuple):
     """The tensors of a manifest by column, in manifest order: what
-    materialize reads in bulk (wcache.hostviews). dtypes are the distinct
+    materialize reads in bulk (wcache._hostviews). dtypes are the distinct
     dtype strings and dtype_index each tensor's index into them; plain[i]
     says tensor i has no layout (None: none has one). listed: the
     TensorSpecs when parsing built them (Manifest.tensors, or a table

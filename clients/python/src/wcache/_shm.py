@@ -2,7 +2,7 @@
 
 A posix-shm Handle's data is the absolute path of a shared-memory file (the
 mock backend's "device memory"); its size is the number of bytes to map. A
-memfd handle's memory comes as a descriptor (wcache.fdchannel).
+memfd handle's memory comes as a descriptor (wcache._fdchannel).
 
 The memory is mapped once per handle **copy-on-write** (``MAP_PRIVATE``,
 ``PROT_READ | PROT_WRITE``): every tensor is a view into that mapping, no
@@ -33,8 +33,8 @@ import os
 import stat
 from typing import Optional
 
-from .errors import ProtocolError, WcacheError
-from .manifest import HandleSpec
+from ._errors import ProtocolError, WcacheError
+from ._manifest import HandleSpec
 
 log = logging.getLogger("wcache")
 

@@ -36,12 +36,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from . import dtypes
 from .dtypes import contiguous_strides
-from .errors import ProtocolError, WcacheError
-from .manifest import HandleSpec, TensorSpec
+from ._errors import ProtocolError, WcacheError
+from ._manifest import HandleSpec, TensorSpec
+
+if TYPE_CHECKING:
+    from ._hip import HipRuntime
 
 # A torch IPC refcount shm name that does not exist: the storage deleter's
 # best-effort decrement then fails quietly instead of touching a real file.
@@ -128,7 +131,7 @@ class TorchDriverIpcRegion:
         self.device_index = device_index
         torch.cuda.init()  # the primary context the driver path opens in is torch's
         self._driver = driver
-        # region_type: DriverIpcRegion (cuda-ipc, CudaDriver) or wcache.hip.HipIpcRegion (hip-ipc, HipRuntime).
+        # region_type: DriverIpcRegion (cuda-ipc, CudaDriver) or HipIpcRegion (hip-ipc, wcache._hip.HipRuntime).
         region = (region_type or DriverIpcRegion)(index, handle, device_index, driver)
         with torch.cuda.device(device_index):
             whole = torch.as_tensor(_RegionBytes(region), device=f"cuda:{device_index}")
@@ -355,11 +358,32 @@ class DriverIpcRegion(DeviceRegion):
         self._release_ctx()
 
 
+class HipIpcRegion(DeviceRegion):
+    """A hip-ipc handle opened with hipIpcOpenMemHandle on ordinal
+    device_index; closed when garbage-collected (or by close())."""
+
+    def __init__(self, index: int, handle: HandleSpec, device_index: int, driver: HipRuntime):
+        if len(handle.data) != 64:
+            raise WcacheError(f"handle {index} (hip-ipc): {len(handle.data)} bytes, want 64")
+        super().__init__(index, handle, device_index, driver)
+        try:
+            self.pointer = driver.ipc_open(handle.data, device_index)
+        except WcacheError as exc:
+            raise WcacheError(f"handle {index} (hip-ipc): open on device {device_index}: {exc}") from exc
+        self.address = self.pointer
+
+    def close(self) -> None:
+        """Close the mapping. Every DeviceArray of it becomes invalid."""
+        if self.pointer:
+            ptr, self.pointer = self.pointer, 0
+            self._driver.ipc_close(ptr, self.device_index)
+
+
 def torch_device_index(torch, uuid: str, device_index: Optional[int]) -> int:
     """The torch ordinal to open a handle of device uuid on: device_index when
     given, else the visible GPU whose canonical UUID is uuid."""
     if device_index is not None:
         return device_index
-    from .device import device_index_for_uuid  # noqa: PLC0415
+    from ._device import device_index_for_uuid  # noqa: PLC0415
 
     return device_index_for_uuid(uuid)

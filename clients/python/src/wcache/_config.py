@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 from . import pb
-from .errors import WcacheError
-from .vocab import normalize_dtype, normalize_quantization
+from ._errors import WcacheError
+from ._vocab import normalize_dtype, normalize_quantization
 
 PROTOCOL_VERSION = 1
 
