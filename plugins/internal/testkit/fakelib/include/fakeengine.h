@@ -1,6 +1,6 @@
 /*
  * fakeengine.h - the asynchronous copy engine of the fake GPU drivers the
- * backend tests build (plugins/internal/fakelib): streams served by a
+ * backend tests build (plugins/internal/testkit/fakelib): streams served by a
  * thread each, events as stream sequence numbers, and an optional paced
  * engine per device, so that a fill's overlap of reading and copying is
  * real and measurable without a GPU. Include it in exactly one C file.

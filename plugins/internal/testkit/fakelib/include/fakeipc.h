@@ -1,6 +1,6 @@
 /*
  * fakeipc.h - the cross-process IPC of the fake GPU drivers
- * (plugins/internal/fakelib): device memory is a memfd per allocation,
+ * (plugins/internal/testkit/fakelib): device memory is a memfd per allocation,
  * named <prefix>-<pid>-<id>-<nonce>; a handle names the exporter's pid, the
  * memfd's descriptor number, the id and the nonce; another process maps
  * /proc/<pid>/fd/<fd> after checking the link still names that memfd (so

@@ -1,6 +1,6 @@
 /*
  * fakesticky.h - the sticky error of the fake GPU drivers
- * (plugins/internal/fakelib): the first fatal error (CUDA's sticky errors,
+ * (plugins/internal/testkit/fakelib): the first fatal error (CUDA's sticky errors,
  * HIP's fatal ones), returned by every later call of the process. A test
  * latches one from outside by writing its code into the file the variable
  * named by the driver (FAKECUDA_STICKY_FILE, FAKEHIP_STICKY_FILE) points
