@@ -84,7 +84,7 @@ func variant(pkg string) string {
 func TestLayering(t *testing.T) {
 	root := moduleRoot(t)
 	patterns := append([]string{"./..."}, testdataMains(t, root)...)
-	graph := importGraph(t, root, patterns)
+	graph := importGraph(t, root, patterns, true)
 	var violations []string
 	for pkg, imports := range graph {
 		for _, r := range rules {
@@ -233,11 +233,16 @@ func TestLinkRulesCatchAViolation(t *testing.T) {
 	}
 }
 
-// importGraph returns, for every package and test variant go list
-// -test reports for patterns, its direct imports inside the module.
-func importGraph(t *testing.T, root string, patterns []string) map[string][]string {
+// importGraph returns, for every package go list reports for patterns
+// (and, withTests, every test variant, under its package's path), its
+// direct imports inside the module.
+func importGraph(t *testing.T, root string, patterns []string, withTests bool) map[string][]string {
 	t.Helper()
-	args := append([]string{"list", "-e", "-test", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{if .Error}}{{.Error}}{{end}}"}, patterns...)
+	args := []string{"list", "-e", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{if .Error}}{{.Error}}{{end}}"}
+	if withTests {
+		args = append(args, "-test")
+	}
+	args = append(args, patterns...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	var stderr bytes.Buffer

@@ -1,9 +1,7 @@
 package archtest
 
 import (
-	"bytes"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -62,32 +60,7 @@ func shippedImportsOfProof(graph map[string][]string) []string {
 // a test-only package, so that proof code (fakes, suites, probes) can sit
 // next to what it proves without being linked into it.
 func TestProofIsNotShipped(t *testing.T) {
-	root := moduleRoot(t)
-	cmd := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{if .Error}}{{.Error}}{{end}}", "./...")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	graph := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		parts := strings.SplitN(line, "|", 3)
-		if len(parts) != 3 {
-			t.Fatalf("go list line %q", line)
-		}
-		if parts[2] != "" {
-			t.Errorf("go list: %s: %s", parts[0], parts[2])
-		}
-		var imports []string
-		for _, imp := range strings.Split(parts[1], ",") {
-			if strings.HasPrefix(imp, module+"/") {
-				imports = append(imports, imp)
-			}
-		}
-		graph[parts[0]] = imports
-	}
+	graph := importGraph(t, moduleRoot(t), []string{"./..."}, false)
 	// The check must see both sides: shipped packages and proof packages.
 	for _, dir := range []string{"cmd/wcache/cli", "plugins/cuda/cudabackend", "sdk/backendtest", "plugins/internal/testkit/gputest"} {
 		if _, ok := graph[module+"/"+dir]; !ok {
