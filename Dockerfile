@@ -23,6 +23,7 @@ COPY Makefile ./
 COPY build/ build/
 COPY cmd/ cmd/
 COPY core/ core/
+COPY internal/ internal/
 COPY plugins/ plugins/
 COPY proto/ proto/
 COPY sdk/ sdk/

@@ -13,9 +13,9 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 .PHONY: all build proto proto-check mod-check test go-test python-test python-test-debian \
         python-env engine-test engine-test-ci vet fmt-check lint fuzz bench bench-docs gpu-bundle dist wheel clean
 
-# The release string: sdk/version's default ("0.1.0-dev") unless VERSION=x is
+# The release string: internal/version's default ("0.1.0-dev") unless VERSION=x is
 # given. make dist stamps it into the Go binaries, make wheel into the wheel.
-VERSION   ?= $(shell sed -n 's/^var Version = "\(.*\)"$$/\1/p' sdk/version/version.go)
+VERSION   ?= $(shell sed -n 's/^var Version = "\(.*\)"$$/\1/p' internal/version/version.go)
 DIST      ?= $(CURDIR)/dist
 # Platforms of make dist. linux/arm64's cgo plugins (cuda, rocm) need a cross
 # gcc (CC_linux_arm64, default aarch64-linux-gnu-gcc); without one dist says

@@ -18,7 +18,7 @@ GO=${GO:-go}
 cd "$(dirname "$0")/.."
 mkdir -p "$DIST"
 module=github.com/wcache/wcache
-ldflags="-s -w -X $module/sdk/version.Version=$VERSION"
+ldflags="-s -w -X $module/internal/version.Version=$VERSION"
 mtime=$(git log -1 --format=%cI 2>/dev/null || echo 2026-01-01T00:00:00Z)
 built=""
 

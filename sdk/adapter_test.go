@@ -12,9 +12,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/wcache/wcache/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
-	"github.com/wcache/wcache/sdk/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk/mock"
 )
 

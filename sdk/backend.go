@@ -69,21 +69,14 @@ type Handle struct {
 	File *os.File
 }
 
-// Descriptor handle kinds: the memory is reached through the descriptor
-// itself, which lives as long as any process holds it.
-const (
-	// HandleMemfd: a memfd (memfd_create) sealed against shrinking, mapped
-	// with mmap; Data is empty. The mock backend's default.
-	HandleMemfd = names.KindMemfd
-	// HandleCUDAVMMFD: a CUDA VMM allocation exported as a POSIX file
-	// descriptor (cuMemExportToShareableHandle).
-	HandleCUDAVMMFD = names.KindCUDAVMMFD
-)
-
 // IsDescriptorKind reports whether a handle kind is carried as a file
-// descriptor rather than a name.
+// descriptor rather than a name: names.KindMemfd (a memfd sealed against
+// shrinking, mapped with mmap; Data is empty) and names.KindCUDAVMMFD (a
+// CUDA VMM allocation exported as a POSIX file descriptor). The memory is
+// reached through the descriptor itself, which lives as long as any process
+// holds it.
 func IsDescriptorKind(kind string) bool {
-	return kind == HandleMemfd || kind == HandleCUDAVMMFD
+	return kind == names.KindMemfd || kind == names.KindCUDAVMMFD
 }
 
 // Range is a byte range of an allocation.

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/wcache/wcache/sdk/fdpass"
+	"github.com/wcache/wcache/internal/fdpass"
 
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 	"github.com/wcache/wcache/sdk/names"

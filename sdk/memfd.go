@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/internal/mmap"
 )
 
 // MemfdSeals are the seals a backend puts on every memfd it creates: the
@@ -58,7 +58,7 @@ func SealMemfd(f *os.File) error {
 // CheckMemfd verifies that f is a memfd of exactly size bytes sealed
 // against shrinking (F_SEAL_SHRINK: no holder can make a mapping of it
 // fault). Anything else is ErrInvalidArgument. Backends call it in Import
-// of a HandleMemfd handle.
+// of a names.KindMemfd handle.
 func CheckMemfd(f *os.File, size uint64) error {
 	fd := int(f.Fd())
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)

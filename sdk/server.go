@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wcache/wcache/internal/fdpass"
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
-	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // Load progress over gRPC is throttled: a message goes out when at least

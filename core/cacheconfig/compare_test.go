@@ -150,7 +150,7 @@ func TestNormalizeModel(t *testing.T) {
 }
 
 // Published weights are the engine's own bytes: the header digest does not
-// stand for model nor for dtype there (issue 27, items 2 and 3).
+// stand for model nor for dtype there, so both are compared.
 func TestComparePublishedComparesModelAndDType(t *testing.T) {
 	digest := "sha256:" + "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 	published := cacheconfig.Config{Model: "org/model-v2", CheckpointDigest: digest, DType: "fp16"}

@@ -8,7 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/internal/mmap"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // descriptorHandles counts the descriptor handles of hs.
@@ -109,15 +110,15 @@ func mapWritableFile(f *os.File, size uint64) ([]byte, error) {
 // or a memfd's descriptor. Other kinds are a *NotMappableError.
 func MapHandle(i int, h Handle) ([]byte, error) {
 	switch {
-	case h.Kind == HandlePosixShm:
+	case h.Kind == names.KindPosixShm:
 		return MapShm(string(h.Data), h.Size)
-	case h.Kind == HandleMemfd && h.File != nil:
+	case h.Kind == names.KindMemfd && h.File != nil:
 		return MapFile(h.File, h.Size)
-	case h.Kind == HandleMemfd:
+	case h.Kind == names.KindMemfd:
 		return nil, fmt.Errorf("memfd handle %d has no descriptor (attach receives it; a hand-built manifest must set File): %w", i, ErrBadManifest)
 	}
 	return nil, &NotMappableError{Handle: i, Kind: h.Kind}
 }
 
 // mappable reports whether this process maps handles of kind itself.
-func mappable(kind string) bool { return kind == HandlePosixShm || kind == HandleMemfd }
+func mappable(kind string) bool { return kind == names.KindPosixShm || kind == names.KindMemfd }

@@ -24,18 +24,11 @@ type Handle struct {
 }
 
 // IsDescriptor reports whether the handle's kind is passed as a
-// descriptor.
-func (h Handle) IsDescriptor() bool { return h.Kind == HandleMemfd || h.Kind == HandleCUDAVMMFD }
-
-// Descriptor handle kinds (sdk/names).
-const (
-	// HandleMemfd: a memfd sealed against shrinking; a Go process maps it
-	// (Map, MapFile).
-	HandleMemfd = names.KindMemfd
-	// HandleCUDAVMMFD: a CUDA VMM allocation as a POSIX descriptor (needs
-	// the CUDA driver to map).
-	HandleCUDAVMMFD = names.KindCUDAVMMFD
-)
+// descriptor: names.KindMemfd (a Go process maps it: Map, MapFile) or
+// names.KindCUDAVMMFD (needs the CUDA driver to map).
+func (h Handle) IsDescriptor() bool {
+	return h.Kind == names.KindMemfd || h.Kind == names.KindCUDAVMMFD
+}
 
 // Tensor says where one tensor lives: bytes [Offset, Offset+Length) of
 // Handles[Handle].

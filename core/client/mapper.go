@@ -58,8 +58,8 @@ func NewMappers() *Mappers { return &Mappers{byKind: map[string]Mapper{}} }
 // need a GPU runtime and have none here.
 func DefaultMappers() *Mappers {
 	r := NewMappers()
-	r.byKind[HandlePosixShm] = MapperFunc(mapShmHandle)
-	r.byKind[HandleMemfd] = MapperFunc(mapMemfdHandle)
+	r.byKind[names.KindPosixShm] = MapperFunc(mapShmHandle)
+	r.byKind[names.KindMemfd] = MapperFunc(mapMemfdHandle)
 	return r
 }
 

@@ -113,7 +113,7 @@ func TestRegisterRefusesBadKindsAndTwice(t *testing.T) {
 			t.Errorf("Register(%q) = %v, want ErrInvalidHandleKind", bad, err)
 		}
 	}
-	if err := reg.Register(HandlePosixShm, &countingMapper{}); !errors.Is(err, ErrMapperRegistered) {
+	if err := reg.Register(names.KindPosixShm, &countingMapper{}); !errors.Is(err, ErrMapperRegistered) {
 		t.Errorf("Register(posix-shm) on the defaults = %v, want ErrMapperRegistered", err)
 	}
 	if err := reg.Register(acmeKind, nil); err == nil {

@@ -3,14 +3,8 @@ package client
 import (
 	"fmt"
 
-	"github.com/wcache/wcache/sdk/mmap"
-	"github.com/wcache/wcache/sdk/names"
+	"github.com/wcache/wcache/internal/mmap"
 )
-
-// HandlePosixShm is the handle kind whose Data is the path of a
-// shared-memory file (the mock backend's, and any host-memory backend's).
-// It is the kind a client maps itself; see Map.
-const HandlePosixShm = names.KindPosixShm
 
 // MapShm maps size bytes of the shared-memory file at path as a client
 // process maps a posix-shm handle: copy-on-write (mmap.CopyOnWrite). The file is

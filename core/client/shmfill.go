@@ -5,7 +5,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/internal/mmap"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // CopyFunc writes table entry i's bytes into dst, which is exactly the
@@ -32,12 +33,12 @@ func ShmFill(copy CopyFunc, digest bool) FillFunc {
 			var m []byte
 			var err error
 			switch {
-			case h.Kind == HandlePosixShm:
+			case h.Kind == names.KindPosixShm:
 				m, err = mapWritable(string(h.Data), h.Size)
-			case h.Kind == HandleMemfd && h.File != nil:
+			case h.Kind == names.KindMemfd && h.File != nil:
 				m, err = mapWritableFile(h.File, h.Size)
 			default:
-				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s and %s handles only", i, h.Kind, HandlePosixShm, HandleMemfd)
+				return nil, fmt.Errorf("handle %d is %q: ShmFill maps %s and %s handles only", i, h.Kind, names.KindPosixShm, names.KindMemfd)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("handle %d: %w", i, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // heldCheckpoint is a checkpoint on disk and the same tensors laid out in
@@ -46,7 +47,7 @@ func holdCheckpoint(t *testing.T) *heldCheckpoint {
 			Offset: uint64(len(h.device)), Length: g.Bytes})
 		h.device = append(h.device, g.Data()...)
 	}
-	h.m.Handles = []Handle{{Kind: HandlePosixShm, Data: []byte(h.shm), Size: uint64(len(h.device))}}
+	h.m.Handles = []Handle{{Kind: names.KindPosixShm, Data: []byte(h.shm), Size: uint64(len(h.device))}}
 	h.write(t)
 	return h
 }
@@ -101,7 +102,7 @@ func TestMapRefusesWhatItCannotMap(t *testing.T) {
 	if !errors.As(err, &nm) || !errors.Is(err, ErrNotMappable) || nm.Kind != "cuda-ipc" || nm.Handle != 0 {
 		t.Fatalf("Map of a cuda-ipc handle: %v, want *NotMappableError", err)
 	}
-	m.Handles = []Handle{{Kind: HandlePosixShm, Data: []byte(h.shm), Size: 8}} // tensors lie outside
+	m.Handles = []Handle{{Kind: names.KindPosixShm, Data: []byte(h.shm), Size: 8}} // tensors lie outside
 	if _, err := Map(&m); !errors.Is(err, ErrBadManifest) {
 		t.Fatalf("Map of tensors outside their handle: %v, want ErrBadManifest", err)
 	}
@@ -109,7 +110,7 @@ func TestMapRefusesWhatItCannotMap(t *testing.T) {
 	if err := os.Symlink(h.shm, link); err != nil {
 		t.Fatal(err)
 	}
-	m.Handles = []Handle{{Kind: HandlePosixShm, Data: []byte(link), Size: h.m.Handles[0].Size}}
+	m.Handles = []Handle{{Kind: names.KindPosixShm, Data: []byte(link), Size: h.m.Handles[0].Size}}
 	if _, err := Map(&m); err == nil {
 		t.Fatal("Map followed a symlink")
 	}

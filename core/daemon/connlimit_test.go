@@ -19,7 +19,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 )
 
 // TestFloodHelper is not a test: run as a child (WCACHE_TEST_FLOOD set to
@@ -98,7 +98,7 @@ func TestDeniedPeerCannotHoldConnections(t *testing.T) {
 	cmd.Env = append(os.Environ(), fmt.Sprintf("WCACHE_TEST_FLOOD=%s %d", sock, n))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	line, err := stdout.ReadString('\n')
 	if want := fmt.Sprintf("opened %d\n", n); line != want {

@@ -19,9 +19,9 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/internal/procstat"
+	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/version"
 )
 
 // Daemon is one GPU's running daemon. Make it with Start, then call Run

@@ -23,6 +23,7 @@ import (
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 func TestStartServesManifestWithFileBytes(t *testing.T) {
@@ -57,7 +58,7 @@ func TestStartServesManifestWithFileBytes(t *testing.T) {
 	a := r.mustAttach(t)
 	m := a.Manifest
 	if m.DeviceUUID != f.uuids[1] || m.ConfigDigest != info.ConfigDigest || len(m.Handles) != 1 ||
-		m.Handles[0].Kind != mock.FileHandleKind || m.LeaseID == 0 {
+		m.Handles[0].Kind != names.KindPosixShm || m.LeaseID == 0 {
 		t.Fatalf("manifest = %+v", m)
 	}
 	if len(m.Tensors) != len(f.model.Tensors) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // handleFiles are the descriptors of one generation's descriptor handles
@@ -47,7 +48,7 @@ func newHandleFiles(handles []sdk.Handle) *handleFiles {
 		sizes: make([]uint64, len(handles)), memfd: make([]bool, len(handles))}
 	for i, h := range handles {
 		hf.own[i], hf.client[i], hf.sizes[i] = h.File, h.File, h.Size
-		if h.File == nil || h.Kind != sdk.HandleMemfd {
+		if h.File == nil || h.Kind != names.KindMemfd {
 			continue
 		}
 		hf.memfd[i] = true

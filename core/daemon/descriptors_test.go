@@ -9,6 +9,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // TestLeaseEventCarriesTheTokenOnlyWithDescriptors: a manifest of memfd
@@ -21,7 +22,7 @@ func TestLeaseEventCarriesTheTokenOnlyWithDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	withFD := newManifest("GPU-1", "mock", cfg.ToProto(), cfg.Digest(), 7, planOf(5),
-		[]sdk.Handle{{Kind: sdk.HandleMemfd, Size: 5 * 8192, File: f}})
+		[]sdk.Handle{{Kind: names.KindMemfd, Size: 5 * 8192, File: f}})
 	defer withFD.files.close()
 	names := newManifest("GPU-1", "mock", cfg.ToProto(), cfg.Digest(), 7, planOf(5),
 		[]sdk.Handle{{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: 5 * 8192}})

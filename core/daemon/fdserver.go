@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/sdk/fdpass"
+	"github.com/wcache/wcache/internal/fdpass"
 )
 
 // fdRequestTimeout bounds one descriptor channel connection: a client that

@@ -14,9 +14,9 @@ import (
 	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
-	"github.com/wcache/wcache/sdk/poll"
 )
 
 // fixture is one test's world: a short private directory, a layout inside

@@ -24,6 +24,7 @@ import (
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // This file is the cross-node peerFiller (peerfill.go): a file load asks
@@ -66,7 +67,7 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 		self = append(self, po.Listen)
 	}
 	var sink receivingSink
-	if slices.Contains(info.HandleKinds, sdk.HandleMemfd) {
+	if slices.Contains(info.HandleKinds, names.KindMemfd) {
 		sink = &arenaSink{d: d, pl: job.pl, g: job.g}
 	} else {
 		window := po.StageWindowBytes
@@ -194,7 +195,7 @@ func (s *arenaSink) Prepare(ctx context.Context, offer peer.Offer) error {
 	}
 	if err == nil {
 		for i, h := range s.handles {
-			if h.File == nil || h.Kind != sdk.HandleMemfd {
+			if h.File == nil || h.Kind != names.KindMemfd {
 				err = fmt.Errorf("arena %d exported as %q: cross-node fill writes memfd arenas only: %w", i, h.Kind, sdk.ErrUnsupported)
 				break
 			}

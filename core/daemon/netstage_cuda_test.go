@@ -14,6 +14,7 @@ import (
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // fakeCUDA builds wcache-backend-cuda and the fake CUDA driver
@@ -32,7 +33,7 @@ func fakeCUDA(t *testing.T) (plugin, lib string) {
 	plugin = backendtest.BuildPluginT(t, "cuda", filepath.Join(root, "plugins", "cuda"), "CGO_ENABLED=1")
 	lib = filepath.Join(t.TempDir(), "libcuda.so.1")
 	src := filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
-	include := filepath.Join(root, "plugins", "internal", "fakelib", "include")
+	include := filepath.Join(root, "plugins", "internal", "testkit", "fakelib", "include")
 	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", src, err, out)
 	}
@@ -116,7 +117,7 @@ func TestFilledFromPeerThroughCUDAPlugin(t *testing.T) {
 				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
 			})
 			checkFilledFromPeer(t, a, b)
-			if bi, err := p.Backend().Info(context.Background()); err != nil || slices.Contains(bi.HandleKinds, sdk.HandleMemfd) {
+			if bi, err := p.Backend().Info(context.Background()); err != nil || slices.Contains(bi.HandleKinds, names.KindMemfd) {
 				t.Fatalf("the CUDA plugin: %+v, %v: the test needs device memory", bi, err)
 			}
 			checkDeviceBytes(t, b.d, f.model.Dir)

@@ -9,7 +9,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // publisher is the client filling the daemon while it is StatePublishing.

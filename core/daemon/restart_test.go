@@ -11,6 +11,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // mappedBytes maps the manifest of a and returns tensor name → bytes
@@ -46,7 +47,7 @@ func TestPluginCrashWithDescriptorHandlesIsSurvived(t *testing.T) {
 		}
 	})
 	a := r.mustAttach(t)
-	if a.Manifest.Handles[0].Kind != client.HandleMemfd {
+	if a.Manifest.Handles[0].Kind != names.KindMemfd {
 		t.Fatalf("handle kind %q, want memfd", a.Manifest.Handles[0].Kind)
 	}
 	want := mappedBytes(t, a)

@@ -20,8 +20,8 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/internal/fdpass"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // ErrNoTakeover: serve --takeover found a daemon whose memory cannot be

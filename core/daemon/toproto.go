@@ -11,8 +11,8 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/version"
 )
 
 // This file holds every domain → daemon.v1 conversion of the daemon; the

@@ -10,8 +10,8 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // StopExitWait bounds waiting for a stopped daemon's process to exit.
@@ -86,7 +86,7 @@ func Stop(ctx context.Context, p paths.Paths, force bool, timeout time.Duration)
 	return Stopped{PID: r.PID, Leases: n}, nil
 }
 
-// WaitExit polls (sdk/poll) until the process recorded as (pid, start) is
+// WaitExit polls (internal/poll) until the process recorded as (pid, start) is
 // no longer alive; past limit it is an error, and so is ctx ending first.
 func WaitExit(ctx context.Context, pid int, start uint64, limit time.Duration) error {
 	gone, err := poll.Until(ctx, limit, func() bool { return procstat.Inspect(pid, start) != procstat.Alive })

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 func TestCleanupNothingThere(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // The test binary doubles as a helper process: with helperEnv set, TestMain
@@ -167,7 +167,7 @@ func startHelper(t *testing.T, mode string, p paths.Paths) *child {
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode,
 		helperPathsEnv+"="+strings.Join([]string{p.DeviceUUID, p.Socket, p.Ready, p.Lock}, "|"))
 	cmd.Stderr = os.Stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 64), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)

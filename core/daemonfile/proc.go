@@ -3,7 +3,7 @@ package daemonfile
 import (
 	"os"
 
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // procRef identifies a process across pid reuse (procstat.StartTime).

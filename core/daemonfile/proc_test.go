@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // waitState polls until procstat.Inspect(pid, start) == want.

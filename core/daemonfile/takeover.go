@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // settle takes the identity lock in h, dealing with whoever owns the device

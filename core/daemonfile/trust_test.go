@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // sharedPaths returns daemon paths in a fresh world-writable sticky
@@ -42,7 +42,7 @@ func nobody(t *testing.T, args ...string) *exec.Cmd {
 // returns its identity; the test fails if anything signals it.
 func innocent(t *testing.T) procRef {
 	t.Helper()
-	pid := proctest.Sleeper(t)
+	pid := childproc.Sleeper(t)
 	start, err := procstat.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)

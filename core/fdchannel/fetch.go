@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/wcache/wcache/sdk/fdpass"
+	"github.com/wcache/wcache/internal/fdpass"
 )
 
 // DefaultTimeout bounds a Fetch whose context has no deadline.

@@ -17,9 +17,9 @@ import (
 
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // helperEnv makes the test binary act as a tiny launcher (see TestMain).
@@ -220,7 +220,7 @@ func (f resolverFunc) DeviceUUID(_ context.Context, ordinal int) (string, error)
 
 // realOptions launches fakeDaemonScript for tp ranks through the real
 // ExecStarter, paths layout, cleanup and ready-file reader.
-func realOptions(t *testing.T, tp int, env ...string) (Options, string, *proctest.Buffer) {
+func realOptions(t *testing.T, tp int, env ...string) (Options, string, *childproc.Buffer) {
 	t.Helper()
 	dir := pathstest.ShortDir(t)
 	script := filepath.Join(dir, "fake-wcache")
@@ -235,7 +235,7 @@ func realOptions(t *testing.T, tp int, env ...string) (Options, string, *proctes
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &proctest.Buffer{}
+	out := &childproc.Buffer{}
 	return Options{
 		Topology:     Topology{TPSize: tp, PPSize: 1, NNodes: 1, GPUIDStep: 1},
 		Devices:      resolverFunc(func(i int) (string, error) { return fmt.Sprintf("GPU-test-%d", i), nil }),

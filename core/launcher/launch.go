@@ -12,7 +12,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // ErrSameDevice: two GPU ordinals of the layout resolved to one device UUID

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 )
 
 func TestChildOutputPrefixesWholeLines(t *testing.T) {
@@ -55,7 +55,7 @@ func TestChildOutputCutsLongLines(t *testing.T) {
 
 // Lines written concurrently by several children never interleave.
 func TestChildOutputsDoNotInterleave(t *testing.T) {
-	var out proctest.Buffer
+	var out childproc.Buffer
 	shared := newLockedWriter(&out)
 	var wg sync.WaitGroup
 	for c := 0; c < 4; c++ {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // serveArgs is the command line of rank's daemon: ServeCommand, plus

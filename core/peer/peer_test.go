@@ -14,8 +14,8 @@ import (
 
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk/filedigest"
-	"github.com/wcache/wcache/sdk/poll"
 )
 
 // memSource serves generations from memory. failAt (>= 0) makes ReadAt

@@ -10,9 +10,9 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // pluginDirEnv names the folder holding the plugins TestMain builds from
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		"wcache-backend-mock":       "./testdata/mockplugin",
 		"wcache-backend-badversion": "./testdata/badversion",
 	} {
-		if err := proctest.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
+		if err := childproc.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
@@ -74,9 +74,9 @@ func startMock(t *testing.T, shmDir string, extra ...string) *Plugin {
 
 // startLoggedMock is startMock (in a folder of its own) with the host's
 // log at level kept in the returned buffer.
-func startLoggedMock(t *testing.T, level hclog.Level, extra ...string) (*Plugin, *proctest.Buffer) {
+func startLoggedMock(t *testing.T, level hclog.Level, extra ...string) (*Plugin, *childproc.Buffer) {
 	t.Helper()
-	out := &proctest.Buffer{}
+	out := &childproc.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "host", Level: level, Output: out})
 	return startMockLogging(t, logger, filepath.Join(t.TempDir(), "shm"), extra...), out
 }

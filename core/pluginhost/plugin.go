@@ -20,8 +20,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 
+	"github.com/wcache/wcache/internal/fdpass"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/fdpass"
 	sdkplugin "github.com/wcache/wcache/sdk/plugin"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/poll"
 )
 
 func TestPluginLogFieldsKeepTheirTypes(t *testing.T) {

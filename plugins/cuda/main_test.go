@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/cudabackend"
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/fakelib"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 )
 
 // daemonRow is the part of `wcache status --json` this test reads.

@@ -11,6 +11,7 @@ import (
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // pluginEnv names the binary TestMain builds; an environment variable
@@ -51,7 +52,7 @@ func testMain(m *testing.M) int {
 // descriptor channel both ways, posix-shm paths the gRPC messages.
 func TestConformanceSubprocess(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shm")
-	for _, kind := range []string{mockbackend.HandleMemfd, mockbackend.HandlePosixShm} {
+	for _, kind := range []string{names.KindMemfd, names.KindPosixShm} {
 		t.Run(kind, func(t *testing.T) {
 			env := []string{mockbackend.EnvDir + "=" + dir, mockbackend.EnvMemory + "=64MiB", mockbackend.EnvHandle + "=" + kind}
 			backendtest.Run(t, func(t *testing.T) sdk.Backend {
@@ -71,7 +72,7 @@ func TestRunByHandExplains(t *testing.T) {
 // copier's device has all its memory free again (no half arena), it still
 // serves, and the source is untouched.
 func TestPeerCopyFailingMidCopyLeavesNothing(t *testing.T) {
-	for _, kind := range []string{mockbackend.HandleMemfd, mockbackend.HandlePosixShm} {
+	for _, kind := range []string{names.KindMemfd, names.KindPosixShm} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := t.Context()
 			dir := filepath.Join(t.TempDir(), "shm")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 )
 
 // newWorld is the end-to-end setup on the fakes (gputest.World) for the

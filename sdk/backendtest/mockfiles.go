@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 )
 
 // The file-backed mock (sdk/mock, with posix-shm handles) keeps each
@@ -32,7 +32,7 @@ func ShmFiles(t testing.TB, dir string) []string {
 func CheckRemovesStaleShmFiles(t *testing.T, dir string, open func()) {
 	t.Helper()
 	name := func(pid int) string { return filepath.Join(dir, strconv.Itoa(pid)+"-0123456789abcdef-1.shm") }
-	dead := name(proctest.ExitedPID(t))
+	dead := name(childproc.ExitedPID(t))
 	keep := []string{name(os.Getpid()), name(os.Getppid()), filepath.Join(dir, "notes.txt")}
 	for _, p := range append([]string{dead}, keep...) {
 		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {

@@ -13,8 +13,8 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/wcache/wcache/internal/fdpass"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/fdpass"
 	"github.com/wcache/wcache/sdk/plugin"
 )
 

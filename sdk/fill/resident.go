@@ -3,7 +3,7 @@ package fill
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/internal/mmap"
 )
 
 // residentSamples is how many pages of a file mostlyResident probes.

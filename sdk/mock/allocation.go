@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/mmap"
 )
 
 // allocation is one mapped file: an allocation Memory created

@@ -12,8 +12,8 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/internal/procstat"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // fileNamePattern matches allocation files: <pid>-<instance>-<id>.shm. The

@@ -9,12 +9,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/sdk/names"
 )
 
-// Export returns the handle of an allocation: FileHandleKind, its file
-// path and size; sdk.HandleMemfd, a duplicate of its descriptor (the
+// Export returns the handle of an allocation: names.KindPosixShm, its file
+// path and size; names.KindMemfd, a duplicate of its descriptor (the
 // caller's to close). Writes through the mapping are visible to any
 // process that maps the memory, so nothing needs flushing. An adopted
 // memfd exports as well; an imported file is ErrInvalidArgument.
@@ -48,12 +49,12 @@ func (m *Memory) ExportWith(ctx context.Context, id sdk.AllocationID, check func
 		if err != nil {
 			return sdk.Handle{}, fmt.Errorf("export allocation %d: dup %s: %w", a.id, a.path, err)
 		}
-		return sdk.Handle{Kind: sdk.HandleMemfd, Size: a.size, File: os.NewFile(uintptr(fd), a.path)}, nil
+		return sdk.Handle{Kind: names.KindMemfd, Size: a.size, File: os.NewFile(uintptr(fd), a.path)}, nil
 	}
-	return sdk.Handle{Kind: FileHandleKind, Data: []byte(a.path), Size: a.size}, nil
+	return sdk.Handle{Kind: names.KindPosixShm, Data: []byte(a.path), Size: a.size}, nil
 }
 
-// Import maps a FileHandleKind handle read-only, or adopts a memfd handle
+// Import maps a names.KindPosixShm handle read-only, or adopts a memfd handle
 // (see importMemfd). The path must name a regular allocation file
 // directly inside this backend's folder (no symlink) whose size is the
 // handle's size; anything else is ErrInvalidArgument, and a handle of
@@ -62,11 +63,11 @@ func (m *Memory) Import(_ context.Context, ordinal int, h sdk.Handle) (sdk.Alloc
 	if err := m.checkOrdinal(ordinal); err != nil {
 		return 0, err
 	}
-	if h.Kind == sdk.HandleMemfd {
+	if h.Kind == names.KindMemfd {
 		return m.importMemfd(ordinal, h)
 	}
-	if h.Kind != FileHandleKind {
-		return 0, sdk.Errorf(sdk.ErrUnsupported, "import handle of kind %q: the mock backend handles %q and %q", h.Kind, sdk.HandleMemfd, FileHandleKind)
+	if h.Kind != names.KindPosixShm {
+		return 0, sdk.Errorf(sdk.ErrUnsupported, "import handle of kind %q: the mock backend handles %q and %q", h.Kind, names.KindMemfd, names.KindPosixShm)
 	}
 	path := string(h.Data)
 	if m.opts.Dir == "" || !filepath.IsAbs(path) || filepath.Clean(path) != path || filepath.Dir(path) != m.opts.Dir ||

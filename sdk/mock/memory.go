@@ -16,12 +16,6 @@ import (
 	"github.com/wcache/wcache/sdk/names"
 )
 
-// FileHandleKind is the handle kind of Memory's allocation files: Data is
-// the absolute path of the file, Size its length. Another process of the
-// same uid maps it with mmap(PROT_READ, MAP_SHARED); it is the kind the
-// mock plugin calls "posix-shm".
-const FileHandleKind = names.KindPosixShm
-
 // MemoryOptions configure NewMemory.
 type MemoryOptions struct {
 	// Dir holds the allocation files; created 0700 when missing. Required
@@ -34,7 +28,7 @@ type MemoryOptions struct {
 	DeviceUUIDs []string
 	// Memory is each device's capacity in bytes. Default 1 GiB.
 	Memory uint64
-	// Memfd makes allocations sealed memfds exported as sdk.HandleMemfd
+	// Memfd makes allocations sealed memfds exported as names.KindMemfd
 	// descriptor handles (what the mock plugin does by default) instead of
 	// files in Dir exported by path.
 	Memfd bool
@@ -129,13 +123,13 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 // Dir is the folder of the allocation files.
 func (m *Memory) Dir() string { return m.opts.Dir }
 
-// HandleKind is the kind Export produces: sdk.HandleMemfd or
-// FileHandleKind.
+// HandleKind is the kind Export produces: names.KindMemfd or
+// names.KindPosixShm.
 func (m *Memory) HandleKind() string {
 	if m.opts.Memfd {
-		return sdk.HandleMemfd
+		return names.KindMemfd
 	}
-	return FileHandleKind
+	return names.KindPosixShm
 }
 
 // Info names the backend "mock" on platform "mock".

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
-	"github.com/wcache/wcache/sdk/mmap"
 	"github.com/wcache/wcache/sdk/mock"
 )
 

@@ -13,8 +13,8 @@ const (
 	KindPosixShm  = "posix-shm"   // Data: the path of a shared-memory file
 	KindCUDAIPC   = "cuda-ipc"    // Data: a 64-byte cudaIpcMemHandle
 	KindHIPIPC    = "hip-ipc"     // Data: a 64-byte hipIpcMemHandle
-	KindMemfd     = "memfd"       // a memfd passed over the fd channel (issue 14)
-	KindCUDAVMMFD = "cuda-vmm-fd" // a CUDA VMM POSIX fd passed over the fd channel (issue 14)
+	KindMemfd     = "memfd"       // a sealed memfd passed over the descriptor channel; Data is empty
+	KindCUDAVMMFD = "cuda-vmm-fd" // a CUDA VMM allocation's POSIX fd passed over the descriptor channel
 )
 
 // VendorPrefix starts every vendor handle kind.

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wcache/wcache/sdk/fdpass"
+	"github.com/wcache/wcache/internal/fdpass"
 )
 
 // EnvFDChannel names the variable by which the host tells a plugin which

@@ -9,9 +9,9 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/wcache/wcache/internal/fdpass"
 	backendv1 "github.com/wcache/wcache/proto/wcache/backend/v1"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/fdpass"
 )
 
 // MaxRequestBytes bounds one request from the host. gRPC's default of

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/wcache/wcache/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/internal/grpcpipe"
 	"github.com/wcache/wcache/sdk/mock"
 )
 

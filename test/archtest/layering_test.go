@@ -22,30 +22,38 @@ const module = "github.com/wcache/wcache"
 
 // rule forbids packages under From (a folder of the module; "" is the
 // whole module), except those under Except, to import packages under any
-// of To ("" in To: any package of the module).
+// of To ("" in To: any package of the module) but those under Allow.
 type rule struct {
 	From   string
 	Except string
 	To     []string
 	Why    string
+	Allow  []string
 }
 
 // rules is the layering rule of docs/architecture.md.
 var rules = []rule{
-	{"", "test", []string{"test"}, "what ships never depends on what proves it: nothing outside test/ imports test/"},
-	{"core", "", []string{"plugins", "cmd"}, "the core is a library: it never depends on the product's commands or on a plugin"},
-	{"plugins", "", []string{"core", "cmd"}, "a plugin builds on the sdk alone, as a third party's would"},
-	{"sdk", "", []string{"core", "plugins", "cmd"}, "the sdk is what outside backend authors import"},
-	{"proto", "", []string{"core", "plugins", "sdk", "cmd"}, "the protocol is the ground floor"},
-	{"sdk/version", "", []string{""}, "version is a leaf: it imports nothing of the module"},
-	{"sdk/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module"},
-	{"sdk/proctest", "", []string{""}, "proctest is a leaf: the tests of every tree import it, it imports nothing of the module"},
+	{"", "test", []string{"test"}, "what ships never depends on what proves it: nothing outside test/ imports test/", nil},
+	{"core", "", []string{"plugins", "cmd"}, "the core is a library: it never depends on the product's commands or on a plugin", nil},
+	{"plugins", "", []string{"core", "cmd"}, "a plugin builds on the sdk alone, as a third party's would", nil},
+	{"sdk", "", []string{"core", "plugins", "cmd"}, "the sdk is what outside backend authors import", nil},
+	{"proto", "", []string{"core", "plugins", "sdk", "cmd"}, "the protocol is the ground floor", nil},
+	{"internal/version", "", []string{""}, "version is a leaf: it imports nothing of the module", nil},
+	{"internal/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module", nil},
+	{"internal/childproc", "", []string{""}, "childproc is a leaf: the tests of every tree import it, it imports nothing of the module", nil},
+	{"sdk", "", []string{"internal"}, "the sdk is what outside backend authors import: of the module's own helpers it builds on the descriptor channel, mmap, procstat (the mock's stale files) and the tests' childproc and grpcpipe only",
+		[]string{"internal/fdpass", "internal/mmap", "internal/procstat", "internal/childproc", "internal/grpcpipe"}},
 }
 
 // forbids reports whether r forbids pkg to import imp (both import paths).
 func (r rule) forbids(pkg, imp string) bool {
 	if !under(pkg, r.From) || (r.Except != "" && under(pkg, r.Except)) {
 		return false
+	}
+	for _, ok := range r.Allow {
+		if under(imp, ok) {
+			return false
+		}
 	}
 	for _, to := range r.To {
 		if under(imp, to) {
@@ -76,7 +84,7 @@ func variant(pkg string) string {
 func TestLayering(t *testing.T) {
 	root := moduleRoot(t)
 	patterns := append([]string{"./..."}, testdataMains(t, root)...)
-	graph := importGraph(t, root, patterns)
+	graph := importGraph(t, root, patterns, true)
 	var violations []string
 	for pkg, imports := range graph {
 		for _, r := range rules {
@@ -108,16 +116,17 @@ func TestLayering(t *testing.T) {
 func TestRulesCatchAViolation(t *testing.T) {
 	m := func(dir string) string { return module + "/" + dir }
 	planted := []struct{ pkg, imp string }{
-		{m("cmd/wcache/cli"), m("test/testproc")},         // shipped CLI → test helper
-		{m("core/daemon"), m("test/e2e")},                 // core → test
-		{m("clients/gen"), m("test/bench")},               // any new folder → test
-		{m("core/daemon"), m("plugins/mock/mockbackend")}, // core → plugin
-		{m("plugins/cuda/cudabackend"), m("core/client")}, // plugin → core
-		{m("sdk/backendtest"), m("core/pluginhost")},      // sdk → core
-		{m("proto/wcache/daemon/v1"), m("sdk")},           // proto → sdk
-		{m("sdk/version"), m("sdk/names")},                // leaf → anything
-		{m("sdk/procstat"), m("proto/wcache/daemon/v1")},  // leaf → anything
-		{m("sdk/proctest"), m("sdk/poll")},                // leaf → anything
+		{m("cmd/wcache/cli"), m("test/testproc")},             // shipped CLI → test helper
+		{m("core/daemon"), m("test/e2e")},                     // core → test
+		{m("clients/gen"), m("test/bench")},                   // any new folder → test
+		{m("core/daemon"), m("plugins/mock/mockbackend")},     // core → plugin
+		{m("plugins/cuda/cudabackend"), m("core/client")},     // plugin → core
+		{m("sdk/backendtest"), m("core/pluginhost")},          // sdk → core
+		{m("proto/wcache/daemon/v1"), m("sdk")},               // proto → sdk
+		{m("internal/version"), m("sdk/names")},               // leaf → anything
+		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
+		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
+		{m("sdk/fill"), m("internal/poll")},                   // sdk → a helper not its own
 	}
 	fired := map[int]bool{}
 	for _, p := range planted {
@@ -143,7 +152,9 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("cmd/wcache/cli"), m("core/daemon")},
 		{m("core/pluginhost"), m("sdk/plugin")},
 		{m("plugins/mock/mockbackend"), m("sdk/fill")},
-		{m("core/daemonfile"), m("sdk/procstat")},
+		{m("core/daemonfile"), m("internal/procstat")},
+		{m("sdk/plugin"), m("internal/fdpass")},
+		{m("sdk/backendtest"), m("internal/childproc")},
 	}
 	for _, p := range allowed {
 		for _, r := range rules {
@@ -222,11 +233,16 @@ func TestLinkRulesCatchAViolation(t *testing.T) {
 	}
 }
 
-// importGraph returns, for every package and test variant go list
-// -test reports for patterns, its direct imports inside the module.
-func importGraph(t *testing.T, root string, patterns []string) map[string][]string {
+// importGraph returns, for every package go list reports for patterns
+// (and, withTests, every test variant, under its package's path), its
+// direct imports inside the module.
+func importGraph(t *testing.T, root string, patterns []string, withTests bool) map[string][]string {
 	t.Helper()
-	args := append([]string{"list", "-e", "-test", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{if .Error}}{{.Error}}{{end}}"}, patterns...)
+	args := []string{"list", "-e", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{if .Error}}{{.Error}}{{end}}"}
+	if withTests {
+		args = append(args, "-test")
+	}
+	args = append(args, patterns...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	var stderr bytes.Buffer

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )

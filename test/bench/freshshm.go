@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
-	"github.com/wcache/wcache/sdk/mmap"
 	"github.com/wcache/wcache/sdk/mock"
 	"github.com/wcache/wcache/test/benchreport"
 )

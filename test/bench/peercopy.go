@@ -11,7 +11,7 @@ import (
 )
 
 // PeerCopyResult is issue 26's fake-driver figure: the CUDA and ROCm
-// plugins' own BenchmarkPeerCopyPaced (plugins/internal/gputest
+// plugins' own BenchmarkPeerCopyPaced (plugins/internal/testkit/gputest
 // BenchPeerCopy), a device-to-device copy between two plugin processes
 // on the fake driver, whose copy engine is paced at a set rate; each
 // benchmark's paced_fraction metric is the copy's rate over the engine's

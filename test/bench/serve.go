@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/sdk/mmap"
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/version"
+	"github.com/wcache/wcache/internal/version"
 )
 
 // repoRoot is the repository this test belongs to (it runs in test/dist).
@@ -126,7 +126,7 @@ func TestDistArchiveRunsFromItsOwnFiles(t *testing.T) {
 }
 
 // TestPythonVersionIsTheGoRelease: the Python client's committed release
-// string is sdk/version's, so a wheel and the binaries of one commit agree
+// string is internal/version's, so a wheel and the binaries of one commit agree
 // (make wheel and make dist stamp VERSION into both).
 func TestPythonVersionIsTheGoRelease(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "clients", "python", "src", "wcache", "_version.py"))
@@ -138,7 +138,7 @@ func TestPythonVersionIsTheGoRelease(t *testing.T) {
 		t.Fatalf("_version.py has no __version__ line:\n%s", b)
 	}
 	if string(m[1]) != version.Version {
-		t.Errorf("Python client version %q, Go release %q: keep clients/python/src/wcache/_version.py equal to sdk/version", m[1], version.Version)
+		t.Errorf("Python client version %q, Go release %q: keep clients/python/src/wcache/_version.py equal to internal/version", m[1], version.Version)
 	}
 }
 

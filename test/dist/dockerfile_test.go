@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/version"
+	"github.com/wcache/wcache/internal/version"
 )
 
 // dockerfile is what the tests read of the Dockerfile: the sources of its

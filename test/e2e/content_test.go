@@ -15,7 +15,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // copyWithATensorZeroed copies the model folder src to dst

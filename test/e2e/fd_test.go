@@ -23,7 +23,8 @@ import (
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // Environment of the fd-fetch helper: the daemon's socket, the lease id
@@ -124,7 +125,7 @@ func TestDescriptorChannelDeliversExactlyTheManifest(t *testing.T) {
 	}
 	for i, d := range ds {
 		h := m.Handles[i]
-		if h.Kind != client.HandleMemfd || int(d.Handle) != i || d.Size != h.Size {
+		if h.Kind != names.KindMemfd || int(d.Handle) != i || d.Size != h.Size {
 			t.Errorf("descriptor %d: handle %d of %d bytes, manifest handle %d is %s of %d", i, d.Handle, d.Size, i, h.Kind, h.Size)
 		}
 		var st unix.Stat_t
@@ -288,7 +289,7 @@ func TestDescriptorChannelBoundsADeniedPeer(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=fd-flood", helperSocketEnv+"="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	cmd.Stderr = os.Stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	defer func() { stdin.Close(); cmd.Wait() }()
 	line := bufio.NewScanner(stdout)
 	if !line.Scan() || !strings.HasPrefix(line.Text(), "connected ") {

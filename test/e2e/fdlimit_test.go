@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // A daemon that runs out of descriptors for a moment (EMFILE on accept)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/poll"
+	"github.com/wcache/wcache/internal/procstat"
 	"github.com/wcache/wcache/test/testproc"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // metricsClient is an HTTP client whose transport dials the Unix socket at

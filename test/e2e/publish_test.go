@@ -17,8 +17,8 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk/backendtest"
-	"github.com/wcache/wcache/sdk/poll"
 )
 
 // helperEnv makes the test binary run a helper instead of the tests (see

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // TestPublishTableValidatedBeforeAllocation: tables whose views leave
@@ -85,10 +86,10 @@ func TestAttachSaysWhichHandleKindsItMaps(t *testing.T) {
 	cfg := clientConfig(t, model.Dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := client.Attach(ctx, sock, cfg, client.Options{HandleKinds: []string{client.HandlePosixShm}})
+	_, err := client.Attach(ctx, sock, cfg, client.Options{HandleKinds: []string{names.KindPosixShm}})
 	var hk *client.HandleKindsError
-	if !errors.As(err, &hk) || !slices.Equal(hk.Daemon, []string{client.HandleMemfd}) ||
-		!slices.Equal(hk.Client, []string{client.HandlePosixShm}) || !strings.Contains(err.Error(), "handle=posix-shm") {
+	if !errors.As(err, &hk) || !slices.Equal(hk.Daemon, []string{names.KindMemfd}) ||
+		!slices.Equal(hk.Client, []string{names.KindPosixShm}) || !strings.Contains(err.Error(), "handle=posix-shm") {
 		t.Fatalf("a posix-shm-only client against memfd handles: %v, want a *HandleKindsError naming memfd and handle=posix-shm", err)
 	}
 	if r := h.status(h.UUIDs[0]); r.State != "serving" {

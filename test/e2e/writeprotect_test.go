@@ -20,6 +20,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // writeModelEnv names the checkpoint the fd-write helper attaches to.
@@ -216,7 +217,7 @@ func TestPublisherWriteAccessEndsAtCommit(t *testing.T) {
 	fill := func(plan *client.PublishPlan, keep bool) ([]*os.File, error) {
 		var kept []*os.File
 		for i, hd := range plan.Handles {
-			if hd.Kind != client.HandleMemfd || hd.File == nil {
+			if hd.Kind != names.KindMemfd || hd.File == nil {
 				return nil, fmt.Errorf("plan handle %d is %q without a descriptor", i, hd.Kind)
 			}
 			m, err := unix.Mmap(int(hd.File.Fd()), 0, int(hd.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)

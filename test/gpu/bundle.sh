@@ -33,7 +33,7 @@ CGO_ENABLED=0 "$GO" build -trimpath -ldflags="-s -w" -o "$BIN/wcache" ./cmd/wcac
 CGO_ENABLED=1 "$GO" build -trimpath -ldflags="-s -w" -o "$BIN/wcache-backend-cuda" ./plugins/cuda
 if [[ $FULL == 1 ]]; then
 	CGO_ENABLED=0 "$GO" build -o "$BIN/wcache-backend-mock" ./plugins/mock
-	CGO_ENABLED=1 "$GO" build -o "$BIN/wcache-cuda-probe" ./plugins/cuda/cmd/wcache-cuda-probe
+	CGO_ENABLED=1 "$GO" build -o "$BIN/wcache-cuda-probe" ./plugins/cuda/internal/testkit/wcache-cuda-probe
 	CGO_ENABLED=1 "$GO" test -c -o "$BIN/cuda-conformance.test" ./plugins/cuda
 	CGO_ENABLED=1 "$GO" test -c -o "$BIN/cuda-backend.test" ./plugins/cuda/cudabackend
 fi

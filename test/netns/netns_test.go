@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/test/netns"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -147,7 +147,7 @@ func TestSweepLeftovers(t *testing.T) {
 		t.Skipf("network namespace tests skipped: %v", err)
 	}
 	// A process that has ended: its pid and start time name a dead run.
-	dead := proctest.ExitedPID(t)
+	dead := childproc.ExitedPID(t)
 	self := netns.New(t)      // a live run's pair
 	names := map[string]bool{ // name → kept
 		"wcache-test-" + itoa(dead) + ".1-00aa00aa-a":  false,

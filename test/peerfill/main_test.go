@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/test/netns"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -46,7 +46,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "peerproc")
-	if err := proctest.GoBuild(bin, "./peerproc", false); err != nil {
+	if err := childproc.GoBuild(bin, "./peerproc", false); err != nil {
 		fmt.Fprintf(os.Stderr, "peerfill: %v\n", err)
 		return 1
 	}

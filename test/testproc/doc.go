@@ -11,10 +11,10 @@
 // (World.Status, PluginPID), generated checkpoints of a size and tensor
 // count (GenerateModel) and the config an engine sends for them
 // (EngineConfig), building the binaries (BuildBinaries, InstallBinaries,
-// over sdk/proctest.GoBuild), and the measurements of child processes the
+// over internal/childproc.GoBuild), and the measurements of child processes the
 // benchmarks take (ReadMemory, ReadFaults, Sampler, World.ShmAllocated).
 // Tests outside test/ never import it (the layering test): what they
-// share with it lives in sdk/proctest and core/client/clienttest.
+// share with it lives in internal/childproc and core/client/clienttest.
 //
 // It takes no *testing.T: every wait returns an error that carries the
 // process's output, and the caller decides whether that fails a test or a

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 )
 
 // Group starts processes with shared defaults and stops them all at once.
@@ -89,7 +89,7 @@ func (g *Group) Run(timeout time.Duration, o Options) (Result, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.Path, o.Args...)
 	cmd.Env, cmd.Dir = o.Env, o.Dir
-	var stdout, stderr proctest.Buffer
+	var stdout, stderr childproc.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

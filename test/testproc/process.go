@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wcache/wcache/sdk/poll"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // Options describe a child process.
@@ -45,7 +45,7 @@ type Process struct {
 
 	name                   string
 	poll                   time.Duration
-	stdout, stderr, output *proctest.Buffer
+	stdout, stderr, output *childproc.Buffer
 	done                   chan struct{}
 	err                    error // valid after done
 }
@@ -55,8 +55,8 @@ type Process struct {
 func Start(o Options) (*Process, error) {
 	cmd := exec.Command(o.Path, o.Args...)
 	cmd.Env, cmd.Dir = o.Env, o.Dir
-	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), poll: o.Poll, stdout: &proctest.Buffer{},
-		stderr: &proctest.Buffer{}, output: &proctest.Buffer{}, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), poll: o.Poll, stdout: &childproc.Buffer{},
+		stderr: &childproc.Buffer{}, output: &childproc.Buffer{}, done: make(chan struct{})}
 	if p.poll <= 0 {
 		p.poll = pollInterval
 	}
@@ -179,7 +179,7 @@ func (p *Process) String() string {
 // teeWriter writes to its stream's buffer, the combined output and the
 // optional echo (whose errors are ignored).
 type teeWriter struct {
-	own, all *proctest.Buffer
+	own, all *childproc.Buffer
 	echo     io.Writer
 }
 

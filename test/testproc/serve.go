@@ -14,7 +14,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 )
 
 // ServeArgs are the arguments of `wcache serve` on the device of ordinal
@@ -147,7 +147,7 @@ func BuildBinaries(dir string, cuda bool) error {
 		builds = append(builds, build{"wcache-backend-cuda", "plugins/cuda", true})
 	}
 	for _, b := range builds {
-		if err := proctest.GoBuild(filepath.Join(dir, b.bin), filepath.Join(root, b.pkg), b.cgo); err != nil {
+		if err := childproc.GoBuild(filepath.Join(dir, b.bin), filepath.Join(root, b.pkg), b.cgo); err != nil {
 			return err
 		}
 	}
@@ -156,7 +156,7 @@ func BuildBinaries(dir string, cuda bool) error {
 
 // BuildFakeCUDA compiles the fake CUDA driver of the source tree root
 // (plugins/cuda/testdata/fakecuda, with the copy engine and IPC headers it
-// shares with the fake HIP in plugins/internal/fakelib/include) with gcc
+// shares with the fake HIP in plugins/internal/testkit/fakelib/include) with gcc
 // into dir/libcuda.so.1 and returns its path.
 func BuildFakeCUDA(root, dir string) (string, error) {
 	gcc, err := exec.LookPath("gcc")
@@ -165,7 +165,7 @@ func BuildFakeCUDA(root, dir string) (string, error) {
 	}
 	lib := filepath.Join(dir, "libcuda.so.1")
 	src := filepath.Join(root, "plugins", "cuda", "testdata", "fakecuda", "fakecuda.c")
-	include := filepath.Join(root, "plugins", "internal", "fakelib", "include")
+	include := filepath.Join(root, "plugins", "internal", "testkit", "fakelib", "include")
 	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O2", "-I", include, "-o", lib, src, "-lpthread").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("gcc %s: %w\n%s", src, err, out)
 	}

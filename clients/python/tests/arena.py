@@ -7,7 +7,6 @@ import os
 from typing import Dict, List, Sequence, Tuple
 
 from wcache import pb
-
 from st_writer import Tensor
 
 

@@ -17,7 +17,6 @@ from typing import List, Optional
 import grpc
 
 from wcache import pb
-
 _END = object()
 
 

@@ -1,4 +1,4 @@
-"""A stand-in for the slice of PyTorch wcache.ipc touches on a GPU, to test the
+"""A stand-in for the slice of PyTorch wcache._ipc touches on a GPU, to test the
 call order and the zero-copy wrapping without a GPU (and without torch).
 
 Like torch >= 2.5, ``UntypedStorage._new_shared_cuda`` fails unless

@@ -15,7 +15,6 @@ import st_writer
 import wcache
 from fake_daemon import FakeDaemon
 from wcache import DaemonError, IncompatibleConfigError, ProtocolError, WcacheError, pb
-
 CFG = wcache.CacheConfig(model="/m")
 UUID = "GPU-fake-0"
 

@@ -16,7 +16,6 @@ import pytest
 import st_writer
 import wcache
 from wcache import content
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "sdk", "filedigest", "testdata", "vectors.json")
 
@@ -264,7 +263,7 @@ def test_hub_blob_names_prove_only_trusted_blobs(tmp_path):
     (src / "model.safetensors").write_bytes(b"w" * 1000)
     snap = hub_repo(str(tmp_path / "hub"), str(src))
     path = os.path.join(snap, "model.safetensors")
-    sha, resolved = wcache.hub.blob_sha256(path)
+    sha, resolved = wcache._hub.blob_sha256(path)
     other = content.FileContent("model.safetensors", content.digest_bytes(b"w" * 1000), "/elsewhere",
                                 content.Identity(1, 2, 1000, 3, 4), sha256=sha)
     cache = content.DigestCache(str(tmp_path / "c"))
@@ -283,7 +282,7 @@ def test_hub_blob_names_prove_only_trusted_blobs(tmp_path):
         content.prove_content([other._replace(sha256="")], [path], cache=cache)
     with pytest.raises(wcache.ContentUnknownError):
         content.prove_content([other._replace(sha256="0" * 64)], [path], cache=cache)
-    assert wcache.hub.blob_sha256(str(src / "model.safetensors")) is None
+    assert wcache._hub.blob_sha256(str(src / "model.safetensors")) is None
 
 
 @pytest.mark.interop
@@ -305,7 +304,7 @@ def test_a_copy_in_another_hub_cache_attaches_without_hashing(world, tmp_path):
         assert time.monotonic() < deadline, f"blob names not verified: {recorded}"
         time.sleep(0.05)
     for n in names:
-        assert recorded[n] == wcache.hub.blob_sha256(os.path.join(snap_a, n))[0]
+        assert recorded[n] == wcache._hub.blob_sha256(os.path.join(snap_a, n))[0]
     cfg = wcache.CacheConfig(model=snap_b, checkpoint_digest=wcache.checkpoint_digest(snap_b),
                              device_capability="mock")
     files_b = [os.path.join(snap_b, n) for n in names]

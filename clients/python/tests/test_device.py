@@ -9,7 +9,7 @@ import pytest
 
 import wcache
 from wcache import InvalidUUIDError, canonical_device_uuid
-from wcache.device import torch_platform
+from wcache._device import torch_platform
 
 
 class FakeTorchUUID:
@@ -85,7 +85,7 @@ def fake_gpus(monkeypatch):
 
 
 def test_device_uuid_and_capability_through_torch(fake_gpus, monkeypatch):
-    import wcache.device as device
+    import wcache._device as device
 
     a = bytes.fromhex("edfee15811c152b8051792f30e7fac88")
     b = bytes.fromhex("ffc794988ff3c2dc3b0dfafd804516ae")
@@ -105,7 +105,7 @@ def test_device_uuid_and_capability_through_torch(fake_gpus, monkeypatch):
 
 
 def test_device_uuid_on_rocm(fake_gpus):
-    import wcache.device as device
+    import wcache._device as device
 
     fake_gpus([types.SimpleNamespace(uuid=FakeTorchUUID(b"e044801689257fb4"), gcnArchName="gfx942:sramecc+:xnack-")],
               hip="6.2.41133")
@@ -116,7 +116,7 @@ def test_device_uuid_on_rocm(fake_gpus):
 def test_without_a_gpu_the_helpers_say_so(monkeypatch):
     import torch
 
-    import wcache.device as device
+    import wcache._device as device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(wcache.WcacheError, match="sees no GPU"):

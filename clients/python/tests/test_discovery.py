@@ -10,7 +10,7 @@ import pytest
 import wcache
 from wcache import (DaemonDeadError, InvalidUUIDError, NoDaemonError, SocketPathTooLongError, TemplateError,
                     UnsafeSocketError)
-from wcache.discovery import Target, check_socket, probe, resolve
+from wcache._discovery import Target, check_socket, probe, resolve
 
 CFG = wcache.CacheConfig(model="/m")
 UUID = "GPU-edfee158-11c1-52b8-0517-92f30e7fac88"
@@ -125,7 +125,7 @@ def test_check_and_probe_accept_a_live_socket(short_tmp):
 def test_foreign_daemons_reads_serve_processes_of_other_users(tmp_path):
     """/proc as the Go client reads it: `wcache serve` of another uid is
     listed, this uid's own, other commands and unreadable entries are not."""
-    from wcache.discovery import foreign_daemons  # noqa: PLC0415
+    from wcache._discovery import foreign_daemons  # noqa: PLC0415
 
     def proc(pid, *argv):
         d = tmp_path / str(pid)

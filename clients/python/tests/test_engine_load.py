@@ -1,4 +1,4 @@
-"""wcache.engine.load_or_publish_model: the three cases the vLLM and SGLang loaders share, on a real mock daemon."""
+"""wcache.engines._engine.load_or_publish_model: the three cases the vLLM and SGLang loaders share, on a real mock daemon."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import wcache
-from wcache.engine import EngineOptions, NoDaemonFallbackError, load_or_publish_model
+from wcache.engines._engine import EngineOptions, NoDaemonFallbackError, load_or_publish_model
 
 
 class Tiny(nn.Module):

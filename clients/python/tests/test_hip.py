@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from wcache import WcacheError, pb
-from wcache.device import device_uuid
-from wcache.hip import HipRuntime
-from wcache.ipc import DeviceArray
-from wcache.tensors import materialize
+from wcache._device import device_uuid
+from wcache._hip import HipRuntime
+from wcache._ipc import DeviceArray
+from wcache._tensors import materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -35,7 +35,7 @@ DEVICES = "1901ead3a2ecd4a6@c1,2b6c1e0f7d3a9c55@c2"
 def fake_hip_build(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("fakehip") / "libamdhip64.so")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", FAKEHIP,
-                    "-I", os.path.join(REPO, "plugins", "internal", "fakelib", "include"),
+                    "-I", os.path.join(REPO, "plugins", "internal", "testkit", "fakelib", "include"),
                     "-o", out, os.path.join(FAKEHIP, "fakehip.c"), "-lpthread"], check=True)
     return out
 
@@ -83,9 +83,9 @@ def test_device_uuid_falls_back_to_hip_when_torch_has_no_usable_uuid(fake_hip, m
     torch.cuda = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 2,
                                        get_device_properties=lambda i: props[i])
     monkeypatch.setitem(sys.modules, "torch", torch)
-    import wcache.hip  # noqa: PLC0415
+    import wcache._hip  # noqa: PLC0415
 
-    monkeypatch.setattr(wcache.hip, "HIP_LIBRARIES", (fake_hip,))
+    monkeypatch.setattr(wcache._hip, "HIP_LIBRARIES", (fake_hip,))
     props[1] = types.SimpleNamespace()  # no uuid attribute (older ROCm builds)
     assert device_uuid(1, backend="rocm") == "GPU-2b6c1e0f7d3a9c55"
     props[1] = types.SimpleNamespace(uuid="not-a-uuid")
@@ -94,7 +94,7 @@ def test_device_uuid_falls_back_to_hip_when_torch_has_no_usable_uuid(fake_hip, m
     props[0] = types.SimpleNamespace(uuid=b"1901ead3a2ecd4a6".hex()[:8] + "-" + b"1901ead3a2ecd4a6".hex()[8:12] + "-" +
                                      b"1901ead3a2ecd4a6".hex()[12:16] + "-" + b"1901ead3a2ecd4a6".hex()[16:20] + "-" +
                                      b"1901ead3a2ecd4a6".hex()[20:])
-    monkeypatch.setattr(wcache.hip, "HIP_LIBRARIES", (os.path.join(os.path.dirname(fake_hip), "absent.so"),))
+    monkeypatch.setattr(wcache._hip, "HIP_LIBRARIES", (os.path.join(os.path.dirname(fake_hip), "absent.so"),))
     assert device_uuid(0, backend="rocm") == "GPU-1901ead3a2ecd4a6"
 
 
@@ -190,8 +190,8 @@ def test_torch_async_allocator_opens_through_hip_zero_copy(fake_hip, exporter):
     """Under PyTorch's async allocator _new_shared_cuda refuses: the handle is
     opened by HIP through ctypes and wrapped as torch memory without a copy."""
     from faketorch import FakeTorch  # noqa: PLC0415
-    from wcache.ipc import TorchDriverIpcRegion  # noqa: PLC0415
-    from wcache.tensors import _open_hip  # noqa: PLC0415
+    from wcache._ipc import TorchDriverIpcRegion  # noqa: PLC0415
+    from wcache._tensors import _open_hip  # noqa: PLC0415
 
     blobs = [b"\x01\x02\x03" * 100]
     handles = exporter(*blobs)

@@ -27,7 +27,6 @@ import harness
 import st_writer
 import wcache
 from wcache import pb
-
 pytestmark = pytest.mark.interop
 
 N_TENSORS = 300

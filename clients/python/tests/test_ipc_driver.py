@@ -13,9 +13,9 @@ import pytest
 
 import st_writer
 from wcache import ProtocolError, WcacheError, pb
-from wcache.ipc import CudaDriver, DeviceArray, view_in_storage
-from wcache.manifest import TensorSpec
-from wcache.tensors import materialize
+from wcache._ipc import CudaDriver, DeviceArray, view_in_storage
+from wcache._manifest import TensorSpec
+from wcache._tensors import materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UUID1 = "GPU-11111111-1111-1111-1111-111111111111"
@@ -195,7 +195,7 @@ def test_cuda_vmm_fd_torch_tensors_are_zero_copy_and_keep_the_mapping(fake_libcu
     import sys
 
     from faketorch import FakeTorch
-    from wcache.ipc import TorchDriverIpcRegion
+    from wcache._ipc import TorchDriverIpcRegion
 
     lib = ctypes.CDLL(fake_libcuda)
     torch = FakeTorch()

@@ -18,8 +18,8 @@ import st_writer
 from faketorch import FakeTorch
 from test_ipc_driver import ipc_manifest
 from wcache import WcacheError
-from wcache.ipc import CudaDriver, TorchDriverIpcRegion, TorchIpcRegion, _CUipcMemHandle
-from wcache.tensors import materialize
+from wcache._ipc import CudaDriver, TorchDriverIpcRegion, TorchIpcRegion, _CUipcMemHandle
+from wcache._tensors import materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -138,7 +138,7 @@ def test_cuda_malloc_async_opens_through_the_driver_zero_copy(short_tmp, strict_
 
 
 def test_cuda_malloc_async_detected_from_the_environment(monkeypatch):
-    from wcache.ipc import torch_uses_cuda_malloc_async
+    from wcache._ipc import torch_uses_cuda_malloc_async
 
     torch = FakeTorch()
     del torch.cuda.get_allocator_backend
@@ -156,7 +156,7 @@ def test_publish_copies_each_storage_device_to_device_into_ipc_handles():
     and the device synchronised before the commit."""
     from faketorch import FakeStorage  # noqa: PLC0415
     from wcache import pb  # noqa: PLC0415
-    from wcache.publish import _fill, _Storage  # noqa: PLC0415
+    from wcache._publish import _fill, _Storage  # noqa: PLC0415
 
     torch = FakeTorch()
     torch.cuda.init()

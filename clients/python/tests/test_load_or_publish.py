@@ -298,7 +298,7 @@ class _CountingHashlib:
 
 def test_publish_without_sha256_hashes_nothing(world, monkeypatch):
     world.serve(0, None)
-    module = importlib.import_module("wcache.publish")
+    module = importlib.import_module("wcache._publish")
     counting = _CountingHashlib(module.hashlib)
     monkeypatch.setattr(module, "hashlib", counting)
     tensors = {"a": torch.arange(4096, dtype=torch.float32), "b": torch.ones(7, 9)}

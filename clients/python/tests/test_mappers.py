@@ -14,7 +14,7 @@ import st_writer
 import wcache
 from fake_daemon import FakeDaemon
 from wcache import HandleMappers, ProtocolError, UnknownHandleKindError
-from wcache.tensors import materialize
+from wcache._tensors import materialize
 
 # The vectors shared with sdk/names/names_test.go.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -39,7 +39,7 @@ def test_bad_kinds(kind):
 
 
 def test_core_kinds_are_in_the_vectors():
-    assert set(wcache.mappers.CORE_KINDS) <= set(GOOD_KINDS)
+    assert set(wcache._mappers.CORE_KINDS) <= set(GOOD_KINDS)
 
 
 def test_register_refuses_core_bad_and_twice():

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from wcache import InvalidUUIDError, Layout, SocketPathTooLongError, TemplateError, default_dir, parse_template
-from wcache.paths import validate_device_uuid
+from wcache._paths import validate_device_uuid
 
 
 @pytest.mark.parametrize("uuid", ["GPU-edfee158-11c1-52b8-0517-92f30e7fac88", "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",

@@ -293,7 +293,7 @@ def test_no_daemon_returns_the_loaders_tensors(world):
 
 
 def test_table_publishes_each_storage_once():
-    from wcache.publish import _table  # noqa: PLC0415
+    from wcache._publish import _table  # noqa: PLC0415
 
     fused = torch.zeros(4, 4)
     specs, storages = _table(torch, {"a": fused[:2], "b": fused[2:], "c": torch.ones(3), "e": torch.empty(0)})

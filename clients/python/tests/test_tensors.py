@@ -14,8 +14,8 @@ import torch
 import arena
 import st_writer
 from wcache import ProtocolError, WcacheError, pb
-from wcache.shm import ShmRegion
-from wcache.tensors import materialize
+from wcache._shm import ShmRegion
+from wcache._tensors import materialize
 
 
 def expected_values(dtype: str, shape, data: bytes) -> np.ndarray:
@@ -114,13 +114,12 @@ def test_host_tensors_are_views_of_one_base_per_handle_and_dtype(short_tmp, tens
 
 def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
     """materialize builds host tensors from the manifest's columns
-    (wcache.hostviews, one as_strided per tensor called from C); what it
+    (wcache._hostviews, one as_strided per tensor called from C); what it
     leaves (empty, misaligned, a dtype torch lacks, a published layout) goes
     one by one. Every tensor equals what the one-by-one path alone builds:
     name order, dtype, shape, strides, storage offset, data pointer, storage
     and base, in both manifest forms."""
-    from wcache import hostviews
-
+    from wcache import _hostviews as hostviews
     rng = np.random.default_rng(11)
     many = list(tensors)
     for i in range(600):  # few shapes, many tensors: an MoE checkpoint's pattern
@@ -163,12 +162,12 @@ def test_bulk_views_equal_the_one_by_one_path(short_tmp, tensors, monkeypatch):
 
 
 def test_runs_of_one_shape_are_the_same_views_as_one_by_one():
-    """wcache.hostviews.strided builds tensors of one shape whose offsets
+    """wcache._hostviews.strided builds tensors of one shape whose offsets
     step by a constant as one as_strided + unbind per run: interleaved runs
     (q/k/v/o of a layer), cut runs, repeated and overlapping offsets, an
     unsorted order, and shapes too rare to look for runs all give what
     base.as_strided gives for each tensor alone."""
-    from wcache import hostviews
+    from wcache import _hostviews as hostviews
     from wcache.dtypes import contiguous_strides
 
     rng = np.random.default_rng(3)
@@ -260,7 +259,7 @@ def test_writing_through_a_tensor_stays_private_instead_of_corrupting_shared_wei
     code = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {src!r})
         from wcache import pb
-        from wcache.tensors import materialize
+        from wcache._tensors import materialize
         m = pb.Manifest.FromString({manifest.SerializeToString()!r})
         t = materialize(m, library="torch").tensors["layer.0.BF16"]
         t.fill_(1.0)
@@ -329,7 +328,7 @@ def test_tensor_table_manifests_equal_their_tensors(short_tmp, tensors):
     """The compact tensor table (what attach asks for) gives the same specs
     and tensors as Manifest.tensors, non-ASCII names included, and each
     malformed case is refused with the same error."""
-    from wcache.manifest import parse_manifest
+    from wcache._manifest import parse_manifest
 
     named = [(f"layer.{i}.wé" if i % 2 else f"layer.{i}.w", *t[1:]) for i, t in enumerate(tensors[:6])]
     for chosen in (tensors[:6], named):
@@ -425,7 +424,7 @@ def test_without_torch_auto_gives_numpy(short_tmp, tensors):
         sys.modules["torch"] = None  # import torch now raises ImportError
         import numpy
         import wcache
-        from wcache.tensors import materialize
+        from wcache._tensors import materialize
         m = wcache.pb.Manifest.FromString({manifest.SerializeToString()!r})
         ts = materialize(m).tensors
         assert all(isinstance(a, numpy.ndarray) for a in ts.values())

@@ -11,10 +11,10 @@ import struct
 import pytest
 
 from wcache import CacheConfig, checkpoint_digest, normalize_dtype, normalize_quantization
-from wcache.vocab import DTYPE_ALIASES, QUANTIZATION_ALIASES
+from wcache._vocab import DTYPE_ALIASES, QUANTIZATION_ALIASES
 from wcache.checkpoint import digest_headers
 from wcache.dtypes import TORCH_BITS
-from wcache.config import NoWeightsIdentityError
+from wcache._config import NoWeightsIdentityError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "core", "cacheconfig", "testdata", "vectors.json")
@@ -50,7 +50,7 @@ def test_weights_identity_vectors(vector):
 
 def test_weights_identity_rule_covers_every_field():
     # A field added to CacheConfig needs a row in the rule (Go checks its own table).
-    from wcache.config import _IDENTITY_RULES
+    from wcache._config import _IDENTITY_RULES
     names = {f.name for f in dataclasses.fields(CacheConfig)} - {"extra"} | {"extra."}
     assert set(_IDENTITY_RULES) == names
 

@@ -54,7 +54,7 @@ def test_python_client_maps_cuda_vmm_fd_from_the_go_daemon(tmp_path):
     os.makedirs(os.path.dirname(go_fake))
     os.makedirs(py_fake_dir)
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1",
-                    "-I", os.path.join(harness.REPO, "plugins/internal/fakelib/include"), "-o", go_fake,
+                    "-I", os.path.join(harness.REPO, "plugins/internal/testkit/fakelib/include"), "-o", go_fake,
                     os.path.join(harness.REPO, "plugins/cuda/testdata/fakecuda/fakecuda.c"), "-lpthread"], check=True)
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(py_fake_dir / "libcuda.so.1"),
                     os.path.join(HERE, "fakecuda", "fake_libcuda.c")], check=True)

@@ -27,8 +27,8 @@ import (
 	"github.com/wcache/wcache/core/pluginhost"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/synth"
+	"github.com/wcache/wcache/internal/procstat"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/procstat"
 )
 
 // Demo settings.

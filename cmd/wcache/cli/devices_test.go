@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
-	"github.com/wcache/wcache/sdk/proctest"
 )
 
 // buildWcacheWithMock builds wcache and wcache-backend-mock side by side,
@@ -27,7 +27,7 @@ func buildWcacheWithMock(t *testing.T) string {
 		"wcache":              "github.com/wcache/wcache/cmd/wcache",
 		"wcache-backend-mock": "github.com/wcache/wcache/plugins/mock",
 	} {
-		if err := proctest.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
+		if err := childproc.GoBuild(filepath.Join(dir, bin), pkg, false); err != nil {
 			t.Fatal(err)
 		}
 	}

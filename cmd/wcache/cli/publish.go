@@ -14,6 +14,7 @@ import (
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // publishFlags are serve's publish-mode flags.
@@ -187,7 +188,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 func publishFill(ctx context.Context, plan *client.PublishPlan, shm client.FillFunc, backend sdk.Backend, gpu int,
 	ranges []client.FileRange, digest bool) ([][]byte, error) {
 	for _, h := range plan.Handles {
-		if h.Kind == client.HandlePosixShm || h.Kind == client.HandleMemfd {
+		if h.Kind == names.KindPosixShm || h.Kind == names.KindMemfd {
 			continue
 		}
 		if backend == nil {

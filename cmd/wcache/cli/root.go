@@ -119,8 +119,8 @@ func newRootCommand(e *env) *cobra.Command {
 }
 
 // refuseNegativeDurations makes a negative value of any duration flag a
-// usage error: no duration of wcache means anything below zero, and a
-// negative --drain-timeout used to fall back silently to the default.
+// usage error (exit 2): no duration of wcache means anything below zero,
+// and a negative value must not fall back silently to the flag's default.
 func refuseNegativeDurations(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().Visit(func(f *pflag.Flag) {

@@ -15,7 +15,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonctl"
 	"github.com/wcache/wcache/core/daemonfile"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // daemonStatus is one row of `wcache status` (and its JSON form).

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/paths/pathstest"
-	"github.com/wcache/wcache/sdk/procstat"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // TestNegativeDurationsAreUsageErrors: a negative duration exits 2 before
-// anything is touched; --drain-timeout -1s used to become 30s silently.
+// anything is touched, rather than running with the flag's default.
 func TestNegativeDurationsAreUsageErrors(t *testing.T) {
 	model := writeTinyModel(t)
 	for _, args := range [][]string{
@@ -39,7 +39,7 @@ func TestNegativeDurationsAreUsageErrors(t *testing.T) {
 
 // TestTemplateMistakeExitsTheSameEverywhere: a device UUID or template that
 // cannot name a daemon is one mistake, exit 2, for every command that takes
-// it (attach used to exit 1 where stop exited 2).
+// it (attach and stop alike).
 func TestTemplateMistakeExitsTheSameEverywhere(t *testing.T) {
 	model := writeTinyModel(t)
 	long := "--socket-template=/tmp/" + strings.Repeat("a", 120) + "/{device_uuid}.sock"
@@ -92,7 +92,7 @@ func TestStatusIgnoresAReadyFilePlantedByAnotherUser(t *testing.T) {
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
-	victim := proctest.Sleeper(t)
+	victim := childproc.Sleeper(t)
 	start, err := procstat.StartTime(victim)
 	if err != nil {
 		t.Fatal(err)

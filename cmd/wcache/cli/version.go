@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wcache/wcache/internal/version"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-	"github.com/wcache/wcache/sdk/version"
 )
 
 func newVersionCommand(e *env) *cobra.Command {

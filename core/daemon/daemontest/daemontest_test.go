@@ -8,7 +8,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/daemontest"
-	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // TestServesTheCheckpointOverItsSocket attaches through the real socket
@@ -27,7 +27,7 @@ func TestServesTheCheckpointOverItsSocket(t *testing.T) {
 		}
 		defer a.Lease.Close()
 		m := a.Manifest
-		if m.DeviceUUID != daemontest.DefaultUUID || len(m.Handles) != 1 || m.Handles[0].Kind != mock.FileHandleKind {
+		if m.DeviceUUID != daemontest.DefaultUUID || len(m.Handles) != 1 || m.Handles[0].Kind != names.KindPosixShm {
 			t.Fatalf("manifest = %+v", m)
 		}
 		mem, err := os.ReadFile(string(m.Handles[0].Data))

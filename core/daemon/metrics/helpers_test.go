@@ -14,7 +14,7 @@ import (
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/daemontest"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // testUUID is the mock device of these tests.

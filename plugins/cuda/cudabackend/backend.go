@@ -3,10 +3,10 @@ package cudabackend
 import (
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
-	"github.com/wcache/wcache/sdk/version"
 )
 
 // Platform and handle kind the backend reports.

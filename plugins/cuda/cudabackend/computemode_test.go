@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/driver"
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/wcache/wcache/plugins/cuda/nvmlinfo"
 	"github.com/wcache/wcache/plugins/internal/gpucore"
 	"github.com/wcache/wcache/plugins/internal/staging"
-	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // Environment variables read by ConfigFromEnv.
@@ -52,7 +52,7 @@ const (
 	// descriptor, passed over the daemon's descriptor channel. No shared
 	// PID namespace is needed, and the daemon holds a descriptor of every
 	// allocation (a plugin crash loses no weights).
-	HandleVMMFD = sdk.HandleCUDAVMMFD
+	HandleVMMFD = names.KindCUDAVMMFD
 )
 
 // envNames are the staging variables (staging.Settings.Override).

@@ -6,12 +6,9 @@ import (
 	"github.com/wcache/wcache/plugins/internal/fatal"
 )
 
-// ExitStatusSticky is the plugin's exit status after a sticky CUDA error.
-const ExitStatusSticky = fatal.ExitStatus
-
 // ExitOnFatal waits for rt's first sticky CUDA error (700 illegal address,
 // 719 launch failure, 214 uncorrectable ECC, 999 unknown, …), logs it and
-// calls exit(ExitStatusSticky). After such an error every CUDA call of the
+// calls exit(sdk.ExitFatal). After such an error every CUDA call of the
 // process fails, so serving on would only turn each request into the same
 // failure: the plugin exits instead, the daemon stops with the logged
 // reason (the host reports a dead plugin's last log lines) and clients see

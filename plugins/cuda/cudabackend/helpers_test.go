@@ -4,8 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/fakelib"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 
@@ -35,13 +36,13 @@ func writeFile(t *testing.T, n int, seed byte) (string, []byte) { return gputest
 // onFakes is the backend on the fake driver and fake NVML (fakeConfig)
 // for the in-process checks every GPU backend shares (gputest.RunBackend).
 // A sticky error (the fake's sticky file) ends the plugin with
-// ExitStatusSticky.
+// sdk.ExitFatal.
 func onFakes() gputest.Fakes[*Backend] {
 	return gputest.Fakes[*Backend]{
 		Open:    func(t testing.TB, o gputest.FakeOptions) (*Backend, error) { return New(fakeConfig(t, o), nil) },
 		Runtime: func(b *Backend) gputest.FatalRuntime { return b.Runtime() },
 		Prefix:  "FAKECUDA_", Devices: 3, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "cuIpcOpenMemHandle_v2",
 		InitError: 35, InitErrorName: "CUDA_ERROR_INSUFFICIENT_DRIVER",
-		OutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY", Fatal: gputest.Fatal{Code: 719, Name: "CUDA_ERROR_LAUNCH_FAILED", Status: ExitStatusSticky},
+		OutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY", Fatal: gputest.Fatal{Code: 719, Name: "CUDA_ERROR_LAUNCH_FAILED", Status: sdk.ExitFatal},
 	}
 }

@@ -3,7 +3,7 @@ package cudabackend
 import (
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
 	"github.com/wcache/wcache/plugins/internal/staging"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 )
 
 // BenchmarkPacedFillOverlap reports how close a fill through the paced

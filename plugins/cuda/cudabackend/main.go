@@ -20,7 +20,7 @@ import (
 // buffers and contexts are released after the host closes the plugin; a
 // killed plugin's device memory is reclaimed by the driver when the
 // process ends, so no cleanup is left to anyone else. A sticky CUDA error
-// (see driver.Result.Sticky) ends the process with ExitStatusSticky after
+// (see driver.Result.Sticky) ends the process with sdk.ExitFatal after
 // logging it; every cfg.HealthInterval each device context is probed, so
 // one is noticed even while the daemon makes no driver call.
 //
@@ -42,7 +42,7 @@ func Main() int {
 			return Unavailable(err), nil
 		}
 		// Runs until the process ends: a sticky error during serving or
-		// Close exits with ExitStatusSticky.
+		// Close exits with sdk.ExitFatal.
 		go b.Runtime().ExitOnFatal(logger, nil, os.Exit)
 		go b.Runtime().core.WatchHealth(cfg.HealthInterval, nil, b.Runtime().Fatal())
 		return b, nil

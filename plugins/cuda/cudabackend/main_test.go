@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/fakelib"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 )
 
 // The physical devices of the fake driver and fake NVML in every test of

@@ -3,7 +3,7 @@ package cudabackend
 import (
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/optiontest"
+	"github.com/wcache/wcache/plugins/internal/testkit/optiontest"
 )
 
 // The defaults the schema shows are the ones ConfigFromEnv applies.

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/fakelib"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 

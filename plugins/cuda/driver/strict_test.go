@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/proctest"
 )
 
 func TestResolverPinsTheCUDA12ABI(t *testing.T) {
@@ -139,7 +139,7 @@ func TestMappingDiesWithItsExporter(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "export")
 	cmd.Env = append(os.Environ(), helperEnv+"="+d.Path())
 	cmd.Stderr = os.Stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	line, err := stdout.ReadString('\n')
 	if err != nil {
 		t.Fatalf("exporter: %v (%q)", err, line)

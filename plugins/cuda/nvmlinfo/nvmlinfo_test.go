@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/cuda/gpuid"
-	"github.com/wcache/wcache/plugins/cuda/internal/fakelib"
+	"github.com/wcache/wcache/plugins/cuda/internal/testkit/fakelib"
 )
 
 const (

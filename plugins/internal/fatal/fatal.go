@@ -11,10 +11,9 @@ import (
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
-)
 
-// ExitStatus is a plugin's exit status after a fatal driver error.
-const ExitStatus = 3
+	"github.com/wcache/wcache/sdk"
+)
 
 // Latch keeps the first fatal error. Its zero value is ready to use and it
 // is safe for concurrent use.
@@ -56,7 +55,8 @@ func (l *Latch) Err() error {
 }
 
 // ExitOn waits until done is closed, logs msg with err() and calls
-// exit(ExitStatus). It returns without exiting when stop is closed first.
+// exit(sdk.ExitFatal), the one exit status of a plugin that ends on a
+// failure it cannot survive. It returns without exiting when stop is closed first.
 // Main functions run it on a goroutine of their own for the life of the
 // process.
 func ExitOn(done <-chan struct{}, err func() error, logger hclog.Logger, msg string, stop <-chan struct{}, exit func(int)) {
@@ -66,5 +66,5 @@ func ExitOn(done <-chan struct{}, err func() error, logger hclog.Logger, msg str
 		return
 	}
 	logger.Error(msg, "error", err())
-	exit(ExitStatus)
+	exit(sdk.ExitFatal)
 }

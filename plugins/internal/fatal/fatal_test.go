@@ -6,6 +6,8 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/wcache/wcache/sdk"
 )
 
 func TestLatchKeepsTheFirstError(t *testing.T) {
@@ -38,8 +40,8 @@ func TestExitOn(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 	l.Set(errors.New("boom"))
-	if c := <-exited; c != ExitStatus {
-		t.Fatalf("exit(%d), want %d", c, ExitStatus)
+	if c := <-exited; c != sdk.ExitFatal {
+		t.Fatalf("exit(%d), want %d", c, sdk.ExitFatal)
 	}
 	stop := make(chan struct{})
 	close(stop)

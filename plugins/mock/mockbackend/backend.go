@@ -9,23 +9,17 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/version"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
 	"github.com/wcache/wcache/sdk/names"
-	"github.com/wcache/wcache/sdk/version"
 )
 
-// Handle kinds of the mock. HandlePosixShm: Data is the absolute path of
-// the allocation file, Size its length; another process of the same uid
-// maps it with mmap(PROT_READ, MAP_SHARED). HandleMemfd (the default):
-// the allocation is a memfd sealed against shrinking and growing, passed as
-// a descriptor (sdk.Handle.File); Data is empty.
-const (
-	HandlePosixShm = names.KindPosixShm
-	HandleMemfd    = sdk.HandleMemfd
-	// HandleKind is HandlePosixShm, the kind of earlier versions.
-	HandleKind = HandlePosixShm
-)
+// The mock's handle kinds are names.KindPosixShm (Data is the absolute
+// path of the allocation file, Size its length; another process of the same
+// uid maps it with mmap(PROT_READ, MAP_SHARED)) and names.KindMemfd (the
+// default: the allocation is a memfd sealed against shrinking and growing,
+// passed as a descriptor, sdk.Handle.File; Data is empty).
 
 // Backend is the mock sdk.Backend: an sdk/mock.Memory (every device a
 // capacity counter, every allocation a sealed memfd or a sparse file in a
@@ -69,16 +63,16 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 	}
 	switch cfg.Handle {
 	case "":
-		cfg.Handle = HandleMemfd
-	case HandleMemfd, HandlePosixShm:
+		cfg.Handle = names.KindMemfd
+	case names.KindMemfd, names.KindPosixShm:
 	default:
-		return nil, fmt.Errorf("mock backend: handle kind %q: want %q or %q", cfg.Handle, HandleMemfd, HandlePosixShm)
+		return nil, fmt.Errorf("mock backend: handle kind %q: want %q or %q", cfg.Handle, names.KindMemfd, names.KindPosixShm)
 	}
 	dir := cfg.Dir
 	if dir == "" {
 		dir = DefaultDir()
 	}
-	if cfg.Handle == HandlePosixShm {
+	if cfg.Handle == names.KindPosixShm {
 		if err := ensurePrivateDir(dir); err != nil {
 			return nil, fmt.Errorf("mock backend: %w", err)
 		}
@@ -86,7 +80,7 @@ func New(cfg Config, logger hclog.Logger) (*Backend, error) {
 	// A non-nil list, even an empty one: a mock of no devices is valid.
 	uuids := append(make([]string, 0, len(cfg.DeviceUUIDs)), cfg.DeviceUUIDs...)
 	mem, err := mock.NewMemory(mock.MemoryOptions{Dir: dir, DeviceUUIDs: uuids, Memory: cfg.Memory,
-		Memfd: cfg.Handle == HandleMemfd, DeviceName: "wcache mock device", Logger: logger})
+		Memfd: cfg.Handle == names.KindMemfd, DeviceName: "wcache mock device", Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("mock backend: %w", err)
 	}

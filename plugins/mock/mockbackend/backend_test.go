@@ -19,6 +19,7 @@ import (
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // loadBuffer is the chunk of a load: the unit of progress and of the load
@@ -32,7 +33,7 @@ func newTestBackend(t *testing.T, mutate func(*Config)) *Backend {
 	cfg.Dir = filepath.Join(t.TempDir(), "shm")
 	// These tests are about the posix-shm files; memfd_test.go covers the
 	// default kind.
-	cfg.Handle = HandlePosixShm
+	cfg.Handle = names.KindPosixShm
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -135,7 +136,7 @@ func TestRefusesAFolderOthersCanUse(t *testing.T) {
 	}
 	for _, dir := range []string{open, link, "relative/dir"} {
 		cfg := DefaultConfig()
-		cfg.Handle = HandlePosixShm
+		cfg.Handle = names.KindPosixShm
 		cfg.Dir = dir
 		if _, err := New(cfg, nil); err == nil {
 			t.Errorf("New accepted folder %s", dir)
@@ -167,7 +168,7 @@ func TestExportedFileIsTheMemory(t *testing.T) {
 		t.Fatalf("Export: %v", err)
 	}
 	shm := string(h.Data)
-	if h.Kind != HandleKind || h.Size != size || filepath.Dir(shm) != b.Dir() {
+	if h.Kind != names.KindPosixShm || h.Size != size || filepath.Dir(shm) != b.Dir() {
 		t.Fatalf("handle = %+v (path %s), want posix-shm of %d bytes in %s", h, shm, size, b.Dir())
 	}
 	// What a client does: map the file read-only and use the bytes in place.
@@ -200,12 +201,12 @@ func TestImportAcceptsOnlyAllocationFilesOfItsFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []sdk.Handle{
-		{Kind: HandleKind, Data: []byte(link), Size: size},
-		{Kind: HandleKind, Data: []byte(elsewhere), Size: size},
-		{Kind: HandleKind, Data: []byte(good), Size: size + 4096},
-		{Kind: HandleKind, Data: []byte(good), Size: 0},
-		{Kind: HandleKind, Data: []byte(filepath.Base(good)), Size: size},
-		{Kind: HandleKind, Data: []byte(b.Dir() + "/../" + filepath.Base(b.Dir()) + "/" + filepath.Base(good)), Size: size},
+		{Kind: names.KindPosixShm, Data: []byte(link), Size: size},
+		{Kind: names.KindPosixShm, Data: []byte(elsewhere), Size: size},
+		{Kind: names.KindPosixShm, Data: []byte(good), Size: size + 4096},
+		{Kind: names.KindPosixShm, Data: []byte(good), Size: 0},
+		{Kind: names.KindPosixShm, Data: []byte(filepath.Base(good)), Size: size},
+		{Kind: names.KindPosixShm, Data: []byte(b.Dir() + "/../" + filepath.Base(b.Dir()) + "/" + filepath.Base(good)), Size: size},
 	}
 	for _, h := range bad {
 		if _, err := b.Import(ctx, 0, h); !errors.Is(err, sdk.ErrInvalidArgument) {
@@ -463,7 +464,7 @@ func TestFaultDevicesTargetOneDevice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, err := b.Export(ctx, id0); err != nil || h.Kind != HandleKind {
+		if h, err := b.Export(ctx, id0); err != nil || h.Kind != names.KindPosixShm {
 			t.Errorf("Export on the untargeted device 0 = %+v, %v", h, err)
 		}
 		id1, _, err := b.Allocate(ctx, 1, 4096)

@@ -80,8 +80,8 @@ type Config struct {
 	// Dir holds the allocation files of posix-shm handles; "" means
 	// DefaultDir(). Not used with memfd handles.
 	Dir string
-	// Handle is the kind Export produces: HandleMemfd (the default, also
-	// for "") or HandlePosixShm.
+	// Handle is the kind Export produces: names.KindMemfd (the default, also
+	// for "") or names.KindPosixShm.
 	Handle string
 	Faults Faults
 }
@@ -115,7 +115,7 @@ func NoFaults() Faults { return Faults{FailLoadAfter: -1, CrashLoadAfter: -1, Fa
 // DefaultConfig is DefaultDeviceCount devices of DefaultMemory bytes, the
 // default folder and no faults.
 func DefaultConfig() Config {
-	return Config{DeviceUUIDs: DeviceUUIDs(DefaultDeviceCount), Memory: DefaultMemory, Handle: HandleMemfd, Faults: NoFaults()}
+	return Config{DeviceUUIDs: DeviceUUIDs(DefaultDeviceCount), Memory: DefaultMemory, Handle: names.KindMemfd, Faults: NoFaults()}
 }
 
 // DeviceUUID is the UUID of mock device ordinal when WCACHE_MOCK_DEVICES
@@ -167,8 +167,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg.Dir = getenv(EnvDir)
 	if v := strings.TrimSpace(getenv(EnvHandle)); v != "" {
-		if v != HandleMemfd && v != HandlePosixShm {
-			errs = append(errs, fmt.Errorf("%s=%q: want %q or %q", EnvHandle, v, HandleMemfd, HandlePosixShm))
+		if v != names.KindMemfd && v != names.KindPosixShm {
+			errs = append(errs, fmt.Errorf("%s=%q: want %q or %q", EnvHandle, v, names.KindMemfd, names.KindPosixShm))
 		}
 		cfg.Handle = v
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/wcache/wcache/plugins/mock/mockbackend"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // TestConformanceInProcess runs the suite against the mock without the
@@ -15,7 +16,7 @@ import (
 func TestConformanceInProcess(t *testing.T) {
 	// One folder for all instances, as mock processes of one user share one.
 	dir := filepath.Join(t.TempDir(), "shm")
-	for _, kind := range []string{mockbackend.HandleMemfd, mockbackend.HandlePosixShm} {
+	for _, kind := range []string{names.KindMemfd, names.KindPosixShm} {
 		t.Run(kind, func(t *testing.T) { conformanceInProcess(t, dir, kind) })
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // newMemfdBackend is a mock with the default handle kind and a folder
@@ -57,11 +58,11 @@ func exportLoaded(t *testing.T, b *Backend, n int) (sdk.AllocationID, uint64, []
 func TestMemfdIsTheDefaultSealedAndNamedNowhere(t *testing.T) {
 	b := newMemfdBackend(t)
 	ctx := context.Background()
-	if info, _ := b.Info(ctx); len(info.HandleKinds) != 1 || info.HandleKinds[0] != HandleMemfd {
+	if info, _ := b.Info(ctx); len(info.HandleKinds) != 1 || info.HandleKinds[0] != names.KindMemfd {
 		t.Fatalf("handle kinds %v, want [memfd]", info.HandleKinds)
 	}
 	id, size, data, h := exportLoaded(t, b, 100_000)
-	if h.Kind != HandleMemfd || h.File == nil || len(h.Data) != 0 || h.Size != size {
+	if h.Kind != names.KindMemfd || h.File == nil || len(h.Data) != 0 || h.Size != size {
 		t.Fatalf("handle %+v, want a memfd of %d bytes with a File and no data", h, size)
 	}
 	seals, err := unix.FcntlInt(h.File.Fd(), unix.F_GET_SEALS, 0)
@@ -112,7 +113,7 @@ func TestMemfdImportAdoptsAndChecks(t *testing.T) {
 		t.Errorf("an adopted memfd is charged: %d of %d free", devs[0].FreeMemory, devs[0].TotalMemory)
 	}
 	again, err := other.Export(ctx, imp)
-	if err != nil || again.Kind != HandleMemfd || again.Size != size {
+	if err != nil || again.Kind != names.KindMemfd || again.Size != size {
 		t.Fatalf("export of an adopted memfd: %+v, %v", again, err)
 	}
 	again.File.Close()
@@ -124,15 +125,15 @@ func TestMemfdImportAdoptsAndChecks(t *testing.T) {
 	defer plain.Close()
 	_ = plain.Truncate(int64(size))
 	for name, bad := range map[string]sdk.Handle{
-		"no descriptor":   {Kind: HandleMemfd, Size: size},
-		"not a memfd":     {Kind: HandleMemfd, Size: size, File: plain},
-		"size differs":    {Kind: HandleMemfd, Size: size * 2, File: h.File},
+		"no descriptor":   {Kind: names.KindMemfd, Size: size},
+		"not a memfd":     {Kind: names.KindMemfd, Size: size, File: plain},
+		"size differs":    {Kind: names.KindMemfd, Size: size * 2, File: h.File},
 		"unknown kind":    {Kind: "x-acme-dmabuf", Size: size, File: h.File},
-		"zero-size memfd": {Kind: HandleMemfd, Size: 0, File: h.File},
+		"zero-size memfd": {Kind: names.KindMemfd, Size: 0, File: h.File},
 	} {
 		_, err := other.Import(ctx, 0, bad)
 		want := sdk.ErrInvalidArgument
-		if bad.Kind != HandleMemfd {
+		if bad.Kind != names.KindMemfd {
 			want = sdk.ErrUnsupported
 		}
 		if !errors.Is(err, want) {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // Options is the mock's configuration schema: one --backend-opt key per
@@ -18,7 +19,7 @@ func Options() []sdk.Option {
 			Description: "capacity of every device: bytes, or a size with a unit (512MiB, 1G)"},
 		{Name: "dir", Type: sdk.OptionString, Env: EnvDir,
 			Description: "folder of the allocation files (default /dev/shm/wcache-mock-UID, else under $TMPDIR)"},
-		{Name: "handle", Type: sdk.OptionString, Default: HandleMemfd, Env: EnvHandle,
+		{Name: "handle", Type: sdk.OptionString, Default: names.KindMemfd, Env: EnvHandle,
 			Description: "the handle kind Export produces: memfd (descriptors on the daemon's descriptor channel) or posix-shm (named files in dir)"},
 		{Name: "fail-allocate", Type: sdk.OptionBool, Default: "false", Env: EnvFailAllocate,
 			Description: "every Allocate fails with out of memory"},

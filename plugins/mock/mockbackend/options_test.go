@@ -3,7 +3,7 @@ package mockbackend
 import (
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/optiontest"
+	"github.com/wcache/wcache/plugins/internal/testkit/optiontest"
 	"github.com/wcache/wcache/sdk"
 )
 

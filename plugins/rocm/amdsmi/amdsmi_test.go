@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/plugins/rocm/internal/testkit/fakes"
 	"github.com/wcache/wcache/sdk"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/plugins/internal/dl"
-	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/plugins/rocm/internal/testkit/fakes"
 	"github.com/wcache/wcache/sdk"
 )
 

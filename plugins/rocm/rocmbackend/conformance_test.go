@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
+	"github.com/wcache/wcache/plugins/rocm/internal/testkit/fakes"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 	"github.com/wcache/wcache/sdk"
 )
 

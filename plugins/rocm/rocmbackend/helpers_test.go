@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
+	"github.com/wcache/wcache/plugins/rocm/internal/testkit/fakes"
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 
@@ -52,6 +53,6 @@ func onFakes() gputest.Fakes[*Backend] {
 		Runtime: func(b *Backend) gputest.FatalRuntime { return b.Runtime() },
 		Prefix:  "FAKEHIP_", Devices: 4, Capacity: fakeMemory, HandleKind: HandleKind, IPCOpen: "hipIpcOpenMemHandle",
 		InitError: 100, InitErrorName: "hipInit",
-		OutOfMemory: "hipErrorOutOfMemory", Fatal: gputest.Fatal{Code: 700, Name: "hipErrorIllegalAddress", Status: ExitStatusFatal},
+		OutOfMemory: "hipErrorOutOfMemory", Fatal: gputest.Fatal{Code: 700, Name: "hipErrorIllegalAddress", Status: sdk.ExitFatal},
 	}
 }

@@ -3,7 +3,7 @@ package rocmbackend
 import (
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
 )
 
 // loadFile allocates size bytes on device 0 and loads the file at dest.

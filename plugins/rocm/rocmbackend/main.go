@@ -11,9 +11,6 @@ import (
 	"github.com/wcache/wcache/sdk/plugin"
 )
 
-// ExitStatusFatal is the plugin's exit status after a fatal HIP error.
-const ExitStatusFatal = fatal.ExitStatus
-
 // Main runs the ROCm backend as a wcache plugin through sdk/plugin.Serve and
 // returns the process exit status: 0 after the host closed the plugin, 1
 // when run by hand or when the configuration (WCACHE_ROCM_*) is invalid.
@@ -22,7 +19,7 @@ const ExitStatusFatal = fatal.ExitStatus
 // visible device) the plugin still serves, and every call but Info
 // answers with that reason wrapped in sdk.ErrUnavailable, so that
 // `wcache devices --backend rocm` prints it. A fatal HIP error (see
-// hip.Code.Fatal) ends the process with ExitStatusFatal after logging it;
+// hip.Code.Fatal) ends the process with sdk.ExitFatal after logging it;
 // every cfg.HealthInterval each device worker is probed, so one is noticed
 // even while the daemon makes no HIP call.
 func Main() int {
@@ -46,7 +43,7 @@ func Main() int {
 }
 
 // ExitOnFatal waits for rt's first fatal HIP error, logs it and calls
-// exit(ExitStatusFatal), so that the daemon stops with the reason instead
+// exit(sdk.ExitFatal), so that the daemon stops with the reason instead
 // of failing every later request the same way. It returns without exiting
 // when stop is closed first.
 func (rt *Runtime) ExitOnFatal(logger hclog.Logger, stop <-chan struct{}, exit func(int)) {

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/wcache/wcache/plugins/internal/gputest"
-	"github.com/wcache/wcache/plugins/rocm/internal/fakes"
+	"github.com/wcache/wcache/plugins/internal/testkit/gputest"
+	"github.com/wcache/wcache/plugins/rocm/internal/testkit/fakes"
 )
 
 // The physical devices of the fake HIP and fake amdsmi in every test of

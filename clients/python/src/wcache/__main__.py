@@ -13,8 +13,8 @@ import sys
 from typing import List, Optional
 
 from . import __version__
-from .errors import WcacheError
-from .paths import ENV_SOCKET_TEMPLATE, Layout
+from ._errors import WcacheError
+from ._paths import ENV_SOCKET_TEMPLATE, Layout
 
 EPILOG = """\
 How the client finds a daemon: an explicit socket path wins; else the GPU's
@@ -51,7 +51,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command != "status":
         p.print_help()
         return 0
-    from .client import status
+    from ._client import status
     try:
         resp = status(socket=args.socket, device_uuid=args.device_uuid, timeout=args.timeout)
     except WcacheError as exc:

@@ -33,8 +33,8 @@ import struct
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import dtypes
-from .hub import resolve_model
-from .errors import CheckpointError
+from ._hub import resolve_model
+from ._errors import CheckpointError
 
 INDEX_FILE_NAME = "model.safetensors.index.json"
 SUFFIX = ".safetensors"
@@ -224,7 +224,7 @@ def digest_headers(headers: Iterable[Tuple[str, bytes]]) -> str:
 def checkpoint_digest(directory: str) -> str:
     """The checkpoint digest of the safetensors checkpoint in directory
     (see the module docstring), or of a hub id ("org/name[@revision]") in the
-    local Hugging Face cache (wcache.hub.resolve_model). Raises
+    local Hugging Face cache (wcache._hub.resolve_model). Raises
     CheckpointError, or ModelNotCachedError for an id absent from the cache."""
     directory = resolve_model(directory)
     files, weight_map = checkpoint_files(directory)

@@ -28,8 +28,8 @@ import tempfile
 import threading
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
-from . import hub, pb
-from .errors import NoDaemonError, WcacheError
+from . import _hub as hub, pb
+from ._errors import NoDaemonError, WcacheError
 
 LEAF_BYTES = 1 << 20
 PREFIX = "sha256-tree-1m:"

@@ -1,7 +1,7 @@
 /*
  * fakehip.c - a fake libamdhip64 for machines without an AMD GPU.
  *
- * Build: gcc -shared -fPIC -O1 -I<this dir> -I<plugins/internal/fakelib/include>
+ * Build: gcc -shared -fPIC -O1 -I<this dir> -I<plugins/internal/testkit/fakelib/include>
  *        -o libamdhip64.so fakehip.c -lpthread
  * Optional: -DFAKEHIP_OMIT_hipIpcOpenMemHandle leaves that symbol out, to
  * test the missing-symbol error.

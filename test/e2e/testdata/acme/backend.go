@@ -12,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // Kind is acme's vendor handle kind; DataPrefix starts its Data.
@@ -84,5 +85,5 @@ func (b backend) Import(ctx context.Context, ordinal int, h sdk.Handle) (sdk.All
 		return 0, sdk.Errorf(sdk.ErrInvalidArgument, "%s handle data %s does not start with %q", Kind,
 			strconv.QuoteToASCII(string(h.Data)), DataPrefix)
 	}
-	return b.Memory.Import(ctx, ordinal, sdk.Handle{Kind: mock.FileHandleKind, Data: []byte(path), Size: h.Size})
+	return b.Memory.Import(ctx, ordinal, sdk.Handle{Kind: names.KindPosixShm, Data: []byte(path), Size: h.Size})
 }

@@ -1,0 +1,223 @@
+"""What every engine integration shares: its options and how it finds its daemon.
+
+The integrations (wcache.transformers, wcache.vllm, wcache.sglang) take the
+same options, as keyword arguments (transformers) or as the JSON of
+``--model-loader-extra-config`` (vLLM, SGLang):
+
+* ``socket``: the daemon's socket path (default: derived from the GPU's UUID
+  through the socket template, $WCACHE_SOCKET_TEMPLATE / the runtime dir);
+* ``device_uuid``: the GPU's canonical UUID (default: read from the device
+  the engine loads on);
+* ``device_capability``: default ``wcache.device_capability(index)``
+  ("9.0", "gfx942", "mock" on the mock backend);
+* ``fallback``: what to do when no daemon can be used — ``"load"`` (default:
+  the engine loads from disk as without wcache; only for *no daemon* and
+  *another process is publishing*; a config mismatch is always an error) or
+  ``"error"`` (refuse to start without the daemon's weights);
+* ``verify``: send a SHA-256 of every tensor when publishing (needed by a
+  daemon run with --verify-publish); default False;
+* ``client_name``: shown by ``wcache status`` (default "<engine> (pid N)");
+* ``content_policy``: how the checkpoint files the engine loads from are
+  proven to hold the daemon's bytes (wcache.content): ``"identity"``
+  (default: the files the daemon or publisher loaded, by one stat each, or
+  a digest cached by an earlier run; any other file is a miss and the
+  engine loads from disk), ``"hash"`` (also hashes unknown files once) or
+  ``"headers"`` (headers only: unsafe for fine-tunes; the daemon must
+  allow it). Files with other content are ContentMismatchError. A publish
+  carries the files' content either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, List, Mapping, Optional, Tuple
+
+from .. import content
+from . import _modules as modules
+from ..checkpoint import checkpoint_files
+from .._config import CacheConfig
+from .._device import BACKEND_ENV, BACKEND_MOCK, device_capability
+from .._discovery import check_socket, resolve
+from .._errors import NoDaemonError, WcacheError
+from .._paths import Getenv, _getter
+from .._publish import Weights, load_or_publish
+
+FALLBACK_LOAD = "load"
+FALLBACK_ERROR = "error"
+
+
+class NoDaemonFallbackError(WcacheError):
+    """fallback="error" and no daemon could be used (``reason`` says why)."""
+
+    def __init__(self, engine: str, reason: str):
+        self.reason = reason
+        super().__init__(f"{engine}: no wcache daemon to take the weights from ({reason}) and fallback is "
+                         f"{FALLBACK_ERROR!r}")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The options above, validated (see the module docstring)."""
+
+    socket: Optional[str] = None
+    device_uuid: Optional[str] = None
+    device_capability: Optional[str] = None
+    fallback: str = FALLBACK_LOAD
+    verify: bool = False
+    client_name: Optional[str] = None
+    content_policy: str = content.POLICY_IDENTITY
+
+    _KEYS = ("socket", "device_uuid", "device_capability", "fallback", "verify", "client_name", "content_policy")
+
+    @classmethod
+    def from_mapping(cls, options: Optional[Mapping[str, object]], where: str) -> "EngineOptions":
+        """Options from a dict (e.g. --model-loader-extra-config): unknown
+        keys and wrong types raise ValueError naming them and where."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(cls._KEYS))
+        if unknown:
+            raise ValueError(f"{where}: unknown wcache option(s) {unknown}; known: {list(cls._KEYS)}")
+        for key in ("socket", "device_uuid", "device_capability", "client_name"):
+            v = options.get(key)
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ValueError(f"{where}: wcache option {key} must be a non-empty string, not {v!r}")
+        fallback = options.get("fallback", FALLBACK_LOAD)
+        if fallback not in (FALLBACK_LOAD, FALLBACK_ERROR):
+            raise ValueError(f"{where}: wcache option fallback must be {FALLBACK_LOAD!r} or {FALLBACK_ERROR!r}, "
+                             f"not {fallback!r}")
+        verify = options.get("verify", False)
+        if not isinstance(verify, bool):
+            raise ValueError(f"{where}: wcache option verify must be true or false, not {verify!r}")
+        policy = options.get("content_policy", content.POLICY_IDENTITY)
+        try:
+            policy = content.parse_policy(policy if isinstance(policy, str) else repr(policy))
+        except ValueError as exc:
+            raise ValueError(f"{where}: wcache option {exc}") from None
+        return cls(socket=options.get("socket"), device_uuid=options.get("device_uuid"),
+                   device_capability=options.get("device_capability"), fallback=fallback, verify=verify,
+                   client_name=options.get("client_name"), content_policy=policy)
+
+    def capability(self, device_index: int, getenv: Getenv = None) -> str:
+        """device_capability, or what the daemon's backend reports for
+        device_index (raises WcacheError without a GPU or the mock)."""
+        if self.device_capability is not None:
+            return self.device_capability
+        return device_capability(device_index, getenv=getenv)
+
+    def content_kwargs(self, directory: Optional[str]) -> dict:
+        """The keyword arguments of wcache.load_or_publish that prove (and
+        publish) the content of the checkpoint files in directory: none
+        when the engine has no local directory (a hub id not in the local
+        cache), whose attach then matches headers only."""
+        files = source_files(directory)
+        if files is None:
+            return {}
+        return {"files": files, "content_policy": self.content_policy}
+
+    def client(self, engine: str) -> str:
+        return self.client_name or f"{engine} (pid {os.getpid()})"
+
+    def discovery(self, device_index: Optional[int]) -> dict:
+        """The keyword arguments of wcache.attach/publish that find the daemon."""
+        return {"socket": self.socket, "device_uuid": self.device_uuid, "device_index": device_index}
+
+    def no_daemon(self, engine: str, reason: str) -> None:
+        """Raise NoDaemonFallbackError unless fallback is "load"."""
+        if self.fallback != FALLBACK_LOAD:
+            raise NoDaemonFallbackError(engine, reason)
+
+    def require_daemon(self, engine: str, device_index: Optional[int], getenv: Getenv = None) -> None:
+        """With fallback "error", raise NoDaemonFallbackError now when the
+        daemon's socket is absent (before the engine loads anything)."""
+        if self.fallback == FALLBACK_LOAD:
+            return
+        target = resolve(getenv=getenv, **self.discovery(device_index))
+        try:
+            check_socket(target)
+        except NoDaemonError as exc:
+            raise NoDaemonFallbackError(engine, str(exc)) from None
+
+
+def source_files(directory: Optional[str]) -> Optional[List[str]]:
+    """The safetensors files of a local checkpoint directory that an engine
+    loads (the files checkpoint_digest covers: wcache.checkpoint), None
+    without a directory or files."""
+    if not directory or not os.path.isdir(directory):
+        return None
+    files, _ = checkpoint_files(directory)
+    return list(files) or None
+
+
+def config_digest(value) -> str:
+    """"sha256:" of the canonical JSON of a quantization config (a dict or an
+    object with to_dict); "" for none."""
+    if not value:
+        return ""
+    if hasattr(value, "to_dict"):
+        value = value.to_dict()
+    raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def mock_backend(getenv: Getenv = None) -> bool:
+    """$WCACHE_BACKEND is "mock": devices are the mock backend's (no GPU needed)."""
+    return _getter(getenv)(BACKEND_ENV).strip() == BACKEND_MOCK
+
+
+def gpu_visible() -> bool:
+    """torch sees a GPU (CUDA or ROCm)."""
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def daemon_reachable(options: EngineOptions, getenv: Getenv = None) -> bool:
+    """Whether a daemon could be found at all: an explicit socket or device
+    UUID, a visible GPU, or the mock backend. Without any, discovery has no
+    device to name, which is "no daemon" for an engine on a CPU-only host."""
+    return bool(options.socket or options.device_uuid or gpu_visible() or mock_backend(getenv))
+
+
+def load_or_publish_model(options: EngineOptions, engine: str, device_index: Optional[int], cfg: CacheConfig,
+                          load_from_disk: Callable[[], Any], attach: Callable[[Weights], Any],
+                          **publish_args) -> Tuple[Any, Weights]:
+    """The three cases of an engine loader (vLLM, SGLang) around
+    wcache.load_or_publish: (model, weights).
+
+    No daemon: load_from_disk() builds the model as the engine does
+    (options.no_daemon applies the fallback policy). An empty daemon: the
+    same model, its every parameter and buffer (wcache.modules.module_table)
+    published and then installed over the daemon's copy. The daemon holds
+    cfg: attach(weights) builds the model from the attached weights,
+    load_from_disk is never called. The lease lives as long as the model
+    (model._wcache_weights). publish_args go to load_or_publish as they
+    are; its errors (a config mismatch among them) propagate.
+    """
+    loaded = {}
+
+    def load():
+        model = load_from_disk()
+        loaded["model"] = model
+        table = modules.module_table(model)
+        return table.tensors, table.metadata
+
+    weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
+                              **options.discovery(device_index), **publish_args)
+    if weights.source == "loaded":
+        options.no_daemon(engine, weights.reason or "no daemon")
+        model = loaded["model"]
+    elif weights.source == "published":
+        model = loaded.pop("model")
+        modules.install(model, weights, weights.metadata)
+    else:
+        model = attach(weights)
+    model._wcache_weights = weights  # the lease lives as long as the model
+    return model, weights
+
+__all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
+           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend"]

@@ -1,0 +1,265 @@
+"""vLLM: ``--load-format wcache``, a model loader that keeps each rank's weights in its GPU's wcache daemon.
+
+Installing ``wcache[vllm]`` registers ``register`` in the entry-point group
+``vllm.general_plugins``; vLLM calls it in every process (API server, engine
+core, workers) and it registers ``WcacheModelLoader`` for the load format
+``wcache``:
+
+    vllm serve /models/llama --load-format wcache \\
+        --model-loader-extra-config '{"fallback": "load"}'
+
+On every rank, ``load_model``:
+
+* the daemon of the rank's GPU serves weights for this rank's CacheConfig
+  (see ``cache_config``) → the model is built on the meta device (no weight
+  allocated, the checkpoint is not read), every parameter and buffer is
+  pointed at the attached tensors, zero-copy (tied weights tied again), and
+  ``process_weights_after_loading`` runs under vLLM's
+  ``weights_already_processed`` so that quantization methods rebuild only
+  their Python-side state (a method that cannot raises RuntimeError);
+* the daemon is empty → vLLM's default loader loads and post-processes as
+  usual, every parameter and buffer is published as it is, and the model
+  continues on the daemon's copies;
+* there is no daemon → the default loader, unchanged (``fallback: "error"``
+  refuses instead);
+* the daemon holds other weights → IncompatibleConfigError naming the fields.
+
+``get_external_weight_memory`` reports the bytes of a serving daemon, which
+vLLM subtracts from its ``gpu_memory_utilization`` budget before sizing the
+KV cache (the daemon's memory is on the GPU but outside vLLM's allocator).
+
+Options (``--model-loader-extra-config`` JSON): wcache.engine.EngineOptions
+(socket, device_uuid, device_capability, fallback, verify, client_name,
+content_policy). The checkpoint files of a local model (a directory, or a
+hub id in the local hub cache) are proven under content_policy before an
+attach, and their content is carried by a publish.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from . import _modules as modules
+from ..checkpoint import checkpoint_digest
+from .._client import status
+from .._config import CacheConfig
+from ._engine import EngineOptions, config_digest, daemon_reachable, gpu_visible, load_or_publish_model, mock_backend
+from .._errors import NoDaemonError, WcacheError
+from .._publish import Weights
+from .._vocab import normalize_dtype, normalize_quantization
+
+log = logging.getLogger("wcache.vllm")
+
+LOAD_FORMAT = "wcache"
+ENGINE_NAME = "vllm"
+_WHERE = "--model-loader-extra-config (load format wcache)"
+
+
+def register() -> None:
+    """The vllm.general_plugins entry point: register the load format
+    "wcache". Safe to call more than once (vLLM loads plugins in every
+    process)."""
+    from vllm.model_executor import model_loader  # noqa: PLC0415
+
+    table = getattr(model_loader, "_LOAD_FORMAT_TO_MODEL_LOADER", {})
+    if table.get(LOAD_FORMAT) is WcacheModelLoader:
+        return
+    model_loader.register_model_loader(LOAD_FORMAT)(WcacheModelLoader)
+
+
+def _base():
+    from vllm.model_executor.model_loader.base_loader import BaseModelLoader  # noqa: PLC0415
+
+    return BaseModelLoader
+
+
+def _local_checkpoint(model_config) -> Tuple[Optional[str], str]:
+    """(local directory of the model's safetensors or None, revision)."""
+    model = model_config.model
+    revision = getattr(model_config, "revision", None) or ""
+    if os.path.isdir(model):
+        return model, revision
+    try:
+        from huggingface_hub import snapshot_download  # noqa: PLC0415
+
+        path = snapshot_download(model, revision=revision or None, local_files_only=True,
+                                 allow_patterns=["*.json", "*.safetensors"])
+    except Exception:  # noqa: BLE001 - not in the local hub cache: key on the id and revision
+        return None, revision
+    return path, os.path.basename(os.path.normpath(path))
+
+
+def _ranks() -> Dict[str, int]:
+    """This worker's parallel layout from vLLM's process groups."""
+    from vllm import distributed  # noqa: PLC0415
+
+    out = {"tp_size": distributed.get_tensor_model_parallel_world_size(),
+           "tp_rank": distributed.get_tensor_model_parallel_rank()}
+    pp = distributed.get_pp_group()
+    out.update(pp_size=pp.world_size, pp_rank=pp.rank_in_group)
+    for axis, getter in (("dp", "get_dp_group"), ("ep", "get_ep_group")):
+        try:
+            g = getattr(distributed.parallel_state, getter)()
+        except (AssertionError, AttributeError):  # not initialised in this process
+            continue
+        out[f"{axis}_size"], out[f"{axis}_rank"] = g.world_size, g.rank_in_group
+    return out
+
+
+def cache_config(vllm_config, model_config, capability: str) -> CacheConfig:
+    """The CacheConfig of this rank: model and revision, checkpoint digest of
+    the local safetensors (when the files are on this host), dtype,
+    quantization and the digest of its config, TP/PP/DP/EP sizes and ranks,
+    "vllm" and vLLM's version, the device capability; extra: the KV-cache
+    dtype (its scales are post-processed weights)."""
+    import vllm  # noqa: PLC0415
+
+    path, revision = _local_checkpoint(model_config)
+    hf = getattr(model_config, "hf_config", None)
+    archs = getattr(hf, "architectures", None) or []
+    cache = getattr(vllm_config, "cache_config", None)
+    return CacheConfig(
+        model=model_config.model, revision=revision,
+        checkpoint_digest=checkpoint_digest(path) if path else "",
+        model_arch=archs[0] if archs else "",
+        dtype=normalize_dtype(model_config.dtype),
+        quantization=normalize_quantization(model_config.quantization or ""),
+        quantization_config_digest=config_digest(getattr(hf, "quantization_config", None)),
+        extra={"vllm.kv_cache_dtype": str(getattr(cache, "cache_dtype", "auto"))},
+        engine_name=ENGINE_NAME, engine_version=vllm.__version__, device_capability=capability,
+        **_ranks())
+
+
+def _target_device(vllm_config, load_config) -> torch.device:
+    device = load_config.device if load_config.device is not None else vllm_config.device_config.device
+    return torch.device(device)
+
+
+def _device_index(device: torch.device, getenv=None) -> Optional[int]:
+    """The index discovery uses: the GPU's, 0 for the mock backend on a CPU
+    device, None when there is no device to name."""
+    if device.type in ("cuda", "hip"):
+        return device.index if device.index is not None else torch.cuda.current_device()
+    if mock_backend(getenv):
+        return 0
+    return None
+
+
+class WcacheModelLoader(_base()):
+    """The "wcache" load format; see the module docstring."""
+
+    def __init__(self, load_config):
+        super().__init__(load_config)
+        self.options = EngineOptions.from_mapping(load_config.model_loader_extra_config, _WHERE)
+        # The loader of the "empty" and "no daemon" cases: vLLM's default
+        # with the same settings.
+        self._disk_config = dataclasses.replace(load_config, load_format="auto", model_loader_extra_config={})
+
+    def _disk_loader(self):
+        from vllm.model_executor.model_loader.default_loader import DefaultModelLoader  # noqa: PLC0415
+
+        return DefaultModelLoader(self._disk_config)
+
+    def download_model(self, model_config) -> None:
+        self._disk_loader().download_model(model_config)
+
+    def load_weights(self, model: nn.Module, model_config) -> None:
+        """In-place reload from disk (vLLM's reload_weights). Refused for a
+        model on the daemon's memory: writing into it would change the weights
+        of every process attached to them."""
+        if getattr(model, "_wcache_weights", None) is not None and model._wcache_weights.source != "loaded":
+            raise WcacheError("load format wcache: the weights live in the wcache daemon's memory and are shared; "
+                              "reloading them in place is not supported (wcache evict, then restart)")
+        self._disk_loader().load_weights(model, model_config)
+
+    def get_external_weight_memory(self, vllm_config) -> int:
+        """Bytes the daemon of this rank's GPU holds for a serving model (0
+        when it is empty or absent): vLLM takes them off its memory budget
+        before sizing the KV cache."""
+        device = _target_device(vllm_config, self.load_config)
+        if not daemon_reachable(self.options):
+            return 0
+        try:
+            st = status(**self.options.discovery(_device_index(device)))
+        except NoDaemonError:
+            return 0
+        return int(st.bytes) if st.state == "serving" else 0
+
+    def load_model(self, vllm_config, model_config, prefix: str = "") -> nn.Module:
+        device = _target_device(vllm_config, self.load_config)
+        index = _device_index(device)
+        if not daemon_reachable(self.options) or (index is None and not (self.options.socket or
+                                                                          self.options.device_uuid)):
+            reason = f"no daemon to name for device {device}"
+            self.options.no_daemon(ENGINE_NAME, reason)
+            log.info("wcache: %s; default loader", reason)
+            return self._disk_loader().load_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
+
+        self.options.require_daemon(ENGINE_NAME, index)
+        cfg = cache_config(vllm_config, model_config, self.options.capability(index or 0))
+        model, weights = load_or_publish_model(
+            self.options, ENGINE_NAME, index, cfg,
+            lambda: self._disk_loader().load_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix),
+            lambda weights: self._attach(vllm_config, model_config, prefix, device, weights),
+            **self.options.content_kwargs(_local_checkpoint(model_config)[0]))
+        log.info("wcache: %s: %d tensors %s (%s)", model_config.model, len(weights), weights.source,
+                 _layout(cfg))
+        return model.eval()
+
+    def _attach(self, vllm_config, model_config, prefix: str, device: torch.device, weights: Weights) -> nn.Module:
+        """The model built without weights, then pointed at the attached tensors."""
+        from vllm.model_executor.model_loader.utils import (  # noqa: PLC0415
+            initialize_model, process_weights_after_loading)
+        from vllm.model_executor.utils import weights_already_processed  # noqa: PLC0415
+        from vllm.utils.torch_utils import set_default_torch_dtype  # noqa: PLC0415
+
+        with set_default_torch_dtype(model_config.dtype):
+            with torch.device("meta"):
+                model = initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
+            # Post-processing may have reshaped (repacked) or added tensors:
+            # the published ones are what the model runs.
+            # Buffers are copied: process_weights_after_loading rewrites some
+            # in place (attention k/v scales), which must not touch the
+            # daemon's shared (on the mock: read-only) memory.
+            modules.install(model, weights, weights.metadata, check_shapes=False, allow_new=True,
+                            leftover_meta="keep", copy_buffers=True)
+            with weights_already_processed():
+                process_weights_after_loading(model, model_config, device)
+        dropped = _drop_meta(model)
+        if dropped:
+            log.info("wcache: %d placeholders the publisher's post-processing removed are dropped: %s",
+                     len(dropped), dropped[:8])
+        left = modules.meta_tensors(model)
+        if left:
+            raise modules.ModuleMismatchError([(n, "still on the meta device after attach") for n in left])
+        return model
+
+
+def _drop_meta(model: nn.Module):
+    """Remove parameters and buffers still on the meta device: the published
+    model (after post-processing) did not have them."""
+    dropped = []
+    for mod_name, mod in model.named_modules():
+        for table in (mod._parameters, mod._buffers):  # noqa: SLF001
+            for leaf in [k for k, v in table.items() if v is not None and v.is_meta]:
+                del table[leaf]
+                dropped.append(f"{mod_name}.{leaf}" if mod_name else leaf)
+    return dropped
+
+
+def _layout(cfg: CacheConfig) -> str:
+    return f"tp {cfg.tp_rank}/{cfg.tp_size}, pp {cfg.pp_rank}/{cfg.pp_size}"
+
+
+# The loader's public name stays wcache.vllm.WcacheModelLoader, the one vLLM logs
+# and users configured before the engines moved to wcache.engines (wcache.vllm
+# is this module under that import path).
+WcacheModelLoader.__module__ = "wcache.vllm"
+
+__all__ = ["ENGINE_NAME", "LOAD_FORMAT", "WcacheModelLoader", "cache_config", "register", "gpu_visible"]
