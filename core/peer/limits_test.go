@@ -13,7 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 )
 
 // logBuffer is a server log the test reads while the server writes it.

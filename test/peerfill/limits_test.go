@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/peer/peertest"
-	"github.com/wcache/wcache/sdk/poll"
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/test/netns"
 )
 
