@@ -111,8 +111,16 @@ class World:
 
     def serve(self, gpu: int, model: Optional[str], *extra: str) -> Daemon:
         """Start `wcache serve` on mock device gpu (without --model when model
-        is None: an empty daemon) and wait until its ready file names it."""
+        is None: an empty daemon) and wait until its ready file names it.
+
+        An empty daemon allows content policy "headers" unless extra names
+        --content-policies: the publications of these tests are synthetic
+        tensors under a model that names no files, which only such a daemon
+        serves to an attach (docs/cacheconfig.md); files a client does name
+        are still checked."""
         uuid = self.uuids[gpu]
+        if model is None and not any(a.startswith("--content-policies") for a in extra):
+            extra = (*extra, "--content-policies", "identity,hash,headers")
         log_path = os.path.join(self.root, f"serve-{gpu}-{len(self.daemons)}.log")
         log = open(log_path, "wb")
         model_args = ["--model", model] if model is not None else []

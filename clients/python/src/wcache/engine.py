@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from . import content, modules
-from .checkpoint import checkpoint_files
+from .checkpoint import model_files
 from .config import CacheConfig
 from .device import BACKEND_ENV, BACKEND_MOCK, device_capability
 from .discovery import check_socket, resolve
@@ -142,12 +142,11 @@ class EngineOptions:
 
 def source_files(directory: Optional[str]) -> Optional[List[str]]:
     """The safetensors files of a local checkpoint directory that an engine
-    loads (the files checkpoint_digest covers: wcache.checkpoint), None
-    without a directory or files."""
+    loads (the files checkpoint_digest covers: wcache.checkpoint.model_files,
+    the one place files are derived), None without a directory or files."""
     if not directory or not os.path.isdir(directory):
         return None
-    files, _ = checkpoint_files(directory)
-    return list(files) or None
+    return model_files(directory)
 
 
 def config_digest(value) -> str:
