@@ -23,6 +23,22 @@ READY_TIMEOUT = 60.0
 STOP_GRACE = 15.0
 
 
+def python_blocks(doc: str) -> List[str]:
+    """Every ```python block of a document of the repository (a path
+    relative to it), verbatim, in order."""
+    with open(os.path.join(REPO, doc), encoding="utf-8") as f:
+        text = f.read()
+    blocks, start = [], 0
+    while True:
+        start = text.find("```python\n", start)
+        if start < 0:
+            return blocks
+        start += len("```python\n")
+        end = text.index("```", start)
+        blocks.append(text[start:end])
+        start = end + 3
+
+
 def bin_dir() -> str:
     return os.environ.get("WCACHE_BIN_DIR") or os.path.join(REPO, "bin")
 

@@ -110,7 +110,8 @@ class EngineOptions:
         """The keyword arguments of wcache.load_or_publish that prove (and
         publish) the content of the checkpoint files in directory: none
         when the engine has no local directory (a hub id not in the local
-        cache), whose attach then matches headers only."""
+        cache), whose attach the daemon then answers only where the
+        generation allows "headers" (else a miss: load from disk)."""
         files = source_files(directory)
         if files is None:
             return {}
