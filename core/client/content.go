@@ -97,7 +97,8 @@ func allowed(ps []cacheconfig.Policy) []cacheconfig.Policy {
 // from a daemon that checked, each also a *ContentRefusedError. On a
 // client-side refusal the lease is released.
 func (c *Client) AttachFiles(ctx context.Context, cfg cacheconfig.Config, files []string, opts ContentOptions) (*Attachment, error) {
-	if files == nil {
+	derived := files == nil
+	if derived {
 		var err error
 		if files, err = ModelFiles(cfg.Model); err != nil {
 			return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
@@ -107,6 +108,7 @@ func (c *Client) AttachFiles(ctx context.Context, cfg cacheconfig.Config, files 
 	if err != nil {
 		return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
 	}
+	p.derived = derived
 	a, err := c.attach(ctx, cfg, p.wire())
 	var refused *ContentRefusedError
 	if errors.As(err, &refused) && refused.Reason == daemonv1.ContentRefused_REASON_UNKNOWN && p.policy == cacheconfig.PolicyHash {

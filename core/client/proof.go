@@ -24,8 +24,10 @@ import (
 // and no error when model names no local checkpoint (not a directory,
 // not in the hub cache, no safetensors file in it): the daemon then
 // decides by its policy. An unreadable directory or index is an error.
-// Pre-sharded per-rank files (--shard-pattern) are a subset of the
-// directory: name them (AttachFiles).
+// The directory may hold more than the daemon loaded (another rank's
+// pre-sharded files, --shard-pattern): an attach with derived files leaves
+// those out (ContentProof.derived); every file the daemon loaded must be
+// among them.
 func ModelFiles(model string) ([]string, error) {
 	if model == "" {
 		return nil, nil
@@ -74,6 +76,9 @@ func ModelFiles(model string) ([]string, error) {
 // (hash).
 type contentProof struct {
 	policy cacheconfig.Policy
+	// derived: the caller named no files, they were listed from
+	// cfg.Model (ModelFiles); files the daemon did not load are ignored.
+	derived bool
 	// files are the client's files (name, path, identity; Digest when
 	// the digest cache knew it or the file was hashed), sorted by name.
 	files []cacheconfig.FileContent
@@ -134,7 +139,7 @@ func newContentProof(files []string, opts ContentOptions) (*contentProof, error)
 
 // wire is the AttachRequest.content of the proof.
 func (p *contentProof) wire() *daemonv1.ContentProof {
-	w := &daemonv1.ContentProof{Policy: string(p.policy), Files: cacheconfig.FilesToProto(p.files)}
+	w := &daemonv1.ContentProof{Policy: string(p.policy), Files: cacheconfig.FilesToProto(p.files), Derived: p.derived}
 	for _, f := range p.files {
 		if sum := p.blobs[f.Name]; sum != "" {
 			w.Blobs = append(w.Blobs, &daemonv1.FileSHA256{Name: f.Name, Sha256: sum})
@@ -187,6 +192,10 @@ func (p *contentProof) check(ctx context.Context, m *Manifest) error {
 	for _, f := range m.Files {
 		daemon[f.Name] = f
 	}
+	files := p.files
+	if p.derived && len(m.Files) > 0 {
+		files = slices.DeleteFunc(slices.Clone(p.files), func(f cacheconfig.FileContent) bool { _, ok := daemon[f.Name]; return !ok })
+	}
 	prove := func(name, _ string, _ safetensors.Stamp) (string, bool, error) {
 		i := slices.IndexFunc(p.files, func(f cacheconfig.FileContent) bool { return f.Name == name })
 		f := &p.files[i]
@@ -204,7 +213,7 @@ func (p *contentProof) check(ctx context.Context, m *Manifest) error {
 		}
 		return f.Digest, true, nil
 	}
-	return cacheconfig.MatchContent(m.Files, p.files, prove)
+	return cacheconfig.MatchContent(m.Files, files, prove)
 }
 
 // records is the content of every file, for a publication

@@ -95,8 +95,13 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 		byName[f.Name] = f
 	}
 	claimed := make(map[string]string, len(proof.GetFiles()))
+	client := make([]cacheconfig.FileContent, 0, len(proof.GetFiles()))
 	for _, f := range proof.GetFiles() {
+		if _, loaded := byName[f.GetName()]; proof.GetDerived() && !loaded {
+			continue // listed from the model's directory, not loaded by this generation
+		}
 		claimed[f.GetName()] = f.GetDigest()
+		client = append(client, cacheconfig.FileContentFromProto(f))
 	}
 	blobs := make(map[string]string, len(proof.GetBlobs()))
 	for _, b := range proof.GetBlobs() {
@@ -117,7 +122,7 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 		unproven = append(unproven, name)
 		return rec.Digest, true, nil
 	}
-	err = cacheconfig.MatchContent(daemon, cacheconfig.FilesFromProto(proof.GetFiles()), prove)
+	err = cacheconfig.MatchContent(daemon, client, prove)
 	var mm *cacheconfig.ContentMismatchError
 	var unknown *cacheconfig.ContentUnknownError
 	switch {
@@ -143,9 +148,10 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 		}
 		return refuse(&daemonv1.ContentRefused{Reason: daemonv1.ContentRefused_REASON_UNKNOWN, Name: names[0],
 			ClientPath: echo(path), DaemonDigest: byName[first].Digest, Unproven: names},
-			fmt.Sprintf("content not proven: %d file(s) (%s, …) are not the files this generation was loaded from and "+
-				"the attach sent no digest for them: under \"identity\" load from disk; under \"hash\" hash them and attach again",
-				len(names), names[0]))
+			fmt.Sprintf("%v (%d file(s) in all: %s): under \"identity\" load from disk; under \"hash\" hash them and attach again",
+				&cacheconfig.ContentUnknownError{Name: names[0], ClientPath: echo(path),
+					Why: "not the file this generation was loaded from, and the attach sent no digest or trusted hub blob name for it"},
+				len(names), strings.Join(names[:min(len(names), 8)], ", ")))
 	}
 	return nil
 }

@@ -221,7 +221,9 @@ def model_files(model: Optional[str]) -> Optional[List[str]]:
     None when model names no local checkpoint (not a directory here, not in
     the hub cache, no safetensors file in it): the daemon then decides by
     its policy. Raises CheckpointError for an index that cannot be read.
-    Pre-sharded per-rank files are a subset of the directory: name them.
+    The directory may hold more than a daemon loaded (another rank's
+    pre-sharded files): an attach with derived files leaves those out
+    (ContentProof.derived); every file the daemon loaded must be among them.
     """
     if not model:
         return None

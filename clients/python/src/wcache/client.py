@@ -510,9 +510,11 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
 
-    if files is None:
+    derived = files is None
+    if derived:
         files = model_files(request.config.model)
-    proof = content.ContentProof(files or (), content_policy, cache=digest_cache, progress=on_hash_progress)
+    proof = content.ContentProof(files or (), content_policy, cache=digest_cache, progress=on_hash_progress,
+                                 derived=derived)
     request.content.CopyFrom(proof.to_proto())
     try:
         channel, call, manifest, descriptors = _open_lease(target, request, timeout)

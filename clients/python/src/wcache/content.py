@@ -356,8 +356,11 @@ class ContentProof:
 
     def __init__(self, files: Iterable[str], policy: str = POLICY_IDENTITY, cache: Optional[DigestCache] = None,
                  use_cache: bool = True, progress: Optional[Callable[[str, int, int], None]] = None,
-                 workers: int = 0):
+                 workers: int = 0, derived: bool = False):
         self.policy = parse_policy(policy)
+        # derived: the caller named no files, they were listed from the
+        # model's directory; files the daemon did not load are left out.
+        self.derived = derived
         self.cache = (cache if cache is not None else DigestCache()) if use_cache else None
         self.progress, self.workers = progress, workers
         # name -> [path, Identity, digest ("" unknown)]
@@ -382,7 +385,7 @@ class ContentProof:
         files = [pb.FileContent(name=n, digest=d, path=p, dev=i.dev, ino=i.ino, size=i.size, mtime_ns=i.mtime_ns,
                                 ctime_ns=i.ctime_ns) for n, (p, i, d) in sorted(self.files.items())]
         blobs = [pb.FileSHA256(name=n, sha256=s) for n, s in sorted(self.blobs.items())]
-        return pb.ContentProof(policy=self.policy, files=files, blobs=blobs)
+        return pb.ContentProof(policy=self.policy, files=files, blobs=blobs, derived=self.derived)
 
     def hash(self, names: Iterable[str]) -> bool:
         """Hash (and cache) the files named that have no digest yet; whether any was hashed."""
@@ -421,11 +424,12 @@ class ContentProof:
             raise ContentUnknownError("", "", "the daemon recorded no content digest (an older daemon, or a publish "
                                               "without one)")
         daemon = {r.name: r for r in records}
+        mine = {n for n in self.files if n in daemon or not self.derived}
         unproven = []
-        for name in sorted(set(daemon) | set(self.files)):
+        for name in sorted(set(daemon) | mine):
             if name not in daemon:
                 raise ContentMismatchError(name, "", "present", self.files[name][0])
-            if name not in self.files:
+            if name not in mine:
                 raise ContentMismatchError(name, daemon[name].digest, "")
             if self.files[name][1] != daemon[name].identity or daemon[name].identity == Identity(0, 0, 0, 0, 0):
                 unproven.append(name)

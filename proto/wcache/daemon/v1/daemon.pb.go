@@ -1159,7 +1159,13 @@ type ContentProof struct {
 	// records and loads no file (a successor daemon taking over, a sibling
 	// daemon's fill, which checks the copy itself): no file proof applies.
 	// Answered only to the daemon's own uid and root.
-	MemoryCopy    bool `protobuf:"varint,4,opt,name=memory_copy,json=memoryCopy,proto3" json:"memory_copy,omitempty"`
+	MemoryCopy bool `protobuf:"varint,4,opt,name=memory_copy,json=memoryCopy,proto3" json:"memory_copy,omitempty"`
+	// The caller named no files: files were listed from its model's
+	// directory, which may hold more than the generation loaded (another
+	// rank's pre-sharded files). Files the generation did not load are then
+	// left out of the comparison; every file it loaded must still be among
+	// them and proven.
+	Derived       bool `protobuf:"varint,5,opt,name=derived,proto3" json:"derived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1218,6 +1224,13 @@ func (x *ContentProof) GetBlobs() []*FileSHA256 {
 func (x *ContentProof) GetMemoryCopy() bool {
 	if x != nil {
 		return x.MemoryCopy
+	}
+	return false
+}
+
+func (x *ContentProof) GetDerived() bool {
+	if x != nil {
+		return x.Derived
 	}
 	return false
 }
@@ -3494,13 +3507,14 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"clientName\x12!\n" +
 	"\ftensor_table\x18\x03 \x01(\bR\vtensorTable\x12!\n" +
 	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\x128\n" +
-	"\acontent\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.ContentProofR\acontent\"\xb0\x01\n" +
+	"\acontent\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.ContentProofR\acontent\"\xca\x01\n" +
 	"\fContentProof\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x123\n" +
 	"\x05files\x18\x02 \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x122\n" +
 	"\x05blobs\x18\x03 \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\x05blobs\x12\x1f\n" +
 	"\vmemory_copy\x18\x04 \x01(\bR\n" +
-	"memoryCopy\"\xa1\x03\n" +
+	"memoryCopy\x12\x18\n" +
+	"\aderived\x18\x05 \x01(\bR\aderived\"\xa1\x03\n" +
 	"\x0eContentRefused\x12?\n" +
 	"\x06reason\x18\x01 \x01(\x0e2'.wcache.daemon.v1.ContentRefused.ReasonR\x06reason\x12\x1e\n" +
 	"\n" +
