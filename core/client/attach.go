@@ -26,21 +26,39 @@ type Attachment struct {
 
 // Attach sends cfg to the daemon and, on a match, returns the manifest and
 // the open lease. ctx bounds the attach itself, not the lease (which lasts
-// until Close or until the daemon ends it). A config mismatch is a
+// until Close or until the daemon ends it). It proves the content of the
+// checkpoint files cfg.Model names (AttachFiles with nil files, under
+// Options.Content): a same-header copy with other bytes never gets the
+// daemon's weights. A config mismatch is a
 // *cacheconfig.MismatchError with every differing field; a manifest that
 // does not hold together is ErrBadManifest, and one for another device
 // than the UUID the client was dialed by (ByDeviceUUID, ByOrdinal) a
 // *DeviceMismatchError (also ErrBadManifest); a daemon that holds no
 // weights an *EmptyError (ErrEmpty: load from disk); a daemon draining or
-// stopping a *PublishConflictError (ErrBusy: ask again later); other refusals keep
+// stopping a *PublishConflictError (ErrBusy: ask again later); content
+// not proven or other content AttachFiles' errors; other refusals keep
 // their gRPC status (status.Code works on them).
 func (c *Client) Attach(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
-	o, err := c.open(ctx, cfg)
+	return c.AttachFiles(ctx, cfg, nil, c.content)
+}
+
+// AttachForCopy attaches to copy the daemon's memory together with its
+// content records, not to use it as the files' weights: a successor
+// daemon taking the weights over, a sibling daemon's fill (which checks
+// its copy itself). It carries no file proof (ContentProof.memory_copy);
+// the daemon answers it to its own uid and root only. Errors as Attach.
+func (c *Client) AttachForCopy(ctx context.Context, cfg cacheconfig.Config) (*Attachment, error) {
+	return c.attach(ctx, cfg, &daemonv1.ContentProof{MemoryCopy: true})
+}
+
+// attach makes the Attach RPC with proof and starts the lease.
+func (c *Client) attach(ctx context.Context, cfg cacheconfig.Config, proof *daemonv1.ContentProof) (*Attachment, error) {
+	o, err := c.open(ctx, cfg, proof)
 	if err != nil {
 		return nil, err
 	}
 	l := &Lease{id: o.m.LeaseID, cancel: o.cancel, done: make(chan struct{}), notices: make(chan Notice, noticeBuffer),
-		files: o.files, stop: make(chan struct{}), c: c, cfg: cfg, m: o.m}
+		files: o.files, stop: make(chan struct{}), c: c, cfg: cfg, proof: proof, m: o.m}
 	go l.run(o.stream)
 	return &Attachment{Manifest: o.m, Lease: l}, nil
 }
@@ -56,10 +74,10 @@ type opened struct {
 
 // open makes the Attach RPC and receives the manifest and its descriptors
 // (Attach's errors).
-func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, callOpts ...grpc.CallOption) (*opened, error) {
+func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemonv1.ContentProof, callOpts ...grpc.CallOption) (*opened, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true,
-		HandleKinds: c.kinds}, callOpts...)
+		HandleKinds: c.kinds, Content: proof}, callOpts...)
 	if err != nil {
 		cancel()
 		return nil, c.attachError(err)
@@ -121,7 +139,8 @@ func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, callOpts ...g
 }
 
 // attachError converts an Attach failure: a ConfigMismatch detail becomes
-// a *cacheconfig.MismatchError, a NoWeights detail an *EmptyError.
+// a *cacheconfig.MismatchError, a NoWeights detail an *EmptyError, a
+// ContentRefused detail a *ContentRefusedError.
 func (c *Client) attachError(err error) error {
 	st, ok := status.FromError(err)
 	if ok && st.Code() == codes.NotFound {
@@ -138,6 +157,9 @@ func (c *Client) attachError(err error) error {
 			}
 			if hk, ok := d.(*daemonv1.HandleKindsRefused); ok {
 				return &HandleKindsError{Socket: c.socket, Daemon: hk.GetDaemonKinds(), Client: hk.GetClientKinds(), Message: st.Message()}
+			}
+			if cr, ok := d.(*daemonv1.ContentRefused); ok {
+				return contentRefusedFromProto(c.socket, cr, st.Message())
 			}
 		}
 	}

@@ -90,6 +90,9 @@ func manifestEvent(tensors ...*daemonv1.Tensor) *daemonv1.AttachEvent {
 		Config:  &configv1.CacheConfig{Model: "/m", TpSize: 1},
 		Handles: []*daemonv1.Handle{{Kind: "posix-shm", Data: []byte("/dev/shm/x"), Size: 100}},
 		Tensors: tensors,
+		// These fakes are about leases, not content: they allow an
+		// attach that names no files (proof_test.go covers the rest).
+		ContentPolicies: []string{"identity", "hash", "headers"},
 	}}}
 }
 

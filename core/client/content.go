@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
@@ -46,71 +45,11 @@ var ErrPolicyRefused = errors.New("content policy refused by the daemon")
 // ErrPolicyRefused. PolicyHeaders checks nothing here (the
 // checkpoint_digest of the config did).
 func ProveContent(ctx context.Context, m *Manifest, files []string, opts ContentOptions) error {
-	policy := opts.Policy
-	if policy == "" {
-		policy = cacheconfig.PolicyIdentity
+	p, err := newContentProof(files, opts)
+	if err != nil {
+		return err
 	}
-	if !cacheconfig.Allows(m.ContentPolicies, policy) {
-		return fmt.Errorf("%w: %q (the daemon allows %v)", ErrPolicyRefused, policy, allowed(m.ContentPolicies))
-	}
-	if policy == cacheconfig.PolicyHeaders {
-		return nil
-	}
-	client := make([]cacheconfig.FileContent, 0, len(files))
-	for _, p := range files {
-		st, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("content of %s: %w", p, err)
-		}
-		client = append(client, cacheconfig.FileContent{Name: filepath.Base(p), Path: p, Identity: safetensors.StampOf(st)})
-	}
-	cache := opts.Cache
-	if cache == nil && !opts.NoCache {
-		cache, _ = DefaultDigestCache()
-	}
-	if opts.NoCache {
-		cache = nil
-	}
-	daemon := make(map[string]cacheconfig.FileContent, len(m.Files))
-	for _, f := range m.Files {
-		daemon[f.Name] = f
-	}
-	prove := func(name, path string, id safetensors.Stamp) (string, bool, error) {
-		if d, ok := hubBlobProof(daemon[name], path, id); ok {
-			return d, true, nil
-		}
-		if d, ok := cache.Lookup(id); ok {
-			return d, true, nil
-		}
-		if policy != cacheconfig.PolicyHash {
-			return "", false, nil
-		}
-		d, err := hashFile(ctx, name, path, id, opts)
-		if err != nil {
-			return "", false, err
-		}
-		// A cache that cannot be written is not fatal: the next run
-		// hashes again.
-		_ = cache.Store(id, d)
-		return d, true, nil
-	}
-	return cacheconfig.MatchContent(m.Files, client, prove)
-}
-
-// hubBlobProof returns rec's digest when the client's file (path, with
-// identity id) is a trusted Hugging Face hub blob (hubcache.TrustedBlob:
-// owned by this user or root, not writable by others) whose name is the
-// SHA-256 the daemon verified for rec: the same content, proven without
-// reading it.
-func hubBlobProof(rec cacheconfig.FileContent, path string, id safetensors.Stamp) (string, bool) {
-	if rec.SHA256 == "" {
-		return "", false
-	}
-	sum, st, ok := hubcache.TrustedBlob(path, os.Geteuid())
-	if !ok || sum != rec.SHA256 || safetensors.StampOf(st) != id {
-		return "", false
-	}
-	return rec.Digest, true
+	return p.check(ctx, m)
 }
 
 // hashFile hashes path and checks it still has identity id afterwards (a
@@ -141,15 +80,50 @@ func allowed(ps []cacheconfig.Policy) []cacheconfig.Policy {
 	return ps
 }
 
-// AttachFiles is Attach followed by ProveContent of files, the checkpoint
-// files the engine would load: on any ProveContent error the lease is
-// released and the error returned.
+// AttachFiles attaches with cfg and proves that files, the checkpoint
+// files the engine would load, hold the bytes the daemon serves
+// (docs/cacheconfig.md, "Content identity"). nil files: those cfg.Model
+// names (ModelFiles: a local directory or a cached hub id); none found,
+// the attach carries no file proof and the daemon answers it only where
+// the generation allows "headers". The proof (each file's identity, a
+// digest the digest cache knows, a trusted hub blob's name) travels with
+// the attach and the daemon checks it before a lease exists; under
+// opts.Policy "hash" the files the daemon found unproven are hashed and
+// the attach is made once more. The manifest is checked on this side too
+// (an older daemon ignores the proof). Errors, besides Attach's: a
+// *cacheconfig.ContentMismatchError (the first differing file), a
+// *cacheconfig.ContentUnknownError (ErrContentUnknown: not proven, or no
+// proof where the daemon requires one: load from disk), ErrPolicyRefused;
+// from a daemon that checked, each also a *ContentRefusedError. On a
+// client-side refusal the lease is released.
 func (c *Client) AttachFiles(ctx context.Context, cfg cacheconfig.Config, files []string, opts ContentOptions) (*Attachment, error) {
-	a, err := c.Attach(ctx, cfg)
+	derived := files == nil
+	if derived {
+		var err error
+		if files, err = ModelFiles(cfg.Model); err != nil {
+			return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
+		}
+	}
+	p, err := newContentProof(files, opts)
+	if err != nil {
+		return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
+	}
+	p.derived = derived
+	a, err := c.attach(ctx, cfg, p.wire())
+	var refused *ContentRefusedError
+	if errors.As(err, &refused) && refused.Reason == daemonv1.ContentRefused_REASON_UNKNOWN && p.policy == cacheconfig.PolicyHash {
+		hashed, herr := p.hash(ctx, refused.Unproven)
+		if herr != nil {
+			return nil, fmt.Errorf("attach to %s: %w", c.socket, herr)
+		}
+		if hashed {
+			a, err = c.attach(ctx, cfg, p.wire())
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := ProveContent(ctx, a.Manifest, files, opts); err != nil {
+	if err := p.check(ctx, a.Manifest); err != nil {
 		a.Lease.Close()
 		return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
 	}

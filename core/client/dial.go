@@ -44,6 +44,10 @@ type Options struct {
 	// *HandleKindsError before a lease exists. nil: any kind (the caller
 	// maps what it gets, or answers a *NotMappableError).
 	HandleKinds []string
+	// Content is how Attach proves the content of the files cfg.Model
+	// names (Client.AttachFiles); the zero value is PolicyIdentity with
+	// the default digest cache.
+	Content ContentOptions
 }
 
 // Client is a connection to one daemon.
@@ -55,6 +59,7 @@ type Client struct {
 	deviceUUID string
 	clientName string
 	kinds      []string
+	content    ContentOptions
 }
 
 // Socket is the socket path the client connected to.
@@ -115,7 +120,7 @@ func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("connect to daemon socket %s: no gRPC handshake (is a wcache daemon listening?): %w", socket, err)
 	}
 	return &Client{conn: conn, dialer: dialer, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
-		clientName: opts.ClientName, kinds: opts.HandleKinds}, nil
+		clientName: opts.ClientName, kinds: opts.HandleKinds, content: opts.Content}, nil
 }
 
 // waitReady connects conn and waits until it is ready, failed or ctx ends.

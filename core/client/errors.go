@@ -6,7 +6,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemonfile"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
 // ErrNoDaemon: no socket exists at the daemon's path. With ErrEmpty it is
@@ -132,4 +134,46 @@ type HandleKindsError struct {
 
 func (e *HandleKindsError) Error() string {
 	return fmt.Sprintf("attach to %s: %s", e.Socket, e.Message)
+}
+
+// ContentRefusedError: the daemon refused an attach by its content policy
+// (FAILED_PRECONDITION with a ContentRefused detail), before a lease
+// existed. It unwraps to what the client would have concluded itself:
+// a *cacheconfig.ContentMismatchError (REASON_MISMATCH), a
+// *cacheconfig.ContentUnknownError (REASON_UNKNOWN, and
+// REASON_PROOF_REQUIRED: no files named where the daemon requires them;
+// both a miss, load from disk), or ErrPolicyRefused (REASON_POLICY).
+type ContentRefusedError struct {
+	Socket string
+	Reason daemonv1.ContentRefused_Reason
+	// Generation and Policies are the matched generation and its content
+	// policies; Unproven the files the daemon could not prove
+	// (REASON_UNKNOWN).
+	Generation uint64
+	Policies   []cacheconfig.Policy
+	Unproven   []string
+	Message    string
+	err        error
+}
+
+func (e *ContentRefusedError) Error() string {
+	return fmt.Sprintf("daemon at %s: %s", e.Socket, e.Message)
+}
+
+func (e *ContentRefusedError) Unwrap() error { return e.err }
+
+// contentRefusedFromProto converts the detail of a refused attach.
+func contentRefusedFromProto(socket string, cr *daemonv1.ContentRefused, msg string) *ContentRefusedError {
+	e := &ContentRefusedError{Socket: socket, Reason: cr.GetReason(), Generation: cr.GetGeneration(),
+		Policies: cacheconfig.PoliciesFromStrings(cr.GetPolicies()), Unproven: cr.GetUnproven(), Message: msg}
+	switch cr.GetReason() {
+	case daemonv1.ContentRefused_REASON_MISMATCH:
+		e.err = &cacheconfig.ContentMismatchError{Name: cr.GetName(), Daemon: cr.GetDaemonDigest(),
+			Client: cr.GetClientDigest(), ClientPath: cr.GetClientPath()}
+	case daemonv1.ContentRefused_REASON_POLICY:
+		e.err = ErrPolicyRefused
+	default: // REASON_UNKNOWN, REASON_PROOF_REQUIRED, and reasons added later: not proven
+		e.err = &cacheconfig.ContentUnknownError{Name: cr.GetName(), ClientPath: cr.GetClientPath(), Why: msg}
+	}
+	return e
 }

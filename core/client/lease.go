@@ -50,12 +50,14 @@ type Lease struct {
 	// files are the manifest's descriptors (descriptor handles), closed
 	// by Close.
 	files []*os.File
-	// stop is closed by Close (a re-attach in progress gives up); c, cfg
-	// and m re-attach after a takeover (resume).
+	// stop is closed by Close (a re-attach in progress gives up); c, cfg,
+	// proof (the attach's content proof, sent again) and m re-attach after
+	// a takeover (resume).
 	stop     chan struct{}
 	stopOnce sync.Once
 	c        *Client
 	cfg      cacheconfig.Config
+	proof    *daemonv1.ContentProof
 	m        *Manifest
 
 	mu     sync.Mutex
@@ -181,7 +183,7 @@ func (l *Lease) resume(err error) daemonv1.Daemon_AttachClient {
 			case <-ctx.Done():
 			}
 		}()
-		o, err := l.c.open(ctx, l.cfg, grpc.WaitForReady(true))
+		o, err := l.c.open(ctx, l.cfg, l.proof, grpc.WaitForReady(true))
 		cancel()
 		select {
 		case <-l.stop:

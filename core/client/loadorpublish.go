@@ -69,6 +69,12 @@ type LoadResult struct {
 //     *cacheconfig.MismatchError (a deployment error, never a silent
 //     reload).
 //
+// Attaches prove the files cfg.Model names (Attach): files not proven
+// (ErrContentUnknown) are a miss, SourceLoaded; other content is the
+// *cacheconfig.ContentMismatchError, an error. A publication that names no
+// Files carries the content of those files (their identities taken before
+// load runs, digests from the digest cache or hashed once).
+//
 // An absent daemon is the caller's (Dial's ErrNoDaemon): load on your own.
 // pub.Config from load is replaced by cfg; set cfg.DeviceCapability (the
 // daemon fills it into a publication that lacks it, and the attach after
@@ -87,6 +93,10 @@ func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load
 		case mismatch && anotherModel(me):
 			beside = err
 		case errors.Is(err, ErrEmpty):
+		case errors.Is(err, cacheconfig.ErrContentUnknown):
+			// The files cfg.Model names are not proven to hold the
+			// daemon's bytes (changed, copied, or none): a miss.
+			return c.loadOnly(ctx, load, err.Error())
 		case errors.Is(err, ErrBusy):
 			if !time.Now().Before(deadline) {
 				return c.loadOnly(ctx, load, fmt.Sprintf("%v (after waiting %s)", err, wait))
@@ -103,11 +113,29 @@ func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load
 		}
 		break
 	}
+	// The files cfg.Model names, their identities taken before load reads
+	// them: a publication that names no files carries their content, so
+	// that later attaches prove their files against it.
+	files, err := ModelFiles(cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	srcOpts := c.content
+	srcOpts.Policy = cacheconfig.PolicyHash // a publication's records are digests, whatever the attach policy
+	src, err := newContentProof(files, srcOpts)
+	if err != nil {
+		return nil, err
+	}
 	pub, fill, err := load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pub.Config = cfg
+	if len(pub.Files) == 0 && len(src.files) > 0 {
+		if pub.Files, err = src.records(ctx); err != nil {
+			return nil, err
+		}
+	}
 	_, err = c.Publish(ctx, pub, fill)
 	switch {
 	case err == nil:

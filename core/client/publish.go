@@ -45,9 +45,12 @@ type Publication struct {
 	Config   cacheconfig.Config
 	Tensors  []TensorSpec
 	Metadata map[string]string
-	// Files is the content of the files the tensors were read from, as
-	// stored (OpenCheckpointPublication sets it): clients prove their files
-	// against it. Leave it empty for weights the engine transformed.
+	// Files is the content of the files the tensors were read from
+	// (OpenCheckpointPublication sets it; LoadOrPublish, when empty, sets
+	// that of the files Config.Model names): clients prove their files
+	// against it, also for weights the engine transformed from them.
+	// Without it a client can prove nothing: only a daemon that allows
+	// "headers" answers attaches to it.
 	Files []cacheconfig.FileContent
 }
 

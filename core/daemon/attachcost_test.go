@@ -15,6 +15,7 @@ import (
 
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 )
 
@@ -148,7 +149,8 @@ func TestAttachFormsByRequest(t *testing.T) {
 	manifest := func(table bool) *daemonv1.Manifest {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s, err := rpc.Attach(ctx, &daemonv1.AttachRequest{Config: r.d.Info().Config.ToProto(), TensorTable: table})
+		s, err := rpc.Attach(ctx, &daemonv1.AttachRequest{Config: r.d.Info().Config.ToProto(), TensorTable: table,
+			Content: &daemonv1.ContentProof{Files: cacheconfig.FilesToProto(r.d.Info().Content)}}) // the daemon's own files
 		if err != nil {
 			t.Fatal(err)
 		}

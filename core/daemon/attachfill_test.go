@@ -92,7 +92,7 @@ func TestAttachFillsAPublicationFromASibling(t *testing.T) {
 	f := newFixture(t)
 	a := f.startEmpty(nil)
 	publishIn(t, a, dpPublication(t, f, 0))
-	b := f.start(1, func(o *Options) { o.Model = "" })
+	b := f.start(1, func(o *Options) { o.Model = ""; allowHeaders(o) })
 
 	cfg := publication().Config
 	cfg.DPSize, cfg.DPRank = 2, 1
@@ -253,7 +253,7 @@ func TestAttachFillFallsBack(t *testing.T) {
 func TestAttachFillYieldsToAPublishInProgress(t *testing.T) {
 	f := newFixture(t)
 	publishIn(t, f.startEmpty(nil), dpPublication(t, f, 0))
-	b := f.start(1, func(o *Options) { o.Model = "" })
+	b := f.start(1, func(o *Options) { o.Model = ""; allowHeaders(o) })
 	pub := dpPublication(t, f, 1)
 	inFill := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -292,7 +292,7 @@ func TestAttachFillYieldsToAPublishInProgress(t *testing.T) {
 func TestAttachFillBesideAnotherModel(t *testing.T) {
 	f := newFixture(t)
 	publishIn(t, f.startEmpty(nil), dpPublication(t, f, 0))
-	b := f.start(1, func(o *Options) { o.Model = "" })
+	b := f.start(1, func(o *Options) { o.Model = ""; allowHeaders(o) })
 	other := publication()
 	other.Config.Model = "org/other"
 	publishIn(t, b, other)

@@ -332,7 +332,14 @@ func TestShardPatternLoadsOnlyTheRanksFiles(t *testing.T) {
 	if got, want := fmt.Sprint(r.d.Info().Files), fmt.Sprint(res.RankFiles(1)); got != want {
 		t.Errorf("files = %s, want %s", got, want)
 	}
-	a := r.mustAttach(t)
+	// Pre-sharded: the client names the rank's files (cfg.Model's
+	// directory holds every rank's).
+	c := r.dial(t)
+	a, err := c.AttachFiles(context.Background(), r.d.Info().Config, res.RankFiles(1), client.ContentOptions{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Lease.Close()
 	shm, err := os.ReadFile(string(a.Manifest.Handles[0].Data))
 	if err != nil {
 		t.Fatal(err)

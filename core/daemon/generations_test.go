@@ -131,7 +131,7 @@ func TestTwoGenerationsServeTheirOwnBytes(t *testing.T) {
 // published one by digest leaves the loaded one's lease untouched.
 func TestPublishBesideAndEvictOne(t *testing.T) {
 	f := newFixture(t)
-	r := f.start(0, nil)
+	r := f.start(0, allowHeaders)
 	loaded := r.mustAttach(t)
 	c := r.dial(t)
 	ctx := context.Background()

@@ -107,6 +107,19 @@ func (r *running) attach(t *testing.T, edit func(*cacheconfig.Config)) (*client.
 	return testworld.Attach(t, r.d.Info().Paths.Socket, r.d.Info().Config, edit)
 }
 
+// mustAttachHashing is mustAttach under content policy "hash": for a
+// generation filled from a peer whose records carry the received bytes'
+// digests, not the local files' identity (netfill.go, proveContent).
+func (r *running) mustAttachHashing(t *testing.T) *client.Attachment {
+	t.Helper()
+	a, err := testworld.AttachProving(t, r.d.Info().Paths.Socket, r.d.Info().Config, cacheconfig.PolicyHash)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	t.Cleanup(func() { a.Lease.Close() })
+	return a
+}
+
 func (r *running) mustAttach(t *testing.T) *client.Attachment {
 	t.Helper()
 	a, err := r.attach(t, nil)
@@ -120,7 +133,8 @@ func (r *running) mustAttach(t *testing.T) *client.Attachment {
 // dial connects a client to r.
 func (r *running) dial(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), client.BySocket(r.d.Info().Paths.Socket), client.Options{})
+	c, err := client.Dial(context.Background(), client.BySocket(r.d.Info().Paths.Socket),
+		client.Options{Content: client.ContentOptions{NoCache: true}}) // never the user's digest cache
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -61,6 +61,11 @@ const (
 	// AttachEmpty: the daemon holds no weights (empty or being published
 	// into): NOT_FOUND with a NoWeights detail.
 	AttachEmpty AttachFailure = "empty"
+	// AttachContentRefused: a matching generation's content policy
+	// refused the attach's content proof (FAILED_PRECONDITION with a
+	// ContentRefused detail: no proof where "headers" is not allowed, a
+	// file not proven or with other bytes).
+	AttachContentRefused AttachFailure = "content_refused"
 	// AttachOther: anything else (a request without a config, the manifest
 	// could not be sent).
 	AttachOther AttachFailure = "other"
@@ -69,7 +74,7 @@ const (
 // AttachFailures lists every AttachFailure, for exporters that initialise
 // one series per reason.
 func AttachFailures() []AttachFailure {
-	return []AttachFailure{AttachConfigMismatch, AttachPermissionDenied, AttachDraining, AttachEmpty, AttachOther}
+	return []AttachFailure{AttachConfigMismatch, AttachPermissionDenied, AttachDraining, AttachEmpty, AttachContentRefused, AttachOther}
 }
 
 // MetricsFactory makes the Metrics of one daemon. Start calls it once, as

@@ -106,7 +106,7 @@ func TestFilledFromPeerIntoDeviceArenas(t *testing.T) {
 		if n := openStagingMemfds(t); n != 0 {
 			t.Errorf("%d staging memfds still open after the fill", n)
 		}
-		verifyAgainst(t, b.mustAttach(t), f.model.Dir)
+		verifyAgainst(t, b.mustAttachHashing(t), f.model.Dir)
 	})
 }
 
@@ -135,7 +135,7 @@ func TestStagedLoadFailureReadsTheFiles(t *testing.T) {
 	if n := openStagingMemfds(t); n != 0 {
 		t.Errorf("%d staging memfds still open after the failed fill", n)
 	}
-	verifyAgainst(t, b.mustAttach(t), f.model.Dir)
+	verifyAgainst(t, b.mustAttachHashing(t), f.model.Dir)
 }
 
 // sinkRig is a stagedSink over a daemon's prepared load job, its handles

@@ -99,7 +99,7 @@ func TestFilledFromPeerDaemon(t *testing.T) {
 			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
 		})
 		checkPeerContent(t, a, checkFilledFromPeer(t, a, b))
-		att := b.mustAttach(t)
+		att := b.mustAttachHashing(t)
 		if att.Manifest.Generation == 0 {
 			t.Fatal("no generation")
 		}

@@ -19,11 +19,15 @@ import (
 	"github.com/wcache/wcache/sdk/backendtest"
 )
 
-// startEmpty starts a daemon without a model.
+// startEmpty starts a daemon without a model. It allows content policy
+// "headers": the publications of these tests (publication()) name no
+// files, and only such a daemon answers an attach that proves none
+// (contentproof.go); edit may take it back.
 func (f *fixture) startEmpty(edit func(*Options)) *running {
 	f.t.Helper()
 	return f.start(0, func(o *Options) {
 		o.Model = ""
+		allowHeaders(o)
 		if edit != nil {
 			edit(o)
 		}
@@ -275,4 +279,10 @@ func TestPublishLargeTableIsChunked(t *testing.T) {
 	if last := a.Manifest.Tensors[n-1]; last.Name != pub.Tensors[n-1].Name {
 		t.Errorf("last tensor = %q, want %q", last.Name, pub.Tensors[n-1].Name)
 	}
+}
+
+// allowHeaders lets o's daemon answer attaches without a content proof
+// (--content-policies identity,hash,headers).
+func allowHeaders(o *Options) {
+	o.ContentPolicies = []cacheconfig.Policy{cacheconfig.PolicyIdentity, cacheconfig.PolicyHash, cacheconfig.PolicyHeaders}
 }

@@ -72,10 +72,10 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		name = name[:maxClientNameLen]
 	}
 	cfg := cacheconfig.FromProto(req.GetConfig())
-	l, reason, err := d.attachLease(cfg, req.GetHandleKinds(), p, name)
+	l, reason, err := d.attachLease(cfg, req.GetHandleKinds(), req.GetContent(), p, name)
 	if (reason == AttachEmpty || reason == AttachConfigMismatch) && d.fillForAttach(ctx, cfg, p) {
 		// Filled from a sibling daemon's publication (attachfill.go).
-		l, reason, err = d.attachLease(cfg, req.GetHandleKinds(), p, name)
+		l, reason, err = d.attachLease(cfg, req.GetHandleKinds(), req.GetContent(), p, name)
 	}
 	if err != nil {
 		d.metrics.AttachFailed(reason)
@@ -116,8 +116,10 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 // evict), is UNAVAILABLE with a BUSY detail; a matching generation being
 // published, or a daemon that serves nothing, NOT_FOUND with a NoWeights
 // detail; else FAILED_PRECONDITION with the ConfigMismatch of the nearest
-// serving generation (fewest differing fields).
-func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, p PeerInfo, name string) (*lease, AttachFailure, error) {
+// serving generation (fewest differing fields). A matching generation
+// whose content policy refuses proof is FAILED_PRECONDITION with a
+// ContentRefused detail (contentProofStatus).
+func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daemonv1.ContentProof, p PeerInfo, name string) (*lease, AttachFailure, error) {
 	r := d.reg
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -140,6 +142,9 @@ func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, p PeerInfo,
 			if len(diffs) == 0 {
 				if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds); err != nil {
 					return nil, AttachOther, err
+				}
+				if err := contentProofStatus(g, proof, p); err != nil {
+					return nil, AttachContentRefused, err
 				}
 				return r.addLocked(g, p, name, time.Now()), "", nil
 			}

@@ -177,7 +177,7 @@ func (s *siblingFiller) lease(ctx context.Context, c siblingCandidate) (att *cli
 		cancel()
 		return nil, nil, fmt.Errorf("sibling gone: %w", err)
 	}
-	att, err = cl.Attach(actx, c.gen.Config)
+	att, err = cl.AttachForCopy(actx, c.gen.Config)
 	if err != nil {
 		cancel()
 		cl.Close()

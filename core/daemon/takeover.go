@@ -135,7 +135,7 @@ func (d *Daemon) takeOver(ctx context.Context, jobs []*loadJob) (*takeover, erro
 		}
 	}()
 	attach := func(cfg cacheconfig.Config) error {
-		a, err := c.Attach(ctx, cfg)
+		a, err := c.AttachForCopy(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("take over %s: %w", sock, err)
 		}

@@ -149,7 +149,9 @@ func TestLoadOrPublishBesideAFileLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{Devices: 1})
 			model := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{})
-			h.startServe(0, model.Dir, "--max-bytes", fmt.Sprint(plannedBytes(t, model.Dir)+tc.room))
+			// headers: the helper's publication (helper/model) names no files.
+			h.startServe(0, model.Dir, "--max-bytes", fmt.Sprint(plannedBytes(t, model.Dir)+tc.room),
+				"--content-policies", "identity,hash,headers")
 			p, in := h.startLoadOrPublish(0)
 			h.waitOutput(p, "loading")
 			if _, err := in.Write([]byte("go\n")); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,8 +136,16 @@ func (h *harness) startSelf(mode string, gpu int, env ...string) (*process, io.W
 }
 
 // startEmpty starts `wcache serve` without a model on mock GPU gpu.
+//
+// It allows content policy "headers" unless extra names
+// --content-policies: these tests publish synthetic tensors under models
+// that name no files (helper/model), which only such a daemon serves to an
+// attach (docs/cacheconfig.md); files a client names are still checked.
 func (h *harness) startEmpty(gpu int, extra ...string) *process {
 	h.t.Helper()
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--content-policies") }) {
+		extra = append(extra, "--content-policies", "identity,hash,headers")
+	}
 	p := h.start(append([]string{"serve", "--backend", "mock", "--gpu-id", fmt.Sprint(gpu)}, extra...)...)
 	h.waitReady(p, h.Paths(h.UUIDs[gpu]).Ready)
 	return p

@@ -34,8 +34,12 @@ def build(directory: str, tensors: Sequence[Tensor], n_handles: int = 2, align: 
         handles.append(pb.Handle(kind="posix-shm", data=path.encode(), size=len(buf) + 4096))
     for e in entries:
         where[e.name] = (handles[e.handle_index].data.decode(), e.offset, e.length)
+    # content_policies: these fakes are about the wire and the lease, not
+    # content; they answer a client that names no files (test_content.py
+    # and test_proof.py cover the content check).
     manifest = pb.Manifest(device_uuid=device_uuid, backend="fake", handles=handles, tensors=entries,
                            lease_id=7, generation=3, protocol_version=1,
+                           content_policies=["identity", "hash", "headers"],
                            config=pb.CacheConfig(model="m", tp_size=1, pp_size=1, dp_size=1, ep_size=1,
                                                  dtype="auto", quantization="none", protocol_version=1))
     return manifest, where
@@ -52,3 +56,16 @@ def mapped_ranges(path: str) -> List[Tuple[int, int]]:
                 lo, hi = parts[0].split("-")
                 out.append((int(lo, 16), int(hi, 16)))
     return out
+
+
+def loaded_from(manifest, directory: str) -> None:
+    """Give manifest the content records of the checkpoint in directory with
+    their identities, as a daemon that loaded those files records them (a
+    client naming them proves them by one stat each)."""
+    import os  # noqa: PLC0415
+
+    from wcache import checkpoint, content  # noqa: PLC0415
+
+    records = [content.FileContent(os.path.basename(p), content.PREFIX + "0" * 64, p, content.Identity.of(os.stat(p)))
+               for p in checkpoint.model_files(directory)]
+    manifest.files.extend(content.files_to_proto(records))

@@ -17,6 +17,8 @@ from typing import List, Optional
 import grpc
 
 from wcache import pb
+
+
 _END = object()
 
 
@@ -29,6 +31,8 @@ class FakeDaemon:
         self.mismatch_omitted = 0
         self.manifest_delay = manifest_delay
         self.first_event = first_event
+        # pb.ContentRefused details to refuse the next attaches with, in order.
+        self.content_refusals: List[object] = []
         self.requests: List[object] = []
         self.attached = threading.Event()
         self.lease_cancelled = threading.Event()
@@ -81,6 +85,14 @@ class FakeDaemon:
             detail.value = mismatch.SerializeToString()
             context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "config mismatch")
+        if self.content_refusals:
+            refused = self.content_refusals.pop(0)
+            status = pb.RpcStatus(code=grpc.StatusCode.FAILED_PRECONDITION.value[0], message="content refused")
+            detail = status.details.add()
+            detail.type_url = "type.googleapis.com/" + refused.DESCRIPTOR.full_name
+            detail.value = refused.SerializeToString()
+            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "content refused")
         if self.manifest_delay:
             time.sleep(self.manifest_delay)
         yield self.first_event if self.first_event is not None else pb.AttachEvent(manifest=self.manifest)

@@ -23,6 +23,22 @@ READY_TIMEOUT = 60.0
 STOP_GRACE = 15.0
 
 
+def python_blocks(doc: str) -> List[str]:
+    """Every ```python block of a document of the repository (a path
+    relative to it), verbatim, in order."""
+    with open(os.path.join(REPO, doc), encoding="utf-8") as f:
+        text = f.read()
+    blocks, start = [], 0
+    while True:
+        start = text.find("```python\n", start)
+        if start < 0:
+            return blocks
+        start += len("```python\n")
+        end = text.index("```", start)
+        blocks.append(text[start:end])
+        start = end + 3
+
+
 def bin_dir() -> str:
     return os.environ.get("WCACHE_BIN_DIR") or os.path.join(REPO, "bin")
 
@@ -111,8 +127,16 @@ class World:
 
     def serve(self, gpu: int, model: Optional[str], *extra: str) -> Daemon:
         """Start `wcache serve` on mock device gpu (without --model when model
-        is None: an empty daemon) and wait until its ready file names it."""
+        is None: an empty daemon) and wait until its ready file names it.
+
+        An empty daemon allows content policy "headers" unless extra names
+        --content-policies: the publications of these tests are synthetic
+        tensors under a model that names no files, which only such a daemon
+        serves to an attach (docs/cacheconfig.md); files a client does name
+        are still checked."""
         uuid = self.uuids[gpu]
+        if model is None and not any(a.startswith("--content-policies") for a in extra):
+            extra = (*extra, "--content-policies", "identity,hash,headers")
         log_path = os.path.join(self.root, f"serve-{gpu}-{len(self.daemons)}.log")
         log = open(log_path, "wb")
         model_args = ["--model", model] if model is not None else []

@@ -15,6 +15,8 @@ import st_writer
 import wcache
 from fake_daemon import FakeDaemon
 from wcache import DaemonError, IncompatibleConfigError, ProtocolError, WcacheError, pb
+
+
 CFG = wcache.CacheConfig(model="/m")
 UUID = "GPU-fake-0"
 

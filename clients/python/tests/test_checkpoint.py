@@ -13,6 +13,8 @@ import pytest
 
 import st_writer
 from wcache import CheckpointError, checkpoint_digest
+
+
 def by_hand(directory, names):
     h = hashlib.sha256()
     for name in sorted(names):

@@ -8,6 +8,8 @@ import pytest
 
 import wcache
 from wcache import CacheConfig, InvalidConfigError, pb
+
+
 def test_defaults_are_core_cacheconfig_default():
     c = CacheConfig()
     assert (c.tp_size, c.pp_size, c.dp_size, c.ep_size) == (1, 1, 1, 1)

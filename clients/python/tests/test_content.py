@@ -16,6 +16,8 @@ import pytest
 import st_writer
 import wcache
 from wcache import content
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VECTORS = os.path.join(REPO, "sdk", "filedigest", "testdata", "vectors.json")
 

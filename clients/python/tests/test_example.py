@@ -27,6 +27,7 @@ def served(short_tmp):
     ck = os.path.join(short_tmp, "ck")
     tensors = st_writer.make_checkpoint(ck, n_tensors=40, n_shards=2)
     manifest, _ = arena.build(short_tmp, list(tensors.values()))
+    arena.loaded_from(manifest, ck)
     return ck, short_tmp + "/d.sock", manifest, tensors
 
 

@@ -27,6 +27,7 @@ import harness
 import st_writer
 import wcache
 from wcache import pb
+
 pytestmark = pytest.mark.interop
 
 N_TENSORS = 300
@@ -320,10 +321,7 @@ def test_worked_example_against_the_daemon(world, checkpoint, daemon0):
 
 def python_block(doc: str) -> str:
     """The first ```python block of a document of the repository, verbatim."""
-    with open(os.path.join(harness.REPO, doc), encoding="utf-8") as f:
-        text = f.read()
-    start = text.index("```python\n") + len("```python\n")
-    return text[start:text.index("```", start)]
+    return harness.python_blocks(doc)[0]
 
 
 @pytest.mark.parametrize("doc, serve_flags", [

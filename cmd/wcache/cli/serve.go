@@ -119,7 +119,8 @@ has stopped.`,
 		"receive the memory of a live daemon of the same GPU over its descriptor channel and serve the same "+
 			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
 	fs.StringSliceVar(&contentPolicies, "content-policies", cacheconfig.PolicyStrings(cacheconfig.DefaultDaemonPolicies),
-		"content policies clients may use (identity, hash, headers): add headers to let clients match on headers alone")
+		"content policies clients may use (identity, hash, headers): without headers an attach must prove the files it "+
+			"would load (one that names none is refused); add headers to also answer attaches on headers alone (unsafe for fine-tunes)")
 	fs.StringVar(&peerFill, "peer-fill", daemon.PeerFillAuto,
 		"auto: fill from a daemon that already holds the same weights (a sibling GPU on this node) before reading "+
 			"the files, falling back to the files; off: always read the files")

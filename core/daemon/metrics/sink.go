@@ -72,7 +72,7 @@ func NewSink(reg prometheus.Registerer, deviceUUID string) (*Sink, error) {
 		attaches: prometheus.NewCounter(prometheus.CounterOpts(opts("attaches_total",
 			"Attaches that became a lease (manifest sent)."))),
 		attachErrors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("attach_errors_total",
-			"Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, empty, other.")),
+			"Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, empty, content_refused, other.")),
 			[]string{"reason"}),
 		attachDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
 			Name: "attach_duration_seconds", ConstLabels: labels, Buckets: AttachDurationBuckets(),

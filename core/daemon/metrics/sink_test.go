@@ -86,9 +86,10 @@ func TestMetricsSinkFollowsTheDaemon(t *testing.T) {
 	waitFor(t, "the lease gauge to drop", func() bool { return testutil.ToFloat64(s.leases) == 1 })
 
 	expected := fmt.Sprintf(`
-# HELP wcache_attach_errors_total Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, empty, other.
+# HELP wcache_attach_errors_total Attaches that ended without a manifest, by reason: config_mismatch, permission_denied, draining, empty, content_refused, other.
 # TYPE wcache_attach_errors_total counter
 wcache_attach_errors_total{device_uuid=%[1]q,reason="config_mismatch"} 1
+wcache_attach_errors_total{device_uuid=%[1]q,reason="content_refused"} 0
 wcache_attach_errors_total{device_uuid=%[1]q,reason="draining"} 0
 wcache_attach_errors_total{device_uuid=%[1]q,reason="empty"} 0
 wcache_attach_errors_total{device_uuid=%[1]q,reason="other"} 0

@@ -34,6 +34,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 import grpc
 
 from . import content, _fdchannel as fdchannel, pb
+from .checkpoint import model_files
 from ._config import CacheConfig
 from ._discovery import Target, check_socket, probe, resolve
 from ._errors import (DaemonBusyError, DaemonDeadError, DaemonError, EmptyDaemonError, FieldDiff, HandleKindsError, HoldsWeightsError,
@@ -149,6 +150,9 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
         kinds = status_detail(err, pb.HandleKindsRefused)
         if kinds is not None:
             return HandleKindsError(code, details or "", kinds.daemon_kinds, kinds.client_kinds)
+        refused = status_detail(err, pb.ContentRefused)
+        if refused is not None:
+            return _content_refused(target, refused, details or "")
     if code == grpc.StatusCode.NOT_FOUND:
         empty = status_detail(err, pb.NoWeights)
         if empty is not None:
@@ -169,6 +173,26 @@ def _translate(operation: str, target: Target, err: grpc.RpcError) -> WcacheErro
     if code == grpc.StatusCode.UNAVAILABLE and details and "refused" in details.lower():
         return DaemonDeadError(target.socket, details)
     return DaemonError(operation, code, details or "")
+
+
+def _content_refused(target: Target, refused, details: str) -> WcacheError:
+    """The error of an attach the daemon refused by its content policy
+    (a ContentRefused detail): ContentMismatchError (REASON_MISMATCH),
+    PolicyRefusedError (REASON_POLICY), else ContentUnknownError (a
+    NoDaemonError: load from disk; REASON_UNKNOWN with ``unproven``, the
+    files to hash under "hash", and REASON_PROOF_REQUIRED). Each carries
+    ``reason``, ``generation`` and ``policies`` (the generation's)."""
+    if refused.reason == pb.CONTENT_REFUSED_MISMATCH:
+        exc: WcacheError = content.ContentMismatchError(refused.name, refused.daemon_digest, refused.client_digest,
+                                                        refused.client_path)
+    elif refused.reason == pb.CONTENT_REFUSED_POLICY:
+        exc = content.PolicyRefusedError(f"content policy refused by the daemon at {target.socket}: {details}")
+    else:
+        exc = content.ContentUnknownError("", "", f"refused by the daemon at {target.socket}: {details}")
+        exc.socket_path, exc.device_uuid = target.socket, target.device_uuid
+    exc.reason, exc.generation, exc.policies = int(refused.reason), int(refused.generation), list(refused.policies)
+    exc.unproven = list(refused.unproven)
+    return exc
 
 
 # A daemon that handed its memory over to a successor (serve --takeover) ends
@@ -450,15 +474,23 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     and those of mappers); a daemon whose handles are of another kind
     refuses with HandleKindsError before a lease exists.
 
-    files: the checkpoint files the engine would load. When given, the
-    manifest's content records must prove them under content_policy
-    (wcache.content: "identity", the default, by one stat per file or the
-    per-user digest_cache; "hash" also hashes unknown files, reporting
-    on_hash_progress(name, done, total); "headers" checks nothing more,
-    where the daemon allows it), else the lease is released and
+    files: the checkpoint files the engine would load; None (the default):
+    those config.model names (wcache.checkpoint.model_files: a local
+    directory, or a hub id's snapshot in the local Hugging Face cache).
+    The attach carries their content proof (wcache.content.ContentProof:
+    identity, a digest the per-user digest_cache knows, a trusted hub blob
+    name) and the daemon checks it before a lease exists, then this client
+    checks the manifest too (an older daemon ignores the proof). Under
+    content_policy "identity" (the default) a file that is not proven
+    without reading it is a miss; "hash" hashes the files the daemon could
+    not prove (on_hash_progress(name, done, total)) and attaches once more;
+    "headers" proves nothing, where the daemon allows it. No files found
+    (a model that is not on this host) is answered only by a daemon whose
+    generation allows "headers". Raised, with no lease left:
     ContentUnknownError (a NoDaemonError: load from disk),
     ContentMismatchError (names the first differing file) or
-    PolicyRefusedError is raised.
+    PolicyRefusedError. A same-header copy with other bytes (a fine-tune)
+    never gets the daemon's bytes.
 
     Raises InvalidConfigError (config fails CacheConfig.validate, before
     any connection), NoDaemonError (no socket: load from disk; its subclass
@@ -478,18 +510,28 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
     check_socket(target, allow_owners)
     probe(target, timeout=min(timeout, 5.0))
 
-    channel, call, manifest, descriptors = _open_lease(target, request, timeout)
-    if files is not None:
-        try:
-            content.prove_content(content.files_from_proto(manifest.files, manifest.file_sha256), list(files), content_policy,
-                                  list(manifest.content_policies), cache=digest_cache,
-                                  progress=on_hash_progress)
-        except BaseException:
-            for fd in descriptors.values():
-                os.close(fd)
-            call.cancel()
-            channel.close()
+    derived = files is None
+    if derived:
+        files = model_files(request.config.model)
+    proof = content.ContentProof(files or (), content_policy, cache=digest_cache, progress=on_hash_progress,
+                                 derived=derived)
+    request.content.CopyFrom(proof.to_proto())
+    try:
+        channel, call, manifest, descriptors = _open_lease(target, request, timeout)
+    except content.ContentUnknownError as exc:
+        # Under "hash": hash what the daemon could not prove, and ask once more.
+        if proof.policy != content.POLICY_HASH or not proof.hash(getattr(exc, "unproven", ())):
             raise
+        request.content.CopyFrom(proof.to_proto())
+        channel, call, manifest, descriptors = _open_lease(target, request, timeout)
+    try:
+        proof.check(content.files_from_proto(manifest.files, manifest.file_sha256), list(manifest.content_policies))
+    except BaseException:
+        for fd in descriptors.values():
+            os.close(fd)
+        call.cancel()
+        channel.close()
+        raise
     return Attachment(channel, call, manifest, target, on_daemon_gone, on_notice, device_index, library, mappers,
                       descriptors, request=request, allow_owners=allow_owners, copy=copy)
 

@@ -45,6 +45,7 @@ import grpc
 import os
 
 from . import content, dtypes, _fdchannel as fdchannel, pb
+from .checkpoint import model_files
 from ._client import _channel, _config_message, _translate, attach, default_client_name
 from ._config import CacheConfig
 from ._discovery import check_socket, probe, resolve
@@ -406,14 +407,16 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
 
     files: the checkpoint files the tensors were loaded from (paths, or a
     wcache.content.SourceFiles made before the load, which load_or_publish
-    does). The publish then carries their content (each file's digest from
+    does); None (the default): those config.model names
+    (wcache.checkpoint.model_files), when it names a local checkpoint. The
+    publish then carries their content (each file's digest from
     the per-user digest_cache, or hashed once and cached, reporting
     on_hash_progress(name, done, total); and the identity, checked to hold
     since the files were named), and the daemon's clients prove their own
     files against it (wcache.attach(files=…)): an engine naming changed
-    files never attaches to these weights. Without files, clients that name
-    files get ContentUnknownError (load from disk) under "identity" and
-    "hash".
+    files never attaches to these weights. Without files (none named, none
+    found), no client can prove its files: only a daemon that allows
+    "headers" answers attaches to the publication.
 
     Anything that ends the call before the commit (an exception, the process
     dying) leaves the daemon empty, its allocations freed. Raises
@@ -433,6 +436,8 @@ def publish(config: Union[CacheConfig, "pb.CacheConfig"], tensors: Mapping[str, 
     begin = {"config": _config_message(config),
              "client_name": client_name if client_name is not None else default_client_name(),
              "metadata": {str(k): str(v) for k, v in (metadata or {}).items()}}
+    if files is None:
+        files = model_files(begin["config"].model)
     if files is not None:
         source = files if isinstance(files, content.SourceFiles) else content.SourceFiles(files)
         begin["files"] = content.files_to_proto(source.records(cache=digest_cache, progress=on_hash_progress))
@@ -530,7 +535,8 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
     memory (the engine may drop its own copies); "loaded" are load()'s own
     tensors, unchanged (``reason`` says why).
 
-    files (the checkpoint files load() reads): attaches prove them
+    files (the checkpoint files load() reads; None, the default: those
+    config.model names, wcache.checkpoint.model_files): attaches prove them
     (content_policy, default "identity": the files the publisher named
     attach by one stat each; files that are not proven without reading them
     are a miss, "loaded"; other content is ContentMismatchError, like a
@@ -549,6 +555,8 @@ def load_or_publish(config: Union[CacheConfig, "pb.CacheConfig"], load: Callable
     attach_only = {"library", "on_daemon_gone", "on_notice", "mappers", "copy", "handle_kinds", "content_policy"}
     attach_kw = {k: v for k, v in kwargs.items() if k not in publish_only}
     publish_kw = {k: v for k, v in kwargs.items() if k not in attach_only}
+    if files is None:
+        files = model_files(_config_message(config).model)
     if files is not None:
         files = [os.fspath(f) for f in files]
         attach_kw["files"] = files

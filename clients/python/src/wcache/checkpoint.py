@@ -33,7 +33,7 @@ import struct
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import dtypes
-from ._hub import resolve_model
+from ._hub import ModelNotCachedError, resolve_model
 from ._errors import CheckpointError
 
 INDEX_FILE_NAME = "model.safetensors.index.json"
@@ -208,6 +208,39 @@ def checkpoint_files(directory: str) -> Tuple[List[str], Optional[Dict[str, str]
         raise CheckpointError(directory, f"no {INDEX_FILE_NAME} and no *{SUFFIX} file in the directory")
     names.sort(key=lambda s: s.encode("utf-8", "surrogateescape"))
     return [os.path.join(directory, e) for e in names], None
+
+
+def model_files(model: Optional[str]) -> Optional[List[str]]:
+    """The checkpoint files an attach or a publish for ``model`` proves when
+    its caller names none, as the engine integrations find them: model
+    itself when it is a directory here, else a hub id's snapshot in the
+    local Hugging Face cache (resolve_model, no network); in it, the files
+    checkpoint_files lists (the index's shards, or every non-hidden
+    *.safetensors; no header is read). Mirror of the Go client's ModelFiles.
+
+    None when model names no local checkpoint (not a directory here, not in
+    the hub cache, no safetensors file in it): the daemon then decides by
+    its policy. Raises CheckpointError for an index that cannot be read.
+    The directory may hold more than a daemon loaded (another rank's
+    pre-sharded files): an attach with derived files leaves those out
+    (ContentProof.derived); every file the daemon loaded must be among them.
+    """
+    if not model:
+        return None
+    try:
+        directory = resolve_model(model)
+    except ModelNotCachedError:
+        return None
+    if not os.path.isdir(directory):
+        return None
+    if not os.path.exists(os.path.join(directory, INDEX_FILE_NAME)):
+        try:
+            if not any(is_checkpoint_file_name(e) for e in os.listdir(directory)):
+                return None
+        except OSError:
+            return None
+    files, _ = checkpoint_files(directory)
+    return list(files)
 
 
 def digest_headers(headers: Iterable[Tuple[str, bytes]]) -> str:

@@ -341,6 +341,116 @@ def identities_match(records: Sequence[FileContent], files: Sequence[str]) -> bo
     return True
 
 
+class ContentProof:
+    """What a client knows about its own files before it attaches: the one
+    place where the proof an attach carries (AttachRequest.content) is built,
+    and where the client checks a manifest against it. Mirror of the Go
+    client's contentProof.
+
+    Building it costs one stat, one digest-cache lookup and one realpath (a
+    trusted hub blob?) per file; nothing is read or hashed unless the policy
+    is "hash" and the daemon (or an older daemon's manifest) asks for it.
+    Under "headers" nothing is looked at. Raises OSError for a missing file,
+    ValueError for two files of one base name (files match by name).
+    """
+
+    def __init__(self, files: Iterable[str], policy: str = POLICY_IDENTITY, cache: Optional[DigestCache] = None,
+                 use_cache: bool = True, progress: Optional[Callable[[str, int, int], None]] = None,
+                 workers: int = 0, derived: bool = False):
+        self.policy = parse_policy(policy)
+        # derived: the caller named no files, they were listed from the
+        # model's directory; files the daemon did not load are left out.
+        self.derived = derived
+        self.cache = (cache if cache is not None else DigestCache()) if use_cache else None
+        self.progress, self.workers = progress, workers
+        # name -> [path, Identity, digest ("" unknown)]
+        self.files: Dict[str, list] = {}
+        self.blobs: Dict[str, str] = {}
+        if self.policy == POLICY_HEADERS:
+            return
+        for p in files:
+            p = os.fspath(p)
+            name = os.path.basename(p)
+            if name in self.files:
+                raise ValueError(f"two files named {name!r}: clients match files by base name")
+            ident = Identity.of(os.stat(p))
+            digest = self.cache.lookup(ident) if self.cache is not None else None
+            blob = hub.trusted_blob(p)
+            if blob is not None and Identity.of(blob[1]) == ident:
+                self.blobs[name] = blob[0]
+            self.files[name] = [p, ident, digest or ""]
+
+    def to_proto(self):
+        """The AttachRequest.content of this proof."""
+        files = [pb.FileContent(name=n, digest=d, path=p, dev=i.dev, ino=i.ino, size=i.size, mtime_ns=i.mtime_ns,
+                                ctime_ns=i.ctime_ns) for n, (p, i, d) in sorted(self.files.items())]
+        blobs = [pb.FileSHA256(name=n, sha256=s) for n, s in sorted(self.blobs.items())]
+        return pb.ContentProof(policy=self.policy, files=files, blobs=blobs, derived=self.derived)
+
+    def hash(self, names: Iterable[str]) -> bool:
+        """Hash (and cache) the files named that have no digest yet; whether any was hashed."""
+        hashed = False
+        for name in names:
+            entry = self.files.get(name)
+            if entry is None or entry[2]:
+                continue
+            entry[2] = _hash_and_cache(name, entry[0], entry[1], self.cache, self.progress, self.workers)
+            hashed = True
+        return hashed
+
+    def check(self, records: Sequence[FileContent], allowed: Sequence[str] = ()) -> None:
+        """Whether the daemon's records (its FileContent list) prove the files.
+
+        Against a daemon that checked the proof itself this makes no system
+        call; against an older daemon it is the only check (and "hash" may
+        hash). allowed: the daemon's content policies (empty: identity and
+        hash). No files where allowed excludes "headers" is a
+        ContentUnknownError. Raises PolicyRefusedError, ContentMismatchError
+        (the first differing file by name) or ContentUnknownError (a
+        NoDaemonError: load from disk).
+        """
+        allowed = tuple(allowed) or DEFAULT_DAEMON_POLICIES
+        if self.policy not in allowed:
+            raise PolicyRefusedError(f"content policy refused by the daemon: {self.policy!r} (the daemon allows "
+                                     f"{list(allowed)})")
+        if self.policy == POLICY_HEADERS:
+            return
+        if not self.files:
+            if POLICY_HEADERS in allowed:
+                return
+            raise ContentUnknownError("", "", f"no checkpoint files named or found for the model, and the daemon "
+                                              f"allows {list(allowed)}, not \"headers\"")
+        if not records:
+            raise ContentUnknownError("", "", "the daemon recorded no content digest (an older daemon, or a publish "
+                                              "without one)")
+        daemon = {r.name: r for r in records}
+        mine = {n for n in self.files if n in daemon or not self.derived}
+        unproven = []
+        for name in sorted(set(daemon) | mine):
+            if name not in daemon:
+                raise ContentMismatchError(name, "", "present", self.files[name][0])
+            if name not in mine:
+                raise ContentMismatchError(name, daemon[name].digest, "")
+            if self.files[name][1] != daemon[name].identity or daemon[name].identity == Identity(0, 0, 0, 0, 0):
+                unproven.append(name)
+        for name in unproven:
+            path, ident, digest = self.files[name]
+            rec = daemon[name]
+            if ident.size != rec.identity.size:
+                raise ContentMismatchError(name, rec.digest, f"({ident.size} bytes, the daemon's file has "
+                                                             f"{rec.identity.size})", path)
+            if rec.sha256 and self.blobs.get(name) == rec.sha256:
+                continue
+            if not digest:
+                if self.policy != POLICY_HASH:
+                    raise ContentUnknownError(name, path, "not the file the daemon loaded and no cached digest "
+                                                          "(policy \"identity\"; \"hash\" hashes it)")
+                self.hash([name])
+                digest = self.files[name][2]
+            if digest != rec.digest:
+                raise ContentMismatchError(name, rec.digest, digest, path)
+
+
 def prove_content(records: Sequence[FileContent], files: Sequence[str], policy: str = POLICY_IDENTITY,
                   allowed: Sequence[str] = (), cache: Optional[DigestCache] = None, use_cache: bool = True,
                   progress: Optional[Callable[[str, int, int], None]] = None, workers: int = 0) -> None:
@@ -348,45 +458,12 @@ def prove_content(records: Sequence[FileContent], files: Sequence[str], policy: 
 
     allowed: the daemon's content policies (empty: identity and hash).
     Raises PolicyRefusedError, ContentMismatchError (the first differing file
-    by name) or ContentUnknownError (a NoDaemonError: load from disk).
+    by name) or ContentUnknownError (a NoDaemonError: load from disk; also
+    for no files where the daemon does not allow "headers").
     """
     policy = parse_policy(policy)
     allowed = tuple(allowed) or DEFAULT_DAEMON_POLICIES
     if policy not in allowed:
         raise PolicyRefusedError(f"content policy refused by the daemon: {policy!r} (the daemon allows "
                                  f"{list(allowed)})")
-    if policy == POLICY_HEADERS:
-        return
-    if not records:
-        raise ContentUnknownError("", "", "the daemon recorded no content digest (an older daemon, or a publish "
-                                          "without one)")
-    if cache is None and use_cache:
-        cache = DigestCache()
-    daemon = {r.name: r for r in records}
-    client: Dict[str, tuple] = {}
-    for p in files:
-        client[os.path.basename(p)] = (p, Identity.of(os.stat(p)))
-    unproven = []
-    for name in sorted(set(daemon) | set(client)):
-        if name not in daemon:
-            raise ContentMismatchError(name, "", "present", client[name][0])
-        if name not in client:
-            raise ContentMismatchError(name, daemon[name].digest, "")
-        if client[name][1] != daemon[name].identity or daemon[name].identity == Identity(0, 0, 0, 0, 0):
-            unproven.append(name)
-    for name in unproven:
-        path, ident = client[name]
-        rec = daemon[name]
-        if ident.size != rec.identity.size:
-            raise ContentMismatchError(name, rec.digest, f"({ident.size} bytes, the daemon's file has "
-                                                         f"{rec.identity.size})", path)
-        if _hub_blob_proof(rec, path, ident):
-            continue
-        digest = cache.lookup(ident) if cache is not None else None
-        if digest is None:
-            if policy != POLICY_HASH:
-                raise ContentUnknownError(name, path, "not the file the daemon loaded and no cached digest "
-                                                      "(policy \"identity\"; \"hash\" hashes it)")
-            digest = _hash_and_cache(name, path, ident, cache, progress, workers)
-        if digest != rec.digest:
-            raise ContentMismatchError(name, rec.digest, digest, path)
+    ContentProof(files, policy, cache, use_cache, progress, workers).check(records, allowed)

@@ -86,6 +86,9 @@ PublishConflict = _message_class(DAEMON_PACKAGE + ".PublishConflict")
 EvictRequest = _message_class(DAEMON_PACKAGE + ".EvictRequest")
 EvictResponse = _message_class(DAEMON_PACKAGE + ".EvictResponse")
 HandleKindsRefused = _message_class(DAEMON_PACKAGE + ".HandleKindsRefused")
+FileSHA256 = _message_class(DAEMON_PACKAGE + ".FileSHA256")
+ContentProof = _message_class(DAEMON_PACKAGE + ".ContentProof")
+ContentRefused = _message_class(DAEMON_PACKAGE + ".ContentRefused")
 
 RpcStatus = _message_class("google.rpc.Status")
 
@@ -99,6 +102,12 @@ DAEMON_STATE_PUBLISHING = 2
 DAEMON_STATE_SERVING = 3
 DAEMON_STATE_DRAINING = 4
 DAEMON_STATE_STOPPING = 5
+
+# ContentRefused.Reason values.
+CONTENT_REFUSED_PROOF_REQUIRED = 1
+CONTENT_REFUSED_POLICY = 2
+CONTENT_REFUSED_UNKNOWN = 3
+CONTENT_REFUSED_MISMATCH = 4
 
 # PublishConflict.Reason values.
 PUBLISH_CONFLICT_IN_PROGRESS = 1

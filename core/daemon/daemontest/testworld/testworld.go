@@ -155,13 +155,23 @@ func (r *Running) wait(within time.Duration) (runErr, err error) {
 
 // Attach attaches a client named after the test to the daemon on socket,
 // asking for cfg (the daemon's own config, as a rule) edited by edit (nil:
-// unchanged), within AttachTimeout.
+// unchanged), within AttachTimeout. It proves the files cfg.Model names
+// under "identity" without the user's digest cache (AttachProving).
 func Attach(t testing.TB, socket string, cfg cacheconfig.Config, edit func(*cacheconfig.Config)) (*client.Attachment, error) {
 	t.Helper()
 	if edit != nil {
 		edit(&cfg)
 	}
+	return AttachProving(t, socket, cfg, cacheconfig.PolicyIdentity)
+}
+
+// AttachProving is Attach under content policy policy, with no digest
+// cache (a test never reads or writes the user's): "hash" hashes the
+// files the daemon cannot prove by identity, every time.
+func AttachProving(t testing.TB, socket string, cfg cacheconfig.Config, policy cacheconfig.Policy) (*client.Attachment, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), AttachTimeout)
 	defer cancel()
-	return client.Attach(ctx, client.BySocket(socket), cfg, client.Options{ClientName: t.Name()})
+	return client.Attach(ctx, client.BySocket(socket), cfg, client.Options{ClientName: t.Name(),
+		Content: client.ContentOptions{Policy: policy, NoCache: true}})
 }

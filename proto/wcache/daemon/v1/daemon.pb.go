@@ -91,6 +91,69 @@ func (DaemonState) EnumDescriptor() ([]byte, []int) {
 	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{0}
 }
 
+type ContentRefused_Reason int32
+
+const (
+	ContentRefused_REASON_UNSPECIFIED ContentRefused_Reason = 0
+	// The attach carried no file proof (no files named, or policy
+	// "headers") and the generation's policies do not allow "headers".
+	ContentRefused_REASON_PROOF_REQUIRED ContentRefused_Reason = 1
+	// The client's policy is not among the generation's.
+	ContentRefused_REASON_POLICY ContentRefused_Reason = 2
+	// Some files are not proven by what the client sent (identity,
+	// digest or blob name): unproven names them. Under "identity" a miss
+	// (load from disk); under "hash" hash them and attach again.
+	ContentRefused_REASON_UNKNOWN ContentRefused_Reason = 3
+	// A file holds other bytes (or is missing on one side): name says
+	// which.
+	ContentRefused_REASON_MISMATCH ContentRefused_Reason = 4
+)
+
+// Enum value maps for ContentRefused_Reason.
+var (
+	ContentRefused_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_PROOF_REQUIRED",
+		2: "REASON_POLICY",
+		3: "REASON_UNKNOWN",
+		4: "REASON_MISMATCH",
+	}
+	ContentRefused_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":    0,
+		"REASON_PROOF_REQUIRED": 1,
+		"REASON_POLICY":         2,
+		"REASON_UNKNOWN":        3,
+		"REASON_MISMATCH":       4,
+	}
+)
+
+func (x ContentRefused_Reason) Enum() *ContentRefused_Reason {
+	p := new(ContentRefused_Reason)
+	*p = x
+	return p
+}
+
+func (x ContentRefused_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ContentRefused_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_wcache_daemon_v1_daemon_proto_enumTypes[1].Descriptor()
+}
+
+func (ContentRefused_Reason) Type() protoreflect.EnumType {
+	return &file_wcache_daemon_v1_daemon_proto_enumTypes[1]
+}
+
+func (x ContentRefused_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ContentRefused_Reason.Descriptor instead.
+func (ContentRefused_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7, 0}
+}
+
 type Notice_Kind int32
 
 const (
@@ -122,11 +185,11 @@ func (x Notice_Kind) String() string {
 }
 
 func (Notice_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_wcache_daemon_v1_daemon_proto_enumTypes[1].Descriptor()
+	return file_wcache_daemon_v1_daemon_proto_enumTypes[2].Descriptor()
 }
 
 func (Notice_Kind) Type() protoreflect.EnumType {
-	return &file_wcache_daemon_v1_daemon_proto_enumTypes[1]
+	return &file_wcache_daemon_v1_daemon_proto_enumTypes[2]
 }
 
 func (x Notice_Kind) Number() protoreflect.EnumNumber {
@@ -135,7 +198,7 @@ func (x Notice_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Notice_Kind.Descriptor instead.
 func (Notice_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type PublishConflict_Reason int32
@@ -174,11 +237,11 @@ func (x PublishConflict_Reason) String() string {
 }
 
 func (PublishConflict_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_wcache_daemon_v1_daemon_proto_enumTypes[2].Descriptor()
+	return file_wcache_daemon_v1_daemon_proto_enumTypes[3].Descriptor()
 }
 
 func (PublishConflict_Reason) Type() protoreflect.EnumType {
-	return &file_wcache_daemon_v1_daemon_proto_enumTypes[2]
+	return &file_wcache_daemon_v1_daemon_proto_enumTypes[3]
 }
 
 func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
@@ -187,7 +250,7 @@ func (x PublishConflict_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PublishConflict_Reason.Descriptor instead.
 func (PublishConflict_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28, 0}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30, 0}
 }
 
 type StatusRequest struct {
@@ -998,7 +1061,14 @@ type AttachRequest struct {
 	// kind, as before). Otherwise the daemon serves handles of a listed kind
 	// or refuses with FAILED_PRECONDITION and a HandleKindsRefused detail,
 	// before a lease exists.
-	HandleKinds   []string `protobuf:"bytes,4,rep,name=handle_kinds,json=handleKinds,proto3" json:"handle_kinds,omitempty"`
+	HandleKinds []string `protobuf:"bytes,4,rep,name=handle_kinds,json=handleKinds,proto3" json:"handle_kinds,omitempty"`
+	// How the client proves that the files it would load hold the bytes the
+	// daemon serves (docs/cacheconfig.md, "Content identity"). The daemon
+	// checks it against the matched generation's content records before a
+	// lease exists; absent, or without files, the attach is answered only
+	// where that generation's content policies allow "headers", else it is
+	// refused (FAILED_PRECONDITION with a ContentRefused detail).
+	Content       *ContentProof `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1061,6 +1131,218 @@ func (x *AttachRequest) GetHandleKinds() []string {
 	return nil
 }
 
+func (x *AttachRequest) GetContent() *ContentProof {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// ContentProof is what a client says about its own files. The daemon cannot
+// read the client's disk: it checks the claim against what it loaded, so a
+// careless client (one that names no files, or other files) is refused; a
+// client that lies gets the bytes it asked for.
+type ContentProof struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's content policy: "identity" (also when empty), "hash" or
+	// "headers". The generation's content policies must list it.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The files the client would load: base name, path, identity (dev, ino,
+	// size, mtime_ns, ctime_ns), and digest when the client knows it without
+	// reading the file (its digest cache) or hashed it ("" otherwise).
+	Files []*FileContent `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// The client's files that are trusted hub blobs on its side (owned by
+	// the client's user or root, not writable by others): each one's name
+	// and the SHA-256 its blob name claims.
+	Blobs []*FileSHA256 `protobuf:"bytes,3,rep,name=blobs,proto3" json:"blobs,omitempty"`
+	// The client copies the daemon's memory together with its content
+	// records and loads no file (a successor daemon taking over, a sibling
+	// daemon's fill, which checks the copy itself): no file proof applies.
+	// Answered only to the daemon's own uid and root.
+	MemoryCopy bool `protobuf:"varint,4,opt,name=memory_copy,json=memoryCopy,proto3" json:"memory_copy,omitempty"`
+	// The caller named no files: files were listed from its model's
+	// directory, which may hold more than the generation loaded (another
+	// rank's pre-sharded files). Files the generation did not load are then
+	// left out of the comparison; every file it loaded must still be among
+	// them and proven.
+	Derived       bool `protobuf:"varint,5,opt,name=derived,proto3" json:"derived,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentProof) Reset() {
+	*x = ContentProof{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentProof) ProtoMessage() {}
+
+func (x *ContentProof) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentProof.ProtoReflect.Descriptor instead.
+func (*ContentProof) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ContentProof) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *ContentProof) GetFiles() []*FileContent {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ContentProof) GetBlobs() []*FileSHA256 {
+	if x != nil {
+		return x.Blobs
+	}
+	return nil
+}
+
+func (x *ContentProof) GetMemoryCopy() bool {
+	if x != nil {
+		return x.MemoryCopy
+	}
+	return false
+}
+
+func (x *ContentProof) GetDerived() bool {
+	if x != nil {
+		return x.Derived
+	}
+	return false
+}
+
+// ContentRefused is the detail of an Attach refused by the content check
+// (FAILED_PRECONDITION), before a lease exists.
+type ContentRefused struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason ContentRefused_Reason  `protobuf:"varint,1,opt,name=reason,proto3,enum=wcache.daemon.v1.ContentRefused_Reason" json:"reason,omitempty"`
+	// The generation whose content records were compared.
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Its content policies.
+	Policies []string `protobuf:"bytes,3,rep,name=policies,proto3" json:"policies,omitempty"`
+	// The first file that failed (by name), its path on the client's side,
+	// and the two digests ("" where a side has none; client_digest may be a
+	// size note).
+	Name         string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	ClientPath   string `protobuf:"bytes,5,opt,name=client_path,json=clientPath,proto3" json:"client_path,omitempty"`
+	DaemonDigest string `protobuf:"bytes,6,opt,name=daemon_digest,json=daemonDigest,proto3" json:"daemon_digest,omitempty"`
+	ClientDigest string `protobuf:"bytes,7,opt,name=client_digest,json=clientDigest,proto3" json:"client_digest,omitempty"`
+	// REASON_UNKNOWN: every file not proven, by name.
+	Unproven      []string `protobuf:"bytes,8,rep,name=unproven,proto3" json:"unproven,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentRefused) Reset() {
+	*x = ContentRefused{}
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentRefused) ProtoMessage() {}
+
+func (x *ContentRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentRefused.ProtoReflect.Descriptor instead.
+func (*ContentRefused) Descriptor() ([]byte, []int) {
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ContentRefused) GetReason() ContentRefused_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return ContentRefused_REASON_UNSPECIFIED
+}
+
+func (x *ContentRefused) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ContentRefused) GetPolicies() []string {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *ContentRefused) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContentRefused) GetClientPath() string {
+	if x != nil {
+		return x.ClientPath
+	}
+	return ""
+}
+
+func (x *ContentRefused) GetDaemonDigest() string {
+	if x != nil {
+		return x.DaemonDigest
+	}
+	return ""
+}
+
+func (x *ContentRefused) GetClientDigest() string {
+	if x != nil {
+		return x.ClientDigest
+	}
+	return ""
+}
+
+func (x *ContentRefused) GetUnproven() []string {
+	if x != nil {
+		return x.Unproven
+	}
+	return nil
+}
+
 type Handle struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -1072,7 +1354,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1366,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[6]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1379,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{6}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Handle) GetKind() string {
@@ -1139,7 +1421,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1433,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[7]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1446,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{7}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Tensor) GetName() string {
@@ -1236,7 +1518,7 @@ type TensorLayout struct {
 
 func (x *TensorLayout) Reset() {
 	*x = TensorLayout{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1530,7 @@ func (x *TensorLayout) String() string {
 func (*TensorLayout) ProtoMessage() {}
 
 func (x *TensorLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1543,7 @@ func (x *TensorLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorLayout.ProtoReflect.Descriptor instead.
 func (*TensorLayout) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TensorLayout) GetStorage() string {
@@ -1310,7 +1592,7 @@ type TensorTable struct {
 
 func (x *TensorTable) Reset() {
 	*x = TensorTable{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1604,7 @@ func (x *TensorTable) String() string {
 func (*TensorTable) ProtoMessage() {}
 
 func (x *TensorTable) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1617,7 @@ func (x *TensorTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorTable.ProtoReflect.Descriptor instead.
 func (*TensorTable) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TensorTable) GetNameShared() []uint32 {
@@ -1448,7 +1730,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1742,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1755,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Manifest) GetDeviceUuid() string {
@@ -1601,7 +1883,7 @@ type FileSHA256 struct {
 
 func (x *FileSHA256) Reset() {
 	*x = FileSHA256{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1895,7 @@ func (x *FileSHA256) String() string {
 func (*FileSHA256) ProtoMessage() {}
 
 func (x *FileSHA256) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1908,7 @@ func (x *FileSHA256) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileSHA256.ProtoReflect.Descriptor instead.
 func (*FileSHA256) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FileSHA256) GetName() string {
@@ -1665,7 +1947,7 @@ type FileContent struct {
 
 func (x *FileContent) Reset() {
 	*x = FileContent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1959,7 @@ func (x *FileContent) String() string {
 func (*FileContent) ProtoMessage() {}
 
 func (x *FileContent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1972,7 @@ func (x *FileContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileContent.ProtoReflect.Descriptor instead.
 func (*FileContent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileContent) GetName() string {
@@ -1760,7 +2042,7 @@ type Notice struct {
 
 func (x *Notice) Reset() {
 	*x = Notice{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2054,7 @@ func (x *Notice) String() string {
 func (*Notice) ProtoMessage() {}
 
 func (x *Notice) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2067,7 @@ func (x *Notice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notice.ProtoReflect.Descriptor instead.
 func (*Notice) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Notice) GetKind() Notice_Kind {
@@ -1822,7 +2104,7 @@ type AttachEvent struct {
 
 func (x *AttachEvent) Reset() {
 	*x = AttachEvent{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2116,7 @@ func (x *AttachEvent) String() string {
 func (*AttachEvent) ProtoMessage() {}
 
 func (x *AttachEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2129,7 @@ func (x *AttachEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvent.ProtoReflect.Descriptor instead.
 func (*AttachEvent) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttachEvent) GetEvent() isAttachEvent_Event {
@@ -1902,7 +2184,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2196,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2209,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StopRequest) GetForce() bool {
@@ -1953,7 +2235,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2247,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2260,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopResponse) GetLeasesAtStop() uint32 {
@@ -2008,7 +2290,7 @@ type FieldDiff struct {
 
 func (x *FieldDiff) Reset() {
 	*x = FieldDiff{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2302,7 @@ func (x *FieldDiff) String() string {
 func (*FieldDiff) ProtoMessage() {}
 
 func (x *FieldDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2315,7 @@ func (x *FieldDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldDiff.ProtoReflect.Descriptor instead.
 func (*FieldDiff) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FieldDiff) GetField() string {
@@ -2098,7 +2380,7 @@ type ConfigMismatch struct {
 
 func (x *ConfigMismatch) Reset() {
 	*x = ConfigMismatch{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2392,7 @@ func (x *ConfigMismatch) String() string {
 func (*ConfigMismatch) ProtoMessage() {}
 
 func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2405,7 @@ func (x *ConfigMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigMismatch.ProtoReflect.Descriptor instead.
 func (*ConfigMismatch) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConfigMismatch) GetDiffs() []*FieldDiff {
@@ -2175,7 +2457,7 @@ type NoWeights struct {
 
 func (x *NoWeights) Reset() {
 	*x = NoWeights{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2469,7 @@ func (x *NoWeights) String() string {
 func (*NoWeights) ProtoMessage() {}
 
 func (x *NoWeights) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2482,7 @@ func (x *NoWeights) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoWeights.ProtoReflect.Descriptor instead.
 func (*NoWeights) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NoWeights) GetState() DaemonState {
@@ -2235,7 +2517,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2529,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2542,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -2329,7 +2611,7 @@ type PublishBegin struct {
 
 func (x *PublishBegin) Reset() {
 	*x = PublishBegin{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2623,7 @@ func (x *PublishBegin) String() string {
 func (*PublishBegin) ProtoMessage() {}
 
 func (x *PublishBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2636,7 @@ func (x *PublishBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBegin.ProtoReflect.Descriptor instead.
 func (*PublishBegin) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishBegin) GetConfig() *v1.CacheConfig {
@@ -2410,7 +2692,7 @@ type PublishTensors struct {
 
 func (x *PublishTensors) Reset() {
 	*x = PublishTensors{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2704,7 @@ func (x *PublishTensors) String() string {
 func (*PublishTensors) ProtoMessage() {}
 
 func (x *PublishTensors) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2717,7 @@ func (x *PublishTensors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishTensors.ProtoReflect.Descriptor instead.
 func (*PublishTensors) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishTensors) GetTensors() []*TensorSpec {
@@ -2459,7 +2741,7 @@ type PublishCommit struct {
 
 func (x *PublishCommit) Reset() {
 	*x = PublishCommit{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2753,7 @@ func (x *PublishCommit) String() string {
 func (*PublishCommit) ProtoMessage() {}
 
 func (x *PublishCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2766,7 @@ func (x *PublishCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishCommit.ProtoReflect.Descriptor instead.
 func (*PublishCommit) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishCommit) GetSha256() [][]byte {
@@ -2508,7 +2790,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2802,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2815,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishRequest) GetMsg() isPublishRequest_Msg {
@@ -2617,7 +2899,7 @@ type PublishPlan struct {
 
 func (x *PublishPlan) Reset() {
 	*x = PublishPlan{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2911,7 @@ func (x *PublishPlan) String() string {
 func (*PublishPlan) ProtoMessage() {}
 
 func (x *PublishPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2924,7 @@ func (x *PublishPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPlan.ProtoReflect.Descriptor instead.
 func (*PublishPlan) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishPlan) GetHandles() []*Handle {
@@ -2702,7 +2984,7 @@ type PublishDone struct {
 
 func (x *PublishDone) Reset() {
 	*x = PublishDone{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2996,7 @@ func (x *PublishDone) String() string {
 func (*PublishDone) ProtoMessage() {}
 
 func (x *PublishDone) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +3009,7 @@ func (x *PublishDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDone.ProtoReflect.Descriptor instead.
 func (*PublishDone) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishDone) GetGeneration() uint64 {
@@ -2778,7 +3060,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +3072,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +3085,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PublishResponse) GetMsg() isPublishResponse_Msg {
@@ -2863,7 +3145,7 @@ type PublishConflict struct {
 
 func (x *PublishConflict) Reset() {
 	*x = PublishConflict{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3157,7 @@ func (x *PublishConflict) String() string {
 func (*PublishConflict) ProtoMessage() {}
 
 func (x *PublishConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3170,7 @@ func (x *PublishConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishConflict.ProtoReflect.Descriptor instead.
 func (*PublishConflict) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishConflict) GetReason() PublishConflict_Reason {
@@ -2938,7 +3220,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3232,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3245,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EvictRequest) GetTimeoutMs() uint64 {
@@ -3014,7 +3296,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3308,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3321,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EvictResponse) GetLeasesAtEvict() uint32 {
@@ -3076,7 +3358,7 @@ type HandleKindsRefused struct {
 
 func (x *HandleKindsRefused) Reset() {
 	*x = HandleKindsRefused{}
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3370,7 @@ func (x *HandleKindsRefused) String() string {
 func (*HandleKindsRefused) ProtoMessage() {}
 
 func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_wcache_daemon_v1_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3383,7 @@ func (x *HandleKindsRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleKindsRefused.ProtoReflect.Descriptor instead.
 func (*HandleKindsRefused) Descriptor() ([]byte, []int) {
-	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{31}
+	return file_wcache_daemon_v1_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HandleKindsRefused) GetDaemonKinds() []string {
@@ -3218,13 +3500,39 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x0fplugin_restarts\x18\v \x01(\rR\x0epluginRestarts\x12&\n" +
 	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\x12&\n" +
 	"\x0fbytes_from_peer\x18\r \x01(\x04R\rbytesFromPeer\x12$\n" +
-	"\x0epeer_verify_ns\x18\x0e \x01(\x03R\fpeerVerifyNs\"\xad\x01\n" +
+	"\x0epeer_verify_ns\x18\x0e \x01(\x03R\fpeerVerifyNs\"\xe7\x01\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
 	"clientName\x12!\n" +
 	"\ftensor_table\x18\x03 \x01(\bR\vtensorTable\x12!\n" +
-	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\"D\n" +
+	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\x128\n" +
+	"\acontent\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.ContentProofR\acontent\"\xca\x01\n" +
+	"\fContentProof\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x123\n" +
+	"\x05files\x18\x02 \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x122\n" +
+	"\x05blobs\x18\x03 \x03(\v2\x1c.wcache.daemon.v1.FileSHA256R\x05blobs\x12\x1f\n" +
+	"\vmemory_copy\x18\x04 \x01(\bR\n" +
+	"memoryCopy\x12\x18\n" +
+	"\aderived\x18\x05 \x01(\bR\aderived\"\xa1\x03\n" +
+	"\x0eContentRefused\x12?\n" +
+	"\x06reason\x18\x01 \x01(\x0e2'.wcache.daemon.v1.ContentRefused.ReasonR\x06reason\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x1a\n" +
+	"\bpolicies\x18\x03 \x03(\tR\bpolicies\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1f\n" +
+	"\vclient_path\x18\x05 \x01(\tR\n" +
+	"clientPath\x12#\n" +
+	"\rdaemon_digest\x18\x06 \x01(\tR\fdaemonDigest\x12#\n" +
+	"\rclient_digest\x18\a \x01(\tR\fclientDigest\x12\x1a\n" +
+	"\bunproven\x18\b \x03(\tR\bunproven\"w\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15REASON_PROOF_REQUIRED\x10\x01\x12\x11\n" +
+	"\rREASON_POLICY\x10\x02\x12\x12\n" +
+	"\x0eREASON_UNKNOWN\x10\x03\x12\x13\n" +
+	"\x0fREASON_MISMATCH\x10\x04\"D\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -3429,109 +3737,116 @@ func file_wcache_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_wcache_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_wcache_daemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_wcache_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_wcache_daemon_v1_daemon_proto_goTypes = []any{
 	(DaemonState)(0),            // 0: wcache.daemon.v1.DaemonState
-	(Notice_Kind)(0),            // 1: wcache.daemon.v1.Notice.Kind
-	(PublishConflict_Reason)(0), // 2: wcache.daemon.v1.PublishConflict.Reason
-	(*StatusRequest)(nil),       // 3: wcache.daemon.v1.StatusRequest
-	(*Lease)(nil),               // 4: wcache.daemon.v1.Lease
-	(*GenerationStatus)(nil),    // 5: wcache.daemon.v1.GenerationStatus
-	(*StatusResponse)(nil),      // 6: wcache.daemon.v1.StatusResponse
-	(*StartPhases)(nil),         // 7: wcache.daemon.v1.StartPhases
-	(*AttachRequest)(nil),       // 8: wcache.daemon.v1.AttachRequest
-	(*Handle)(nil),              // 9: wcache.daemon.v1.Handle
-	(*Tensor)(nil),              // 10: wcache.daemon.v1.Tensor
-	(*TensorLayout)(nil),        // 11: wcache.daemon.v1.TensorLayout
-	(*TensorTable)(nil),         // 12: wcache.daemon.v1.TensorTable
-	(*Manifest)(nil),            // 13: wcache.daemon.v1.Manifest
-	(*FileSHA256)(nil),          // 14: wcache.daemon.v1.FileSHA256
-	(*FileContent)(nil),         // 15: wcache.daemon.v1.FileContent
-	(*Notice)(nil),              // 16: wcache.daemon.v1.Notice
-	(*AttachEvent)(nil),         // 17: wcache.daemon.v1.AttachEvent
-	(*StopRequest)(nil),         // 18: wcache.daemon.v1.StopRequest
-	(*StopResponse)(nil),        // 19: wcache.daemon.v1.StopResponse
-	(*FieldDiff)(nil),           // 20: wcache.daemon.v1.FieldDiff
-	(*ConfigMismatch)(nil),      // 21: wcache.daemon.v1.ConfigMismatch
-	(*NoWeights)(nil),           // 22: wcache.daemon.v1.NoWeights
-	(*TensorSpec)(nil),          // 23: wcache.daemon.v1.TensorSpec
-	(*PublishBegin)(nil),        // 24: wcache.daemon.v1.PublishBegin
-	(*PublishTensors)(nil),      // 25: wcache.daemon.v1.PublishTensors
-	(*PublishCommit)(nil),       // 26: wcache.daemon.v1.PublishCommit
-	(*PublishRequest)(nil),      // 27: wcache.daemon.v1.PublishRequest
-	(*PublishPlan)(nil),         // 28: wcache.daemon.v1.PublishPlan
-	(*PublishDone)(nil),         // 29: wcache.daemon.v1.PublishDone
-	(*PublishResponse)(nil),     // 30: wcache.daemon.v1.PublishResponse
-	(*PublishConflict)(nil),     // 31: wcache.daemon.v1.PublishConflict
-	(*EvictRequest)(nil),        // 32: wcache.daemon.v1.EvictRequest
-	(*EvictResponse)(nil),       // 33: wcache.daemon.v1.EvictResponse
-	(*HandleKindsRefused)(nil),  // 34: wcache.daemon.v1.HandleKindsRefused
-	nil,                         // 35: wcache.daemon.v1.GenerationStatus.MetadataEntry
-	nil,                         // 36: wcache.daemon.v1.StatusResponse.MetadataEntry
-	nil,                         // 37: wcache.daemon.v1.Manifest.MetadataEntry
-	nil,                         // 38: wcache.daemon.v1.PublishBegin.MetadataEntry
-	(*v1.CacheConfig)(nil),      // 39: wcache.config.v1.CacheConfig
+	(ContentRefused_Reason)(0),  // 1: wcache.daemon.v1.ContentRefused.Reason
+	(Notice_Kind)(0),            // 2: wcache.daemon.v1.Notice.Kind
+	(PublishConflict_Reason)(0), // 3: wcache.daemon.v1.PublishConflict.Reason
+	(*StatusRequest)(nil),       // 4: wcache.daemon.v1.StatusRequest
+	(*Lease)(nil),               // 5: wcache.daemon.v1.Lease
+	(*GenerationStatus)(nil),    // 6: wcache.daemon.v1.GenerationStatus
+	(*StatusResponse)(nil),      // 7: wcache.daemon.v1.StatusResponse
+	(*StartPhases)(nil),         // 8: wcache.daemon.v1.StartPhases
+	(*AttachRequest)(nil),       // 9: wcache.daemon.v1.AttachRequest
+	(*ContentProof)(nil),        // 10: wcache.daemon.v1.ContentProof
+	(*ContentRefused)(nil),      // 11: wcache.daemon.v1.ContentRefused
+	(*Handle)(nil),              // 12: wcache.daemon.v1.Handle
+	(*Tensor)(nil),              // 13: wcache.daemon.v1.Tensor
+	(*TensorLayout)(nil),        // 14: wcache.daemon.v1.TensorLayout
+	(*TensorTable)(nil),         // 15: wcache.daemon.v1.TensorTable
+	(*Manifest)(nil),            // 16: wcache.daemon.v1.Manifest
+	(*FileSHA256)(nil),          // 17: wcache.daemon.v1.FileSHA256
+	(*FileContent)(nil),         // 18: wcache.daemon.v1.FileContent
+	(*Notice)(nil),              // 19: wcache.daemon.v1.Notice
+	(*AttachEvent)(nil),         // 20: wcache.daemon.v1.AttachEvent
+	(*StopRequest)(nil),         // 21: wcache.daemon.v1.StopRequest
+	(*StopResponse)(nil),        // 22: wcache.daemon.v1.StopResponse
+	(*FieldDiff)(nil),           // 23: wcache.daemon.v1.FieldDiff
+	(*ConfigMismatch)(nil),      // 24: wcache.daemon.v1.ConfigMismatch
+	(*NoWeights)(nil),           // 25: wcache.daemon.v1.NoWeights
+	(*TensorSpec)(nil),          // 26: wcache.daemon.v1.TensorSpec
+	(*PublishBegin)(nil),        // 27: wcache.daemon.v1.PublishBegin
+	(*PublishTensors)(nil),      // 28: wcache.daemon.v1.PublishTensors
+	(*PublishCommit)(nil),       // 29: wcache.daemon.v1.PublishCommit
+	(*PublishRequest)(nil),      // 30: wcache.daemon.v1.PublishRequest
+	(*PublishPlan)(nil),         // 31: wcache.daemon.v1.PublishPlan
+	(*PublishDone)(nil),         // 32: wcache.daemon.v1.PublishDone
+	(*PublishResponse)(nil),     // 33: wcache.daemon.v1.PublishResponse
+	(*PublishConflict)(nil),     // 34: wcache.daemon.v1.PublishConflict
+	(*EvictRequest)(nil),        // 35: wcache.daemon.v1.EvictRequest
+	(*EvictResponse)(nil),       // 36: wcache.daemon.v1.EvictResponse
+	(*HandleKindsRefused)(nil),  // 37: wcache.daemon.v1.HandleKindsRefused
+	nil,                         // 38: wcache.daemon.v1.GenerationStatus.MetadataEntry
+	nil,                         // 39: wcache.daemon.v1.StatusResponse.MetadataEntry
+	nil,                         // 40: wcache.daemon.v1.Manifest.MetadataEntry
+	nil,                         // 41: wcache.daemon.v1.PublishBegin.MetadataEntry
+	(*v1.CacheConfig)(nil),      // 42: wcache.config.v1.CacheConfig
 }
 var file_wcache_daemon_v1_daemon_proto_depIdxs = []int32{
 	0,  // 0: wcache.daemon.v1.GenerationStatus.state:type_name -> wcache.daemon.v1.DaemonState
-	39, // 1: wcache.daemon.v1.GenerationStatus.config:type_name -> wcache.config.v1.CacheConfig
-	4,  // 2: wcache.daemon.v1.GenerationStatus.leases:type_name -> wcache.daemon.v1.Lease
-	35, // 3: wcache.daemon.v1.GenerationStatus.metadata:type_name -> wcache.daemon.v1.GenerationStatus.MetadataEntry
-	15, // 4: wcache.daemon.v1.GenerationStatus.files:type_name -> wcache.daemon.v1.FileContent
-	14, // 5: wcache.daemon.v1.GenerationStatus.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
-	39, // 6: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
-	4,  // 7: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
-	7,  // 8: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
+	42, // 1: wcache.daemon.v1.GenerationStatus.config:type_name -> wcache.config.v1.CacheConfig
+	5,  // 2: wcache.daemon.v1.GenerationStatus.leases:type_name -> wcache.daemon.v1.Lease
+	38, // 3: wcache.daemon.v1.GenerationStatus.metadata:type_name -> wcache.daemon.v1.GenerationStatus.MetadataEntry
+	18, // 4: wcache.daemon.v1.GenerationStatus.files:type_name -> wcache.daemon.v1.FileContent
+	17, // 5: wcache.daemon.v1.GenerationStatus.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	42, // 6: wcache.daemon.v1.StatusResponse.config:type_name -> wcache.config.v1.CacheConfig
+	5,  // 7: wcache.daemon.v1.StatusResponse.leases:type_name -> wcache.daemon.v1.Lease
+	8,  // 8: wcache.daemon.v1.StatusResponse.start_phases:type_name -> wcache.daemon.v1.StartPhases
 	0,  // 9: wcache.daemon.v1.StatusResponse.daemon_state:type_name -> wcache.daemon.v1.DaemonState
-	36, // 10: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
-	15, // 11: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
-	14, // 12: wcache.daemon.v1.StatusResponse.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
-	5,  // 13: wcache.daemon.v1.StatusResponse.generations:type_name -> wcache.daemon.v1.GenerationStatus
-	39, // 14: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
-	11, // 15: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
-	39, // 16: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
-	9,  // 17: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
-	10, // 18: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
-	37, // 19: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
-	12, // 20: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
-	15, // 21: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
-	14, // 22: wcache.daemon.v1.Manifest.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
-	1,  // 23: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
-	13, // 24: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
-	16, // 25: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
-	20, // 26: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
-	0,  // 27: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
-	11, // 28: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
-	39, // 29: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
-	38, // 30: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
-	23, // 31: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	15, // 32: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
-	23, // 33: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
-	24, // 34: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
-	25, // 35: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
-	26, // 36: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
-	9,  // 37: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
-	10, // 38: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
-	28, // 39: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
-	29, // 40: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
-	2,  // 41: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
-	0,  // 42: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
-	3,  // 43: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
-	8,  // 44: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
-	18, // 45: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
-	27, // 46: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
-	32, // 47: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
-	6,  // 48: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
-	17, // 49: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
-	19, // 50: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
-	30, // 51: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
-	33, // 52: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
-	48, // [48:53] is the sub-list for method output_type
-	43, // [43:48] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	39, // 10: wcache.daemon.v1.StatusResponse.metadata:type_name -> wcache.daemon.v1.StatusResponse.MetadataEntry
+	18, // 11: wcache.daemon.v1.StatusResponse.files:type_name -> wcache.daemon.v1.FileContent
+	17, // 12: wcache.daemon.v1.StatusResponse.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	6,  // 13: wcache.daemon.v1.StatusResponse.generations:type_name -> wcache.daemon.v1.GenerationStatus
+	42, // 14: wcache.daemon.v1.AttachRequest.config:type_name -> wcache.config.v1.CacheConfig
+	10, // 15: wcache.daemon.v1.AttachRequest.content:type_name -> wcache.daemon.v1.ContentProof
+	18, // 16: wcache.daemon.v1.ContentProof.files:type_name -> wcache.daemon.v1.FileContent
+	17, // 17: wcache.daemon.v1.ContentProof.blobs:type_name -> wcache.daemon.v1.FileSHA256
+	1,  // 18: wcache.daemon.v1.ContentRefused.reason:type_name -> wcache.daemon.v1.ContentRefused.Reason
+	14, // 19: wcache.daemon.v1.Tensor.layout:type_name -> wcache.daemon.v1.TensorLayout
+	42, // 20: wcache.daemon.v1.Manifest.config:type_name -> wcache.config.v1.CacheConfig
+	12, // 21: wcache.daemon.v1.Manifest.handles:type_name -> wcache.daemon.v1.Handle
+	13, // 22: wcache.daemon.v1.Manifest.tensors:type_name -> wcache.daemon.v1.Tensor
+	40, // 23: wcache.daemon.v1.Manifest.metadata:type_name -> wcache.daemon.v1.Manifest.MetadataEntry
+	15, // 24: wcache.daemon.v1.Manifest.tensor_table:type_name -> wcache.daemon.v1.TensorTable
+	18, // 25: wcache.daemon.v1.Manifest.files:type_name -> wcache.daemon.v1.FileContent
+	17, // 26: wcache.daemon.v1.Manifest.file_sha256:type_name -> wcache.daemon.v1.FileSHA256
+	2,  // 27: wcache.daemon.v1.Notice.kind:type_name -> wcache.daemon.v1.Notice.Kind
+	16, // 28: wcache.daemon.v1.AttachEvent.manifest:type_name -> wcache.daemon.v1.Manifest
+	19, // 29: wcache.daemon.v1.AttachEvent.notice:type_name -> wcache.daemon.v1.Notice
+	23, // 30: wcache.daemon.v1.ConfigMismatch.diffs:type_name -> wcache.daemon.v1.FieldDiff
+	0,  // 31: wcache.daemon.v1.NoWeights.state:type_name -> wcache.daemon.v1.DaemonState
+	14, // 32: wcache.daemon.v1.TensorSpec.layout:type_name -> wcache.daemon.v1.TensorLayout
+	42, // 33: wcache.daemon.v1.PublishBegin.config:type_name -> wcache.config.v1.CacheConfig
+	41, // 34: wcache.daemon.v1.PublishBegin.metadata:type_name -> wcache.daemon.v1.PublishBegin.MetadataEntry
+	26, // 35: wcache.daemon.v1.PublishBegin.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	18, // 36: wcache.daemon.v1.PublishBegin.files:type_name -> wcache.daemon.v1.FileContent
+	26, // 37: wcache.daemon.v1.PublishTensors.tensors:type_name -> wcache.daemon.v1.TensorSpec
+	27, // 38: wcache.daemon.v1.PublishRequest.begin:type_name -> wcache.daemon.v1.PublishBegin
+	28, // 39: wcache.daemon.v1.PublishRequest.tensors:type_name -> wcache.daemon.v1.PublishTensors
+	29, // 40: wcache.daemon.v1.PublishRequest.commit:type_name -> wcache.daemon.v1.PublishCommit
+	12, // 41: wcache.daemon.v1.PublishPlan.handles:type_name -> wcache.daemon.v1.Handle
+	13, // 42: wcache.daemon.v1.PublishPlan.tensors:type_name -> wcache.daemon.v1.Tensor
+	31, // 43: wcache.daemon.v1.PublishResponse.plan:type_name -> wcache.daemon.v1.PublishPlan
+	32, // 44: wcache.daemon.v1.PublishResponse.done:type_name -> wcache.daemon.v1.PublishDone
+	3,  // 45: wcache.daemon.v1.PublishConflict.reason:type_name -> wcache.daemon.v1.PublishConflict.Reason
+	0,  // 46: wcache.daemon.v1.PublishConflict.state:type_name -> wcache.daemon.v1.DaemonState
+	4,  // 47: wcache.daemon.v1.Daemon.Status:input_type -> wcache.daemon.v1.StatusRequest
+	9,  // 48: wcache.daemon.v1.Daemon.Attach:input_type -> wcache.daemon.v1.AttachRequest
+	21, // 49: wcache.daemon.v1.Daemon.Stop:input_type -> wcache.daemon.v1.StopRequest
+	30, // 50: wcache.daemon.v1.Daemon.Publish:input_type -> wcache.daemon.v1.PublishRequest
+	35, // 51: wcache.daemon.v1.Daemon.Evict:input_type -> wcache.daemon.v1.EvictRequest
+	7,  // 52: wcache.daemon.v1.Daemon.Status:output_type -> wcache.daemon.v1.StatusResponse
+	20, // 53: wcache.daemon.v1.Daemon.Attach:output_type -> wcache.daemon.v1.AttachEvent
+	22, // 54: wcache.daemon.v1.Daemon.Stop:output_type -> wcache.daemon.v1.StopResponse
+	33, // 55: wcache.daemon.v1.Daemon.Publish:output_type -> wcache.daemon.v1.PublishResponse
+	36, // 56: wcache.daemon.v1.Daemon.Evict:output_type -> wcache.daemon.v1.EvictResponse
+	52, // [52:57] is the sub-list for method output_type
+	47, // [47:52] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_wcache_daemon_v1_daemon_proto_init() }
@@ -3539,16 +3854,16 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 	if File_wcache_daemon_v1_daemon_proto != nil {
 		return
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[14].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[16].OneofWrappers = []any{
 		(*AttachEvent_Manifest)(nil),
 		(*AttachEvent_Notice)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[24].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[26].OneofWrappers = []any{
 		(*PublishRequest_Begin)(nil),
 		(*PublishRequest_Tensors)(nil),
 		(*PublishRequest_Commit)(nil),
 	}
-	file_wcache_daemon_v1_daemon_proto_msgTypes[27].OneofWrappers = []any{
+	file_wcache_daemon_v1_daemon_proto_msgTypes[29].OneofWrappers = []any{
 		(*PublishResponse_Plan)(nil),
 		(*PublishResponse_Done)(nil),
 	}
@@ -3557,8 +3872,8 @@ func file_wcache_daemon_v1_daemon_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wcache_daemon_v1_daemon_proto_rawDesc), len(file_wcache_daemon_v1_daemon_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   36,
+			NumEnums:      4,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

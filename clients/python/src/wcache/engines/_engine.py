@@ -37,7 +37,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from .. import content
 from . import _modules as modules
-from ..checkpoint import checkpoint_files
+from ..checkpoint import model_files
 from .._config import CacheConfig
 from .._device import BACKEND_ENV, BACKEND_MOCK, device_capability
 from .._discovery import check_socket, resolve
@@ -111,7 +111,8 @@ class EngineOptions:
         """The keyword arguments of wcache.load_or_publish that prove (and
         publish) the content of the checkpoint files in directory: none
         when the engine has no local directory (a hub id not in the local
-        cache), whose attach then matches headers only."""
+        cache), whose attach the daemon then answers only where the
+        generation allows "headers" (else a miss: load from disk)."""
         files = source_files(directory)
         if files is None:
             return {}
@@ -143,12 +144,11 @@ class EngineOptions:
 
 def source_files(directory: Optional[str]) -> Optional[List[str]]:
     """The safetensors files of a local checkpoint directory that an engine
-    loads (the files checkpoint_digest covers: wcache.checkpoint), None
-    without a directory or files."""
+    loads (the files checkpoint_digest covers: wcache.checkpoint.model_files,
+    the one place files are derived), None without a directory or files."""
     if not directory or not os.path.isdir(directory):
         return None
-    files, _ = checkpoint_files(directory)
-    return list(files) or None
+    return model_files(directory)
 
 
 def config_digest(value) -> str:

@@ -1,0 +1,241 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/hubcache"
+	"github.com/wcache/wcache/core/safetensors"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+)
+
+// ModelFiles returns the checkpoint files an attach for model proves when
+// its caller names none, as the engine integrations find them: model
+// itself when it is a directory here, else a hub id's snapshot in the
+// local Hugging Face cache (hubcache.Resolve, no network); in it, the
+// shards model.safetensors.index.json names, or without an index every
+// *.safetensors file that is not hidden (safetensors.IsCheckpointFileName;
+// the files checkpoint_digest covers). No header is read. It returns nil
+// and no error when model names no local checkpoint (not a directory,
+// not in the hub cache, no safetensors file in it): the daemon then
+// decides by its policy. An unreadable directory or index is an error.
+// The directory may hold more than the daemon loaded (another rank's
+// pre-sharded files, --shard-pattern): an attach with derived files leaves
+// those out (ContentProof.derived); every file the daemon loaded must be
+// among them.
+func ModelFiles(model string) ([]string, error) {
+	if model == "" {
+		return nil, nil
+	}
+	dir, err := hubcache.Resolve(model, nil)
+	if errors.Is(err, hubcache.ErrNotCached) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, nil
+	}
+	index := filepath.Join(dir, safetensors.IndexFileName)
+	if _, err := os.Lstat(index); err == nil {
+		ix, err := safetensors.ReadIndex(index)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, 0, len(ix.Shards()))
+		for _, s := range ix.Shards() {
+			out = append(out, filepath.Join(dir, s))
+		}
+		return out, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint files of %s: %w", model, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if safetensors.IsCheckpointFileName(e.Name()) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// contentProof is what a client knows about its own files before it
+// attaches: the one place where the proof an attach carries
+// (AttachRequest.content) is derived, and where the client checks a
+// manifest against it (check). Deriving it costs one stat per file, one
+// digest-cache lookup and one realpath (a hub blob?) per file; nothing is
+// read or hashed unless the policy is "hash" and the daemon asks for it
+// (hash).
+type contentProof struct {
+	policy cacheconfig.Policy
+	// derived: the caller named no files, they were listed from
+	// cfg.Model (ModelFiles); files the daemon did not load are ignored.
+	derived bool
+	// files are the client's files (name, path, identity; Digest when
+	// the digest cache knew it or the file was hashed), sorted by name.
+	files []cacheconfig.FileContent
+	// blobs maps a file's name to the SHA-256 its trusted hub blob name
+	// claims (hubcache.TrustedBlob with this identity).
+	blobs map[string]string
+	cache *DigestCache
+	opts  ContentOptions
+}
+
+// newContentProof stats files (the checkpoint files the client would
+// load; two of one base name are an error: files match by name) and looks
+// each one up in the digest cache and as a trusted hub blob.
+func newContentProof(files []string, opts ContentOptions) (*contentProof, error) {
+	p := &contentProof{policy: opts.Policy, blobs: map[string]string{}, opts: opts}
+	if p.policy == "" {
+		p.policy = cacheconfig.PolicyIdentity
+	}
+	if !opts.NoCache {
+		p.cache = opts.Cache
+		if p.cache == nil {
+			p.cache, _ = DefaultDigestCache()
+		}
+	}
+	if p.policy == cacheconfig.PolicyHeaders {
+		return p, nil
+	}
+	for _, path := range files {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("content of %s: %w", path, err)
+		}
+		name := filepath.Base(path)
+		if slices.ContainsFunc(p.files, func(f cacheconfig.FileContent) bool { return f.Name == name }) {
+			return nil, fmt.Errorf("content of %s: two files named %s (clients match files by base name)", path, name)
+		}
+		id := safetensors.StampOf(st)
+		rec := cacheconfig.FileContent{Name: name, Path: path, Identity: id}
+		if d, ok := p.cache.Lookup(id); ok {
+			rec.Digest = d
+		}
+		if sum, bst, ok := hubcache.TrustedBlob(path, os.Geteuid()); ok && safetensors.StampOf(bst) == id {
+			p.blobs[name] = sum
+		}
+		p.files = append(p.files, rec)
+	}
+	slices.SortFunc(p.files, func(a, b cacheconfig.FileContent) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return p, nil
+}
+
+// wire is the AttachRequest.content of the proof.
+func (p *contentProof) wire() *daemonv1.ContentProof {
+	w := &daemonv1.ContentProof{Policy: string(p.policy), Files: cacheconfig.FilesToProto(p.files), Derived: p.derived}
+	for _, f := range p.files {
+		if sum := p.blobs[f.Name]; sum != "" {
+			w.Blobs = append(w.Blobs, &daemonv1.FileSHA256{Name: f.Name, Sha256: sum})
+		}
+	}
+	return w
+}
+
+// hash hashes the files named (those a daemon found unproven: under
+// "hash", instead of a second refusal) that have no digest yet, and caches
+// the digests. It reports whether it hashed any.
+func (p *contentProof) hash(ctx context.Context, names []string) (bool, error) {
+	hashed := false
+	for i := range p.files {
+		f := &p.files[i]
+		if f.Digest != "" || !slices.Contains(names, f.Name) {
+			continue
+		}
+		d, err := hashFile(ctx, f.Name, f.Path, f.Identity, p.opts)
+		if err != nil {
+			return false, err
+		}
+		_ = p.cache.Store(f.Identity, d) // a cache that cannot be written: hashed again next time
+		f.Digest, hashed = d, true
+	}
+	return hashed, nil
+}
+
+// check decides on the client's side whether m's content records prove
+// the files (client.ProveContent's rules): the daemon checks the proof
+// itself, so against a daemon that did this costs no system call; against
+// an older daemon that ignored the proof it is the only check (and under
+// "hash" it may hash). No files named where m's policies exclude
+// "headers" is a *cacheconfig.ContentUnknownError.
+func (p *contentProof) check(ctx context.Context, m *Manifest) error {
+	if !cacheconfig.Allows(m.ContentPolicies, p.policy) {
+		return fmt.Errorf("%w: %q (the daemon allows %v)", ErrPolicyRefused, p.policy, allowed(m.ContentPolicies))
+	}
+	if p.policy == cacheconfig.PolicyHeaders {
+		return nil
+	}
+	if len(p.files) == 0 {
+		if cacheconfig.Allows(m.ContentPolicies, cacheconfig.PolicyHeaders) {
+			return nil
+		}
+		return &cacheconfig.ContentUnknownError{Why: fmt.Sprintf("no checkpoint files named or found for the model, and the daemon allows %v, not \"headers\"",
+			allowed(m.ContentPolicies))}
+	}
+	daemon := make(map[string]cacheconfig.FileContent, len(m.Files))
+	for _, f := range m.Files {
+		daemon[f.Name] = f
+	}
+	files := p.files
+	if p.derived && len(m.Files) > 0 {
+		files = slices.DeleteFunc(slices.Clone(p.files), func(f cacheconfig.FileContent) bool { _, ok := daemon[f.Name]; return !ok })
+	}
+	prove := func(name, _ string, _ safetensors.Stamp) (string, bool, error) {
+		i := slices.IndexFunc(p.files, func(f cacheconfig.FileContent) bool { return f.Name == name })
+		f := &p.files[i]
+		if sum := p.blobs[name]; sum != "" && sum == daemon[name].SHA256 {
+			return daemon[name].Digest, true, nil
+		}
+		if f.Digest != "" {
+			return f.Digest, true, nil
+		}
+		if p.policy != cacheconfig.PolicyHash {
+			return "", false, nil
+		}
+		if _, err := p.hash(ctx, []string{name}); err != nil {
+			return "", false, err
+		}
+		return f.Digest, true, nil
+	}
+	return cacheconfig.MatchContent(m.Files, files, prove)
+}
+
+// records is the content of every file, for a publication
+// (PublishBegin.files): each digest from the digest cache or hashed now
+// (cached), and each identity checked to be the one newContentProof took,
+// so that what was read in between is the files' content.
+func (p *contentProof) records(ctx context.Context) ([]cacheconfig.FileContent, error) {
+	names := make([]string, len(p.files))
+	for i, f := range p.files {
+		names[i] = f.Name
+	}
+	if _, err := p.hash(ctx, names); err != nil {
+		return nil, err
+	}
+	for _, f := range p.files {
+		st, err := os.Stat(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
+		}
+		if safetensors.StampOf(st) != f.Identity {
+			return nil, fmt.Errorf("content of %s: the file changed since it was named (before the load)", f.Path)
+		}
+	}
+	return slices.Clone(p.files), nil
+}
