@@ -102,6 +102,17 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill
 		if err == nil && len(fill.Content) != len(job.ck.Files) {
 			err = fmt.Errorf("peer fill from %s: %d content records for %d files", fill.From, len(fill.Content), len(job.ck.Files))
 		}
+		if err == nil && d.opts.VerifyLoad {
+			// serve --verify: the copy compared with the files, byte
+			// range by byte range; a copy that differs is a fallback to
+			// the files (which are then verified as any load), not the
+			// daemon's end.
+			if verr := d.verifyLoad(ctx, job.pl, job.g.allocs, job.ck); verr != nil {
+				err = fmt.Errorf("peer fill from %s: verify: %w", fill.From, verr)
+			} else {
+				d.log.Info("verified the peer fill against the checkpoint", "model", job.g.model, "from", fill.From, "bytes", job.pl.Bytes)
+			}
+		}
 		if err == nil {
 			return fill, true, ""
 		}
