@@ -11,6 +11,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk"
@@ -148,25 +149,7 @@ func scribbledSibling(f *fixture) {
 		f.t.Fatalf("the sibling's arena files in %s: %v (%d)", f.shm, err, len(arenas))
 	}
 	for _, a := range arenas {
-		scribble(f.t, a)
-	}
-}
-
-// scribble writes 4 KiB of other bytes into the middle of the file at
-// path (a mock arena: tensor bytes there).
-func scribble(t testing.TB, path string) {
-	t.Helper()
-	fd, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fd.WriteAt(bytes.Repeat([]byte{0xa5}, 4096), st.Size()/2); err != nil {
-		t.Fatal(err)
+		testworld.Scribble(f.t, a)
 	}
 }
 

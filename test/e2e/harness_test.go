@@ -5,7 +5,7 @@
 // This file is the shared harness. TestMain builds bin/ (wcache and
 // wcache-backend-mock, side by side so that the plugin is found next to the
 // executable) into a temporary directory. Every test makes its own harness
-// with newHarness: a private XDG_RUNTIME_DIR, a private WCACHE_MOCK_DIR and
+// with newHarness: a private XDG_RUNTIME_DIR and XDG_CACHE_HOME, a private WCACHE_MOCK_DIR and
 // its own mock device UUIDs, and every process it starts is killed (with its
 // whole process group, plugins included) when the test ends.
 package e2e
@@ -113,6 +113,9 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The digest cache (daemons record what they load in it) is the
+	// world's own, never the user's.
+	w.Setenv("XDG_CACHE_HOME=" + filepath.Join(w.Root, "cache"))
 	w.Setenv(opts.Env...)
 	h := &harness{t: t, World: w, procs: testproc.NewGroup(testproc.Options{Path: binPath(wcacheBin), Dir: w.Root})}
 	t.Cleanup(h.cleanup)
