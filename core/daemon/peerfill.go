@@ -55,16 +55,16 @@ type peerFill struct {
 	// "peer HOST:PORT".
 	From string
 	// Content is the content record of every file of job.ck.Files, and
-	// must be TRUE: a record carries the local file's Identity only when
-	// something proved the peer's bytes are that file's (the peer loaded
-	// the same file: path and stamp equal; or the user's digest cache
-	// holds the local file's digest, equal to the peer's), else no file
-	// identity (zero, or the size alone: netfill.go) with the digest the
-	// peer's bytes were checked against. A filler that cannot name a
-	// file's digest fails instead. A record's
-	// SHA256, when set, is a hub blob name the peer verified for that very
-	// file (same path and identity): the generation starts with it
-	// verified, and its background verifier does not read the file again.
+	// must be TRUE: each carries the local file's Identity because the
+	// copy was proven to be that file's bytes — against what the local
+	// file is known to hold (the user's digest cache, a trusted hub blob
+	// name, or the file hashed alongside the copy: localcontent.go), never
+	// the peer's memory or its records alone. A filler that cannot prove
+	// a file fails instead. A record's SHA256, when set, is a hub blob
+	// name true of that very file (verified by the sibling that loaded it,
+	// or the trusted name the copy was proven by): the generation starts
+	// with it verified, and its background verifier does not read the
+	// file again.
 	Content []cacheconfig.FileContent
 	// Reserved is what the backend reserved for job.g.allocs, summed.
 	Reserved uint64
