@@ -113,9 +113,6 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The digest cache (daemons record what they load in it) is the
-	// world's own, never the user's.
-	w.Setenv("XDG_CACHE_HOME=" + filepath.Join(w.Root, "cache"))
 	w.Setenv(opts.Env...)
 	h := &harness{t: t, World: w, procs: testproc.NewGroup(testproc.Options{Path: binPath(wcacheBin), Dir: w.Root})}
 	t.Cleanup(h.cleanup)
