@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
@@ -30,9 +32,9 @@ func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *p
 	sums := make([]filedigest.Sum, n)
 	have := make([]bool, n)
 	asm := headerLeaves(f)
+	var batches []digestBatch
 	for ai, a := range pl.Allocations {
-		var ranges []sdk.Range
-		var leaves []int64
+		var cur digestBatch
 		for _, e := range a.Extents {
 			if e.Path != f.Path {
 				continue
@@ -46,8 +48,12 @@ func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *p
 				if off+ln > to {
 					break
 				}
-				ranges = append(ranges, sdk.Range{Offset: e.DestOffset + uint64(off-from), Length: uint64(ln)})
-				leaves = append(leaves, i)
+				if len(cur.ranges) == rangeBatch {
+					batches, cur = append(batches, cur), digestBatch{}
+				}
+				cur.arena = ai
+				cur.ranges = append(cur.ranges, sdk.Range{Offset: e.DestOffset + uint64(off-from), Length: uint64(ln)})
+				cur.leaves = append(cur.leaves, i)
 				wholeTo = off + ln
 			}
 			for _, p := range [][2]int64{{from, wholeFrom}, {wholeTo, to}} {
@@ -64,19 +70,43 @@ func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *p
 				asm.Write(p[0], buf)
 			}
 		}
-		for first := 0; first < len(ranges); first += rangeBatch {
-			last := min(first+rangeBatch, len(ranges))
-			got, err := b.Digest(ctx, ids[ai], ranges[first:last])
-			if err != nil {
-				return "", fmt.Errorf("content of %s: digest of arena %d: %w", f.Path, ai+1, err)
-			}
-			if len(got) != last-first {
-				return "", fmt.Errorf("content of %s: arena %d: %d sums for %d ranges: protocol violation", f.Path, ai+1, len(got), last-first)
-			}
-			for k, s := range got {
-				sums[leaves[first+k]], have[leaves[first+k]] = s, true
-			}
+		if len(cur.ranges) > 0 {
+			batches = append(batches, cur)
 		}
+	}
+	// The batches on digestStreams goroutines: the backend hashes several
+	// ranges at once (each leaf index is written by one batch only).
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		errMu sync.Mutex
+		first error
+	)
+	for range min(digestStreams, len(batches)) {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(batches); k = int(next.Add(1) - 1) {
+				bt := batches[k]
+				got, err := b.Digest(ctx, ids[bt.arena], bt.ranges)
+				if err == nil && len(got) != len(bt.ranges) {
+					err = fmt.Errorf("%d sums for %d ranges: protocol violation", len(got), len(bt.ranges))
+				}
+				if err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = fmt.Errorf("content of %s: digest of arena %d: %w", f.Path, bt.arena+1, err)
+					}
+					errMu.Unlock()
+					return
+				}
+				for j, s := range got {
+					sums[bt.leaves[j]], have[bt.leaves[j]] = s, true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return "", first
 	}
 	for _, l := range asm.Leaves() {
 		sums[l.Index], have[l.Index] = l.Sum, true
@@ -89,9 +119,20 @@ func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *p
 	return filedigest.Root(size, sums)
 }
 
-// rangeBatch is how many ranges one Digest call of copiedDigest asks for
-// (32 bytes of answer each).
-const rangeBatch = 2048
+// digestBatch is one Digest call of copiedDigest: ranges of one arena, the
+// file leaf each is.
+type digestBatch struct {
+	arena  int
+	ranges []sdk.Range
+	leaves []int64
+}
+
+// rangeBatch is how many 1 MiB ranges one Digest call of copiedDigest
+// asks for, and digestStreams how many calls run at once.
+const (
+	rangeBatch    = 64
+	digestStreams = 4
+)
 
 // backendReaders reads allocations ids through the backend (backendReader),
 // for the plain SHA-256 of a hub blob (sha256FromArenas).
