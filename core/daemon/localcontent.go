@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/hubcache"
@@ -34,11 +35,16 @@ const (
 // cache entry for its identity, else the name of a trusted Hugging Face
 // hub blob (hubcache.TrustedBlob), else the file's own content digest,
 // hashed in the background while the peer's bytes are copied (one file at
-// a time, filedigest's workers each). Nothing here reads a peer.
+// a time, filedigest's workers each), from begin on: a fill that finds no
+// peer reads nothing. Nothing here reads a peer.
 type localContent struct {
 	files  map[string]*localFile
+	ctx    context.Context
 	cancel context.CancelFunc
+	toHash []*localFile
+	once   sync.Once
 	done   chan struct{}
+	d      *Daemon
 }
 
 // localFile is what one file is known to hold.
@@ -60,11 +66,11 @@ type localFile struct {
 }
 
 // startLocalContent looks every file of ck up (digest cache, hub blob
-// name) and starts hashing those neither knows. Call stop when the fill
+// name); begin starts hashing those neither knows. Call stop when the fill
 // ends, whatever its outcome.
 func (d *Daemon) startLocalContent(ctx context.Context, ck *safetensors.Checkpoint) *localContent {
 	ctx, cancel := context.WithCancel(ctx)
-	lc := &localContent{files: make(map[string]*localFile, len(ck.Files)), cancel: cancel, done: make(chan struct{})}
+	lc := &localContent{files: make(map[string]*localFile, len(ck.Files)), ctx: ctx, cancel: cancel, done: make(chan struct{}), d: d}
 	var toHash []*localFile
 	for _, f := range ck.Files {
 		lf := &localFile{f: f}
@@ -80,17 +86,25 @@ func (d *Daemon) startLocalContent(ctx context.Context, ck *safetensors.Checkpoi
 		lf.how, lf.hashed = knownByHashing, make(chan struct{})
 		toHash = append(toHash, lf)
 	}
-	if len(toHash) > 0 {
-		d.log.Info("peer fill: hashing the local files whose content is not known, alongside the copy", "files", len(toHash))
-	}
-	go func() {
-		defer close(lc.done)
-		for _, lf := range toHash {
-			lf.digest, lf.err = d.hashLocalFile(ctx, lf.f)
-			close(lf.hashed)
-		}
-	}()
+	lc.toHash = toHash
 	return lc
+}
+
+// begin starts hashing the files whose content is not known (once; a
+// peer offers the bytes: the copy is about to start).
+func (lc *localContent) begin() {
+	lc.once.Do(func() {
+		if len(lc.toHash) > 0 {
+			lc.d.log.Info("peer fill: hashing the local files whose content is not known, alongside the copy", "files", len(lc.toHash))
+		}
+		go func() {
+			defer close(lc.done)
+			for _, lf := range lc.toHash {
+				lf.digest, lf.err = lc.d.hashLocalFile(lc.ctx, lf.f)
+				close(lf.hashed)
+			}
+		}()
+	})
 }
 
 // hashLocalFile is f's content digest, read from the file, refused when f
@@ -132,9 +146,11 @@ func (d *Daemon) recordLoadedDigests(content []cacheconfig.FileContent) {
 	}
 }
 
-// stop ends the background hashing and waits for it.
+// stop ends the background hashing and waits for it (nothing to wait for
+// when begin was never called).
 func (lc *localContent) stop() {
 	lc.cancel()
+	lc.once.Do(func() { close(lc.done) })
 	<-lc.done
 }
 
@@ -146,6 +162,7 @@ func (lc *localContent) known(ctx context.Context, f *safetensors.File) (*localF
 		return nil, fmt.Errorf("content of %s: not a file of this load", f.Path)
 	}
 	if lf.hashed != nil {
+		lc.begin()
 		select {
 		case <-lf.hashed:
 		case <-ctx.Done():

@@ -73,11 +73,12 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 		sink = &stagedSink{d: d, ck: job.ck, pl: job.pl, g: job.g, window: window}
 	}
 	defer sink.close()
-	// What the local files hold, known or hashed while the bytes arrive:
-	// the fill is proven against it, never against the peer's word alone.
+	// What the local files hold, known or hashed while the bytes arrive
+	// (from the offer on: hashOnPrepare): the fill is proven against it,
+	// never against the peer's word alone.
 	lc := d.startLocalContent(ctx, job.ck)
 	defer lc.stop()
-	res, err := peer.Fetch(ctx, identity, sink, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
+	res, err := peer.Fetch(ctx, identity, hashOnPrepare{sink, lc}, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
 		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer")})
 	if err != nil {
 		if onlyNotHeld(err) {
@@ -117,6 +118,19 @@ type receivedBytes struct {
 	// path, its header's included) collected as the bytes arrived; files
 	// without are digested from arenas.
 	leaves map[string]*filedigest.Assembler
+}
+
+// hashOnPrepare starts hashing the local files a fill must prove
+// (localContent.begin) when a peer's offer is prepared, so that a fetch
+// no peer answers reads no file.
+type hashOnPrepare struct {
+	receivingSink
+	lc *localContent
+}
+
+func (s hashOnPrepare) Prepare(ctx context.Context, offer peer.Offer) error {
+	s.lc.begin()
+	return s.receivingSink.Prepare(ctx, offer)
 }
 
 // checkOfferLayout refuses an offer whose arenas are not pl's (count and

@@ -157,6 +157,7 @@ func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCan
 		return peerFill{}, err
 	}
 	fill := peerFill{From: filledFromPeerPrefix + c.uuid}
+	lc.begin() // the copy starts: hash the files not known, alongside
 	start := time.Now()
 	if fill.Reserved, fill.Path, err = s.copyArenas(ctx, job.pl, m, &job.g.allocs, d.opts.Progress); err != nil {
 		return peerFill{}, err
