@@ -403,12 +403,15 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		free()
 		return err
 	}
-	if d.opts.VerifyLoad {
+	if d.opts.VerifyLoad && !fromPeer { // a peer fill was verified before it was taken (fillFromPeers)
 		if err := d.verifyLoad(ctx, pl, g.allocs, ck); err != nil {
 			free()
 			return fmt.Errorf("verify: %w", err)
 		}
 		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
+	}
+	if !fromPeer {
+		d.recordLoadedDigests(content) // for the next peer fill of the node (localcontent.go)
 	}
 	m.content = cacheconfig.FilesToProto(content)
 	for _, c := range content {

@@ -10,15 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
@@ -77,7 +74,12 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 		sink = &stagedSink{d: d, ck: job.ck, pl: job.pl, g: job.g, window: window}
 	}
 	defer sink.close()
-	res, err := peer.Fetch(ctx, identity, sink, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
+	// What the local files hold, known or hashed while the bytes arrive
+	// (from the offer on: hashOnPrepare): the fill is proven against it,
+	// never against the peer's word alone.
+	lc := d.startLocalContent(ctx, job.ck)
+	defer lc.stop()
+	res, err := peer.Fetch(ctx, identity, hashOnPrepare{sink, lc}, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
 		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer"),
 		Deadline: po.FillTimeout, MinRate: po.FillMinRate, RateWindow: po.FillRateWindow})
 	if err != nil {
@@ -87,7 +89,7 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 		return peerFill{}, fmt.Errorf("cross-node fill: %w", err)
 	}
 	startVerify := time.Now()
-	content, err := d.proveContent(ctx, job.ck, job.pl, sink.received(ctx))
+	content, err := d.proveContent(ctx, job.ck, job.pl, sink.received(ctx), lc)
 	if err != nil {
 		return peerFill{}, fmt.Errorf("cross-node fill from %s: %w", res.Peer, err)
 	}
@@ -118,6 +120,19 @@ type receivedBytes struct {
 	// path, its header's included) collected as the bytes arrived; files
 	// without are digested from arenas.
 	leaves map[string]*filedigest.Assembler
+}
+
+// hashOnPrepare starts hashing the local files a fill must prove
+// (localContent.begin) when a peer's offer is prepared, so that a fetch
+// no peer answers reads no file.
+type hashOnPrepare struct {
+	receivingSink
+	lc *localContent
+}
+
+func (s hashOnPrepare) Prepare(ctx context.Context, offer peer.Offer) error {
+	s.lc.begin()
+	return s.receivingSink.Prepare(ctx, offer)
 }
 
 // checkOfferLayout refuses an offer whose arenas are not pl's (count and
@@ -241,78 +256,29 @@ func (s *arenaSink) received(context.Context) receivedBytes {
 
 // proveContent returns the content record of every checkpoint file from
 // the received bytes: each file's digest assembled from its header (as the
-// plan read it) and the arenas' bytes at its extents (leaves neither covers,
-// gaps between tensors, are read from the file). Where the daemon knows the
-// file's content (proveFile: Options.DigestCache by the file's identity,
-// or its hub blob name) the two must be equal — else the fill is refused: a peer of the same weights identity
-// with other tensor values, a fine-tune of the same shapes — and the record
-// carries the local file's identity (proven). Where it does not, the record
-// has the digest of what the daemon serves and an identity of the size
-// alone (no device, inode or times): nothing
-// proved the local file holds those bytes, so nothing claims it does (a
-// client proves its own files against the digest: docs/peer-fill.md).
-func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes) ([]cacheconfig.FileContent, error) {
-	cache := d.opts.DigestCache
+// plan read it) and the arenas' bytes at its extents, proven against what
+// the local file is known to hold (proveCopy, lc: the digest cache entry
+// of its identity, its hub blob name, or the file hashed while the bytes
+// arrived). A file the received bytes do not make fails the fill
+// (peer.ErrDigestMismatch: a peer of the same weights identity with other
+// tensor values — a fine-tune of the same shapes, memory written since it
+// was loaded); the files are read instead. Every record carries the local
+// file's identity: the bytes served are proven to be that file's.
+func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes, lc *localContent) ([]cacheconfig.FileContent, error) {
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
-	proven := 0
 	for _, f := range ck.Files {
 		got, err := digestFromArenas(ctx, f, pl, rx)
 		if err != nil {
 			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
 		}
-		// Size alone: no file's identity (device, inode, times), so a
-		// client proves its own file by its digest, never by a stat;
-		// cacheconfig.MatchContent compares sizes first.
-		rec := cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: got,
-			Identity: safetensors.Stamp{Size: f.Stamp.Size}}
-		ok, err := proveFile(ctx, cache, f, got, pl, rx.arenas)
+		rec, err := d.proveCopy(ctx, lc, f, got, func() (string, error) { return sha256FromArenas(ctx, f, pl, rx.arenas) })
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			rec.Identity = f.Stamp
-			proven++
-		}
 		out = append(out, rec)
-	}
-	if proven < len(out) {
-		d.log.Warn("cross-node fill: the content of some files is not known here: their records carry the received bytes' digests, not the local files' identity",
-			"files", len(out), "proven", proven)
 	}
 	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-// proveFile checks the content digest got that file f would have with the
-// received bytes against what the daemon knows of f: the digest cache's
-// entry for its identity, else the SHA-256 its Hugging Face hub blob name
-// claims (hubcache.TrustedBlob: a blob only its owner or root could have
-// written), compared with the plain SHA-256 of the header and the received
-// bytes in file order. ok: proven; false with no error: nothing known; an
-// error wrapping peer.ErrDigestMismatch: the peer's bytes are not f's.
-func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, arenas []io.ReaderAt) (bool, error) {
-	if cache != nil {
-		if want, ok := cache.Lookup(f.Stamp); ok {
-			if got != want {
-				return false, fmt.Errorf("%w: %s would have content %s, its digest is %s (the peer holds other tensor values under the same weights identity)",
-					peer.ErrDigestMismatch, f.Path, got, want)
-			}
-			return true, nil
-		}
-	}
-	want, st, ok := hubcache.TrustedBlob(f.Path, os.Geteuid())
-	if !ok || safetensors.StampOf(st) != f.Stamp {
-		return false, nil
-	}
-	sum, err := sha256FromArenas(ctx, f, pl, arenas)
-	if err != nil {
-		return false, fmt.Errorf("content of %s: %w", f.Path, err)
-	}
-	if sum != want {
-		return false, fmt.Errorf("%w: %s would have SHA-256 %s, its hub blob name is %s (the peer holds other tensor values under the same weights identity)",
-			peer.ErrDigestMismatch, f.Path, sum, want)
-	}
-	return true, nil
 }
 
 // sha256FromArenas is the plain SHA-256 file f would have with the arenas'

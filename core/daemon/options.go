@@ -194,17 +194,16 @@ type Options struct {
 	// PeerFillOff reads the files. A peer fill that fails is logged and
 	// recorded in Status (fill_fallback); the files are read then.
 	PeerFill string
-	// DigestCache, when set, is the user's digest cache (client.DigestCache),
-	// which peer fills look the local files' content digests up in. Same
-	// node: a sibling that loaded another copy of a file is accepted when
-	// the cache holds the local file's digest and it equals the sibling's
-	// (nil: only the very files the sibling loaded, same path and identity,
-	// are proven). Across nodes: bytes that do not make the recorded digests
-	// are refused (the files are read instead), and bytes that make them
-	// record them as the generation's content; nil or no entry: the bytes
-	// are checked against the peer's announced digests only and no content
-	// digest is claimed for the local file (docs/peer-fill.md, "What a fill
-	// proves"). serve passes the default one while peer fill is on.
+	// DigestCache, when set, is the user's digest cache (client.DigestCache).
+	// A peer fill (same node or across nodes) proves the bytes it copied
+	// against what the local files hold: the cache's digest of each file's
+	// identity, else a trusted hub blob name, else the file hashed while
+	// the bytes are copied (its digest then stored here); bytes that are
+	// not the files' are refused and the files read (docs/peer-fill.md,
+	// "What a fill proves"). Every load from the files stores its files'
+	// digests here, so a second daemon of the node proves its fill without
+	// reading them. nil: nothing is looked up or stored (fills hash the
+	// files). serve passes the default one while peer fill is on.
 	DigestCache *client.DigestCache
 
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client

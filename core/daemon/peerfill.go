@@ -55,16 +55,16 @@ type peerFill struct {
 	// "peer HOST:PORT".
 	From string
 	// Content is the content record of every file of job.ck.Files, and
-	// must be TRUE: a record carries the local file's Identity only when
-	// something proved the peer's bytes are that file's (the peer loaded
-	// the same file: path and stamp equal; or the user's digest cache
-	// holds the local file's digest, equal to the peer's), else no file
-	// identity (zero, or the size alone: netfill.go) with the digest the
-	// peer's bytes were checked against. A filler that cannot name a
-	// file's digest fails instead. A record's
-	// SHA256, when set, is a hub blob name the peer verified for that very
-	// file (same path and identity): the generation starts with it
-	// verified, and its background verifier does not read the file again.
+	// must be TRUE: each carries the local file's Identity because the
+	// copy was proven to be that file's bytes — against what the local
+	// file is known to hold (the user's digest cache, a trusted hub blob
+	// name, or the file hashed alongside the copy: localcontent.go), never
+	// the peer's memory or its records alone. A filler that cannot prove
+	// a file fails instead. A record's SHA256, when set, is a hub blob
+	// name true of that very file (verified by the sibling that loaded it,
+	// or the trusted name the copy was proven by): the generation starts
+	// with it verified, and its background verifier does not read the
+	// file again.
 	Content []cacheconfig.FileContent
 	// Reserved is what the backend reserved for job.g.allocs, summed.
 	Reserved uint64
@@ -101,6 +101,17 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill
 		fill, err := f.fillFromPeer(ctx, job)
 		if err == nil && len(fill.Content) != len(job.ck.Files) {
 			err = fmt.Errorf("peer fill from %s: %d content records for %d files", fill.From, len(fill.Content), len(job.ck.Files))
+		}
+		if err == nil && d.opts.VerifyLoad {
+			// serve --verify: the copy compared with the files, byte
+			// range by byte range; a copy that differs is a fallback to
+			// the files (which are then verified as any load), not the
+			// daemon's end.
+			if verr := d.verifyLoad(ctx, job.pl, job.g.allocs, job.ck); verr != nil {
+				err = fmt.Errorf("peer fill from %s: verify: %w", fill.From, verr)
+			} else {
+				d.log.Info("verified the peer fill against the checkpoint", "model", job.g.model, "from", fill.From, "bytes", job.pl.Bytes)
+			}
 		}
 		if err == nil {
 			return fill, true, ""

@@ -67,9 +67,10 @@ func checkFilledFromPeer(t *testing.T, a, b *running) Info {
 	return info
 }
 
-// checkPeerContent fails t unless B (its info) records A's files with
-// A's digests, their sizes and no file identity: nothing proved B's own
-// files.
+// checkPeerContent fails t unless B (its info) records A's digests with
+// its own local files' identity: B knew nothing of its files (no digest
+// cache, no hub blob), so it hashed them while the bytes arrived and
+// proved the received bytes against them.
 func checkPeerContent(t *testing.T, a *running, info Info) {
 	t.Helper()
 	want := map[string]string{}
@@ -80,17 +81,18 @@ func checkPeerContent(t *testing.T, a *running, info Info) {
 		t.Fatalf("B records %d files, A %d", len(info.Content), len(want))
 	}
 	for _, c := range info.Content {
-		if c.Digest != want[c.Name] || c.Identity.Ino != 0 || c.Identity.Size == 0 {
-			t.Errorf("B's record of %s: %+v; want A's digest %s and no file identity", c.Name, c, want[c.Name])
+		fi, err := os.Stat(c.Path)
+		if err != nil || c.Digest != want[c.Name] || c.Identity != safetensors.StampOf(fi) {
+			t.Errorf("B's record of %s: %+v; want A's digest %s and the local file's identity (%v)", c.Name, c, want[c.Name], err)
 		}
 	}
 }
 
 // TestFilledFromPeerDaemon: B fills its checkpoint from A's endpoint, both
 // with memfd handles and with A's arenas read through the backend (no host
-// mapping: what a device arena is); the content records carry the files'
-// digests but no file identity (no digest cache: nothing proved the local
-// files), and an attach reads the checkpoint's bytes.
+// mapping: what a device arena is); with no digest cache B hashes its own
+// files alongside and the content records carry the files' digests with
+// the local files' identity, and an attach reads the checkpoint's bytes.
 func TestFilledFromPeerDaemon(t *testing.T) {
 	forEachPeerA(t, func(t *testing.T, f *fixture, a *running, creds *peer.Credentials) {
 		f.memfd = true
@@ -138,6 +140,29 @@ func TestPeerFillFallbacks(t *testing.T) {
 		if l := b.d.Info().Load; l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "not the same layout") {
 			t.Fatalf("B's load: filled from %q, fallback %q: want files, the offer's layout refused", l.FilledFrom, l.FillFallback)
 		}
+	})
+	// A holds other bytes under the same weights identity (a fine-tune of
+	// the same shapes: what A's memory written since it loaded looks like
+	// from B) and B knows nothing of its files: B hashes them while the
+	// bytes arrive, refuses the fill and reads the files.
+	t.Run("other content, hashed here", func(t *testing.T) {
+		f := newFixture(t)
+		ca := peertest.NewCA(t, "wcache test CA")
+		other := f.generate("finetune", safetensorstest.GenOptions{Shards: 2, Seed: 9})
+		a := f.start(0, func(o *Options) {
+			o.Model = other.Dir
+			o.Peer = PeerOptions{Listen: "127.0.0.1:0", Creds: ca.Issue(t, "node-a", ca)}
+		})
+		b := f.start(1, func(o *Options) {
+			otherNode(t, o)
+			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: ca.Issue(t, "node-b", ca)}
+		})
+		l := b.d.Info().Load
+		if l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "content digest mismatch") ||
+			!strings.Contains(l.FillFallback, "hashed the local file") {
+			t.Fatalf("B's load: filled from %q, fallback %q: want files after the hashed files refused the bytes", l.FilledFrom, l.FillFallback)
+		}
+		verifyAgainst(t, b.mustAttach(t), f.model.Dir)
 	})
 	t.Run("other content known", func(t *testing.T) {
 		f := newFixture(t)

@@ -34,23 +34,26 @@ const siblingAttachTimeout = 10 * time.Second
 //     daemon's own device is skipped;
 //  2. candidates: their serving generations loaded from files with this
 //     load's weights identity;
-//  3. content: every file of this load must be proven to hold the
-//     sibling's file's bytes (provenContent: the very file it loaded, or a
-//     copy whose digest the user's digest cache holds); else it is not
-//     used;
+//  3. what the local files hold (localContent): the user's digest cache
+//     entry of each file's identity, else a trusted hub blob's name, else
+//     the file hashed in the background while the bytes are copied; a
+//     sibling whose records name another content than a file already known
+//     is refused before a byte moves (siblingRecords);
 //  4. Attach with the sibling generation's own config: a lease, so the
 //     sibling keeps the arenas while they are copied; its manifest must
 //     lay the tensors out as this load's plan does (arena count and sizes,
 //     every tensor's arena, offset and length);
 //  5. sdk.PeerCopy of every arena into a new allocation of this plugin;
-//  6. check: the content digest (peer.ArenaDigest: the backend's SHA-256 of
-//     each 1 MiB leaf, only sums cross the plugin boundary) of each copy
-//     equals the source's (imported into this plugin, read while the
-//     lease holds it); then the lease is released.
+//     then the lease is released;
+//  6. check: each file's content digest computed from the COPY
+//     (copiedDigest: the backend hashes the leaves where the bytes are)
+//     equals what the local file is known to hold (proveCopy), never only
+//     the sibling's memory or its records: its arenas may have been
+//     written since it loaded them.
 //
 // Any failure fails the candidate (the next one is tried, then the files):
 // the sibling gone, a copy error, ErrUnsupported (a backend without peer
-// copies), another layout, a digest mismatch.
+// copies), another layout, a copy that is not the local files' content.
 type siblingFiller struct {
 	d *Daemon
 }
@@ -75,9 +78,11 @@ func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFil
 	if len(cands) == 0 {
 		return peerFill{}, fmt.Errorf("%w: no sibling daemon on this node serves weights identity %s", errNoPeer, identity)
 	}
+	lc := d.startLocalContent(ctx, job.ck)
+	defer lc.stop()
 	var reasons []string
 	for _, c := range cands {
-		fill, err := s.fillFrom(ctx, job, c)
+		fill, err := s.fillFrom(ctx, job, c, lc)
 		if err == nil {
 			return fill, nil
 		}
@@ -134,10 +139,11 @@ func (s *siblingFiller) candidates(ctx context.Context, identity string, kind ca
 }
 
 // fillFrom fills job from candidate c (siblingFiller's steps 3 to 6),
-// appending the new allocations to job.g.allocs.
-func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCandidate) (peerFill, error) {
+// appending the new allocations to job.g.allocs; lc is what the local
+// files hold.
+func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCandidate, lc *localContent) (peerFill, error) {
 	d := s.d
-	content, err := provenContent(job, c.gen.Files, d.opts.DigestCache)
+	theirs, err := siblingRecords(job, c.gen.Files, lc)
 	if err != nil {
 		return peerFill{}, err
 	}
@@ -150,18 +156,51 @@ func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCan
 	if err := sameLayout(job.pl, m, false); err != nil {
 		return peerFill{}, err
 	}
-	fill := peerFill{From: filledFromPeerPrefix + c.uuid, Content: content}
+	fill := peerFill{From: filledFromPeerPrefix + c.uuid}
+	lc.begin() // the copy starts: hash the files not known, alongside
 	start := time.Now()
 	if fill.Reserved, fill.Path, err = s.copyArenas(ctx, job.pl, m, &job.g.allocs, d.opts.Progress); err != nil {
 		return peerFill{}, err
 	}
 	fill.Copy = time.Since(start)
+	if err := leaseHeld(att); err != nil {
+		return peerFill{}, err
+	}
+	release() // the copy is this daemon's own memory: the proof needs no source
 	start = time.Now()
-	if err := s.verify(ctx, job.pl, job.g.allocs, att); err != nil {
+	if fill.Content, err = d.proveCopies(ctx, job, lc, theirs); err != nil {
 		return peerFill{}, err
 	}
 	fill.Verify = time.Since(start)
 	return fill, nil
+}
+
+// proveCopies returns the content record of every file of job, each
+// proven from the copy in job.g.allocs (copiedDigest; for a hub blob known
+// by name only, the copy's plain SHA-256 too) against what the local file
+// is known to hold (proveCopy). A sibling's record of the very same file
+// (same path and identity) gives the hub blob name it verified from that
+// file, so the background verifier does not read it again.
+func (d *Daemon) proveCopies(ctx context.Context, job *loadJob, lc *localContent, theirs map[string]cacheconfig.FileContent) ([]cacheconfig.FileContent, error) {
+	out := make([]cacheconfig.FileContent, 0, len(job.ck.Files))
+	for _, f := range job.ck.Files {
+		got, err := copiedDigest(ctx, d.backend, f, job.pl, job.g.allocs)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := d.proveCopy(ctx, lc, f, got, func() (string, error) {
+			return sha256FromArenas(ctx, f, job.pl, backendReaders(ctx, d.backend, job.g.allocs))
+		})
+		if err != nil {
+			return nil, err
+		}
+		if t, ok := theirs[rec.Name]; ok && rec.SHA256 == "" && t.Path == f.Path && t.Identity == f.Stamp && t.Digest == got {
+			rec.SHA256 = t.SHA256
+		}
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // lease attaches to candidate c with its generation's own config (a lease:
@@ -183,10 +222,13 @@ func (s *siblingFiller) lease(ctx context.Context, c siblingCandidate) (att *cli
 		cl.Close()
 		return nil, nil, fmt.Errorf("attach: %w", err)
 	}
+	var once sync.Once
 	release = func() {
-		_ = att.Lease.Close()
-		cl.Close()
-		cancel()
+		once.Do(func() {
+			_ = att.Lease.Close()
+			cl.Close()
+			cancel()
+		})
 	}
 	if att.Manifest.Generation != c.gen.Generation {
 		release()
@@ -229,7 +271,10 @@ func (s *siblingFiller) copyArenas(ctx context.Context, pl *plan.Plan, m *client
 
 // verify checks that every copied arena's content digest equals its
 // source's, the source imported into this plugin (its handle borrowed from
-// att's lease) and freed again, and that the lease still holds.
+// att's lease) and freed again, and that the lease still holds. It proves
+// the copy is the source's memory, nothing more: a publication's fill
+// (attachfill.go) has no local files to prove against; a file load's
+// proves its copy against the files (proveCopies).
 func (s *siblingFiller) verify(ctx context.Context, pl *plan.Plan, allocs []sdk.AllocationID, att *client.Attachment) error {
 	d := s.d
 	m := att.Manifest
@@ -255,6 +300,12 @@ func (s *siblingFiller) verify(ctx context.Context, pl *plan.Plan, allocs []sdk.
 			return fmt.Errorf("verify arena %d: digest mismatch: the copy has %s, the sibling's arena %s", i+1, got, want)
 		}
 	}
+	return leaseHeld(att)
+}
+
+// leaseHeld fails when the sibling ended att's lease (it stopped, or
+// evicted the generation) while its arenas were read.
+func leaseHeld(att *client.Attachment) error {
 	select {
 	case <-att.Lease.Done():
 		return fmt.Errorf("the sibling ended the lease during the copy: %v", att.Lease.Err())
@@ -294,21 +345,13 @@ func sameLayout(pl *plan.Plan, m *client.Manifest, views bool) error {
 	return nil
 }
 
-// provenContent returns the content record of every file of job, when
-// each is proven to hold the bytes of the sibling's file of its name:
-//
-//   - it is the very file the sibling loaded: same path and identity
-//     (device, inode, size, mtime, ctime). The sibling digested those bytes
-//     as it loaded them; its record is taken as it is, with the hub blob
-//     name it verified for that file, if any;
-//   - or the user's digest cache (cache, nil: none) holds a digest for its
-//     identity, equal to the sibling's (another copy of the same content):
-//     the record names the local file with that digest.
-//
-// A file neither proves (another copy with no cached digest, rewritten
-// since) fails the candidate: nothing is claimed for a local file that
-// nothing proved. A cached digest that differs is another content.
-func provenContent(job *loadJob, theirs []cacheconfig.FileContent, cache *client.DigestCache) ([]cacheconfig.FileContent, error) {
+// siblingRecords maps the sibling's content records by file name, and
+// refuses it before a byte moves when it lacks a record of a file of this
+// load, or records another content for a file whose local content is
+// already known (lc: the digest cache, or a hash already done). Its
+// records prove nothing about its memory: the copy is proven against the
+// local files afterwards (proveCopies).
+func siblingRecords(job *loadJob, theirs []cacheconfig.FileContent, lc *localContent) (map[string]cacheconfig.FileContent, error) {
 	byName := make(map[string]cacheconfig.FileContent, len(theirs))
 	for _, f := range theirs {
 		byName[f.Name] = f
@@ -316,30 +359,15 @@ func provenContent(job *loadJob, theirs []cacheconfig.FileContent, cache *client
 	if len(theirs) != len(job.ck.Files) {
 		return nil, fmt.Errorf("content not proven: the sibling loaded %d files, this load has %d", len(theirs), len(job.ck.Files))
 	}
-	out := make([]cacheconfig.FileContent, 0, len(job.ck.Files))
 	for _, f := range job.ck.Files {
 		rec, ok := byName[filepath.Base(f.Path)]
-		switch {
-		case !ok || rec.Digest == "":
+		if !ok || rec.Digest == "" {
 			return nil, fmt.Errorf("content not proven: the sibling has no content record of %s", f.Path)
-		case rec.Path == f.Path && rec.Identity == f.Stamp:
-			// The same file: the hub blob name the sibling verified for it
-			// (SHA256) is as true here.
-			out = append(out, rec)
-			continue
 		}
-		cached, ok := "", false
-		if cache != nil {
-			cached, ok = cache.Lookup(f.Stamp)
+		if want, differs := lc.differs(f, rec.Digest); differs {
+			return nil, fmt.Errorf("content differs: %s has digest %s (%s), the sibling's %s has %s: the sibling's bytes are not these files",
+				f.Path, want, lc.files[f.Path].how, rec.Path, rec.Digest)
 		}
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("content not proven: %s is not the file the sibling loaded (%s) and has no cached digest", f.Path, rec.Path)
-		case cached != rec.Digest:
-			return nil, fmt.Errorf("content differs: %s has digest %s (digest cache), the sibling's %s has %s", f.Path, cached, rec.Path, rec.Digest)
-		}
-		out = append(out, cacheconfig.FileContent{Name: rec.Name, Path: f.Path, Digest: cached, Identity: f.Stamp})
 	}
-	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return byName, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk"
@@ -136,6 +137,22 @@ func TestSiblingFillFromACopyProvenByTheDigestCache(t *testing.T) {
 	}
 }
 
+// scribbledSibling starts a sibling of the fixture's checkpoint (posix-shm
+// arenas, files in f.shm) and then writes other bytes into the middle of
+// each of its arenas, as a process of the same uid can.
+func scribbledSibling(f *fixture) {
+	f.t.Helper()
+	f.memfd = false
+	f.start(0, nil)
+	arenas, err := filepath.Glob(filepath.Join(f.shm, "*"))
+	if err != nil || len(arenas) == 0 {
+		f.t.Fatalf("the sibling's arena files in %s: %v (%d)", f.shm, err, len(arenas))
+	}
+	for _, a := range arenas {
+		testworld.Scribble(f.t, a)
+	}
+}
+
 func TestSiblingFillFallsBack(t *testing.T) {
 	// otherContent starts a sibling of the same headers (so the same
 	// weights identity) and other bytes.
@@ -156,7 +173,21 @@ func TestSiblingFillFallsBack(t *testing.T) {
 		{name: "no sibling"},
 		{name: "peer fill off", sibling: func(f *fixture) { f.start(0, nil) },
 			edit: func(_ *fixture, o *Options) { o.PeerFill = PeerFillOff }},
-		{name: "sibling of other content", reason: "content not proven", sibling: otherContent},
+		{name: "sibling of other content", reason: "not these files", sibling: otherContent},
+		// The sibling's memory written after it loaded the very files this
+		// daemon opens (posix-shm arenas, same uid; CUDA IPC memory any
+		// admitted client maps writable): its records are still true of
+		// the files, its bytes are not. The copy is proven against the
+		// local files, hashed alongside the copy or known to the digest
+		// cache, and refused.
+		{name: "sibling's memory written since it loaded", reason: "(hashed the local file): the source's memory is not these files",
+			sibling: scribbledSibling},
+		{name: "sibling's memory written since it loaded, the local files' digests cached",
+			reason: "(digest cache): the source's memory is not these files", sibling: scribbledSibling,
+			edit: func(f *fixture, o *Options) { o.DigestCache = cachedDigests(f.t, f.model.Files...) }},
+		{name: "sibling's memory written since it loaded, serve --verify",
+			reason: "the source's memory is not these files", sibling: scribbledSibling,
+			edit: func(_ *fixture, o *Options) { o.VerifyLoad = true }},
 		{name: "sibling of other content, the local files' digests cached", reason: "content differs", sibling: otherContent,
 			edit: func(f *fixture, o *Options) { o.DigestCache = cachedDigests(f.t, f.model.Files...) }},
 		{name: "no peer copy in the backend", reason: "unsupported",

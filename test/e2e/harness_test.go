@@ -5,7 +5,7 @@
 // This file is the shared harness. TestMain builds bin/ (wcache and
 // wcache-backend-mock, side by side so that the plugin is found next to the
 // executable) into a temporary directory. Every test makes its own harness
-// with newHarness: a private XDG_RUNTIME_DIR, a private WCACHE_MOCK_DIR and
+// with newHarness: a private XDG_RUNTIME_DIR and XDG_CACHE_HOME, a private WCACHE_MOCK_DIR and
 // its own mock device UUIDs, and every process it starts is killed (with its
 // whole process group, plugins included) when the test ends.
 package e2e

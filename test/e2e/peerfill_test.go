@@ -151,7 +151,7 @@ func TestPeerFillFallsBackToTheFiles(t *testing.T) {
 		// daemon's output.
 		reason, log string
 	}{
-		{name: "sibling of other content", reason: "content not proven", log: "peer fill failed: reading the files instead",
+		{name: "sibling of other content", reason: "not these files", log: "peer fill failed: reading the files instead",
 			sibling: func(t *testing.T, h *harness, _ *safetensorstest.Result) {
 				opts := peerFillModel
 				opts.Seed = 9 // the same headers, other bytes

@@ -317,12 +317,12 @@ func TestDaemonPeerKilledMidStream(t *testing.T) {
 
 // TestDaemonPeerOfOtherContent: daemon A serves a fine-tune of the same
 // shapes (same checkpoint digest, same weights identity, other tensor
-// values). B, knowing its files' content digests, refuses the received
-// bytes and loads its files. A B that knows nothing fills from A — the
-// residual risk of an identity that covers headers — but records the
-// digests of what it serves without its files' identity: an attach
-// proving its files by identity is refused (exit 3, load from disk), one
-// that hashes them finds the mismatch.
+// values: from B, what A's memory written since it loaded looks like). B
+// proves the received bytes against what its own files hold, never A's
+// word: knowing its files' content digests (the digest cache), or knowing
+// nothing and hashing its files while the bytes arrive. Either way it
+// refuses them, says why, and serves its files (attach --verify by
+// identity exits 0).
 func TestDaemonPeerOfOtherContent(t *testing.T) {
 	m := model(t)
 	tuned := fineTune(t, m)
@@ -334,29 +334,38 @@ func TestDaemonPeerOfOtherContent(t *testing.T) {
 		wantFiles(t, d.b, m, "content digest mismatch")
 		d.b.proc.Kill()
 	})
-	t.Run("unknown content", func(t *testing.T) {
+	t.Run("unknown content, hashed here", func(t *testing.T) {
 		b := newNode(t, d.b.h)
 		b.serve(t, m.Dir, append([]string{"--peers", d.peerAt}, certArgs(ca.Issue(t, "node-b", ca))...)...)
-		if g := generation(t, b); g.FilledFrom != "peer "+d.peerAt {
-			t.Fatalf("B's Status: filled_from %q, want %q\n%s", g.FilledFrom, "peer "+d.peerAt, b.proc)
-		}
-		if !strings.Contains(b.proc.Output(), "not the local files' identity") {
-			t.Errorf("B's log does not say the files' content is unproven:\n%s", b.proc)
-		}
-		for _, f := range generation(t, b).Files {
-			if f.Identity.Ino != 0 || f.Identity.Dev != 0 || f.Identity.MtimeNs != 0 {
-				t.Errorf("B claims the identity of %s for bytes nothing proved: %+v", f.Name, f.Identity)
-			}
-		}
-		// By identity (a stat) nothing proves the files: load from disk.
-		if code, out := b.attach(t, m.Dir); code != 3 {
-			t.Errorf("attach to a peer-filled B that proved nothing: exit %d, want 3 (content unknown)\n%s", code, out)
-		}
-		// Hashing them shows they are not what B serves.
-		if code, out := b.attach(t, m.Dir, "--content", "hash"); code == 0 || !strings.Contains(out, "content") {
-			t.Errorf("attach --content hash to B serving a fine-tune: exit %d, want a content mismatch\n%s", code, out)
-		}
+		wantFiles(t, b, m, "(hashed the local file): the source's memory is not these files")
 	})
+}
+
+// TestDaemonFilledAcrossHostsHashingItsFiles: B knows nothing of its
+// files (empty digest cache, no hub blob): it hashes them while A's bytes
+// arrive, and the fill, proven against them, records the local files'
+// identity (an attach proves its files by a stat and --verify passes).
+func TestDaemonFilledAcrossHostsHashingItsFiles(t *testing.T) {
+	m := model(t)
+	ca := peertest.NewCA(t, "wcache test CA")
+	d := startA(t, m.Dir, ca.Issue(t, "node-a", ca))
+	d.b.serve(t, m.Dir, append([]string{"--peers", d.peerAt}, certArgs(ca.Issue(t, "node-b", ca))...)...)
+	g := generation(t, d.b)
+	if g.FilledFrom != "peer "+d.peerAt || g.FillFallback != "" {
+		t.Fatalf("B's Status: filled_from %q, fill_fallback %q: want %q\n%s", g.FilledFrom, g.FillFallback, "peer "+d.peerAt, d.b.proc)
+	}
+	if !strings.Contains(d.b.proc.Output(), "hashing the local files whose content is not known") {
+		t.Errorf("B's log does not say it hashed its files:\n%s", d.b.proc)
+	}
+	for _, f := range g.Files {
+		fi, err := os.Stat(f.Path)
+		if err != nil || f.Identity != safetensors.StampOf(fi) {
+			t.Errorf("B's record of %s: %+v, want the local file's identity (%v)", f.Name, f.Identity, err)
+		}
+	}
+	if code, out := d.b.attach(t, m.Dir); code != 0 {
+		t.Errorf("attach --verify to B by identity: exit %d\n%s", code, out)
+	}
 }
 
 // TestDaemonFilledIntoDeviceArenas: daemon B's plugin exports no memfd

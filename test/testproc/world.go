@@ -35,7 +35,8 @@ type WorldOptions struct {
 
 // World is a private environment of daemons and clients, as the e2e tests
 // and the benchmarks run them: a short temporary Root holding
-// XDG_RUNTIME_DIR (so sockets and ready files are private), the mock
+// XDG_RUNTIME_DIR (so sockets and ready files are private) and
+// XDG_CACHE_HOME (the digest cache: Root/cache, created on first use), the mock
 // backend's shared-memory folder, mock device UUIDs of its own (worlds side
 // by side must not share devices, the point of UUID-keyed discovery), and
 // the environment of every process started in it.
@@ -80,8 +81,11 @@ func NewWorld(o WorldOptions) (w *World, err error) {
 	for i := range max(o.Devices, 1) {
 		w.UUIDs = append(w.UUIDs, fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", tag, i))
 	}
+	// XDG_CACHE_HOME: the digest cache (daemons record what they load in
+	// it, fills and clients look it up) is the world's own, never the
+	// user's.
 	w.Setenv("XDG_RUNTIME_DIR="+w.RuntimeDir, "WCACHE_MOCK_DIR="+w.MockDir,
-		"WCACHE_MOCK_DEVICES="+strings.Join(w.UUIDs, ","))
+		"WCACHE_MOCK_DEVICES="+strings.Join(w.UUIDs, ","), "XDG_CACHE_HOME="+filepath.Join(root, "cache"))
 	if o.PluginDir != "" {
 		w.Setenv("WCACHE_PLUGIN_DIR=" + o.PluginDir)
 	}

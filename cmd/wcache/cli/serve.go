@@ -237,7 +237,7 @@ has stopped.`,
 			return err
 		}
 		if peerFill != daemon.PeerFillOff {
-			opts.DigestCache, _ = client.DefaultDigestCache() // none without a home: only the sibling's own files prove
+			opts.DigestCache, _ = client.DefaultDigestCache() // none without a home: peer fills hash the local files
 		}
 		if hugePages {
 			opts.Plan.FileAlignment = plan.HugePageAlignment

@@ -13,7 +13,8 @@ import (
 
 // vmmMapping is one VMM allocation as this process maps it: the physical
 // allocation's handle (made by cuMemCreate or imported from a descriptor),
-// mapped read-write over the whole reservation at its base.
+// mapped over the whole reservation at its base: read-write when this
+// process created it, read-only when it imported it.
 type vmmMapping struct {
 	base driver.DevicePtr
 	size uint64 // the reservation and mapping: a multiple of the granularity
@@ -87,8 +88,9 @@ func (rt *Runtime) granule(dev driver.Device, n uint64) (uint64, error) {
 }
 
 // vmmMap reserves size bytes of address space, maps h over it and grants
-// dev read-write access; on failure it undoes what it did (not h).
-func (rt *Runtime) vmmMap(dev driver.Device, h driver.MemHandle, size uint64) (vmmMapping, error) {
+// dev access (driver.MemAccessReadWrite, driver.MemAccessRead); on failure
+// it undoes what it did (not h).
+func (rt *Runtime) vmmMap(dev driver.Device, h driver.MemHandle, size uint64, access uint32) (vmmMapping, error) {
 	drv := rt.drv
 	va, err := drv.MemAddressReserve(size, 0)
 	if err != nil {
@@ -97,7 +99,7 @@ func (rt *Runtime) vmmMap(dev driver.Device, h driver.MemHandle, size uint64) (v
 	if err := drv.MemMap(va, size, 0, h); err != nil {
 		return vmmMapping{}, errors.Join(err, drv.MemAddressFree(va, size))
 	}
-	if err := drv.MemSetAccess(va, size, dev, driver.MemAccessReadWrite); err != nil {
+	if err := drv.MemSetAccess(va, size, dev, access); err != nil {
 		return vmmMapping{}, errors.Join(err, drv.MemUnmap(va, size), drv.MemAddressFree(va, size))
 	}
 	m := vmmMapping{base: va, size: size, h: h}
@@ -107,9 +109,9 @@ func (rt *Runtime) vmmMap(dev driver.Device, h driver.MemHandle, size uint64) (v
 
 // vmmNew rounds n up to the granularity of device ordinal, gets a
 // physical allocation of that size from alloc (cuMemCreate, or the import
-// of a descriptor) and maps it read-write there (vmmMap); a failed mapping
-// releases the allocation.
-func (rt *Runtime) vmmNew(ordinal int, n uint64, alloc func(dev driver.Device, size uint64) (driver.MemHandle, error)) (gpucore.Ptr, error) {
+// of a descriptor) and maps it there with access (vmmMap); a failed
+// mapping releases the allocation.
+func (rt *Runtime) vmmNew(ordinal int, n uint64, access uint32, alloc func(dev driver.Device, size uint64) (driver.MemHandle, error)) (gpucore.Ptr, error) {
 	dev := rt.devices[ordinal].dev
 	size, err := rt.granule(dev, n)
 	if err != nil {
@@ -119,7 +121,7 @@ func (rt *Runtime) vmmNew(ordinal int, n uint64, alloc func(dev driver.Device, s
 	if err != nil {
 		return 0, err
 	}
-	m, err := rt.vmmMap(dev, h, size)
+	m, err := rt.vmmMap(dev, h, size, access)
 	if err != nil {
 		return 0, errors.Join(err, rt.drv.MemRelease(h))
 	}
@@ -141,7 +143,7 @@ func (d cudaDriver) DescriptorKind() string { return HandleVMMFD }
 // cuMemCreate (pinned device memory, exportable as a POSIX descriptor)
 // and maps it read-write.
 func (d cudaDriver) CreateFD(ordinal int, n uint64) (gpucore.Ptr, error) {
-	return d.rt.vmmNew(ordinal, n, d.rt.drv.MemCreate)
+	return d.rt.vmmNew(ordinal, n, driver.MemAccessReadWrite, d.rt.drv.MemCreate)
 }
 
 // ExportFD exports the VMM memory at base p as a new descriptor
@@ -155,8 +157,12 @@ func (d cudaDriver) ExportFD(p gpucore.Ptr) (*os.File, error) {
 }
 
 // ImportFD imports the descriptor (cuMemImportFromShareableHandle) and
-// maps size bytes, rounded up to the granularity, read-write on ordinal.
-// A descriptor naming less memory fails in cuMemMap.
+// maps size bytes, rounded up to the granularity, READ-ONLY on ordinal
+// (cuMemSetAccess with CU_MEM_ACCESS_FLAGS_PROT_READ, as NVIDIA Dynamo's
+// GPU memory service maps its imports): nothing this plugin does through
+// an import writes, so a bug or a confused caller cannot alter the
+// exporter's weights through it. A descriptor naming less memory fails in
+// cuMemMap.
 func (d cudaDriver) ImportFD(ordinal int, f *os.File, size uint64) (gpucore.Ptr, error) {
-	return d.rt.vmmNew(ordinal, size, func(driver.Device, uint64) (driver.MemHandle, error) { return d.rt.drv.MemImportFD(f) })
+	return d.rt.vmmNew(ordinal, size, driver.MemAccessRead, func(driver.Device, uint64) (driver.MemHandle, error) { return d.rt.drv.MemImportFD(f) })
 }

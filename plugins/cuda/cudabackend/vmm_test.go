@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,11 +15,15 @@ import (
 
 // TestVMMDescriptorHandles: with cuda-vmm-fd, Export hands out a fresh
 // descriptor per call, an import of it is adoptable (it reads the bytes,
-// takes a Load, exports again) and keeps the memory after the exporter's
-// id is freed; bad handles are refused by name; freeing everything gives
-// the device memory back.
+// exports again) and keeps the memory after the exporter's id is freed;
+// imports cannot write: every import is mapped read-only (the fake
+// driver's log of cuMemSetAccess: the backend's own allocations
+// read-write, its imports read) and a Load into one is refused; bad
+// handles are refused by name; freeing everything gives the device memory
+// back.
 func TestVMMDescriptorHandles(t *testing.T) {
-	cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: true})
+	accessLog := filepath.Join(t.TempDir(), "access.log")
+	cfg := fakeConfig(t, gputest.FakeOptions{NoManagement: true, Env: map[string]string{"FAKECUDA_ACCESS_LOG": accessLog}})
 	cfg.Handle = HandleVMMFD
 	b := newBackend(t, cfg)
 	ctx := context.Background()
@@ -94,17 +99,30 @@ func TestVMMDescriptorHandles(t *testing.T) {
 	if err != nil || string(got) != string(data) {
 		t.Fatalf("Read through the import after freeing the original: %v (equal=%v)", err, string(got) == string(data))
 	}
-	// Adoptable: the import takes a Load and exports again.
-	if err := b.Load(ctx, alias, []sdk.Extent{{Path: path, Length: 1000, DestOffset: 0}}, nil); err != nil {
-		t.Fatalf("Load into the import: %v", err)
+	// Imports cannot write: a Load into one is refused, the bytes stay;
+	// adoptable still: it exports again.
+	if err := b.Load(ctx, alias, []sdk.Extent{{Path: path, Length: 1000, DestOffset: 0}}, nil); !errors.Is(err, sdk.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "read-only import") {
+		t.Fatalf("Load into the import = %v, want ErrInvalidArgument naming the read-only import", err)
 	}
 	re, err := b.Export(ctx, alias)
 	if err != nil {
 		t.Fatalf("Export of the import: %v", err)
 	}
 	re.File.Close()
-	if got, err := b.Read(ctx, alias, 0, 1000); err != nil || string(got) != string(data[:1000]) {
-		t.Fatalf("Read after the Load into the import: %v", err)
+	if got, err := b.Read(ctx, alias, 100, uint64(len(data))); err != nil || string(got) != string(data) {
+		t.Fatalf("Read after the refused Load into the import: %v", err)
+	}
+	// What the driver was asked: a read-write grant for the allocation,
+	// a read-only one for each import (this backend's and the cuda-ipc
+	// backend's), no other.
+	grants, err := os.ReadFile(accessLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cuMemSetAccess flags=3 bytes=4194304 created\n" + strings.Repeat("cuMemSetAccess flags=1 bytes=4194304 imported\n", 2)
+	if string(grants) != want {
+		t.Fatalf("cuMemSetAccess grants:\n%s\nwant:\n%s", grants, want)
 	}
 	if err := b.Free(ctx, alias); err != nil {
 		t.Fatal(err)

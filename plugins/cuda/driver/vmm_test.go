@@ -105,8 +105,8 @@ func TestVMMExportImportAcrossProcesses(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"="+d.Path())
 	cmd.ExtraFiles = []*os.File{f}
 	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != hex.EncodeToString(sum[:]) {
-		t.Fatalf("child read %q (%v), want sha256 %x", out, err, sum)
+	if want := hex.EncodeToString(sum[:]) + "\nwrite through the read-only import refused"; err != nil || strings.TrimSpace(string(out)) != want {
+		t.Fatalf("child read %q (%v), want sha256 %x and its write refused", out, err, sum)
 	}
 
 	// A descriptor that is not a VMM export is refused.
@@ -122,7 +122,8 @@ func TestVMMExportImportAcrossProcesses(t *testing.T) {
 }
 
 // vmmImportHelper runs in a child process: it imports descriptor 3, maps
-// size bytes of it and prints their sha256.
+// size bytes of it read-only and prints their sha256, then tries to write
+// through the mapping and prints that the write was refused.
 func vmmImportHelper(sizeArg string) int {
 	size, _ := strconv.Atoi(sizeArg)
 	d, dev, err := helperDriver()
@@ -154,5 +155,16 @@ func vmmImportHelper(sizeArg string) int {
 	}
 	sum := sha256.Sum256(b)
 	fmt.Println(hex.EncodeToString(sum[:]))
+	// An importer that maps read-only cannot write through its mapping:
+	// the fake refuses the copy as the real driver does.
+	buf, err := copyIn(d, va, 4096, func(i int) byte { return byte(i) })
+	if buf.Bytes() != nil {
+		defer d.MemFreeHost(buf)
+	}
+	if !errors.Is(err, sdk.ErrInvalidArgument) {
+		fmt.Printf("a write through the read-only import: %v, want CUDA_ERROR_INVALID_VALUE\n", err)
+		return 1
+	}
+	fmt.Println("write through the read-only import refused")
 	return 0
 }

@@ -157,6 +157,9 @@ func (b *Backend) LoadWithStats(ctx context.Context, id sdk.AllocationID, extent
 		return sdk.LoadStats{}, err
 	}
 	defer b.release(m)
+	if m.readOnly {
+		return sdk.LoadStats{}, sdk.Errorf(sdk.ErrInvalidArgument, "load into allocation %d: a read-only import of a descriptor (imports cannot write)", id)
+	}
 	w.loadMu.RLock()
 	defer w.loadMu.RUnlock()
 	ctx, cancel := b.rt.untilClosed(ctx)

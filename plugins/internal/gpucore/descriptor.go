@@ -31,9 +31,10 @@ func (b *Backend) exportFD(ctx context.Context, fdd FDDriver, w *Worker, id sdk.
 
 // importFD maps a descriptor handle (Handle.File, borrowed for the call)
 // on ordinal and returns a new id for it. Every import is its own mapping
-// (descriptors carry no identity to share one by), read-write and
-// adoptable: Load, Export and Free work on it as on the Backend's own
-// allocations, and the memory stays as long as any holder of a
+// (descriptors carry no identity to share one by), read-only (imports
+// cannot write: FDDriver.ImportFD) and adoptable: Read, Digest, Export
+// and Free work on it as on the Backend's own allocations, a Load into it
+// is ErrInvalidArgument, and the memory stays as long as any holder of a
 // descriptor or a mapping keeps it. No descriptor, a zero size, or a
 // descriptor the driver cannot map for Size bytes is ErrInvalidArgument.
 func (b *Backend) importFD(ctx context.Context, fdd FDDriver, ordinal int, h sdk.Handle) (sdk.AllocationID, error) {
@@ -51,7 +52,7 @@ func (b *Backend) importFD(ctx context.Context, fdd FDDriver, ordinal int, h sdk
 	if err != nil {
 		return 0, err
 	}
-	m := &memory{ordinal: ordinal, size: h.Size, imported: true, fd: true}
+	m := &memory{ordinal: ordinal, size: h.Size, imported: true, fd: true, readOnly: true}
 	err = w.Do(ctx, func() error {
 		var err error
 		m.ptr, err = fdd.ImportFD(ordinal, h.File, h.Size)

@@ -114,9 +114,11 @@ type FDDriver interface {
 	// the memory at base p, made by CreateFD or ImportFD.
 	ExportFD(p Ptr) (*os.File, error)
 	// ImportFD (thread) maps size bytes of the memory a descriptor names
-	// on device ordinal, read-write, and returns the base. f stays the
-	// caller's. Memory smaller than size, or a descriptor the driver
-	// cannot use, is a driver error.
+	// on device ordinal, READ-ONLY (CUDA: cuMemSetAccess with
+	// CU_MEM_ACCESS_FLAGS_PROT_READ), and returns the base: an import is
+	// read (Read, Digest, a peer copy's source) and exported again,
+	// never written through. f stays the caller's. Memory smaller than
+	// size, or a descriptor the driver cannot use, is a driver error.
 	ImportFD(ordinal int, f *os.File, size uint64) (Ptr, error)
 }
 

@@ -17,6 +17,9 @@ type memory struct {
 	// fd: descriptor memory (FDDriver), created or imported; Driver.Free
 	// releases both, and no IPC handle names it.
 	fd bool
+	// readOnly: a descriptor import, mapped read-only (FDDriver.ImportFD):
+	// Load refuses it before any copy reaches the driver.
+	readOnly bool
 	// handle is the IPC handle: the one Export made (nil until then) or
 	// the one Import opened.
 	handle *Handle

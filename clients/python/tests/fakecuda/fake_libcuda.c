@@ -28,7 +28,8 @@
  * sizes and offsets off the granularity, a map past the file's end, an
  * unknown handle and cuMemAddressFree over a mapping are INVALID_VALUE.
  * fake_vmm_mapped() counts the live mappings, fake_vmm_handles() the
- * handles not yet released. */
+ * handles not yet released, fake_vmm_access_grants(flags) the
+ * cuMemSetAccess calls that granted flags. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -165,6 +166,10 @@ enum { GRAN = 2 << 20, MAXVMM = 64, NOT_SUPPORTED = 801 };
 static struct { int fd; size_t size; int live; } vhandles[MAXVMM];
 static struct { uint64_t base; size_t size; int mapped; } vres[MAXVMM];
 
+/* access_grants counts the cuMemSetAccess calls that granted each flags
+ * value (0 none, 1 read, 3 read-write): fake_vmm_access_grants(flags). */
+static int access_grants[4];
+int fake_vmm_access_grants(int flags) { return flags >= 0 && flags < 4 ? access_grants[flags] : -1; }
 int fake_vmm_mapped(void) { int n = 0; for (int i = 0; i < MAXVMM; i++) n += vres[i].mapped; return n; }
 int fake_vmm_handles(void) { int n = 0; for (int i = 0; i < MAXVMM; i++) n += vhandles[i].live; return n; }
 
@@ -237,7 +242,9 @@ int cuMemSetAccess(uint64_t p, size_t size, const CUmemAccessDesc *d, size_t cou
     if (d->location.id != current_ctx - 1) return INVALID_DEVICE;
     int prot = d->flags == 1 ? PROT_READ : d->flags == 3 ? PROT_READ | PROT_WRITE : d->flags == 0 ? PROT_NONE : -1;
     if (prot < 0) return INVALID_VALUE;
-    return mprotect((void *)(uintptr_t)p, size, prot) == 0 ? OK : INVALID_VALUE;
+    if (mprotect((void *)(uintptr_t)p, size, prot) != 0) return INVALID_VALUE;
+    access_grants[d->flags]++;
+    return OK;
 }
 
 int cuMemUnmap(uint64_t p, size_t size) {

@@ -76,7 +76,9 @@
  *    dup of a descriptor that names such a memfd (anything else:
  *    INVALID_VALUE). cuMemMap maps it inside a cuMemAddressReserve range;
  *    copies to or from a mapping fail with INVALID_VALUE until
- *    cuMemSetAccess granted READWRITE (reads: READ). The memory lives while
+ *    cuMemSetAccess granted READWRITE (reads: READ); FAKECUDA_ACCESS_LOG
+ *    names a file each grant is appended to ("cuMemSetAccess flags=3
+ *    bytes=4194304 created", "... flags=1 ... imported"). The memory lives while
  *    a handle (until cuMemRelease), a mapping or any exported descriptor
  *    in any process holds it (the device's capacity counts this process's
  *    cuMemCreate handles and their mappings, not descriptors held
@@ -875,6 +877,21 @@ static int covered(CUdeviceptr p, size_t n) {
     return n > 0 && sum == n;
 }
 
+/* log_access appends "cuMemSetAccess flags=<f> bytes=<n> created|imported"
+ * to the file FAKECUDA_ACCESS_LOG names (unset: nothing), one line per
+ * mapping granted, so that a test sees which access an importer asked for
+ * (fc_mu held; one O_APPEND write per line). */
+static void log_access(unsigned flags, size_t n, int owned) {
+    const char *path = getenv("FAKECUDA_ACCESS_LOG");
+    if (!path || !*path) return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    char line[128];
+    int len = snprintf(line, sizeof line, "cuMemSetAccess flags=%u bytes=%zu %s\n", flags, n, owned ? "created" : "imported");
+    if (len > 0 && write(fd, line, (size_t)len) < 0) { /* a test reading the log finds the line missing */ }
+    close(fd);
+}
+
 CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count) {
     struct fctx *c;
     CUresult r = need_ctx(&c);
@@ -891,7 +908,10 @@ CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc,
     pthread_mutex_lock(&fc_mu);
     int ok = covered(p, size);
     for (struct fc_alloc *a = fc_allocs; ok && mine && a; a = a->next) {
-        if (a->vmm && a->base >= p && a->base < p + size) a->access = flags;
+        if (a->vmm && a->base >= p && a->base < p + size) {
+            a->access = flags;
+            log_access(flags, a->size, ((struct fvmm *)a->vmm)->owned);
+        }
     }
     pthread_mutex_unlock(&fc_mu);
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

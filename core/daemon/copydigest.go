@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
+)
+
+// copiedDigest is the content digest (sdk/filedigest) file f would have
+// with the bytes of this daemon's allocations ids at pl's extents of f: a
+// peer fill's copy, in file space, so that it can be compared with what
+// the local file is known to hold (proveCopy). Every leaf lying whole in
+// one extent is hashed by the backend where the bytes are (Digest of the
+// arena range: only the sums cross the plugin boundary, as
+// peer.ArenaDigest); the leaves at the edges of extents are assembled from
+// f's header as the plan read it and the arena bytes around them (backend
+// Read, under a leaf each). No byte of f's data is read from the file:
+// the digest is the copy's, whole.
+//
+// The backend's Digest is SHA-256 of each range, the leaf hash of
+// sdk/filedigest: the same assumption peer.ArenaDigest makes.
+func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *plan.Plan, ids []sdk.AllocationID) (string, error) {
+	size := f.Stamp.Size
+	n := filedigest.LeafCount(size)
+	sums := make([]filedigest.Sum, n)
+	have := make([]bool, n)
+	asm := headerLeaves(f)
+	var batches []digestBatch
+	for ai, a := range pl.Allocations {
+		var cur digestBatch
+		for _, e := range a.Extents {
+			if e.Path != f.Path {
+				continue
+			}
+			from, to := int64(e.FileOffset), int64(e.FileOffset+e.Length)
+			first := (from + filedigest.LeafBytes - 1) / filedigest.LeafBytes
+			wholeFrom := min(first*filedigest.LeafBytes, to)
+			wholeTo := wholeFrom
+			for i := first; i < n; i++ {
+				off, ln := filedigest.LeafRange(size, i)
+				if off+ln > to {
+					break
+				}
+				if len(cur.ranges) == rangeBatch {
+					batches, cur = append(batches, cur), digestBatch{}
+				}
+				cur.arena = ai
+				cur.ranges = append(cur.ranges, sdk.Range{Offset: e.DestOffset + uint64(off-from), Length: uint64(ln)})
+				cur.leaves = append(cur.leaves, i)
+				wholeTo = off + ln
+			}
+			for _, p := range [][2]int64{{from, wholeFrom}, {wholeTo, to}} {
+				if p[1] <= p[0] {
+					continue
+				}
+				buf, err := b.Read(ctx, ids[ai], e.DestOffset+uint64(p[0]-from), uint64(p[1]-p[0]))
+				if err != nil {
+					return "", fmt.Errorf("content of %s: read arena %d: %w", f.Path, ai+1, err)
+				}
+				if int64(len(buf)) != p[1]-p[0] {
+					return "", fmt.Errorf("content of %s: read arena %d: %d of %d bytes", f.Path, ai+1, len(buf), p[1]-p[0])
+				}
+				asm.Write(p[0], buf)
+			}
+		}
+		if len(cur.ranges) > 0 {
+			batches = append(batches, cur)
+		}
+	}
+	// The batches on digestStreams goroutines: the backend hashes several
+	// ranges at once (each leaf index is written by one batch only).
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		errMu sync.Mutex
+		first error
+	)
+	for range min(digestStreams, len(batches)) {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(batches); k = int(next.Add(1) - 1) {
+				bt := batches[k]
+				got, err := b.Digest(ctx, ids[bt.arena], bt.ranges)
+				if err == nil && len(got) != len(bt.ranges) {
+					err = fmt.Errorf("%d sums for %d ranges: protocol violation", len(got), len(bt.ranges))
+				}
+				if err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = fmt.Errorf("content of %s: digest of arena %d: %w", f.Path, bt.arena+1, err)
+					}
+					errMu.Unlock()
+					return
+				}
+				for j, s := range got {
+					sums[bt.leaves[j]], have[bt.leaves[j]] = s, true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return "", first
+	}
+	for _, l := range asm.Leaves() {
+		sums[l.Index], have[l.Index] = l.Sum, true
+	}
+	for i, ok := range have {
+		if !ok {
+			return "", fmt.Errorf("content of %s: leaf %d is not covered by the plan's extents", f.Path, i)
+		}
+	}
+	return filedigest.Root(size, sums)
+}
+
+// digestBatch is one Digest call of copiedDigest: ranges of one arena, the
+// file leaf each is.
+type digestBatch struct {
+	arena  int
+	ranges []sdk.Range
+	leaves []int64
+}
+
+// rangeBatch is how many 1 MiB ranges one Digest call of copiedDigest
+// asks for, and digestStreams how many calls run at once.
+const (
+	rangeBatch    = 64
+	digestStreams = 4
+)
+
+// backendReaders reads allocations ids through the backend (backendReader),
+// for the plain SHA-256 of a hub blob (sha256FromArenas).
+func backendReaders(ctx context.Context, b sdk.Backend, ids []sdk.AllocationID) []io.ReaderAt {
+	out := make([]io.ReaderAt, len(ids))
+	for i, id := range ids {
+		out[i] = backendReader{ctx: ctx, b: b, id: id}
+	}
+	return out
+}

@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
+	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
+	"github.com/wcache/wcache/sdk/mock"
+)
+
+// TestCopiedDigestIsTheFilesDigest: the content digest copiedDigest
+// computes from a loaded copy (whole leaves hashed by the backend, edges
+// assembled from the header and reads) is each file's own digest, for
+// plans that put a file's data in one arena, that split files across
+// arenas (leaves crossing an arena's end), and with 2 MiB file alignment;
+// one byte changed in an arena changes the digest of the file it holds.
+func TestCopiedDigestIsTheFilesDigest(t *testing.T) {
+	f := newFixture(t)
+	m := f.generate("big", safetensorstest.GenOptions{Shards: 2, Layers: 2, HiddenSize: 512, IntermediateSize: 1536})
+	ctx := context.Background()
+	ck, err := plan.OpenCheckpoint(m.Dir, "", plan.ShardRanks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]plan.Options{
+		"default":            {},
+		"3 MiB arenas":       {MaxArenaBytes: 3 << 20},
+		"2 MiB file aligned": {FileAlignment: plan.HugePageAlignment, MaxArenaBytes: 5 << 20},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pl, err := plan.Build(ck, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := mock.NewMemory(mock.MemoryOptions{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := mock.Wrap(mem)
+			t.Cleanup(func() { _ = mem.Close() })
+			var ids []sdk.AllocationID
+			for _, a := range pl.Allocations {
+				id, _, err := b.Allocate(ctx, 0, a.Bytes)
+				if err == nil {
+					err = b.Load(ctx, id, a.Extents, nil)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			if name != "default" && len(pl.Allocations) < 3 {
+				t.Fatalf("%d arenas: the plan does not split the files", len(pl.Allocations))
+			}
+			for _, file := range ck.Files {
+				want, err := filedigest.File(ctx, file.Path, filedigest.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := copiedDigest(ctx, b, file, pl, ids); err != nil || got != want {
+					t.Errorf("%s: copiedDigest = %s, %v; the file's digest is %s", file.Path, got, err, want)
+				}
+			}
+			// One byte of the last arena changed: the file it holds differs.
+			last := len(ids) - 1
+			h, err := b.Export(ctx, ids[last])
+			if err != nil {
+				t.Fatal(err)
+			}
+			testworld.Scribble(t, string(h.Data))
+			changed := 0
+			for _, file := range ck.Files {
+				want, _ := filedigest.File(ctx, file.Path, filedigest.Options{})
+				if got, err := copiedDigest(ctx, b, file, pl, ids); err != nil || got != want {
+					changed++
+				}
+			}
+			if changed != 1 {
+				t.Errorf("%d files' digests changed with a write into arena %d, want 1", changed, last+1)
+			}
+		})
+	}
+}
