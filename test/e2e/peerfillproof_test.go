@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // TestPeerFillProvesTheFilesNotTheSiblingsMemory (issue 35, item 2): daemon
@@ -42,7 +42,7 @@ func TestPeerFillProvesTheFilesNotTheSiblingsMemory(t *testing.T) {
 			h.startServe(0, model.Dir)
 			a := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 			for i, hd := range a.Manifest.Handles {
-				if hd.Kind != client.HandlePosixShm {
+				if hd.Kind != names.KindPosixShm {
 					t.Fatalf("A's arena %d is %q, want posix-shm", i, hd.Kind)
 				}
 				testworld.Scribble(t, string(hd.Data))
