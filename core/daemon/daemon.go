@@ -429,12 +429,12 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 // deadlines and limits (connlimit.go), and returns its authorizer for the
 // listener's per-uid limits.
 func (d *Daemon) newGRPCServer() (*grpc.Server, authorizer) {
-	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs,
-		denied: func(method string) {
-			if method == daemonv1.Daemon_Attach_FullMethodName {
-				d.metrics.AttachFailed(AttachPermissionDenied)
-			}
-		}}
+	auth := d.authorizer()
+	auth.denied = func(method string) {
+		if method == daemonv1.Daemon_Attach_FullMethodName {
+			d.metrics.AttachFailed(AttachPermissionDenied)
+		}
+	}
 	srv := grpc.NewServer(
 		grpc.Creds(peerCredentials{}),
 		grpc.ForceServerCodecV2(newWireCodec()),
