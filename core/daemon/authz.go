@@ -96,10 +96,10 @@ func operations() []operation {
 		{daemonv1.Daemon_Stop_FullMethodName, "Stop", steer, "ends every lease and the daemon"},
 		{daemonv1.Daemon_Publish_FullMethodName, "Publish", steer, "changes what the daemon holds"},
 		{daemonv1.Daemon_Evict_FullMethodName, "Evict", steer, "ends leases and frees weights"},
-		{fdOpLease, "descriptor channel LEASE", all, "the read-only descriptors of the peer's own lease"},
-		{fdOpPublish, "descriptor channel PUBLISH", steer, "the writable descriptors of the peer's own publish"},
+		{fdOpLease, "descriptor channel LEASE", all, "hands out the read-only descriptors of the peer's own lease"},
+		{fdOpPublish, "descriptor channel PUBLISH", steer, "hands out the writable descriptors of the peer's own publish"},
 		{fdOpTakeover, "descriptor channel TAKEOVER", []PeerClass{ClassOwner},
-			"the daemon's writable descriptors, for a successor daemon of the same uid"},
+			"hands the daemon's writable descriptors to a successor daemon of the same uid"},
 	}
 }
 
@@ -169,8 +169,8 @@ func (a authorizer) authorize(name string, p PeerInfo) error {
 	if !class.guest() {
 		what = string(class)
 	}
-	e.msg = fmt.Sprintf("%s refused: peer uid %d (gid %d, pid %d) is %s of this daemon (uid %d); %s %s, so only %s may (docs/operations.md, \"Who may do what\")",
-		op.short, p.UID, p.GID, p.PID, what, a.ownUID, op.short, op.why, strings.Join(names, ", "))
+	e.msg = fmt.Sprintf("%s refused: peer uid %d (gid %d, pid %d) is %s of this daemon (uid %d): %s is for %s only (it %s; docs/operations.md, \"Who may do what\")",
+		op.short, p.UID, p.GID, p.PID, what, a.ownUID, op.short, strings.Join(names, ", "), op.why)
 	return e
 }
 
