@@ -318,18 +318,27 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	if err := d.ownFiles(); err != nil {
 		return nil, err
 	}
+	// Before "serving": the peer port is listening (the previous daemon's
+	// socket, passed with "released", or our own) when the previous
+	// daemon leaves.
+	var inherited *os.File
 	if took != nil {
-		// The previous daemon ends its leases and exits only now: until
-		// this message it keeps its memory and takes its lock back.
+		inherited, took.peerListener = took.peerListener, nil
+	}
+	if err := d.startPeerServer(inherited); err != nil {
+		return nil, err
+	}
+	undo = append(undo, d.stopPeerServer)
+	if took != nil {
+		// The previous daemon ends its leases and exits only once it has
+		// seen this one hold the lock, listen and name itself in the ready
+		// file (daemonfile.VerifySuccessor): until then it keeps its memory
+		// and takes its lock back.
 		if err := took.tk.Serving(); err != nil {
 			d.log.Warn("takeover: telling the previous daemon that this one serves", "error", err)
 		}
 		took.finish()
 	}
-	if err := d.startPeerServer(); err != nil {
-		return nil, err
-	}
-	undo = append(undo, d.stopPeerServer)
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
 	return d, nil
 }
