@@ -157,8 +157,9 @@ func (a authorizer) authorize(name string, p PeerInfo) error {
 	}
 	e := &AuthzError{Op: op.short, Class: class, Peer: p}
 	if class == ClassOther {
-		// Kept as before: clients and tests look for "peer uid N".
-		e.msg = fmt.Sprintf("%s: %s", op.short, a.deniedMessage(p))
+		// Begins as it always did: clients and tests look for "peer uid N".
+		e.msg = fmt.Sprintf("peer uid %d (gid %d, pid %d) may not use this daemon (%s refused, class %s): it serves uid %d only; "+
+			"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, op.short, class, a.ownUID)
 		return e
 	}
 	names := make([]string, len(op.allowed))

@@ -310,17 +310,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	go func() { d.serveErr <- d.srv.Serve(lis) }()
 	undo = append(undo, func() { d.srv.Stop() })
 
-	if err := d.writeReady(); err != nil {
-		return nil, err
-	}
-	// Recorded so that shutdown removes only these very files, and Run
-	// notices when they are gone.
-	if err := d.ownFiles(); err != nil {
-		return nil, err
-	}
-	// Before "serving": the peer port is listening (the previous daemon's
-	// socket, passed with "released", or our own) when the previous
-	// daemon leaves.
+	// Before the ready file (and so before "serving"): the peer port
+	// listens — on the previous daemon's socket, passed with "released",
+	// or our own — when a client or the previous daemon sees this one
+	// ready.
 	var inherited *os.File
 	if took != nil {
 		inherited, took.peerListener = took.peerListener, nil
@@ -329,6 +322,15 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		return nil, err
 	}
 	undo = append(undo, d.stopPeerServer)
+
+	if err := d.writeReady(); err != nil {
+		return nil, err
+	}
+	// Recorded so that shutdown removes only these very files, and Run
+	// notices when they are gone.
+	if err := d.ownFiles(); err != nil {
+		return nil, err
+	}
 	if took != nil {
 		// The previous daemon ends its leases and exits only once it has
 		// seen this one hold the lock, listen and name itself in the ready

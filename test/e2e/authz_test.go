@@ -194,6 +194,21 @@ func TestGuestsUseOwnersSteer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(shared, h.UUIDs[0]+".sock")
+	// probeAs runs the probe of op as class; an error: it could not ask.
+	probeAs := func(class authzClass, op string) (string, error) {
+		cmd := exec.Command(helper)
+		cmd.Env = append(h.Env(), "HOME=/", helperEnv+"=authz-probe", helperSocketEnv+"="+sock, probeOpEnv+"="+op,
+			probeModelEnv+"="+model.Dir, probeOwnerEnv+"="+fmt.Sprint(authzOwner))
+		cred := class.cred
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &cred}
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s%s", err, out, ee.Stderr)
+		}
+		return strings.TrimSpace(string(out)), err
+	}
+	owner := authzClass{"owner", syscall.Credential{Uid: authzOwner, Gid: authzOwner}}
 	serve := func() *process {
 		t.Helper()
 		d := h.startWith(func(c *exec.Cmd) {
@@ -202,25 +217,29 @@ func TestGuestsUseOwnersSteer(t *testing.T) {
 		}, serveArgs(0, model.Dir, "--socket-template", filepath.Join(shared, "{device_uuid}.sock"),
 			"--ready-template", filepath.Join(shared, "{device_uuid}.ready"), "--socket-group", fmt.Sprint(authzGroup),
 			"--allow-uid", fmt.Sprint(authzAllowUID), "--allow-gid", fmt.Sprint(authzGroup))...)
-		waitServing(t, d, sock, authzOwner)
-		return d
+		// Serving once its owner's Status answers.
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			got, err := probeAs(owner, "Status")
+			if err == nil && got == "ok" {
+				return d
+			}
+			if code, exited := d.Wait(0); exited {
+				t.Fatalf("daemon exited %d before it served (%q, %v)\n%s", code, got, err, d)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("daemon not serving on %s after %s: %q, %v\n%s", sock, readyTimeout, got, err, d)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	probe := func(class authzClass, op string) string {
 		t.Helper()
-		cmd := exec.Command(helper)
-		cmd.Env = append(h.Env(), "HOME=/", helperEnv+"=authz-probe", helperSocketEnv+"="+sock, probeOpEnv+"="+op,
-			probeModelEnv+"="+model.Dir, probeOwnerEnv+"="+fmt.Sprint(authzOwner))
-		cred := class.cred
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &cred}
-		out, err := cmd.Output()
+		got, err := probeAs(class, op)
 		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				t.Fatalf("probe %s as %s: %v\n%s%s", op, class.name, err, out, ee.Stderr)
-			}
 			t.Fatalf("probe %s as %s: %v", op, class.name, err)
 		}
-		return strings.TrimSpace(string(out))
+		return got
 	}
 	check := func(class authzClass, row authzRow) {
 		t.Helper()
@@ -250,7 +269,6 @@ func TestGuestsUseOwnersSteer(t *testing.T) {
 			}
 		}
 	}
-	owner := authzClass{"owner", syscall.Credential{Uid: authzOwner, Gid: authzOwner}}
 	root := authzClass{"root", syscall.Credential{Uid: 0, Gid: 0}}
 	guests := []authzClass{
 		{"allow-uid", syscall.Credential{Uid: authzAllowUID, Gid: authzAllowUID, Groups: []uint32{authzGroup}}},
@@ -357,30 +375,4 @@ func startHold(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, <-chan string) {
 		close(next)
 	}()
 	return stdin, next
-}
-
-// waitServing waits until the daemon p (running as uid owner) answers
-// Status on sock.
-func waitServing(t *testing.T, p *process, sock string, owner uint32) {
-	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := client.Dial(ctx, client.BySocket(sock), client.Options{AllowOwners: []uint32{owner}})
-		if err == nil {
-			_, err = c.Status(ctx)
-			c.Close()
-		}
-		cancel()
-		if err == nil {
-			return
-		}
-		if code, exited := p.Wait(0); exited {
-			t.Fatalf("daemon exited %d before it served: %v\n%s", code, err, p)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon not serving on %s after %s: %v\n%s", sock, readyTimeout, err, p)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
