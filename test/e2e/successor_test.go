@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,49 @@ func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
 		d = next
 	}
 	checkBytes(t, held.Manifest, model, 0)
+}
+
+// TestTakeoverFailedSuccessorGivesThePeerPortBack: a successor started
+// with the same --peer-listen address dies right after it imported the
+// descriptors (test hook WCACHE_TEST_TAKEOVER_DIE_AFTER=imported), holding
+// the peer socket the old daemon passed it with "released". The old daemon
+// takes its lock back and accepts peers again on its own copy of that
+// socket: the port answers a Describe of the weights, and a later
+// successor takes the port over.
+func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
+	ca := peertest.NewCA(t, "ca")
+	creds := ca.Issue(t, "node", ca)
+	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
+	addr := freeLoopbackAddr(t)
+	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	old := h.startServe(0, model.Dir, args...)
+	identity, err := cacheconfig.WeightsIdentity(h.statusOf(0).Config, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if o, err := probe.Describe(ctx, addr, identity); err != nil || len(o.Arenas) == 0 {
+			t.Fatalf("%s: the peer port %s: %+v, %v", when, addr, o, err)
+		}
+	}
+	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	dying := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, "WCACHE_TEST_TAKEOVER_DIE_AFTER=imported") },
+		append([]string{"serve", "--backend", "mock", "--gpu-id", "0", "--takeover"}, args...)...)
+	h.waitExit(dying, 30*time.Second)
+	checkServesOn(t, old, "takeover: serving again", held.Lease, "the successor's death")
+	describe("after the failed takeover")
+
+	next := h.start(append([]string{"serve", "--backend", "mock", "--gpu-id", "0", "--takeover"}, args...)...)
+	h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
+	if code := h.waitExit(old, 30*time.Second); code != 0 {
+		t.Errorf("the daemon taken over exited %d, want 0:\n%s", code, old)
+	}
+	describe("after the second takeover")
+	checkLeaseLives(t, held.Lease, "the second takeover")
 }
 
 // freeLoopbackAddr is a 127.0.0.1 address whose port was free a moment
