@@ -124,12 +124,6 @@ func (a authorizer) check(ctx context.Context, fullMethod string) error {
 	return nil
 }
 
-// deniedMessage explains a refusal of p.
-func (a authorizer) deniedMessage(p PeerInfo) string {
-	return fmt.Sprintf("peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
-		"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
-}
-
 // allows reports whether peer p may use the daemon at all (a class other
 // than ClassOther): the connection limits of connlimit.go tell admitted
 // peers from the others by it.
