@@ -59,6 +59,11 @@ const successorDialTimeout = 5 * time.Second
 func VerifySuccessor(p paths.Paths, pid int) error {
 	uid := uint32(os.Geteuid())
 	fail := func(what string, err error) error { return &SuccessorError{PID: pid, What: what, Err: err} }
+	if pid <= 0 {
+		// SO_PEERCRED reports 0 for a process of a PID namespace this one
+		// cannot see: nothing of it can be checked.
+		return fail("process", errors.New("not visible in this PID namespace: a takeover needs both daemons in one (hostPID in Kubernetes)"))
+	}
 	start, err := procstat.StartTime(pid)
 	if err != nil {
 		return fail("process", err)

@@ -21,6 +21,10 @@ func TestVerifySuccessor(t *testing.T) {
 	if err := VerifySuccessor(p, d.pid()); err != nil {
 		t.Fatalf("a serving helper: %v", err)
 	}
+	// A pid of another PID namespace (SO_PEERCRED's 0) is never proven.
+	if err := VerifySuccessor(p, 0); !errors.Is(err, ErrSuccessorUnproven) || !strings.Contains(err.Error(), "PID namespace") {
+		t.Errorf("pid 0: %v, want the PID namespace named", err)
+	}
 	// Another live process of this uid (this test) holds nothing.
 	err := VerifySuccessor(p, os.Getpid())
 	if !errors.Is(err, ErrSuccessorUnproven) || !strings.Contains(err.Error(), "identity lock") {
