@@ -76,13 +76,10 @@ type opened struct {
 // (Attach's errors).
 func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemonv1.ContentProof, callOpts ...grpc.CallOption) (*opened, error) {
 	sctx, cancel := context.WithCancel(context.Background())
-	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true,
-		HandleKinds: c.kinds, Content: proof}, callOpts...)
-	if err != nil {
-		cancel()
-		return nil, c.attachError(err)
-	}
-	// ctx bounds the wait for the manifest only: once it has arrived, the
+	// ctx bounds the stream's creation (with grpc.WaitForReady, the wait
+	// for a daemon to listen: a lease resuming after a handover whose
+	// successor is gone would otherwise wait forever, and its Close with
+	// it) and the wait for the manifest, only: once it has arrived, the
 	// lease lives until Close, whatever happens to ctx. (A select on both
 	// ctx.Done and a "got it" channel is not enough: when both are ready it
 	// picks at random, and a caller that cancels ctx right after Attach
@@ -96,6 +93,16 @@ func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemon
 			cancel()
 		}
 	})
+	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true,
+		HandleKinds: c.kinds, Content: proof}, callOpts...)
+	if err != nil {
+		stop()
+		cancel()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("attach to %s: %w", c.socket, ctx.Err())
+		}
+		return nil, c.attachError(err)
+	}
 	ev, err := stream.Recv()
 	mu.Lock()
 	received = true

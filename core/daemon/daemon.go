@@ -310,6 +310,19 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	go func() { d.serveErr <- d.srv.Serve(lis) }()
 	undo = append(undo, func() { d.srv.Stop() })
 
+	// Before the ready file (and so before "serving"): the peer port
+	// listens — on the previous daemon's socket, passed with "released",
+	// or our own — when a client or the previous daemon sees this one
+	// ready.
+	var inherited *os.File
+	if took != nil {
+		inherited, took.peerListener = took.peerListener, nil
+	}
+	if err := d.startPeerServer(inherited); err != nil {
+		return nil, err
+	}
+	undo = append(undo, d.stopPeerServer)
+
 	if err := d.writeReady(); err != nil {
 		return nil, err
 	}
@@ -319,17 +332,15 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		return nil, err
 	}
 	if took != nil {
-		// The previous daemon ends its leases and exits only now: until
-		// this message it keeps its memory and takes its lock back.
+		// The previous daemon ends its leases and exits only once it has
+		// seen this one hold the lock, listen and name itself in the ready
+		// file (daemonfile.VerifySuccessor): until then it keeps its memory
+		// and takes its lock back.
 		if err := took.tk.Serving(); err != nil {
 			d.log.Warn("takeover: telling the previous daemon that this one serves", "error", err)
 		}
 		took.finish()
 	}
-	if err := d.startPeerServer(); err != nil {
-		return nil, err
-	}
-	undo = append(undo, d.stopPeerServer)
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
 	return d, nil
 }
@@ -432,12 +443,12 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 // deadlines and limits (connlimit.go), and returns its authorizer for the
 // listener's per-uid limits.
 func (d *Daemon) newGRPCServer() (*grpc.Server, authorizer) {
-	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs,
-		denied: func(method string) {
-			if method == daemonv1.Daemon_Attach_FullMethodName {
-				d.metrics.AttachFailed(AttachPermissionDenied)
-			}
-		}}
+	auth := d.authorizer()
+	auth.denied = func(method string) {
+		if method == daemonv1.Daemon_Attach_FullMethodName {
+			d.metrics.AttachFailed(AttachPermissionDenied)
+		}
+	}
 	srv := grpc.NewServer(
 		grpc.Creds(peerCredentials{}),
 		grpc.ForceServerCodecV2(newWireCodec()),

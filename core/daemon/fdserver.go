@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"time"
 
@@ -34,7 +33,7 @@ func (d *Daemon) listenFDChannel() (*net.UnixListener, error) {
 // maxDeniedConnsPerUID per denied uid, each closed after
 // deniedConnLifetime; more are closed at accept.
 func (d *Daemon) serveFDChannel(l *net.UnixListener) {
-	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs}
+	auth := d.authorizer()
 	lis := newPeerListener(l, auth.allows, d.log)
 	var backoff time.Duration
 	for {
@@ -131,9 +130,14 @@ func awaitPeerClose(c *net.UnixConn) {
 // or a refusal. The descriptors stay the daemon's (Send duplicates them into
 // the peer).
 func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descriptor, fdchannel.Reply) {
-	auth := authorizer{ownUID: uint32(os.Geteuid()), allowUIDs: d.opts.AllowUIDs, allowGIDs: d.opts.AllowGIDs}
-	if !auth.allows(p) {
-		return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied, Message: auth.deniedMessage(p)}
+	// The peer's class may call the op (authz.go); below, only that the
+	// lease or publish is the peer's own.
+	if err := d.authorizer().authorize(fdOpName(req.Op), p); err != nil {
+		st := fdchannel.StatusPermissionDenied
+		if fdOpName(req.Op) == "" {
+			st = fdchannel.StatusBadRequest
+		}
+		return nil, fdchannel.Reply{Status: st, Message: err.Error()}
 	}
 	switch req.Op {
 	case fdchannel.OpLease, fdchannel.OpTakeover:
@@ -152,12 +156,8 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 		if req.Op == fdchannel.OpLease {
 			return descriptorsReply(l.m.files.descriptors(false))
 		}
-		// A takeover gets the writable descriptors: only the daemon's own
-		// uid may serve the memory on.
-		if p.UID != auth.ownUID {
-			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
-				Message: fmt.Sprintf("a takeover must run as the daemon's uid %d, not %d", auth.ownUID, p.UID)}
-		}
+		// A takeover gets the writable descriptors: the table lets only
+		// the daemon's own uid serve the memory on.
 		return d.takeoverDescriptors(l)
 	case fdchannel.OpPublish:
 		pub, files := d.reg.publishFor(req.ID)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -111,35 +110,36 @@ type authorizer struct {
 // daemon's own listener).
 var errNoPeerCred = errors.New("connection carries no peer credentials")
 
-// check returns nil when the peer of ctx may call the daemon, else a
-// PERMISSION_DENIED status naming the uid.
-func (a authorizer) check(ctx context.Context) error {
+// check returns nil when the peer of ctx may call the operation
+// fullMethod (authorize, authz.go), else a PERMISSION_DENIED status naming
+// the operation, the peer's class and uid.
+func (a authorizer) check(ctx context.Context, fullMethod string) error {
 	p, ok := peerFrom(ctx)
 	if !ok {
 		return status.Error(codes.PermissionDenied, errNoPeerCred.Error())
 	}
-	if a.allows(p) {
-		return nil
+	if err := a.authorize(fullMethod, p); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
-	return status.Error(codes.PermissionDenied, a.deniedMessage(p))
+	return nil
 }
 
-// deniedMessage explains a refusal of p.
-func (a authorizer) deniedMessage(p PeerInfo) string {
-	return fmt.Sprintf("peer uid %d (gid %d, pid %d) may not use this daemon: it serves uid %d only; "+
-		"allow more with `wcache serve --allow-uid`/`--allow-gid`", p.UID, p.GID, p.PID, a.ownUID)
-}
-
-// allows reports whether peer p may use the daemon: the daemon's own uid, an
-// allowed uid, or an allowed primary gid.
+// allows reports whether peer p may use the daemon at all (a class other
+// than ClassOther): the connection limits of connlimit.go tell admitted
+// peers from the others by it.
 func (a authorizer) allows(p PeerInfo) bool {
-	return p.UID == a.ownUID || slices.Contains(a.allowUIDs, p.UID) || slices.Contains(a.allowGIDs, p.GID)
+	return a.classOf(p) != ClassOther
 }
 
-// unary is the unary interceptor: authorization, then a panic guard so that
-// even a bug answers with a structured error instead of a closed stream.
-func (a authorizer) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-	if err := a.check(ctx); err != nil {
+// unary is the unary interceptor: authorization (authorize, by the full
+// method name), then a panic guard so that even a bug answers with a
+// structured error instead of a closed stream.
+func (a authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	method := ""
+	if info != nil {
+		method = info.FullMethod
+	}
+	if err := a.check(ctx, method); err != nil {
 		return nil, err
 	}
 	defer recoverAsStatus(&err)
@@ -149,7 +149,11 @@ func (a authorizer) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 // stream is the stream interceptor, as unary; a refusal is reported to
 // denied.
 func (a authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-	if err := a.check(ss.Context()); err != nil {
+	method := ""
+	if info != nil {
+		method = info.FullMethod
+	}
+	if err := a.check(ss.Context(), method); err != nil {
 		if a.denied != nil && info != nil {
 			a.denied(info.FullMethod)
 		}

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
 func peerCtx(uid, gid uint32) context.Context {
@@ -24,10 +27,10 @@ func TestAuthorizer(t *testing.T) {
 		{1000, 1000, true}, // own uid
 		{2000, 2000, true}, // allowed uid
 		{3000, 300, true},  // allowed gid
-		{0, 0, false},      // root is not implicitly allowed
+		{0, 0, true},       // root (authz.go: it may use and steer)
 		{65534, 65534, false},
 	} {
-		err := a.check(peerCtx(c.uid, c.gid))
+		err := a.check(peerCtx(c.uid, c.gid), daemonv1.Daemon_Status_FullMethodName)
 		if c.ok && err != nil {
 			t.Errorf("uid %d gid %d refused: %v", c.uid, c.gid, err)
 		}
@@ -37,18 +40,19 @@ func TestAuthorizer(t *testing.T) {
 			}
 		}
 	}
-	if err := a.check(context.Background()); status.Code(err) != codes.PermissionDenied {
+	if err := a.check(context.Background(), daemonv1.Daemon_Status_FullMethodName); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("no peer: err = %v", err)
 	}
 	root := authorizer{ownUID: 0}
-	if err := root.check(peerCtx(0, 0)); err != nil {
+	if err := root.check(peerCtx(0, 0), daemonv1.Daemon_Stop_FullMethodName); err != nil {
 		t.Errorf("a root daemon refused root: %v", err)
 	}
 }
 
 func TestRecoverAsStatus(t *testing.T) {
 	a := authorizer{ownUID: 1}
-	_, err := a.unary(peerCtx(1, 1), nil, nil, func(context.Context, any) (any, error) { panic("boom") })
+	info := &grpc.UnaryServerInfo{FullMethod: daemonv1.Daemon_Status_FullMethodName}
+	_, err := a.unary(peerCtx(1, 1), nil, info, func(context.Context, any) (any, error) { panic("boom") })
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("err = %v, want INTERNAL", err)
 	}

@@ -3,7 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net"
+	"os"
 	"sync"
 
 	"github.com/wcache/wcache/core/peer"
@@ -13,6 +13,8 @@ import (
 type peerEndpoint struct {
 	srv  *peer.Server
 	addr string
+	// lis is the listener, paused during a takeover (peerhandover.go).
+	lis *pausableListener
 	// ctx ends when the endpoint stops (background digests stop with it).
 	once   sync.Once
 	ctx    context.Context
@@ -24,22 +26,30 @@ type peerEndpoint struct {
 // limits, timeouts, Peer.Server.RateBytesPerSec) until stopPeerServer; it
 // also computes the content digests of what the daemon already holds, so
 // the first peer does not wait for them. Without Listen it does nothing.
-func (d *Daemon) startPeerServer() error {
+// inherited (may be nil) is the listener of a daemon taken over, used when
+// it is bound to Listen (peerListen).
+func (d *Daemon) startPeerServer(inherited *os.File) error {
 	po := d.opts.Peer
 	if po.Listen == "" {
+		if inherited != nil {
+			_ = inherited.Close()
+		}
 		return nil
 	}
 	opts := po.Server
 	opts.Logger = d.log.Named("peer")
 	srv, err := peer.NewServer(peerSource{d: d}, po.Creds, opts)
 	if err != nil {
+		if inherited != nil {
+			_ = inherited.Close()
+		}
 		return fmt.Errorf("peer endpoint: %w", err)
 	}
-	l, err := net.Listen("tcp", po.Listen)
+	l, err := d.peerListen(po.Listen, inherited)
 	if err != nil {
 		return fmt.Errorf("peer endpoint: %w", err)
 	}
-	d.peer.srv, d.peer.addr = srv, l.Addr().String()
+	d.peer.srv, d.peer.addr, d.peer.lis = srv, l.Addr().String(), l
 	go func() {
 		if err := srv.Serve(l); err != nil {
 			d.log.Error("peer endpoint stopped", "addr", d.peer.addr, "error", err)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -31,10 +29,7 @@ const maxPublishTensors = 1 << 20
 func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	d := s.d
 	ctx := stream.Context()
-	p, _ := peerFrom(ctx)
-	if err := d.mayChangeWeights(p); err != nil {
-		return err
-	}
+	p, _ := peerFrom(ctx) // authorized by the interceptor (authz.go)
 	deadline := time.NewTimer(d.opts.PublishTimeout)
 	defer deadline.Stop()
 	msgs := receiveAll(ctx, stream)
@@ -228,14 +223,14 @@ func receiveAll(ctx context.Context, stream daemonv1.Daemon_PublishServer) <-cha
 	return out
 }
 
-// mayChangeWeights: only the daemon's own uid and AllowUIDs may publish or
-// evict (AllowGIDs admits attaches only).
+// mayChangeWeights: whether p may change what the daemon holds as a
+// publish does (the sibling fill of an attach, attachfill.go): the
+// Publish row of the authorization table (authz.go).
 func (d *Daemon) mayChangeWeights(p PeerInfo) error {
-	if p.UID == uint32(os.Geteuid()) || slices.Contains(d.opts.AllowUIDs, p.UID) {
-		return nil
+	if err := d.authorizer().authorize(daemonv1.Daemon_Publish_FullMethodName, p); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
-	return status.Errorf(codes.PermissionDenied,
-		"peer uid %d (pid %d) may not publish or evict: only uid %d and --allow-uid peers may", p.UID, p.PID, os.Geteuid())
+	return nil
 }
 
 // publishConfig completes a publisher's config as file loads are completed

@@ -47,6 +47,9 @@ type takeover struct {
 	// its lock back); cancel ends its context.
 	tk     *fdchannel.Takeover
 	cancel context.CancelFunc
+	// peerListener is the previous daemon's peer endpoint socket, passed
+	// with "released" (nil: it had none); Start serves peers on it.
+	peerListener *os.File
 }
 
 // takenGen is one generation taken over.
@@ -73,6 +76,10 @@ func (t *takeover) finish() {
 	if t.cancel != nil {
 		t.cancel()
 		t.cancel = nil
+	}
+	if t.peerListener != nil {
+		_ = t.peerListener.Close()
+		t.peerListener = nil
 	}
 }
 
@@ -253,7 +260,8 @@ func (d *Daemon) takeOver(ctx context.Context, jobs []*loadJob) (*takeover, erro
 		return fail(err)
 	}
 	testDieAfter("imported")
-	t.tk, t.cancel, ok = tk, cancel, true
+	t.tk, t.cancel, t.peerListener, ok = tk, cancel, tk.PeerListener, true
+	tk.PeerListener = nil
 	var bytes uint64
 	for _, tg := range t.gens {
 		bytes += tg.bytes
@@ -292,12 +300,16 @@ const successorAckTimeout = takeoverTimeout
 // awaitSuccessor is the old daemon's side of a takeover once the successor
 // has its writable descriptors (on connection c; docs/protocol.md,
 // "Takeover"): on "imported" it releases its identity lock and socket
-// (releaseIdentity, keeping memory and leases) and says "released"; on
-// "serving" it hands over. A successor that closes, dies, sends anything
-// else or stays silent for successorAckTimeout before "imported" changes
-// nothing; before "serving", the daemon takes its lock back and listens
-// again (retakeIdentity), its leases untouched. Only if the successor holds
-// the lock by then does it hand over all the same.
+// (releaseIdentity, keeping memory and leases), pauses its peer endpoint
+// and says "released", passing the endpoint's socket along; then it waits
+// for "serving". Whatever comes then — "serving", a close, silence for
+// successorAckTimeout, anything else — it hands over only if it sees the
+// successor (the pid that asked, by SO_PEERCRED) serve: hold the identity
+// lock, listen on the socket and name itself in the ready file
+// (daemonfile.VerifySuccessor). A successor's word ends nothing. Else it
+// takes its lock back and listens again (retakeIdentity), its leases
+// untouched. A successor that closes, dies or stays silent before
+// "imported" changes nothing at all.
 func (d *Daemon) awaitSuccessor(c *net.UnixConn, successor PeerInfo) {
 	if err := awaitAck(c, fdchannel.AckImported); err != nil {
 		d.log.Warn("takeover: the successor did not acknowledge the import; serving on", "successor_pid", successor.PID, "error", err)
@@ -306,30 +318,72 @@ func (d *Daemon) awaitSuccessor(c *net.UnixConn, successor PeerInfo) {
 	err := d.releaseIdentity()
 	if err == nil {
 		d.log.Info("takeover: released the lock and socket to the successor; serving the leases until it serves", "successor_pid", successor.PID)
-		if err = fdpass.Send(c, fdchannel.MarshalAck(fdchannel.AckReleased)); err == nil {
+		var peerLis *os.File
+		peerLis, err = d.pausePeer()
+		if err == nil {
+			if peerLis != nil {
+				err = fdpass.Send(c, fdchannel.MarshalAck(fdchannel.AckReleased), peerLis)
+				_ = peerLis.Close() // the message carries its own
+			} else {
+				err = fdpass.Send(c, fdchannel.MarshalAck(fdchannel.AckReleased))
+			}
+		}
+		if err == nil {
 			err = awaitAck(c, fdchannel.AckServing)
+		}
+	}
+	if err == nil {
+		if verr := daemonfile.VerifySuccessor(d.info.Paths, int(successor.PID)); verr != nil {
+			err = fmt.Errorf("it said it serves, but: %w", verr)
 		}
 	}
 	if err == nil {
 		d.handOver(successor)
 		return
 	}
-	d.log.Warn("takeover: the successor failed before it served; taking the lock back", "successor_pid", successor.PID, "error", err)
+	d.log.Warn("takeover: the successor is not seen serving; taking the lock back", "successor_pid", successor.PID, "error", err)
 	ctx, cancel := context.WithTimeout(context.Background(), takeoverTimeout)
 	defer cancel()
-	if rerr := d.retakeIdentity(ctx); rerr != nil {
-		var live *daemonfile.LiveDaemonError
-		if errors.As(rerr, &live) {
-			d.log.Warn("takeover: the successor holds the lock after all: handing over", "error", rerr)
+	rerr := d.retakeIdentity(ctx)
+	var live *daemonfile.LiveDaemonError
+	if errors.As(rerr, &live) {
+		// Someone holds the lock: the successor, still starting (it said
+		// nothing, or too early)? Hand over once it is seen serving.
+		verr := d.awaitVerifiedSuccessor(ctx, successor)
+		if verr == nil {
+			d.log.Warn("takeover: the successor holds the lock and serves after all: handing over", "successor_pid", successor.PID)
 			d.handOver(successor)
 			return
 		}
+		rerr = fmt.Errorf("%w; and the holder is not seen serving as the successor: %v", rerr, verr)
+	}
+	if rerr != nil {
 		d.log.Error("takeover: cannot serve again: stopping", "error", rerr)
 		d.reg.stop(status.Errorf(codes.Unavailable, "daemon of %s stopped: a takeover failed and it could not listen again: %v", d.info.DeviceUUID, rerr))
 		d.requestShutdown()
 		return
 	}
+	d.resumePeer()
 	d.log.Info("takeover: serving again", "socket", d.info.Paths.Socket)
+}
+
+// successorPoll is how often awaitVerifiedSuccessor looks again.
+const successorPoll = 100 * time.Millisecond
+
+// awaitVerifiedSuccessor waits, until ctx ends, for successor to be seen
+// serving (daemonfile.VerifySuccessor); it returns the last check's error.
+func (d *Daemon) awaitVerifiedSuccessor(ctx context.Context, successor PeerInfo) error {
+	for {
+		err := daemonfile.VerifySuccessor(d.info.Paths, int(successor.PID))
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(successorPoll):
+		}
+	}
 }
 
 // awaitAck waits up to successorAckTimeout for the successor's message of

@@ -72,7 +72,12 @@ func Fetch(ctx context.Context, path string, req Request) ([]Descriptor, error) 
 // acknowledges their import (Imported) — the daemon hands over only then.
 type Takeover struct {
 	Descriptors []Descriptor
-	c           *conn
+	// PeerListener is the daemon's peer endpoint socket (a listening TCP
+	// socket), passed with "released" when it has one: the successor
+	// serves peers on it, so the port never closes during a takeover. The
+	// caller owns it (Close does not close it).
+	PeerListener *os.File
+	c            *conn
 }
 
 // RequestTakeover sends op TAKEOVER (req.Op is set) and receives the
@@ -101,15 +106,21 @@ func (t *Takeover) Imported() error {
 		return fmt.Errorf("descriptor channel %s: acknowledge the takeover: %w", t.c.path, err)
 	}
 	buf := make([]byte, AckSize+1)
-	n, files, err := fdpass.Recv(t.c.UnixConn, buf, 0)
-	for _, f := range files {
-		_ = f.Close()
-	}
+	n, files, err := fdpass.Recv(t.c.UnixConn, buf, 1)
 	if err == nil {
 		err = ParseAck(buf[:n], AckReleased)
 	}
-	if err != nil {
+	if err != nil || len(files) > 1 {
+		for _, f := range files {
+			_ = f.Close()
+		}
+		if err == nil {
+			err = fmt.Errorf("%w: %d descriptors with %s, want at most 1", ErrMalformed, len(files), AckReleased)
+		}
 		return fmt.Errorf("descriptor channel %s: wait for the daemon to release its lock: %w", t.c.path, err)
+	}
+	if len(files) == 1 {
+		t.PeerListener = files[0]
 	}
 	return nil
 }

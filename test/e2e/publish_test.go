@@ -41,6 +41,10 @@ func runHelper(name string) int {
 		return runFDFetchHelper()
 	case "fd-write":
 		return runFDWriteHelper()
+	case "authz-probe":
+		return runAuthzProbe()
+	case "authz-hold":
+		return runAuthzHold()
 	}
 	if name == "load-or-publish" {
 		return runLoadOrPublishHelper()

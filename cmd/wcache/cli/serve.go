@@ -128,8 +128,8 @@ has stopped.`,
 		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
 	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
 		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
-	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid (repeatable)")
-	fs.UintSliceVar(&allowGIDs, "allow-gid", nil, "also accept clients whose primary gid is this (repeatable)")
+	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid, as guests: status and attach, never stop, evict or publish (repeatable)")
+	fs.UintSliceVar(&allowGIDs, "allow-gid", nil, "also accept clients whose primary gid is this, as guests (see --allow-uid; repeatable)")
 	fs.StringVar(&socketGroup, "socket-group", "",
 		"make the socket group-owned by this group (name or gid) with mode 0660, for clients of other users "+
 			"(they must also pass --allow-uid/--allow-gid)")

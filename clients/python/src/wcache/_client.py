@@ -688,8 +688,8 @@ def evict(socket: Optional[str] = None, device_uuid: Optional[str] = None, devic
     NoDaemonError (no socket), PublishInProgressError (a publish is in
     progress), PublishConflictError (the daemon is stopping), DaemonError
     FAILED_PRECONDITION (leases remained at the timeout: the daemon keeps
-    serving) or PERMISSION_DENIED (only the daemon's uid and --allow-uid
-    peers may evict), and the errors of discovery.
+    serving) or PERMISSION_DENIED (only the daemon's uid and root may
+    evict; --allow-uid/--allow-gid guests may not), and the errors of discovery.
     """
     if timeout < 0:
         raise ValueError(f"timeout {timeout}: want >= 0 seconds")

@@ -51,7 +51,8 @@ type DaemonClient interface {
 	// writable handles, the client copies its bytes in and sends
 	// PublishCommit, the daemon answers PublishDone and serves the new
 	// generation. A stream that ends before PublishDone leaves the daemon
-	// empty. Only the daemon's uid and --allow-uid peers may publish.
+	// empty. Only the daemon's uid and root may publish (guests, --allow-uid
+	// and --allow-gid, may not: docs/operations.md, "Who may do what").
 	Publish(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error)
 	// Evict drains the leases (like Stop without force), frees the weights
 	// and leaves the daemon running and empty. Never frees memory under a
@@ -152,7 +153,8 @@ type DaemonServer interface {
 	// writable handles, the client copies its bytes in and sends
 	// PublishCommit, the daemon answers PublishDone and serves the new
 	// generation. A stream that ends before PublishDone leaves the daemon
-	// empty. Only the daemon's uid and --allow-uid peers may publish.
+	// empty. Only the daemon's uid and root may publish (guests, --allow-uid
+	// and --allow-gid, may not: docs/operations.md, "Who may do what").
 	Publish(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error
 	// Evict drains the leases (like Stop without force), frees the weights
 	// and leaves the daemon running and empty. Never frees memory under a

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/core/peer/peertest"
+)
+
+// TestTakeoverFakeSuccessorSayingServingEndsNothing: a same-uid client
+// holding a lease plays a successor's part of the takeover exchange to the
+// letter — TAKEOVER, "imported", waits for "released", "serving" — and
+// closes, without ever taking the lock, listening or writing a ready file.
+// The daemon does not take its word: it does not see it serve
+// (daemonfile.VerifySuccessor), takes its lock back and serves on with the
+// same pid, generation and leases; its ready file names it again, attach
+// --verify passes, and a real successor still takes over afterwards.
+func TestTakeoverFakeSuccessorSayingServingEndsNothing(t *testing.T) {
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
+	d := h.startServe(0, model.Dir)
+	before := h.statusOf(0)
+	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	fake := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	req := fdchannel.Request{ID: fake.Manifest.LeaseID}
+	copy(req.Token[:], fake.Manifest.FDToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdchannel.CloseAll(tk.Descriptors)
+	if err := tk.Imported(); err != nil {
+		t.Fatalf("imported: %v", err)
+	}
+	if err := tk.Serving(); err != nil {
+		t.Fatalf("serving: %v", err)
+	}
+	tk.Close()
+	_ = fake.Lease.Close()
+	checkServesOn(t, d, "takeover: serving again", held.Lease, "a fake successor's \"serving\"")
+	if !strings.Contains(d.Output(), "the successor is not seen serving") {
+		t.Errorf("the daemon does not say why it served on:\n%s", d)
+	}
+	after := h.statusOf(0)
+	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
+		after.Leases[0].ID != held.Lease.ID() {
+		t.Fatalf("after the fake successor: pid %d generation %d leases %+v; before pid %d generation %d lease %d",
+			after.PID, after.Generation, after.Leases, before.PID, before.Generation, held.Lease.ID())
+	}
+	if r, err := daemonfile.ReadReady(h.Paths(h.UUIDs[0]).Ready); err != nil || r.PID != before.PID {
+		t.Fatalf("ready file after the fake successor: %+v, %v; want pid %d", r, err, before.PID)
+	}
+	checkBytes(t, held.Manifest, model, 0)
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+
+	next := h.start("serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
+	h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
+	if code := h.waitExit(d, 30*time.Second); code != 0 {
+		t.Errorf("the daemon taken over exited %d, want 0:\n%s", code, d)
+	}
+	checkLeaseLives(t, held.Lease, "the real takeover")
+	checkBytes(t, held.Manifest, model, 0)
+}
+
+// takeoverRounds is how many successive takeovers
+// TestTakeoverKeepsThePeerPortOverRounds runs.
+const takeoverRounds = 8
+
+// TestTakeoverKeepsThePeerPortOverRounds: a daemon serving peers on a
+// fixed --peer-listen address is replaced by `serve --takeover` with the
+// same address, takeoverRounds times in a row. Every successor starts
+// (none fails on "address already in use"), serves peers on the socket
+// the old daemon passed it, and every old daemon exits 0 only after its
+// successor serves; after each round the peer port answers a Describe of
+// the weights over mutual TLS, the lease held from the start lives on
+// and its bytes are the model's.
+func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
+	ca := peertest.NewCA(t, "ca")
+	creds := ca.Issue(t, "node", ca)
+	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
+	addr := freeLoopbackAddr(t)
+	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	d := h.startServe(0, model.Dir, args...)
+	first := h.statusOf(0)
+	identity, err := cacheconfig.WeightsIdentity(first.Config, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(round int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		o, err := probe.Describe(ctx, addr, identity)
+		if err != nil {
+			t.Fatalf("round %d: the peer port %s: %v", round, addr, err)
+		}
+		if len(o.Arenas) == 0 {
+			t.Fatalf("round %d: the peer port offers no arena: %+v", round, o)
+		}
+	}
+	describe(0)
+	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	for round := 1; round <= takeoverRounds; round++ {
+		next := h.start(append([]string{"serve", "--backend", "mock", "--gpu-id", "0", "--takeover"}, args...)...)
+		h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
+		if code := h.waitExit(d, 30*time.Second); code != 0 {
+			t.Fatalf("round %d: the daemon taken over exited %d, want 0:\n%s\n%s", round, code, d, next)
+		}
+		if next.Exited() {
+			t.Fatalf("round %d: the successor exited:\n%s", round, next)
+		}
+		if !strings.Contains(next.Output(), "serving on the listener of the daemon taken over") {
+			t.Fatalf("round %d: the successor did not serve peers on the passed listener:\n%s", round, next)
+		}
+		if st := h.statusOf(0); st.PID != next.PID() || st.Generation != first.Generation || st.StartPhases.Source != "takeover" {
+			t.Fatalf("round %d: pid %d generation %d source %q, want pid %d generation %d source takeover",
+				round, st.PID, st.Generation, st.StartPhases.Source, next.PID(), first.Generation)
+		}
+		describe(round)
+		checkLeaseLives(t, held.Lease, fmt.Sprintf("takeover round %d", round))
+		d = next
+	}
+	checkBytes(t, held.Manifest, model, 0)
+}
+
+// TestTakeoverFailedSuccessorGivesThePeerPortBack: a successor started
+// with the same --peer-listen address dies right after it imported the
+// descriptors (test hook WCACHE_TEST_TAKEOVER_DIE_AFTER=imported), holding
+// the peer socket the old daemon passed it with "released". The old daemon
+// takes its lock back and accepts peers again on its own copy of that
+// socket: the port answers a Describe of the weights, and a later
+// successor takes the port over.
+func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
+	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
+	ca := peertest.NewCA(t, "ca")
+	creds := ca.Issue(t, "node", ca)
+	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
+	addr := freeLoopbackAddr(t)
+	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	old := h.startServe(0, model.Dir, args...)
+	identity, err := cacheconfig.WeightsIdentity(h.statusOf(0).Config, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if o, err := probe.Describe(ctx, addr, identity); err != nil || len(o.Arenas) == 0 {
+			t.Fatalf("%s: the peer port %s: %+v, %v", when, addr, o, err)
+		}
+	}
+	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	dying := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, "WCACHE_TEST_TAKEOVER_DIE_AFTER=imported") },
+		append([]string{"serve", "--backend", "mock", "--gpu-id", "0", "--takeover"}, args...)...)
+	h.waitExit(dying, 30*time.Second)
+	checkServesOn(t, old, "takeover: serving again", held.Lease, "the successor's death")
+	describe("after the failed takeover")
+
+	next := h.start(append([]string{"serve", "--backend", "mock", "--gpu-id", "0", "--takeover"}, args...)...)
+	h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
+	if code := h.waitExit(old, 30*time.Second); code != 0 {
+		t.Errorf("the daemon taken over exited %d, want 0:\n%s", code, old)
+	}
+	describe("after the second takeover")
+	checkLeaseLives(t, held.Lease, "the second takeover")
+}
+
+// freeLoopbackAddr is a 127.0.0.1 address whose port was free a moment
+// ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
