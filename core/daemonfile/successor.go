@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/paths"
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // ErrSuccessorUnproven is matched by every *SuccessorError.

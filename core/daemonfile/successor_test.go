@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wcache/wcache/sdk/procstat"
+	"github.com/wcache/wcache/internal/procstat"
 )
 
 // TestVerifySuccessor: a helper process that holds the lock, listens and

@@ -20,7 +20,7 @@ import (
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/fdchannel"
-	"github.com/wcache/wcache/sdk/proctest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -361,7 +361,7 @@ func runAuthzHold() int {
 func startHold(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, <-chan string) {
 	t.Helper()
 	cmd.Stderr = os.Stderr
-	stdin, stdout := proctest.StartPiped(t, cmd)
+	stdin, stdout := childproc.StartPiped(t, cmd)
 	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
 	sc := bufio.NewScanner(stdout)
 	if !sc.Scan() || sc.Text() != "attached" {
