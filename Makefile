@@ -154,10 +154,16 @@ fuzz:
 ## real binaries in bin/; it writes $(BENCH_OUT)/benchmarks.json and modifies no
 ## tracked file. Sizes: WCACHE_BENCH_GIB (large checkpoint, default 4) and the
 ## other WCACHE_BENCH_* variables, or flags in BENCHFLAGS (e.g. BENCHFLAGS='-only attach').
+## BASELINE=rev (default da24eaa, until a release replaces it; empty: none):
+## the revision whose wcache and mock plugin the baseline scenario runs
+## beside this build's, built in a git worktree under $TMPDIR
+## (build/bench-baseline.sh).
 BENCH_OUT  ?= $(CURDIR)/bench-results
+BASELINE   ?= da24eaa
 bench: build
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wcache-bench ./test/bench/cmd/wcache-bench
-	$(BIN)/wcache-bench -bin $(BIN) -out $(BENCH_OUT) $(BENCHFLAGS)
+	base=$$(if [ -n "$(BASELINE)" ]; then build/bench-baseline.sh "$(BASELINE)"; fi) && \
+		$(BIN)/wcache-bench -bin $(BIN) -out $(BENCH_OUT) -baseline "$$base" -baseline-rev "$(BASELINE)" $(BENCHFLAGS)
 
 ## bench-docs: copy a run's report (BENCH_JSON, default the last make bench)
 ## to docs/benchmarks.json and render docs/benchmarks.md from it with the

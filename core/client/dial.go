@@ -27,6 +27,14 @@ const (
 	// maxManifestSize bounds a received message: a manifest of 100k tensors
 	// is a few MiB.
 	maxManifestSize = 256 << 20
+	// manifestWindow is the HTTP/2 flow-control window a connection and
+	// each of its streams open with: large enough that the daemon sends a
+	// 100k-tensor manifest in one go instead of waiting for a window
+	// update every 64 KiB (gRPC's default start, grown only by its
+	// bandwidth probe, which a one-attach CLI connection never finishes).
+	// A window is credit, not a buffer: memory stays bounded by what
+	// arrives (maxManifestSize).
+	manifestWindow = 32 << 20
 )
 
 // Options tune Dial. The zero value is the default.
@@ -105,6 +113,7 @@ func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
 		grpc.WithContextDialer(dialer.dial),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxManifestSize)),
+		grpc.WithInitialWindowSize(manifestWindow), grpc.WithInitialConnWindowSize(manifestWindow),
 	)
 	if err != nil {
 		first.Close()

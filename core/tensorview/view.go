@@ -91,7 +91,12 @@ func (v View) Check(storageBytes uint64) error {
 	if v.Strides != nil && len(v.Strides) != len(v.Shape) {
 		return fmt.Errorf("%d strides for %d dimensions: %w", len(v.Strides), len(v.Shape), ErrInvalidView)
 	}
-	overflow := fmt.Errorf("shape %v, strides %v, offset %d overflow 64 bits: %w", v.Shape, v.Strides, v.StorageOffset, ErrInvalidView)
+	// Built only when returned: Check runs once per tensor of every attach's
+	// manifest (100,000 at a time), where formatting an unused error cost
+	// more than the whole check.
+	overflow := func() error {
+		return fmt.Errorf("shape %v, strides %v, offset %d overflow 64 bits: %w", v.Shape, v.Strides, v.StorageOffset, ErrInvalidView)
+	}
 	// last: the highest element index the view reaches; count: elements.
 	last, count := v.StorageOffset, uint64(1)
 	rowMajor := uint64(1)
@@ -107,7 +112,7 @@ func (v View) Check(storageBytes uint64) error {
 		}
 		hi, c := bits.Mul64(count, n)
 		if hi != 0 {
-			return overflow
+			return overflow()
 		}
 		count = c
 		if n == 0 {
@@ -116,14 +121,14 @@ func (v View) Check(storageBytes uint64) error {
 		}
 		hi, step := bits.Mul64(n-1, stride)
 		if hi != 0 {
-			return overflow
+			return overflow()
 		}
 		var carry uint64
 		if last, carry = bits.Add64(last, step, 0); carry != 0 {
-			return overflow
+			return overflow()
 		}
 		if hi, rowMajor = bits.Mul64(rowMajor, n); hi != 0 && v.Strides == nil {
-			return overflow
+			return overflow()
 		}
 	}
 	if empty {
@@ -131,11 +136,11 @@ func (v View) Check(storageBytes uint64) error {
 	}
 	// Bits up to the end of the last element, against the storage's bits.
 	if last == math.MaxUint64 {
-		return overflow
+		return overflow()
 	}
 	hi, endBits := bits.Mul64(last+1, elemBits)
 	if hi != 0 {
-		return overflow
+		return overflow()
 	}
 	if hi, storageBits := bits.Mul64(storageBytes, 8); hi == 0 && endBits > storageBits {
 		return fmt.Errorf("%s %v with strides %v at storage offset %d reaches byte %d of a %d-byte storage: %w",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/sdk/fill"
 	"github.com/wcache/wcache/test/benchreport"
+	"github.com/wcache/wcache/test/testproc"
 )
 
 // FillVariant is the fill under one page-cache condition, medians over
@@ -167,7 +168,7 @@ func fillRound(ctx context.Context, o Options, m *Model, workers int, cold bool,
 	s.rates.Add("daemon_end_to_end", benchreport.GiBps(p.BytesLoaded, p.Allocate+p.Load+p.Export))
 	probe := func(name string, f func() (fillTiming, error)) error {
 		if cold {
-			if err := dropCaches(); err != nil {
+			if err := testproc.DropCaches(); err != nil {
 				return err
 			}
 		}

@@ -174,16 +174,11 @@ func (w *world) helperArgv(mode string, args ...string) []string {
 	return append(append(append([]string{}, w.o.HelperArgv...), mode), args...)
 }
 
-// fresh runs argv to completion (readyTimeout at most) in the world's
-// environment and decodes the HelperResult it prints last on stdout; Wall
-// is the whole process, from fork/exec to exit, as its parent saw it.
+// fresh runs argv to completion (run) and decodes the HelperResult it
+// prints last on stdout; Wall is the whole process, from fork/exec to
+// exit, as its parent saw it.
 func (w *world) fresh(argv ...string) (HelperResult, error) {
-	res, err := testproc.NewGroup(testproc.Options{}).Run(readyTimeout,
-		testproc.Options{Path: argv[0], Args: argv[1:], Env: w.Env(w.o.HelperEnv...)})
-	name := filepath.Base(argv[0])
-	if err == nil && res.Code != 0 {
-		err = fmt.Errorf("%s: exit %d\n%s", name, res.Code, tail(res.Stderr))
-	}
+	res, err := w.run(argv[0], argv[1:]...)
 	if err != nil {
 		return HelperResult{}, err
 	}
@@ -191,10 +186,22 @@ func (w *world) fresh(argv ...string) (HelperResult, error) {
 	out = out[strings.LastIndexByte(out, '\n')+1:]
 	var r HelperResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return HelperResult{}, fmt.Errorf("%s: result %q: %w", name, out, err)
+		return HelperResult{}, fmt.Errorf("%s: result %q: %w", filepath.Base(argv[0]), out, err)
 	}
 	r.Wall = res.Wall
 	return r, nil
+}
+
+// run runs path with args to completion (readyTimeout at most) in the
+// world's environment; an exit status other than 0 is an error with the
+// end of stderr.
+func (w *world) run(path string, args ...string) (testproc.Result, error) {
+	res, err := testproc.NewGroup(testproc.Options{}).Run(readyTimeout,
+		testproc.Options{Path: path, Args: args, Env: w.Env(w.o.HelperEnv...)})
+	if err == nil && res.Code != 0 {
+		err = fmt.Errorf("%s: exit %d\n%s", filepath.Base(path), res.Code, tail(res.Stderr))
+	}
+	return res, err
 }
 
 // tail is the last 3000 bytes of s.

@@ -29,12 +29,14 @@ func envFlags() []string {
 // flags (flagSet says which flag sets each field, and its default): where
 // the binaries and the sources are, where to write, where checkpoints and
 // shared memory go, the checkpoints' sizes and tensor counts, the repeats,
-// the concurrency run, the Python interpreter and the scenarios to run.
+// the concurrency run, the Python interpreter, the scenarios to run and
+// the baseline build's binaries and revision (scenario baseline).
 // HelperArgv starts a fresh helper process (this executable, "helper"),
 // to which a mode and its flags are appended; HelperEnv is extra
 // environment for helpers; Log receives progress lines.
 type Options struct {
 	BinDir, RepoDir, OutDir, TmpDir, ShmDir  string
+	BaselineDir, BaselineRev                 string
 	LargeBytes, SmallBytes, HashBytes        uint64
 	FewTensors, ManyTensors, IdentityTensors int
 	Repeats, AttachIters, Clients            int
@@ -65,6 +67,8 @@ func flagSet(o *Options, s *scaled) *flag.FlagSet {
 	fs := flag.NewFlagSet("wcache-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.BinDir, "bin", "bin", "`DIR` of wcache, wcache-backend-mock and (pipeline) wcache-backend-cuda")
+	fs.StringVar(&o.BaselineDir, "baseline", "", "`DIR` of a baseline build's wcache and wcache-backend-mock (make bench BASELINE=rev); empty: no baseline")
+	fs.StringVar(&o.BaselineRev, "baseline-rev", "", "the revision -baseline was built from, for the report")
 	fs.StringVar(&o.RepoDir, "repo", ".", "source tree: git commit, clients/python/src, micro-benchmarks")
 	fs.StringVar(&o.OutDir, "out", "bench-results", "results folder")
 	fs.StringVar(&o.TmpDir, "tmpdir", os.TempDir(), "where checkpoints are generated, a disk")

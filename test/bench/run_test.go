@@ -20,7 +20,8 @@ func tinyOptions(t *testing.T) Options {
 		"-bin", os.Getenv(testBinEnv), "-repo", "../..", "-out", t.TempDir(),
 		"-gib", "0.004", "-small-mib", "2", "-few-tensors", "30", "-many-tensors", "120",
 		"-repeats", "1", "-attach-iters", "5", "-clients", "4", "-seconds", "0.3", "-hash-mib", "3", "-identity-tensors", "120",
-		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations,peer,peerfill",
+		"-cold=false", "-tmpdir", t.TempDir(), "-shmdir", shmTestDir(t), "-only", "restart,fill,publish,pipeline,attach,concurrency,startup,takeover,content,generations,peer,peerfill,baseline",
+		"-baseline", os.Getenv(testBinEnv), "-baseline-rev", "test",
 	}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +131,17 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratio <= 0) {
 		t.Errorf("peerfill: %+v", pf)
 	}
+	// The baseline scenario runs the same binaries as both builds: every
+	// figure has a sample of each per timed round, and a ratio.
+	base := r.Results["baseline"].(*BaselineResult)
+	if base.NotMeasured != "" || base.Rev != "test" || len(base.Figures) != 7 {
+		t.Errorf("baseline: %+v", base)
+	}
+	for _, f := range base.Figures {
+		if len(f.NewSamples) != base.Rounds || len(f.BaseSamples) != base.Rounds || f.New <= 0 || f.Base <= 0 || f.Ratio <= 0 {
+			t.Errorf("baseline figure %s: %+v", f.Metric, f)
+		}
+	}
 	if len(r.Targets) < 18 {
 		t.Errorf("%d targets: %+v", len(r.Targets), r.Targets)
 	}
@@ -155,7 +167,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		"| takeover | serve --takeover start to ready, median,",
 		"| content | attach p50 with the identity check / without, 30 tensors in 8 files |",
 		"| generations | attach p50 with 4 generations ÷ with 1 |",
-		"| peer | same-node peer fill ÷ memcpy into fresh memory (mock) |"} {
+		"| peer | same-node peer fill ÷ memcpy into fresh memory (mock) |",
+		"| baseline | new ÷ baseline: wcache attach --json, 120 tensors: attach step (noise band", "Baseline here: `test`"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("rendered docs lack %q", want)
 		}

@@ -43,6 +43,7 @@ func Scenarios() []Scenario {
 		{"generations", runGenerations},
 		{"peer", runPeer},
 		{"peerfill", runPeerFill},
+		{"baseline", runBaseline},
 	}
 }
 
@@ -124,12 +125,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		CheckpointOnTmpfs: onTmpfs(o.TmpDir), SharedMemoryDirRoot: o.ShmDir}
 	// Snapshot the binaries: a `make build` elsewhere during the run must
 	// not swap them under the scenarios.
-	snap, err := snapshotBinaries(o.BinDir)
-	if err != nil {
-		return nil, err
+	for _, dir := range []*string{&o.BinDir, &o.BaselineDir} {
+		if *dir == "" {
+			continue
+		}
+		snap, err := snapshotBinaries(*dir)
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(snap)
+		*dir = snap
 	}
-	defer os.RemoveAll(snap)
-	o.BinDir = snap
 	e := &Env{Options: o, models: map[ModelSpec]*Model{}}
 	if err = os.MkdirAll(o.TmpDir, 0o755); err == nil {
 		e.dir, err = os.MkdirTemp(o.TmpDir, "wcache-bench-models-")

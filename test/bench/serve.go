@@ -2,14 +2,9 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )
@@ -41,11 +36,11 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 	}
 	defer w.Close()
 	if cold {
-		if err := dropCaches(); err != nil {
+		if err := testproc.DropCaches(); err != nil {
 			return run, err
 		}
 	}
-	run.Resident = residentFraction(m.Files)
+	run.Resident = testproc.ResidentFraction(m.Files)
 	var sampler *testproc.Sampler
 	d, err := w.startServe(ctx, 0, func(pid int) { sampler = testproc.NewSampler(memorySampleInterval, pid) }, "--model", m.Dir)
 	var peaks map[int]testproc.Memory
@@ -106,50 +101,4 @@ func phasesOf(runs []serveRun) PhasesMS {
 	med := func(k string) float64 { return benchreport.Round3(l.Summary(k).MedianMS) }
 	return PhasesMS{Plan: med("plan"), Lock: med("lock"), Allocate: med("allocate"), Load: med("load"),
 		Export: med("export"), Total: med("total"), Outside: med("outside")}
-}
-
-// dropCaches writes back dirty pages and drops the page cache (root only).
-func dropCaches() error {
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200); err != nil {
-		return fmt.Errorf("drop the page cache: %w", err)
-	}
-	return nil
-}
-
-// residentFraction is the share of the files' pages in the page cache
-// (mincore on a read-only mapping), or -1 when it cannot be measured.
-func residentFraction(files []string) float64 {
-	var in, all uint64
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			return -1
-		}
-		fi, err := f.Stat()
-		var m []byte
-		if err == nil && fi.Size() > 0 {
-			m, err = mmap.FD(int(f.Fd()), uint64(fi.Size()), mmap.Read)
-		}
-		f.Close()
-		if err != nil {
-			return -1
-		} else if len(m) == 0 {
-			continue
-		}
-		vec := make([]byte, (len(m)+pageSize-1)/pageSize)
-		err = mmap.Mincore(m, vec)
-		_ = mmap.Unmap(m)
-		if err != nil {
-			return -1
-		}
-		for _, v := range vec {
-			in += uint64(v & 1)
-		}
-		all += uint64(len(vec))
-	}
-	if all == 0 {
-		return -1
-	}
-	return benchreport.Round3(float64(in) / float64(all))
 }

@@ -187,6 +187,13 @@ or content (the first differing file is named), 1 anything else.`,
 		for i, f := range ck.Files {
 			files[i] = f.Path
 		}
+		if !verify {
+			// Only --verify reads the parsed headers again. Held through
+			// the attach, they (tens of MB at 100,000 tensors) were the
+			// live heap that a collection triggered by the manifest's
+			// decode had to mark again, inside the attach step.
+			ck = nil
+		}
 		var bar *progress
 		content := client.ContentOptions{Policy: policy, Progress: func(name string, done, total int64) {
 			if bar == nil {

@@ -109,17 +109,22 @@ func (t *TensorTable) Each(fn func(TableEntry) error) error {
 	if total > maxNames {
 		return fmt.Errorf("%w: %d bytes of names", ErrBadTensorTable, total)
 	}
-	buf := make([]byte, 0, total)
+	// One string of every name, written once: the builder's String shares
+	// its buffer, which Grow sized for all of them, so a name's shared
+	// prefix is read back from what was written (a byte buffer converted
+	// at the end would copy the names a second time).
+	var b strings.Builder
+	b.Grow(int(total))
 	var suffixAt uint64
 	prevStart := 0
 	for i := range n {
-		start := len(buf)
-		buf = append(buf, buf[prevStart:prevStart+int(t.NameShared[i])]...)
+		start := b.Len()
+		b.WriteString(b.String()[prevStart : prevStart+int(t.NameShared[i])])
 		end := suffixAt + uint64(t.NameSuffixLen[i])
-		buf = append(buf, t.NameSuffixes[suffixAt:end]...)
+		b.Write(t.NameSuffixes[suffixAt:end])
 		suffixAt, prevStart = end, start
 	}
-	names := string(buf)
+	names := b.String()
 	var at, dimsAt uint64
 	for i := range n {
 		l := uint64(t.NameShared[i]) + uint64(t.NameSuffixLen[i])
