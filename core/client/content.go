@@ -79,13 +79,21 @@ func ProveContent(ctx context.Context, m *Manifest, files []string, opts Content
 		if d, ok := hubBlobProof(daemon[name], path, id); ok {
 			return d, true, nil
 		}
-		if d, ok := cache.Lookup(id); ok {
+		// The client's digest is computed (or looked up) in the
+		// algorithm of the daemon's: a record of an older publish or
+		// daemon (SHA256Tree) is checked as such. A record in an
+		// algorithm this build does not know proves nothing.
+		alg, err := filedigest.AlgorithmOf(daemon[name].Digest)
+		if err != nil {
+			return "", false, nil
+		}
+		if d, ok := cache.Lookup(id, alg); ok {
 			return d, true, nil
 		}
 		if policy != cacheconfig.PolicyHash {
 			return "", false, nil
 		}
-		d, err := hashFile(ctx, name, path, id, opts)
+		d, err := hashFile(ctx, name, path, id, alg, opts)
 		if err != nil {
 			return "", false, err
 		}
@@ -115,12 +123,12 @@ func hubBlobProof(rec cacheconfig.FileContent, path string, id safetensors.Stamp
 
 // hashFile hashes path and checks it still has identity id afterwards (a
 // file written meanwhile has no single content).
-func hashFile(ctx context.Context, name, path string, id safetensors.Stamp, opts ContentOptions) (string, error) {
+func hashFile(ctx context.Context, name, path string, id safetensors.Stamp, alg filedigest.Algorithm, opts ContentOptions) (string, error) {
 	var progress func(done, total int64)
 	if opts.Progress != nil {
 		progress = func(done, total int64) { opts.Progress(name, done, total) }
 	}
-	d, err := filedigest.Complete(ctx, path, id.Size, nil, filedigest.Options{Workers: opts.Workers, Progress: progress})
+	d, err := filedigest.Complete(ctx, path, id.Size, nil, filedigest.Options{Algorithm: alg, Workers: opts.Workers, Progress: progress})
 	if err != nil {
 		return "", err
 	}

@@ -132,10 +132,10 @@ func checkOfferLayout(pl *plan.Plan, offer peer.Offer) error {
 	return nil
 }
 
-// headerLeaves returns an Assembler of file f holding its header (the
-// length prefix and the header as the plan read it).
-func headerLeaves(f *safetensors.File) *filedigest.Assembler {
-	asm := filedigest.NewAssembler(f.Stamp.Size)
+// headerLeaves returns an Assembler of alg's leaves of file f holding its
+// header (the length prefix and the header as the plan read it).
+func headerLeaves(alg filedigest.Algorithm, f *safetensors.File) *filedigest.Assembler {
+	asm := alg.NewAssembler(f.Stamp.Size)
 	head := make([]byte, 8, 8+len(f.RawHeader))
 	binary.LittleEndian.PutUint64(head, uint64(len(f.RawHeader)))
 	asm.Write(0, append(head, f.RawHeader...))
@@ -254,7 +254,7 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	proven := 0
 	for _, f := range ck.Files {
-		got, err := digestFromArenas(ctx, f, pl, rx)
+		got, err := digestFromArenas(ctx, filedigest.Default, f, pl, rx)
 		if err != nil {
 			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
 		}
@@ -263,7 +263,7 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 		// cacheconfig.MatchContent compares sizes first.
 		rec := cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: got,
 			Identity: safetensors.Stamp{Size: f.Stamp.Size}}
-		ok, err := proveFile(ctx, cache, f, got, pl, rx.arenas)
+		ok, err := proveFile(ctx, cache, f, got, pl, rx)
 		if err != nil {
 			return nil, err
 		}
@@ -281,16 +281,25 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 	return out, nil
 }
 
-// proveFile checks the content digest got that file f would have with the
-// received bytes against what the daemon knows of f: the digest cache's
-// entry for its identity, else the SHA-256 its Hugging Face hub blob name
+// proveFile checks the content digest got (filedigest.Default) that file f
+// would have with the received bytes against what the daemon knows of f:
+// the digest cache's entry for its identity (in got's algorithm, else in
+// the first other algorithm cached, SHA256Tree for a digest an older
+// client cached: then the received bytes are digested again in that
+// algorithm), else the SHA-256 its Hugging Face hub blob name
 // claims (hubcache.TrustedBlob: a blob only its owner or root could have
 // written), compared with the plain SHA-256 of the header and the received
 // bytes in file order. ok: proven; false with no error: nothing known; an
 // error wrapping peer.ErrDigestMismatch: the peer's bytes are not f's.
-func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, arenas []io.ReaderAt) (bool, error) {
+func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.File, got string, pl *plan.Plan, rx receivedBytes) (bool, error) {
 	if cache != nil {
-		if want, ok := cache.Lookup(f.Stamp); ok {
+		if want, ok := cache.LookupAny(f.Stamp); ok {
+			if alg, _ := filedigest.AlgorithmOf(want); alg != filedigest.Default {
+				var err error
+				if got, err = digestFromArenas(ctx, alg, f, pl, rx); err != nil {
+					return false, fmt.Errorf("content of %s: %w", f.Path, err)
+				}
+			}
 			if got != want {
 				return false, fmt.Errorf("%w: %s would have content %s, its digest is %s (the peer holds other tensor values under the same weights identity)",
 					peer.ErrDigestMismatch, f.Path, got, want)
@@ -302,7 +311,7 @@ func proveFile(ctx context.Context, cache *client.DigestCache, f *safetensors.Fi
 	if !ok || safetensors.StampOf(st) != f.Stamp {
 		return false, nil
 	}
-	sum, err := sha256FromArenas(ctx, f, pl, arenas)
+	sum, err := sha256FromArenas(ctx, f, pl, rx.arenas)
 	if err != nil {
 		return false, fmt.Errorf("content of %s: %w", f.Path, err)
 	}
@@ -367,15 +376,16 @@ func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, a
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// digestFromArenas is the content digest file f would have with the
+// digestFromArenas is the content digest in alg file f would have with the
 // arenas' bytes at its extents: from the leaves rx collected as the bytes
-// arrived, else read from rx's arenas (leaves neither covers read from the
-// file).
-func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, rx receivedBytes) (string, error) {
-	if asm := rx.leaves[f.Path]; asm != nil {
-		return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+// arrived (when of alg), else read from rx's arenas (leaves neither covers
+// read from the file).
+func digestFromArenas(ctx context.Context, alg filedigest.Algorithm, f *safetensors.File, pl *plan.Plan, rx receivedBytes) (string, error) {
+	opts := filedigest.Options{Algorithm: alg}
+	if asm := rx.leaves[f.Path]; asm != nil && asm.Algorithm() == alg {
+		return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), opts)
 	}
-	asm := headerLeaves(f)
+	asm := headerLeaves(alg, f)
 	buf := make([]byte, 16<<20)
 	for ai, a := range pl.Allocations {
 		for _, e := range a.Extents {
@@ -395,7 +405,7 @@ func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, r
 			}
 		}
 	}
-	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), opts)
 }
 
 var (

@@ -184,7 +184,7 @@ func TestPeerSourceHolds(t *testing.T) {
 	}
 	defer g.Release()
 	arenas := g.Arenas()
-	if len(arenas) == 0 || !strings.HasPrefix(arenas[0].Digest, filedigest.Prefix) {
+	if len(arenas) == 0 || !filedigest.Valid(arenas[0].Digest) {
 		t.Fatalf("arenas %+v", arenas)
 	}
 	p := make([]byte, 4096)

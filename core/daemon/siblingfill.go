@@ -17,6 +17,7 @@ import (
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // siblingAttachTimeout bounds attaching to a sibling daemon (the copy
@@ -302,7 +303,7 @@ func sameLayout(pl *plan.Plan, m *client.Manifest, views bool) error {
 //     as it loaded them; its record is taken as it is, with the hub blob
 //     name it verified for that file, if any;
 //   - or the user's digest cache (cache, nil: none) holds a digest for its
-//     identity, equal to the sibling's (another copy of the same content):
+//     identity in the algorithm of the sibling's, equal to it (another copy of the same content):
 //     the record names the local file with that digest.
 //
 // A file neither proves (another copy with no cached digest, rewritten
@@ -328,9 +329,11 @@ func provenContent(job *loadJob, theirs []cacheconfig.FileContent, cache *client
 			out = append(out, rec)
 			continue
 		}
+		// The cached digest in the algorithm of the sibling's record
+		// (sdk/filedigest: a record of an older daemon is SHA256Tree).
 		cached, ok := "", false
-		if cache != nil {
-			cached, ok = cache.Lookup(f.Stamp)
+		if alg, err := filedigest.AlgorithmOf(rec.Digest); cache != nil && err == nil {
+			cached, ok = cache.Lookup(f.Stamp, alg)
 		}
 		switch {
 		case !ok:

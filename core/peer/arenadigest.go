@@ -12,10 +12,11 @@ import (
 // answer each: 64 KiB a call).
 const digestBatch = 2048
 
-// ArenaDigest returns the content digest (sdk/filedigest) of the first size
-// bytes of allocation id, with the leaves hashed by the backend where the
-// bytes are (b.Digest of each 1 MiB range): nothing but the sums crosses
-// the plugin boundary. A daemon computes its arenas' digests with it once,
+// ArenaDigest returns the content digest (sdk/filedigest, SHA256Tree: the
+// backend contract's Digest is SHA-256) of the first size bytes of
+// allocation id, with the leaves hashed by the backend where the bytes are
+// (b.Digest of each 1 MiB range): nothing but the sums crosses the plugin
+// boundary. A daemon computes its arenas' digests with it once,
 // at load or publish, for the Offers its peer Server makes and to check
 // an arena filled from a peer.
 func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size uint64) (string, error) {
@@ -36,5 +37,5 @@ func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size u
 		}
 		leaves = append(leaves, sums...)
 	}
-	return filedigest.Root(int64(size), leaves)
+	return filedigest.SHA256Tree.Root(int64(size), leaves)
 }
