@@ -1,0 +1,74 @@
+package client
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Populate is how the client's mappers (DefaultMappers: posix-shm, memfd)
+// map the pages of a host handle ahead of the reader (issue 37): with
+// madvise(MADV_POPULATE_READ) (Linux 5.14), every page of the mapping in
+// one call, read-only and shared — nothing copied, a write still copies
+// only its page — so that reading every tensor takes no page fault per
+// page (a long-lived daemon's pages fault one by one rather than 16 at a
+// time). A kernel without the call (EINVAL), or any failure, leaves the
+// pages to their first read.
+type Populate string
+
+const (
+	// PopulateAsync (the default) populates on a goroutine of its own:
+	// Map returns at once, a caller that reads part of the weights is
+	// not slowed, and the mapping's Release waits for the call to end
+	// before it unmaps.
+	PopulateAsync Populate = "async"
+	// PopulateSync populates before Map returns.
+	PopulateSync Populate = "sync"
+	// PopulateOff leaves every page to its first read.
+	PopulateOff Populate = "off"
+)
+
+// PopulateEnv names the environment variable PopulateFromEnv reads.
+const PopulateEnv = "WCACHE_POPULATE"
+
+// PopulateFromEnv returns the mode $WCACHE_POPULATE names (empty:
+// PopulateAsync); an error for any other value.
+func PopulateFromEnv() (Populate, error) {
+	raw := os.Getenv(PopulateEnv)
+	switch p := Populate(strings.ToLower(strings.TrimSpace(raw))); p {
+	case "":
+		return PopulateAsync, nil
+	case PopulateAsync, PopulateSync, PopulateOff:
+		return p, nil
+	}
+	return "", fmt.Errorf("%s=%q: want async, sync or off", PopulateEnv, raw)
+}
+
+// populateRead is madvise(MADV_POPULATE_READ) over data.
+func populateRead(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	return unix.Madvise(data, unix.MADV_POPULATE_READ)
+}
+
+// populated starts populating data per mode and returns a function that
+// waits until no populate call is running on data (call it before
+// unmapping).
+func populated(data []byte, mode Populate) (wait func()) {
+	switch mode {
+	case PopulateOff:
+		return func() {}
+	case PopulateSync:
+		_ = populateRead(data)
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = populateRead(data)
+	}()
+	return func() { <-done }
+}
