@@ -2,7 +2,12 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -38,4 +43,48 @@ func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size u
 		leaves = append(leaves, sums...)
 	}
 	return filedigest.SHA256Tree.Root(int64(size), leaves)
+}
+
+// ArenaDigestFrom returns the content digest in alg of the first size bytes
+// of r (an arena's memfd, which the daemon holds: no plugin call), its
+// leaves read and hashed by workers goroutines (default min(8, CPUs)). A
+// daemon uses it for memfd arenas, where it may pick the faster BLAKE3Tree
+// (filedigest.Default); the fetch checks each arena in its digest's
+// algorithm.
+func ArenaDigestFrom(ctx context.Context, r io.ReaderAt, size uint64, alg filedigest.Algorithm, workers int) (string, error) {
+	n := filedigest.LeafCount(int64(size))
+	if workers <= 0 {
+		workers = min(8, runtime.NumCPU())
+	}
+	workers = int(min(int64(workers), max(n, 1)))
+	leaves := make([]filedigest.Sum, n)
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			buf := make([]byte, filedigest.LeafBytes)
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				off, length := filedigest.LeafRange(int64(size), i)
+				if _, err := r.ReadAt(buf[:length], off); err != nil {
+					errs[w] = fmt.Errorf("content digest: read at %d: %w", off, err)
+					return
+				}
+				leaves[i] = alg.Leaf(buf[:length])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	return alg.Root(int64(size), leaves)
 }

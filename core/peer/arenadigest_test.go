@@ -1,6 +1,8 @@
 package peer_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/wcache/wcache/core/peer"
@@ -29,5 +31,34 @@ func TestArenaDigestThroughTheBackend(t *testing.T) {
 		if err := mem.Free(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestArenaDigestFromTheBytes: the digest read from a file holding the
+// arena (a memfd) is the digest of its first size bytes, in either
+// algorithm, whatever the workers; a short file is an error.
+func TestArenaDigestFromTheBytes(t *testing.T) {
+	for _, size := range []int{0, 1, 1<<20 - 1, 1 << 20, 5<<20 + 3} {
+		data := content(size, byte(size))
+		path := filepath.Join(t.TempDir(), "arena")
+		if err := os.WriteFile(path, append(data, 1, 2, 3), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, alg := range filedigest.Algorithms() {
+			for _, workers := range []int{0, 1, 3} {
+				got, err := peer.ArenaDigestFrom(t.Context(), f, uint64(size), alg, workers)
+				if want := alg.Bytes(data); err != nil || got != want {
+					t.Fatalf("size %d, %s, %d workers: %s (%v), want %s", size, alg, workers, got, err, want)
+				}
+			}
+		}
+		if _, err := peer.ArenaDigestFrom(t.Context(), f, uint64(size)+4, filedigest.Default, 2); err == nil {
+			t.Fatalf("size %d: a digest of 4 bytes more than the file holds", size)
+		}
+		f.Close()
 	}
 }
