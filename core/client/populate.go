@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +20,12 @@ import (
 type Populate string
 
 const (
-	// PopulateAsync (the default) populates on a goroutine of its own:
-	// Map returns at once, a caller that reads part of the weights is
-	// not slowed, and the mapping's Release waits for the call to end
-	// before it unmaps.
+	// PopulateAsync (the default) populates on a goroutine of its own,
+	// populateChunk bytes a call from the end of the mapping backwards (a
+	// reader walking the weights in order meets it halfway rather than
+	// faulting the same pages beside it): Map returns at once, a caller
+	// that reads part of the weights is not slowed, and the mapping's
+	// Release stops it and waits for its call to end before it unmaps.
 	PopulateAsync Populate = "async"
 	// PopulateSync populates before Map returns.
 	PopulateSync Populate = "sync"
@@ -46,6 +49,9 @@ func PopulateFromEnv() (Populate, error) {
 	return "", fmt.Errorf("%s=%q: want async, sync or off", PopulateEnv, raw)
 }
 
+// populateChunk is the most one madvise call of an async populate covers.
+const populateChunk = 64 << 20
+
 // populateRead is madvise(MADV_POPULATE_READ) over data.
 func populateRead(data []byte) error {
 	if len(data) == 0 {
@@ -65,10 +71,20 @@ func populated(data []byte, mode Populate) (wait func()) {
 		_ = populateRead(data)
 		return func() {}
 	}
-	done := make(chan struct{})
+	done, stop := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = populateRead(data)
+		for end := len(data); end > 0; end -= populateChunk {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if populateRead(data[max(0, end-populateChunk):end]) != nil {
+				return
+			}
+		}
 	}()
-	return func() { <-done }
+	var once sync.Once
+	return func() { once.Do(func() { close(stop) }); <-done }
 }

@@ -13,10 +13,12 @@ allocated, and the pages a reader touches afterwards are already mapped.
 Modes (``WCACHE_POPULATE``; default ``async``):
 
 - ``async``: one daemon thread per ``tensors()`` call populates the host
-  regions in order, while the caller goes on (ctypes drops the GIL for the
-  call). An attach is not slowed; a caller that reads only part of the
-  weights reads them at once, and the rest is populated on another core.
-  The thread holds a reference to each mapping until its call returns.
+  regions while the caller goes on (ctypes drops the GIL for the call), from
+  the last ``CHUNK_BYTES`` of the last region backwards: a reader that walks
+  the weights in order meets the thread halfway instead of faulting the same
+  pages beside it. An attach is not slowed; a caller that reads only part of
+  the weights reads them at once, and the rest is populated on another core.
+  The thread holds a reference to each mapping until its calls return.
 - ``sync``: populate every host region before ``tensors()`` returns.
 - ``off``: leave every page to its first read.
 
@@ -35,6 +37,8 @@ from typing import Iterable, List, Mapping, Optional, Sequence
 log = logging.getLogger("wcache")
 
 MADV_POPULATE_READ = 22
+# One madvise call of an async run covers at most this many bytes.
+CHUNK_BYTES = 64 << 20
 
 POPULATE_ASYNC = "async"
 POPULATE_SYNC = "sync"
@@ -106,12 +110,16 @@ class Populator:
 
     def _run(self) -> None:
         regions: Sequence[object] = self._regions
+        backwards = self.mode == POPULATE_ASYNC
         try:
-            for r in regions:
-                err = populate_range(r.address, r.size)
-                if err:
-                    self.errors.append(err)
-                    log.debug("wcache: populating %s failed: %s (its pages fault in on first read)", r,
-                              os.strerror(err))
+            for r in (reversed(regions) if backwards else regions):
+                chunks = [(off, min(CHUNK_BYTES, r.size - off)) for off in range(0, r.size, CHUNK_BYTES)]
+                for off, n in (reversed(chunks) if backwards else chunks):
+                    err = populate_range(r.address + off, n)
+                    if err:
+                        self.errors.append(err)
+                        log.debug("wcache: populating %s failed: %s (its pages fault in on first read)", r,
+                                  os.strerror(err))
+                        break
         finally:
             self._regions = []
