@@ -16,20 +16,22 @@ import (
 // only its page — so that reading every tensor takes no page fault per
 // page (a long-lived daemon's pages fault one by one rather than 16 at a
 // time). A kernel without the call (EINVAL), or any failure, leaves the
-// pages to their first read.
+// pages to their first read. The default is PopulateOff, by measurement
+// (docs/python-client.md, "Populating host memory").
 type Populate string
 
 const (
-	// PopulateAsync (the default) populates on a goroutine of its own,
+	// PopulateAsync populates on a goroutine of its own,
 	// populateChunk bytes a call from the end of the mapping backwards (a
 	// reader walking the weights in order meets it halfway rather than
 	// faulting the same pages beside it): Map returns at once, a caller
 	// that reads part of the weights is not slowed, and the mapping's
 	// Release stops it and waits for its call to end before it unmaps.
 	PopulateAsync Populate = "async"
-	// PopulateSync populates before Map returns.
+	// PopulateSync populates before Map returns: for a caller that reads
+	// every weight.
 	PopulateSync Populate = "sync"
-	// PopulateOff leaves every page to its first read.
+	// PopulateOff (the default) leaves every page to its first read.
 	PopulateOff Populate = "off"
 )
 
@@ -37,12 +39,12 @@ const (
 const PopulateEnv = "WCACHE_POPULATE"
 
 // PopulateFromEnv returns the mode $WCACHE_POPULATE names (empty:
-// PopulateAsync); an error for any other value.
+// PopulateOff); an error for any other value.
 func PopulateFromEnv() (Populate, error) {
 	raw := os.Getenv(PopulateEnv)
 	switch p := Populate(strings.ToLower(strings.TrimSpace(raw))); p {
 	case "":
-		return PopulateAsync, nil
+		return PopulateOff, nil
 	case PopulateAsync, PopulateSync, PopulateOff:
 		return p, nil
 	}

@@ -96,6 +96,10 @@ func TestMappersPopulatePerMode(t *testing.T) {
 			}
 		})
 	}
+	t.Setenv(PopulateEnv, "")
+	if mode, err := PopulateFromEnv(); mode != PopulateOff || err != nil {
+		t.Fatalf("PopulateFromEnv with %s unset = %q, %v; want off", PopulateEnv, mode, err)
+	}
 	t.Setenv(PopulateEnv, "eager")
 	if _, err := mapMemfdHandle(h); err == nil || !strings.Contains(err.Error(), PopulateEnv) {
 		t.Fatalf("mapMemfdHandle with %s=eager: %v, want an error naming it", PopulateEnv, err)

@@ -63,7 +63,8 @@ def test_off_leaves_the_pages_to_the_reader(region):
 
 
 def test_mode_from_env():
-    assert populate.mode_from_env({}) == populate.POPULATE_ASYNC
+    assert populate.mode_from_env({}) == populate.POPULATE_OFF
+    assert populate.mode_from_env({"WCACHE_POPULATE": "async"}) == populate.POPULATE_ASYNC
     assert populate.mode_from_env({"WCACHE_POPULATE": " SYNC "}) == populate.POPULATE_SYNC
     assert populate.mode_from_env({"WCACHE_POPULATE": "off"}) == populate.POPULATE_OFF
     with pytest.raises(ValueError, match="WCACHE_POPULATE"):

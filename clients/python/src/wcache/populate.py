@@ -10,17 +10,25 @@ call, read-only and shared: nothing is copied (a later write through a
 copy-on-write mapping still copies only the page written), no page is
 allocated, and the pages a reader touches afterwards are already mapped.
 
-Modes (``WCACHE_POPULATE``; default ``async``):
+Modes (``WCACHE_POPULATE``; default ``off``, chosen by measurement: see
+docs/python-client.md, "Populating host memory"):
 
+- ``sync``: populate every host region before ``tensors()`` returns: the
+  choice of a caller that reads every weight (an engine's first forward
+  pass). On this project's 2-core VM, attach + tensors() + a read of every
+  page of 1 GiB took 0.90× the time without populate on pages as loaded and
+  0.78× on aged pages, and 8× as long for a caller that reads one tensor.
 - ``async``: one daemon thread per ``tensors()`` call populates the host
   regions while the caller goes on (ctypes drops the GIL for the call), from
   the last ``CHUNK_BYTES`` of the last region backwards: a reader that walks
   the weights in order meets the thread halfway instead of faulting the same
   pages beside it. An attach is not slowed; a caller that reads only part of
   the weights reads them at once, and the rest is populated on another core.
-  The thread holds a reference to each mapping until its calls return.
-- ``sync``: populate every host region before ``tensors()`` returns.
-- ``off``: leave every page to its first read.
+  The thread holds a reference to each mapping until its calls return. On
+  the 2-core VM (busy) a full read took 1.8–1.9× as long as without: the
+  thread's work competed with the reader's; a machine with idle cores may
+  differ (not measured).
+- ``off`` (default): leave every page to its first read.
 
 A kernel without ``MADV_POPULATE_READ`` (EINVAL) or a failing call is not an
 error: the pages are then faulted in by the reader, as without populate.
@@ -48,9 +56,9 @@ ENV = "WCACHE_POPULATE"
 
 
 def mode_from_env(env: Optional[Mapping[str, str]] = None) -> str:
-    """The populate mode $WCACHE_POPULATE names (default async); ValueError for another value."""
+    """The populate mode $WCACHE_POPULATE names (default off); ValueError for another value."""
     raw = (os.environ if env is None else env).get(ENV, "")
-    mode = raw.strip().lower() or POPULATE_ASYNC
+    mode = raw.strip().lower() or POPULATE_OFF
     if mode not in MODES:
         raise ValueError(f"{ENV}={raw!r}: want one of {', '.join(MODES)}")
     return mode
@@ -79,7 +87,7 @@ class Populator:
     wcache.shm.ShmRegion) per mode; ``thread`` is the background thread of an async run
     (None otherwise), ``errors`` the errno of each region whose populate failed."""
 
-    def __init__(self, regions: Iterable[object], mode: str = POPULATE_ASYNC):
+    def __init__(self, regions: Iterable[object], mode: str = POPULATE_OFF):
         if mode not in MODES:
             raise ValueError(f"populate mode {mode!r}: want one of {', '.join(MODES)}")
         self.mode = mode

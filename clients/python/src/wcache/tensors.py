@@ -63,7 +63,7 @@ class Materialized:
     ``tensors`` maps name → tensor in manifest order; ``specs`` maps name →
     TensorSpec; ``regions[i]`` is the opened handle i (ShmRegion,
     TorchIpcRegion or DriverIpcRegion); ``populator`` populates the host
-    regions' pages (wcache.populate: in the background by default).
+    regions' pages (wcache.populate: $WCACHE_POPULATE, off by default).
     """
 
     def __init__(self, tensors: Dict[str, object], specs: Union[Dict[str, TensorSpec], Callable[[], Dict]],
@@ -283,7 +283,7 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
         regions.append(region)
         storages.append(storage)
     # Map the host regions' pages ahead of the reader (wcache.populate:
-    # $WCACHE_POPULATE, default on a background thread).
+    # $WCACHE_POPULATE, default off).
     populator = Populator([r for r in regions if isinstance(r, ShmRegion)], mode_from_env()).start()
 
     # Published storages: one torch storage per byte range, shared by its views.
