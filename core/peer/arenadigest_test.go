@@ -1,6 +1,8 @@
 package peer_test
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,9 +36,10 @@ func TestArenaDigestThroughTheBackend(t *testing.T) {
 	}
 }
 
-// TestArenaDigestFromTheBytes: the digest read from a file holding the
-// arena (a memfd) is the digest of its first size bytes, in either
-// algorithm, whatever the workers; a short file is an error.
+// TestArenaDigestFromTheBytes: the digest of a file holding the arena (a
+// memfd: mapped) or of any ReaderAt (read) is the digest of its first size
+// bytes, in either algorithm, whatever the workers; a short one is an
+// error.
 func TestArenaDigestFromTheBytes(t *testing.T) {
 	for _, size := range []int{0, 1, 1<<20 - 1, 1 << 20, 5<<20 + 3} {
 		data := content(size, byte(size))
@@ -48,16 +51,18 @@ func TestArenaDigestFromTheBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, alg := range filedigest.Algorithms() {
-			for _, workers := range []int{0, 1, 3} {
-				got, err := peer.ArenaDigestFrom(t.Context(), f, uint64(size), alg, workers)
-				if want := alg.Bytes(data); err != nil || got != want {
-					t.Fatalf("size %d, %s, %d workers: %s (%v), want %s", size, alg, workers, got, err, want)
+		for _, r := range []io.ReaderAt{f, bytes.NewReader(append(data, 1, 2, 3))} {
+			for _, alg := range filedigest.Algorithms() {
+				for _, workers := range []int{0, 1, 3} {
+					got, err := peer.ArenaDigestFrom(t.Context(), r, uint64(size), alg, workers)
+					if want := alg.Bytes(data); err != nil || got != want {
+						t.Fatalf("%T, size %d, %s, %d workers: %s (%v), want %s", r, size, alg, workers, got, err, want)
+					}
 				}
 			}
-		}
-		if _, err := peer.ArenaDigestFrom(t.Context(), f, uint64(size)+4, filedigest.Default, 2); err == nil {
-			t.Fatalf("size %d: a digest of 4 bytes more than the file holds", size)
+			if _, err := peer.ArenaDigestFrom(t.Context(), r, uint64(size)+4, filedigest.Default, 2); err == nil {
+				t.Fatalf("%T, size %d: a digest of 4 bytes more than it holds", r, size)
+			}
 		}
 		f.Close()
 	}
