@@ -4,7 +4,8 @@ A fresh mapping of the daemon's memory has no page-table entries: the first
 read of every page takes a page fault. The kernel maps up to 16 neighbouring
 pages per fault ("fault-around") where it can, but pages of a daemon that has
 served for a while (memory aging, DAMON, reclaim passes over shared memory)
-often fault one by one, and each fault costs a trap into the kernel and back.
+fault a page or two at a time (issue 37: 589,000 faults for 4 GiB), and each
+fault costs a trap into the kernel and back.
 ``madvise(MADV_POPULATE_READ)`` (Linux 5.14) maps every page of a range in one
 call, read-only and shared: nothing is copied (a later write through a
 copy-on-write mapping still copies only the page written), no page is
@@ -15,9 +16,10 @@ docs/python-client.md, "Populating host memory"):
 
 - ``sync``: populate every host region before ``tensors()`` returns: the
   choice of a caller that reads every weight (an engine's first forward
-  pass). On this project's 2-core VM, attach + tensors() + a read of every
-  page of 1 GiB took 0.90× the time without populate on pages as loaded and
-  0.78× on aged pages, and 8× as long for a caller that reads one tensor.
+  pass). On this project's 2-core VM (make bench ``hostread``, 1 GiB),
+  attach + tensors() + a read of every page took 0.90× the time without
+  populate (load 14–16; 0.71× at load 4–5), and a caller that reads one
+  tensor 6–8× as long.
 - ``async``: one daemon thread per ``tensors()`` call populates the host
   regions while the caller goes on (ctypes drops the GIL for the call), from
   the last ``CHUNK_BYTES`` of the last region backwards: a reader that walks
@@ -25,9 +27,9 @@ docs/python-client.md, "Populating host memory"):
   pages beside it. An attach is not slowed; a caller that reads only part of
   the weights reads them at once, and the rest is populated on another core.
   The thread holds a reference to each mapping until its calls return. On
-  the 2-core VM (busy) a full read took 1.8–1.9× as long as without: the
-  thread's work competed with the reader's; a machine with idle cores may
-  differ (not measured).
+  the 2-core VM a full read took 1.3–1.8× as long as without: the thread's
+  work competed with the reader's; a machine with idle cores may differ
+  (not measured).
 - ``off`` (default): leave every page to its first read.
 
 A kernel without ``MADV_POPULATE_READ`` (EINVAL) or a failing call is not an
