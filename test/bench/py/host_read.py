@@ -10,7 +10,8 @@ then reading one byte of every 4 KiB page of every tensor (step "walk"); "partia
 attach + tensors() + reading the first tensor only, a caller that needs part of the weights.
 "aged": before the timed attach, the checkpoint's pages are paged out of every mapping
 (MADV_PAGEOUT through a shared mapping of each handle, no swap: the pages stay in memory) as a
-long-lived daemon's memory aging leaves them: they then fault one at a time.
+long-lived daemon's memory aging leaves them (without swap they stay resident; whether their first read
+then costs what the issue measured varies: the aged rows are a model, not a proof).
 Prints one JSON object (work_ns, tensors, bytes, steps).
 """
 
