@@ -8,10 +8,10 @@ client maps a handle; work is reading one byte of every 4 KiB page of it (the fl
 MODE "off", "async", "sync": WCACHE_POPULATE=MODE; work is wcache.attach + tensors() (step "map"),
 then reading one byte of every 4 KiB page of every tensor (step "walk"); "partial" (not in work) is
 attach + tensors() + reading the first tensor only, a caller that needs part of the weights.
-"aged": before the timed attach, the checkpoint's pages are paged out of every mapping
-(MADV_PAGEOUT through a shared mapping of each handle, no swap: the pages stay in memory) as a
-long-lived daemon's memory aging leaves them (without swap they stay resident; whether their first read
-then costs what the issue measured varies: the aged rows are a model, not a proof).
+"aged": before the timed attach, an untimed attach pages the checkpoint's pages out of its mappings
+(MADV_PAGEOUT over each host region), as a long-lived daemon's memory aging does; without swap they
+stay resident, and whether their first read then costs what the issue measured varies: the aged
+rows are a model, not a proof.
 Prints one JSON object (work_ns, tensors, bytes, steps).
 """
 
