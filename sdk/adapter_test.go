@@ -224,7 +224,7 @@ func TestLoadStatsCrossTheBoundary(t *testing.T) {
 	want := sdk.LoadStats{Bytes: 300, Chunks: 3, Readers: 2, DirectFiles: 1, BufferedFiles: 1,
 		Wall: 5 * time.Millisecond, Read: 6 * time.Millisecond, BufferWait: time.Millisecond,
 		Queue: 2 * time.Microsecond, CopyWait: 3 * time.Microsecond, Hash: 4 * time.Microsecond,
-		Leaves: []filedigest.FileLeaves{{Path: "/a", Size: 3 << 20, Leaves: []filedigest.Leaf{{Index: 1, Sum: filedigest.Sum{7, 8}}, {Index: 2, Sum: filedigest.Sum{31: 9}}}}}}
+		Leaves: []filedigest.FileLeaves{{Algorithm: filedigest.BLAKE3Tree, Path: "/a", Size: 3 << 20, Leaves: []filedigest.Leaf{{Index: 1, Sum: filedigest.Sum{7, 8}}, {Index: 2, Sum: filedigest.Sum{31: 9}}}}}}
 	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		LoadStatsFunc: func(context.Context, sdk.AllocationID, []sdk.Extent, sdk.ProgressFunc) (sdk.LoadStats, error) {
 			return want, nil

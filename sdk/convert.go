@@ -222,7 +222,7 @@ func loadStatsFromProto(s *backendv1.LoadStats) LoadStats {
 func fileLeavesToProto(in []filedigest.FileLeaves) []*backendv1.FileLeaves {
 	out := make([]*backendv1.FileLeaves, 0, len(in))
 	for _, f := range in {
-		p := &backendv1.FileLeaves{Path: f.Path, Size: uint64(max(f.Size, 0)),
+		p := &backendv1.FileLeaves{Algorithm: string(f.Algorithm), Path: f.Path, Size: uint64(max(f.Size, 0)),
 			Indices: make([]uint64, len(f.Leaves)), Sums: make([]byte, 0, len(f.Leaves)*len(filedigest.Sum{}))}
 		for i, l := range f.Leaves {
 			p.Indices[i] = uint64(l.Index)
@@ -234,17 +234,20 @@ func fileLeavesToProto(in []filedigest.FileLeaves) []*backendv1.FileLeaves {
 }
 
 // fileLeavesFromProto converts the leaves a plugin sent; an entry whose
-// sums do not match its indices is dropped (the daemon then hashes that
-// file's leaves itself).
+// sums do not match its indices, or of an algorithm this build does not
+// know, is dropped (the daemon then hashes that file's leaves itself). An
+// entry without an algorithm is SHA256Tree (a plugin built before the
+// field).
 func fileLeavesFromProto(in []*backendv1.FileLeaves) []filedigest.FileLeaves {
 	var out []filedigest.FileLeaves
 	for _, p := range in {
 		const n = len(filedigest.Sum{})
 		idx, sums := p.GetIndices(), p.GetSums()
-		if len(sums) != n*len(idx) || p.GetSize() > math.MaxInt64 {
+		alg, err := filedigest.ParseAlgorithm(p.GetAlgorithm())
+		if err != nil || len(sums) != n*len(idx) || p.GetSize() > math.MaxInt64 {
 			continue
 		}
-		f := filedigest.FileLeaves{Path: p.GetPath(), Size: int64(p.GetSize()), Leaves: make([]filedigest.Leaf, len(idx))}
+		f := filedigest.FileLeaves{Algorithm: alg, Path: p.GetPath(), Size: int64(p.GetSize()), Leaves: make([]filedigest.Leaf, len(idx))}
 		for i, ix := range idx {
 			f.Leaves[i].Index = int64(min(ix, math.MaxInt64))
 			copy(f.Leaves[i].Sum[:], sums[i*n:])

@@ -38,7 +38,9 @@ type tensorSource struct {
 // --model` would to make `wcache attach --model` find the weights). The
 // publication carries each file's content digest and identity (Files), as
 // a daemon that loaded the files records them: the digest comes from the
-// per-user digest cache (DefaultDigestCache) by identity, or else this
+// per-user digest cache (DefaultDigestCache) by identity, in any
+// algorithm (a SHA256Tree digest cached by an older client is as good a
+// record: whoever checks it computes that algorithm), or else this
 // reads the file once more (from the page cache, typically) before the
 // publish and caches the result. Errors: a file that cannot be opened or
 // hashed, or that is no longer the file whose header was read (the files
@@ -54,7 +56,7 @@ func OpenCheckpointPublication(ctx context.Context, ck *safetensors.Checkpoint, 
 			return Publication{}, nil, fmt.Errorf("checkpoint: %w", err)
 		}
 		src.files = append(src.files, fh)
-		digest, cached := cache.Lookup(f.Stamp)
+		digest, cached := cache.LookupAny(f.Stamp)
 		if !cached {
 			digest, err = filedigest.Complete(ctx, f.Path, f.Stamp.Size, nil, filedigest.Options{})
 		}

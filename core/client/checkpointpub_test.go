@@ -75,11 +75,11 @@ func TestCheckpointPublicationDigestsFromTheCache(t *testing.T) {
 	}
 	src.Close()
 	for _, fc := range pub.Files {
-		if d, ok := cache.Lookup(fc.Identity); !ok || d != fc.Digest {
+		if d, ok := cache.Lookup(fc.Identity, filedigest.Default); !ok || d != fc.Digest {
 			t.Errorf("%s: cached %q, %v after the publish, want %s", fc.Name, d, ok, fc.Digest)
 		}
 	}
-	planted := filedigest.Prefix + strings.Repeat("ab", 32)
+	planted := filedigest.Default.Prefix() + strings.Repeat("ab", 32)
 	if err := cache.Store(ck.Files[0].Stamp, planted); err != nil {
 		t.Fatal(err)
 	}

@@ -54,12 +54,12 @@ func ProveContent(ctx context.Context, m *Manifest, files []string, opts Content
 
 // hashFile hashes path and checks it still has identity id afterwards (a
 // file written meanwhile has no single content).
-func hashFile(ctx context.Context, name, path string, id safetensors.Stamp, opts ContentOptions) (string, error) {
+func hashFile(ctx context.Context, name, path string, id safetensors.Stamp, alg filedigest.Algorithm, opts ContentOptions) (string, error) {
 	var progress func(done, total int64)
 	if opts.Progress != nil {
 		progress = func(done, total int64) { opts.Progress(name, done, total) }
 	}
-	d, err := filedigest.Complete(ctx, path, id.Size, nil, filedigest.Options{Workers: opts.Workers, Progress: progress})
+	d, err := filedigest.Complete(ctx, path, id.Size, nil, filedigest.Options{Algorithm: alg, Workers: opts.Workers, Progress: progress})
 	if err != nil {
 		return "", err
 	}
@@ -112,7 +112,11 @@ func (c *Client) AttachFiles(ctx context.Context, cfg cacheconfig.Config, files 
 	a, err := c.attach(ctx, cfg, p.wire())
 	var refused *ContentRefusedError
 	if errors.As(err, &refused) && refused.Reason == daemonv1.ContentRefused_REASON_UNKNOWN && p.policy == cacheconfig.PolicyHash {
-		hashed, herr := p.hash(ctx, refused.Unproven)
+		alg, aerr := filedigest.AlgorithmOf(refused.DaemonDigest)
+		if aerr != nil {
+			alg = filedigest.Default
+		}
+		hashed, herr := p.hash(ctx, refused.Unproven, alg)
 		if herr != nil {
 			return nil, fmt.Errorf("attach to %s: %w", c.socket, herr)
 		}

@@ -22,8 +22,14 @@ import (
 // directory, and an entry (or directory) not owned by UID, or writable by
 // group or others, or a symlink, is ignored, so that no other user can
 // plant a digest. The zero value is unusable; see DefaultDigestCache.
+//
+// A file may have a digest in each algorithm (sdk/filedigest): the entry of
+// its SHA256Tree digest is named by the identity alone (as every entry was
+// before BLAKE3), the entry of another algorithm's by the identity, a dot
+// and the algorithm ("….blake3-tree-1m"), so that entries written by older
+// clients keep working and older clients skip the new ones.
 type DigestCache struct {
-	// Dir holds one file per identity.
+	// Dir holds one file per identity and algorithm.
 	Dir string
 	// UID is the only owner trusted (DefaultDigestCache: the effective
 	// uid).
@@ -44,9 +50,13 @@ func DefaultDigestCache() (*DigestCache, error) {
 	return &DigestCache{Dir: filepath.Join(base, "wcache", "digests"), UID: os.Geteuid()}, nil
 }
 
-// entryName is the file name of an identity's entry.
-func entryName(id safetensors.Stamp) string {
-	return fmt.Sprintf("%x-%x-%x-%x-%x", id.Dev, id.Ino, id.Size, id.MtimeNs, id.CtimeNs)
+// entryName is the file name of an identity's entry in algorithm alg.
+func entryName(id safetensors.Stamp, alg filedigest.Algorithm) string {
+	name := fmt.Sprintf("%x-%x-%x-%x-%x", id.Dev, id.Ino, id.Size, id.MtimeNs, id.CtimeNs)
+	if alg != filedigest.SHA256Tree {
+		name += "." + string(alg)
+	}
+	return name
 }
 
 // private reports whether st is owned by c.UID and not writable by group
@@ -56,16 +66,16 @@ func (c *DigestCache) private(st os.FileInfo) bool {
 	return ok && int(sys.Uid) == c.UID && st.Mode().Perm()&0o022 == 0
 }
 
-// Lookup returns the digest cached for id; ok false when there is none,
-// or none that can be trusted.
-func (c *DigestCache) Lookup(id safetensors.Stamp) (digest string, ok bool) {
+// Lookup returns the digest in algorithm alg cached for id; ok false when
+// there is none, or none that can be trusted.
+func (c *DigestCache) Lookup(id safetensors.Stamp, alg filedigest.Algorithm) (digest string, ok bool) {
 	if c == nil || c.Dir == "" || id == (safetensors.Stamp{}) {
 		return "", false
 	}
 	if st, err := os.Lstat(c.Dir); err != nil || !st.IsDir() || !c.private(st) {
 		return "", false
 	}
-	f, err := os.OpenFile(filepath.Join(c.Dir, entryName(id)), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := os.OpenFile(filepath.Join(c.Dir, entryName(id, alg)), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return "", false
 	}
@@ -79,21 +89,33 @@ func (c *DigestCache) Lookup(id safetensors.Stamp) (digest string, ok bool) {
 		return "", false
 	}
 	d := strings.TrimSpace(string(b))
-	if !validDigest(d) {
+	if got, err := filedigest.AlgorithmOf(d); err != nil || got != alg {
 		return "", false
 	}
 	return d, true
 }
 
-// Store records digest for id (atomically: a temporary file renamed into
-// place). The directory is created 0700 when missing; one that exists and
+// LookupAny returns the digest cached for id in the first algorithm of
+// filedigest.Algorithms() that has one (Default first).
+func (c *DigestCache) LookupAny(id safetensors.Stamp) (digest string, ok bool) {
+	for _, alg := range filedigest.Algorithms() {
+		if d, ok := c.Lookup(id, alg); ok {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// Store records digest for id, in the entry of digest's algorithm
+// (atomically: a temporary file renamed into place). The directory is created 0700 when missing; one that exists and
 // is not private is an error.
 func (c *DigestCache) Store(id safetensors.Stamp, digest string) error {
 	if c == nil || c.Dir == "" || id == (safetensors.Stamp{}) {
 		return nil
 	}
-	if !validDigest(digest) {
-		return fmt.Errorf("digest cache: %q is not a content digest", digest)
+	alg, err := filedigest.AlgorithmOf(digest)
+	if err != nil {
+		return fmt.Errorf("digest cache: %w", err)
 	}
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return fmt.Errorf("digest cache: %w", err)
@@ -111,23 +133,9 @@ func (c *DigestCache) Store(id safetensors.Stamp, digest string) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("digest cache: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(c.Dir, entryName(id))); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(c.Dir, entryName(id, alg))); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("digest cache: %w", err)
 	}
 	return nil
-}
-
-// validDigest reports whether d is a filedigest digest.
-func validDigest(d string) bool {
-	hex, ok := strings.CutPrefix(d, filedigest.Prefix)
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for _, r := range hex {
-		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -148,12 +148,14 @@ type ContentRefusedError struct {
 	Reason daemonv1.ContentRefused_Reason
 	// Generation and Policies are the matched generation and its content
 	// policies; Unproven the files the daemon could not prove
-	// (REASON_UNKNOWN).
-	Generation uint64
-	Policies   []cacheconfig.Policy
-	Unproven   []string
-	Message    string
-	err        error
+	// (REASON_UNKNOWN); DaemonDigest the daemon's digest of the first of
+	// them (its algorithm is the one to hash them in).
+	Generation   uint64
+	Policies     []cacheconfig.Policy
+	Unproven     []string
+	DaemonDigest string
+	Message      string
+	err          error
 }
 
 func (e *ContentRefusedError) Error() string {
@@ -165,7 +167,7 @@ func (e *ContentRefusedError) Unwrap() error { return e.err }
 // contentRefusedFromProto converts the detail of a refused attach.
 func contentRefusedFromProto(socket string, cr *daemonv1.ContentRefused, msg string) *ContentRefusedError {
 	e := &ContentRefusedError{Socket: socket, Reason: cr.GetReason(), Generation: cr.GetGeneration(),
-		Policies: cacheconfig.PoliciesFromStrings(cr.GetPolicies()), Unproven: cr.GetUnproven(), Message: msg}
+		Policies: cacheconfig.PoliciesFromStrings(cr.GetPolicies()), Unproven: cr.GetUnproven(), DaemonDigest: cr.GetDaemonDigest(), Message: msg}
 	switch cr.GetReason() {
 	case daemonv1.ContentRefused_REASON_MISMATCH:
 		e.err = &cacheconfig.ContentMismatchError{Name: cr.GetName(), Daemon: cr.GetDaemonDigest(),

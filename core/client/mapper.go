@@ -90,22 +90,34 @@ func (r *Mappers) Lookup(kind string) (Mapper, bool) {
 // Kinds lists the registered kinds, sorted.
 func (r *Mappers) Kinds() []string { return slices.Sorted(maps.Keys(r.byKind)) }
 
-// mapShmHandle is the posix-shm Mapper: Data is the file's path.
+// mapShmHandle is the posix-shm Mapper: Data is the file's path. The
+// pages are populated per $WCACHE_POPULATE (populate.go).
 func mapShmHandle(h Handle) (Mapping, error) {
+	mode, err := PopulateFromEnv()
+	if err != nil {
+		return Mapping{}, err
+	}
 	data, err := MapShm(string(h.Data), h.Size)
 	if err != nil {
 		return Mapping{}, err
 	}
-	return Mapping{Data: data, Release: func() error { return Unmap(data) }}, nil
+	wait := populated(data, mode)
+	return Mapping{Data: data, Release: func() error { wait(); return Unmap(data) }}, nil
 }
 
-// mapMemfdHandle is the memfd Mapper: File is the descriptor.
+// mapMemfdHandle is the memfd Mapper: File is the descriptor. The pages
+// are populated per $WCACHE_POPULATE (populate.go).
 func mapMemfdHandle(h Handle) (Mapping, error) {
+	mode, err := PopulateFromEnv()
+	if err != nil {
+		return Mapping{}, err
+	}
 	data, err := MapHandle(0, h)
 	if err != nil {
 		return Mapping{}, err
 	}
-	return Mapping{Data: data, Release: func() error { return Unmap(data) }}, nil
+	wait := populated(data, mode)
+	return Mapping{Data: data, Release: func() error { wait(); return Unmap(data) }}, nil
 }
 
 // MapSDKHandle maps a backend's handle with the registered mappers, for

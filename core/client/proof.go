@@ -12,6 +12,7 @@ import (
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/safetensors"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // ModelFiles returns the checkpoint files an attach for model proves when
@@ -117,7 +118,7 @@ func newContentProof(files []string, opts ContentOptions) (*contentProof, error)
 		}
 		id := safetensors.StampOf(st)
 		rec := cacheconfig.FileContent{Name: name, Path: path, Identity: id}
-		if d, ok := p.cache.Lookup(id); ok {
+		if d, ok := p.cache.LookupAny(id); ok {
 			rec.Digest = d
 		}
 		if sum, bst, ok := hubcache.TrustedBlob(path, os.Geteuid()); ok && safetensors.StampOf(bst) == id {
@@ -148,24 +149,35 @@ func (p *contentProof) wire() *daemonv1.ContentProof {
 	return w
 }
 
-// hash hashes the files named (those a daemon found unproven: under
-// "hash", instead of a second refusal) that have no digest yet, and caches
-// the digests. It reports whether it hashed any.
-func (p *contentProof) hash(ctx context.Context, names []string) (bool, error) {
+// hash gives the files named (those a daemon found unproven: under
+// "hash", instead of a second refusal) a digest in alg (the daemon's
+// records'), from the digest cache or by hashing them (then cached). A
+// file whose digest is in alg already is left alone. It reports whether
+// any digest changed.
+func (p *contentProof) hash(ctx context.Context, names []string, alg filedigest.Algorithm) (bool, error) {
 	hashed := false
 	for i := range p.files {
 		f := &p.files[i]
-		if f.Digest != "" || !slices.Contains(names, f.Name) {
+		if !slices.Contains(names, f.Name) || digestIn(f.Digest, alg) {
 			continue
 		}
-		d, err := hashFile(ctx, f.Name, f.Path, f.Identity, p.opts)
-		if err != nil {
-			return false, err
+		d, ok := p.cache.Lookup(f.Identity, alg)
+		if !ok {
+			var err error
+			if d, err = hashFile(ctx, f.Name, f.Path, f.Identity, alg, p.opts); err != nil {
+				return false, err
+			}
+			_ = p.cache.Store(f.Identity, d) // a cache that cannot be written: hashed again next time
 		}
-		_ = p.cache.Store(f.Identity, d) // a cache that cannot be written: hashed again next time
 		f.Digest, hashed = d, true
 	}
 	return hashed, nil
+}
+
+// digestIn reports whether d is a content digest in algorithm alg.
+func digestIn(d string, alg filedigest.Algorithm) bool {
+	a, err := filedigest.AlgorithmOf(d)
+	return err == nil && a == alg
 }
 
 // check decides on the client's side whether m's content records prove
@@ -202,13 +214,24 @@ func (p *contentProof) check(ctx context.Context, m *Manifest) error {
 		if sum := p.blobs[name]; sum != "" && sum == daemon[name].SHA256 {
 			return daemon[name].Digest, true, nil
 		}
-		if f.Digest != "" {
+		// The client's digest in the algorithm of the daemon's record (an
+		// older publish's or daemon's is a SHA-256 tree); a record in an
+		// algorithm this build does not know proves nothing.
+		alg, err := filedigest.AlgorithmOf(daemon[name].Digest)
+		if err != nil {
+			return "", false, nil
+		}
+		if digestIn(f.Digest, alg) {
 			return f.Digest, true, nil
+		}
+		if d, ok := p.cache.Lookup(f.Identity, alg); ok {
+			f.Digest = d
+			return d, true, nil
 		}
 		if p.policy != cacheconfig.PolicyHash {
 			return "", false, nil
 		}
-		if _, err := p.hash(ctx, []string{name}); err != nil {
+		if _, err := p.hash(ctx, []string{name}, alg); err != nil {
 			return "", false, err
 		}
 		return f.Digest, true, nil
@@ -225,7 +248,7 @@ func (p *contentProof) records(ctx context.Context) ([]cacheconfig.FileContent, 
 	for i, f := range p.files {
 		names[i] = f.Name
 	}
-	if _, err := p.hash(ctx, names); err != nil {
+	if _, err := p.hash(ctx, names, filedigest.Default); err != nil {
 		return nil, err
 	}
 	for _, f := range p.files {

@@ -12,6 +12,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/safetensors"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // maxEchoedProofLen bounds a client-supplied string (a path, a digest)
@@ -116,7 +117,10 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 		if sum := blobs[name]; sum != "" && sum == rec.SHA256 {
 			return rec.Digest, true, nil
 		}
-		if d := claimed[name]; d != "" {
+		// A digest in another algorithm than the record's (a client
+		// whose cache holds only an older SHA-256 tree) proves nothing
+		// either way: the file is unproven, not other bytes.
+		if d := claimed[name]; d != "" && sameAlgorithm(d, rec.Digest) {
 			return d, true, nil
 		}
 		unproven = append(unproven, name)
@@ -154,6 +158,16 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 				len(names), strings.Join(names[:min(len(names), 8)], ", ")))
 	}
 	return nil
+}
+
+// sameAlgorithm reports whether digests a and b name one algorithm.
+func sameAlgorithm(a, b string) bool {
+	x, err := filedigest.AlgorithmOf(a)
+	if err != nil {
+		return false
+	}
+	y, err := filedigest.AlgorithmOf(b)
+	return err == nil && x == y
 }
 
 // echo bounds a client-supplied string for a refusal.

@@ -25,13 +25,14 @@ import (
 // the digest is the copy's, whole.
 //
 // The backend's Digest is SHA-256 of each range, the leaf hash of
-// sdk/filedigest: the same assumption peer.ArenaDigest makes.
+// filedigest.SHA256Tree: the digest is in that algorithm (the same
+// assumption peer.ArenaDigest makes). copyDigestIn gives it in another.
 func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *plan.Plan, ids []sdk.AllocationID) (string, error) {
 	size := f.Stamp.Size
 	n := filedigest.LeafCount(size)
 	sums := make([]filedigest.Sum, n)
 	have := make([]bool, n)
-	asm := headerLeaves(f)
+	asm := headerLeaves(filedigest.SHA256Tree, f)
 	var batches []digestBatch
 	for ai, a := range pl.Allocations {
 		var cur digestBatch
@@ -116,7 +117,7 @@ func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *p
 			return "", fmt.Errorf("content of %s: leaf %d is not covered by the plan's extents", f.Path, i)
 		}
 	}
-	return filedigest.Root(size, sums)
+	return filedigest.SHA256Tree.Root(size, sums)
 }
 
 // digestBatch is one Digest call of copiedDigest: ranges of one arena, the
@@ -133,6 +134,45 @@ const (
 	rangeBatch    = 64
 	digestStreams = 4
 )
+
+// copyDigestIn is the content digest in alg of file f with the bytes of
+// this daemon's allocations ids: copiedDigest for filedigest.SHA256Tree
+// (the backend hashes where the bytes are), else the bytes hashed here,
+// read from the allocations' descriptors when the backend exports every
+// one as a file (memfd), through the backend's Read otherwise.
+func copyDigestIn(ctx context.Context, alg filedigest.Algorithm, b sdk.Backend, f *safetensors.File, pl *plan.Plan, ids []sdk.AllocationID) (string, error) {
+	if alg == filedigest.SHA256Tree {
+		return copiedDigest(ctx, b, f, pl, ids)
+	}
+	arenas, closeFiles := exportedReaders(ctx, b, ids)
+	defer closeFiles()
+	d, err := digestFromArenas(ctx, alg, f, pl, receivedBytes{arenas: arenas})
+	if err != nil {
+		return "", fmt.Errorf("content of %s: %w", f.Path, err)
+	}
+	return d, nil
+}
+
+// exportedReaders reads allocations ids from the descriptors of their
+// exports when every one has a descriptor, else through the backend
+// (backendReaders); close closes the descriptors.
+func exportedReaders(ctx context.Context, b sdk.Backend, ids []sdk.AllocationID) (readers []io.ReaderAt, close func()) {
+	var handles []sdk.Handle
+	closeAll := func() { closeHandleFiles(handles) }
+	for _, id := range ids {
+		h, err := b.Export(ctx, id)
+		if err != nil || h.File == nil {
+			if err == nil {
+				handles = append(handles, h)
+			}
+			closeAll()
+			return backendReaders(ctx, b, ids), func() {}
+		}
+		handles = append(handles, h)
+		readers = append(readers, h.File)
+	}
+	return readers, closeAll
+}
 
 // backendReaders reads allocations ids through the backend (backendReader),
 // for the plain SHA-256 of a hub blob (sha256FromArenas).

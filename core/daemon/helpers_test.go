@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
+	"github.com/wcache/wcache/sdk/names"
 )
 
 // fixture is one test's world: a short private directory, a layout inside
@@ -190,6 +192,16 @@ func corruptingPeerCopy(mem *mock.Memory, at func(sdk.PeerCopyRequest) int64) fu
 		res, err := mem.PeerCopy(ctx, req, p)
 		if err != nil {
 			return res, err
+		}
+		if mem.HandleKind() == names.KindMemfd {
+			// A memfd is sealed once exported: the two bytes are loaded
+			// into the copy from a file instead.
+			junk := filepath.Join(os.TempDir(), fmt.Sprintf("wcache-corrupt-%d", os.Getpid()))
+			if err := os.WriteFile(junk, []byte{0x5a, 0xa5}, 0o600); err != nil {
+				return res, err
+			}
+			defer os.Remove(junk)
+			return res, mem.Load(ctx, res.ID, []sdk.Extent{{Path: junk, Length: 2, DestOffset: uint64(at(req))}}, nil)
 		}
 		h, err := mem.Export(ctx, res.ID)
 		if err != nil {

@@ -134,16 +134,33 @@ func unchanged(ck *safetensors.Checkpoint) error {
 // reading the leaves it did not cover whole (the header's, those at arena
 // edges; all of them for a backend that does not hash), and the identity
 // the header was read with (unchanged checks it still holds afterwards).
+// The digest is in the algorithm of the fill's leaves of that file (the
+// plugin's sdk/fill: filedigest.Default; SHA256Tree from a plugin built
+// before BLAKE3), Default when the fill sent none or sent leaves of
+// several algorithms (then all are hashed here).
 func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leaves []filedigest.FileLeaves, stats *LoadStats) ([]cacheconfig.FileContent, error) {
 	byPath := map[string][]filedigest.Leaf{}
+	algOf := map[string]filedigest.Algorithm{}
+	mixed := map[string]bool{}
 	for _, fl := range leaves {
+		alg := fl.Algorithm
+		if alg == "" {
+			alg = filedigest.SHA256Tree
+		}
+		if prev, ok := algOf[fl.Path]; ok && prev != alg {
+			mixed[fl.Path] = true
+		}
+		algOf[fl.Path] = alg
 		byPath[fl.Path] = append(byPath[fl.Path], fl.Leaves...)
 	}
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	var all, fromFill int64
 	for _, f := range ck.Files {
-		have := byPath[f.Path]
-		digest, err := filedigest.Complete(ctx, f.Path, f.Stamp.Size, have, filedigest.Options{})
+		have, alg := byPath[f.Path], algOf[f.Path]
+		if mixed[f.Path] || alg == "" {
+			have, alg = nil, filedigest.Default
+		}
+		digest, err := filedigest.Complete(ctx, f.Path, f.Stamp.Size, have, filedigest.Options{Algorithm: alg})
 		if err != nil {
 			return nil, fmt.Errorf("refusing to serve what was loaded: %w", err)
 		}

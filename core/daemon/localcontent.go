@@ -75,7 +75,7 @@ func (d *Daemon) startLocalContent(ctx context.Context, ck *safetensors.Checkpoi
 	for _, f := range ck.Files {
 		lf := &localFile{f: f}
 		lc.files[f.Path] = lf
-		if want, ok := d.opts.DigestCache.Lookup(f.Stamp); ok {
+		if want, ok := d.opts.DigestCache.LookupAny(f.Stamp); ok {
 			lf.digest, lf.how = want, knownByDigestCache
 			continue
 		}
@@ -180,7 +180,7 @@ func (lc *localContent) known(ctx context.Context, f *safetensors.File) (*localF
 // the candidate can be refused before a byte moves.
 func (lc *localContent) differs(f *safetensors.File, theirs string) (string, bool) {
 	lf := lc.files[f.Path]
-	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" {
+	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" || !sameAlgorithm(lf.digest, theirs) {
 		return "", false
 	}
 	return lf.digest, lf.digest != theirs
@@ -198,15 +198,27 @@ func closed(c chan struct{}) bool {
 
 // proveCopy checks a copy of file f against what the local file is known
 // to hold and returns the file's content record (its local identity: the
-// copy IS that file's bytes). got is the content digest of f with the
-// copy's bytes; plain, called only for a hub blob known by name alone, is
-// the plain SHA-256 of f with them (header and data in file order). A copy
-// that differs is an error wrapping peer.ErrDigestMismatch naming both
-// digests and how the local one is known. A copy proven by the blob name
-// records its digest in the digest cache.
-func (d *Daemon) proveCopy(ctx context.Context, lc *localContent, f *safetensors.File, got string,
-	plain func() (string, error)) (cacheconfig.FileContent, error) {
+// copy IS that file's bytes). digest gives the content digest of f with
+// the copy's bytes in an algorithm: the one the local file's digest is in
+// (a digest cache entry of an older client may be a SHA-256 tree), else
+// filedigest.Default; plain, called only for a hub blob known by name
+// alone, is the plain SHA-256 of f with them (header and data in file
+// order). A copy that differs is an error wrapping peer.ErrDigestMismatch
+// naming both digests and how the local one is known. A copy proven by
+// the blob name records its digest in the digest cache.
+func (d *Daemon) proveCopy(ctx context.Context, lc *localContent, f *safetensors.File,
+	digest func(filedigest.Algorithm) (string, error), plain func() (string, error)) (cacheconfig.FileContent, error) {
 	lf, err := lc.known(ctx, f)
+	if err != nil {
+		return cacheconfig.FileContent{}, err
+	}
+	alg := filedigest.Default
+	if lf.digest != "" {
+		if alg, err = filedigest.AlgorithmOf(lf.digest); err != nil {
+			return cacheconfig.FileContent{}, fmt.Errorf("content of %s: %w", f.Path, err)
+		}
+	}
+	got, err := digest(alg)
 	if err != nil {
 		return cacheconfig.FileContent{}, err
 	}

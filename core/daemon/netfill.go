@@ -149,10 +149,10 @@ func checkOfferLayout(pl *plan.Plan, offer peer.Offer) error {
 	return nil
 }
 
-// headerLeaves returns an Assembler of file f holding its header (the
-// length prefix and the header as the plan read it).
-func headerLeaves(f *safetensors.File) *filedigest.Assembler {
-	asm := filedigest.NewAssembler(f.Stamp.Size)
+// headerLeaves returns an Assembler of alg's leaves of file f holding its
+// header (the length prefix and the header as the plan read it).
+func headerLeaves(alg filedigest.Algorithm, f *safetensors.File) *filedigest.Assembler {
+	asm := alg.NewAssembler(f.Stamp.Size)
 	head := make([]byte, 8, 8+len(f.RawHeader))
 	binary.LittleEndian.PutUint64(head, uint64(len(f.RawHeader)))
 	asm.Write(0, append(head, f.RawHeader...))
@@ -267,11 +267,14 @@ func (s *arenaSink) received(context.Context) receivedBytes {
 func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes, lc *localContent) ([]cacheconfig.FileContent, error) {
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	for _, f := range ck.Files {
-		got, err := digestFromArenas(ctx, f, pl, rx)
-		if err != nil {
-			return nil, fmt.Errorf("content of %s: %w", f.Path, err)
+		digest := func(alg filedigest.Algorithm) (string, error) {
+			got, err := digestFromArenas(ctx, alg, f, pl, rx)
+			if err != nil {
+				return "", fmt.Errorf("content of %s: %w", f.Path, err)
+			}
+			return got, nil
 		}
-		rec, err := d.proveCopy(ctx, lc, f, got, func() (string, error) { return sha256FromArenas(ctx, f, pl, rx.arenas) })
+		rec, err := d.proveCopy(ctx, lc, f, digest, func() (string, error) { return sha256FromArenas(ctx, f, pl, rx.arenas) })
 		if err != nil {
 			return nil, err
 		}
@@ -335,15 +338,16 @@ func sha256FromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, a
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// digestFromArenas is the content digest file f would have with the
+// digestFromArenas is the content digest in alg file f would have with the
 // arenas' bytes at its extents: from the leaves rx collected as the bytes
-// arrived, else read from rx's arenas (leaves neither covers read from the
-// file).
-func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, rx receivedBytes) (string, error) {
-	if asm := rx.leaves[f.Path]; asm != nil {
-		return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+// arrived (when of alg), else read from rx's arenas (leaves neither covers
+// read from the file).
+func digestFromArenas(ctx context.Context, alg filedigest.Algorithm, f *safetensors.File, pl *plan.Plan, rx receivedBytes) (string, error) {
+	opts := filedigest.Options{Algorithm: alg}
+	if asm := rx.leaves[f.Path]; asm != nil && asm.Algorithm() == alg {
+		return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), opts)
 	}
-	asm := headerLeaves(f)
+	asm := headerLeaves(alg, f)
 	buf := make([]byte, 16<<20)
 	for ai, a := range pl.Allocations {
 		for _, e := range a.Extents {
@@ -363,7 +367,7 @@ func digestFromArenas(ctx context.Context, f *safetensors.File, pl *plan.Plan, r
 			}
 		}
 	}
-	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), filedigest.Options{})
+	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), opts)
 }
 
 var (

@@ -100,7 +100,7 @@ func (s *stagedSink) Prepare(ctx context.Context, offer peer.Offer) error {
 	s.open = map[windowKey]*stageWindow{}
 	s.leaves = map[string]*filedigest.Assembler{}
 	for _, f := range s.ck.Files {
-		s.leaves[f.Path] = headerLeaves(f)
+		s.leaves[f.Path] = headerLeaves(filedigest.Default, f)
 	}
 	s.g.arenaBytes = arenaBytesOf(s.pl)
 	reserved, err := s.d.allocate(ctx, s.pl, &s.g.allocs)

@@ -209,7 +209,7 @@ func TestPeerSourceHolds(t *testing.T) {
 	}
 	defer g.Release()
 	arenas := g.Arenas()
-	if len(arenas) == 0 || !strings.HasPrefix(arenas[0].Digest, filedigest.Prefix) {
+	if len(arenas) == 0 || !filedigest.Valid(arenas[0].Digest) {
 		t.Fatalf("arenas %+v", arenas)
 	}
 	p := make([]byte, 4096)
@@ -264,6 +264,68 @@ func TestPeerFillProvenByHubBlobNames(t *testing.T) {
 			for _, c := range b.d.Info().Content {
 				if c.Identity.Ino == 0 {
 					t.Errorf("%s: the blob name proved the bytes, yet no file identity: %+v", c.Name, c)
+				}
+			}
+		})
+	}
+}
+
+// TestPeerFillProvenByAnOlderClientsDigests: B's digest cache holds only
+// SHA-256 tree digests (as a client before BLAKE3 cached them). B digests
+// the received bytes again in SHA-256 to compare: the true files' digests
+// prove the fill (B's records name its files, with the BLAKE3 digests A
+// offered), other content's refuse it.
+func TestPeerFillProvenByAnOlderClientsDigests(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes func(path string) []byte
+	}{
+		{"the files' digests", func(path string) []byte {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+		{"other content's digests", func(string) []byte { return []byte("other content") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			a, creds := peerPair(t, f, true)
+			cache := &client.DigestCache{Dir: t.TempDir(), UID: os.Geteuid()}
+			for _, fl := range f.model.Files {
+				st, err := os.Stat(fl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cache.Store(safetensors.StampOf(st), filedigest.SHA256Tree.Bytes(tc.bytes(fl))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := f.start(1, func(o *Options) {
+				otherNode(t, o)
+				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
+				o.DigestCache = cache
+			})
+			l := b.d.Info().Load
+			if tc.name != "the files' digests" {
+				if l.FilledFrom != FilledFromFiles || !strings.Contains(l.FillFallback, "content digest mismatch") {
+					t.Fatalf("B's load: filled from %q, fallback %q: want files after a content mismatch", l.FilledFrom, l.FillFallback)
+				}
+				return
+			}
+			info := checkFilledFromPeer(t, a, b)
+			want := map[string]string{}
+			for _, c := range a.d.Info().Content {
+				want[c.Name] = c.Digest
+			}
+			for _, c := range info.Content {
+				st, err := os.Stat(c.Path)
+				if err != nil || c.Digest != want[c.Name] || c.Identity != safetensors.StampOf(st) {
+					t.Errorf("B's record %+v: want A's digest %s and the local file's identity (%v)", c, want[c.Name], err)
+				}
+				if alg, _ := filedigest.AlgorithmOf(c.Digest); alg != filedigest.BLAKE3Tree {
+					t.Errorf("B's record of %s is %s, want a BLAKE3 tree digest", c.Name, c.Digest)
 				}
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // This file is the serving side of cross-node peer fill: the daemon's
@@ -82,7 +83,7 @@ func (s peerSource) Open(ctx context.Context, identity string) (peer.Generation,
 			byArena[f.Handle] = f.File
 		}
 	}
-	digests, err := d.arenaDigests(ctx, g, allocs, sizes)
+	digests, err := d.arenaDigests(ctx, g, allocs, sizes, byArena)
 	if err != nil {
 		closeFiles(byArena)
 		return nil, err
@@ -109,9 +110,12 @@ func (g *generation) arenaSizes() []uint64 {
 }
 
 // arenaDigests returns g's per-arena content digests, computing them the
-// first time (peer.ArenaDigest). The bytes never change while g is held
-// (sealed, or device memory no client may write), so they are computed once.
-func (d *Daemon) arenaDigests(ctx context.Context, g *generation, allocs []sdk.AllocationID, sizes []uint64) ([]string, error) {
+// first time: from the arena's memfd (files[i], nil for an arena without
+// one) in filedigest.Default (BLAKE3, read by the daemon), else through the
+// backend (peer.ArenaDigest: SHA-256 of each leaf in the plugin). The
+// bytes never change while g is held (sealed, or device memory no client
+// may write), so they are computed once.
+func (d *Daemon) arenaDigests(ctx context.Context, g *generation, allocs []sdk.AllocationID, sizes []uint64, files []*os.File) ([]string, error) {
 	g.peerDigests.mu.Lock()
 	defer g.peerDigests.mu.Unlock()
 	if g.peerDigests.digests != nil {
@@ -122,7 +126,13 @@ func (d *Daemon) arenaDigests(ctx context.Context, g *generation, allocs []sdk.A
 	}
 	out := make([]string, len(sizes))
 	for i, id := range allocs {
-		dg, err := peer.ArenaDigest(ctx, d.backend, id, sizes[i])
+		var dg string
+		var err error
+		if i < len(files) && files[i] != nil {
+			dg, err = peer.ArenaDigestFrom(ctx, files[i], sizes[i], filedigest.Default, 0)
+		} else {
+			dg, err = peer.ArenaDigest(ctx, d.backend, id, sizes[i])
+		}
 		if err != nil {
 			if !d.reg.serves(g) {
 				return nil, fmt.Errorf("generation %d: %w", g.id, peer.ErrGenerationChanged)

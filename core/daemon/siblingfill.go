@@ -17,6 +17,7 @@ import (
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
+	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // siblingAttachTimeout bounds attaching to a sibling daemon (the copy
@@ -184,17 +185,16 @@ func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCan
 func (d *Daemon) proveCopies(ctx context.Context, job *loadJob, lc *localContent, theirs map[string]cacheconfig.FileContent) ([]cacheconfig.FileContent, error) {
 	out := make([]cacheconfig.FileContent, 0, len(job.ck.Files))
 	for _, f := range job.ck.Files {
-		got, err := copiedDigest(ctx, d.backend, f, job.pl, job.g.allocs)
-		if err != nil {
-			return nil, err
+		digest := func(alg filedigest.Algorithm) (string, error) {
+			return copyDigestIn(ctx, alg, d.backend, f, job.pl, job.g.allocs)
 		}
-		rec, err := d.proveCopy(ctx, lc, f, got, func() (string, error) {
+		rec, err := d.proveCopy(ctx, lc, f, digest, func() (string, error) {
 			return sha256FromArenas(ctx, f, job.pl, backendReaders(ctx, d.backend, job.g.allocs))
 		})
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := theirs[rec.Name]; ok && rec.SHA256 == "" && t.Path == f.Path && t.Identity == f.Stamp && t.Digest == got {
+		if t, ok := theirs[rec.Name]; ok && rec.SHA256 == "" && t.Path == f.Path && t.Identity == f.Stamp && t.Digest == rec.Digest {
 			rec.SHA256 = t.SHA256
 		}
 		out = append(out, rec)
@@ -280,6 +280,12 @@ func (s *siblingFiller) verify(ctx context.Context, pl *plan.Plan, allocs []sdk.
 	m := att.Manifest
 	for i, a := range pl.Allocations {
 		h := m.Handles[i]
+		if ok, err := s.verifyMemfd(ctx, i, a.Bytes, allocs[i], h); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		src, err := d.backend.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
 		if err != nil {
 			return fmt.Errorf("verify arena %d: import the source: %w", i+1, err)
@@ -312,6 +318,39 @@ func leaseHeld(att *client.Attachment) error {
 	default:
 	}
 	return nil
+}
+
+// verifyMemfd checks arena i (size bytes, allocation id) against the
+// sibling's handle h when both are memfds the daemon can read: the source's
+// descriptor from the attach, the copy's from an export of it. Both are
+// digested here in filedigest.Default (BLAKE3, leaves in parallel) rather
+// than through the backend's Digest (SHA-256 in the plugin). ok false with
+// no error: not both memfds, verify through the backend.
+func (s *siblingFiller) verifyMemfd(ctx context.Context, i int, size uint64, id sdk.AllocationID, h client.Handle) (bool, error) {
+	if h.File == nil {
+		return false, nil
+	}
+	copied, err := s.d.backend.Export(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("verify arena %d: export the copy: %w", i+1, err)
+	}
+	defer closeHandleFiles([]sdk.Handle{copied})
+	if copied.File == nil {
+		return false, nil
+	}
+	var want string
+	var srcErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { want, srcErr = peer.ArenaDigestFrom(ctx, h.File, size, filedigest.Default, 0) })
+	got, err := peer.ArenaDigestFrom(ctx, copied.File, size, filedigest.Default, 0)
+	wg.Wait()
+	if err = errors.Join(err, srcErr); err != nil {
+		return true, fmt.Errorf("verify arena %d: %w", i+1, err)
+	}
+	if got != want {
+		return true, fmt.Errorf("verify arena %d: digest mismatch: the copy has %s, the sibling's arena %s", i+1, got, want)
+	}
+	return true, nil
 }
 
 // sameLayout checks that the sibling's manifest lays the weights out as

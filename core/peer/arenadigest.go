@@ -2,8 +2,15 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
+	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
@@ -12,10 +19,11 @@ import (
 // answer each: 64 KiB a call).
 const digestBatch = 2048
 
-// ArenaDigest returns the content digest (sdk/filedigest) of the first size
-// bytes of allocation id, with the leaves hashed by the backend where the
-// bytes are (b.Digest of each 1 MiB range): nothing but the sums crosses
-// the plugin boundary. A daemon computes its arenas' digests with it once,
+// ArenaDigest returns the content digest (sdk/filedigest, SHA256Tree: the
+// backend contract's Digest is SHA-256) of the first size bytes of
+// allocation id, with the leaves hashed by the backend where the bytes are
+// (b.Digest of each 1 MiB range): nothing but the sums crosses the plugin
+// boundary. A daemon computes its arenas' digests with it once,
 // at load or publish, for the Offers its peer Server makes and to check
 // an arena filled from a peer.
 func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size uint64) (string, error) {
@@ -36,5 +44,72 @@ func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size u
 		}
 		leaves = append(leaves, sums...)
 	}
-	return filedigest.Root(int64(size), leaves)
+	return filedigest.SHA256Tree.Root(int64(size), leaves)
+}
+
+// ArenaDigestFrom returns the content digest in alg of the first size bytes
+// of r (an arena's memfd, which the daemon holds: no plugin call), its
+// leaves hashed by workers goroutines (default min(8, CPUs)). An *os.File
+// is mapped read-only and hashed in place (no read syscalls, no copy: the
+// bytes are not "read" as /proc/<pid>/io counts them); another ReaderAt is
+// read leaf by leaf. A daemon uses it for memfd arenas, where it may pick
+// the faster BLAKE3Tree (filedigest.Default); the fetch checks each arena
+// in its digest's algorithm.
+func ArenaDigestFrom(ctx context.Context, r io.ReaderAt, size uint64, alg filedigest.Algorithm, workers int) (string, error) {
+	n := filedigest.LeafCount(int64(size))
+	if workers <= 0 {
+		workers = min(8, runtime.NumCPU())
+	}
+	workers = int(min(int64(workers), max(n, 1)))
+	var mapped []byte
+	if f, ok := r.(*os.File); ok && size > 0 {
+		st, err := f.Stat()
+		if err != nil {
+			return "", fmt.Errorf("content digest: %w", err)
+		}
+		if uint64(st.Size()) < size {
+			return "", fmt.Errorf("content digest: %s has %d bytes, %d to digest: %w", f.Name(), st.Size(), size, io.ErrUnexpectedEOF)
+		}
+		if mapped, err = mmap.FD(int(f.Fd()), size, mmap.Read); err != nil {
+			return "", fmt.Errorf("content digest: %w", err)
+		}
+		defer mmap.Unmap(mapped)
+	}
+	leaves := make([]filedigest.Sum, n)
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			var buf []byte
+			if mapped == nil {
+				buf = make([]byte, filedigest.LeafBytes)
+			}
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				off, length := filedigest.LeafRange(int64(size), i)
+				if mapped != nil {
+					leaves[i] = alg.Leaf(mapped[off : off+length])
+					continue
+				}
+				if _, err := r.ReadAt(buf[:length], off); err != nil {
+					errs[w] = fmt.Errorf("content digest: read at %d: %w", off, err)
+					return
+				}
+				leaves[i] = alg.Leaf(buf[:length])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	return alg.Root(int64(size), leaves)
 }

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -162,8 +161,8 @@ func checkOffer(peer string, o Offer, identity string, expect []string) error {
 		return &DigestMismatchError{Peer: peer, Arena: -1, Want: fmt.Sprintf("%d arenas", len(expect)), Got: fmt.Sprintf("%d arenas", len(o.Arenas))}
 	}
 	for i, a := range o.Arenas {
-		if len(a.Digest) != len(filedigest.Prefix)+64 || a.Digest[:len(filedigest.Prefix)] != filedigest.Prefix {
-			return fmt.Errorf("peer %s: arena %d: %q is not a content digest: protocol violation", peer, i, a.Digest)
+		if _, err := filedigest.AlgorithmOf(a.Digest); err != nil {
+			return fmt.Errorf("peer %s: arena %d: %w: protocol violation", peer, i, err)
 		}
 		if expect != nil && expect[i] != a.Digest {
 			return &DigestMismatchError{Peer: peer, Arena: i, Want: expect[i], Got: a.Digest}
@@ -185,7 +184,12 @@ func copyOffer(ctx context.Context, opts FetchOptions, peer string, offer Offer,
 	defer cancel(nil)
 	var chunks []chunk
 	leaves := make([][]filedigest.Sum, len(offer.Arenas))
+	// Each arena's leaves are hashed in its digest's algorithm (checkOffer
+	// accepted only known ones): a peer of an older build offers
+	// SHA256Tree digests.
+	algs := make([]filedigest.Algorithm, len(offer.Arenas))
 	for i, a := range offer.Arenas {
+		algs[i], _ = filedigest.AlgorithmOf(a.Digest)
 		leaves[i] = make([]filedigest.Sum, filedigest.LeafCount(int64(a.Size)))
 		for off := uint64(0); off < a.Size; off += opts.ChunkBytes {
 			chunks = append(chunks, chunk{arena: i, off: off, size: min(opts.ChunkBytes, a.Size-off)})
@@ -197,7 +201,7 @@ func copyOffer(ctx context.Context, opts FetchOptions, peer string, offer Offer,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := readStream(ctx, opts, peer, offer, sink, work, leaves); err != nil {
+			if err := readStream(ctx, opts, peer, offer, sink, work, algs, leaves); err != nil {
 				cancel(err)
 			}
 		}()
@@ -216,7 +220,7 @@ feed:
 		return err
 	}
 	for i, a := range offer.Arenas {
-		got, err := filedigest.Root(int64(a.Size), leaves[i])
+		got, err := algs[i].Root(int64(a.Size), leaves[i])
 		if err != nil {
 			return err
 		}
@@ -229,7 +233,7 @@ feed:
 
 // readStream is one session: it reads the chunks it takes into its own
 // buffer, hashes their leaves and writes them to the sink.
-func readStream(ctx context.Context, opts FetchOptions, peer string, offer Offer, sink Sink, work <-chan chunk, leaves [][]filedigest.Sum) error {
+func readStream(ctx context.Context, opts FetchOptions, peer string, offer Offer, sink Sink, work <-chan chunk, algs []filedigest.Algorithm, leaves [][]filedigest.Sum) error {
 	s, err := opts.Transport.Open(ctx, peer, offer)
 	if err != nil {
 		return err
@@ -244,7 +248,7 @@ func readStream(ctx context.Context, opts FetchOptions, peer string, offer Offer
 		first := int64(c.off / filedigest.LeafBytes)
 		for j := int64(0); j*filedigest.LeafBytes < int64(len(p)); j++ {
 			lo := j * filedigest.LeafBytes
-			leaves[c.arena][first+j] = sha256.Sum256(p[lo:min(int64(len(p)), lo+filedigest.LeafBytes)])
+			leaves[c.arena][first+j] = algs[c.arena].Leaf(p[lo:min(int64(len(p)), lo+filedigest.LeafBytes)])
 		}
 		if err := sink.WriteAt(c.arena, p, c.off); err != nil {
 			return fmt.Errorf("peer fetch: write arena %d at %d: %w", c.arena, c.off, err)

@@ -169,6 +169,34 @@ func TestFetchHappyPath(t *testing.T) {
 	}
 }
 
+// TestFetchFromAnOlderPeer: a peer of a build before BLAKE3 offers
+// SHA256Tree arena digests (and one arena in each algorithm, in case): the
+// fetch hashes each arena in its digest's algorithm and commits; the same
+// bytes under a digest of the other algorithm's hash are refused.
+func TestFetchFromAnOlderPeer(t *testing.T) {
+	authority := peertest.NewCA(t, "wcache test CA")
+	a0, a1 := content(3<<20+5, 3), content(1<<20, 4)
+	src := newSource(a0, a1)
+	g := src.gens[identity]
+	g.digests[0] = filedigest.SHA256Tree.Bytes(a0)
+	addr, _ := serve(t, src, authority.Issue(t, "node-a", authority), peer.ServerOptions{})
+	sink := &peertest.MemSink{}
+	if _, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.Issue(t, "node-b", authority), addr)); err != nil {
+		t.Fatal(err)
+	}
+	if !sink.Committed() || !bytes.Equal(sink.Arena(0), a0) || !bytes.Equal(sink.Arena(1), a1) {
+		t.Fatalf("sink committed %v, bytes equal %v %v", sink.Committed(), bytes.Equal(sink.Arena(0), a0), bytes.Equal(sink.Arena(1), a1))
+	}
+	// The SHA-256 tree's hash named as BLAKE3: a mismatch, not a fill.
+	g.digests[0] = string(filedigest.BLAKE3Tree) + filedigest.SHA256Tree.Bytes(a0)[len(filedigest.SHA256Tree):]
+	sink = &peertest.MemSink{}
+	_, err := peer.Fetch(t.Context(), identity, sink, fetchOpts(authority.Issue(t, "node-b", authority), addr))
+	var mismatch *peer.DigestMismatchError
+	if !errors.As(err, &mismatch) || mismatch.Arena != 0 || sink.Committed() {
+		t.Fatalf("Fetch = %v (committed %v), want a *DigestMismatchError for arena 0", err, sink.Committed())
+	}
+}
+
 func TestPeerFromAnotherCARefused(t *testing.T) {
 	authority, other := peertest.NewCA(t, "wcache test CA"), peertest.NewCA(t, "someone else's CA")
 	src := newSource(content(3<<20, 1))

@@ -10,7 +10,8 @@ import (
 const ProtocolVersion = 1
 
 // Arena is one allocation of a generation: its size in bytes and the
-// content digest of its bytes (sdk/filedigest: "sha256-tree-1m:…").
+// content digest of its bytes (sdk/filedigest: "blake3-tree-1m:…" or
+// "sha256-tree-1m:…"; the fetch checks it in its own algorithm).
 type Arena struct {
 	Size   uint64
 	Digest string

@@ -1,7 +1,6 @@
 package filedigest
 
 import (
-	"crypto/sha256"
 	"slices"
 	"sync"
 )
@@ -14,7 +13,10 @@ type Leaf struct {
 
 // FileLeaves are the leaves of one file that a fill hashed.
 type FileLeaves struct {
-	Path string
+	// Algorithm is the leaves' hash ("" is SHA256Tree: a plugin built
+	// before algorithms had names sends none).
+	Algorithm Algorithm
+	Path      string
 	// Size is the file's size when the fill opened it.
 	Size   int64
 	Leaves []Leaf
@@ -28,6 +30,7 @@ type FileLeaves struct {
 // no Write covered completely (the header's, those at the edge of what this
 // fill read) are missing from Leaves: the caller completes them (Complete).
 type Assembler struct {
+	alg  Algorithm
 	size int64
 
 	mu      sync.Mutex
@@ -43,10 +46,17 @@ type partialLeaf struct {
 	bad    bool // two pieces overlapped: never reported
 }
 
-// NewAssembler returns an Assembler for a file of size bytes.
-func NewAssembler(size int64) *Assembler {
-	return &Assembler{size: size, done: map[int64]Sum{}, partial: map[int64]*partialLeaf{}}
+// NewAssembler returns an Assembler of Default leaves for a file of size
+// bytes.
+func NewAssembler(size int64) *Assembler { return Default.NewAssembler(size) }
+
+// NewAssembler returns an Assembler of a's leaves for a file of size bytes.
+func (a Algorithm) NewAssembler(size int64) *Assembler {
+	return &Assembler{alg: a, size: size, done: map[int64]Sum{}, partial: map[int64]*partialLeaf{}}
 }
+
+// Algorithm is the algorithm of the leaves a collects.
+func (a *Assembler) Algorithm() Algorithm { return a.alg }
 
 // Write records p, the file's bytes at offset off. Bytes past the file's
 // size are ignored.
@@ -58,7 +68,7 @@ func (a *Assembler) Write(off int64, p []byte) {
 		hi := min(lo+n, end)
 		piece := p[pos-off : hi-off]
 		if pos == lo && hi == lo+n {
-			sum := sha256.Sum256(piece)
+			sum := a.alg.Leaf(piece)
 			a.mu.Lock()
 			a.done[i] = sum
 			a.mu.Unlock()
@@ -100,7 +110,7 @@ func (a *Assembler) addPiece(i, n, within int64, piece []byte) {
 	if !complete {
 		return
 	}
-	sum := sha256.Sum256(pl.buf)
+	sum := a.alg.Leaf(pl.buf)
 	a.mu.Lock()
 	a.done[i] = sum
 	a.mu.Unlock()

@@ -24,6 +24,16 @@ func BenchmarkLeafSHA256(b *testing.B) {
 	}
 }
 
+// BenchmarkLeafBLAKE3 is the rate of one core hashing 1 MiB leaves with
+// BLAKE3 (the Default algorithm).
+func BenchmarkLeafBLAKE3(b *testing.B) {
+	p := randomBytes(filedigest.LeafBytes, 5)
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		filedigest.BLAKE3Tree.Leaf(p)
+	}
+}
+
 // BenchmarkHashVsRead hashes a WCACHE_BENCH_HASH_MIB (default 256) MiB
 // file in the page cache with File (8 workers) and reads it with as many
 // goroutines doing the same 1 MiB preads and nothing else: the ratio of

@@ -5,11 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"lukechampine.com/blake3"
 
 	"github.com/wcache/wcache/sdk/filedigest"
 )
@@ -23,28 +27,86 @@ func randomBytes(n int, seed uint64) []byte {
 	return p
 }
 
-// The definition, spelled out once by hand (the Python mirror's vectors
-// come from the same formula).
+// The definitions, spelled out once by hand (the Python mirror's vectors
+// come from the same formulas).
 func TestBytesMatchesDefinition(t *testing.T) {
 	p := randomBytes(2*filedigest.LeafBytes+5, 1)
+	cuts := [][2]int{{0, 1 << 20}, {1 << 20, 2 << 20}, {2 << 20, 2<<20 + 5}}
+	size := []byte{5, 0, 32, 0, 0, 0, 0, 0} // 2 MiB + 5, little-endian
+
 	h := sha256.New()
 	h.Write([]byte("wcache-content-v1\x00"))
-	h.Write([]byte{5, 0, 32, 0, 0, 0, 0, 0}) // 2 MiB + 5, little-endian
-	for _, r := range [][2]int{{0, 1 << 20}, {1 << 20, 2 << 20}, {2 << 20, 2<<20 + 5}} {
+	h.Write(size)
+	for _, r := range cuts {
 		s := sha256.Sum256(p[r[0]:r[1]])
 		h.Write(s[:])
 	}
-	want := filedigest.Prefix + hex.EncodeToString(h.Sum(nil))
-	if got := filedigest.Bytes(p); got != want {
-		t.Fatalf("Bytes = %s, want %s", got, want)
+	wantSHA := "sha256-tree-1m:" + hex.EncodeToString(h.Sum(nil))
+
+	b := blake3.New(32, nil)
+	b.Write([]byte("wcache-content-blake3-v1\x00"))
+	b.Write(size)
+	for _, r := range cuts {
+		s := blake3.Sum256(p[r[0]:r[1]])
+		b.Write(s[:])
 	}
-	if got, want := filedigest.Bytes(nil), filedigest.Bytes([]byte{}); got != want {
-		t.Fatalf("empty: %s != %s", got, want)
+	wantB3 := "blake3-tree-1m:" + hex.EncodeToString(b.Sum(nil))
+
+	for alg, want := range map[filedigest.Algorithm]string{filedigest.SHA256Tree: wantSHA, filedigest.BLAKE3Tree: wantB3} {
+		if got := alg.Bytes(p); got != want {
+			t.Fatalf("%s Bytes = %s, want %s", alg, got, want)
+		}
+		if got, want := alg.Bytes(nil), alg.Bytes([]byte{}); got != want {
+			t.Fatalf("%s empty: %s != %s", alg, got, want)
+		}
+		q := bytes.Clone(p)
+		q[len(q)-1] ^= 1
+		if alg.Bytes(q) == alg.Bytes(p) {
+			t.Fatalf("%s: one flipped bit left the digest unchanged", alg)
+		}
+		if a, err := filedigest.AlgorithmOf(want); err != nil || a != alg {
+			t.Fatalf("AlgorithmOf(%s) = %q, %v", want, a, err)
+		}
 	}
-	q := bytes.Clone(p)
-	q[len(q)-1] ^= 1
-	if filedigest.Bytes(q) == filedigest.Bytes(p) {
-		t.Fatal("one flipped bit left the digest unchanged")
+	if got := filedigest.Bytes(p); got != wantB3 {
+		t.Fatalf("Bytes (the default) = %s, want the BLAKE3 digest %s", got, wantB3)
+	}
+}
+
+// A digest recorded before BLAKE3 (in a digest cache, a publish's records,
+// an older peer's offer) names SHA256Tree and verifies as such; a digest
+// of another algorithm or of no known form does not.
+func TestDigestsOfEitherAlgorithmVerify(t *testing.T) {
+	// vectors.json's entry for 1 byte (content {0}), as committed before
+	// issue 37.
+	const old = "sha256-tree-1m:ad7f62cbd5da10034d26cd08c64faea887218754e13f29d78882346f27ae1c27"
+	if ok, err := filedigest.Verify(old, []byte{0}); !ok || err != nil {
+		t.Fatalf("Verify(old SHA-256 digest) = %v, %v", ok, err)
+	}
+	if ok, err := filedigest.Verify(old, []byte{1}); ok || err != nil {
+		t.Fatalf("Verify(old digest, other bytes) = %v, %v; want false", ok, err)
+	}
+	b3 := filedigest.BLAKE3Tree.Bytes([]byte{0})
+	if ok, err := filedigest.Verify(b3, []byte{0}); !ok || err != nil {
+		t.Fatalf("Verify(BLAKE3 digest) = %v, %v", ok, err)
+	}
+	if b3[len("blake3-tree-1m:"):] == old[len("sha256-tree-1m:"):] {
+		t.Fatal("the two algorithms gave the same hash")
+	}
+	for _, bad := range []string{"", "ad7f", "md5-tree-1m:" + old[15:], "sha256-tree-1m:" + old[16:],
+		"sha256-tree-1m:" + strings.ToUpper(old[15:]), ":" + old[15:], "blake3-tree-1m:" + old[15:78] + "g"} {
+		if filedigest.Valid(bad) {
+			t.Errorf("Valid(%q) = true", bad)
+		}
+		if _, err := filedigest.Verify(bad, []byte{0}); err == nil {
+			t.Errorf("Verify(%q) gave no error", bad)
+		}
+	}
+	if _, err := filedigest.AlgorithmOf("md5-tree-1m:" + old[15:]); !errors.Is(err, filedigest.ErrUnknownAlgorithm) {
+		t.Errorf("AlgorithmOf(md5…) = %v, want ErrUnknownAlgorithm", err)
+	}
+	if a, err := filedigest.ParseAlgorithm(""); a != filedigest.SHA256Tree || err != nil {
+		t.Errorf(`ParseAlgorithm("") = %q, %v; want the legacy SHA256Tree`, a, err)
 	}
 }
 
@@ -56,8 +118,14 @@ func TestAssemblerAndComplete(t *testing.T) {
 	if err := os.WriteFile(path, p, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := filedigest.Bytes(p)
-	a := filedigest.NewAssembler(int64(len(p)))
+	for _, alg := range filedigest.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) { assembleAndComplete(t, alg, path, p) })
+	}
+}
+
+func assembleAndComplete(t *testing.T, alg filedigest.Algorithm, path string, p []byte) {
+	want := alg.Bytes(p)
+	a := alg.NewAssembler(int64(len(p)))
 	// Skip a "header" of 100 bytes and cut the rest at odd places.
 	cuts := []int{100, 700_000, 1 << 20, 3<<20 + 17, 3<<20 + 18, len(p)}
 	var wg sync.WaitGroup
@@ -70,12 +138,12 @@ func TestAssemblerAndComplete(t *testing.T) {
 	if len(leaves) != 5 { // leaf 0 lacks its first 100 bytes
 		t.Fatalf("%d leaves assembled, want 5 (all but the first): %v", len(leaves), leaves)
 	}
-	got, err := filedigest.Complete(context.Background(), path, int64(len(p)), leaves, filedigest.Options{})
+	got, err := filedigest.Complete(context.Background(), path, int64(len(p)), leaves, filedigest.Options{Algorithm: alg})
 	if err != nil || got != want {
 		t.Fatalf("Complete = %s, %v; want %s", got, err, want)
 	}
 	var last int64
-	got, err = filedigest.File(context.Background(), path, filedigest.Options{Workers: 3, Progress: func(done, total int64) { last = done }})
+	got, err = filedigest.File(context.Background(), path, filedigest.Options{Algorithm: alg, Workers: 3, Progress: func(done, total int64) { last = done }})
 	if err != nil || got != want || last != int64(len(p)) {
 		t.Fatalf("File = %s, %v (progress %d); want %s", got, err, last, want)
 	}

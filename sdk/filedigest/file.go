@@ -2,7 +2,6 @@ package filedigest
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,9 @@ import (
 
 // Options tune File and Complete. The zero value selects every default.
 type Options struct {
+	// Algorithm is the digest's algorithm (default Default). The leaves
+	// given to Complete must be of it.
+	Algorithm Algorithm
 	// Workers is the number of goroutines that read and hash leaves
 	// (default min(8, runtime.NumCPU())).
 	Workers int
@@ -21,7 +23,7 @@ type Options struct {
 	Progress func(done, total int64)
 }
 
-// File returns the content digest of the regular file at path, reading it
+// File returns the content digest (in opts.Algorithm) of the regular file at path, reading it
 // once with opts.Workers goroutines. The size is the one fstat gave when
 // the file was opened; a file that shrinks meanwhile is an error.
 func File(ctx context.Context, path string, opts Options) (string, error) {
@@ -51,6 +53,10 @@ func Complete(ctx context.Context, path string, size int64, have []Leaf, opts Op
 	if st.Size() != size {
 		return "", fmt.Errorf("content digest of %s: %d bytes, %d expected (changed meanwhile)", path, st.Size(), size)
 	}
+	alg := opts.Algorithm
+	if alg == "" {
+		alg = Default
+	}
 	n := LeafCount(size)
 	leaves := make([]Sum, n)
 	known := make([]bool, n)
@@ -69,14 +75,14 @@ func Complete(ctx context.Context, path string, size int64, have []Leaf, opts Op
 			total += ln
 		}
 	}
-	if err := hashLeaves(ctx, f, path, size, missing, leaves, total, opts); err != nil {
+	if err := hashLeaves(ctx, f, path, size, missing, leaves, total, alg, opts); err != nil {
 		return "", err
 	}
-	return Root(size, leaves)
+	return alg.Root(size, leaves)
 }
 
 // hashLeaves reads and hashes the leaves listed in missing into leaves.
-func hashLeaves(ctx context.Context, f *os.File, path string, size int64, missing []int64, leaves []Sum, total int64, opts Options) error {
+func hashLeaves(ctx context.Context, f *os.File, path string, size int64, missing []int64, leaves []Sum, total int64, alg Algorithm, opts Options) error {
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = min(8, runtime.NumCPU())
@@ -110,7 +116,7 @@ func hashLeaves(ctx context.Context, f *os.File, path string, size int64, missin
 					mu.Unlock()
 					return
 				}
-				leaves[i] = sha256.Sum256(buf[:ln])
+				leaves[i] = alg.Leaf(buf[:ln])
 				if opts.Progress != nil {
 					mu.Lock()
 					done += ln

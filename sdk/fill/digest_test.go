@@ -2,7 +2,6 @@ package fill
 
 import (
 	"context"
-	"crypto/sha256"
 	"math/rand/v2"
 	"testing"
 
@@ -36,7 +35,7 @@ func TestFillDigestLeaves(t *testing.T) {
 		if err != nil {
 			t.Fatalf("iteration %d: %v", iter, err)
 		}
-		if len(st.Leaves) != 1 || st.Leaves[0].Path != path || st.Leaves[0].Size != fileSize {
+		if len(st.Leaves) != 1 || st.Leaves[0].Path != path || st.Leaves[0].Size != fileSize || st.Leaves[0].Algorithm != filedigest.Default {
 			t.Fatalf("iteration %d: leaves %+v", iter, st.Leaves)
 		}
 		leaves := st.Leaves[0].Leaves
@@ -45,7 +44,7 @@ func TestFillDigestLeaves(t *testing.T) {
 		}
 		for _, l := range leaves {
 			off, n := filedigest.LeafRange(fileSize, l.Index)
-			if l.Sum != sha256.Sum256(data[off:off+n]) {
+			if l.Sum != filedigest.Default.Leaf(data[off:off+n]) {
 				t.Fatalf("iteration %d: leaf %d is wrong", iter, l.Index)
 			}
 		}

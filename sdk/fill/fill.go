@@ -76,7 +76,7 @@ func Fill(ctx context.Context, c Copier, size uint64, extents []sdk.Extent, prog
 	}
 	for _, f := range files {
 		if f.digest != nil {
-			st.Leaves = append(st.Leaves, filedigest.FileLeaves{Path: f.path, Size: f.size, Leaves: f.digest.Leaves()})
+			st.Leaves = append(st.Leaves, filedigest.FileLeaves{Algorithm: f.digest.Algorithm(), Path: f.path, Size: f.size, Leaves: f.digest.Leaves()})
 		}
 	}
 	slices.SortFunc(st.Leaves, func(a, b filedigest.FileLeaves) int { return strings.Compare(a.Path, b.Path) })

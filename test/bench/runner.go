@@ -43,6 +43,7 @@ func Scenarios() []Scenario {
 		{"generations", runGenerations},
 		{"peer", runPeer},
 		{"peerfill", runPeerFill},
+		{"hostread", runHostRead},
 		{"baseline", runBaseline},
 	}
 }

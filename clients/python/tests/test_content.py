@@ -26,15 +26,66 @@ def vector_bytes(size: int) -> bytes:
     return bytes((31 * i + (i >> 11)) & 0xFF for i in range(size))
 
 
-@pytest.mark.parametrize("vector", json.load(open(VECTORS, encoding="utf-8")), ids=lambda v: str(v["size"]))
+@pytest.mark.parametrize("vector", json.load(open(VECTORS, encoding="utf-8")),
+                         ids=lambda v: v["digest"].split(":")[0] + "-" + str(v["size"]))
 def test_digest_vectors(vector, tmp_path):
+    """Every vector of sdk/filedigest, in the algorithm it names: the SHA-256 tree ones (as
+    recorded before BLAKE3) and the BLAKE3 tree ones (needs the blake3 wheel, in the pinned
+    environment; Debian's interpreter lacks it)."""
+    algorithm = content.algorithm_of(vector["digest"])
+    if not content.can_compute(algorithm):
+        pytest.skip(f"{algorithm}: the blake3 module is not installed in this interpreter")
     data = vector_bytes(vector["size"])
-    assert content.digest_bytes(data) == vector["digest"]
+    assert content.digest_bytes(data, algorithm) == vector["digest"]
     p = tmp_path / "f"
     p.write_bytes(data)
     seen = []
-    assert content.digest_file(str(p), workers=3, progress=lambda d, t: seen.append((d, t))) == vector["digest"]
+    assert content.digest_file(str(p), workers=3, progress=lambda d, t: seen.append((d, t)),
+                               algorithm=algorithm) == vector["digest"]
     assert not data or seen[-1] == (len(data), len(data))
+
+
+def test_both_algorithms_have_vectors():
+    algorithms = {content.algorithm_of(v["digest"]) for v in json.load(open(VECTORS, encoding="utf-8"))}
+    assert algorithms == set(content.ALGORITHMS)
+    with pytest.raises(ValueError):
+        content.algorithm_of("md5-tree-1m:" + "0" * 64)
+
+
+def test_record_proven_in_its_own_algorithm(tmp_path):
+    """A record in SHA-256 (an older daemon's or publish's) is proven by hashing in SHA-256,
+    whatever this client's default; a cached digest of the other algorithm proves nothing; an
+    entry an older client cached (named by the identity alone) is found."""
+    p = tmp_path / "model.safetensors"
+    data = vector_bytes(2 * content.LEAF_BYTES + 5)
+    p.write_bytes(data)
+    ident = content.Identity.of(os.stat(p))
+    other = content.Identity(1, 2, ident.size, 3, 4)  # the daemon's file: another identity, same size
+    for algorithm in content.ALGORITHMS:
+        if not content.can_compute(algorithm):
+            continue
+        cache = content.DigestCache(str(tmp_path / ("c-" + algorithm)))
+        rec = content.FileContent(p.name, content.digest_bytes(data, algorithm), "/elsewhere/" + p.name, other)
+        for a in content.ALGORITHMS:
+            if a != algorithm and content.can_compute(a):
+                cache.store(ident, content.digest_bytes(data, a))
+        with pytest.raises(content.ContentUnknownError):
+            content.prove_content([rec], [str(p)], content.POLICY_IDENTITY, cache=cache)
+        content.prove_content([rec], [str(p)], content.POLICY_HASH, cache=cache)
+        assert cache.lookup(ident, algorithm) == rec.digest
+        content.prove_content([rec], [str(p)], content.POLICY_IDENTITY, cache=cache)
+        bad = rec._replace(digest=content.digest_bytes(b"\1" + data[1:], algorithm))
+        with pytest.raises(content.ContentMismatchError):
+            content.prove_content([bad], [str(p)], content.POLICY_HASH, cache=content.DigestCache(str(tmp_path / "x")))
+    old = content.digest_bytes(data, content.SHA256_TREE)
+    d = tmp_path / "old"
+    d.mkdir(mode=0o700)
+    (d / content.DigestCache.entry_name(ident)).write_text(old + "\n")
+    os.chmod(d / content.DigestCache.entry_name(ident), 0o600)
+    cache = content.DigestCache(str(d))
+    assert cache.lookup(ident) == old
+    rec = content.FileContent(p.name, old, "/elsewhere/" + p.name, other)
+    content.prove_content([rec], [str(p)], content.POLICY_IDENTITY, cache=cache)
 
 
 def test_digest_cache_trusts_only_private_entries_of_its_uid(tmp_path):
@@ -46,7 +97,7 @@ def test_digest_cache_trusts_only_private_entries_of_its_uid(tmp_path):
     cache.store(ident, d)
     assert cache.lookup(ident) == d
     assert content.DigestCache(str(tmp_path / "c"), uid=os.geteuid() + 1).lookup(ident) is None
-    entry = os.path.join(cache.directory, cache.entry_name(ident))
+    entry = os.path.join(cache.directory, cache.entry_name(ident, content.algorithm_of(d)))
     os.chmod(entry, 0o666)
     assert cache.lookup(ident) is None
     os.chmod(entry, 0o600)
@@ -90,11 +141,18 @@ def test_copy_with_a_tensor_zeroed_is_refused(world, tmp_path):
     assert not content.identities_match(content.files_from_proto(status.files), files2)
     with pytest.raises(wcache.ContentUnknownError):
         wcache.attach(cfg, files=files2, digest_cache=cache, **kw)
+    with pytest.raises(wcache.PolicyRefusedError):
+        wcache.attach(cfg, files=files2, content_policy="headers", digest_cache=cache, **kw)
+    # The daemon records BLAKE3 tree digests: without the blake3 wheel (Debian's
+    # interpreter) "hash" cannot prove them, a miss saying why.
+    assert all(content.algorithm_of(r.digest) == content.BLAKE3_TREE for r in content.files_from_proto(status.files))
+    if not content.can_compute(content.BLAKE3_TREE):
+        with pytest.raises(wcache.ContentUnknownError, match="blake3"):
+            wcache.attach(cfg, files=files2, content_policy="hash", digest_cache=cache, **kw)
+        return
     with pytest.raises(wcache.ContentMismatchError) as e:
         wcache.attach(cfg, files=files2, content_policy="hash", digest_cache=cache, **kw)
     assert e.value.name == os.path.basename(files2[1])
-    with pytest.raises(wcache.PolicyRefusedError):
-        wcache.attach(cfg, files=files2, content_policy="headers", digest_cache=cache, **kw)
 
     m3 = os.path.join(w.root, "m3")
     shutil.copytree(m1, m3)

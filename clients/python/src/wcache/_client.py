@@ -192,6 +192,11 @@ def _content_refused(target: Target, refused, details: str) -> WcacheError:
         exc.socket_path, exc.device_uuid = target.socket, target.device_uuid
     exc.reason, exc.generation, exc.policies = int(refused.reason), int(refused.generation), list(refused.policies)
     exc.unproven = list(refused.unproven)
+    # The algorithm to hash the unproven files in: the daemon's records'.
+    try:
+        exc.algorithm = content.algorithm_of(refused.daemon_digest) if refused.daemon_digest else None
+    except ValueError:
+        exc.algorithm = None
     return exc
 
 
@@ -520,7 +525,8 @@ def attach(config: Union[CacheConfig, "pb.CacheConfig"], socket: Optional[str] =
         channel, call, manifest, descriptors = _open_lease(target, request, timeout)
     except content.ContentUnknownError as exc:
         # Under "hash": hash what the daemon could not prove, and ask once more.
-        if proof.policy != content.POLICY_HASH or not proof.hash(getattr(exc, "unproven", ())):
+        if proof.policy != content.POLICY_HASH or not proof.hash(getattr(exc, "unproven", ()),
+                                                                 getattr(exc, "algorithm", None)):
             raise
         request.content.CopyFrom(proof.to_proto())
         channel, call, manifest, descriptors = _open_lease(target, request, timeout)

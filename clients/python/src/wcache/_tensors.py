@@ -49,6 +49,7 @@ from ._hip import HipRuntime
 from ._manifest import (HANDLE_CUDA_IPC, HANDLE_CUDA_VMM_FD, HANDLE_HIP_IPC, HANDLE_MEMFD, HANDLE_POSIX_SHM,
                        HandleSpec, TensorSpec, parse_columns)
 from ._mappers import HandleMappers, MapContext, UnknownHandleKindError
+from ._populate import Populator, mode_from_env
 from ._shm import ShmRegion, map_memfd, map_shm
 
 LIBRARY_AUTO = "auto"
@@ -61,14 +62,16 @@ class Materialized:
 
     ``tensors`` maps name → tensor in manifest order; ``specs`` maps name →
     TensorSpec; ``regions[i]`` is the opened handle i (ShmRegion,
-    TorchIpcRegion or DriverIpcRegion).
+    TorchIpcRegion or DriverIpcRegion); ``populator`` populates the host
+    regions' pages (wcache._populate: $WCACHE_POPULATE, off by default).
     """
 
     def __init__(self, tensors: Dict[str, object], specs: Union[Dict[str, TensorSpec], Callable[[], Dict]],
-                 regions: List[object]):
+                 regions: List[object], populator: Optional[Populator] = None):
         self.tensors = tensors
         self._specs = specs
         self.regions = regions
+        self.populator = populator
 
     @property
     def specs(self) -> Dict[str, TensorSpec]:
@@ -279,6 +282,9 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
                                   "which has no tensor(spec) method")
         regions.append(region)
         storages.append(storage)
+    # Map the host regions' pages ahead of the reader (wcache._populate:
+    # $WCACHE_POPULATE, default off).
+    populator = Populator([r for r in regions if isinstance(r, ShmRegion)], mode_from_env()).start()
 
     # Published storages: one torch storage per byte range, shared by its views.
     ranges: Dict[tuple, object] = {}
@@ -329,7 +335,7 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
     else:
         built = list(map(one, columns.specs()))
     out = dict(zip(names, built))
-    return Materialized(out, lambda: dict(zip(names, columns.specs())), regions)
+    return Materialized(out, lambda: dict(zip(names, columns.specs())), regions, populator)
 
 
 def _open_ipc(index: int, handle: HandleSpec, uuid: str, torch, device_index: Optional[int],

@@ -4,12 +4,18 @@ Mirror of sdk/filedigest (the digest), core/cacheconfig/content.go (policies and
 matching) and core/client/digestcache.go (the per-user digest cache); see
 docs/cacheconfig.md, "Content identity".
 
-The content digest of a file is a two-level SHA-256 tree over its 1 MiB
-leaves::
+The content digest of a file is a two-level hash tree over its 1 MiB
+leaves, and names its algorithm::
 
+    "blake3-tree-1m:" + hex(BLAKE3(b"wcache-content-blake3-v1\\0" + u64le(size) + leaf_0 + … + leaf_{n-1}))
     "sha256-tree-1m:" + hex(SHA-256(b"wcache-content-v1\\0" + u64le(size) + leaf_0 + … + leaf_{n-1}))
 
-with leaf_i = SHA-256 of bytes [i MiB, min((i+1) MiB, size)). A daemon records
+with leaf_i = the same hash of bytes [i MiB, min((i+1) MiB, size)). BLAKE3
+(the ``blake3`` wheel) is the default where it is installed; SHA-256 tree
+digests (every digest recorded before BLAKE3, and what this client computes
+without the wheel) are still verified: a digest is always checked in its own
+algorithm (``algorithm_of``). Without the wheel a BLAKE3 record can be proven
+by identity or by a cached digest, not by hashing. A daemon records
 it, with the file's identity (device, inode, size, mtime and ctime in ns) at
 the end of its load; a client whose file has that identity is proven by one
 stat, another by a Hugging Face hub blob name the daemon verified, by the
@@ -26,14 +32,27 @@ import stat as stat_mod
 import struct
 import tempfile
 import threading
+from types import ModuleType
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 from . import _hub as hub, pb
 from ._errors import NoDaemonError, WcacheError
 
+try:  # the blake3 wheel (Rust, SIMD); optional: see the module docstring
+    import blake3 as _blake3_mod
+    _blake3: Optional[ModuleType] = _blake3_mod
+except ImportError:  # pragma: no cover - depends on the environment
+    _blake3 = None
+
 LEAF_BYTES = 1 << 20
-PREFIX = "sha256-tree-1m:"
-_DOMAIN = b"wcache-content-v1\x00"
+SHA256_TREE = "sha256-tree-1m"
+BLAKE3_TREE = "blake3-tree-1m"
+ALGORITHMS = (BLAKE3_TREE, SHA256_TREE)
+# The algorithm new digests are computed in: BLAKE3 where the wheel is installed.
+DEFAULT_ALGORITHM = BLAKE3_TREE if _blake3 is not None else SHA256_TREE
+# The prefix of the first algorithm's digests (kept for callers of the old name).
+PREFIX = SHA256_TREE + ":"
+_DOMAINS = {SHA256_TREE: b"wcache-content-v1\x00", BLAKE3_TREE: b"wcache-content-blake3-v1\x00"}
 
 POLICY_IDENTITY = "identity"
 POLICY_HASH = "hash"
@@ -41,7 +60,36 @@ POLICY_HEADERS = "headers"
 POLICIES = (POLICY_IDENTITY, POLICY_HASH, POLICY_HEADERS)
 DEFAULT_DAEMON_POLICIES = (POLICY_IDENTITY, POLICY_HASH)
 
-_DIGEST_RE = re.compile(r"^" + re.escape(PREFIX) + r"[0-9a-f]{64}$")
+_DIGEST_RE = re.compile(r"^(" + "|".join(re.escape(a) for a in ALGORITHMS) + r"):[0-9a-f]{64}$")
+
+
+class UnsupportedAlgorithmError(WcacheError):
+    """A digest's algorithm this client cannot compute (unknown, or BLAKE3 without the blake3 wheel)."""
+
+
+def algorithm_of(digest: str) -> str:
+    """The algorithm a content digest names; ValueError for anything that is not a digest of a known algorithm."""
+    m = _DIGEST_RE.match(digest)
+    if not m:
+        raise ValueError(f"{digest!r} is not a content digest of a known algorithm ({', '.join(ALGORITHMS)})")
+    return m.group(1)
+
+
+def can_compute(algorithm: str) -> bool:
+    """Whether this client can hash in algorithm (BLAKE3 needs the blake3 wheel)."""
+    return algorithm == SHA256_TREE or (algorithm == BLAKE3_TREE and _blake3 is not None)
+
+
+def _hasher(algorithm: str) -> Callable[..., object]:
+    """The hash constructor of algorithm (called with the bytes; .digest() of it is the leaf)."""
+    if algorithm == SHA256_TREE:
+        return hashlib.sha256
+    if algorithm == BLAKE3_TREE:
+        if _blake3 is None:
+            raise UnsupportedAlgorithmError(f"content digest {algorithm}: the blake3 module is not installed "
+                                            f"(pip install blake3)")
+        return _blake3.blake3
+    raise UnsupportedAlgorithmError(f"unknown content digest algorithm {algorithm!r}")
 
 
 class Identity(NamedTuple):
@@ -97,27 +145,30 @@ def parse_policy(policy: Optional[str]) -> str:
     return p
 
 
-def digest_bytes(data: bytes) -> str:
-    """The content digest of data, a whole file's bytes."""
+def digest_bytes(data: bytes, algorithm: Optional[str] = None) -> str:
+    """The content digest of data, a whole file's bytes, in algorithm (default DEFAULT_ALGORITHM)."""
+    algorithm = algorithm or DEFAULT_ALGORITHM
+    h = _hasher(algorithm)
     view = memoryview(data)
-    leaves = [hashlib.sha256(view[o:o + LEAF_BYTES]).digest() for o in range(0, len(data), LEAF_BYTES)]
-    return _root(len(data), leaves)
+    leaves = [h(view[o:o + LEAF_BYTES]).digest() for o in range(0, len(data), LEAF_BYTES)]
+    return _root(algorithm, len(data), leaves)
 
 
-def _root(size: int, leaves: Sequence[bytes]) -> str:
-    h = hashlib.sha256(_DOMAIN + struct.pack("<Q", size))
-    for leaf in leaves:
-        h.update(leaf)
-    return PREFIX + h.hexdigest()
+def _root(algorithm: str, size: int, leaves: Sequence[bytes]) -> str:
+    return algorithm + ":" + _hasher(algorithm)(_DOMAINS[algorithm] + struct.pack("<Q", size) + b"".join(leaves)).hexdigest()
 
 
 def digest_file(path: str, workers: int = 0, progress: Optional[Callable[[int, int], None]] = None,
-                size: Optional[int] = None) -> str:
-    """The content digest of the file at path, read once by ``workers`` threads (hashlib releases the GIL).
+                size: Optional[int] = None, algorithm: Optional[str] = None) -> str:
+    """The content digest of the file at path in algorithm (default DEFAULT_ALGORITHM), read once by
+    ``workers`` threads (hashlib and blake3 release the GIL while they hash a leaf).
 
     progress(done, total) is called as leaves are hashed. A file shorter than
-    ``size`` (default: its size when opened) raises OSError.
+    ``size`` (default: its size when opened) raises OSError;
+    UnsupportedAlgorithmError for an algorithm this client cannot compute.
     """
+    algorithm = algorithm or DEFAULT_ALGORITHM
+    hasher = _hasher(algorithm)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
@@ -140,7 +191,7 @@ def digest_file(path: str, workers: int = 0, progress: Optional[Callable[[int, i
                 if not more:
                     raise OSError(f"content digest: {path} ends at {off + len(data)}, expected {size} bytes")
                 data += more
-            leaves[i] = hashlib.sha256(data).digest()
+            leaves[i] = hasher(data).digest()
             if progress is not None:
                 with lock:
                     done[0] += want
@@ -150,7 +201,7 @@ def digest_file(path: str, workers: int = 0, progress: Optional[Callable[[int, i
             with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, n)) as pool:
                 for f in [pool.submit(leaf, i) for i in range(n)]:
                     f.result()
-        return _root(size, leaves)
+        return _root(algorithm, size, leaves)
     finally:
         os.close(fd)
 
@@ -159,9 +210,12 @@ class DigestCache:
     """Per-user digest cache keyed by identity, private to ``uid`` (default: the effective uid).
 
     Same layout and trust rules as the Go client's (core/client/digestcache.go):
-    one file per identity in ``directory`` (default $XDG_CACHE_HOME/wcache/digests,
-    else ~/.cache/wcache/digests); an entry or directory not owned by uid,
-    writable by group or others, or a symlink, is ignored.
+    one file per identity and algorithm in ``directory`` (default
+    $XDG_CACHE_HOME/wcache/digests, else ~/.cache/wcache/digests): the SHA-256
+    tree digest's entry is named by the identity alone (as every entry was
+    before BLAKE3), another algorithm's by the identity, a dot and the
+    algorithm; an entry or directory not owned by uid, writable by group or
+    others, or a symlink, is ignored.
     """
 
     def __init__(self, directory: Optional[str] = None, uid: Optional[int] = None):
@@ -172,18 +226,26 @@ class DigestCache:
         self.uid = os.geteuid() if uid is None else uid
 
     @staticmethod
-    def entry_name(ident: Identity) -> str:
-        return "-".join(format(v & 0xFFFFFFFFFFFFFFFF, "x") for v in ident)
+    def entry_name(ident: Identity, algorithm: str = SHA256_TREE) -> str:
+        name = "-".join(format(v & 0xFFFFFFFFFFFFFFFF, "x") for v in ident)
+        return name if algorithm == SHA256_TREE else name + "." + algorithm
 
     def _private(self, st: os.stat_result) -> bool:
         return st.st_uid == self.uid and not (st.st_mode & 0o022)
 
-    def lookup(self, ident: Identity) -> Optional[str]:
+    def lookup(self, ident: Identity, algorithm: Optional[str] = None) -> Optional[str]:
+        """The digest cached for ident in algorithm; None: in the first of ALGORITHMS cached."""
+        if algorithm is None:
+            for a in ALGORITHMS:
+                d = self.lookup(ident, a)
+                if d is not None:
+                    return d
+            return None
         try:
             dst = os.lstat(self.directory)
             if not stat_mod.S_ISDIR(dst.st_mode) or not self._private(dst):
                 return None
-            fd = os.open(os.path.join(self.directory, self.entry_name(ident)),
+            fd = os.open(os.path.join(self.directory, self.entry_name(ident, algorithm)),
                          os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
@@ -194,11 +256,12 @@ class DigestCache:
             d = os.read(fd, 256).decode("ascii", "replace").strip()
         finally:
             os.close(fd)
-        return d if _DIGEST_RE.match(d) else None
+        m = _DIGEST_RE.match(d)
+        return d if m and m.group(1) == algorithm else None
 
     def store(self, ident: Identity, digest: str) -> None:
-        if not _DIGEST_RE.match(digest):
-            raise ValueError(f"{digest!r} is not a content digest")
+        """Record digest for ident, in the entry of the digest's algorithm."""
+        algorithm = algorithm_of(digest)
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         dst = os.lstat(self.directory)
         if not stat_mod.S_ISDIR(dst.st_mode) or not self._private(dst):
@@ -207,7 +270,7 @@ class DigestCache:
         try:
             os.write(fd, (digest + "\n").encode("ascii"))
             os.close(fd)
-            os.rename(tmp, os.path.join(self.directory, self.entry_name(ident)))
+            os.rename(tmp, os.path.join(self.directory, self.entry_name(ident, algorithm)))
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -249,12 +312,14 @@ def _hub_blob_proof(rec: FileContent, path: str, ident: Identity) -> bool:
 
 
 def _hash_and_cache(name: str, path: str, ident: Identity, cache: Optional[DigestCache],
-                    progress: Optional[Callable[[str, int, int], None]], workers: int) -> str:
-    """The digest of the file at path, whose identity is ident: hashed
-    (progress(name, done, total)), checked to have kept ident meanwhile, and
+                    progress: Optional[Callable[[str, int, int], None]], workers: int,
+                    algorithm: Optional[str] = None) -> str:
+    """The digest in algorithm (default DEFAULT_ALGORITHM) of the file at path, whose identity is
+    ident: hashed (progress(name, done, total)), checked to have kept ident meanwhile, and
     stored in cache (a cache that cannot be written is not fatal: the next
     run hashes again)."""
-    digest = digest_file(path, workers, (lambda d, t: progress(name, d, t)) if progress else None, size=ident.size)
+    digest = digest_file(path, workers, (lambda d, t: progress(name, d, t)) if progress else None, size=ident.size,
+                         algorithm=algorithm)
     if Identity.of(os.stat(path)) != ident:
         raise WcacheError(f"content of {path}: the file changed while it was hashed")
     if cache is not None:
@@ -387,14 +452,24 @@ class ContentProof:
         blobs = [pb.FileSHA256(name=n, sha256=s) for n, s in sorted(self.blobs.items())]
         return pb.ContentProof(policy=self.policy, files=files, blobs=blobs, derived=self.derived)
 
-    def hash(self, names: Iterable[str]) -> bool:
-        """Hash (and cache) the files named that have no digest yet; whether any was hashed."""
+    def hash(self, names: Iterable[str], algorithm: Optional[str] = None) -> bool:
+        """Hash (and cache) the files named that have no digest in algorithm
+        (default DEFAULT_ALGORITHM) yet; whether any was hashed. Raises
+        ContentUnknownError when this client cannot compute algorithm (the
+        blake3 module missing)."""
+        algorithm = algorithm or DEFAULT_ALGORITHM
         hashed = False
         for name in names:
             entry = self.files.get(name)
-            if entry is None or entry[2]:
+            if entry is None or (entry[2] and algorithm_of(entry[2]) == algorithm):
                 continue
-            entry[2] = _hash_and_cache(name, entry[0], entry[1], self.cache, self.progress, self.workers)
+            cached = self.cache.lookup(entry[1], algorithm) if self.cache is not None else None
+            if cached is None and not can_compute(algorithm):
+                raise ContentUnknownError(name, entry[0], f"the daemon's digest is {algorithm}, which this client "
+                                                          f"cannot compute: the blake3 module is not installed "
+                                                          f"(pip install blake3)")
+            entry[2] = cached or _hash_and_cache(name, entry[0], entry[1], self.cache, self.progress, self.workers,
+                                                 algorithm)
             hashed = True
         return hashed
 
@@ -441,11 +516,20 @@ class ContentProof:
                                                              f"{rec.identity.size})", path)
             if rec.sha256 and self.blobs.get(name) == rec.sha256:
                 continue
+            # The client's digest in the algorithm of the daemon's record (an
+            # older daemon's or publish's is a SHA-256 tree).
+            try:
+                algorithm = algorithm_of(rec.digest)
+            except ValueError:
+                raise ContentUnknownError(name, path, f"the daemon's digest {rec.digest!r} is of no algorithm this "
+                                                      f"client knows") from None
+            if digest and algorithm_of(digest) != algorithm:
+                digest = self.cache.lookup(ident, algorithm) if self.cache is not None else None
             if not digest:
                 if self.policy != POLICY_HASH:
                     raise ContentUnknownError(name, path, "not the file the daemon loaded and no cached digest "
                                                           "(policy \"identity\"; \"hash\" hashes it)")
-                self.hash([name])
+                self.hash([name], algorithm)
                 digest = self.files[name][2]
             if digest != rec.digest:
                 raise ContentMismatchError(name, rec.digest, digest, path)

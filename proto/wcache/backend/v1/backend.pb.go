@@ -1073,10 +1073,15 @@ type FileLeaves struct {
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// The file's size when the fill opened it.
 	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
-	// Leaf indices, ascending, and their 32-byte SHA-256 sums (one per index,
-	// concatenated: len(sums) == 32 × len(indices)).
-	Indices       []uint64 `protobuf:"varint,3,rep,packed,name=indices,proto3" json:"indices,omitempty"`
-	Sums          []byte   `protobuf:"bytes,4,opt,name=sums,proto3" json:"sums,omitempty"`
+	// Leaf indices, ascending, and their 32-byte sums (one per index,
+	// concatenated: len(sums) == 32 × len(indices)), hashed in algorithm.
+	Indices []uint64 `protobuf:"varint,3,rep,packed,name=indices,proto3" json:"indices,omitempty"`
+	Sums    []byte   `protobuf:"bytes,4,opt,name=sums,proto3" json:"sums,omitempty"`
+	// The leaves' algorithm (sdk/filedigest: "blake3-tree-1m",
+	// "sha256-tree-1m"); "" is "sha256-tree-1m", what plugins built before
+	// the field sent. Leaves of an algorithm the daemon does not know are
+	// dropped (it hashes that file itself).
+	Algorithm     string `protobuf:"bytes,5,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1137,6 +1142,13 @@ func (x *FileLeaves) GetSums() []byte {
 		return x.Sums
 	}
 	return nil
+}
+
+func (x *FileLeaves) GetAlgorithm() string {
+	if x != nil {
+		return x.Algorithm
+	}
+	return ""
 }
 
 type Handle struct {
@@ -2094,13 +2106,14 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	" \x01(\x04R\n" +
 	"copyWaitNs\x125\n" +
 	"\x06leaves\x18\v \x03(\v2\x1d.wcache.backend.v1.FileLeavesR\x06leaves\x12\x17\n" +
-	"\ahash_ns\x18\f \x01(\x04R\x06hashNs\"b\n" +
+	"\ahash_ns\x18\f \x01(\x04R\x06hashNs\"\x80\x01\n" +
 	"\n" +
 	"FileLeaves\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x18\n" +
 	"\aindices\x18\x03 \x03(\x04R\aindices\x12\x12\n" +
-	"\x04sums\x18\x04 \x01(\fR\x04sums\"_\n" +
+	"\x04sums\x18\x04 \x01(\fR\x04sums\x12\x1c\n" +
+	"\talgorithm\x18\x05 \x01(\tR\talgorithm\"_\n" +
 	"\x06Handle\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +

@@ -1926,7 +1926,8 @@ func (x *FileSHA256) GetSha256() string {
 }
 
 // FileContent is one source file of the weights: its base name, its
-// content digest (sdk/filedigest: "sha256-tree-1m:<hex>") and the
+// content digest (sdk/filedigest: "blake3-tree-1m:<hex>", or
+// "sha256-tree-1m:<hex>" as recorded before; checked in its own algorithm) and the
 // identity the file had at the end of the load (device, inode, size,
 // modification and status-change times in ns). A client whose file has
 // this very identity has this content; any other needs the digest.
