@@ -161,7 +161,7 @@ def test_mapping_outlives_daemon_and_plugin_and_memory_goes_with_the_last_holder
 
 
 def test_descriptor_channel_refuses_a_wrong_token_and_an_ended_lease(world):
-    from wcache import fdchannel  # noqa: PLC0415
+    from wcache import _fdchannel as fdchannel  # noqa: PLC0415
     import wcache  # noqa: PLC0415
 
     model = os.path.join(world.root, "model")
