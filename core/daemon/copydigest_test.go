@@ -56,13 +56,17 @@ func TestCopiedDigestIsTheFilesDigest(t *testing.T) {
 			if name != "default" && len(pl.Allocations) < 3 {
 				t.Fatalf("%d arenas: the plan does not split the files", len(pl.Allocations))
 			}
+			// In each algorithm: the plugin's SHA-256 ranges (copiedDigest)
+			// and the bytes hashed here (copyDigestIn of BLAKE3).
 			for _, file := range ck.Files {
-				want, err := filedigest.File(ctx, file.Path, filedigest.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got, err := copiedDigest(ctx, b, file, pl, ids); err != nil || got != want {
-					t.Errorf("%s: copiedDigest = %s, %v; the file's digest is %s", file.Path, got, err, want)
+				for _, alg := range filedigest.Algorithms() {
+					want, err := filedigest.File(ctx, file.Path, filedigest.Options{Algorithm: alg})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, err := copyDigestIn(ctx, alg, b, file, pl, ids); err != nil || got != want {
+						t.Errorf("%s: copyDigestIn(%s) = %s, %v; the file's digest is %s", file.Path, alg, got, err, want)
+					}
 				}
 			}
 			// One byte of the last arena changed: the file it holds differs.
@@ -72,15 +76,17 @@ func TestCopiedDigestIsTheFilesDigest(t *testing.T) {
 				t.Fatal(err)
 			}
 			testworld.Scribble(t, string(h.Data))
-			changed := 0
-			for _, file := range ck.Files {
-				want, _ := filedigest.File(ctx, file.Path, filedigest.Options{})
-				if got, err := copiedDigest(ctx, b, file, pl, ids); err != nil || got != want {
-					changed++
+			for _, alg := range filedigest.Algorithms() {
+				changed := 0
+				for _, file := range ck.Files {
+					want, _ := filedigest.File(ctx, file.Path, filedigest.Options{Algorithm: alg})
+					if got, err := copyDigestIn(ctx, alg, b, file, pl, ids); err != nil || got != want {
+						changed++
+					}
 				}
-			}
-			if changed != 1 {
-				t.Errorf("%d files' digests changed with a write into arena %d, want 1", changed, last+1)
+				if changed != 1 {
+					t.Errorf("%s: %d files' digests changed with a write into arena %d, want 1", alg, changed, last+1)
+				}
 			}
 		})
 	}

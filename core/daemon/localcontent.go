@@ -228,6 +228,15 @@ func (d *Daemon) proveCopy(ctx context.Context, lc *localContent, f *safetensors
 			return cacheconfig.FileContent{}, fmt.Errorf("%w: the copy of %s has content %s, the local file %s (%s): the source's memory is not these files",
 				peer.ErrDigestMismatch, f.Path, got, lf.digest, lf.how)
 		}
+		if alg != filedigest.Default {
+			// Proven against an older client's digest: the record, what
+			// clients prove their files against, is in the current
+			// algorithm, recorded in the cache beside the old one.
+			if rec.Digest, err = digest(filedigest.Default); err != nil {
+				return cacheconfig.FileContent{}, err
+			}
+			d.storeDigest(f.Path, f.Stamp, rec.Digest)
+		}
 		return rec, nil
 	}
 	sum, err := plain()

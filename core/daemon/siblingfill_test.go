@@ -204,7 +204,9 @@ func TestSiblingFillFallsBack(t *testing.T) {
 		{name: "copy corrupted, memfd arenas", reason: "digest mismatch", memfd: true,
 			sibling: func(f *fixture) { f.start(0, nil) },
 			inject: func(f *fixture, mem *mock.Memory, b *mock.Backend) {
-				b.PeerCopyFunc = corruptingPeerCopy(mem, func(req sdk.PeerCopyRequest) int64 { return int64(req.Length - 2) })
+				// Inside a tensor: the copy is proven against the files, so
+				// a byte of an arena's alignment padding is no corruption.
+				b.PeerCopyFunc = corruptingPeerCopy(mem, func(req sdk.PeerCopyRequest) int64 { return int64(req.Length / 2) })
 			}},
 	}
 	for _, tc := range cases {
