@@ -175,14 +175,3 @@ func (c *sourceCount) quietIfUnder(l *sourceLimits) {
 		l.logged, l.refused = false, 0
 	}
 }
-
-// counts returns src's open and handshaking connections and the
-// handshakes in progress in all (tests, logs).
-func (l *sourceLimits) counts(src netip.Prefix) (open, pending, allPending int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c := l.sources[src]; c != nil {
-		open, pending = c.open, c.pending
-	}
-	return open, pending, l.pending
-}
