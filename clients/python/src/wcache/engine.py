@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Tuple
@@ -43,6 +44,8 @@ from .discovery import check_socket, resolve
 from .errors import NoDaemonError, WcacheError
 from .paths import Getenv, _getter
 from .publish import Weights, load_or_publish
+
+log = logging.getLogger("wcache.engine")
 
 FALLBACK_LOAD = "load"
 FALLBACK_ERROR = "error"
@@ -184,6 +187,7 @@ def daemon_reachable(options: EngineOptions, getenv: Getenv = None) -> bool:
 
 def load_or_publish_model(options: EngineOptions, engine: str, device_index: Optional[int], cfg: CacheConfig,
                           load_from_disk: Callable[[], Any], attach: Callable[[Weights], Any],
+                          check: Optional[Callable[[Any], List[Tuple[str, str]]]] = None,
                           **publish_args) -> Tuple[Any, Weights]:
     """The three cases of an engine loader (vLLM, SGLang) around
     wcache.load_or_publish: (model, weights).
@@ -196,17 +200,46 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
     load_from_disk is never called. The lease lives as long as the model
     (model._wcache_weights). publish_args go to load_or_publish as they
     are; its errors (a config mismatch among them) propagate.
+
+    A publication must be runnable: the loaded model is checked first
+    (check(model), default wcache.modules.unrunnable: every parameter holds
+    its weight) and one with problems is never published: the engine keeps
+    its own model ("loaded", ``reason`` naming the layers; the daemon stays
+    as it was). An attach(weights) that raises wcache.modules.NotRunnableError
+    (its post-attach check failed: a parameter still empty or on the meta
+    device, a method without the state it needs) ends the lease and loads
+    from disk ("loaded", ``reason`` says why): the engine never runs on
+    weights it cannot use. Both apply the fallback policy (options.no_daemon)
+    as "no daemon" does.
     """
     loaded = {}
+    check = check if check is not None else modules.unrunnable
 
     def load():
         model = load_from_disk()
         loaded["model"] = model
+        problems = check(model)
+        if problems:
+            raise modules.NotRunnableError(problems, f"{engine}: not published, the loaded model's tensors are "
+                                                     f"not what it runs")
         table = modules.module_table(model)
         return table.tensors, table.metadata
 
-    weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
-                              **options.discovery(device_index), **publish_args)
+    def own(model, reason: str) -> Tuple[Any, Weights]:
+        options.no_daemon(engine, reason)
+        table = modules.module_table(model)
+        weights = Weights(table.tensors, "loaded", table.metadata, reason=reason)
+        model._wcache_weights = weights
+        return model, weights
+
+    try:
+        weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
+                                  **options.discovery(device_index), **publish_args)
+    except modules.NotRunnableError as exc:
+        if "model" not in loaded:
+            raise
+        log.warning("wcache: %s; the engine keeps its own copy", exc)
+        return own(loaded.pop("model"), str(exc))
     if weights.source == "loaded":
         options.no_daemon(engine, weights.reason or "no daemon")
         model = loaded["model"]
@@ -214,9 +247,34 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
         model = loaded.pop("model")
         modules.install(model, weights, weights.metadata)
     else:
-        model = attach(weights)
+        try:
+            model = attach(weights)
+        except modules.NotRunnableError as exc:
+            reason = f"the daemon's weights are not runnable here ({exc})"
+            log.warning("wcache: %s; loading from disk", reason)
+            weights.clear()
+            weights.release()
+            return own(load_from_disk(), reason)
     model._wcache_weights = weights  # the lease lives as long as the model
     return model, weights
 
+
+def summary(weights: Weights, seconds: float, what: str) -> str:
+    """The line an engine logs once per rank after loading: where the
+    weights came from, their bytes and tensors, the time it took, and for
+    "loaded" the reason (no daemon, content not proven, a refused publish…)."""
+    nbytes = 0
+    for t in weights.values():
+        try:
+            nbytes += t.numel() * t.element_size()
+        except AttributeError:
+            pass
+    verb = {"attached": "attached from the daemon", "published": "loaded from disk and published to the daemon",
+            "loaded": "loaded from disk without the daemon"}.get(weights.source, weights.source)
+    line = f"wcache: {what}: {verb}: {len(weights)} tensors, {nbytes / 2**20:.1f} MiB in {seconds:.2f} s"
+    if weights.source == "loaded":
+        line += f" (reason: {weights.reason or 'no daemon'})"
+    return line
+
 __all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
-           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend"]
+           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend", "summary"]
