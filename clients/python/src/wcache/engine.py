@@ -259,6 +259,27 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
     return model, weights
 
 
+def route_logs(engine_logger: str) -> None:
+    """Send the "wcache" loggers' records to the handlers of the engine's own
+    logger (vLLM configures "vllm" with its handler and format, and does not
+    propagate it): what wcache did (attached, published, loaded, why) shows in
+    the engine's log, in its format, in every process that loads the plugin
+    (vLLM's and SGLang's plugin loaders call it). Idempotent. Nothing changes
+    when the engine logger has no handlers (VLLM_CONFIGURE_LOGGING=0, or an
+    engine that logs through the root logger, as SGLang's configure_logger
+    does): wcache's records propagate to the root logger as before."""
+    engine = logging.getLogger(engine_logger)
+    if not engine.handlers:
+        return
+    ours = logging.getLogger("wcache")
+    for handler in engine.handlers:
+        if handler not in ours.handlers:
+            ours.addHandler(handler)
+    ours.propagate = False
+    if ours.level == logging.NOTSET:
+        ours.setLevel(engine.getEffectiveLevel())
+
+
 def summary(weights: Weights, seconds: float, what: str) -> str:
     """The line an engine logs once per rank after loading: where the
     weights came from, their bytes and tensors, the time it took, and for
@@ -277,4 +298,5 @@ def summary(weights: Weights, seconds: float, what: str) -> str:
     return line
 
 __all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
-           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend", "summary"]
+           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend", "route_logs",
+           "summary"]

@@ -52,7 +52,7 @@ from .checkpoint import checkpoint_digest
 from .client import status
 from .config import CacheConfig
 from .engine import (EngineOptions, config_digest, daemon_reachable, gpu_visible, load_or_publish_model, mock_backend,
-                     summary)
+                     route_logs, summary)
 from .errors import NoDaemonError, WcacheError
 from .publish import Weights
 from .vocab import normalize_dtype, normalize_quantization
@@ -89,25 +89,6 @@ def _range() -> str:
     return f">={MIN_VERSION[0]}.{MIN_VERSION[1]},<{BELOW_VERSION[0]}.{BELOW_VERSION[1]}"
 
 
-def route_logs(engine_logger: str = "vllm") -> None:
-    """Send the "wcache" loggers' records to the handlers of the engine's own
-    logger (vLLM configures "vllm" with its handler and format, and does not
-    propagate it): what wcache did (attached, published, loaded, why) shows in
-    the engine's log, in its format, in every process that loads the plugin.
-    Idempotent. Nothing changes when the engine logger has no handlers
-    (VLLM_CONFIGURE_LOGGING=0): wcache's records propagate as before."""
-    engine = logging.getLogger(engine_logger)
-    if not engine.handlers:
-        return
-    ours = logging.getLogger("wcache")
-    for handler in engine.handlers:
-        if handler not in ours.handlers:
-            ours.addHandler(handler)
-    ours.propagate = False
-    if ours.level == logging.NOTSET:
-        ours.setLevel(engine.getEffectiveLevel())
-
-
 def register() -> None:
     """The vllm.general_plugins entry point: register the load format
     "wcache", and route wcache's log records to vLLM's log (route_logs).
@@ -118,7 +99,7 @@ def register() -> None:
     import vllm  # noqa: PLC0415
     from vllm.model_executor import model_loader  # noqa: PLC0415
 
-    route_logs()
+    route_logs("vllm")
     version = getattr(vllm, "__version__", "")
     if not supported(version):
         log.error("wcache: vLLM %s is outside the range this wcache supports (vllm %s); the load format %r "
@@ -427,5 +408,5 @@ def _layout(cfg: CacheConfig) -> str:
 
 
 __all__ = ["ENGINE_NAME", "LOAD_FORMAT", "MIN_VERSION", "BELOW_VERSION", "WcacheModelLoader", "cache_config",
-           "declared_shape", "keep_cpu_linear_weights", "missing_method_state", "register", "route_logs",
+           "declared_shape", "keep_cpu_linear_weights", "missing_method_state", "register",
            "supported", "gpu_visible"]
