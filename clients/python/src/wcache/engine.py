@@ -259,25 +259,39 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
     return model, weights
 
 
+class _ToEngineLog(logging.Handler):
+    """Hands each record of the "wcache" loggers to the engine's logger, as
+    if logged there: its handlers at the time of the record (an engine
+    may configure its logging after the plugin is loaded, and again), its
+    level, its propagation."""
+
+    def __init__(self, engine_logger: str):
+        super().__init__()
+        self.engine_logger = engine_logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(self.engine_logger)
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
+
+
 def route_logs(engine_logger: str) -> None:
-    """Send the "wcache" loggers' records to the handlers of the engine's own
-    logger (vLLM configures "vllm" with its handler and format, and does not
-    propagate it): what wcache did (attached, published, loaded, why) shows in
-    the engine's log, in its format, in every process that loads the plugin
-    (vLLM's and SGLang's plugin loaders call it). Idempotent. Nothing changes
-    when the engine logger has no handlers (VLLM_CONFIGURE_LOGGING=0, or an
-    engine that logs through the root logger, as SGLang's configure_logger
-    does): wcache's records propagate to the root logger as before."""
-    engine = logging.getLogger(engine_logger)
-    if not engine.handlers:
-        return
+    """Send the records of the "wcache" loggers (INFO and above) to the
+    engine's own logger ("vllm": vLLM configures it with its handler and
+    format, and does not propagate it to the root logger): what wcache did
+    (attached, published, loaded, and why) shows in the engine's log, in its
+    format and at its level, in every process that loads the plugin (vLLM's
+    and SGLang's plugin loaders call it). Idempotent; the first engine to
+    call it is the one. Where the engine logger has no handler of its own
+    (VLLM_CONFIGURE_LOGGING=0, or SGLang, which configures the root logger)
+    the records reach the root logger through it, as before."""
     ours = logging.getLogger("wcache")
-    for handler in engine.handlers:
-        if handler not in ours.handlers:
-            ours.addHandler(handler)
+    if any(isinstance(h, _ToEngineLog) for h in ours.handlers):
+        return
+    ours.addHandler(_ToEngineLog(engine_logger))
     ours.propagate = False
     if ours.level == logging.NOTSET:
-        ours.setLevel(engine.getEffectiveLevel())
+        ours.setLevel(logging.INFO)
 
 
 def summary(weights: Weights, seconds: float, what: str) -> str:
