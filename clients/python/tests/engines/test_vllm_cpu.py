@@ -206,7 +206,10 @@ def test_publish_then_attach_generate_as_auto(world2, ckpt_dir, family):
     assert second["read_bytes"] < size // 8, f"the attach read {second['read_bytes']} bytes (checkpoint: {size})"
     wcache_line(second["log"], "attached")
 
-    # The OpenAI server, daemon 1 (named by its UUID).
+    # The OpenAI server, daemon 1 (named by its UUID). Daemon 0 lets its
+    # publication go first: an empty daemon 1 would otherwise fill from its
+    # sibling (docs/peer-fill.md) and the server would attach, not publish.
+    world2.wcache("evict", "--gpu-id", "0", "--all-generations")
     logs = os.path.join(ckpt_dir, "logs")
     os.mkdir(logs)
     extra = {"device_uuid": world2.uuids[1]}
@@ -255,6 +258,9 @@ def test_vllm_cpu_cases(world2, ckpt_dir):
 
     # The same load without keeping the weights: the publish is refused
     # naming the layer (daemon 1 is empty), the engine runs its own copy.
+    # Daemon 0 lets the unrunnable publication go first (daemon 1 would fill
+    # from it).
+    world2.wcache("evict", "--gpu-id", "0", "--all-generations")
     world2.serve(1, None)
     refused_pub = offline(env, "wcache", ckpt_dir, "--no-keep", "--extra",
                           json.dumps({"device_uuid": world2.uuids[1]}))
@@ -265,7 +271,6 @@ def test_vllm_cpu_cases(world2, ckpt_dir):
     assert st.state == "empty" and not st.generations, st
 
     # A rewritten checkpoint (same headers): never the old weights.
-    world2.wcache("evict", "--gpu-id", "0", "--all-generations")
     fresh = offline(env, "wcache", ckpt_dir)
     assert fresh["source"] in ("published", "attached"), fresh
     overwrite_tensor_bytes(st_file)
