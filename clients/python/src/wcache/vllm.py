@@ -260,7 +260,21 @@ class WcacheModelLoader(_base()):
         return model.eval()
 
     def _attach(self, vllm_config, model_config, prefix: str, device: torch.device, weights: Weights) -> nn.Module:
-        """The model built without weights, then pointed at the attached tensors."""
+        """The model built without weights, then pointed at the attached
+        tensors. A model that fails its checks (NotRunnableError) is
+        unregistered from vLLM's forward context (its attention layers
+        registered their names there) so that the load from disk that
+        follows can build the model again."""
+        built = []
+        try:
+            return self._build_attached(vllm_config, model_config, prefix, device, weights, built)
+        except modules.NotRunnableError:
+            if built:
+                _forget_layers(vllm_config, built[0])
+            raise
+
+    def _build_attached(self, vllm_config, model_config, prefix: str, device: torch.device, weights: Weights,
+                        built: list) -> nn.Module:
         from vllm.model_executor.model_loader.utils import (  # noqa: PLC0415
             initialize_model, process_weights_after_loading)
         from vllm.model_executor.utils import weights_already_processed  # noqa: PLC0415
@@ -269,6 +283,7 @@ class WcacheModelLoader(_base()):
         with set_default_torch_dtype(model_config.dtype):
             with torch.device("meta"):
                 model = initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
+            built.append(model)
             declared = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
             # Post-processing may have reshaped (repacked) or added tensors:
             # the published ones are what the model runs.
@@ -389,6 +404,18 @@ def _drop_kept_weights(kept: list) -> None:
         w = getattr(layer, "weight", None)
         if isinstance(w, torch.nn.Parameter) and w.numel() and hasattr(layer, "cpu_linear"):
             layer.weight = torch.nn.Parameter(torch.empty(0, dtype=w.dtype, device=w.device), requires_grad=False)
+
+
+def _forget_layers(vllm_config, model: nn.Module) -> None:
+    """Remove model's layers from vLLM's static forward context, where its
+    attention layers registered their names (vLLM refuses a second layer of
+    the same name: "Duplicate layer name")."""
+    context = getattr(getattr(vllm_config, "compilation_config", None), "static_forward_context", None)
+    if not isinstance(context, dict):
+        return
+    ours = {id(m) for m in model.modules()}
+    for name in [k for k, v in context.items() if id(v) in ours]:
+        del context[name]
 
 
 def _drop_meta(model: nn.Module):

@@ -209,7 +209,7 @@ def test_publish_then_attach_generate_as_auto(world2, ckpt_dir, family):
     # The OpenAI server, daemon 1 (named by its UUID). Daemon 0 lets its
     # publication go first: an empty daemon 1 would otherwise fill from its
     # sibling (docs/peer-fill.md) and the server would attach, not publish.
-    world2.wcache("evict", "--gpu-id", "0", "--all-generations")
+    world2.wcache("evict", "--device-uuid", world2.uuids[0], "--all-generations")
     logs = os.path.join(ckpt_dir, "logs")
     os.mkdir(logs)
     extra = {"device_uuid": world2.uuids[1]}
@@ -260,7 +260,7 @@ def test_vllm_cpu_cases(world2, ckpt_dir):
     # naming the layer (daemon 1 is empty), the engine runs its own copy.
     # Daemon 0 lets the unrunnable publication go first (daemon 1 would fill
     # from it).
-    world2.wcache("evict", "--gpu-id", "0", "--all-generations")
+    world2.wcache("evict", "--device-uuid", world2.uuids[0], "--all-generations")
     world2.serve(1, None)
     refused_pub = offline(env, "wcache", ckpt_dir, "--no-keep", "--extra",
                           json.dumps({"device_uuid": world2.uuids[1]}))
@@ -323,6 +323,6 @@ def test_version_range_is_checked_at_plugin_load():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=START_TIMEOUT,
                           env=dict(env, VLLM_TARGET_DEVICE="cpu"))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.split()[-1] == "WcacheModelLoader"
+    assert re.search(r"^0\.32\.\S* WcacheModelLoader$", proc.stdout, re.M), proc.stdout
     # vLLM's format ("INFO MM-DD hh:mm:ss [file:line] message") on vLLM's stream
     assert re.search(r"INFO \d\d-\d\d [\d:]+ \[\S+\] wcache: routed", proc.stdout + proc.stderr), proc.stdout
