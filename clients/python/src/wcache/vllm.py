@@ -24,6 +24,15 @@ On every rank, ``load_model``:
   refuses instead);
 * the daemon holds other weights → IncompatibleConfigError naming the fields.
 
+What is published is what the engine runs, on every platform: on vLLM's CPU
+build, whose linear layers pack their weight into a closure and leave the
+parameter empty, the weights before packing (keep_cpu_linear_weights); the
+attaching process packs them again. A loaded model that fails the check
+(wcache.modules.unrunnable with declared_shape) is not published; an
+attached one that fails (declared shapes, meta tensors, missing_method_state)
+is dropped and the model is loaded from disk, the reason logged. Every load
+logs one line (wcache.engine.summary) in vLLM's own log (route_logs).
+
 ``get_external_weight_memory`` reports the bytes of a serving daemon, which
 vLLM subtracts from its ``gpu_memory_utilization`` budget before sizing the
 KV cache (the daemon's memory is on the GPU but outside vLLM's allocator).
