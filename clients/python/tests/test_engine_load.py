@@ -69,3 +69,98 @@ def test_three_cases_no_daemon_empty_daemon_serving(world):
     weights2.release()
     weights.release()
     assert os.path.exists(world.socket_path(world.uuids[0]))
+
+
+# Issue 35 item 8: a publication must be runnable. The fake below does what
+# vLLM's CPU build does to an unquantized linear layer in its post-processing
+# (dispatch_cpu_unquantized_gemm(remove_weight=True)): the weight moves into a
+# packed copy inside a closure (``cpu_linear``) and the parameter is left empty.
+
+
+class Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.proj = nn.Linear(8, 4)
+
+    def pack(self):
+        packed = self.proj.weight.detach().clone()
+        self.proj.cpu_linear = lambda x: torch.nn.functional.linear(x, packed, self.proj.bias)
+        self.proj.weight = nn.Parameter(torch.empty(0), requires_grad=False)
+        return self
+
+    def forward(self, x):
+        return self.proj.cpu_linear(x)
+
+
+def packed_options(world, fallback="load"):
+    return EngineOptions.from_mapping({"socket": world.socket_path(world.uuids[0]), "fallback": fallback}, "test")
+
+
+def test_a_model_whose_weights_left_their_parameters_is_not_published(world):
+    world.serve(0, None)
+    x = torch.arange(16, dtype=torch.float32).reshape(2, 8)
+    want = Packed().proj(x)
+
+    def attach(weights):
+        raise AssertionError("nothing was published: no attach")
+
+    model, weights = load_or_publish_model(packed_options(world), "engine-load-test", None, config(),
+                                           lambda: Packed().pack(), attach)
+    assert weights.source == "loaded", weights
+    assert "not published" in weights.reason and "proj.weight" in weights.reason and "no elements" in weights.reason
+    assert torch.equal(model(x), want)  # the engine runs its own (packed) copy
+    st = wcache.status(socket=world.socket_path(world.uuids[0]))
+    assert not st.generations and st.bytes == 0, st  # the daemon holds nothing
+    with pytest.raises(NoDaemonFallbackError, match="proj.weight"):
+        load_or_publish_model(packed_options(world, "error"), "engine-load-test", None, config(),
+                              lambda: Packed().pack(), attach)
+
+
+def test_an_attach_that_fails_its_check_loads_on_its_own(world):
+    """The daemon holds what an integration without the check published (the
+    empty weight); the next start's post-attach check fails: it ends its
+    lease, loads from disk and says why, and never runs on the daemon's
+    tensors."""
+    world.serve(0, None)
+    sock = world.socket_path(world.uuids[0])
+    table = wcache.engines._modules.module_table(Packed().pack())
+    assert tuple(table.tensors["proj.weight"].shape) == (0,)
+    wcache.publish(config(), table.tensors, metadata=table.metadata, socket=sock)
+    x = torch.arange(16, dtype=torch.float32).reshape(2, 8)
+    ref = Packed()
+    calls = {"load": 0}
+
+    def load():
+        calls["load"] += 1
+        return Packed()
+
+    def attach(weights):
+        model = Packed().to("meta")
+        declared = {n: tuple(p.shape) for n, p in model.named_parameters()}
+        wcache.engines._modules.install(model, weights, weights.metadata, check_shapes=False)
+        problems = wcache.engines._modules.unrunnable(model, lambda mod_name, mod, leaf: declared[f"{mod_name}.{leaf}"])
+        if problems:
+            raise wcache.engines._modules.NotRunnableError(problems, "the publication does not hold the declared weights")
+        return model
+
+    model, weights = load_or_publish_model(packed_options(world), "engine-load-test", None, config(), load, attach)
+    assert weights.source == "loaded" and calls["load"] == 1
+    assert "not runnable" in weights.reason and "proj.weight" in weights.reason, weights.reason
+    assert "declares [4, 8]" in weights.reason, weights.reason
+    assert torch.equal(model.proj(x), ref.proj(x))
+    st = wcache.status(socket=sock)
+    assert sum(len(g.leases) for g in st.generations) == 0, st  # the lease was ended
+    with pytest.raises(NoDaemonFallbackError, match="not runnable"):
+        load_or_publish_model(packed_options(world, "error"), "engine-load-test", None, config(), load, attach)
+
+
+def test_unrunnable_names_empty_meta_and_misshapen_parameters():
+    model = Packed().pack()
+    assert wcache.engines._modules.unrunnable(model) == [("proj.weight", "has no elements ([0]): the weight is not in the "
+                                                               "tensor")]
+    assert wcache.engines._modules.unrunnable(Packed()) == []
+    problems = wcache.engines._modules.unrunnable(Packed(), lambda mod_name, mod, leaf: (8, 4) if leaf == "weight" else None)
+    assert problems == [("proj.weight", "holds [4, 8] (32 elements), the layer declares [8, 4]")]
+    meta = Packed().to("meta")
+    assert [n for n, _ in wcache.engines._modules.unrunnable(meta)] == ["proj.weight", "proj.bias"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Tuple
@@ -44,6 +45,8 @@ from .._discovery import check_socket, resolve
 from .._errors import NoDaemonError, WcacheError
 from .._paths import Getenv, _getter
 from .._publish import Weights, load_or_publish
+
+log = logging.getLogger("wcache.engine")
 
 FALLBACK_LOAD = "load"
 FALLBACK_ERROR = "error"
@@ -185,6 +188,7 @@ def daemon_reachable(options: EngineOptions, getenv: Getenv = None) -> bool:
 
 def load_or_publish_model(options: EngineOptions, engine: str, device_index: Optional[int], cfg: CacheConfig,
                           load_from_disk: Callable[[], Any], attach: Callable[[Weights], Any],
+                          check: Optional[Callable[[Any], List[Tuple[str, str]]]] = None,
                           **publish_args) -> Tuple[Any, Weights]:
     """The three cases of an engine loader (vLLM, SGLang) around
     wcache.load_or_publish: (model, weights).
@@ -197,17 +201,46 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
     load_from_disk is never called. The lease lives as long as the model
     (model._wcache_weights). publish_args go to load_or_publish as they
     are; its errors (a config mismatch among them) propagate.
+
+    A publication must be runnable: the loaded model is checked first
+    (check(model), default wcache.modules.unrunnable: every parameter holds
+    its weight) and one with problems is never published: the engine keeps
+    its own model ("loaded", ``reason`` naming the layers; the daemon stays
+    as it was). An attach(weights) that raises wcache.modules.NotRunnableError
+    (its post-attach check failed: a parameter still empty or on the meta
+    device, a method without the state it needs) ends the lease and loads
+    from disk ("loaded", ``reason`` says why): the engine never runs on
+    weights it cannot use. Both apply the fallback policy (options.no_daemon)
+    as "no daemon" does.
     """
     loaded = {}
+    check = check if check is not None else modules.unrunnable
 
     def load():
         model = load_from_disk()
         loaded["model"] = model
+        problems = check(model)
+        if problems:
+            raise modules.NotRunnableError(problems, f"{engine}: not published, the loaded model's tensors are "
+                                                     f"not what it runs")
         table = modules.module_table(model)
         return table.tensors, table.metadata
 
-    weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
-                              **options.discovery(device_index), **publish_args)
+    def own(model, reason: str) -> Tuple[Any, Weights]:
+        options.no_daemon(engine, reason)
+        table = modules.module_table(model)
+        weights = Weights(table.tensors, "loaded", table.metadata, reason=reason)
+        model._wcache_weights = weights
+        return model, weights
+
+    try:
+        weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
+                                  **options.discovery(device_index), **publish_args)
+    except modules.NotRunnableError as exc:
+        if "model" not in loaded:
+            raise
+        log.warning("wcache: %s; the engine keeps its own copy", exc)
+        return own(loaded.pop("model"), str(exc))
     if weights.source == "loaded":
         options.no_daemon(engine, weights.reason or "no daemon")
         model = loaded["model"]
@@ -215,9 +248,70 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
         model = loaded.pop("model")
         modules.install(model, weights, weights.metadata)
     else:
-        model = attach(weights)
+        try:
+            model = attach(weights)
+        except modules.NotRunnableError as exc:
+            reason = f"the daemon's weights are not runnable here ({exc})"
+            log.warning("wcache: %s; loading from disk", reason)
+            weights.clear()
+            weights.release()
+            return own(load_from_disk(), reason)
     model._wcache_weights = weights  # the lease lives as long as the model
     return model, weights
 
+
+class _ToEngineLog(logging.Handler):
+    """Hands each record of the "wcache" loggers to the engine's logger, as
+    if logged there: its handlers at the time of the record (an engine
+    may configure its logging after the plugin is loaded, and again), its
+    level, its propagation."""
+
+    def __init__(self, engine_logger: str):
+        super().__init__()
+        self.engine_logger = engine_logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(self.engine_logger)
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
+
+
+def route_logs(engine_logger: str) -> None:
+    """Send the records of the "wcache" loggers (INFO and above) to the
+    engine's own logger ("vllm": vLLM configures it with its handler and
+    format, and does not propagate it to the root logger): what wcache did
+    (attached, published, loaded, and why) shows in the engine's log, in its
+    format and at its level, in every process that loads the plugin (vLLM's
+    and SGLang's plugin loaders call it). Idempotent; the first engine to
+    call it is the one. Where the engine logger has no handler of its own
+    (VLLM_CONFIGURE_LOGGING=0, or SGLang, which configures the root logger)
+    the records reach the root logger through it, as before."""
+    ours = logging.getLogger("wcache")
+    if any(isinstance(h, _ToEngineLog) for h in ours.handlers):
+        return
+    ours.addHandler(_ToEngineLog(engine_logger))
+    ours.propagate = False
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.INFO)
+
+
+def summary(weights: Weights, seconds: float, what: str) -> str:
+    """The line an engine logs once per rank after loading: where the
+    weights came from, their bytes and tensors, the time it took, and for
+    "loaded" the reason (no daemon, content not proven, a refused publish…)."""
+    nbytes = 0
+    for t in weights.values():
+        try:
+            nbytes += t.numel() * t.element_size()
+        except AttributeError:
+            pass
+    verb = {"attached": "attached from the daemon", "published": "loaded from disk and published to the daemon",
+            "loaded": "loaded from disk without the daemon"}.get(weights.source, weights.source)
+    line = f"wcache: {what}: {verb}: {len(weights)} tensors, {nbytes / 2**20:.1f} MiB in {seconds:.2f} s"
+    if weights.source == "loaded":
+        line += f" (reason: {weights.reason or 'no daemon'})"
+    return line
+
 __all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
-           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend"]
+           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend", "route_logs",
+           "summary"]

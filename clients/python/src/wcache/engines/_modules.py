@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 META_ALIASES = "wcache.module.aliases"
 META_BUFFERS = "wcache.module.buffers"
@@ -43,6 +43,57 @@ class ModuleMismatchError(ValueError):
         shown = "; ".join(f"{n}: {r}" for n, r in self.problems[:20])
         more = f" (and {len(self.problems) - 20} more)" if len(self.problems) > 20 else ""
         super().__init__(f"attached weights do not fit the model: {shown}{more}")
+
+
+class NotRunnableError(ModuleMismatchError):
+    """A model's tensors are not what it runs: a parameter with no elements
+    (an engine moved the weight into private state, e.g. vLLM's CPU linear
+    packing), one still on the meta device, one of another shape than its
+    layer declares, or a layer whose method lacks the state it needs.
+    ``problems`` lists each (name, reason); ``what`` says which step refused.
+
+    The engine integrations never publish such a model (the engine keeps
+    its own copy) and never run on such an attachment (the engine loads on
+    its own): docs/engines.md, "A publication must be runnable"."""
+
+    def __init__(self, problems: List[Tuple[str, str]], what: str = "the model's tensors are not what it runs"):
+        super().__init__(problems)
+        shown = "; ".join(f"{n}: {r}" for n, r in self.problems[:8])
+        more = f" (and {len(self.problems) - 8} more)" if len(self.problems) > 8 else ""
+        self.what = what
+        self.args = (f"{what}: {shown}{more}",)
+
+
+# declared(module_name, module, leaf) -> the shape the layer declares for its
+# parameter leaf, or None when the engine does not say (see unrunnable).
+Declared = Callable[[str, object, str], Optional[Tuple[int, ...]]]
+
+
+def unrunnable(model, declared: Optional[Declared] = None) -> List[Tuple[str, str]]:
+    """(name, reason) of every parameter of model that cannot be a weight
+    the model runs on: still on the meta device; of another shape than
+    declared() names for it (the engine knows its layers' shapes: vLLM's
+    unquantized linear layers); or, where declared() says nothing (None, or
+    no declared given), with no elements at all. Empty list: runnable as far
+    as its tensors tell. Buffers are not checked (engines keep empty ones)."""
+    out: List[Tuple[str, str]] = []
+    for mod_name, mod in model.named_modules():
+        prefix = mod_name + "." if mod_name else ""
+        for leaf, p in mod._parameters.items():  # noqa: SLF001
+            if p is None:
+                continue
+            name = prefix + leaf
+            if p.is_meta:
+                out.append((name, "still on the meta device"))
+                continue
+            want = declared(mod_name, mod, leaf) if declared is not None else None
+            if want is not None:
+                if tuple(p.shape) != tuple(want):
+                    out.append((name, f"holds {list(p.shape)} ({p.numel()} elements), the layer declares "
+                                      f"{list(want)}"))
+            elif p.numel() == 0:
+                out.append((name, f"has no elements ({list(p.shape)}): the weight is not in the tensor"))
+    return out
 
 
 @dataclass

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -42,7 +43,7 @@ from torch import nn
 from . import _modules as modules
 from ..checkpoint import checkpoint_digest
 from .._config import CacheConfig
-from ._engine import EngineOptions, config_digest, daemon_reachable, load_or_publish_model, mock_backend
+from ._engine import EngineOptions, config_digest, daemon_reachable, load_or_publish_model, mock_backend, route_logs, summary
 from .._publish import Weights
 from .._vocab import normalize_dtype, normalize_quantization
 
@@ -70,6 +71,7 @@ def register() -> None:
 
     from sglang.srt.arg_groups.choices import LOAD_FORMAT_CHOICES  # noqa: PLC0415
 
+    route_logs("sglang")
     if LOAD_FORMAT not in LOAD_FORMAT_CHOICES:
         add_load_format_choices([LOAD_FORMAT])
     if not any(hook is _verify_load_format for _, hook, _ in HookRegistry._hooks.get(VERIFY_TARGET, ())):  # noqa: SLF001
@@ -152,13 +154,14 @@ class WcacheModelLoader(_base()):
             return self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config)
 
         self.options.require_daemon(ENGINE_NAME, index)
+        start = time.monotonic()
         cfg = cache_config(model_config, self.options.capability(index or 0))
         model, weights = load_or_publish_model(
             self.options, ENGINE_NAME, index, cfg,
             lambda: self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config),
             lambda weights: self._attach(model_config, weights),
             **self.options.content_kwargs(model_config.model_path))
-        log.info("wcache: %s: %d tensors %s", model_config.model_path, len(weights), weights.source)
+        log.info("%s", summary(weights, time.monotonic() - start, model_config.model_path))
         return model.eval()
 
     def _attach(self, model_config, weights: Weights) -> nn.Module:
