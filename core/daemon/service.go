@@ -117,8 +117,10 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 // published, or a daemon that serves nothing, NOT_FOUND with a NoWeights
 // detail; else FAILED_PRECONDITION with the ConfigMismatch of the nearest
 // serving generation (fewest differing fields). A matching generation
-// whose content policy refuses proof is FAILED_PRECONDITION with a
-// ContentRefused detail (contentProofStatus).
+// whose content policy refuses the proof is passed over for the next
+// matching one; when none takes the attach, the first refusal is the
+// answer (FAILED_PRECONDITION with a ContentRefused detail,
+// contentProofStatus, or the handle kinds').
 func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daemonv1.ContentProof, p PeerInfo, name string) (*lease, AttachFailure, error) {
 	r := d.reg
 	r.mu.Lock()
@@ -132,6 +134,13 @@ func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daem
 	var nearestDiffs []cacheconfig.FieldDiff
 	serving := 0
 	var publishing *generation
+	// The first refusal of a generation whose config matches: answered
+	// only when no other matching generation takes the attach (several
+	// generations may share a config — the same weights from two folders,
+	// whose paths the config does not compare — and the proof names the
+	// files of one of them).
+	var refusal error
+	var refused AttachFailure
 	for _, g := range r.gens {
 		// Loaded, published as stored, or an engine's own weights
 		// (compareFor).
@@ -140,13 +149,17 @@ func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daem
 		case StateServing:
 			serving++
 			if len(diffs) == 0 {
-				if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds); err != nil {
-					return nil, AttachOther, err
+				err, why := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds), AttachOther
+				if err == nil {
+					err, why = contentProofStatus(g, proof, p), AttachContentRefused
 				}
-				if err := contentProofStatus(g, proof, p); err != nil {
-					return nil, AttachContentRefused, err
+				if err == nil {
+					return r.addLocked(g, p, name, time.Now()), "", nil
 				}
-				return r.addLocked(g, p, name, time.Now()), "", nil
+				if refusal == nil {
+					refusal, refused = err, why
+				}
+				continue
 			}
 			if nearest == nil || len(diffs) < len(nearestDiffs) {
 				nearest, nearestDiffs = g, diffs
@@ -162,6 +175,8 @@ func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daem
 		}
 	}
 	switch {
+	case refusal != nil:
+		return nil, refused, refusal
 	case publishing != nil:
 		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, StatePublishing, publishing.publisher.peer.PID)
 	case nearest == nil:

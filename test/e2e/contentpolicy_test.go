@@ -147,3 +147,44 @@ func TestAttachContentProofByTheGenerationsPolicy(t *testing.T) {
 
 // second returns the error of a (value, error) pair.
 func second[T any](_ T, err error) error { return err }
+
+// TestAttachFindsTheGenerationItsFilesProve: several generations × content
+// proof. A daemon serving a base model and a same-header fine-tune (one
+// config: paths are not compared) answers each client with the generation
+// its files prove — not the first whose config matches — and a client
+// whose files neither holds is refused.
+func TestAttachFindsTheGenerationItsFilesProve(t *testing.T) {
+	h := newHarness(t, harnessOptions{Devices: 1})
+	base := genModel(t, filepath.Join(h.Root, "base"), safetensorstest.GenOptions{Shards: 2})
+	tuned := filepath.Join(h.Root, "tuned")
+	copyWithATensorZeroed(t, base.Dir, tuned, base.Files[1])
+	h.startServe(0, tuned, "--model", base.Dir)
+	other := filepath.Join(h.Root, "other")
+	copyWithATensorZeroed(t, base.Dir, other, base.Files[0])
+
+	gens := map[string]uint64{}
+	for _, dir := range []string{base.Dir, tuned, base.Dir} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		a, err := client.Attach(ctx, client.ByDeviceUUID(h.layout(), h.UUIDs[0]), clientConfig(t, dir),
+			client.Options{ClientName: t.Name(), Content: client.ContentOptions{NoCache: true}})
+		cancel()
+		if err != nil {
+			t.Fatalf("attach with the files of %s: %v", dir, err)
+		}
+		if g, ok := gens[dir]; ok && g != a.Manifest.Generation {
+			t.Errorf("%s: generation %d, then %d", dir, g, a.Manifest.Generation)
+		}
+		gens[dir] = a.Manifest.Generation
+		a.Lease.Close()
+	}
+	if gens[base.Dir] == gens[tuned] {
+		t.Errorf("the base model's and the fine-tune's files got one generation (%d)", gens[tuned])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := client.Attach(ctx, client.ByDeviceUUID(h.layout(), h.UUIDs[0]), clientConfig(t, other),
+		client.Options{ClientName: t.Name(), Content: client.ContentOptions{NoCache: true}})
+	if !errors.Is(err, cacheconfig.ErrContentUnknown) {
+		t.Errorf("files neither generation holds: want ErrContentUnknown, got %v", err)
+	}
+}
