@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
@@ -51,17 +50,7 @@ func TestTakeoverFakeSuccessorSayingServingEndsNothing(t *testing.T) {
 	if !strings.Contains(d.Output(), "the successor is not seen serving") {
 		t.Errorf("the daemon does not say why it served on:\n%s", d)
 	}
-	after := h.statusOf(0)
-	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
-		after.Leases[0].ID != held.Lease.ID() {
-		t.Fatalf("after the fake successor: pid %d generation %d leases %+v; before pid %d generation %d lease %d",
-			after.PID, after.Generation, after.Leases, before.PID, before.Generation, held.Lease.ID())
-	}
-	if r, err := daemonfile.ReadReady(h.Paths(h.UUIDs[0]).Ready); err != nil || r.PID != before.PID {
-		t.Fatalf("ready file after the fake successor: %+v, %v; want pid %d", r, err, before.PID)
-	}
-	checkBytes(t, held.Manifest, model, 0)
-	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+	h.checkServedOnUnchanged(before, held, model, "the fake successor")
 
 	next := h.start("serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
 	h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
@@ -86,11 +75,7 @@ const takeoverRounds = 8
 // and its bytes are the model's.
 func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	ca := peertest.NewCA(t, "ca")
-	creds := ca.Issue(t, "node", ca)
-	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
-	addr := freeLoopbackAddr(t)
-	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	addr, args, probe := peerListen(t)
 	d := h.startServe(0, model.Dir, args...)
 	first := h.statusOf(0)
 	identity, err := cacheconfig.WeightsIdentity(first.Config, cacheconfig.WeightsFromFiles)
@@ -143,11 +128,7 @@ func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
 // successor takes the port over.
 func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	ca := peertest.NewCA(t, "ca")
-	creds := ca.Issue(t, "node", ca)
-	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
-	addr := freeLoopbackAddr(t)
-	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	addr, args, probe := peerListen(t)
 	old := h.startServe(0, model.Dir, args...)
 	identity, err := cacheconfig.WeightsIdentity(h.statusOf(0).Config, cacheconfig.WeightsFromFiles)
 	if err != nil {
@@ -175,6 +156,20 @@ func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
 	}
 	describe("after the second takeover")
 	checkLeaseLives(t, held.Lease, "the second takeover")
+}
+
+// peerListen makes a CA, a node certificate and a probe certificate, and
+// returns a free loopback address, the serve flags that listen for peers
+// there with the node's credentials, and a transport that speaks to that
+// port as a peer of the same CA.
+func peerListen(t *testing.T) (addr string, args []string, probe *peer.TCPTransport) {
+	t.Helper()
+	ca := peertest.NewCA(t, "ca")
+	creds := ca.Issue(t, "node", ca)
+	probe = &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
+	addr = freeLoopbackAddr(t)
+	args = []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	return addr, args, probe
 }
 
 // freeLoopbackAddr is a 127.0.0.1 address whose port was free a moment
