@@ -29,14 +29,9 @@ func TestTakeoverFakeSuccessorSayingServingEndsNothing(t *testing.T) {
 	before := h.statusOf(0)
 	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	fake := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	req := fdchannel.Request{ID: fake.Manifest.LeaseID}
-	copy(req.Token[:], fake.Manifest.FDToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := h.mustRequestTakeover(ctx, fake)
 	fdchannel.CloseAll(tk.Descriptors)
 	if err := tk.Imported(); err != nil {
 		t.Fatalf("imported: %v", err)

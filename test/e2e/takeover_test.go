@@ -90,6 +90,20 @@ func checkServesOn(t *testing.T, d *process, says string, held *client.Lease, af
 	checkLeaseLives(t, held, after)
 }
 
+// mustRequestTakeover sends op TAKEOVER to GPU 0's descriptor channel
+// under the lease id and descriptor token of a (a same-uid client playing
+// a successor); a failure ends the test. The caller closes the Takeover.
+func (h *harness) mustRequestTakeover(ctx context.Context, a *client.Attachment) *fdchannel.Takeover {
+	h.t.Helper()
+	req := fdchannel.Request{ID: a.Manifest.LeaseID}
+	copy(req.Token[:], a.Manifest.FDToken)
+	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tk
+}
+
 // checkServedOnUnchanged fails the test unless the daemon of GPU 0 still
 // has the pid and generation of before and only the lease held, its ready
 // file names that pid, held reads the model's bytes and attach --verify
@@ -121,12 +135,7 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	before := h.statusOf(0)
 	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	rogue := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	req := fdchannel.Request{ID: rogue.Manifest.LeaseID}
-	copy(req.Token[:], rogue.Manifest.FDToken)
-	tk, err := fdchannel.RequestTakeover(context.Background(), fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := h.mustRequestTakeover(context.Background(), rogue)
 	if len(tk.Descriptors) == 0 {
 		t.Fatal("op TAKEOVER sent no descriptor")
 	}
