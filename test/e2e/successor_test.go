@@ -73,15 +73,9 @@ func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
 	addr, args, probe := peerListen(t)
 	d := h.startServe(0, model.Dir, args...)
 	first := h.statusOf(0)
-	identity, err := cacheconfig.WeightsIdentity(first.Config, cacheconfig.WeightsFromFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
 	describe := func(round int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		o, err := probe.Describe(ctx, addr, identity)
+		o, err := describeWeights(t, probe, addr, first.Config)
 		if err != nil {
 			t.Fatalf("round %d: the peer port %s: %v", round, addr, err)
 		}
@@ -125,15 +119,10 @@ func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
 	addr, args, probe := peerListen(t)
 	old := h.startServe(0, model.Dir, args...)
-	identity, err := cacheconfig.WeightsIdentity(h.statusOf(0).Config, cacheconfig.WeightsFromFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := h.statusOf(0).Config
 	describe := func(when string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if o, err := probe.Describe(ctx, addr, identity); err != nil || len(o.Arenas) == 0 {
+		if o, err := describeWeights(t, probe, addr, cfg); err != nil || len(o.Arenas) == 0 {
 			t.Fatalf("%s: the peer port %s: %+v, %v", when, addr, o, err)
 		}
 	}
@@ -165,6 +154,20 @@ func peerListen(t *testing.T) (addr string, args []string, probe *peer.TCPTransp
 	addr = freeLoopbackAddr(t)
 	args = []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
 	return addr, args, probe
+}
+
+// describeWeights asks the peer port at addr, as probe, within 20 s, what
+// it offers of the weights of cfg loaded from files; a cfg without a
+// weights identity ends the test.
+func describeWeights(t *testing.T, probe *peer.TCPTransport, addr string, cfg cacheconfig.Config) (peer.Offer, error) {
+	t.Helper()
+	identity, err := cacheconfig.WeightsIdentity(cfg, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return probe.Describe(ctx, addr, identity)
 }
 
 // freeLoopbackAddr is a 127.0.0.1 address whose port was free a moment
