@@ -10,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
-
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
 // publishN starts an empty daemon and publishes n one-byte tensors named
@@ -140,12 +136,7 @@ func BenchmarkAttachConcurrent16(b *testing.B) {
 func TestAttachFormsByRequest(t *testing.T) {
 	f := newFixture(t)
 	r := f.start(0, nil)
-	conn, err := grpc.NewClient("unix://"+r.d.Info().Paths.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rpc := daemonv1.NewDaemonClient(conn)
+	rpc := r.rawRPC(t)
 	manifest := func(table bool) *daemonv1.Manifest {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/wcache/wcache/core/cacheconfig"
@@ -27,12 +25,7 @@ import (
 func TestContentProofRules(t *testing.T) {
 	f := newFixture(t)
 	r := f.start(0, nil)
-	conn, err := grpc.NewClient("unix://"+r.d.Info().Paths.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rpc := daemonv1.NewDaemonClient(conn)
+	rpc := r.rawRPC(t)
 	attach := func(proof *daemonv1.ContentProof) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
@@ -16,6 +19,7 @@ import (
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/internal/poll"
+	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
 	"github.com/wcache/wcache/sdk/names"
@@ -114,17 +118,19 @@ func (r *running) attach(t *testing.T, edit func(*cacheconfig.Config)) (*client.
 // digests, not the local files' identity (netfill.go, proveContent).
 func (r *running) mustAttachHashing(t *testing.T) *client.Attachment {
 	t.Helper()
-	a, err := testworld.AttachProving(t, r.d.Info().Paths.Socket, r.d.Info().Config, cacheconfig.PolicyHash)
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	t.Cleanup(func() { a.Lease.Close() })
-	return a
+	return r.mustAttachProving(t, cacheconfig.PolicyHash)
 }
 
+// mustAttach attaches to r with its own config under the default content
+// policy (identity); a failure ends the test, the lease closes when it ends.
 func (r *running) mustAttach(t *testing.T) *client.Attachment {
 	t.Helper()
-	a, err := r.attach(t, nil)
+	return r.mustAttachProving(t, cacheconfig.PolicyIdentity)
+}
+
+func (r *running) mustAttachProving(t *testing.T, policy cacheconfig.Policy) *client.Attachment {
+	t.Helper()
+	a, err := testworld.AttachProving(t, r.d.Info().Paths.Socket, r.d.Info().Config, policy)
 	if err != nil {
 		t.Fatalf("attach: %v", err)
 	}
@@ -142,6 +148,18 @@ func (r *running) dial(t *testing.T) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// rawRPC connects a bare gRPC client to r's socket, for requests that
+// core/client never sends; the connection closes when the test ends.
+func (r *running) rawRPC(t *testing.T) daemonv1.DaemonClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+r.d.Info().Paths.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return daemonv1.NewDaemonClient(conn)
 }
 
 // waitFor polls cond for up to 5 s.

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
@@ -166,14 +165,9 @@ func TestMetricsSeeLoadAttachesLeasesAndState(t *testing.T) {
 // core/client never does) and returns the stream's error.
 func attachWithoutConfig(t *testing.T, r *running) error {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+r.d.Info().Paths.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stream, err := daemonv1.NewDaemonClient(conn).Attach(ctx, &daemonv1.AttachRequest{ClientName: t.Name()})
+	stream, err := r.rawRPC(t).Attach(ctx, &daemonv1.AttachRequest{ClientName: t.Name()})
 	if err != nil {
 		return err
 	}

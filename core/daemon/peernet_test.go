@@ -56,6 +56,24 @@ func otherNode(t *testing.T, o *Options) {
 	_, o.Layout = testworld.Folder(t)
 }
 
+// digestCacheOf makes a digest cache in a fresh folder that holds, for
+// each of files under its current identity, digest(file); a failure ends
+// the test.
+func digestCacheOf(t *testing.T, files []string, digest func(path string) string) *client.DigestCache {
+	t.Helper()
+	cache := &client.DigestCache{Dir: t.TempDir(), UID: os.Geteuid()}
+	for _, fl := range files {
+		st, err := os.Stat(fl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Store(safetensors.StampOf(st), digest(fl)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cache
+}
+
 // checkFilledFromPeer fails t unless B's load came whole from A's peer
 // endpoint, with no fallback; it returns B's info.
 func checkFilledFromPeer(t *testing.T, a, b *running) Info {
@@ -167,16 +185,7 @@ func TestPeerFillFallbacks(t *testing.T) {
 	t.Run("other content known", func(t *testing.T) {
 		f := newFixture(t)
 		a, creds := peerPair(t, f, true)
-		cache := &client.DigestCache{Dir: t.TempDir(), UID: os.Geteuid()}
-		for _, fl := range f.model.Files {
-			st, err := os.Stat(fl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cache.Store(safetensors.StampOf(st), filedigest.Bytes([]byte("other content"))); err != nil {
-				t.Fatal(err)
-			}
-		}
+		cache := digestCacheOf(t, f.model.Files, func(string) string { return filedigest.Bytes([]byte("other content")) })
 		b := f.start(1, func(o *Options) {
 			otherNode(t, o)
 			o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}
@@ -292,16 +301,7 @@ func TestPeerFillProvenByAnOlderClientsDigests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			a, creds := peerPair(t, f, true)
-			cache := &client.DigestCache{Dir: t.TempDir(), UID: os.Geteuid()}
-			for _, fl := range f.model.Files {
-				st, err := os.Stat(fl)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cache.Store(safetensors.StampOf(st), filedigest.SHA256Tree.Bytes(tc.bytes(fl))); err != nil {
-					t.Fatal(err)
-				}
-			}
+			cache := digestCacheOf(t, f.model.Files, func(fl string) string { return filedigest.SHA256Tree.Bytes(tc.bytes(fl)) })
 			b := f.start(1, func(o *Options) {
 				otherNode(t, o)
 				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds}

@@ -78,6 +78,17 @@ func TestCredentialsReadOnceReloadedOnRequest(t *testing.T) {
 // and the error names the file or folder and its mode.
 func TestCredentialsFromUnsafePlacesRefused(t *testing.T) {
 	authority := peertest.NewCA(t, "wcache test CA")
+	certFile := func(cr *peer.Credentials) string { return cr.CertFile }
+	keyFile := func(cr *peer.Credentials) string { return cr.KeyFile }
+	// chmod is a harm that sets the mode of the file of cr that file names.
+	chmod := func(file func(*peer.Credentials) string, mode os.FileMode) func(*peer.Credentials) string {
+		return func(cr *peer.Credentials) string {
+			if err := os.Chmod(file(cr), mode); err != nil {
+				t.Fatal(err)
+			}
+			return file(cr)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		harm func(cr *peer.Credentials) (at string)
@@ -96,24 +107,9 @@ func TestCredentialsFromUnsafePlacesRefused(t *testing.T) {
 			cr.CAFile = ca
 			return dir
 		}, "writable by group or others without the sticky bit (mode 0777)"},
-		{"certificate others can write", func(cr *peer.Credentials) string {
-			if err := os.Chmod(cr.CertFile, 0o666); err != nil {
-				t.Fatal(err)
-			}
-			return cr.CertFile
-		}, "writable by group or others (mode 0666)"},
-		{"key readable by others", func(cr *peer.Credentials) string {
-			if err := os.Chmod(cr.KeyFile, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return cr.KeyFile
-		}, "private key readable by others (mode 0644)"},
-		{"key readable by its group", func(cr *peer.Credentials) string {
-			if err := os.Chmod(cr.KeyFile, 0o640); err != nil {
-				t.Fatal(err)
-			}
-			return cr.KeyFile
-		}, "private key readable by its group (mode 0640)"},
+		{"certificate others can write", chmod(certFile, 0o666), "writable by group or others (mode 0666)"},
+		{"key readable by others", chmod(keyFile, 0o644), "private key readable by others (mode 0644)"},
+		{"key readable by its group", chmod(keyFile, 0o640), "private key readable by its group (mode 0640)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cr := authority.Issue(t, "node-a", authority)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -34,23 +35,19 @@ func TestBytesMatchesDefinition(t *testing.T) {
 	cuts := [][2]int{{0, 1 << 20}, {1 << 20, 2 << 20}, {2 << 20, 2<<20 + 5}}
 	size := []byte{5, 0, 32, 0, 0, 0, 0, 0} // 2 MiB + 5, little-endian
 
-	h := sha256.New()
-	h.Write([]byte("wcache-content-v1\x00"))
-	h.Write(size)
-	for _, r := range cuts {
-		s := sha256.Sum256(p[r[0]:r[1]])
-		h.Write(s[:])
+	// tree: the root hash h over the domain line, the size and each leaf's
+	// hash (leaf), named prefix.
+	tree := func(prefix string, h hash.Hash, domain string, leaf func([]byte) [32]byte) string {
+		h.Write([]byte(domain))
+		h.Write(size)
+		for _, r := range cuts {
+			s := leaf(p[r[0]:r[1]])
+			h.Write(s[:])
+		}
+		return prefix + hex.EncodeToString(h.Sum(nil))
 	}
-	wantSHA := "sha256-tree-1m:" + hex.EncodeToString(h.Sum(nil))
-
-	b := blake3.New(32, nil)
-	b.Write([]byte("wcache-content-blake3-v1\x00"))
-	b.Write(size)
-	for _, r := range cuts {
-		s := blake3.Sum256(p[r[0]:r[1]])
-		b.Write(s[:])
-	}
-	wantB3 := "blake3-tree-1m:" + hex.EncodeToString(b.Sum(nil))
+	wantSHA := tree("sha256-tree-1m:", sha256.New(), "wcache-content-v1\x00", sha256.Sum256)
+	wantB3 := tree("blake3-tree-1m:", blake3.New(32, nil), "wcache-content-blake3-v1\x00", blake3.Sum256)
 
 	for alg, want := range map[filedigest.Algorithm]string{filedigest.SHA256Tree: wantSHA, filedigest.BLAKE3Tree: wantB3} {
 		if got := alg.Bytes(p); got != want {

@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -303,12 +304,7 @@ func testdataMains(t *testing.T, root string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // isModule reports whether dir holds a go.mod of its own.

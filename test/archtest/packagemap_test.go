@@ -3,10 +3,11 @@ package archtest
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,12 +93,7 @@ func goFolders(t *testing.T, root, tree string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for d := range seen {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func TestPackageMapNamesEveryFolder(t *testing.T) {

@@ -102,6 +102,24 @@ func TestPublishCarriesContent(t *testing.T) {
 	}
 }
 
+// acmeTinyCommit is the revision acmeTinyHub publishes acme/tiny at.
+const acmeTinyCommit = "89abcdef0123456789abcdef0123456789abcdef"
+
+// acmeTinyHub generates a two-shard checkpoint under h.Root/m and
+// publishes it as acme/tiny at acmeTinyCommit in a Hugging Face cache at
+// hub (h.Root/hf/hub); snap is that snapshot's folder, and withHub points a
+// command at the cache (and at an XDG cache folder of the test's own).
+func (h *harness) acmeTinyHub() (hub, snap string, withHub func(*exec.Cmd)) {
+	h.t.Helper()
+	m := genModel(h.t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
+	hub = filepath.Join(h.Root, "hf", "hub")
+	snap = safetensorstest.HubSnapshot(h.t, filepath.Join(hub, "models--acme--tiny"), acmeTinyCommit, m.Dir, nil)
+	withHub = func(c *exec.Cmd) {
+		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
+	}
+	return hub, snap, withHub
+}
+
 // TestHubIDsOffline: `--model org/name` and `org/name@revision` resolve
 // through a local Hugging Face cache (snapshots/ symlinks into blobs/ named
 // by SHA-256), without network, in serve and attach; the attach proves the
@@ -109,16 +127,10 @@ func TestPublishCarriesContent(t *testing.T) {
 // error naming where it looked.
 func TestHubIDsOffline(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1})
-	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
-	hub := filepath.Join(h.Root, "hf", "hub")
-	const commit = "89abcdef0123456789abcdef0123456789abcdef"
-	snap := safetensorstest.HubSnapshot(t, filepath.Join(hub, "models--acme--tiny"), commit, m.Dir, nil)
-	withHub := func(c *exec.Cmd) {
-		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
-	}
+	hub, snap, withHub := h.acmeTinyHub()
 	p := h.startWith(withHub, serveArgs(0, "acme/tiny")...)
 	h.waitReady(p, h.Paths(h.UUIDs[0]).Ready)
-	for _, model := range []string{"acme/tiny", "acme/tiny@main", "acme/tiny@" + commit, snap} {
+	for _, model := range []string{"acme/tiny", "acme/tiny@main", "acme/tiny@" + acmeTinyCommit, snap} {
 		res := h.runWith(withHub, "attach", "--backend", "mock", "--gpu-id", "0", "--model", model)
 		if res.Code != 0 || strings.Contains(res.Stderr, "hashing") {
 			t.Errorf("attach --model %s: want exit 0 without hashing\n%s", model, res)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,16 +21,10 @@ import (
 // to pass ./acme/absent, never a load of the directory.
 func TestHubIDWinsOverARelativeDirectory(t *testing.T) {
 	h := newHarness(t, harnessOptions{Devices: 1})
-	m := genModel(t, filepath.Join(h.Root, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 128})
-	hub := filepath.Join(h.Root, "hf", "hub")
-	const commit = "89abcdef0123456789abcdef0123456789abcdef"
-	snap := safetensorstest.HubSnapshot(t, filepath.Join(hub, "models--acme--tiny"), commit, m.Dir, nil)
+	_, snap, withHub := h.acmeTinyHub()
 	genModel(t, filepath.Join(h.Root, "acme", "tiny"), safetensorstest.GenOptions{Shards: 1, HiddenSize: 64}) // the planted one, in serve's working directory
 	if err := os.MkdirAll(filepath.Join(h.Root, "acme", "absent"), 0o755); err != nil {
 		t.Fatal(err)
-	}
-	withHub := func(c *exec.Cmd) {
-		c.Env = append(c.Env, "HF_HUB_CACHE="+hub, "XDG_CACHE_HOME="+filepath.Join(h.Root, "xdg"))
 	}
 	p := h.startWith(withHub, serveArgs(0, "acme/tiny")...)
 	h.waitReady(p, h.Paths(h.UUIDs[0]).Ready)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
@@ -30,14 +29,9 @@ func TestTakeoverFakeSuccessorSayingServingEndsNothing(t *testing.T) {
 	before := h.statusOf(0)
 	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	fake := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	req := fdchannel.Request{ID: fake.Manifest.LeaseID}
-	copy(req.Token[:], fake.Manifest.FDToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := h.mustRequestTakeover(ctx, fake)
 	fdchannel.CloseAll(tk.Descriptors)
 	if err := tk.Imported(); err != nil {
 		t.Fatalf("imported: %v", err)
@@ -51,17 +45,7 @@ func TestTakeoverFakeSuccessorSayingServingEndsNothing(t *testing.T) {
 	if !strings.Contains(d.Output(), "the successor is not seen serving") {
 		t.Errorf("the daemon does not say why it served on:\n%s", d)
 	}
-	after := h.statusOf(0)
-	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
-		after.Leases[0].ID != held.Lease.ID() {
-		t.Fatalf("after the fake successor: pid %d generation %d leases %+v; before pid %d generation %d lease %d",
-			after.PID, after.Generation, after.Leases, before.PID, before.Generation, held.Lease.ID())
-	}
-	if r, err := daemonfile.ReadReady(h.Paths(h.UUIDs[0]).Ready); err != nil || r.PID != before.PID {
-		t.Fatalf("ready file after the fake successor: %+v, %v; want pid %d", r, err, before.PID)
-	}
-	checkBytes(t, held.Manifest, model, 0)
-	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+	h.checkServedOnUnchanged(before, held, model, "the fake successor")
 
 	next := h.start("serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
 	h.waitReady(next, h.Paths(h.UUIDs[0]).Ready)
@@ -86,22 +70,12 @@ const takeoverRounds = 8
 // and its bytes are the model's.
 func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	ca := peertest.NewCA(t, "ca")
-	creds := ca.Issue(t, "node", ca)
-	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
-	addr := freeLoopbackAddr(t)
-	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	addr, args, probe := peerListen(t)
 	d := h.startServe(0, model.Dir, args...)
 	first := h.statusOf(0)
-	identity, err := cacheconfig.WeightsIdentity(first.Config, cacheconfig.WeightsFromFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
 	describe := func(round int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		o, err := probe.Describe(ctx, addr, identity)
+		o, err := describeWeights(t, probe, addr, first.Config)
 		if err != nil {
 			t.Fatalf("round %d: the peer port %s: %v", round, addr, err)
 		}
@@ -143,21 +117,12 @@ func TestTakeoverKeepsThePeerPortOverRounds(t *testing.T) {
 // successor takes the port over.
 func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	ca := peertest.NewCA(t, "ca")
-	creds := ca.Issue(t, "node", ca)
-	probe := &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
-	addr := freeLoopbackAddr(t)
-	args := []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	addr, args, probe := peerListen(t)
 	old := h.startServe(0, model.Dir, args...)
-	identity, err := cacheconfig.WeightsIdentity(h.statusOf(0).Config, cacheconfig.WeightsFromFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := h.statusOf(0).Config
 	describe := func(when string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if o, err := probe.Describe(ctx, addr, identity); err != nil || len(o.Arenas) == 0 {
+		if o, err := describeWeights(t, probe, addr, cfg); err != nil || len(o.Arenas) == 0 {
 			t.Fatalf("%s: the peer port %s: %+v, %v", when, addr, o, err)
 		}
 	}
@@ -175,6 +140,34 @@ func TestTakeoverFailedSuccessorGivesThePeerPortBack(t *testing.T) {
 	}
 	describe("after the second takeover")
 	checkLeaseLives(t, held.Lease, "the second takeover")
+}
+
+// peerListen makes a CA, a node certificate and a probe certificate, and
+// returns a free loopback address, the serve flags that listen for peers
+// there with the node's credentials, and a transport that speaks to that
+// port as a peer of the same CA.
+func peerListen(t *testing.T) (addr string, args []string, probe *peer.TCPTransport) {
+	t.Helper()
+	ca := peertest.NewCA(t, "ca")
+	creds := ca.Issue(t, "node", ca)
+	probe = &peer.TCPTransport{Creds: ca.Issue(t, "probe", ca), DialTimeout: 10 * time.Second, IOTimeout: 10 * time.Second}
+	addr = freeLoopbackAddr(t)
+	args = []string{"--peer-listen", addr, "--peer-cert", creds.CertFile, "--peer-key", creds.KeyFile, "--peer-ca", creds.CAFile}
+	return addr, args, probe
+}
+
+// describeWeights asks the peer port at addr, as probe, within 20 s, what
+// it offers of the weights of cfg loaded from files; a cfg without a
+// weights identity ends the test.
+func describeWeights(t *testing.T, probe *peer.TCPTransport, addr string, cfg cacheconfig.Config) (peer.Offer, error) {
+	t.Helper()
+	identity, err := cacheconfig.WeightsIdentity(cfg, cacheconfig.WeightsFromFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return probe.Describe(ctx, addr, identity)
 }
 
 // freeLoopbackAddr is a 127.0.0.1 address whose port was free a moment

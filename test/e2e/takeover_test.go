@@ -11,6 +11,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
 // TestTakeoverServesTheSameGenerationWithoutLoading: `serve --takeover`
@@ -89,6 +90,40 @@ func checkServesOn(t *testing.T, d *process, says string, held *client.Lease, af
 	checkLeaseLives(t, held, after)
 }
 
+// mustRequestTakeover sends op TAKEOVER to GPU 0's descriptor channel
+// under the lease id and descriptor token of a (a same-uid client playing
+// a successor); a failure ends the test. The caller closes the Takeover.
+func (h *harness) mustRequestTakeover(ctx context.Context, a *client.Attachment) *fdchannel.Takeover {
+	h.t.Helper()
+	req := fdchannel.Request{ID: a.Manifest.LeaseID}
+	copy(req.Token[:], a.Manifest.FDToken)
+	tk, err := fdchannel.RequestTakeover(ctx, fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tk
+}
+
+// checkServedOnUnchanged fails the test unless the daemon of GPU 0 still
+// has the pid and generation of before and only the lease held, its ready
+// file names that pid, held reads the model's bytes and attach --verify
+// passes: what a takeover that did not happen (after what) must leave.
+func (h *harness) checkServedOnUnchanged(before *client.Status, held *client.Attachment, model *safetensorstest.Result, after string) {
+	t := h.t
+	t.Helper()
+	now := h.statusOf(0)
+	if now.PID != before.PID || now.Generation != before.Generation || len(now.Leases) != 1 ||
+		now.Leases[0].ID != held.Lease.ID() {
+		t.Fatalf("after %s: pid %d generation %d leases %+v; before pid %d generation %d lease %d",
+			after, now.PID, now.Generation, now.Leases, before.PID, before.Generation, held.Lease.ID())
+	}
+	if r, err := daemonfile.ReadReady(h.Paths(h.UUIDs[0]).Ready); err != nil || r.PID != before.PID {
+		t.Fatalf("ready file after %s: %+v, %v; want pid %d", after, r, err, before.PID)
+	}
+	checkBytes(t, held.Manifest, model, 0)
+	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+}
+
 // TestTakeoverRequestWithoutImportLeavesTheDaemonServing: a same-uid
 // client that asks for the writable descriptors (op TAKEOVER) and then
 // closes without acknowledging their import — a rogue client, or a
@@ -100,12 +135,7 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	before := h.statusOf(0)
 	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	rogue := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
-	req := fdchannel.Request{ID: rogue.Manifest.LeaseID}
-	copy(req.Token[:], rogue.Manifest.FDToken)
-	tk, err := fdchannel.RequestTakeover(context.Background(), fdchannel.Path(h.Paths(h.UUIDs[0]).Socket), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := h.mustRequestTakeover(context.Background(), rogue)
 	if len(tk.Descriptors) == 0 {
 		t.Fatal("op TAKEOVER sent no descriptor")
 	}
@@ -141,17 +171,7 @@ func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) 
 		t.Fatalf("the successor died before the old daemon released its lock: the hook did not test the window\n%s\n%s", old, dying)
 	}
 	checkServesOn(t, old, "takeover: serving again", held.Lease, "the failed takeover")
-	after := h.statusOf(0)
-	if after.PID != before.PID || after.Generation != before.Generation || len(after.Leases) != 1 ||
-		after.Leases[0].ID != held.Lease.ID() {
-		t.Fatalf("after the failed takeover: pid %d generation %d leases %+v; before pid %d generation %d lease %d",
-			after.PID, after.Generation, after.Leases, before.PID, before.Generation, held.Lease.ID())
-	}
-	if r, err := daemonfile.ReadReady(h.Paths(h.UUIDs[0]).Ready); err != nil || r.PID != before.PID {
-		t.Fatalf("ready file after the failed takeover: %+v, %v; want pid %d", r, err, before.PID)
-	}
-	checkBytes(t, held.Manifest, model, 0)
-	h.mustRun("attach", "--backend", "mock", "--gpu-id", "0", "--model", model.Dir, "--verify")
+	h.checkServedOnUnchanged(before, held, model, "the failed takeover")
 
 	// The descriptor channel listens again: a successor that lives takes over.
 	next := h.start("serve", "--backend", "mock", "--gpu-id", "0", "--takeover")

@@ -167,15 +167,24 @@ def test_copy_with_a_tensor_zeroed_is_refused(world, tmp_path):
     assert hashed == []
 
 
-def test_hub_ids_resolve_offline(tmp_path):
-    commit = "0123456789abcdef0123456789abcdef01234567"
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _org_name_hub(tmp_path):
+    """A Hugging Face cache at tmp_path/hub holding org/name's (empty)
+    snapshot HUB_COMMIT, which refs/main names; returns the snapshot's
+    folder and an environment whose HF_HUB_CACHE points at the cache."""
     repo = tmp_path / "hub" / "models--org--name"
-    snap = repo / "snapshots" / commit
+    snap = repo / "snapshots" / HUB_COMMIT
     snap.mkdir(parents=True)
     (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
-    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
-    for model in ("org/name", "org/name@main", "org/name@" + commit):
+    (repo / "refs" / "main").write_text(HUB_COMMIT)
+    return snap, {"HF_HUB_CACHE": str(tmp_path / "hub")}
+
+
+def test_hub_ids_resolve_offline(tmp_path):
+    snap, env = _org_name_hub(tmp_path)
+    for model in ("org/name", "org/name@main", "org/name@" + HUB_COMMIT):
         assert wcache.resolve_model(model, env.get) == str(snap)
     assert wcache.resolve_model("org/name", {"HF_HOME": str(tmp_path)}.get) == str(snap)
     assert wcache.resolve_model(str(tmp_path)) == str(tmp_path)
@@ -187,13 +196,7 @@ def test_hub_ids_resolve_offline(tmp_path):
 def test_hub_id_wins_over_a_relative_directory(tmp_path, monkeypatch):
     """As hubcache.Resolve: ./org/name in the working directory (planted in a
     shared /tmp) is never taken for the id org/name; ./org/name names it."""
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hub" / "models--org--name"
-    snap = repo / "snapshots" / commit
-    snap.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
-    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    snap, env = _org_name_hub(tmp_path)
     work = tmp_path / "work"
     (work / "org" / "name").mkdir(parents=True)
     (work / "org" / "absent").mkdir(parents=True)
