@@ -85,7 +85,12 @@ def test_loader_cases_on_cpu(world):
     ckpt = tempfile.mkdtemp(prefix="wc-vllm-", dir="/var/tmp")
     try:
         write_tiny_llama(ckpt)
-        env = dict(world.env, WCACHE_BACKEND="mock", VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1")
+        # CUDA_VISIBLE_DEVICES="": no GPU for the CUDA wheel. vLLM >= 0.34 refuses its CPU platform on
+        # x86 without Triton (check_and_update_config: "requires Triton (triton-cpu)"), and counts the
+        # installed (GPU) Triton only when it finds one active driver or, as here, CUDA_VISIBLE_DEVICES
+        # is set and empty. Nothing here runs a Triton kernel (no forward pass); vLLM 0.33 has no such check.
+        env = dict(world.env, WCACHE_BACKEND="mock", VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1",
+                   CUDA_VISIBLE_DEVICES="")
 
         ref = run_child(env, "auto", ckpt)
         assert ref["class"] == "LlamaForCausalLM"

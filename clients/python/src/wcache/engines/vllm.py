@@ -382,8 +382,9 @@ def keep_cpu_linear_weights(kept: list):
     cannot be shared between processes; the weight can, and packing it is
     cheap and deterministic, so the weight is what wcache publishes and an
     attaching process packs it again (vLLM's post-processing does, from
-    the attached weight). The layers kept are appended to kept (see
-    _drop_kept_weights). Elsewhere than vLLM's CPU platform nothing
+    the attached weight). The layers kept (those whose weight vLLM
+    replaced: not its F.linear fallback, which runs the weight itself) are
+    appended to kept (see _drop_kept_weights). Elsewhere than vLLM's CPU platform nothing
     changes: no other platform moves weights out of their parameters."""
     from vllm.model_executor.layers import utils  # noqa: PLC0415
 
@@ -393,8 +394,15 @@ def keep_cpu_linear_weights(kept: list):
         return
 
     def dispatch(layer, remove_weight: bool) -> None:
-        original(layer, remove_weight=False)
-        if remove_weight:
+        # vLLM empties the weight only where it packed it (oneDNN, sgl-kernel,
+        # zentorch); its fallback (F.linear, e.g. the CUDA wheel on the CPU
+        # platform) keeps and runs layer.weight. So vLLM decides, and a weight
+        # it replaced is put back and recorded: a fallback layer is never kept
+        # (_drop_kept_weights would empty the weight it runs on).
+        weight = getattr(layer, "weight", None)
+        original(layer, remove_weight=remove_weight)
+        if remove_weight and weight is not None and layer.weight is not weight:
+            layer.weight = weight
             kept.append(layer)
 
     utils.dispatch_cpu_unquantized_gemm = dispatch
