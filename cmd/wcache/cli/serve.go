@@ -4,55 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/wcache/wcache/core/cacheconfig"
-	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
 	"github.com/wcache/wcache/core/daemon/metrics"
-	"github.com/wcache/wcache/core/plan"
-	"github.com/wcache/wcache/sdk"
 )
 
-func newServeCommand(e *env) *cobra.Command {
-	var (
-		gpu          int
-		models       []string
-		drafts       []string
-		shardPattern string
-		force        bool
-		takeover     bool
-		verifyLoad   bool
-		drainTimeout time.Duration
-		allowUIDs    []uint
-		allowGIDs    []uint
-		socketGroup  string
-		maxArena     uint64
-		maxBytes     string
-		reserveBytes string
-		hugePages    bool
-		logLevel     string
-		logFormat    string
-		metricsAddr  string
-		metricsAny   bool
-		peerFill     string
-		publish      publishFlags
-		peers        peerFlags
-		// contentPolicies are the content policies clients may use.
-		contentPolicies []string
-	)
-	cmd := &cobra.Command{
-		Use:   "serve --backend NAME --gpu-id N [--model DIR]...",
-		Short: "Run the daemon of one GPU: load the weights once, serve attaches until stopped",
-		Long: `Serve runs the wcache daemon of one GPU. It resolves the GPU's UUID through
+// serveLong is serve's --help text.
+const serveLong = `Serve runs the wcache daemon of one GPU. It resolves the GPU's UUID through
 the backend plugin, takes the device's identity lock (refusing a live daemon
 unless --force), loads the checkpoint into a few large device allocations,
 listens on the device's socket and writes its ready file. It serves until
@@ -99,243 +64,124 @@ known (the digest cache, hub blob names); memfd backends only for now.
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
 mode 0600) or a loopback TCP address, from the moment it is ready until it
-has stopped.`,
-		Args: cobra.NoArgs,
+has stopped.`
+
+// newServeCommand is wcache serve: register the flags, then on run check
+// them and build the daemon's options (serveflags.go), start the daemon,
+// say what it serves, and serve until stopped.
+func newServeCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve --backend NAME --gpu-id N [--model DIR]...",
+		Short: "Run the daemon of one GPU: load the weights once, serve attaches until stopped",
+		Long:  serveLong,
+		Args:  cobra.NoArgs,
 	}
-	fs := cmd.Flags()
-	cache := addCacheFlags(fs)
-	bf := cache.backend
-	fs.IntVar(&gpu, "gpu-id", -1, "GPU ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)")
-	fs.StringArrayVar(&models, "model", nil, "checkpoint directory (safetensors), or a hub id org/name[@revision] in the local Hugging Face cache "+
-		"(an id even when ./org/name exists: write ./org/name for that directory); "+
-		"repeat for several models (one generation each); none: start empty and wait for a publish")
-	fs.StringArrayVar(&drafts, "draft-model", nil, "a speculative-decoding draft model loaded beside --model as a generation of its own "+
-		"(same forms as --model; repeatable)")
-	publish.add(fs)
-	fs.StringVar(&shardPattern, "shard-pattern", "",
-		"pre-sharded per-rank files inside --model, e.g. 'model-rank-{tp_rank}-part-*.safetensors'")
-	fs.BoolVar(&force, "force", false, "terminate a live daemon of the same GPU and take over (reloading the weights)")
-	fs.BoolVar(&takeover, "takeover", false,
-		"receive the memory of a live daemon of the same GPU over its descriptor channel and serve the same "+
-			"generation without reloading (descriptor handles only, e.g. the mock's memfd); it then exits")
-	fs.StringSliceVar(&contentPolicies, "content-policies", cacheconfig.PolicyStrings(cacheconfig.DefaultDaemonPolicies),
-		"content policies clients may use (identity, hash, headers): without headers an attach must prove the files it "+
-			"would load (one that names none is refused); add headers to also answer attaches on headers alone (unsafe for fine-tunes)")
-	fs.StringVar(&peerFill, "peer-fill", daemon.PeerFillAuto,
-		"auto: fill from a daemon that already holds the same weights (a sibling GPU on this node) before reading "+
-			"the files, falling back to the files; off: always read the files")
-	fs.BoolVar(&verifyLoad, "verify", false,
-		"after the load, compare the SHA-256 of every file's bytes in device memory with the file (reads the checkpoint twice)")
-	fs.DurationVar(&drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout,
-		"how long a stop (or SIGTERM) waits for attached clients to release their leases")
-	fs.UintSliceVar(&allowUIDs, "allow-uid", nil, "also accept clients running as this uid, as guests: status and attach, never stop, evict or publish (repeatable)")
-	fs.UintSliceVar(&allowGIDs, "allow-gid", nil, "also accept clients whose primary gid is this, as guests (see --allow-uid; repeatable)")
-	fs.StringVar(&socketGroup, "socket-group", "",
-		"make the socket group-owned by this group (name or gid) with mode 0660, for clients of other users "+
-			"(they must also pass --allow-uid/--allow-gid)")
-	fs.Uint64Var(&maxArena, "max-arena-bytes", plan.DefaultMaxArenaBytes, "largest single device allocation")
-	fs.StringVar(&maxBytes, "max-bytes", "",
-		"cap on the device memory the daemon may hold, every generation summed (e.g. 40GiB, or 80% of the device's "+
-			"memory); a load or publish past it is refused before anything is allocated (RESOURCE_EXHAUSTED); empty: no cap "+
-			"but the device's free memory")
-	fs.StringVar(&reserveBytes, "reserve-bytes", "",
-		"device memory a load or publish must leave free (e.g. 2GiB), when the backend reports free memory; empty: 0")
-	fs.BoolVar(&hugePages, "huge-pages", false, "align each file's data to 2 MiB instead of 4 KiB")
-	fs.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	fs.StringVar(&logFormat, "log-format", "text",
-		"text (with a progress bar while loading when stderr is a terminal) or json (one JSON object per line, no bar)")
-	fs.StringVar(&metricsAddr, "metrics-listen", "",
-		"serve GET /metrics and /healthz on unix:/path (a 0600 socket) or host:port (loopback only, "+
-			"unless --metrics-allow-remote); empty: no metrics endpoint")
-	peers.register(fs)
-	fs.BoolVar(&metricsAny, "metrics-allow-remote", false,
-		"let --metrics-listen use a non-loopback TCP address (the endpoint has no authentication)")
-
+	f := registerServeFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		// Everything that can be checked without touching the system is
-		// checked first: a bad template or flag creates no file.
-		layout, cfg, err := cache.resolve()
+		setup, err := f.options(e)
 		if err != nil {
 			return err
 		}
-		if gpu < 0 {
-			return usageErrorf("--gpu-id is required")
-		}
-		if len(models) == 0 && shardPattern != "" {
-			return usageErrorf("--shard-pattern needs --model")
-		}
-		if len(models) == 0 && len(drafts) > 0 {
-			return usageErrorf("--draft-model needs --model (the target it drafts for)")
-		}
-		models = append(slices.Clone(models), drafts...)
-		for i, m := range models {
-			if m == "" {
-				return usageErrorf("--model \"\": want a checkpoint directory or a hub id")
-			}
-			if models[i], err = resolveModel(m); err != nil {
-				return err
-			}
-		}
-		model := ""
-		var more []daemon.Source
-		for i, m := range models {
-			if i == 0 {
-				model = m
-				continue
-			}
-			// The same flags, but the model's own path as its model field.
-			c := cfg
-			c.Model = ""
-			more = append(more, daemon.Source{Model: m, Config: c})
-		}
-		level := hclog.LevelFromString(logLevel)
-		if level == hclog.NoLevel {
-			return usageErrorf("--log-level %q: want trace, debug, info, warn or error", logLevel)
-		}
-		if logFormat != "text" && logFormat != "json" {
-			return usageErrorf("--log-format %q: want text or json", logFormat)
-		}
-		var policies []cacheconfig.Policy
-		for _, p := range contentPolicies {
-			policy, err := cacheconfig.ParsePolicy(p)
-			if err != nil || p == "" {
-				return usageErrorf("--content-policies: %q: want identity, hash or headers", p)
-			}
-			policies = append(policies, policy)
-		}
-		if peerFill != daemon.PeerFillAuto && peerFill != daemon.PeerFillOff {
-			return usageErrorf("--peer-fill %q: want auto or off", peerFill)
-		}
-		metricsAt, err := metricsListenAddr(metricsAddr, metricsAny)
-		if err != nil {
-			return err
-		}
-		log := hclog.New(&hclog.LoggerOptions{Name: "wcache", Level: level, Output: e.stderr, JSONFormat: logFormat == "json"})
-		var capBytes, reserve uint64
-		var capFraction float64
-		if pct, ok := strings.CutSuffix(maxBytes, "%"); ok {
-			f, err := strconv.ParseFloat(pct, 64)
-			if err != nil || f <= 0 || f > 100 {
-				return usageErrorf("--max-bytes %q: want a percentage above 0 and at most 100 such as 80%%", maxBytes)
-			}
-			capFraction = f / 100
-		} else if maxBytes != "" {
-			if capBytes, err = sdk.ParseSize(maxBytes); err != nil || capBytes == 0 {
-				return usageErrorf("--max-bytes %q: want a size above 0 such as 40GiB, or a percentage of the device's memory such as 80%%", maxBytes)
-			}
-		}
-		if reserveBytes != "" {
-			if reserve, err = sdk.ParseSize(reserveBytes); err != nil {
-				return usageErrorf("--reserve-bytes: %v", err)
-			}
-		}
-		opts := daemon.Options{GPU: gpu, MaxBytes: capBytes, MaxFraction: capFraction, ReserveBytes: reserve, Model: model, Models: more, ShardPattern: shardPattern, Config: cfg, Layout: layout,
-			Plan: plan.Options{MaxArenaBytes: maxArena}, Force: force, Takeover: takeover, DrainTimeout: drainTimeout, Logger: log,
-			VerifyPublish: publish.verify, PublishTimeout: publish.timeout, VerifyLoad: verifyLoad, KeepLayout: cache.config.layoutGiven(),
-			ContentPolicies: policies, PeerFill: peerFill}
-		if err := peers.apply(&opts); err != nil {
-			return err
-		}
-		if peerFill != daemon.PeerFillOff {
-			opts.DigestCache, _ = client.DefaultDigestCache() // none without a home: peer fills hash the local files
-		}
-		if hugePages {
-			opts.Plan.FileAlignment = plan.HugePageAlignment
-		}
-		for _, u := range allowUIDs {
-			opts.AllowUIDs = append(opts.AllowUIDs, uint32(u))
-		}
-		for _, g := range allowGIDs {
-			opts.AllowGIDs = append(opts.AllowGIDs, uint32(g))
-		}
-		if socketGroup != "" {
-			gid, err := daemon.LookupGroup(socketGroup)
-			if err != nil {
-				return withCode(ExitUsage, fmt.Errorf("--socket-group: %w", err))
-			}
-			opts.SocketGID = &gid
-		}
-		var endpoint *metrics.Endpoint
-		if metricsAt != nil {
-			endpoint = metrics.NewEndpoint(*metricsAt, log)
-			opts.Metrics = endpoint.Metrics
-		}
-
-		// SIGHUP (a closed terminal, logind) drains like SIGTERM: a daemon
-		// has no configuration to reload, and dying without a drain would
-		// leave stale files and cut its leases off.
-		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-		defer stop()
-		// A daemon must outlive whoever reads its output: under a launcher
-		// killed with SIGKILL, stderr is a pipe without a reader, and the
-		// parent-death SIGTERM starts a drain whose first log line would
-		// raise SIGPIPE and kill the daemon before it removes its socket and
-		// ready file. Ignored, the write fails with EPIPE and is dropped.
-		signal.Ignore(syscall.SIGPIPE)
-		// SIGUSR1 reads the peer credentials again (peerreload.go).
-		defer watchPeerReload(opts.Peer.Creds, log)()
-
-		plugin, err := bf.startPlugin(ctx, log, nil)
-		if err != nil {
-			return err
-		}
-		// With descriptor handles a dead plugin is replaced, not fatal —
-		// by the very file that was started (or one --plugin-sha256 pins):
-		// a binary replaced since is refused.
-		first := plugin.Binary()
-		opts.RestartPlugin = func(ctx context.Context) (daemon.Plugin, error) { return bf.startPlugin(ctx, log, &first) }
-		bar := newProgress("loading", e.stderr, log, logFormat == "text" && isTerminal(e.stderr))
-		opts.Progress = bar.update
-		d, err := daemon.Start(ctx, plugin, opts)
-		bar.finish()
-		if err != nil {
-			return err
-		}
-		var metricsListen string
-		if endpoint != nil {
-			if metricsListen, err = endpoint.Listen(d); err != nil {
-				return err
-			}
-		}
-		info := d.Info()
-		switch {
-		case info.Load.Source == daemon.SourceTakeover:
-			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
-				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
-				info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
-		case strings.HasPrefix(info.Load.FilledFrom, "peer "):
-			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), filled from a peer in %s (%s/s)\n",
-				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
-				info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
-		case model == "":
-			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: empty, waiting for a publish\n",
-				info.DeviceUUID, info.Backend, info.Paths.Socket)
-		default:
-			how := "loaded"
-			if info.Load.FromPeer > 0 {
-				how = "filled from " + info.Load.FilledFrom
-			}
-			fmt.Fprintf(e.stdout, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), %s in %s (%s/s)\n",
-				info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
-				info.Load.Allocations, how, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
-		}
-		if len(info.Generations) > 1 {
-			for _, g := range info.Generations {
-				fmt.Fprintf(e.stdout, "  generation %d: %s (%s), %d tensors, %s on the device\n",
-					g.ID, g.Model, g.ConfigDigest, g.Tensors, humanBytes(g.DeviceBytes))
-			}
-		}
-		if info.Cleanup.Action != "" && info.Cleanup.Action != "none" {
-			log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,
-				"removed", strings.Join(info.Cleanup.Removed, ","))
-		}
-		if endpoint == nil {
-			return d.Run(ctx)
-		}
-		log.Info("metrics endpoint", "addr", metricsListen)
-		return endpoint.Run(ctx, d)
+		return serve(cmd.Context(), e, f, setup)
 	}
 	return cmd
+}
+
+// serve runs the daemon the setup describes until a signal or wcache stop
+// ends it: it starts the backend plugin, loads (or takes over), prints one
+// "serving" line, and serves attaches, with the metrics endpoint when one
+// is set up. A failed start returns the daemon's error.
+func serve(ctx context.Context, e *env, f *serveFlags, setup serveSetup) error {
+	ctx, stop := serveSignals(ctx)
+	defer stop()
+	log, opts := setup.log, setup.opts
+	// SIGUSR1 reads the peer credentials again (peerreload.go).
+	defer watchPeerReload(opts.Peer.Creds, log)()
+
+	bf := f.cache.backend
+	plugin, err := bf.startPlugin(ctx, log, nil)
+	if err != nil {
+		return err
+	}
+	// With descriptor handles a dead plugin is replaced, not fatal —
+	// by the very file that was started (or one --plugin-sha256 pins):
+	// a binary replaced since is refused.
+	first := plugin.Binary()
+	opts.RestartPlugin = func(ctx context.Context) (daemon.Plugin, error) { return bf.startPlugin(ctx, log, &first) }
+	bar := newProgress("loading", e.stderr, log, f.logFormat == "text" && isTerminal(e.stderr))
+	opts.Progress = bar.update
+	d, err := daemon.Start(ctx, plugin, opts)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	var metricsListen string
+	if setup.endpoint != nil {
+		if metricsListen, err = setup.endpoint.Listen(d); err != nil {
+			return err
+		}
+	}
+	info := d.Info()
+	printServing(e.stdout, info, setup.model)
+	if info.Cleanup.Action != "" && info.Cleanup.Action != "none" {
+		log.Info("before starting", "action", info.Cleanup.Action, "pid", info.Cleanup.PID,
+			"removed", strings.Join(info.Cleanup.Removed, ","))
+	}
+	if setup.endpoint == nil {
+		return d.Run(ctx)
+	}
+	log.Info("metrics endpoint", "addr", metricsListen)
+	return setup.endpoint.Run(ctx, d)
+}
+
+// serveSignals returns ctx cancelled by SIGTERM, SIGINT or SIGHUP, and
+// ignores SIGPIPE for the rest of the process.
+//
+// SIGHUP (a closed terminal, logind) drains like SIGTERM: a daemon has no
+// configuration to reload, and dying without a drain would leave stale
+// files and cut its leases off. A daemon must outlive whoever reads its
+// output: under a launcher killed with SIGKILL, stderr is a pipe without
+// a reader, and the parent-death SIGTERM starts a drain whose first log
+// line would raise SIGPIPE and kill the daemon before it removes its
+// socket and ready file. Ignored, the write fails with EPIPE and is
+// dropped.
+func serveSignals(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Ignore(syscall.SIGPIPE)
+	return ctx, stop
+}
+
+// printServing writes the line that says what a started daemon serves:
+// taken over, filled from a peer, empty (model is ""), or loaded; then one
+// line per generation when there are several.
+func printServing(w io.Writer, info daemon.Info, model string) {
+	switch {
+	case info.Load.Source == daemon.SourceTakeover:
+		fmt.Fprintf(w, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), taken over in %s (nothing loaded)\n",
+			info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+			info.Load.Allocations, info.StartDuration.Round(time.Millisecond))
+	case strings.HasPrefix(info.Load.FilledFrom, "peer "):
+		fmt.Fprintf(w, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), filled from a peer in %s (%s/s)\n",
+			info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+			info.Load.Allocations, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+	case model == "":
+		fmt.Fprintf(w, "serving %s (%s) on %s: empty, waiting for a publish\n",
+			info.DeviceUUID, info.Backend, info.Paths.Socket)
+	default:
+		how := "loaded"
+		if info.Load.FromPeer > 0 {
+			how = "filled from " + info.Load.FilledFrom
+		}
+		fmt.Fprintf(w, "serving %s (%s) on %s: %d tensors, %s in %d allocation(s), %s in %s (%s/s)\n",
+			info.DeviceUUID, info.Backend, info.Paths.Socket, info.Tensors, humanBytes(info.Load.Bytes),
+			info.Load.Allocations, how, info.Load.Duration.Round(time.Millisecond), humanBytes(uint64(info.Load.BytesPerSecond())))
+	}
+	if len(info.Generations) > 1 {
+		for _, g := range info.Generations {
+			fmt.Fprintf(w, "  generation %d: %s (%s), %d tensors, %s on the device\n",
+				g.ID, g.Model, g.ConfigDigest, g.Tensors, humanBytes(g.DeviceBytes))
+		}
+	}
 }
 
 // metricsListenAddr checks --metrics-listen and --metrics-allow-remote; nil
