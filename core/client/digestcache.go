@@ -24,9 +24,9 @@ import (
 // plant a digest. The zero value is unusable; see DefaultDigestCache.
 //
 // A file may have a digest in each algorithm (sdk/filedigest): the entry of
-// its SHA256Tree digest is named by the identity alone (as every entry was
-// before BLAKE3), the entry of another algorithm's by the identity, a dot
-// and the algorithm ("….blake3-tree-1m"), so that entries written by older
+// its SHA256Tree digest is named by the identity alone (the form that
+// clients without BLAKE3 write and read), the entry of another
+// algorithm's by the identity, a dot and the algorithm ("….blake3-tree-1m"), so that entries written by older
 // clients keep working and older clients skip the new ones.
 type DigestCache struct {
 	// Dir holds one file per identity and algorithm.

@@ -48,7 +48,7 @@ func placesFromTable(ph []*daemonv1.Handle, table *daemonv1.TensorTable) ([]Hand
 	handles := handlesFromProto(ph)
 	// Filled in place and checked through a pointer: a Tensor is 88 bytes,
 	// and copying each of 100,000 twice (into checkPlace, then by append)
-	// was a measurable share of a large attach.
+	// would be a measurable share of a large attach.
 	tensors := make([]Tensor, len(table.GetNameShared()))
 	i := 0
 	err := table.Each(func(e daemonv1.TableEntry) error {

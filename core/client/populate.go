@@ -10,12 +10,12 @@ import (
 )
 
 // Populate is how the client's mappers (DefaultMappers: posix-shm, memfd)
-// map the pages of a host handle ahead of the reader (issue 37): with
+// map the pages of a host handle ahead of the reader: with
 // madvise(MADV_POPULATE_READ) (Linux 5.14), every page of the mapping in
 // one call, read-only and shared — nothing copied, a write still copies
 // only its page — so that reading every tensor takes no page fault (the
-// kernel maps up to 16 pages a fault; issue 37 counted 589,000 faults for
-// 4 GiB on a long-lived daemon). A kernel without the call (EINVAL), or any failure, leaves the
+// kernel maps up to 16 pages a fault, and 4 GiB of a long-lived daemon's
+// memory took 589,000 faults). A kernel without the call (EINVAL), or any failure, leaves the
 // pages to their first read. The default is PopulateOff, by measurement
 // (docs/python-client.md, "Populating host memory").
 type Populate string

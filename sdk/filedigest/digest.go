@@ -14,12 +14,12 @@
 // where leaf_i = H(bytes [i·LeafBytes, min((i+1)·LeafBytes, size))) and
 // n = ceil(size / LeafBytes) (an empty file has no leaf):
 //
-//   - BLAKE3Tree ("blake3-tree-1m", the Default since issue 37): H is
+//   - BLAKE3Tree ("blake3-tree-1m", the Default): H is
 //     BLAKE3 with 32 bytes of output, domain "wcache-content-blake3-v1\x00".
 //     About twice SHA-256's rate per core with the CPU's SIMD units
 //     (lukechampine.com/blake3: AVX-512 or AVX2 over a leaf's 1 KiB
 //     chunks); the Python client uses the blake3 wheel.
-//   - SHA256Tree ("sha256-tree-1m", every digest recorded before): H is
+//   - SHA256Tree ("sha256-tree-1m", the first algorithm): H is
 //     SHA-256, domain "wcache-content-v1\x00". Still verified wherever it
 //     was recorded (a publish's records, a digest cache, an older peer):
 //     whoever checks a digest computes it in the digest's own algorithm

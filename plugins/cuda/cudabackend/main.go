@@ -37,7 +37,7 @@ func Main() int {
 		b, err := New(cfg, logger)
 		if err != nil {
 			// Debug, not Error: every call answers with err, and the host
-			// prints it once (a second, logged copy was the same line twice).
+			// prints it once (logging it too would print the same line twice).
 			logger.Debug("CUDA backend unavailable", "error", err)
 			return Unavailable(err), nil
 		}

@@ -1,10 +1,10 @@
-"""Populate attached host memory ahead of the reader (issue 37, item 3).
+"""Populate attached host memory ahead of the reader.
 
 A fresh mapping of the daemon's memory has no page-table entries: the first
 read of every page takes a page fault. The kernel maps up to 16 neighbouring
 pages per fault ("fault-around") where it can, but pages of a daemon that has
 served for a while (memory aging, DAMON, reclaim passes over shared memory)
-fault a page or two at a time (issue 37: 589,000 faults for 4 GiB), and each
+fault a page or two at a time (589,000 faults for 4 GiB), and each
 fault costs a trap into the kernel and back.
 ``madvise(MADV_POPULATE_READ)`` (Linux 5.14) maps every page of a range in one
 call, read-only and shared: nothing is copied (a later write through a

@@ -12,8 +12,8 @@ leaves, and names its algorithm::
 
 with leaf_i = the same hash of bytes [i MiB, min((i+1) MiB, size)). BLAKE3
 (the ``blake3`` wheel) is the default where it is installed; SHA-256 tree
-digests (every digest recorded before BLAKE3, and what this client computes
-without the wheel) are still verified: a digest is always checked in its own
+digests (the first algorithm, and what this client computes without the
+wheel) are still verified: a digest is always checked in its own
 algorithm (``algorithm_of``). Without the wheel a BLAKE3 record can be proven
 by identity or by a cached digest, not by hashing. A daemon records
 it, with the file's identity (device, inode, size, mtime and ctime in ns) at
@@ -50,7 +50,7 @@ BLAKE3_TREE = "blake3-tree-1m"
 ALGORITHMS = (BLAKE3_TREE, SHA256_TREE)
 # The algorithm new digests are computed in: BLAKE3 where the wheel is installed.
 DEFAULT_ALGORITHM = BLAKE3_TREE if _blake3 is not None else SHA256_TREE
-# The prefix of the first algorithm's digests (kept for callers of the old name).
+# The prefix of SHA256_TREE digests, public for callers that match on it.
 PREFIX = SHA256_TREE + ":"
 _DOMAINS = {SHA256_TREE: b"wcache-content-v1\x00", BLAKE3_TREE: b"wcache-content-blake3-v1\x00"}
 
@@ -212,9 +212,9 @@ class DigestCache:
     Same layout and trust rules as the Go client's (core/client/digestcache.go):
     one file per identity and algorithm in ``directory`` (default
     $XDG_CACHE_HOME/wcache/digests, else ~/.cache/wcache/digests): the SHA-256
-    tree digest's entry is named by the identity alone (as every entry was
-    before BLAKE3), another algorithm's by the identity, a dot and the
-    algorithm; an entry or directory not owned by uid, writable by group or
+    tree digest's entry is named by the identity alone (the form that
+    clients without BLAKE3 write and read), another algorithm's by the
+    identity, a dot and the algorithm; an entry or directory not owned by uid, writable by group or
     others, or a symlink, is ignored.
     """
 
