@@ -14,5 +14,6 @@
 // never read, and no allocation is sized by the header length before that
 // length has been checked against the file size. Every violation is a
 // *FormatError that wraps one of the Err* sentinels, so callers branch with
-// errors.Is and report with errors.As. docs/safetensors.md lists the rules.
+// errors.Is and report with errors.As. docs/protocol.md, "Checkpoint
+// files", lists the rules.
 package safetensors

@@ -33,5 +33,6 @@
 // own readers, and a Copier that limits the lanes it hands out (as the
 // CUDA backend does, per device) bounds the total.
 //
-// See docs/fill.md for a walk-through for backend authors.
+// See docs/writing-a-backend.md, "The fill pipeline", for a walk-through
+// for backend authors.
 package fill
