@@ -179,7 +179,7 @@ bench-docs:
 	$(BIN)/wcache-bench render -in docs/benchmarks.json -out docs/benchmarks.md
 
 ## gpu-bundle: the stripped binaries test/gpu/gpu-check.sh runs on a
-## GPU machine without Go, under 64 MiB (see docs/cuda-backend.md).
+## GPU machine without Go, under 64 MiB (see docs/development.md, "The GPU check").
 gpu-bundle:
 	test/gpu/bundle.sh $(BIN)
 
