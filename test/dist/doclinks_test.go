@@ -170,3 +170,88 @@ func rel(root, path string) string {
 	}
 	return path
 }
+
+// docPath matches a repository path to a page of docs/ as code and
+// comments write it: docs/NAME.md.
+var docPath = regexp.MustCompile(`\bdocs/[A-Za-z0-9_-]+\.md\b`)
+
+// TestDocPathsInSourcesExist: every docs/NAME.md that a source file,
+// script, build file or Markdown page outside docs/ names exists, so a
+// merged or renamed page leaves no comment, error message or help text
+// pointing nowhere. Tests are skipped: they may name a hypothetical page.
+func TestDocPathsInSourcesExist(t *testing.T) {
+	root := repoRoot(t)
+	for _, v := range missingDocPaths(t, root) {
+		t.Error(v)
+	}
+}
+
+// TestDocPathsCatchAMissingPage plants a source naming a page that does
+// not exist beside one that does.
+func TestDocPathsCatchAMissingPage(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"docs/real.md":  "# Real\n",
+		"pkg/a.go":      "// See docs/real.md and docs/gone.md.\npackage a\n",
+		"pkg/a_test.go": "// docs/hypothetical.md is a test's own.\npackage a\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := missingDocPaths(t, dir)
+	want := []string{"pkg/a.go:1: docs/gone.md: no such file"}
+	if !slices.Equal(got, want) {
+		t.Errorf("planted violation reported as %q, want %q", got, want)
+	}
+}
+
+// skippedDirs are folders that hold no project source: build output,
+// environments and version control.
+var skippedDirs = map[string]bool{".git": true, "bin": true, "dist": true, "bench-results": true,
+	".venv": true, "node_modules": true, "__pycache__": true}
+
+// sourceExts are the kinds of file whose docs/ paths are checked.
+var sourceExts = []string{".go", ".py", ".sh", ".proto", ".toml", ".yaml", ".yml", ".tmpl", ".md", ".c", ".h"}
+
+// missingDocPaths returns "file:line: docs/NAME.md: no such file" for each
+// page named under root (outside docs/ and tests) that does not exist.
+func missingDocPaths(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if skippedDirs[name] || path == filepath.Join(root, "docs") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(name, "_test.go") ||
+			!(name == "Makefile" || slices.ContainsFunc(sourceExts, func(e string) bool { return strings.HasSuffix(name, e) })) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, p := range docPath.FindAllString(line, -1) {
+				if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+					out = append(out, fmt.Sprintf("%s:%d: %s: no such file", rel(root, path), i+1, p))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
