@@ -56,5 +56,5 @@ func TestConformanceSubprocess(t *testing.T) {
 func TestPlugin(t *testing.T) { gputest.RunPlugin(t, plugin()) }
 
 // BenchmarkPeerCopyPaced reports the fake peer copy's rate over the fake
-// copy engine's paced rate (issue 26's third figure; target >= 0.9).
+// copy engine's paced rate (make bench scenario peercopy; target >= 0.9).
 func BenchmarkPeerCopyPaced(b *testing.B) { gputest.BenchPeerCopy(b, plugin()) }

@@ -74,8 +74,8 @@ func TestBytesMatchesDefinition(t *testing.T) {
 // an older peer's offer) names SHA256Tree and verifies as such; a digest
 // of another algorithm or of no known form does not.
 func TestDigestsOfEitherAlgorithmVerify(t *testing.T) {
-	// vectors.json's entry for 1 byte (content {0}), as committed before
-	// issue 37.
+	// The SHA256Tree digest of 1 byte (content {0}), as a cache entry or
+	// a peer's offer written with SHA-256 carries it.
 	const old = "sha256-tree-1m:ad7f62cbd5da10034d26cd08c64faea887218754e13f29d78882346f27ae1c27"
 	if ok, err := filedigest.Verify(old, []byte{0}); !ok || err != nil {
 		t.Fatalf("Verify(old SHA-256 digest) = %v, %v", ok, err)
