@@ -59,7 +59,8 @@ a load ask them after the node's siblings; both over mutual TLS with
 spiffe-helper write them), --peer-allow narrowing the accepted names and
 --peer-rate bounding what the endpoint sends. The fetched bytes are checked
 against the peer's content digests, and against the files' when they are
-known (the digest cache, hub blob names); memfd backends only for now.
+known (the digest cache, hub blob names). Device arenas are filled through
+staging memfds the plugin loads (docs/peer-fill.md).
 
 With --metrics-listen, serve also answers GET /metrics (Prometheus) and
 GET /healthz (200 "serving", 503 otherwise) on a Unix socket (unix:/path,
