@@ -12,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/fill"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
@@ -53,15 +54,15 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 	if err != nil {
 		return false
 	}
-	s := &siblingFiller{d: d}
-	cands, err := s.candidates(ctx, identity, cacheconfig.WeightsPublished)
+	s := &fill.Sibling{Env: d.fillEnv()}
+	cands, err := s.Candidates(ctx, identity, cacheconfig.WeightsPublished)
 	if err != nil || len(cands) == 0 {
 		d.log.Debug("peer fill of an attach: no sibling serves these weights", "identity", identity, "error", err)
 		return false
 	}
 	self := PeerInfo{PID: int32(os.Getpid()), UID: uint32(os.Geteuid())}
 	pub, g, wait, err := d.reg.beginPeerFill(self, "wcache serve peer fill", cfg,
-		compareFor(true, len(cands[0].gen.Files), cfg.EngineName), time.Now())
+		compareFor(true, len(cands[0].Gen.Files), cfg.EngineName), time.Now())
 	if err != nil {
 		// Weights for cfg were installed since the attach matched (a
 		// concurrent fill or publish): match again. Otherwise (a publish
@@ -101,7 +102,7 @@ const attachFillWait = 20 * time.Second
 // but with the daemon (pub.ended) or after PublishTimeout. When no
 // candidate works, g is forgotten and the reasons are logged and recorded
 // (recordAttachFallback).
-func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, cands []siblingCandidate) {
+func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *fill.Sibling, cands []fill.Candidate) {
 	defer close(pub.filled)
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.PublishTimeout)
 	defer cancel()
@@ -119,7 +120,7 @@ func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, 
 		if err == nil {
 			return
 		}
-		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.uuid, c.pid, c.gen.Generation, err))
+		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.UUID, c.PID, c.Gen.Generation, err))
 		if ctx.Err() != nil {
 			break
 		}
@@ -134,15 +135,15 @@ func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, 
 
 // fillPublishedFrom fills g (begun by beginPeerFill) from candidate c:
 // lease, the plan of c's tensor table (plan.BuildTable, this daemon's plan
-// options) that must place every tensor as c does (sameLayout, views
+// options) that must place every tensor as c does (fill.SameLayout, views
 // allowed), admission, sdk.PeerCopy of every arena, the arena digests
 // checked against the source's, then g installed as a serving published
 // generation with c's manifest (tensors and views, metadata, content
 // records: carriedContent) under g's config. fallback is the reasons of
 // the candidates tried before. On an error everything allocated is freed
 // and g is left publishing for the next candidate.
-func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *publisher, g *generation, c siblingCandidate, fallback string) (err error) {
-	att, release, err := s.lease(ctx, c)
+func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *publisher, g *generation, c fill.Candidate, fallback string) (err error) {
+	att, release, err := s.Lease(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *p
 	if err != nil {
 		return fmt.Errorf("other layout: %w", err)
 	}
-	if err := sameLayout(pl, m, true); err != nil {
+	if err := fill.SameLayout(pl, m, true); err != nil {
 		return err
 	}
 	var ids []sdk.AllocationID
@@ -176,7 +177,7 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *p
 	var reserved uint64
 	var path string
 	if err == nil {
-		reserved, path, err = s.copyArenas(ctx, pl, m, &ids, nil)
+		reserved, path, err = s.CopyArenas(ctx, pl, m, &ids, nil)
 	}
 	d.reg.mu.Lock()
 	g.load.AllocatedBytes = reserved
@@ -187,7 +188,7 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *p
 	}
 	copied := time.Since(start)
 	start = time.Now()
-	if err = s.verify(ctx, pl, ids, att); err != nil {
+	if err = s.Verify(ctx, pl, ids, att); err != nil {
 		return err
 	}
 	verified := time.Since(start)
@@ -195,7 +196,7 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *p
 	if err != nil {
 		return err
 	}
-	content := carriedContent(c.gen.Files)
+	content := carriedContent(c.Gen.Files)
 	nm = newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
 	views := make(map[string]*client.Layout, len(m.Tensors))
 	for _, t := range m.Tensors {
@@ -212,7 +213,7 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *p
 		}
 	}
 	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations), Duration: copied,
-		FilledFrom: filledFromPeerPrefix + c.uuid, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
+		FilledFrom: fill.FilledFromPeerPrefix + c.UUID, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
 	d.reg.mu.Lock()
 	g.compare = compareFor(true, len(content), g.config.EngineName)
 	d.reg.mu.Unlock()

@@ -422,7 +422,7 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
 	}
 	if !fromPeer {
-		d.recordLoadedDigests(content) // for the next peer fill of the node (localcontent.go)
+		d.recordLoadedDigests(content) // for the next peer fill of the node (fill.Env.RecordLoadedDigests)
 	}
 	m.content = cacheconfig.FilesToProto(content)
 	for _, c := range content {

@@ -52,7 +52,7 @@
 //
 // With Options.Peer.Listen the daemon also serves its generations to other
 // nodes' daemons (peerserver.go, over core/peer: mutual TLS, bounded), and
-// with Options.Peer.Peers a file load first asks them (netfill.go).
+// with Options.Peer.Peers a file load first asks them (fill.Net).
 //
 // Shutdown order: stop accepting new leases, notify leases, wait, end what
 // is left, close the peer endpoint (its holds released), stop the gRPC server, remove the ready file and the socket, free
