@@ -46,6 +46,35 @@ var rules = []rule{
 		[]string{"internal/fdpass", "internal/mmap", "internal/procstat", "internal/childproc", "internal/grpcpipe"}},
 }
 
+// downRule forbids the packages below the folder Dir (not Dir's own
+// package), but those under Except, to import Dir's own package: what lies
+// below a package is what it builds on, so nothing runs upward.
+type downRule struct {
+	Dir    string
+	Except []string
+	Why    string
+}
+
+// downRules are the folders whose subpackages never import their parent.
+var downRules = []downRule{
+	{"core/daemon", []string{"core/daemon/daemontest", "core/daemon/metrics"},
+		"core/daemon's subpackages (fill, …) are what the daemon builds on and reach it through their own interfaces; daemontest (a harness) and metrics (the sink and endpoint) are built on the daemon"},
+}
+
+// forbids reports whether r forbids pkg to import imp (both import paths).
+func (r downRule) forbids(pkg, imp string) bool {
+	pkg = strings.TrimSuffix(pkg, "_test") // an external test package is its package's
+	if pkg == module+"/"+r.Dir || !under(pkg, r.Dir) {
+		return false
+	}
+	for _, e := range r.Except {
+		if under(pkg, e) {
+			return false
+		}
+	}
+	return imp == module+"/"+r.Dir
+}
+
 // forbids reports whether r forbids pkg to import imp (both import paths).
 func (r rule) forbids(pkg, imp string) bool {
 	if !under(pkg, r.From) || (r.Except != "" && under(pkg, r.Except)) {
@@ -89,6 +118,14 @@ func TestLayering(t *testing.T) {
 	var violations []string
 	for pkg, imports := range graph {
 		for _, r := range rules {
+			for _, imp := range imports {
+				if r.forbids(pkg, imp) {
+					violations = append(violations, fmt.Sprintf("%s imports %s (%s)",
+						strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"), r.Why))
+				}
+			}
+		}
+		for _, r := range downRules {
 			for _, imp := range imports {
 				if r.forbids(pkg, imp) {
 					violations = append(violations, fmt.Sprintf("%s imports %s (%s)",
@@ -166,6 +203,55 @@ func TestRulesCatchAViolation(t *testing.T) {
 	}
 	if under(module+"/coreutil", "core") || under(module+"/testx", "test") || under("github.com/wcache/wcachex", "") {
 		t.Fatal("under matches a sibling folder sharing a prefix")
+	}
+}
+
+// TestDownRulesCatchAViolation feeds the downward rules planted imports
+// (a subpackage, and one deeper, importing their parent), so that a rule
+// that can never fire fails here, and the imports they allow (the parent
+// importing its subpackages, subpackages importing each other, the
+// exceptions importing the parent).
+func TestDownRulesCatchAViolation(t *testing.T) {
+	m := func(dir string) string { return module + "/" + dir }
+	planted := []struct{ pkg, imp string }{
+		{m("core/daemon/fill"), m("core/daemon")},          // a subpackage → its parent
+		{m("core/daemon/fill/filltest"), m("core/daemon")}, // deeper → the parent
+		{m("core/daemon/fill_test"), m("core/daemon")},     // a subpackage's external tests
+	}
+	fired := map[int]bool{}
+	for _, p := range planted {
+		n := 0
+		for i, r := range downRules {
+			if r.forbids(p.pkg, p.imp) {
+				n++
+				fired[i] = true
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s importing %s matched no downward rule", p.pkg, p.imp)
+		}
+	}
+	for i, r := range downRules {
+		if !fired[i] {
+			t.Errorf("downward rule %d (%s) fired for none of the planted violations", i, r.Why)
+		}
+	}
+	allowed := []struct{ pkg, imp string }{
+		{m("core/daemon"), m("core/daemon/fill")},
+		{m("core/daemon/fill"), m("core/daemon/daemontest/testworld")},
+		{m("core/daemon/fill/filltest"), m("core/daemon/fill")},
+		{m("core/daemon/daemontest"), m("core/daemon")},
+		{m("core/daemon/daemontest_test"), m("core/daemon")},
+		{m("core/daemon/metrics"), m("core/daemon")},
+		{m("core/daemonctl"), m("core/daemon")},
+		{m("cmd/wcache/cli"), m("core/daemon")},
+	}
+	for _, p := range allowed {
+		for _, r := range downRules {
+			if r.forbids(p.pkg, p.imp) {
+				t.Errorf("%s importing %s is allowed, but the downward rule %q forbids it", p.pkg, p.imp, r.Why)
+			}
+		}
 	}
 }
 
