@@ -16,6 +16,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/handover"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
@@ -53,8 +54,8 @@ type Daemon struct {
 	srv     *grpc.Server
 	lis     *net.UnixListener
 	// glis is what the gRPC server accepts on: lis, paused while a
-	// successor takes over (handover.go).
-	glis *handoverListener
+	// successor takes over (handover.Listener).
+	glis *handover.Listener
 	// watchMu guards watchStop, runCtx and runCancel: Run's check of the
 	// daemon files, stopped while a successor takes over (handover.go).
 	watchMu   sync.Mutex
@@ -213,7 +214,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	replaceEmpty := false
 	if opts.Takeover {
 		took, err = d.takeOver(ctx, jobs)
-		if errors.Is(err, errEmptyPredecessor) {
+		if errors.Is(err, handover.ErrEmptyPredecessor) {
 			d.log.Info("takeover: replacing an empty daemon (stopping it), starting as usual", "reason", err.Error())
 			took, err, replaceEmpty = nil, nil, true
 		}
@@ -229,10 +230,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 					return // an empty daemon replaced
 				}
 				// Closing the connection makes the previous daemon take its lock back.
-				took.finish()
+				took.Finish()
 				if !took.adopted { // else freeAll does it
 					for _, tg := range took.gens {
-						d.freeAllocs(tg.ids)
+						d.freeAllocs(tg.IDs)
 						tg.manifest.files.close()
 					}
 				}
@@ -305,7 +306,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	d.info.StartDuration = time.Since(begin)
 	var auth authorizer
 	d.srv, auth = d.newGRPCServer()
-	d.glis = newHandoverListener(d.lis)
+	d.glis = handover.NewListener(d.lis)
 	lis := newPeerListener(d.glis, auth.allows, d.log)
 	go func() { d.serveErr <- d.srv.Serve(lis) }()
 	undo = append(undo, func() { d.srv.Stop() })
@@ -316,7 +317,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	// ready.
 	var inherited *os.File
 	if took != nil {
-		inherited, took.peerListener = took.peerListener, nil
+		inherited, took.PeerListener = took.PeerListener, nil
 	}
 	if err := d.startPeerServer(inherited); err != nil {
 		return nil, err
@@ -336,10 +337,10 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		// seen this one hold the lock, listen and name itself in the ready
 		// file (daemonfile.VerifySuccessor): until then it keeps its memory
 		// and takes its lock back.
-		if err := took.tk.Serving(); err != nil {
+		if err := took.Conn.Serving(); err != nil {
 			d.log.Warn("takeover: telling the previous daemon that this one serves", "error", err)
 		}
-		took.finish()
+		took.Finish()
 	}
 	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
 	return d, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/wcache/wcache/core/daemon/handover"
 	"github.com/wcache/wcache/core/peer"
 )
 
@@ -13,8 +14,8 @@ import (
 type peerEndpoint struct {
 	srv  *peer.Server
 	addr string
-	// lis is the listener, paused during a takeover (peerhandover.go).
-	lis *pausableListener
+	// lis is the listener, paused during a takeover (handover.PeerListener).
+	lis *handover.PeerListener
 	// ctx ends when the endpoint stops (background digests stop with it).
 	once   sync.Once
 	ctx    context.Context

@@ -12,7 +12,6 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
 	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
-	"github.com/wcache/wcache/core/daemon/fill"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	"github.com/wcache/wcache/sdk"
@@ -254,15 +253,5 @@ func TestSiblingFillFallsBack(t *testing.T) {
 				t.Errorf("device 1 has %d bytes in use, the generation %d", used, r.d.Info().Load.AllocatedBytes)
 			}
 		})
-	}
-}
-
-// TestFillSpellsTheDaemonsStatus: the sibling filler picks candidates by
-// the state and source a sibling's Status spells, which are this
-// package's own.
-func TestFillSpellsTheDaemonsStatus(t *testing.T) {
-	if StateServing.String() != fill.StateServing || SourceFiles != fill.SourceFiles {
-		t.Fatalf("fill picks %q generations of source %q; the daemon spells them %q and %q",
-			fill.StateServing, fill.SourceFiles, StateServing.String(), SourceFiles)
 	}
 }

@@ -58,7 +58,7 @@ type downRule struct {
 // downRules are the folders whose subpackages never import their parent.
 var downRules = []downRule{
 	{"core/daemon", []string{"core/daemon/daemontest", "core/daemon/metrics"},
-		"core/daemon's subpackages (fill, …) are what the daemon builds on and reach it through their own interfaces; daemontest (a harness) and metrics (the sink and endpoint) are built on the daemon"},
+		"core/daemon's subpackages (fill, handover, …) are what the daemon builds on and reach it through their own interfaces; daemontest (a harness) and metrics (the sink and endpoint) are built on the daemon"},
 }
 
 // forbids reports whether r forbids pkg to import imp (both import paths).
@@ -217,6 +217,7 @@ func TestDownRulesCatchAViolation(t *testing.T) {
 		{m("core/daemon/fill"), m("core/daemon")},          // a subpackage → its parent
 		{m("core/daemon/fill/filltest"), m("core/daemon")}, // deeper → the parent
 		{m("core/daemon/fill_test"), m("core/daemon")},     // a subpackage's external tests
+		{m("core/daemon/handover"), m("core/daemon")},      // another subpackage
 	}
 	fired := map[int]bool{}
 	for _, p := range planted {
