@@ -4,12 +4,14 @@
 // nodes' daemons (Net: core/peer's mutual-TLS fetch into memfd arenas, or
 // staged window by window into device arenas). Every fill proves its copy
 // against what the LOCAL files are known to hold (localcontent.go), never
-// against the source's memory or records alone.
+// against the source's memory or records alone. Source is the other side:
+// the daemon's generations served to other nodes' fills (peer.Source).
 //
-// The daemon drives it through one seam (core/daemon's peerFiller, which
-// Sibling and Net implement); what a filler needs of the daemon is the
-// Daemon interface below, and the daemon's settings it reads are an Env.
-// Nothing here imports core/daemon.
+// The daemon drives the fillers through one seam (core/daemon's
+// peerFiller, which Sibling and Net implement); what a filler needs of the
+// daemon is the Daemon interface below, and the daemon's settings it reads
+// are an Env; what Source serves is Generations. Nothing here imports
+// core/daemon.
 package fill
 
 import (
