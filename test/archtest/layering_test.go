@@ -75,6 +75,27 @@ func (r downRule) forbids(pkg, imp string) bool {
 	return imp == module+"/"+r.Dir
 }
 
+// forbidder is one layering rule of either kind.
+type forbidder interface {
+	forbids(pkg, imp string) bool
+	why() string
+}
+
+func (r rule) why() string     { return r.Why }
+func (r downRule) why() string { return r.Why }
+
+// allRules are rules and downRules, in that order.
+func allRules() []forbidder {
+	var out []forbidder
+	for _, r := range rules {
+		out = append(out, r)
+	}
+	for _, r := range downRules {
+		out = append(out, r)
+	}
+	return out
+}
+
 // forbids reports whether r forbids pkg to import imp (both import paths).
 func (r rule) forbids(pkg, imp string) bool {
 	if !under(pkg, r.From) || (r.Except != "" && under(pkg, r.Except)) {
@@ -117,19 +138,11 @@ func TestLayering(t *testing.T) {
 	graph := importGraph(t, root, patterns, true)
 	var violations []string
 	for pkg, imports := range graph {
-		for _, r := range rules {
+		for _, r := range allRules() {
 			for _, imp := range imports {
 				if r.forbids(pkg, imp) {
 					violations = append(violations, fmt.Sprintf("%s imports %s (%s)",
-						strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"), r.Why))
-				}
-			}
-		}
-		for _, r := range downRules {
-			for _, imp := range imports {
-				if r.forbids(pkg, imp) {
-					violations = append(violations, fmt.Sprintf("%s imports %s (%s)",
-						strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"), r.Why))
+						strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"), r.why()))
 				}
 			}
 		}
@@ -148,8 +161,8 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// TestRulesCatchAViolation feeds the rule matcher planted imports, one
-// per rule, so that a rule that can never fire fails here, and imports the
+// TestRulesCatchAViolation feeds the rule matchers (rules and downRules)
+// planted imports, one per rule at least, so that a rule that can never fire fails here, and imports the
 // layering allows, so that an over-eager rule fails too.
 func TestRulesCatchAViolation(t *testing.T) {
 	m := func(dir string) string { return module + "/" + dir }
@@ -165,11 +178,16 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
 		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
 		{m("sdk/fill"), m("internal/poll")},                   // sdk → a helper not its own
+		{m("core/daemon/fill"), m("core/daemon")},             // a subpackage → its parent
+		{m("core/daemon/fill/filltest"), m("core/daemon")},    // deeper → the parent
+		{m("core/daemon/fill_test"), m("core/daemon")},        // a subpackage's external tests → the parent
+		{m("core/daemon/handover"), m("core/daemon")},         // another subpackage → the parent
 	}
+	all := allRules()
 	fired := map[int]bool{}
 	for _, p := range planted {
 		n := 0
-		for i, r := range rules {
+		for i, r := range all {
 			if r.forbids(p.pkg, p.imp) {
 				n++
 				fired[i] = true
@@ -179,9 +197,9 @@ func TestRulesCatchAViolation(t *testing.T) {
 			t.Errorf("%s importing %s matched no rule", p.pkg, p.imp)
 		}
 	}
-	for i, r := range rules {
+	for i, r := range all {
 		if !fired[i] {
-			t.Errorf("rule %d (%s) fired for none of the planted violations", i, r.Why)
+			t.Errorf("rule %d (%s) fired for none of the planted violations", i, r.why())
 		}
 	}
 	allowed := []struct{ pkg, imp string }{
@@ -193,51 +211,6 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("core/daemonfile"), m("internal/procstat")},
 		{m("sdk/plugin"), m("internal/fdpass")},
 		{m("sdk/backendtest"), m("internal/childproc")},
-	}
-	for _, p := range allowed {
-		for _, r := range rules {
-			if r.forbids(p.pkg, p.imp) {
-				t.Errorf("%s importing %s is allowed, but the rule %q forbids it", p.pkg, p.imp, r.Why)
-			}
-		}
-	}
-	if under(module+"/coreutil", "core") || under(module+"/testx", "test") || under("github.com/wcache/wcachex", "") {
-		t.Fatal("under matches a sibling folder sharing a prefix")
-	}
-}
-
-// TestDownRulesCatchAViolation feeds the downward rules planted imports
-// (a subpackage, and one deeper, importing their parent), so that a rule
-// that can never fire fails here, and the imports they allow (the parent
-// importing its subpackages, subpackages importing each other, the
-// exceptions importing the parent).
-func TestDownRulesCatchAViolation(t *testing.T) {
-	m := func(dir string) string { return module + "/" + dir }
-	planted := []struct{ pkg, imp string }{
-		{m("core/daemon/fill"), m("core/daemon")},          // a subpackage → its parent
-		{m("core/daemon/fill/filltest"), m("core/daemon")}, // deeper → the parent
-		{m("core/daemon/fill_test"), m("core/daemon")},     // a subpackage's external tests
-		{m("core/daemon/handover"), m("core/daemon")},      // another subpackage
-	}
-	fired := map[int]bool{}
-	for _, p := range planted {
-		n := 0
-		for i, r := range downRules {
-			if r.forbids(p.pkg, p.imp) {
-				n++
-				fired[i] = true
-			}
-		}
-		if n == 0 {
-			t.Errorf("%s importing %s matched no downward rule", p.pkg, p.imp)
-		}
-	}
-	for i, r := range downRules {
-		if !fired[i] {
-			t.Errorf("downward rule %d (%s) fired for none of the planted violations", i, r.Why)
-		}
-	}
-	allowed := []struct{ pkg, imp string }{
 		{m("core/daemon"), m("core/daemon/fill")},
 		{m("core/daemon/fill"), m("core/daemon/daemontest/testworld")},
 		{m("core/daemon/fill/filltest"), m("core/daemon/fill")},
@@ -245,14 +218,16 @@ func TestDownRulesCatchAViolation(t *testing.T) {
 		{m("core/daemon/daemontest_test"), m("core/daemon")},
 		{m("core/daemon/metrics"), m("core/daemon")},
 		{m("core/daemonctl"), m("core/daemon")},
-		{m("cmd/wcache/cli"), m("core/daemon")},
 	}
 	for _, p := range allowed {
-		for _, r := range downRules {
+		for _, r := range all {
 			if r.forbids(p.pkg, p.imp) {
-				t.Errorf("%s importing %s is allowed, but the downward rule %q forbids it", p.pkg, p.imp, r.Why)
+				t.Errorf("%s importing %s is allowed, but the rule %q forbids it", p.pkg, p.imp, r.why())
 			}
 		}
+	}
+	if under(module+"/coreutil", "core") || under(module+"/testx", "test") || under("github.com/wcache/wcachex", "") {
+		t.Fatal("under matches a sibling folder sharing a prefix")
 	}
 }
 

@@ -151,9 +151,9 @@ func arenaBytesOf(pl *plan.Plan) []uint64 {
 	return out
 }
 
-// sameAlgorithm reports whether digests a and b are in the same
+// SameAlgorithm reports whether digests a and b are in the same
 // filedigest algorithm (and both name one).
-func sameAlgorithm(a, b string) bool {
+func SameAlgorithm(a, b string) bool {
 	x, err := filedigest.AlgorithmOf(a)
 	if err != nil {
 		return false
