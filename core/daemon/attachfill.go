@@ -149,40 +149,19 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *pu
 	}
 	defer release()
 	m := att.Manifest
-	pl, err := plan.BuildTable(manifestEntries(m), d.opts.Plan)
+	pl, err := d.planAs(m)
 	if err != nil {
-		return fmt.Errorf("other layout: %w", err)
-	}
-	if err := fill.SameLayout(pl, m, true); err != nil {
 		return err
 	}
 	var ids []sdk.AllocationID
 	var nm *manifest
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			d.undoAttachFill(g, ids, nm)
 		}
-		d.freeAllocs(ids)
-		if nm != nil {
-			nm.files.close()
-		}
-		d.reg.mu.Lock()
-		g.planned, g.load.AllocatedBytes = 0, 0
-		d.reg.mu.Unlock()
-		d.reportHeld()
 	}()
 	start := time.Now()
-	d.allocMu.Lock()
-	err = d.admit(ctx, "peer fill", pl.AllocatedBytes(), g)
-	var reserved uint64
-	var path string
-	if err == nil {
-		reserved, path, err = s.CopyArenas(ctx, pl, m, &ids, nil)
-	}
-	d.reg.mu.Lock()
-	g.load.AllocatedBytes = reserved
-	d.reg.mu.Unlock()
-	d.allocMu.Unlock()
+	reserved, path, err := d.copyAdmitted(ctx, s, pl, m, g, &ids)
 	if err != nil {
 		return err
 	}
@@ -192,25 +171,9 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *pu
 		return err
 	}
 	verified := time.Since(start)
-	handles, err := d.export(ctx, ids)
-	if err != nil {
+	var content []cacheconfig.FileContent
+	if nm, content, err = d.publishedManifest(ctx, g, pl, ids, m, c.Gen.Files); err != nil {
 		return err
-	}
-	content := carriedContent(c.Gen.Files)
-	nm = newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
-	views := make(map[string]*client.Layout, len(m.Tensors))
-	for _, t := range m.Tensors {
-		views[t.Name] = t.Layout
-	}
-	for _, t := range nm.tensors {
-		t.Layout = tensorLayoutToProto(views[t.Name])
-	}
-	nm.metadata, nm.published = m.Metadata, true
-	nm.content, nm.policies = cacheconfig.FilesToProto(content), cacheconfig.PolicyStrings(d.opts.ContentPolicies)
-	for _, f := range content {
-		if f.SHA256 != "" {
-			nm.blobs.add(&daemonv1.FileSHA256{Name: f.Name, Sha256: f.SHA256})
-		}
 	}
 	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations), Duration: copied,
 		FilledFrom: fill.FilledFromPeerPrefix + c.UUID, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
@@ -225,6 +188,80 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *pu
 		"arenas", len(pl.Allocations), "path", path, "copy_s", copied.Seconds(), "verify_s", verified.Seconds(),
 		"config_digest", g.digest)
 	return nil
+}
+
+// planAs plans the sibling's tensor table m with this daemon's plan
+// options (plan.BuildTable), which must place every tensor as the sibling
+// does (fill.SameLayout, views allowed).
+func (d *Daemon) planAs(m *client.Manifest) (*plan.Plan, error) {
+	pl, err := plan.BuildTable(manifestEntries(m), d.opts.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("other layout: %w", err)
+	}
+	if err := fill.SameLayout(pl, m, true); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// copyAdmitted admits pl's arenas for g (allocMu held throughout) and
+// copies the sibling's arenas m into new allocations, appended to *ids;
+// g's allocated bytes are what the backend reserved.
+func (d *Daemon) copyAdmitted(ctx context.Context, s *fill.Sibling, pl *plan.Plan, m *client.Manifest, g *generation,
+	ids *[]sdk.AllocationID) (reserved uint64, path string, err error) {
+	d.allocMu.Lock()
+	defer d.allocMu.Unlock()
+	err = d.admit(ctx, "peer fill", pl.AllocatedBytes(), g)
+	if err == nil {
+		reserved, path, err = s.CopyArenas(ctx, pl, m, ids, nil)
+	}
+	d.reg.mu.Lock()
+	g.load.AllocatedBytes = reserved
+	d.reg.mu.Unlock()
+	return reserved, path, err
+}
+
+// publishedManifest exports ids and builds g's manifest as the sibling's
+// publication m lays it out: its tensors' views, its metadata, its content
+// records as g carries them (carriedContent of theirs, with their
+// verified hub blob names), published.
+func (d *Daemon) publishedManifest(ctx context.Context, g *generation, pl *plan.Plan, ids []sdk.AllocationID, m *client.Manifest,
+	theirs []cacheconfig.FileContent) (*manifest, []cacheconfig.FileContent, error) {
+	handles, err := d.export(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	content := carriedContent(theirs)
+	nm := newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
+	views := make(map[string]*client.Layout, len(m.Tensors))
+	for _, t := range m.Tensors {
+		views[t.Name] = t.Layout
+	}
+	for _, t := range nm.tensors {
+		t.Layout = tensorLayoutToProto(views[t.Name])
+	}
+	nm.metadata, nm.published = m.Metadata, true
+	nm.content, nm.policies = cacheconfig.FilesToProto(content), cacheconfig.PolicyStrings(d.opts.ContentPolicies)
+	for _, f := range content {
+		if f.SHA256 != "" {
+			nm.blobs.add(&daemonv1.FileSHA256{Name: f.Name, Sha256: f.SHA256})
+		}
+	}
+	return nm, content, nil
+}
+
+// undoAttachFill frees what a failed attach fill allocated, closes its
+// manifest's descriptors (nm nil: none yet) and counts g as holding
+// nothing; g stays publishing for the next candidate.
+func (d *Daemon) undoAttachFill(g *generation, ids []sdk.AllocationID, nm *manifest) {
+	d.freeAllocs(ids)
+	if nm != nil {
+		nm.files.close()
+	}
+	d.reg.mu.Lock()
+	g.planned, g.load.AllocatedBytes = 0, 0
+	d.reg.mu.Unlock()
+	d.reportHeld()
 }
 
 // manifestEntries is a manifest's tensor table, as a publish of it would
