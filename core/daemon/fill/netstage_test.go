@@ -77,14 +77,7 @@ func newSinkRig(t *testing.T, window uint64) *sinkRig {
 	r := &sinkRig{}
 	b := mock.Wrap(mem)
 	r.s.Inject(b)
-	ck, err := plan.OpenCheckpoint(w.Model.Dir, "", plan.ShardRanks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := plan.Build(ck, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, pl := testworld.Plan(t, w.Model.Dir)
 	var arenaBytes []uint64
 	r.job = &Job{Checkpoint: ck, Plan: pl, Allocs: &r.allocs, ArenaBytes: &arenaBytes}
 	r.live = r.s.Live.Load()
