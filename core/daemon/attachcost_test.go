@@ -131,8 +131,8 @@ func BenchmarkAttachConcurrent16(b *testing.B) {
 }
 
 // TestAttachFormsByRequest: over the socket, an attach that does not ask for
-// a tensor table (the Python client, older clients) gets Manifest.tensors,
-// one that does gets a TensorTable with the same tensors.
+// a tensor table (the Python client does not) gets Manifest.tensors, one
+// that does gets a TensorTable with the same tensors.
 func TestAttachFormsByRequest(t *testing.T) {
 	f := newFixture(t)
 	r := f.start(0, nil)

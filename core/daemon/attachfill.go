@@ -12,6 +12,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/fill"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
@@ -53,15 +54,15 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 	if err != nil {
 		return false
 	}
-	s := &siblingFiller{d: d}
-	cands, err := s.candidates(ctx, identity, cacheconfig.WeightsPublished)
+	s := &fill.Sibling{Env: d.fillEnv()}
+	cands, err := s.Candidates(ctx, identity, cacheconfig.WeightsPublished)
 	if err != nil || len(cands) == 0 {
 		d.log.Debug("peer fill of an attach: no sibling serves these weights", "identity", identity, "error", err)
 		return false
 	}
 	self := PeerInfo{PID: int32(os.Getpid()), UID: uint32(os.Geteuid())}
 	pub, g, wait, err := d.reg.beginPeerFill(self, "wcache serve peer fill", cfg,
-		compareFor(true, len(cands[0].gen.Files), cfg.EngineName), time.Now())
+		compareFor(true, len(cands[0].Gen.Files), cfg.EngineName), time.Now())
 	if err != nil {
 		// Weights for cfg were installed since the attach matched (a
 		// concurrent fill or publish): match again. Otherwise (a publish
@@ -101,7 +102,7 @@ const attachFillWait = 20 * time.Second
 // but with the daemon (pub.ended) or after PublishTimeout. When no
 // candidate works, g is forgotten and the reasons are logged and recorded
 // (recordAttachFallback).
-func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, cands []siblingCandidate) {
+func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *fill.Sibling, cands []fill.Candidate) {
 	defer close(pub.filled)
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.PublishTimeout)
 	defer cancel()
@@ -119,7 +120,7 @@ func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, 
 		if err == nil {
 			return
 		}
-		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.uuid, c.pid, c.gen.Generation, err))
+		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.UUID, c.PID, c.Gen.Generation, err))
 		if ctx.Err() != nil {
 			break
 		}
@@ -134,69 +135,104 @@ func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *siblingFiller, 
 
 // fillPublishedFrom fills g (begun by beginPeerFill) from candidate c:
 // lease, the plan of c's tensor table (plan.BuildTable, this daemon's plan
-// options) that must place every tensor as c does (sameLayout, views
+// options) that must place every tensor as c does (fill.SameLayout, views
 // allowed), admission, sdk.PeerCopy of every arena, the arena digests
 // checked against the source's, then g installed as a serving published
 // generation with c's manifest (tensors and views, metadata, content
 // records: carriedContent) under g's config. fallback is the reasons of
 // the candidates tried before. On an error everything allocated is freed
 // and g is left publishing for the next candidate.
-func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *publisher, g *generation, c siblingCandidate, fallback string) (err error) {
-	att, release, err := s.lease(ctx, c)
+func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *publisher, g *generation, c fill.Candidate, fallback string) (err error) {
+	att, release, err := s.Lease(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	m := att.Manifest
-	pl, err := plan.BuildTable(manifestEntries(m), d.opts.Plan)
+	pl, err := d.planAs(m)
 	if err != nil {
-		return fmt.Errorf("other layout: %w", err)
-	}
-	if err := sameLayout(pl, m, true); err != nil {
 		return err
 	}
 	var ids []sdk.AllocationID
 	var nm *manifest
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			d.undoAttachFill(g, ids, nm)
 		}
-		d.freeAllocs(ids)
-		if nm != nil {
-			nm.files.close()
-		}
-		d.reg.mu.Lock()
-		g.planned, g.load.AllocatedBytes = 0, 0
-		d.reg.mu.Unlock()
-		d.reportHeld()
 	}()
 	start := time.Now()
-	d.allocMu.Lock()
-	err = d.admit(ctx, "peer fill", pl.AllocatedBytes(), g)
-	var reserved uint64
-	var path string
-	if err == nil {
-		reserved, path, err = s.copyArenas(ctx, pl, m, &ids, nil)
-	}
-	d.reg.mu.Lock()
-	g.load.AllocatedBytes = reserved
-	d.reg.mu.Unlock()
-	d.allocMu.Unlock()
+	reserved, path, err := d.copyAdmitted(ctx, s, pl, m, g, &ids)
 	if err != nil {
 		return err
 	}
 	copied := time.Since(start)
 	start = time.Now()
-	if err = s.verify(ctx, pl, ids, att); err != nil {
+	if err = s.Verify(ctx, pl, ids, att); err != nil {
 		return err
 	}
 	verified := time.Since(start)
-	handles, err := d.export(ctx, ids)
-	if err != nil {
+	var content []cacheconfig.FileContent
+	if nm, content, err = d.publishedManifest(ctx, g, pl, ids, m, c.Gen.Files); err != nil {
 		return err
 	}
-	content := carriedContent(c.gen.Files)
-	nm = newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
+	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations), Duration: copied,
+		FilledFrom: fill.FilledFromPeerPrefix + c.UUID, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
+	d.reg.mu.Lock()
+	g.compare = compareFor(true, len(content), g.config.EngineName)
+	d.reg.mu.Unlock()
+	if err = d.install(pub, ids, nm, stats); err != nil {
+		return err
+	}
+	d.metrics.Loaded(stats, len(pl.Tensors))
+	d.log.Info("filled a publication from a peer", "generation", g.id, "from", stats.FilledFrom, "bytes", pl.Bytes,
+		"arenas", len(pl.Allocations), "path", path, "copy_s", copied.Seconds(), "verify_s", verified.Seconds(),
+		"config_digest", g.digest)
+	return nil
+}
+
+// planAs plans the sibling's tensor table m with this daemon's plan
+// options (plan.BuildTable), which must place every tensor as the sibling
+// does (fill.SameLayout, views allowed).
+func (d *Daemon) planAs(m *client.Manifest) (*plan.Plan, error) {
+	pl, err := plan.BuildTable(manifestEntries(m), d.opts.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("other layout: %w", err)
+	}
+	if err := fill.SameLayout(pl, m, true); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// copyAdmitted admits pl's arenas for g (allocMu held throughout) and
+// copies the sibling's arenas m into new allocations, appended to *ids;
+// g's allocated bytes are what the backend reserved.
+func (d *Daemon) copyAdmitted(ctx context.Context, s *fill.Sibling, pl *plan.Plan, m *client.Manifest, g *generation,
+	ids *[]sdk.AllocationID) (reserved uint64, path string, err error) {
+	d.allocMu.Lock()
+	defer d.allocMu.Unlock()
+	err = d.admit(ctx, "peer fill", pl.AllocatedBytes(), g)
+	if err == nil {
+		reserved, path, err = s.CopyArenas(ctx, pl, m, ids, nil)
+	}
+	d.reg.mu.Lock()
+	g.load.AllocatedBytes = reserved
+	d.reg.mu.Unlock()
+	return reserved, path, err
+}
+
+// publishedManifest exports ids and builds g's manifest as the sibling's
+// publication m lays it out: its tensors' views, its metadata, its content
+// records as g carries them (carriedContent of theirs, with their
+// verified hub blob names), published.
+func (d *Daemon) publishedManifest(ctx context.Context, g *generation, pl *plan.Plan, ids []sdk.AllocationID, m *client.Manifest,
+	theirs []cacheconfig.FileContent) (*manifest, []cacheconfig.FileContent, error) {
+	handles, err := d.export(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	content := carriedContent(theirs)
+	nm := newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
 	views := make(map[string]*client.Layout, len(m.Tensors))
 	for _, t := range m.Tensors {
 		views[t.Name] = t.Layout
@@ -211,19 +247,21 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *siblingFiller, pub *p
 			nm.blobs.add(&daemonv1.FileSHA256{Name: f.Name, Sha256: f.SHA256})
 		}
 	}
-	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations), Duration: copied,
-		FilledFrom: filledFromPeerPrefix + c.uuid, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
-	d.reg.mu.Lock()
-	g.compare = compareFor(true, len(content), g.config.EngineName)
-	d.reg.mu.Unlock()
-	if err = d.install(pub, ids, nm, stats); err != nil {
-		return err
+	return nm, content, nil
+}
+
+// undoAttachFill frees what a failed attach fill allocated, closes its
+// manifest's descriptors (nm nil: none yet) and counts g as holding
+// nothing; g stays publishing for the next candidate.
+func (d *Daemon) undoAttachFill(g *generation, ids []sdk.AllocationID, nm *manifest) {
+	d.freeAllocs(ids)
+	if nm != nil {
+		nm.files.close()
 	}
-	d.metrics.Loaded(stats, len(pl.Tensors))
-	d.log.Info("filled a publication from a peer", "generation", g.id, "from", stats.FilledFrom, "bytes", pl.Bytes,
-		"arenas", len(pl.Allocations), "path", path, "copy_s", copied.Seconds(), "verify_s", verified.Seconds(),
-		"config_digest", g.digest)
-	return nil
+	d.reg.mu.Lock()
+	g.planned, g.load.AllocatedBytes = 0, 0
+	d.reg.mu.Unlock()
+	d.reportHeld()
 }
 
 // manifestEntries is a manifest's tensor table, as a publish of it would

@@ -16,6 +16,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/handover"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
@@ -53,8 +54,8 @@ type Daemon struct {
 	srv     *grpc.Server
 	lis     *net.UnixListener
 	// glis is what the gRPC server accepts on: lis, paused while a
-	// successor takes over (handover.go).
-	glis *handoverListener
+	// successor takes over (handover.Listener).
+	glis *handover.Listener
 	// watchMu guards watchStop, runCtx and runCancel: Run's check of the
 	// daemon files, stopped while a successor takes over (handover.go).
 	watchMu   sync.Mutex
@@ -114,14 +115,12 @@ type Info struct {
 // wrapping ErrPluginExited.
 func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err error) {
 	begin := time.Now()
-	var undo []func()
+	var undo undoStack
 	defer func() {
 		if err == nil {
 			return
 		}
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
+		undo.run()
 		if cerr := plugin.Close(); cerr != nil {
 			opts.Logger.Warn("closing backend plugin", "error", cerr)
 		}
@@ -134,8 +133,71 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		return nil, err
 	}
 	// A plugin that dies mid-way cancels whatever backend call is running.
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := cancelOnExit(ctx, plugin)
 	defer cancel()
+	pluginErr := pluginError(plugin)
+
+	d := &Daemon{opts: opts, plugin: plugin, backend: plugin.Backend(), log: opts.Logger,
+		reg: newRegistry(), metrics: noMetrics{}, serveErr: make(chan error, 1), stopCh: make(chan struct{})}
+	if err := d.identify(ctx, pluginErr); err != nil {
+		return nil, err
+	}
+	if err := d.capFromFraction(ctx); err != nil {
+		return nil, pluginErr("memory cap", err)
+	}
+	startPlan := time.Now()
+	jobs, err := d.prepareAll(ctx, pluginErr)
+	if err != nil {
+		return nil, err
+	}
+	planDone := time.Since(startPlan)
+	took, replaced, err := d.takeOverIfAsked(ctx, jobs, &undo, pluginErr)
+	if err != nil {
+		return nil, err
+	}
+	if took != nil || replaced {
+		jobs = nil // nothing to load: the memory is here
+	}
+	if err := d.acquireIdentity(ctx, took != nil || replaced, &undo); err != nil {
+		return nil, err
+	}
+	locked := time.Since(startPlan) - planDone
+	undo.push(func() { d.freeAll() })
+	if err := d.installGenerations(ctx, jobs, took, planDone, locked, pluginErr); err != nil {
+		return nil, err
+	}
+	if err := d.listen(&undo); err != nil {
+		return nil, err
+	}
+	d.info.StartDuration = time.Since(begin)
+	d.serveGRPC(&undo)
+	if err := d.servePeers(took, &undo); err != nil {
+		return nil, err
+	}
+	if err := d.announceReady(); err != nil {
+		return nil, err
+	}
+	if took != nil {
+		d.tellPredecessorServing(took)
+	}
+	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
+	return d, nil
+}
+
+// undoStack is what Start did, undone in reverse order when it fails.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+func (u undoStack) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// cancelOnExit is ctx cancelled when plugin exits (until cancel).
+func cancelOnExit(ctx context.Context, plugin Plugin) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
 		case <-plugin.Exited():
@@ -143,7 +205,13 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		case <-ctx.Done():
 		}
 	}()
-	pluginErr := func(what string, err error) error {
+	return ctx, cancel
+}
+
+// pluginError wraps a failed step's err, as ErrPluginExited (with the
+// plugin's exit) when plugin has exited.
+func pluginError(plugin Plugin) func(what string, err error) error {
+	return func(what string, err error) error {
 		select {
 		case <-plugin.Exited():
 			return fmt.Errorf("%s: %w: %v", what, ErrPluginExited, plugin.ExitError())
@@ -151,45 +219,48 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
+}
 
-	d := &Daemon{opts: opts, plugin: plugin, backend: plugin.Backend(), log: opts.Logger,
-		reg: newRegistry(), metrics: noMetrics{}, serveErr: make(chan error, 1), stopCh: make(chan struct{})}
-
+// identify asks the backend its name and the device's UUID, validates
+// the UUID, and names the daemon's files and metrics after it.
+func (d *Daemon) identify(ctx context.Context, pluginErr func(string, error) error) error {
 	binfo, err := d.backend.Info(ctx)
 	if err != nil {
-		return nil, pluginErr("backend info", err)
+		return pluginErr("backend info", err)
 	}
 	d.info.Backend = binfo.Name
-	uuid, err := d.backend.DeviceUUID(ctx, opts.GPU)
+	uuid, err := d.backend.DeviceUUID(ctx, d.opts.GPU)
 	if err != nil {
-		return nil, pluginErr(fmt.Sprintf("device UUID of GPU %d", opts.GPU), err)
+		return pluginErr(fmt.Sprintf("device UUID of GPU %d", d.opts.GPU), err)
 	}
 	if err := paths.ValidateDeviceUUID(uuid); err != nil {
-		return nil, fmt.Errorf("backend %s returned an unusable UUID for GPU %d: %w", binfo.Name, opts.GPU, err)
+		return fmt.Errorf("backend %s returned an unusable UUID for GPU %d: %w", binfo.Name, d.opts.GPU, err)
 	}
 	d.info.DeviceUUID = uuid
 	d.log = d.log.With("device", uuid)
-	if d.info.Paths, err = opts.Layout.For(uuid); err != nil {
-		return nil, err
+	if d.info.Paths, err = d.opts.Layout.For(uuid); err != nil {
+		return err
 	}
-	if opts.Metrics != nil {
-		m, err := opts.Metrics(uuid)
+	if d.opts.Metrics != nil {
+		m, err := d.opts.Metrics(uuid)
 		if err != nil {
-			return nil, fmt.Errorf("metrics of device %s: %w", uuid, err)
+			return fmt.Errorf("metrics of device %s: %w", uuid, err)
 		}
 		if m != nil {
 			d.metrics = m
 		}
 	}
+	return nil
+}
 
-	if err := d.capFromFraction(ctx); err != nil {
-		return nil, pluginErr("memory cap", err)
-	}
-	opts = d.opts
-	startPlan := time.Now()
+// prepareAll opens and plans every model of the options (nothing is
+// allocated), refusing two of the same config, and a plan past MaxBytes
+// before the lock: a --force start does not end the device's daemon for
+// a load that cannot fit.
+func (d *Daemon) prepareAll(ctx context.Context, pluginErr func(string, error) error) ([]*loadJob, error) {
 	var jobs []*loadJob
 	var planned uint64
-	for _, src := range opts.sources() {
+	for _, src := range d.opts.sources() {
 		job, err := d.prepare(ctx, src)
 		if err != nil {
 			return nil, pluginErr("config", err)
@@ -202,67 +273,82 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 		jobs = append(jobs, job)
 		planned += job.pl.AllocatedBytes()
 	}
-	if limit := opts.MaxBytes; limit != 0 && planned > limit {
-		// Refused before the lock: a --force start does not end the
-		// device's daemon for a load that cannot fit.
+	if limit := d.opts.MaxBytes; limit != 0 && planned > limit {
 		return nil, &MemoryError{What: "load", Need: planned, MaxBytes: limit}
 	}
-	planDone := time.Since(startPlan)
+	return jobs, nil
+}
 
-	var took *takeover
-	replaceEmpty := false
-	if opts.Takeover {
-		took, err = d.takeOver(ctx, jobs)
-		if errors.Is(err, errEmptyPredecessor) {
-			d.log.Info("takeover: replacing an empty daemon (stopping it), starting as usual", "reason", err.Error())
-			took, err, replaceEmpty = nil, nil, true
-		}
-		if err != nil {
-			return nil, pluginErr("takeover", err)
-		}
-		if took == nil && !replaceEmpty {
-			d.log.Info("takeover: no daemon on the device's socket, starting as usual")
-		} else {
-			jobs = nil // nothing to load: the memory is here
-			undo = append(undo, func() {
-				if took == nil {
-					return // an empty daemon replaced
-				}
-				// Closing the connection makes the previous daemon take its lock back.
-				took.finish()
-				if !took.adopted { // else freeAll does it
-					for _, tg := range took.gens {
-						d.freeAllocs(tg.ids)
-						tg.manifest.files.close()
-					}
-				}
-			})
-		}
+// takeOverIfAsked takes the memory of the device's live daemon over
+// (Options.Takeover; takeOver). took nil: nothing taken — no daemon there
+// (start as usual), or replaced set: an empty daemon, which the lock
+// replaces. What was taken is given back (the connection closed, so the
+// previous daemon takes its lock back) and freed on undo.
+func (d *Daemon) takeOverIfAsked(ctx context.Context, jobs []*loadJob, undo *undoStack,
+	pluginErr func(string, error) error) (took *takeover, replaced bool, err error) {
+	if !d.opts.Takeover {
+		return nil, false, nil
 	}
+	took, err = d.takeOver(ctx, jobs)
+	if errors.Is(err, handover.ErrEmptyPredecessor) {
+		d.log.Info("takeover: replacing an empty daemon (stopping it), starting as usual", "reason", err.Error())
+		took, err, replaced = nil, nil, true
+	}
+	if err != nil {
+		return nil, false, pluginErr("takeover", err)
+	}
+	if took == nil && !replaced {
+		d.log.Info("takeover: no daemon on the device's socket, starting as usual")
+		return nil, false, nil
+	}
+	undo.push(func() {
+		if took == nil {
+			return // an empty daemon replaced
+		}
+		// Closing the connection makes the previous daemon take its lock back.
+		took.Finish()
+		if !took.adopted { // else freeAll does it
+			for _, tg := range took.gens {
+				d.freeAllocs(tg.IDs)
+				tg.manifest.files.close()
+			}
+		}
+	})
+	return took, replaced, nil
+}
 
+// acquireIdentity takes the device's identity lock (daemonfile.Acquire: a
+// live daemon is *daemonfile.LiveDaemonError unless Force), released on
+// undo. replacing: a daemon taken over, or an empty one replaced, which
+// exits by itself once it handed over; the lock waits for it (and ends
+// it, should it linger) as Force does.
+func (d *Daemon) acquireIdentity(ctx context.Context, replacing bool, undo *undoStack) error {
+	opts := d.opts
 	lock, res, err := daemonfile.Acquire(ctx, d.info.Paths, daemonfile.CleanupOptions{
-		// The daemon taken over exits by itself once it handed over; Force
-		// waits for it (and ends it, should it linger).
-		// An empty daemon is replaced the same way.
-		Force: opts.Force || took != nil || replaceEmpty, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
+		Force: opts.Force || replacing, Grace: opts.TakeoverGrace, Wait: opts.TakeoverWait,
 		Logf: func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("device %s: %w", uuid, err)
+		return fmt.Errorf("device %s: %w", d.info.DeviceUUID, err)
 	}
 	d.lock, d.info.Cleanup = lock, res
-	locked := time.Since(startPlan) - planDone
-	undo = append(undo, func() {
+	undo.push(func() {
 		if err := lock.Release(); err != nil {
 			d.log.Warn("releasing the lock", "error", err)
 		}
 	})
+	return nil
+}
 
-	undo = append(undo, func() { d.freeAll() })
+// installGenerations loads every job (the files, or a peer) and adopts
+// what was taken over, records their load statistics, seals what they
+// hold against writes and reports the memory held.
+func (d *Daemon) installGenerations(ctx context.Context, jobs []*loadJob, took *takeover, planDone, locked time.Duration,
+	pluginErr func(string, error) error) error {
 	d.started = time.Now()
 	for _, job := range jobs {
-		if err := d.loadGeneration(ctx, job, uuid, binfo.Name); err != nil {
-			return nil, pluginErr("load", err)
+		if err := d.loadGeneration(ctx, job, d.info.DeviceUUID, d.info.Backend); err != nil {
+			return pluginErr("load", err)
 		}
 		job.g.load.Plan, job.g.load.Lock = planDone, locked
 		d.metrics.Loaded(job.g.load, job.g.tensors)
@@ -277,72 +363,87 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	for _, g := range d.reg.gens {
 		// Loaded or taken over: no client may write the memory.
 		if err := d.sealWrites(g.manifest, true); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	d.reportHeld()
 	d.reg.setMetrics(d.metrics)
+	return nil
+}
 
-	if d.lis, err = ListenUnix(d.info.Paths.Socket, opts.SocketGID); err != nil {
-		return nil, err
+// listen listens on the device's socket and its descriptor channel (and
+// serves the channel), both removed on undo.
+func (d *Daemon) listen(undo *undoStack) error {
+	var err error
+	if d.lis, err = ListenUnix(d.info.Paths.Socket, d.opts.SocketGID); err != nil {
+		return err
 	}
-	undo = append(undo, func() {
+	undo.push(func() {
 		d.lis.Close()
 		if err := os.Remove(d.info.Paths.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("removing the socket", "error", err)
 		}
 	})
 	if d.fdLis, err = d.listenFDChannel(); err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, func() {
+	undo.push(func() {
 		d.fdLis.Close()
 		if err := os.Remove(fdchannel.Path(d.info.Paths.Socket)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("removing the descriptor channel", "error", err)
 		}
 	})
 	go d.serveFDChannel(d.fdLis)
-	d.info.StartDuration = time.Since(begin)
+	return nil
+}
+
+// serveGRPC serves the daemon's gRPC service on the socket (through the
+// handover listener and the peer-credential check), stopped on undo.
+func (d *Daemon) serveGRPC(undo *undoStack) {
 	var auth authorizer
 	d.srv, auth = d.newGRPCServer()
-	d.glis = newHandoverListener(d.lis)
+	d.glis = handover.NewListener(d.lis)
 	lis := newPeerListener(d.glis, auth.allows, d.log)
 	go func() { d.serveErr <- d.srv.Serve(lis) }()
-	undo = append(undo, func() { d.srv.Stop() })
+	undo.push(func() { d.srv.Stop() })
+}
 
-	// Before the ready file (and so before "serving"): the peer port
-	// listens — on the previous daemon's socket, passed with "released",
-	// or our own — when a client or the previous daemon sees this one
-	// ready.
+// servePeers starts the peer endpoint before the ready file (and so
+// before "serving"): the peer port listens — on the previous daemon's
+// socket, passed with "released", or our own — when a client or the
+// previous daemon sees this one ready. It is stopped on undo.
+func (d *Daemon) servePeers(took *takeover, undo *undoStack) error {
 	var inherited *os.File
 	if took != nil {
-		inherited, took.peerListener = took.peerListener, nil
+		inherited, took.PeerListener = took.PeerListener, nil
 	}
 	if err := d.startPeerServer(inherited); err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, d.stopPeerServer)
+	undo.push(d.stopPeerServer)
+	return nil
+}
 
+// announceReady writes the ready file and records the socket, channel and
+// ready file as the daemon's own, so that shutdown removes only these very
+// files, and Run notices when they are gone.
+func (d *Daemon) announceReady() error {
 	if err := d.writeReady(); err != nil {
-		return nil, err
+		return err
 	}
-	// Recorded so that shutdown removes only these very files, and Run
-	// notices when they are gone.
-	if err := d.ownFiles(); err != nil {
-		return nil, err
+	return d.ownFiles()
+}
+
+// tellPredecessorServing says "serving" to the daemon taken over and
+// closes the takeover connection. That daemon ends its leases and exits
+// only once it has seen this one hold the lock, listen and name itself in
+// the ready file (daemonfile.VerifySuccessor): until then it keeps its
+// memory and takes its lock back.
+func (d *Daemon) tellPredecessorServing(took *takeover) {
+	if err := took.Conn.Serving(); err != nil {
+		d.log.Warn("takeover: telling the previous daemon that this one serves", "error", err)
 	}
-	if took != nil {
-		// The previous daemon ends its leases and exits only once it has
-		// seen this one hold the lock, listen and name itself in the ready
-		// file (daemonfile.VerifySuccessor): until then it keeps its memory
-		// and takes its lock back.
-		if err := took.tk.Serving(); err != nil {
-			d.log.Warn("takeover: telling the previous daemon that this one serves", "error", err)
-		}
-		took.finish()
-	}
-	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
-	return d, nil
+	took.Finish()
 }
 
 // ownFiles records the daemon's socket, descriptor channel and ready file
@@ -422,7 +523,7 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
 	}
 	if !fromPeer {
-		d.recordLoadedDigests(content) // for the next peer fill of the node (localcontent.go)
+		d.recordLoadedDigests(content) // for the next peer fill of the node (fill.Env.RecordLoadedDigests)
 	}
 	m.content = cacheconfig.FilesToProto(content)
 	for _, c := range content {

@@ -51,8 +51,18 @@
 // metrics library.
 //
 // With Options.Peer.Listen the daemon also serves its generations to other
-// nodes' daemons (peerserver.go, over core/peer: mutual TLS, bounded), and
-// with Options.Peer.Peers a file load first asks them (netfill.go).
+// nodes' daemons (peerserver.go, fill.Source, over core/peer: mutual TLS,
+// bounded), and with Options.Peer.Peers a file load first asks them
+// (fill.Net).
+//
+// Where a change goes: the daemon's lifecycle (daemon.go, run.go), its gRPC
+// service (service.go, publish.go, evict.go), generations and the publish
+// state machine (generation.go, publishstate.go, lease.go) are here;
+// filling a generation from elsewhere than the files — a sibling GPU of the
+// node, other nodes, and serving other nodes — is core/daemon/fill, behind
+// one seam (peerFiller, peerfill.go); serve --takeover, both the successor's
+// and the old daemon's side, is core/daemon/handover (takeover.go here makes
+// what it received the daemon's). Neither subpackage imports this one.
 //
 // Shutdown order: stop accepting new leases, notify leases, wait, end what
 // is left, close the peer endpoint (its holds released), stop the gRPC server, remove the ready file and the socket, free

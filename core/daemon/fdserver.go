@@ -178,7 +178,7 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 // takeoverDescriptors answers a successor's takeover request (lease l is
 // one of the successor's own attaches): the writable descriptors of every
 // generation, generation after generation in id order, each in handle
-// order; answerFDRequest then hands over (takeover.go). The successor must
+// order; answerFDRequest then hands over (awaitSuccessor). The successor must
 // hold a lease (same pid) on every generation, and every generation must
 // serve with descriptor handles only: else nothing is sent.
 func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {

@@ -15,17 +15,15 @@ import (
 
 // TestDescriptorChannelUnderConcurrentAttaches: 64 clients attach and
 // release memfd leases in a loop (a bounded number of attaches in all);
-// every attach receives its descriptors. It guards the rare "read
-// unixpacket: EOF" of the descriptor channel (issue 28, item 10: Linux
-// answers a non-blocking SOCK_SEQPACKET read with EOF when the peer shut
-// down between the read's queue check and its shutdown check, although
-// the peer's last message was queued meanwhile; fixed on both sides:
-// the daemon closes after the client, and fdpass.Recv reads again after
-// EOF). It did not reproduce the EOF in 100,000 attaches on a loaded
-// 2-core machine before the fix (a bare socketpair with a busy-reading
-// peer did: once in 16,735 send-and-close exchanges): the window is a few
-// instructions wide, so this is a regression guard, not a reproduction. WCACHE_TEST_FD_STRESS raises
-// the count (default 3,000; the test clears nothing else it reads).
+// every attach receives its descriptors. It loads the channel's close
+// order: Linux answers a non-blocking SOCK_SEQPACKET read with EOF when
+// the peer shut down between the read's queue check and its shutdown
+// check, although the peer's last message was queued meanwhile, so the
+// daemon closes after the client (awaitPeerClose) and fdpass.Recv reads
+// again after EOF. That window is a few instructions wide: the test checks
+// that every attach gets its descriptors under load, it cannot force the
+// race. WCACHE_TEST_FD_STRESS raises the count (default 3,000; the test
+// clears nothing else it reads).
 func TestDescriptorChannelUnderConcurrentAttaches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stress")

@@ -6,6 +6,7 @@ import (
 	configv1 "github.com/wcache/wcache/proto/wcache/config/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/fill"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -52,9 +53,9 @@ type generation struct {
 	stopVerify func()
 	// arenaBytes are the plan's arena sizes of a load (nil otherwise), and
 	// peerDigests the arenas' content digests once a peer asked
-	// (peersource.go).
+	// (fill.Source).
 	arenaBytes  []uint64
-	peerDigests peerDigests
+	peerDigests fill.ArenaDigests
 }
 
 // deviceBytes is what the generation holds (or has been admitted to hold)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
@@ -183,14 +184,7 @@ func TestPublishBesideAndEvictOne(t *testing.T) {
 // fails midway does not disturb it either.
 func TestPublishPastMaxBytesRefusedBeforeAllocating(t *testing.T) {
 	f := newFixture(t)
-	ck, err := plan.OpenCheckpoint(f.model.Dir, "", plan.ShardRanks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := plan.Build(ck, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pl := testworld.Plan(t, f.model.Dir)
 	var allocs atomic.Int64
 	r := f.startWith(0, f.plugin(countAllocations(&allocs, 1)), func(o *Options) { o.MaxBytes = pl.AllocatedBytes() + 4096 })
 	lease := r.mustAttach(t)
@@ -199,7 +193,7 @@ func TestPublishPastMaxBytesRefusedBeforeAllocating(t *testing.T) {
 	pub := publication()
 	pub.Tensors = []client.TensorSpec{{Name: "big", DType: "U8", Shape: []uint64{1 << 16}, Length: 1 << 16}}
 	n := allocs.Load()
-	_, err = c.Publish(context.Background(), pub, client.ShmFill(fillBytes, false))
+	_, err := c.Publish(context.Background(), pub, client.ShmFill(fillBytes, false))
 	if codeOf(err) != codes.ResourceExhausted || allocs.Load() != n {
 		t.Fatalf("publish past --max-bytes = %v (%d allocations), want RESOURCE_EXHAUSTED before any", err, allocs.Load()-n)
 	}

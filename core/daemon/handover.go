@@ -4,92 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"sync"
 
 	"github.com/wcache/wcache/core/daemonfile"
 )
-
-// handoverListener is the gRPC server's listener: it can be paused (its
-// socket closed, Accept waiting) and resumed on a new socket without
-// ending Serve, so that a daemon handing over to a successor keeps its
-// gRPC connections, and so its leases, while it has no socket, and can
-// serve on if the successor fails (takeover.go).
-type handoverListener struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	l      net.Listener
-	paused bool
-	closed bool
-}
-
-func newHandoverListener(l net.Listener) *handoverListener {
-	h := &handoverListener{l: l}
-	h.cond = sync.NewCond(&h.mu)
-	return h
-}
-
-// Accept returns the next connection; while paused it waits for resume.
-// It fails with net.ErrClosed once Close was called.
-func (h *handoverListener) Accept() (net.Conn, error) {
-	for {
-		h.mu.Lock()
-		for h.paused && !h.closed {
-			h.cond.Wait()
-		}
-		if h.closed {
-			h.mu.Unlock()
-			return nil, net.ErrClosed
-		}
-		l := h.l
-		h.mu.Unlock()
-		c, err := l.Accept()
-		if err == nil {
-			return c, nil
-		}
-		h.mu.Lock()
-		swapped := !h.closed && (h.paused || h.l != l)
-		h.mu.Unlock()
-		if !swapped {
-			return nil, err
-		}
-	}
-}
-
-// pause closes the socket (Accept waits).
-func (h *handoverListener) pause() {
-	h.mu.Lock()
-	h.paused = true
-	l := h.l
-	h.mu.Unlock()
-	_ = l.Close()
-}
-
-// resume serves on l.
-func (h *handoverListener) resume(l net.Listener) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.l, h.paused = l, false
-	h.cond.Broadcast()
-}
-
-// Close closes the socket for good.
-func (h *handoverListener) Close() error {
-	h.mu.Lock()
-	h.closed = true
-	l := h.l
-	h.cond.Broadcast()
-	h.mu.Unlock()
-	return l.Close()
-}
-
-// Addr is the socket's address.
-func (h *handoverListener) Addr() net.Addr {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.l.Addr()
-}
 
 // watchFiles makes Run stop (cause daemonfile.ErrFileLost) once a daemon
 // file is lost, until stopWatch. Before Run it does nothing.
@@ -126,7 +43,7 @@ func (d *Daemon) stopWatch() {
 // lock, keeping its memory. retakeIdentity undoes it.
 func (d *Daemon) releaseIdentity() error {
 	d.stopWatch()
-	d.glis.pause()
+	d.glis.Pause()
 	d.mu.Lock() // against rewriteReady (Publish, Evict)
 	defer d.mu.Unlock()
 	d.released = true
@@ -154,7 +71,7 @@ func (d *Daemon) retakeIdentity(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.glis.resume(lis)
+	d.glis.Resume(lis)
 	fdLis, err := d.listenFDChannel()
 	if err != nil {
 		return err
@@ -170,17 +87,4 @@ func (d *Daemon) retakeIdentity(ctx context.Context) error {
 	d.released = false
 	d.watchFiles()
 	return nil
-}
-
-// testDieAfter names the point of a takeover at which a successor kills
-// itself (SIGKILL), from WCACHE_TEST_TAKEOVER_DIE_AFTER. It is read only
-// by the end-to-end tests (test/e2e): "imported" dies once the old daemon
-// has released its lock for the successor, before the successor listens.
-func testDieAfter(point string) {
-	if os.Getenv("WCACHE_TEST_TAKEOVER_DIE_AFTER") == point {
-		p, err := os.FindProcess(os.Getpid())
-		if err == nil {
-			_ = p.Kill()
-		}
-	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/wcache/wcache/core/daemon/daemontest/testplugin"
+	"github.com/wcache/wcache/core/daemon/fill"
+	"github.com/wcache/wcache/core/daemon/fill/filltest"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/backendtest"
 	"github.com/wcache/wcache/sdk/names"
@@ -87,7 +89,7 @@ func childStagingMemfds(t *testing.T) (children, open int) {
 		children++
 		fds, _ := os.ReadDir(filepath.Join("/proc", e.Name(), "fd"))
 		for _, fd := range fds {
-			if target, err := os.Readlink(filepath.Join("/proc", e.Name(), "fd", fd.Name())); err == nil && strings.Contains(target, "memfd:"+stageMemfdName) {
+			if target, err := os.Readlink(filepath.Join("/proc", e.Name(), "fd", fd.Name())); err == nil && filltest.IsStagingMemfd(target, fill.StageMemfdName) {
 				open++
 			}
 		}
@@ -114,14 +116,14 @@ func TestFilledFromPeerThroughCUDAPlugin(t *testing.T) {
 			b := f.startWith(1, p, func(o *Options) {
 				otherNode(t, o)
 				o.VerifyLoad = true
-				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: testStageWindow}
+				o.Peer = PeerOptions{Peers: []string{a.d.PeerAddr()}, Creds: creds, StageWindowBytes: filltest.StageWindow}
 			})
 			checkFilledFromPeer(t, a, b)
 			if bi, err := p.Backend().Info(context.Background()); err != nil || slices.Contains(bi.HandleKinds, names.KindMemfd) {
 				t.Fatalf("the CUDA plugin: %+v, %v: the test needs device memory", bi, err)
 			}
 			checkDeviceBytes(t, b.d, f.model.Dir)
-			if n := openStagingMemfds(t); n != 0 {
+			if n := filltest.OpenStagingMemfds(t, fill.StageMemfdName); n != 0 {
 				t.Errorf("%d staging memfds open in the daemon after the fill", n)
 			}
 			if children, n := childStagingMemfds(t); children == 0 || n != 0 {
@@ -164,9 +166,13 @@ func checkDeviceBytes(t *testing.T, d *Daemon, dir string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make([]byte, e.Length)
-			if _, err := (backendReader{ctx: ctx, b: d.backend, id: allocs[ai]}).ReadAt(got, int64(e.DestOffset)); err != nil {
-				t.Fatal(err)
+			var got []byte
+			for off := e.DestOffset; off < e.DestOffset+e.Length; {
+				b, err := d.backend.Read(ctx, allocs[ai], off, min(sdk.MaxReadBytes, e.DestOffset+e.Length-off))
+				if err != nil || len(b) == 0 {
+					t.Fatalf("arena %d at %d: read %d bytes: %v", ai, off, len(b), err)
+				}
+				got, off = append(got, b...), off+uint64(len(b))
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("arena %d at %d: the device bytes differ from %s at %d", ai, e.DestOffset, e.Path, e.FileOffset)

@@ -184,7 +184,7 @@ type Options struct {
 
 	// Peer configures cross-node peer fill: an endpoint serving the
 	// daemon's generations to other daemons, and the peers a load asks
-	// before the files (peeroptions.go). The zero value: neither.
+	// before the files (fill.PeerOptions). The zero value: neither.
 	Peer PeerOptions
 
 	// PeerFill says whether a file load first tries to fill from a peer
@@ -290,7 +290,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	if err := o.Peer.check(); err != nil {
+	if err := o.Peer.Check(); err != nil {
 		return o, err
 	}
 	return o, nil

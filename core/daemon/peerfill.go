@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/fill"
+	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -19,61 +21,70 @@ const (
 	PeerFillOff = "off"
 )
 
-// Where a generation's bytes came from (GenerationStatus.filled_from).
-const (
-	// FilledFromFiles: read from the checkpoint's files.
-	FilledFromFiles = "files"
-	// filledFromPeerPrefix starts "peer GPU-<uuid>" (a sibling daemon on
-	// the node) and "peer HOST:PORT" (another node's daemon).
-	filledFromPeerPrefix = "peer "
-)
+// Where a generation's bytes came from (GenerationStatus.filled_from):
+// FilledFromFiles, read from the checkpoint's files, or a peer's
+// (fill.FilledFromPeerPrefix).
+const FilledFromFiles = "files"
 
-// errNoPeer is what a peerFiller returns (wrapped) when no peer of its kind
-// holds the weights: nothing was tried, so it is not a fallback (Status
-// fill_fallback stays "" for it).
-var errNoPeer = errors.New("no peer holds these weights")
+// PeerOptions configure the cross-node peer fill (fill.PeerOptions).
+type PeerOptions = fill.PeerOptions
+
+// ErrPeerOptions: the peer options are incomplete or malformed.
+var ErrPeerOptions = fill.ErrPeerOptions
+
+// DefaultStageWindowBytes is a cross-node fill's staging window into
+// device arenas (fill.DefaultStageWindowBytes).
+const DefaultStageWindowBytes = fill.DefaultStageWindowBytes
 
 // peerFiller fills a file load's arenas from a peer instead of the files:
-// the same-node filler (a sibling daemon's GPU, siblingfill.go) and the
-// cross-node one (--peers). Daemon.peerFillers lists them in the order they
-// are tried; the first that succeeds fills the generation.
+// the same-node filler (a sibling daemon's GPU, fill.Sibling) and the
+// cross-node one (--peers, fill.Net). Daemon.peerFillers lists them in
+// the order they are tried; the first that succeeds fills the generation.
 //
-// fillFromPeer appends every allocation it makes to job.g.allocs as soon as
-// it exists — one per job.pl.Allocations, in order, each holding at least
-// the plan's bytes at the plan's places — fills them, checks their bytes
-// and returns what the load records. On an error the caller frees
-// job.g.allocs (whatever the filler appended), logs the reason at warn,
-// records it as the generation's fill_fallback and tries the next filler,
-// then the files. An error wrapping errNoPeer means nothing was tried.
+// FillFromPeer appends every allocation it makes to the job's Allocs (the
+// generation's) as soon as it exists — one per plan allocation, in order,
+// each holding at least the plan's bytes at the plan's places — fills
+// them, checks their bytes and returns what the load records. On an error
+// the caller frees the generation's allocations (whatever the filler
+// appended), logs the reason at warn, records it as the generation's
+// fill_fallback and tries the next filler, then the files. An error
+// wrapping fill.ErrNoPeer means nothing was tried.
 type peerFiller interface {
-	fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error)
+	FillFromPeer(ctx context.Context, job *fill.Job) (fill.Result, error)
 }
 
-// peerFill is what a successful peer fill hands the load.
-type peerFill struct {
-	// From is GenerationStatus.filled_from: "peer GPU-<uuid>" or
-	// "peer HOST:PORT".
-	From string
-	// Content is the content record of every file of job.ck.Files, and
-	// must be TRUE: each carries the local file's Identity because the
-	// copy was proven to be that file's bytes — against what the local
-	// file is known to hold (the user's digest cache, a trusted hub blob
-	// name, or the file hashed alongside the copy: localcontent.go), never
-	// the peer's memory or its records alone. A filler that cannot prove
-	// a file fails instead. A record's SHA256, when set, is a hub blob
-	// name true of that very file (verified by the sibling that loaded it,
-	// or the trusted name the copy was proven by): the generation starts
-	// with it verified, and its background verifier does not read the
-	// file again.
-	Content []cacheconfig.FileContent
-	// Reserved is what the backend reserved for job.g.allocs, summed.
-	Reserved uint64
-	// Copy is the time of the copy itself, Verify the time spent checking
-	// the bytes before returning.
-	Copy, Verify time.Duration
-	// Path says how the bytes moved, for the log (sdk.PeerCopyStats.Path:
-	// "p2p", "staged", "memcpy"; a transport's name).
-	Path string
+// fillJob is job as a filler sees it: the generation's config, its
+// allocation list and arena sizes to fill.
+func (job *loadJob) fillJob() *fill.Job {
+	return &fill.Job{Config: job.g.config, Checkpoint: job.ck, Plan: job.pl, Allocs: &job.g.allocs, ArenaBytes: &job.g.arenaBytes}
+}
+
+// fillEnv is the fillers' view of the daemon, as of now.
+func (d *Daemon) fillEnv() fill.Env {
+	return fill.Env{Daemon: fillHost{d}, Log: d.log, GPU: d.opts.GPU, DeviceUUID: d.info.DeviceUUID, Layout: d.opts.Layout,
+		DigestCache: d.opts.DigestCache, Peer: d.opts.Peer, Progress: d.opts.Progress}
+}
+
+// fillHost is the daemon as fill.Daemon: its current backend and its
+// allocation steps.
+type fillHost struct{ d *Daemon }
+
+func (h fillHost) Backend() sdk.Backend { return h.d.backend }
+
+func (h fillHost) Allocate(ctx context.Context, pl *plan.Plan, ids *[]sdk.AllocationID) (uint64, error) {
+	return h.d.allocate(ctx, pl, ids)
+}
+
+func (h fillHost) Export(ctx context.Context, ids []sdk.AllocationID) ([]sdk.Handle, error) {
+	return h.d.export(ctx, ids)
+}
+
+func (h fillHost) FreeAllocs(ids []sdk.AllocationID) { h.d.freeAllocs(ids) }
+
+// recordLoadedDigests stores the content digests of a load from the files
+// in the user's digest cache (fill.Env.RecordLoadedDigests).
+func (d *Daemon) recordLoadedDigests(content []cacheconfig.FileContent) {
+	d.fillEnv().RecordLoadedDigests(content)
 }
 
 // peerFillers are the fillers a file load tries before the files, in order:
@@ -83,9 +94,10 @@ func (d *Daemon) peerFillers() []peerFiller {
 		return nil
 	}
 	// The same node first, then other nodes.
-	fs := []peerFiller{&siblingFiller{d: d}}
+	env := d.fillEnv()
+	fs := []peerFiller{&fill.Sibling{Env: env}}
 	if len(d.opts.Peer.Peers) > 0 {
-		fs = append(fs, netFiller{d: d})
+		fs = append(fs, fill.Net{Env: env})
 	}
 	return fs
 }
@@ -95,12 +107,12 @@ func (d *Daemon) peerFillers() []peerFiller {
 // holding its arenas, or ok false with job.g.allocs empty and the reasons
 // of the fillers that tried and failed, "; "-joined (the generation's
 // fill_fallback), for the caller to read the files.
-func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill, ok bool, fallback string) {
+func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (_ fill.Result, ok bool, fallback string) {
 	var reasons []string
 	for _, f := range d.peerFillers() {
-		fill, err := f.fillFromPeer(ctx, job)
-		if err == nil && len(fill.Content) != len(job.ck.Files) {
-			err = fmt.Errorf("peer fill from %s: %d content records for %d files", fill.From, len(fill.Content), len(job.ck.Files))
+		res, err := f.FillFromPeer(ctx, job.fillJob())
+		if err == nil && len(res.Content) != len(job.ck.Files) {
+			err = fmt.Errorf("peer fill from %s: %d content records for %d files", res.From, len(res.Content), len(job.ck.Files))
 		}
 		if err == nil && d.opts.VerifyLoad {
 			// serve --verify: the copy compared with the files, byte
@@ -108,16 +120,16 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill
 			// the files (which are then verified as any load), not the
 			// daemon's end.
 			if verr := d.verifyLoad(ctx, job.pl, job.g.allocs, job.ck); verr != nil {
-				err = fmt.Errorf("peer fill from %s: verify: %w", fill.From, verr)
+				err = fmt.Errorf("peer fill from %s: verify: %w", res.From, verr)
 			} else {
-				d.log.Info("verified the peer fill against the checkpoint", "model", job.g.model, "from", fill.From, "bytes", job.pl.Bytes)
+				d.log.Info("verified the peer fill against the checkpoint", "model", job.g.model, "from", res.From, "bytes", job.pl.Bytes)
 			}
 		}
 		if err == nil {
-			return fill, true, ""
+			return res, true, ""
 		}
 		d.freeGenAllocs(job.g)
-		if errors.Is(err, errNoPeer) {
+		if errors.Is(err, fill.ErrNoPeer) {
 			d.log.Info("peer fill: no peer to fill from", "model", job.g.model, "reason", err.Error())
 			continue
 		}
@@ -127,7 +139,7 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill
 			break
 		}
 	}
-	return peerFill{}, false, strings.Join(reasons, "; ")
+	return fill.Result{}, false, strings.Join(reasons, "; ")
 }
 
 // loadFromPeer is loadGeneration's peer half: job's arenas filled from a
@@ -136,17 +148,17 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (fill peerFill
 // held, job.g.load.FillFallback set) when no peer filled them. An export
 // error leaves job.g.allocs for the caller to free.
 func (d *Daemon) loadFromPeer(ctx context.Context, job *loadJob) (handles []sdk.Handle, content []cacheconfig.FileContent, filled bool, err error) {
-	fill, ok, fallback := d.fillFromPeers(ctx, job)
+	res, ok, fallback := d.fillFromPeers(ctx, job)
 	g, pl := job.g, job.pl
 	if !ok {
 		g.load.FillFallback = fallback
 		return nil, nil, false, nil
 	}
-	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: fill.Reserved, Allocations: len(pl.Allocations),
-		Extents: pl.ExtentCount(), Duration: fill.Copy, Source: SourceFiles, FilledFrom: fill.From,
-		FromPeer: pl.Bytes, PeerVerify: fill.Verify}
-	d.log.Info("filled from a peer", "model", g.model, "from", fill.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
-		"path", fill.Path, "copy_s", fill.Copy.Seconds(), "verify_s", fill.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
+	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: res.Reserved, Allocations: len(pl.Allocations),
+		Extents: pl.ExtentCount(), Duration: res.Copy, Source: SourceFiles, FilledFrom: res.From,
+		FromPeer: pl.Bytes, PeerVerify: res.Verify}
+	d.log.Info("filled from a peer", "model", g.model, "from", res.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
+		"path", res.Path, "copy_s", res.Copy.Seconds(), "verify_s", res.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
@@ -155,5 +167,5 @@ func (d *Daemon) loadFromPeer(ctx context.Context, job *loadJob) (handles []sdk.
 		return nil, nil, true, err
 	}
 	g.load.Export = time.Since(startExport)
-	return handles, fill.Content, true, nil
+	return handles, res.Content, true, nil
 }

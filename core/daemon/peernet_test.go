@@ -204,7 +204,7 @@ func TestPeerSourceHolds(t *testing.T) {
 	f := newFixture(t)
 	f.memfd = true
 	a := f.start(0, nil)
-	src := peerSource{d: a.d}
+	src := a.d.peerSource()
 	if _, err := src.Open(context.Background(), "sha256:00"); !errors.Is(err, peer.ErrNotHeld) {
 		t.Fatalf("open of an identity not held: %v", err)
 	}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
+	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/fill"
+	"github.com/wcache/wcache/core/daemon/handover"
 	"github.com/wcache/wcache/core/peer"
 )
 
@@ -13,8 +17,8 @@ import (
 type peerEndpoint struct {
 	srv  *peer.Server
 	addr string
-	// lis is the listener, paused during a takeover (peerhandover.go).
-	lis *pausableListener
+	// lis is the listener, paused during a takeover (handover.PeerListener).
+	lis *handover.PeerListener
 	// ctx ends when the endpoint stops (background digests stop with it).
 	once   sync.Once
 	ctx    context.Context
@@ -38,7 +42,7 @@ func (d *Daemon) startPeerServer(inherited *os.File) error {
 	}
 	opts := po.Server
 	opts.Logger = d.log.Named("peer")
-	srv, err := peer.NewServer(peerSource{d: d}, po.Creds, opts)
+	srv, err := peer.NewServer(d.peerSource(), po.Creds, opts)
 	if err != nil {
 		if inherited != nil {
 			_ = inherited.Close()
@@ -78,7 +82,7 @@ func (d *Daemon) warmPeerDigests() {
 		if id == "" {
 			continue
 		}
-		if g, err := (peerSource{d: d}).Open(ctx, id); err == nil {
+		if g, err := d.peerSource().Open(ctx, id); err == nil {
 			g.Release()
 		} else if ctx.Err() == nil {
 			d.log.Warn("arena content digests for peers", "identity", id, "error", err)
@@ -105,3 +109,74 @@ func (d *Daemon) stopPeerServer() {
 
 // PeerAddr is the peer endpoint's address ("" without one).
 func (d *Daemon) PeerAddr() string { return d.peer.addr }
+
+// peerSource is the daemon's generations as a peer.Source (fill.Source).
+func (d *Daemon) peerSource() fill.Source {
+	return fill.Source{Gens: servedGens{d}, Daemon: fillHost{d}, Log: d.log}
+}
+
+// servedGens are the daemon's generations as the endpoint lends them
+// (fill.Generations).
+type servedGens struct{ d *Daemon }
+
+// Lend returns the serving generation of identity (peer.ErrNotHeld when
+// none), with duplicates of its arenas' descriptors.
+func (s servedGens) Lend(identity string) (fill.Lent, error) {
+	d := s.d
+	d.reg.mu.Lock()
+	var g *generation
+	for _, o := range d.reg.gens {
+		if o.state == StateServing && o.manifest != nil && weightsIdentity(o) == identity {
+			g = o
+			break
+		}
+	}
+	if g == nil {
+		d.reg.mu.Unlock()
+		return fill.Lent{}, fmt.Errorf("identity %s: %w", identity, peer.ErrNotHeld)
+	}
+	allocs := slices.Clone(g.allocs)
+	sizes := g.arenaSizes()
+	d.reg.mu.Unlock()
+	files, err := g.manifest.files.descriptors(false)
+	if err != nil {
+		return fill.Lent{}, fmt.Errorf("generation %d: %w", g.id, peer.ErrGenerationChanged)
+	}
+	byArena := make([]*os.File, len(sizes))
+	for _, f := range files {
+		if int(f.Handle) < len(byArena) {
+			byArena[f.Handle] = f.File
+		}
+	}
+	return fill.Lent{ID: g.id, Allocs: allocs, Sizes: sizes, Files: byArena, Digests: &g.peerDigests,
+		Serves: func() bool { return d.reg.serves(g) }}, nil
+}
+
+// weightsIdentity is g's weights identity: a publication's by the published
+// rule, any other (a file load, one taken over) by the files' rule. ""
+// when g has none (a file load without a checkpoint digest).
+func weightsIdentity(g *generation) string {
+	kind := cacheconfig.WeightsFromFiles
+	if g.manifest != nil && g.manifest.published {
+		kind = cacheconfig.WeightsPublished
+	}
+	id, err := cacheconfig.WeightsIdentity(g.config, kind)
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// arenaSizes are the sizes a peer is offered: the plan's arena sizes for a
+// load (what a peer's own plan of the same files allocates), the exported
+// handles' otherwise. registry.mu held.
+func (g *generation) arenaSizes() []uint64 {
+	if g.arenaBytes != nil {
+		return slices.Clone(g.arenaBytes)
+	}
+	out := make([]uint64, len(g.manifest.handles))
+	for i, h := range g.manifest.handles {
+		out[i] = h.GetSize()
+	}
+	return out
+}

@@ -30,41 +30,11 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	d := s.d
 	ctx := stream.Context()
 	p, _ := peerFrom(ctx) // authorized by the interceptor (authz.go)
-	deadline := time.NewTimer(d.opts.PublishTimeout)
-	defer deadline.Stop()
-	msgs := receiveAll(ctx, stream)
-	next := func(pub *publisher) (*daemonv1.PublishRequest, error) {
-		var ended <-chan struct{}
-		if pub != nil {
-			ended = pub.ended
-		}
-		select {
-		case r := <-msgs:
-			if r.err != nil {
-				return nil, r.err
-			}
-			return r.req, nil
-		case <-deadline.C:
-			return nil, status.Errorf(codes.DeadlineExceeded, "publish did not commit within %s", d.opts.PublishTimeout)
-		case <-ended:
-			return nil, status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-	}
-
-	first, err := next(nil)
+	in := d.publishStream(ctx, stream)
+	defer in.deadline.Stop()
+	begin, err := in.begin()
 	if err != nil {
 		return err
-	}
-	begin := first.GetBegin()
-	switch {
-	case begin == nil:
-		return status.Error(codes.InvalidArgument, "publish: the first message must be begin")
-	case begin.GetConfig() == nil:
-		return status.Error(codes.InvalidArgument, "publish: begin carries no config")
-	case begin.GetTensorCount() == 0 || begin.GetTensorCount() > maxPublishTensors:
-		return status.Errorf(codes.InvalidArgument, "publish: tensor_count %d: want 1 to %d", begin.GetTensorCount(), maxPublishTensors)
 	}
 	name := begin.GetClientName()
 	if len(name) > maxClientNameLen {
@@ -84,73 +54,210 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 		return conflictStatus(err)
 	}
 	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name, "generation", g.id, "config_digest", g.digest)
-	var ids []sdk.AllocationID
-	var m *manifest
-	committed := false
-	defer func() {
-		if committed {
-			return
-		}
-		d.freeAllocs(ids)
-		if m != nil {
-			m.files.close()
-		}
-		if d.reg.abortPublish(pub) {
-			d.log.Warn("publish aborted: its generation is forgotten, the others are untouched", "pid", p.PID,
-				"generation", g.id, "allocations_freed", len(ids))
-		}
-		d.reportHeld()
-	}()
-
+	tx := &publishTx{d: d, p: p, pub: pub, g: g}
+	defer tx.abortUnlessCommitted()
 	if err := checkMetadata(begin.GetMetadata()); err != nil {
 		return err
 	}
+	specs, err := in.tensorTable(begin, pub)
+	if err != nil {
+		return err
+	}
+	pl, err := d.planPublish(specs)
+	if err != nil {
+		return err
+	}
+	begun := time.Now()
+	reserved, err := d.allocatePublish(ctx, pl, g, &tx.ids)
+	if err != nil {
+		return err
+	}
+	if err := tx.sendPlan(ctx, stream, begin, pl, specs); err != nil {
+		return err
+	}
+	commit, err := in.commit(pub)
+	if err != nil {
+		return err
+	}
+	verified, err := tx.checkCommit(ctx, pl, commit)
+	if err != nil {
+		return err
+	}
+	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
+		Duration: time.Since(begun)}
+	if err := d.install(pub, tx.ids, tx.m, stats); err != nil {
+		return err
+	}
+	tx.committed = true
+	d.metrics.Loaded(stats, len(pl.Tensors))
+	d.log.Info("published", "pid", p.PID, "generation", g.id, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
+		"allocations", len(tx.ids), "verified", verified, "config_digest", tx.m.digest)
+	return stream.Send(tx.m.publishDone(pl.Bytes, verified))
+}
+
+// publishMsgs is a publisher's stream of messages, bounded by
+// Options.PublishTimeout from its start.
+type publishMsgs struct {
+	d        *Daemon
+	ctx      context.Context
+	msgs     <-chan received
+	deadline *time.Timer
+}
+
+// publishStream starts receiving stream's messages; the caller stops
+// deadline.
+func (d *Daemon) publishStream(ctx context.Context, stream daemonv1.Daemon_PublishServer) *publishMsgs {
+	return &publishMsgs{d: d, ctx: ctx, msgs: receiveAll(ctx, stream), deadline: time.NewTimer(d.opts.PublishTimeout)}
+}
+
+// next is the publisher's next message, or why there is none: the
+// stream's error, the publish timeout, the daemon stopping (pub's end; pub
+// nil before it began) or the client gone.
+func (in *publishMsgs) next(pub *publisher) (*daemonv1.PublishRequest, error) {
+	var ended <-chan struct{}
+	if pub != nil {
+		ended = pub.ended
+	}
+	select {
+	case r := <-in.msgs:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.req, nil
+	case <-in.deadline.C:
+		return nil, status.Errorf(codes.DeadlineExceeded, "publish did not commit within %s", in.d.opts.PublishTimeout)
+	case <-ended:
+		return nil, status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", in.d.info.DeviceUUID)
+	case <-in.ctx.Done():
+		return nil, status.FromContextError(in.ctx.Err()).Err()
+	}
+}
+
+// begin is the publisher's first message: a begin with a config and a
+// tensor count within bounds.
+func (in *publishMsgs) begin() (*daemonv1.PublishBegin, error) {
+	first, err := in.next(nil)
+	if err != nil {
+		return nil, err
+	}
+	begin := first.GetBegin()
+	switch {
+	case begin == nil:
+		return nil, status.Error(codes.InvalidArgument, "publish: the first message must be begin")
+	case begin.GetConfig() == nil:
+		return nil, status.Error(codes.InvalidArgument, "publish: begin carries no config")
+	case begin.GetTensorCount() == 0 || begin.GetTensorCount() > maxPublishTensors:
+		return nil, status.Errorf(codes.InvalidArgument, "publish: tensor_count %d: want 1 to %d", begin.GetTensorCount(), maxPublishTensors)
+	}
+	return begin, nil
+}
+
+// tensorTable is the whole tensor table: begin's entries and those of the
+// tensors messages that follow, within the table budget, exactly
+// tensor_count of them.
+func (in *publishMsgs) tensorTable(begin *daemonv1.PublishBegin, pub *publisher) ([]*daemonv1.TensorSpec, error) {
 	var budget tableBudget
 	specs := begin.GetTensors()
 	if err := budget.add(specs); err != nil {
-		return err
+		return nil, err
 	}
 	for uint32(len(specs)) < begin.GetTensorCount() {
-		req, err := next(pub)
+		req, err := in.next(pub)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		more := req.GetTensors()
 		if more == nil {
-			return status.Errorf(codes.InvalidArgument, "publish: %d of %d table entries received, then a message that is not tensors",
+			return nil, status.Errorf(codes.InvalidArgument, "publish: %d of %d table entries received, then a message that is not tensors",
 				len(specs), begin.GetTensorCount())
 		}
 		if err := budget.add(more.GetTensors()); err != nil {
-			return err
+			return nil, err
 		}
 		specs = append(specs, more.GetTensors()...)
 	}
 	if uint32(len(specs)) != begin.GetTensorCount() {
-		return status.Errorf(codes.InvalidArgument, "publish: tensor_count is %d, the table has %d entries", begin.GetTensorCount(), len(specs))
+		return nil, status.Errorf(codes.InvalidArgument, "publish: tensor_count is %d, the table has %d entries", begin.GetTensorCount(), len(specs))
 	}
+	return specs, nil
+}
+
+// commit is the publisher's message after the plan, which must be commit.
+func (in *publishMsgs) commit(pub *publisher) (*daemonv1.PublishCommit, error) {
+	req, err := in.next(pub)
+	if err != nil {
+		return nil, err
+	}
+	commit := req.GetCommit()
+	if commit == nil {
+		return nil, status.Error(codes.InvalidArgument, "publish: the message after the plan must be commit")
+	}
+	return commit, nil
+}
+
+// planPublish plans the tensor table (plan.BuildTable, the daemon's plan
+// options): InvalidArgument for a table that does not plan, Internal for
+// the daemon's own options.
+func (d *Daemon) planPublish(specs []*daemonv1.TensorSpec) (*plan.Plan, error) {
 	pl, err := plan.BuildTable(tableEntries(specs), d.opts.Plan)
 	if err != nil {
 		code := codes.InvalidArgument
 		if errors.Is(err, plan.ErrInvalidOptions) {
 			code = codes.Internal
 		}
-		return status.Errorf(code, "publish: %v", err)
+		return nil, status.Errorf(code, "publish: %v", err)
 	}
-	begun := time.Now()
-	reserved, err := d.allocatePublish(ctx, pl, g, &ids)
-	if err != nil {
-		return err
+	return pl, nil
+}
+
+// publishTx is one publish from its begin: the allocations and manifest
+// it made, forgotten (abortUnlessCommitted) unless it committed.
+type publishTx struct {
+	d         *Daemon
+	p         PeerInfo
+	pub       *publisher
+	g         *generation
+	ids       []sdk.AllocationID
+	m         *manifest
+	committed bool
+}
+
+// abortUnlessCommitted frees what an uncommitted publish allocated,
+// closes its manifest's descriptors and forgets its generation.
+func (tx *publishTx) abortUnlessCommitted() {
+	if tx.committed {
+		return
 	}
-	handles, err := d.export(ctx, ids)
+	d := tx.d
+	d.freeAllocs(tx.ids)
+	if tx.m != nil {
+		tx.m.files.close()
+	}
+	if d.reg.abortPublish(tx.pub) {
+		d.log.Warn("publish aborted: its generation is forgotten, the others are untouched", "pid", tx.p.PID,
+			"generation", tx.g.id, "allocations_freed", len(tx.ids))
+	}
+	d.reportHeld()
+}
+
+// sendPlan exports the allocations, builds the generation's manifest
+// (the publisher's tensor layouts, metadata and content records) and
+// sends the plan: the handles to write, and for descriptor handles the
+// publish's id and token to fetch them on the descriptor channel.
+func (tx *publishTx) sendPlan(ctx context.Context, stream daemonv1.Daemon_PublishServer, begin *daemonv1.PublishBegin,
+	pl *plan.Plan, specs []*daemonv1.TensorSpec) error {
+	d, g := tx.d, tx.g
+	handles, err := d.export(ctx, tx.ids)
 	if err != nil {
 		return backendStatus("publish", err)
 	}
-	m = newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
+	m := newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
+	tx.m = m
 	var publishID uint64
 	var fdToken []byte
 	if m.files != nil {
-		d.reg.setPublishFiles(pub, m.files)
-		publishID, fdToken = pub.id, pub.token[:]
+		d.reg.setPublishFiles(tx.pub, m.files)
+		publishID, fdToken = tx.pub.id, tx.pub.token[:]
 	}
 	for i, spec := range specs {
 		m.tensors[i].Layout = spec.GetLayout()
@@ -158,42 +265,22 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	m.metadata = begin.GetMetadata()
 	m.published = true
 	m.content, m.policies = begin.GetFiles(), cacheconfig.PolicyStrings(d.opts.ContentPolicies)
-	if err := stream.Send(m.publishPlan(publishID, fdToken)); err != nil {
-		return err
-	}
+	return stream.Send(m.publishPlan(publishID, fdToken))
+}
 
-	req, err := next(pub)
-	if err != nil {
-		return err
-	}
-	commit := req.GetCommit()
-	if commit == nil {
-		return status.Error(codes.InvalidArgument, "publish: the message after the plan must be commit")
-	}
-	// The publisher's write access ends here, before anything is checked:
-	// sealed against writes, no descriptor it holds can change a byte, and
-	// a writable mapping it kept refuses the commit.
-	if err := d.sealWrites(m, false); err != nil {
+// checkCommit ends the publisher's write access before anything is
+// checked — sealed against writes, no descriptor it holds can change a
+// byte, and a writable mapping it kept refuses the commit — then verifies
+// the commit's digests (verifyPublish).
+func (tx *publishTx) checkCommit(ctx context.Context, pl *plan.Plan, commit *daemonv1.PublishCommit) (verified bool, err error) {
+	if err := tx.d.sealWrites(tx.m, false); err != nil {
 		if errors.Is(err, sdk.ErrWritableMapping) {
-			return status.Errorf(codes.FailedPrecondition,
+			return false, status.Errorf(codes.FailedPrecondition,
 				"publish: %v: unmap every writable mapping of the plan's handles before the commit (the publisher's write access ends at the commit)", err)
 		}
-		return status.Errorf(codes.Internal, "publish: %v", err)
+		return false, status.Errorf(codes.Internal, "publish: %v", err)
 	}
-	verified, err := d.verifyPublish(ctx, pl, ids, commit.GetSha256())
-	if err != nil {
-		return err
-	}
-	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
-		Duration: time.Since(begun)}
-	if err := d.install(pub, ids, m, stats); err != nil {
-		return err
-	}
-	committed = true
-	d.metrics.Loaded(stats, len(pl.Tensors))
-	d.log.Info("published", "pid", p.PID, "generation", g.id, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
-		"allocations", len(ids), "verified", verified, "config_digest", m.digest)
-	return stream.Send(m.publishDone(pl.Bytes, verified))
+	return tx.d.verifyPublish(ctx, pl, tx.ids, commit.GetSha256())
 }
 
 // received is one message (or the error ending the stream) of a publisher.

@@ -53,7 +53,7 @@ const successorDialTimeout = 5 * time.Second
 //     p.Socket.
 //
 // A daemon that handed its memory to a successor calls it before it ends
-// its leases (core/daemon, takeover.go): a successor's word ("serving")
+// its leases (core/daemon/handover): a successor's word ("serving")
 // alone ends nothing. It returns nil or a *SuccessorError naming the
 // first check that failed.
 func VerifySuccessor(p paths.Paths, pid int) error {

@@ -46,6 +46,56 @@ var rules = []rule{
 		[]string{"internal/fdpass", "internal/mmap", "internal/procstat", "internal/childproc", "internal/grpcpipe"}},
 }
 
+// downRule forbids the packages below the folder Dir (not Dir's own
+// package), but those under Except, to import Dir's own package: what lies
+// below a package is what it builds on, so nothing runs upward.
+type downRule struct {
+	Dir    string
+	Except []string
+	Why    string
+}
+
+// downRules are the folders whose subpackages never import their parent.
+var downRules = []downRule{
+	{"core/daemon", []string{"core/daemon/daemontest", "core/daemon/metrics"},
+		"core/daemon's subpackages (fill, handover, …) are what the daemon builds on and reach it through their own interfaces; daemontest (a harness) and metrics (the sink and endpoint) are built on the daemon"},
+}
+
+// forbids reports whether r forbids pkg to import imp (both import paths).
+func (r downRule) forbids(pkg, imp string) bool {
+	pkg = strings.TrimSuffix(pkg, "_test") // an external test package is its package's
+	if pkg == module+"/"+r.Dir || !under(pkg, r.Dir) {
+		return false
+	}
+	for _, e := range r.Except {
+		if under(pkg, e) {
+			return false
+		}
+	}
+	return imp == module+"/"+r.Dir
+}
+
+// forbidder is one layering rule of either kind.
+type forbidder interface {
+	forbids(pkg, imp string) bool
+	why() string
+}
+
+func (r rule) why() string     { return r.Why }
+func (r downRule) why() string { return r.Why }
+
+// allRules are rules and downRules, in that order.
+func allRules() []forbidder {
+	var out []forbidder
+	for _, r := range rules {
+		out = append(out, r)
+	}
+	for _, r := range downRules {
+		out = append(out, r)
+	}
+	return out
+}
+
 // forbids reports whether r forbids pkg to import imp (both import paths).
 func (r rule) forbids(pkg, imp string) bool {
 	if !under(pkg, r.From) || (r.Except != "" && under(pkg, r.Except)) {
@@ -88,11 +138,11 @@ func TestLayering(t *testing.T) {
 	graph := importGraph(t, root, patterns, true)
 	var violations []string
 	for pkg, imports := range graph {
-		for _, r := range rules {
+		for _, r := range allRules() {
 			for _, imp := range imports {
 				if r.forbids(pkg, imp) {
 					violations = append(violations, fmt.Sprintf("%s imports %s (%s)",
-						strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"), r.Why))
+						strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"), r.why()))
 				}
 			}
 		}
@@ -111,8 +161,8 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// TestRulesCatchAViolation feeds the rule matcher planted imports, one
-// per rule, so that a rule that can never fire fails here, and imports the
+// TestRulesCatchAViolation feeds the rule matchers (rules and downRules)
+// planted imports, one per rule at least, so that a rule that can never fire fails here, and imports the
 // layering allows, so that an over-eager rule fails too.
 func TestRulesCatchAViolation(t *testing.T) {
 	m := func(dir string) string { return module + "/" + dir }
@@ -128,11 +178,16 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
 		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
 		{m("sdk/fill"), m("internal/poll")},                   // sdk → a helper not its own
+		{m("core/daemon/fill"), m("core/daemon")},             // a subpackage → its parent
+		{m("core/daemon/fill/filltest"), m("core/daemon")},    // deeper → the parent
+		{m("core/daemon/fill_test"), m("core/daemon")},        // a subpackage's external tests → the parent
+		{m("core/daemon/handover"), m("core/daemon")},         // another subpackage → the parent
 	}
+	all := allRules()
 	fired := map[int]bool{}
 	for _, p := range planted {
 		n := 0
-		for i, r := range rules {
+		for i, r := range all {
 			if r.forbids(p.pkg, p.imp) {
 				n++
 				fired[i] = true
@@ -142,9 +197,9 @@ func TestRulesCatchAViolation(t *testing.T) {
 			t.Errorf("%s importing %s matched no rule", p.pkg, p.imp)
 		}
 	}
-	for i, r := range rules {
+	for i, r := range all {
 		if !fired[i] {
-			t.Errorf("rule %d (%s) fired for none of the planted violations", i, r.Why)
+			t.Errorf("rule %d (%s) fired for none of the planted violations", i, r.why())
 		}
 	}
 	allowed := []struct{ pkg, imp string }{
@@ -156,11 +211,18 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("core/daemonfile"), m("internal/procstat")},
 		{m("sdk/plugin"), m("internal/fdpass")},
 		{m("sdk/backendtest"), m("internal/childproc")},
+		{m("core/daemon"), m("core/daemon/fill")},
+		{m("core/daemon/fill"), m("core/daemon/daemontest/testworld")},
+		{m("core/daemon/fill/filltest"), m("core/daemon/fill")},
+		{m("core/daemon/daemontest"), m("core/daemon")},
+		{m("core/daemon/daemontest_test"), m("core/daemon")},
+		{m("core/daemon/metrics"), m("core/daemon")},
+		{m("core/daemonctl"), m("core/daemon")},
 	}
 	for _, p := range allowed {
-		for _, r := range rules {
+		for _, r := range all {
 			if r.forbids(p.pkg, p.imp) {
-				t.Errorf("%s importing %s is allowed, but the rule %q forbids it", p.pkg, p.imp, r.Why)
+				t.Errorf("%s importing %s is allowed, but the rule %q forbids it", p.pkg, p.imp, r.why())
 			}
 		}
 	}

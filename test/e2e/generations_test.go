@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -18,14 +18,7 @@ import (
 // (the default plan).
 func plannedBytes(t *testing.T, dir string) uint64 {
 	t.Helper()
-	ck, err := plan.OpenCheckpoint(dir, "", plan.ShardRanks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := plan.Build(ck, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pl := testworld.Plan(t, dir)
 	return pl.AllocatedBytes()
 }
 

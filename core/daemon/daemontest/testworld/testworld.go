@@ -17,6 +17,8 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/paths/pathstest"
+	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 )
 
@@ -174,4 +176,20 @@ func AttachProving(t testing.TB, socket string, cfg cacheconfig.Config, policy c
 	defer cancel()
 	return client.Attach(ctx, client.BySocket(socket), cfg, client.Options{ClientName: t.Name(),
 		Content: client.ContentOptions{Policy: policy, NoCache: true}})
+}
+
+// Plan opens the checkpoint in dir (every safetensors file, one rank) and
+// plans it with the default plan options, as a daemon given dir alone
+// does. Failures end the test.
+func Plan(t testing.TB, dir string) (*safetensors.Checkpoint, *plan.Plan) {
+	t.Helper()
+	ck, err := plan.OpenCheckpoint(dir, "", plan.ShardRanks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := plan.Build(ck, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, pl
 }

@@ -1,4 +1,4 @@
-package daemon
+package handover
 
 import (
 	"errors"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestHandoverListenerPausesAndResumesOnANewSocket: a paused
-// handoverListener closes its socket without failing Accept, serves the
-// socket given to resume, and fails with net.ErrClosed once closed.
-func TestHandoverListenerPausesAndResumesOnANewSocket(t *testing.T) {
+// TestListenerPausesAndResumesOnANewSocket: a paused
+// Listener closes its socket without failing Accept, serves the
+// socket given to Resume, and fails with net.ErrClosed once closed.
+func TestListenerPausesAndResumesOnANewSocket(t *testing.T) {
 	dir := t.TempDir()
 	listen := func(name string) *net.UnixListener {
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, name), Net: "unix"})
@@ -20,7 +20,7 @@ func TestHandoverListenerPausesAndResumesOnANewSocket(t *testing.T) {
 		return l
 	}
 	first := listen("a")
-	h := newHandoverListener(first)
+	h := NewListener(first)
 	type accepted struct {
 		c   net.Conn
 		err error
@@ -29,7 +29,7 @@ func TestHandoverListenerPausesAndResumesOnANewSocket(t *testing.T) {
 	accept := func() { c, err := h.Accept(); next <- accepted{c, err} }
 
 	go accept()
-	h.pause() // Accept, blocked on the first socket, must wait, not fail
+	h.Pause() // Accept, blocked on the first socket, must wait, not fail
 	if _, err := net.Dial("unix", filepath.Join(dir, "a")); err == nil {
 		t.Fatal("the paused listener's socket still accepts connections")
 	}
@@ -38,7 +38,7 @@ func TestHandoverListenerPausesAndResumesOnANewSocket(t *testing.T) {
 		t.Fatalf("Accept returned while paused: %v, %v", a.c, a.err)
 	default:
 	}
-	h.resume(listen("b"))
+	h.Resume(listen("b"))
 	c, err := net.Dial("unix", filepath.Join(dir, "b"))
 	if err != nil {
 		t.Fatal(err)

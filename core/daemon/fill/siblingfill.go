@@ -1,4 +1,4 @@
-package daemon
+package fill
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // itself is bounded by the load's context only).
 const siblingAttachTimeout = 10 * time.Second
 
-// siblingFiller fills a file load from a sibling daemon of the same user
+// Sibling fills a file load from a sibling daemon of the same user
 // on this node whose GPU already serves the same weights (same
 // cacheconfig.WeightsIdentity, kind files), device to device through this
 // daemon's own plugin (sdk.PeerCopier), the sibling serving on:
@@ -55,31 +55,33 @@ const siblingAttachTimeout = 10 * time.Second
 // Any failure fails the candidate (the next one is tried, then the files):
 // the sibling gone, a copy error, ErrUnsupported (a backend without peer
 // copies), another layout, a copy that is not the local files' content.
-type siblingFiller struct {
-	d *Daemon
+type Sibling struct{ Env }
+
+// Candidate is one generation of a sibling that holds the weights.
+type Candidate struct {
+	// UUID is the sibling's device, Socket its socket, PID its process.
+	UUID, Socket string
+	PID          int
+	// Gen is the generation, as the sibling's Status describes it.
+	Gen client.GenerationStatus
 }
 
-// siblingCandidate is one generation of a sibling that holds the weights.
-type siblingCandidate struct {
-	uuid, socket string
-	pid          int
-	gen          client.GenerationStatus
-}
-
-func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error) {
-	d := s.d
-	identity, err := cacheconfig.WeightsIdentity(job.g.config, cacheconfig.WeightsFromFiles)
+// FillFromPeer fills job from the first sibling candidate that works
+// (steps 1 to 6 above); an error wrapping ErrNoPeer when no sibling serves
+// the weights.
+func (s *Sibling) FillFromPeer(ctx context.Context, job *Job) (Result, error) {
+	identity, err := cacheconfig.WeightsIdentity(job.Config, cacheconfig.WeightsFromFiles)
 	if err != nil {
-		return peerFill{}, fmt.Errorf("%w: %v", errNoPeer, err)
+		return Result{}, fmt.Errorf("%w: %v", ErrNoPeer, err)
 	}
-	cands, err := s.candidates(ctx, identity, cacheconfig.WeightsFromFiles)
+	cands, err := s.Candidates(ctx, identity, cacheconfig.WeightsFromFiles)
 	if err != nil {
-		return peerFill{}, fmt.Errorf("%w: %v", errNoPeer, err)
+		return Result{}, fmt.Errorf("%w: %v", ErrNoPeer, err)
 	}
 	if len(cands) == 0 {
-		return peerFill{}, fmt.Errorf("%w: no sibling daemon on this node serves weights identity %s", errNoPeer, identity)
+		return Result{}, fmt.Errorf("%w: no sibling daemon on this node serves weights identity %s", ErrNoPeer, identity)
 	}
-	lc := d.startLocalContent(ctx, job.ck)
+	lc := s.startLocalContent(ctx, job.Checkpoint)
 	defer lc.stop()
 	var reasons []string
 	for _, c := range cands {
@@ -87,109 +89,107 @@ func (s *siblingFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFil
 		if err == nil {
 			return fill, nil
 		}
-		d.freeGenAllocs(job.g)
-		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.uuid, c.pid, c.gen.Generation, err))
+		job.freeAllocs(s.Daemon)
+		reasons = append(reasons, fmt.Sprintf("peer %s (pid %d, generation %d): %v", c.UUID, c.PID, c.Gen.Generation, err))
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return peerFill{}, errors.New(strings.Join(reasons, "; "))
+	return Result{}, errors.New(strings.Join(reasons, "; "))
 }
 
-// candidates lists the serving generations of kind (loaded from files, or
+// Candidates lists the serving generations of kind (loaded from files, or
 // published: a generation of no source) of this user's other daemons whose
 // weights identity of that kind is identity, by device UUID.
-func (s *siblingFiller) candidates(ctx context.Context, identity string, kind cacheconfig.WeightsKind) ([]siblingCandidate, error) {
+func (s *Sibling) Candidates(ctx context.Context, identity string, kind cacheconfig.WeightsKind) ([]Candidate, error) {
 	source := SourceFiles
 	if kind == cacheconfig.WeightsPublished {
 		source = ""
 	}
-	d := s.d
-	found, err := daemonctl.Find(d.opts.Layout)
+	found, err := daemonctl.Find(s.Layout)
 	if err != nil {
 		return nil, err
 	}
-	var out []siblingCandidate
+	var out []Candidate
 	for _, f := range found {
-		if f.UUID == d.info.DeviceUUID {
+		if f.UUID == s.DeviceUUID {
 			continue
 		}
 		rep := daemonctl.Inspect(ctx, f)
 		if rep.Status == nil {
 			if rep.Err != nil {
-				d.log.Debug("peer fill: sibling not usable", "device", f.UUID, "state", rep.State, "error", rep.Err)
+				s.Log.Debug("peer fill: sibling not usable", "device", f.UUID, "state", rep.State, "error", rep.Err)
 			}
 			continue
 		}
 		if rep.Status.DeviceUUID != f.UUID {
-			d.log.Warn("peer fill: a sibling's socket answers for another device; skipped", "socket", f.Paths.Socket,
+			s.Log.Warn("peer fill: a sibling's socket answers for another device; skipped", "socket", f.Paths.Socket,
 				"device", f.UUID, "answered", rep.Status.DeviceUUID)
 			continue
 		}
 		for _, g := range rep.Status.Generations {
-			if g.State != StateServing.String() || g.Source != source {
+			if g.State != StateServing || g.Source != source {
 				continue
 			}
 			if id, err := cacheconfig.WeightsIdentity(g.Config, kind); err != nil || id != identity {
 				continue
 			}
-			out = append(out, siblingCandidate{uuid: f.UUID, socket: f.Paths.Socket, pid: rep.Status.PID, gen: g})
+			out = append(out, Candidate{UUID: f.UUID, Socket: f.Paths.Socket, PID: rep.Status.PID, Gen: g})
 		}
 	}
 	return out, nil
 }
 
-// fillFrom fills job from candidate c (siblingFiller's steps 3 to 6),
-// appending the new allocations to job.g.allocs; lc is what the local
+// fillFrom fills job from candidate c (Sibling's steps 3 to 6),
+// appending the new allocations to *job.Allocs; lc is what the local
 // files hold.
-func (s *siblingFiller) fillFrom(ctx context.Context, job *loadJob, c siblingCandidate, lc *localContent) (peerFill, error) {
-	d := s.d
-	theirs, err := siblingRecords(job, c.gen.Files, lc)
+func (s *Sibling) fillFrom(ctx context.Context, job *Job, c Candidate, lc *localContent) (Result, error) {
+	theirs, err := siblingRecords(job, c.Gen.Files, lc)
 	if err != nil {
-		return peerFill{}, err
+		return Result{}, err
 	}
-	att, release, err := s.lease(ctx, c)
+	att, release, err := s.Lease(ctx, c)
 	if err != nil {
-		return peerFill{}, err
+		return Result{}, err
 	}
 	defer release()
 	m := att.Manifest
-	if err := sameLayout(job.pl, m, false); err != nil {
-		return peerFill{}, err
+	if err := SameLayout(job.Plan, m, false); err != nil {
+		return Result{}, err
 	}
-	fill := peerFill{From: filledFromPeerPrefix + c.uuid}
+	fill := Result{From: FilledFromPeerPrefix + c.UUID}
 	lc.begin() // the copy starts: hash the files not known, alongside
 	start := time.Now()
-	if fill.Reserved, fill.Path, err = s.copyArenas(ctx, job.pl, m, &job.g.allocs, d.opts.Progress); err != nil {
-		return peerFill{}, err
+	if fill.Reserved, fill.Path, err = s.CopyArenas(ctx, job.Plan, m, job.Allocs, s.Progress); err != nil {
+		return Result{}, err
 	}
 	fill.Copy = time.Since(start)
 	if err := leaseHeld(att); err != nil {
-		return peerFill{}, err
+		return Result{}, err
 	}
 	release() // the copy is this daemon's own memory: the proof needs no source
 	start = time.Now()
-	if fill.Content, err = d.proveCopies(ctx, job, lc, theirs); err != nil {
-		return peerFill{}, err
+	if fill.Content, err = s.proveCopies(ctx, job, lc, theirs); err != nil {
+		return Result{}, err
 	}
 	fill.Verify = time.Since(start)
 	return fill, nil
 }
 
 // proveCopies returns the content record of every file of job, each
-// proven from the copy in job.g.allocs (copiedDigest; for a hub blob known
+// proven from the copy in *job.Allocs (copiedDigest; for a hub blob known
 // by name only, the copy's plain SHA-256 too) against what the local file
 // is known to hold (proveCopy). A sibling's record of the very same file
 // (same path and identity) gives the hub blob name it verified from that
 // file, so the background verifier does not read it again.
-func (d *Daemon) proveCopies(ctx context.Context, job *loadJob, lc *localContent, theirs map[string]cacheconfig.FileContent) ([]cacheconfig.FileContent, error) {
-	out := make([]cacheconfig.FileContent, 0, len(job.ck.Files))
-	for _, f := range job.ck.Files {
+func (e Env) proveCopies(ctx context.Context, job *Job, lc *localContent, theirs map[string]cacheconfig.FileContent) ([]cacheconfig.FileContent, error) {
+	out := make([]cacheconfig.FileContent, 0, len(job.Checkpoint.Files))
+	for _, f := range job.Checkpoint.Files {
 		digest := func(alg filedigest.Algorithm) (string, error) {
-			return copyDigestIn(ctx, alg, d.backend, f, job.pl, job.g.allocs)
+			return copyDigestIn(ctx, alg, e.Daemon.Backend(), f, job.Plan, *job.Allocs)
 		}
-		rec, err := d.proveCopy(ctx, lc, f, digest, func() (string, error) {
-			return sha256FromArenas(ctx, f, job.pl, backendReaders(ctx, d.backend, job.g.allocs))
+		rec, err := e.proveCopy(ctx, lc, f, digest, func() (string, error) {
+			return sha256FromArenas(ctx, f, job.Plan, backendReaders(ctx, e.Daemon.Backend(), *job.Allocs))
 		})
 		if err != nil {
 			return nil, err
@@ -203,20 +203,19 @@ func (d *Daemon) proveCopies(ctx context.Context, job *loadJob, lc *localContent
 	return out, nil
 }
 
-// lease attaches to candidate c with its generation's own config (a lease:
+// Lease attaches to candidate c with its generation's own config (a lease:
 // the sibling keeps the arenas while they are copied) and checks that the
 // manifest is of c's generation. release ends the lease and the
 // connection.
-func (s *siblingFiller) lease(ctx context.Context, c siblingCandidate) (att *client.Attachment, release func(), err error) {
-	d := s.d
+func (s *Sibling) Lease(ctx context.Context, c Candidate) (att *client.Attachment, release func(), err error) {
 	actx, cancel := context.WithTimeout(ctx, siblingAttachTimeout)
-	cl, err := client.Dial(actx, client.BySocket(c.socket), client.Options{
-		ClientName: fmt.Sprintf("wcache serve peer fill of %s (pid %d)", d.info.DeviceUUID, os.Getpid())})
+	cl, err := client.Dial(actx, client.BySocket(c.Socket), client.Options{
+		ClientName: fmt.Sprintf("wcache serve peer fill of %s (pid %d)", s.DeviceUUID, os.Getpid())})
 	if err != nil {
 		cancel()
 		return nil, nil, fmt.Errorf("sibling gone: %w", err)
 	}
-	att, err = cl.AttachForCopy(actx, c.gen.Config)
+	att, err = cl.AttachForCopy(actx, c.Gen.Config)
 	if err != nil {
 		cancel()
 		cl.Close()
@@ -230,26 +229,25 @@ func (s *siblingFiller) lease(ctx context.Context, c siblingCandidate) (att *cli
 			cancel()
 		})
 	}
-	if att.Manifest.Generation != c.gen.Generation {
+	if att.Manifest.Generation != c.Gen.Generation {
 		release()
 		return nil, nil, fmt.Errorf("the sibling now serves generation %d", att.Manifest.Generation)
 	}
 	return att, release, nil
 }
 
-// copyArenas copies every arena of pl from the sibling's manifest m into a
+// CopyArenas copies every arena of pl from the sibling's manifest m into a
 // new allocation of this daemon's plugin (sdk.PeerCopy, the handle borrowed
 // from the lease), appending each to *allocs as soon as it exists. It
 // returns the bytes reserved, summed, and the copy path. progress (nil:
 // none) receives the bytes copied of pl.Bytes.
-func (s *siblingFiller) copyArenas(ctx context.Context, pl *plan.Plan, m *client.Manifest, allocs *[]sdk.AllocationID,
+func (s *Sibling) CopyArenas(ctx context.Context, pl *plan.Plan, m *client.Manifest, allocs *[]sdk.AllocationID,
 	progress func(done, total uint64)) (reserved uint64, path string, err error) {
-	d := s.d
 	var done uint64
 	for i, a := range pl.Allocations {
 		h := m.Handles[i]
 		base := done
-		res, err := sdk.PeerCopy(ctx, d.backend, sdk.PeerCopyRequest{Ordinal: d.opts.GPU,
+		res, err := sdk.PeerCopy(ctx, s.Daemon.Backend(), sdk.PeerCopyRequest{Ordinal: s.GPU,
 			Source: sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File}, Length: a.Bytes},
 			func(n, _ uint64) {
 				if progress != nil {
@@ -269,14 +267,14 @@ func (s *siblingFiller) copyArenas(ctx context.Context, pl *plan.Plan, m *client
 	return reserved, path, nil
 }
 
-// verify checks that every copied arena's content digest equals its
+// Verify checks that every copied arena's content digest equals its
 // source's, the source imported into this plugin (its handle borrowed from
 // att's lease) and freed again, and that the lease still holds. It proves
 // the copy is the source's memory, nothing more: a publication's fill
 // (attachfill.go) has no local files to prove against; a file load's
 // proves its copy against the files (proveCopies).
-func (s *siblingFiller) verify(ctx context.Context, pl *plan.Plan, allocs []sdk.AllocationID, att *client.Attachment) error {
-	d := s.d
+func (s *Sibling) Verify(ctx context.Context, pl *plan.Plan, allocs []sdk.AllocationID, att *client.Attachment) error {
+	b := s.Daemon.Backend()
 	m := att.Manifest
 	for i, a := range pl.Allocations {
 		h := m.Handles[i]
@@ -286,18 +284,18 @@ func (s *siblingFiller) verify(ctx context.Context, pl *plan.Plan, allocs []sdk.
 			}
 			continue
 		}
-		src, err := d.backend.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
+		src, err := b.Import(ctx, s.GPU, sdk.Handle{Kind: h.Kind, Data: h.Data, Size: h.Size, File: h.File})
 		if err != nil {
 			return fmt.Errorf("verify arena %d: import the source: %w", i+1, err)
 		}
 		var want string
 		var srcErr error
 		var wg sync.WaitGroup
-		wg.Go(func() { want, srcErr = peer.ArenaDigest(ctx, d.backend, src, a.Bytes) })
-		got, err := peer.ArenaDigest(ctx, d.backend, allocs[i], a.Bytes)
+		wg.Go(func() { want, srcErr = peer.ArenaDigest(ctx, b, src, a.Bytes) })
+		got, err := peer.ArenaDigest(ctx, b, allocs[i], a.Bytes)
 		wg.Wait()
-		if ferr := d.backend.Free(context.WithoutCancel(ctx), src); ferr != nil {
-			d.log.Warn("peer fill: unmapping a verified source", "error", ferr)
+		if ferr := b.Free(context.WithoutCancel(ctx), src); ferr != nil {
+			s.Log.Warn("peer fill: unmapping a verified source", "error", ferr)
 		}
 		if err = errors.Join(err, srcErr); err != nil {
 			return fmt.Errorf("verify arena %d: %w", i+1, err)
@@ -326,11 +324,11 @@ func leaseHeld(att *client.Attachment) error {
 // digested here in filedigest.Default (BLAKE3, leaves in parallel) rather
 // than through the backend's Digest (SHA-256 in the plugin). ok false with
 // no error: not both memfds, verify through the backend.
-func (s *siblingFiller) verifyMemfd(ctx context.Context, i int, size uint64, id sdk.AllocationID, h client.Handle) (bool, error) {
+func (s *Sibling) verifyMemfd(ctx context.Context, i int, size uint64, id sdk.AllocationID, h client.Handle) (bool, error) {
 	if h.File == nil {
 		return false, nil
 	}
-	copied, err := s.d.backend.Export(ctx, id)
+	copied, err := s.Daemon.Backend().Export(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("verify arena %d: export the copy: %w", i+1, err)
 	}
@@ -353,12 +351,12 @@ func (s *siblingFiller) verifyMemfd(ctx context.Context, i int, size uint64, id 
 	return true, nil
 }
 
-// sameLayout checks that the sibling's manifest lays the weights out as
+// SameLayout checks that the sibling's manifest lays the weights out as
 // pl does: as many arenas, each at least the plan's size, and every tensor
 // of the plan in the same arena at the same offset with the same length,
 // dtype and shape (and no other tensor). A tensor with a view layout (a
 // publication's) is another layout unless views is set.
-func sameLayout(pl *plan.Plan, m *client.Manifest, views bool) error {
+func SameLayout(pl *plan.Plan, m *client.Manifest, views bool) error {
 	if len(m.Handles) != len(pl.Allocations) {
 		return fmt.Errorf("other layout: the sibling has %d arenas, this plan %d", len(m.Handles), len(pl.Allocations))
 	}
@@ -390,15 +388,15 @@ func sameLayout(pl *plan.Plan, m *client.Manifest, views bool) error {
 // already known (lc: the digest cache, or a hash already done). Its
 // records prove nothing about its memory: the copy is proven against the
 // local files afterwards (proveCopies).
-func siblingRecords(job *loadJob, theirs []cacheconfig.FileContent, lc *localContent) (map[string]cacheconfig.FileContent, error) {
+func siblingRecords(job *Job, theirs []cacheconfig.FileContent, lc *localContent) (map[string]cacheconfig.FileContent, error) {
 	byName := make(map[string]cacheconfig.FileContent, len(theirs))
 	for _, f := range theirs {
 		byName[f.Name] = f
 	}
-	if len(theirs) != len(job.ck.Files) {
-		return nil, fmt.Errorf("content not proven: the sibling loaded %d files, this load has %d", len(theirs), len(job.ck.Files))
+	if len(theirs) != len(job.Checkpoint.Files) {
+		return nil, fmt.Errorf("content not proven: the sibling loaded %d files, this load has %d", len(theirs), len(job.Checkpoint.Files))
 	}
-	for _, f := range job.ck.Files {
+	for _, f := range job.Checkpoint.Files {
 		rec, ok := byName[filepath.Base(f.Path)]
 		if !ok || rec.Digest == "" {
 			return nil, fmt.Errorf("content not proven: the sibling has no content record of %s", f.Path)

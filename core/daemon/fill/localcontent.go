@@ -1,4 +1,4 @@
-package daemon
+package fill
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type localContent struct {
 	toHash []*localFile
 	once   sync.Once
 	done   chan struct{}
-	d      *Daemon
+	env    Env
 }
 
 // localFile is what one file is known to hold.
@@ -68,14 +68,14 @@ type localFile struct {
 // startLocalContent looks every file of ck up (digest cache, hub blob
 // name); begin starts hashing those neither knows. Call stop when the fill
 // ends, whatever its outcome.
-func (d *Daemon) startLocalContent(ctx context.Context, ck *safetensors.Checkpoint) *localContent {
+func (e Env) startLocalContent(ctx context.Context, ck *safetensors.Checkpoint) *localContent {
 	ctx, cancel := context.WithCancel(ctx)
-	lc := &localContent{files: make(map[string]*localFile, len(ck.Files)), ctx: ctx, cancel: cancel, done: make(chan struct{}), d: d}
+	lc := &localContent{files: make(map[string]*localFile, len(ck.Files)), ctx: ctx, cancel: cancel, done: make(chan struct{}), env: e}
 	var toHash []*localFile
 	for _, f := range ck.Files {
 		lf := &localFile{f: f}
 		lc.files[f.Path] = lf
-		if want, ok := d.opts.DigestCache.LookupAny(f.Stamp); ok {
+		if want, ok := e.DigestCache.LookupAny(f.Stamp); ok {
 			lf.digest, lf.how = want, knownByDigestCache
 			continue
 		}
@@ -95,12 +95,12 @@ func (d *Daemon) startLocalContent(ctx context.Context, ck *safetensors.Checkpoi
 func (lc *localContent) begin() {
 	lc.once.Do(func() {
 		if len(lc.toHash) > 0 {
-			lc.d.log.Info("peer fill: hashing the local files whose content is not known, alongside the copy", "files", len(lc.toHash))
+			lc.env.Log.Info("peer fill: hashing the local files whose content is not known, alongside the copy", "files", len(lc.toHash))
 		}
 		go func() {
 			defer close(lc.done)
 			for _, lf := range lc.toHash {
-				lf.digest, lf.err = lc.d.hashLocalFile(lc.ctx, lf.f)
+				lf.digest, lf.err = lc.env.hashLocalFile(lc.ctx, lf.f)
 				close(lf.hashed)
 			}
 		}()
@@ -111,7 +111,7 @@ func (lc *localContent) begin() {
 // is no longer the file whose header was planned (its identity changed
 // meanwhile). The digest is recorded in the user's digest cache, where the
 // next fill (or client) finds it.
-func (d *Daemon) hashLocalFile(ctx context.Context, f *safetensors.File) (string, error) {
+func (e Env) hashLocalFile(ctx context.Context, f *safetensors.File) (string, error) {
 	digest, err := filedigest.File(ctx, f.Path, filedigest.Options{})
 	if err != nil {
 		return "", err
@@ -119,29 +119,29 @@ func (d *Daemon) hashLocalFile(ctx context.Context, f *safetensors.File) (string
 	if err := f.Changed(); err != nil {
 		return "", err
 	}
-	d.storeDigest(f.Path, f.Stamp, digest)
+	e.StoreDigest(f.Path, f.Stamp, digest)
 	return digest, nil
 }
 
-// storeDigest records a digest proven to be the content of the file of
-// identity id in Options.DigestCache (nil: nothing); a failure is logged.
-func (d *Daemon) storeDigest(path string, id safetensors.Stamp, digest string) {
-	if d.opts.DigestCache == nil {
+// StoreDigest records a digest proven to be the content of the file of
+// identity id in the DigestCache (nil: nothing); a failure is logged.
+func (e Env) StoreDigest(path string, id safetensors.Stamp, digest string) {
+	if e.DigestCache == nil {
 		return
 	}
-	if err := d.opts.DigestCache.Store(id, digest); err != nil {
-		d.log.Warn("digest cache: not recorded", "file", path, "error", err)
+	if err := e.DigestCache.Store(id, digest); err != nil {
+		e.Log.Warn("digest cache: not recorded", "file", path, "error", err)
 	}
 }
 
-// recordLoadedDigests stores the content digests of a load from the files
+// RecordLoadedDigests stores the content digests of a load from the files
 // (each computed from the bytes the load read, the file unchanged since)
 // in the user's digest cache, so that a peer fill of another daemon of the
 // node proves its copy against them without reading the files.
-func (d *Daemon) recordLoadedDigests(content []cacheconfig.FileContent) {
+func (e Env) RecordLoadedDigests(content []cacheconfig.FileContent) {
 	for _, c := range content {
 		if c.Identity != (safetensors.Stamp{}) && c.Digest != "" {
-			d.storeDigest(c.Path, c.Identity, c.Digest)
+			e.StoreDigest(c.Path, c.Identity, c.Digest)
 		}
 	}
 }
@@ -180,7 +180,7 @@ func (lc *localContent) known(ctx context.Context, f *safetensors.File) (*localF
 // the candidate can be refused before a byte moves.
 func (lc *localContent) differs(f *safetensors.File, theirs string) (string, bool) {
 	lf := lc.files[f.Path]
-	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" || !sameAlgorithm(lf.digest, theirs) {
+	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" || !SameAlgorithm(lf.digest, theirs) {
 		return "", false
 	}
 	return lf.digest, lf.digest != theirs
@@ -206,7 +206,7 @@ func closed(c chan struct{}) bool {
 // order). A copy that differs is an error wrapping peer.ErrDigestMismatch
 // naming both digests and how the local one is known. A copy proven by
 // the blob name records its digest in the digest cache.
-func (d *Daemon) proveCopy(ctx context.Context, lc *localContent, f *safetensors.File,
+func (e Env) proveCopy(ctx context.Context, lc *localContent, f *safetensors.File,
 	digest func(filedigest.Algorithm) (string, error), plain func() (string, error)) (cacheconfig.FileContent, error) {
 	lf, err := lc.known(ctx, f)
 	if err != nil {
@@ -235,7 +235,7 @@ func (d *Daemon) proveCopy(ctx context.Context, lc *localContent, f *safetensors
 			if rec.Digest, err = digest(filedigest.Default); err != nil {
 				return cacheconfig.FileContent{}, err
 			}
-			d.storeDigest(f.Path, f.Stamp, rec.Digest)
+			e.StoreDigest(f.Path, f.Stamp, rec.Digest)
 		}
 		return rec, nil
 	}
@@ -248,6 +248,6 @@ func (d *Daemon) proveCopy(ctx context.Context, lc *localContent, f *safetensors
 			peer.ErrDigestMismatch, f.Path, sum, lf.blob)
 	}
 	rec.SHA256 = lf.blob
-	d.storeDigest(f.Path, f.Stamp, got)
+	e.StoreDigest(f.Path, f.Stamp, got)
 	return rec, nil
 }

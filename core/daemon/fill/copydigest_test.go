@@ -1,7 +1,8 @@
-package daemon
+package fill
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/wcache/wcache/core/daemon/daemontest/testworld"
@@ -19,8 +20,10 @@ import (
 // arenas (leaves crossing an arena's end), and with 2 MiB file alignment;
 // one byte changed in an arena changes the digest of the file it holds.
 func TestCopiedDigestIsTheFilesDigest(t *testing.T) {
-	f := newFixture(t)
-	m := f.generate("big", safetensorstest.GenOptions{Shards: 2, Layers: 2, HiddenSize: 512, IntermediateSize: 1536})
+	m, err := safetensorstest.GenerateCheckpoint(filepath.Join(t.TempDir(), "big"), safetensorstest.GenOptions{Shards: 2, Layers: 2, HiddenSize: 512, IntermediateSize: 1536})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	ck, err := plan.OpenCheckpoint(m.Dir, "", plan.ShardRanks{})
 	if err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package fill
 
 import (
 	"errors"
@@ -55,8 +55,9 @@ type PeerOptions struct {
 // ErrPeerOptions: the peer options are incomplete or malformed.
 var ErrPeerOptions = errors.New("peer fill options")
 
-// check refuses an incomplete configuration.
-func (o PeerOptions) check() error {
+// Check refuses an incomplete configuration (an error wrapping
+// ErrPeerOptions).
+func (o PeerOptions) Check() error {
 	if o.Listen == "" && len(o.Peers) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package daemon
+package fill
 
 import (
 	"cmp"
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
@@ -24,7 +26,7 @@ import (
 	"github.com/wcache/wcache/sdk/names"
 )
 
-// This file is the cross-node peerFiller (peerfill.go): a file load asks
+// This file is the cross-node filler (Net): a file load asks
 // Options.Peer.Peers for its weights identity and streams the offer's
 // arenas into freshly allocated ones (peer.Fetch: parallel sessions, every
 // 1 MiB leaf hashed as it arrives, every arena's content digest checked
@@ -35,25 +37,24 @@ import (
 // netstage.go). Any failure leaves the allocations to the caller to free,
 // and the load reads the files.
 
-// netFiller fills from other nodes' daemons (Options.Peer.Peers).
-type netFiller struct{ d *Daemon }
+// Net fills from other nodes' daemons (Env.Peer.Peers).
+type Net struct{ Env }
 
-// fillFromPeer fills job's arenas from the first peer offering its weights
+// FillFromPeer fills job's arenas from the first peer offering its weights
 // identity. A backend exporting memfd arenas is written through their
 // descriptors (arenaSink); any other (a GPU's device memory, which the
 // backend contract cannot write from the host) Loads the received bytes
 // from staging memfds (stagedSink). No peer holding the identity (every
-// one answered "not held") wraps errNoPeer.
-func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, error) {
-	d := f.d
-	po := d.opts.Peer
-	info, err := d.backend.Info(ctx)
+// one answered "not held") wraps ErrNoPeer.
+func (f Net) FillFromPeer(ctx context.Context, job *Job) (Result, error) {
+	po := f.Peer
+	info, err := f.Daemon.Backend().Info(ctx)
 	if err != nil {
-		return peerFill{}, fmt.Errorf("cross-node fill: backend info: %w", err)
+		return Result{}, fmt.Errorf("cross-node fill: backend info: %w", err)
 	}
-	identity, err := cacheconfig.WeightsIdentity(job.g.config, cacheconfig.WeightsFromFiles)
+	identity, err := cacheconfig.WeightsIdentity(job.Config, cacheconfig.WeightsFromFiles)
 	if err != nil {
-		return peerFill{}, fmt.Errorf("cross-node fill: %w", err)
+		return Result{}, fmt.Errorf("cross-node fill: %w", err)
 	}
 	transport := po.Transport
 	if transport == nil {
@@ -65,40 +66,40 @@ func (f netFiller) fillFromPeer(ctx context.Context, job *loadJob) (peerFill, er
 	}
 	var sink receivingSink
 	if slices.Contains(info.HandleKinds, names.KindMemfd) {
-		sink = &arenaSink{d: d, pl: job.pl, g: job.g}
+		sink = &arenaSink{d: f.Daemon, log: f.Log, pl: job.Plan, job: job}
 	} else {
 		window := po.StageWindowBytes
 		if window == 0 {
 			window = DefaultStageWindowBytes
 		}
-		sink = &stagedSink{d: d, ck: job.ck, pl: job.pl, g: job.g, window: window}
+		sink = &stagedSink{d: f.Daemon, log: f.Log, ck: job.Checkpoint, pl: job.Plan, job: job, window: window}
 	}
 	defer sink.close()
 	// What the local files hold, known or hashed while the bytes arrive
 	// (from the offer on: hashOnPrepare): the fill is proven against it,
 	// never against the peer's word alone.
-	lc := d.startLocalContent(ctx, job.ck)
+	lc := f.startLocalContent(ctx, job.Checkpoint)
 	defer lc.stop()
 	res, err := peer.Fetch(ctx, identity, hashOnPrepare{sink, lc}, peer.FetchOptions{Transport: transport, Peers: po.Peers, Self: self,
-		Streams: po.Streams, MaxBytes: job.pl.AllocatedBytes(), Logger: d.log.Named("peer"),
+		Streams: po.Streams, MaxBytes: job.Plan.AllocatedBytes(), Logger: f.Log.Named("peer"),
 		Deadline: po.FillTimeout, MinRate: po.FillMinRate, RateWindow: po.FillRateWindow})
 	if err != nil {
 		if onlyNotHeld(err) {
-			return peerFill{}, fmt.Errorf("%w: %w", errNoPeer, err)
+			return Result{}, fmt.Errorf("%w: %w", ErrNoPeer, err)
 		}
-		return peerFill{}, fmt.Errorf("cross-node fill: %w", err)
+		return Result{}, fmt.Errorf("cross-node fill: %w", err)
 	}
 	startVerify := time.Now()
-	content, err := d.proveContent(ctx, job.ck, job.pl, sink.received(ctx), lc)
+	content, err := f.proveContent(ctx, job.Checkpoint, job.Plan, sink.received(ctx), lc)
 	if err != nil {
-		return peerFill{}, fmt.Errorf("cross-node fill from %s: %w", res.Peer, err)
+		return Result{}, fmt.Errorf("cross-node fill from %s: %w", res.Peer, err)
 	}
-	job.g.arenaBytes = arenaBytesOf(job.pl)
+	*job.ArenaBytes = arenaBytesOf(job.Plan)
 	if s, ok := sink.(*stagedSink); ok {
-		d.log.Info("cross-node fill: loaded through staging memfds", "windows", s.windows, "window_bytes", s.window,
+		f.Log.Info("cross-node fill: loaded through staging memfds", "windows", s.windows, "window_bytes", s.window,
 			"peak_staged_bytes", s.peak, "backend", info.Name, "load_wall_s", s.fill.Wall.Seconds(), "load_read_s", s.fill.Read.Seconds())
 	}
-	return peerFill{From: filledFromPeerPrefix + res.Peer, Content: content, Reserved: sink.reservedBytes(),
+	return Result{From: FilledFromPeerPrefix + res.Peer, Content: content, Reserved: sink.reservedBytes(),
 		Copy: res.Wall, Verify: time.Since(startVerify)}, nil
 }
 
@@ -184,9 +185,10 @@ func onlyNotHeld(err error) bool {
 // arenaSink is a peer.Sink writing the offer into the plan's arenas
 // through their memfd descriptors.
 type arenaSink struct {
-	d  *Daemon
-	pl *plan.Plan
-	g  *generation
+	d   Daemon
+	log hclog.Logger
+	pl  *plan.Plan
+	job *Job
 
 	handles   []sdk.Handle
 	reserved  uint64
@@ -202,11 +204,11 @@ func (s *arenaSink) Prepare(ctx context.Context, offer peer.Offer) error {
 		return err
 	}
 	start := time.Now()
-	s.g.arenaBytes = arenaBytesOf(s.pl)
-	reserved, err := s.d.allocate(ctx, s.pl, &s.g.allocs)
+	*s.job.ArenaBytes = arenaBytesOf(s.pl)
+	reserved, err := s.d.Allocate(ctx, s.pl, s.job.Allocs)
 	s.reserved = reserved
 	if err == nil {
-		s.handles, err = s.d.export(ctx, s.g.allocs)
+		s.handles, err = s.d.Export(ctx, *s.job.Allocs)
 	}
 	if err == nil {
 		for i, h := range s.handles {
@@ -232,9 +234,9 @@ func (s *arenaSink) Commit(context.Context) error { return nil }
 
 // Abort frees the arenas at once (the load then frees nothing more).
 func (s *arenaSink) Abort(cause error) {
-	s.d.log.Debug("cross-node fill aborted: freeing its arenas", "error", cause)
+	s.log.Debug("cross-node fill aborted: freeing its arenas", "error", cause)
 	s.close()
-	s.d.freeGenAllocs(s.g)
+	s.job.freeAllocs(s.d)
 }
 
 // close closes the descriptors the sink exported to write through (the
@@ -264,7 +266,7 @@ func (s *arenaSink) received(context.Context) receivedBytes {
 // tensor values — a fine-tune of the same shapes, memory written since it
 // was loaded); the files are read instead. Every record carries the local
 // file's identity: the bytes served are proven to be that file's.
-func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes, lc *localContent) ([]cacheconfig.FileContent, error) {
+func (e Env) proveContent(ctx context.Context, ck *safetensors.Checkpoint, pl *plan.Plan, rx receivedBytes, lc *localContent) ([]cacheconfig.FileContent, error) {
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	for _, f := range ck.Files {
 		digest := func(alg filedigest.Algorithm) (string, error) {
@@ -274,7 +276,7 @@ func (d *Daemon) proveContent(ctx context.Context, ck *safetensors.Checkpoint, p
 			}
 			return got, nil
 		}
-		rec, err := d.proveCopy(ctx, lc, f, digest, func() (string, error) { return sha256FromArenas(ctx, f, pl, rx.arenas) })
+		rec, err := e.proveCopy(ctx, lc, f, digest, func() (string, error) { return sha256FromArenas(ctx, f, pl, rx.arenas) })
 		if err != nil {
 			return nil, err
 		}

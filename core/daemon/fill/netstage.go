@@ -1,4 +1,4 @@
-package daemon
+package fill
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
@@ -35,9 +37,9 @@ import (
 // straddles two windows.
 const DefaultStageWindowBytes uint64 = 64 << 20
 
-// stageMemfdName names the staging memfds ("/memfd:wcache-peer-stage" in
+// StageMemfdName names the staging memfds ("/memfd:wcache-peer-stage" in
 // /proc/<pid>/fd and maps).
-const stageMemfdName = "wcache-peer-stage"
+const StageMemfdName = "wcache-peer-stage"
 
 // stagedSink is a peer.Sink writing the offer into device arenas through
 // staging memfds that the backend Loads. Every arena is cut into windows
@@ -60,10 +62,11 @@ const stageMemfdName = "wcache-peer-stage"
 // fail their arena's digest is freed with the arenas (Abort, or the
 // filler's caller).
 type stagedSink struct {
-	d      *Daemon
+	d      Daemon
+	log    hclog.Logger
 	ck     *safetensors.Checkpoint
 	pl     *plan.Plan
-	g      *generation
+	job    *Job
 	window uint64
 
 	ctx      context.Context
@@ -102,8 +105,8 @@ func (s *stagedSink) Prepare(ctx context.Context, offer peer.Offer) error {
 	for _, f := range s.ck.Files {
 		s.leaves[f.Path] = headerLeaves(filedigest.Default, f)
 	}
-	s.g.arenaBytes = arenaBytesOf(s.pl)
-	reserved, err := s.d.allocate(ctx, s.pl, &s.g.allocs)
+	*s.job.ArenaBytes = arenaBytesOf(s.pl)
+	reserved, err := s.d.Allocate(ctx, s.pl, s.job.Allocs)
 	s.reserved = reserved
 	return err
 }
@@ -144,7 +147,7 @@ func (s *stagedSink) windowAt(arena int, off uint64) (*stageWindow, error) {
 	}
 	w := &stageWindow{off: uint64(k.index) * s.window}
 	w.size = min(s.window, size-w.off)
-	f, err := sdk.NewMemfd(stageMemfdName, w.size)
+	f, err := sdk.NewMemfd(StageMemfdName, w.size)
 	if err != nil {
 		return nil, fmt.Errorf("stage arena %d: %w", arena, err)
 	}
@@ -186,7 +189,7 @@ func (s *stagedSink) load(arena int, w *stageWindow) error {
 		return fmt.Errorf("stage arena %d: %w", arena, err)
 	}
 	ext := []sdk.Extent{{Path: stagePath(w.file), Length: w.size, DestOffset: w.off}}
-	st, err := sdk.LoadWithStats(s.ctx, s.d.backend, s.g.allocs[arena], ext, nil)
+	st, err := sdk.LoadWithStats(s.ctx, s.d.Backend(), (*s.job.Allocs)[arena], ext, nil)
 	if err != nil {
 		return fmt.Errorf("load arena %d [%d, +%d) from its staging memfd: %w", arena, w.off, w.size, err)
 	}
@@ -232,9 +235,9 @@ func (s *stagedSink) Commit(context.Context) error {
 
 // Abort closes the open windows' memfds and frees the arenas.
 func (s *stagedSink) Abort(cause error) {
-	s.d.log.Debug("cross-node fill aborted: freeing its arenas and staging memory", "error", cause)
+	s.log.Debug("cross-node fill aborted: freeing its arenas and staging memory", "error", cause)
 	s.close()
-	s.d.freeGenAllocs(s.g)
+	s.job.freeAllocs(s.d)
 }
 
 // close closes the memfds of the windows still open (a fetch that failed
@@ -252,9 +255,9 @@ func (s *stagedSink) close() {
 // received is how proveContent reads what the sink received: every file's
 // leaves as collected, and the arenas read back through the backend.
 func (s *stagedSink) received(ctx context.Context) receivedBytes {
-	r := receivedBytes{leaves: s.leaves, arenas: make([]io.ReaderAt, len(s.g.allocs))}
-	for i, id := range s.g.allocs {
-		r.arenas[i] = backendReader{ctx: ctx, b: s.d.backend, id: id}
+	r := receivedBytes{leaves: s.leaves, arenas: make([]io.ReaderAt, len(*s.job.Allocs))}
+	for i, id := range *s.job.Allocs {
+		r.arenas[i] = backendReader{ctx: ctx, b: s.d.Backend(), id: id}
 	}
 	return r
 }
