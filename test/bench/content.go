@@ -88,8 +88,7 @@ func fillDigest(_ context.Context, e *Env, res *ContentResult) error {
 	}
 	err = e.alternate("content fill", total, res.Samples, map[string]func() error{"fill_digest": fillWith(true),
 		"fill_no_digest": fillWith(false)})
-	res.FillDigestGiBps, res.FillNoDigestGiBps = res.Samples.Med("fill_digest"), res.Samples.Med("fill_no_digest")
-	res.FillRatio = benchreport.Round3(benchreport.Ratio(res.FillDigestGiBps, res.FillNoDigestGiBps))
+	res.FillDigestGiBps, res.FillNoDigestGiBps, res.FillRatio = res.Samples.MedRatio("fill_digest", "fill_no_digest")
 	return err
 }
 
@@ -145,8 +144,7 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 			return nil
 		},
 	})
-	res.HashGiBps, res.ReadGiBps = res.Samples.Med("hash"), res.Samples.Med("read")
-	res.HashRatio = benchreport.Round3(benchreport.Ratio(res.HashGiBps, res.ReadGiBps))
+	res.HashGiBps, res.ReadGiBps, res.HashRatio = res.Samples.MedRatio("hash", "read")
 	return err
 }
 

@@ -1,13 +1,14 @@
 package bench
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
+
+	"golang.org/x/perf/benchfmt"
 )
 
 // MicroBench is one Go benchmark, with the metrics it reports itself
@@ -67,46 +68,40 @@ func goBench(ctx context.Context, dir, pattern, benchtime string, pkgs ...string
 	return res, nil
 }
 
-// parseBenchOutput reads `go test -bench -benchmem` output.
+// parseBenchOutput reads `go test -bench -benchmem` output (the Go
+// benchmark format, golang.org/x/perf/benchfmt): each benchmark with its
+// package ("pkg:" line), its name without the GOMAXPROCS suffix, and its
+// values in the units it printed them in.
 func parseBenchOutput(out string) []MicroBench {
 	var res []MicroBench
-	pkg := ""
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
-			pkg = strings.TrimSpace(p)
-			continue
+	for r := benchfmt.NewReader(strings.NewReader(out), "go test"); r.Scan(); {
+		rec, ok := r.Result().(*benchfmt.Result)
+		if !ok {
+			continue // a malformed line or unit metadata
 		}
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
+		base, parts := rec.Name.Parts()
+		if len(parts) > 0 && parts[len(parts)-1][0] == '-' {
+			parts = parts[:len(parts)-1] // the GOMAXPROCS suffix
 		}
-		b := MicroBench{Package: pkg, Name: f[0]}
-		if i := strings.LastIndexByte(b.Name, '-'); i > 0 {
-			if _, err := strconv.Atoi(b.Name[i+1:]); err == nil {
-				b.Name = b.Name[:i] // the GOMAXPROCS suffix
+		b := MicroBench{Package: rec.GetConfig("pkg"), Name: "Benchmark" + string(bytes.Join(append([][]byte{base}, parts...), nil))}
+		for _, v := range rec.Values {
+			if v.OrigUnit != "" { // benchfmt tidied it (ns/op to sec/op, MB/s to B/s)
+				v.Unit, v.Value = v.OrigUnit, v.OrigValue
 			}
-		}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				continue
-			}
-			switch f[i+1] {
+			switch v.Unit {
 			case "ns/op":
-				b.NsPerOp = v
+				b.NsPerOp = v.Value
 			case "MB/s":
-				b.MBPerSec = v
+				b.MBPerSec = v.Value
 			case "B/op":
-				b.BytesPerOp = int64(v)
+				b.BytesPerOp = int64(v.Value)
 			case "allocs/op":
-				b.AllocsPerOp = int64(v)
+				b.AllocsPerOp = int64(v.Value)
 			default:
 				if b.Metrics == nil {
 					b.Metrics = map[string]float64{}
 				}
-				b.Metrics[f[i+1]] = v
+				b.Metrics[v.Unit] = v.Value
 			}
 		}
 		res = append(res, b)

@@ -69,9 +69,8 @@ func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	res.Copy, res.Verify = l.Summary("copy"), l.Summary("verify")
-	res.CopyGiBps, res.MemcpyGiBps = rates.Med("copy"), rates.Med("memcpy")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.CopyGiBps, res.MemcpyGiBps))
-	res.RatioWithVerify = benchreport.Round3(benchreport.Ratio(rates.Med("verify"), res.MemcpyGiBps))
+	res.CopyGiBps, res.MemcpyGiBps, res.Ratio = rates.MedRatio("copy", "memcpy")
+	_, _, res.RatioWithVerify = rates.MedRatio("verify", "memcpy")
 	e.logf("peer: copy %.2f GiB/s, memcpy %.2f GiB/s: %.2f (%.2f with the check)", res.CopyGiBps, res.MemcpyGiBps, res.Ratio, res.RatioWithVerify)
 	return res, []Target{benchreport.AtLeast("same-node peer fill ÷ memcpy into fresh memory (mock)", res.Ratio, peerGoal, "×")}, nil
 }

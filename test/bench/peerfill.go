@@ -85,8 +85,7 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Fill, res.TCP = res.Samples.Med("fill"), res.Samples.Med("tcp")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.Fill, res.TCP))
+	res.Fill, res.TCP, res.Ratio = res.Samples.MedRatio("fill", "tcp")
 	return res, []Target{benchreport.AtLeast("cross-node fill ÷ plain TCP over a veth pair", res.Ratio, 0.8, "×")}, nil
 }
 

@@ -88,11 +88,9 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	med := res.Samples.Med
-	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(rn)
-	res.Fill1GiBps, res.FillNGiBps, res.PacedGiBps = med("fill_1"), med("fill_n"), med("paced")
-	res.Scaling = benchreport.Round3(benchreport.Ratio(res.FillNGiBps, res.Fill1GiBps))
-	res.ReadScaling = benchreport.Round3(benchreport.Ratio(res.ReadNGiBps, res.Read1GiBps))
+	res.ReadNGiBps, res.Read1GiBps, res.ReadScaling = res.Samples.MedRatio(rn, "read_1")
+	res.FillNGiBps, res.Fill1GiBps, res.Scaling = res.Samples.MedRatio("fill_n", "fill_1")
+	res.PacedGiBps = res.Samples.Med("paced")
 	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PacedGiBps, min(res.ReadNGiBps, res.CopyGiBps)))
 	return res, []Target{
 		benchreport.AtLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), res.Ratio, fillRatioGoal, "×"),

@@ -54,9 +54,8 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res.PublishGiBps, res.FillGiBps = res.Samples.Med("publish"), res.Samples.Med("fill")
-	res.FreshMemcpyGiBps, res.Attach = res.Samples.Med("fresh_memcpy"), attaches.Summary("attach")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
+	res.PublishGiBps, res.FreshMemcpyGiBps, res.Ratio = res.Samples.MedRatio("publish", "fresh_memcpy")
+	res.FillGiBps, res.Attach = res.Samples.Med("fill"), attaches.Summary("attach")
 	return res, []Target{
 		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
 		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, publishAttachGoalMS, "ms"),

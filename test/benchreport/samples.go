@@ -78,3 +78,10 @@ func (s *Stopwatch) Lap(key string) {
 	}
 	s.last = now
 }
+
+// MedRatio is the medians of num's and den's samples and their ratio
+// (num ÷ den, rounded; 0 when den's median is 0).
+func (s Series) MedRatio(num, den string) (n, d, ratio float64) {
+	n, d = s.Med(num), s.Med(den)
+	return n, d, Round3(Ratio(n, d))
+}
