@@ -95,7 +95,7 @@ func serveTargets(ctx context.Context, o Options, name string, models []*Model, 
 		if i < len(beside) {
 			b = beside[i]
 		}
-		t, err := serving(ctx, o, name, m, b...)
+		t, err := serving(ctx, o, name, m, append(b, m)...)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -103,12 +103,9 @@ func serveTargets(ctx context.Context, o Options, name string, models []*Model, 
 		ts = append(ts, t)
 	}
 	for _, t := range ts {
-		if t.c, err = client.Dial(ctx, t.Target, client.Options{ClientName: "wcache-bench " + name}); err == nil {
-			_, err = t.c.Status(ctx)
-		}
-		if err != nil {
+		if err := t.connect(ctx, name); err != nil {
 			stop()
-			return nil, nil, t.d.withOutput(err)
+			return nil, nil, err
 		}
 	}
 	return ts, stop, nil

@@ -34,7 +34,7 @@ func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 	m, err := e.warmModel(e.largeFew())
 	var s *server
 	if err == nil {
-		s, err = serving(ctx, e.Options, "peer", m)
+		s, err = serving(ctx, e.Options, "peer", m, m)
 	}
 	if err != nil {
 		return nil, nil, err

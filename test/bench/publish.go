@@ -66,32 +66,22 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 // publish and its copy, then publishAttachIters attaches into attaches
 // (after attachWarmup untimed ones), and stops the daemon.
 func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Checkpoint, attaches laps) (pub, fill time.Duration, err error) {
-	w, err := newWorld(o, "publish", m)
+	s, err := serving(ctx, o, "publish", m)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer w.Close()
-	d, err := w.startServe(ctx, 0, nil)
-	if err != nil {
+	defer s.Close()
+	if err := s.connect(ctx, "publish"); err != nil {
 		return 0, 0, err
 	}
-	cfg, err := w.engineConfig(ctx, m.Dir)
-	var c *client.Client
-	if err == nil {
-		c, err = client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench publish"})
-	}
-	if err != nil {
-		return 0, 0, d.withOutput(err)
-	}
-	defer c.Close()
-	publication, src, err := client.OpenCheckpointPublication(ctx, ck, cfg)
+	publication, src, err := client.OpenCheckpointPublication(ctx, ck, s.cfg)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer src.Close()
 	shmFill := client.ShmFill(src.Copy, false)
 	begin := time.Now()
-	r, err := c.Publish(ctx, publication, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
+	r, err := s.c.Publish(ctx, publication, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
 		t := time.Now()
 		defer func() { fill = time.Since(t) }()
 		return shmFill(ctx, plan)
@@ -101,14 +91,14 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 		err = fmt.Errorf("published %d tensors, %d bytes; the checkpoint has %d, %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
 	}
 	if err == nil { // the daemon filled in its device capability: attach as an engine that knows it
-		cfg, err = w.engineConfig(ctx, m.Dir)
+		s.cfg, err = s.engineConfig(ctx, m.Dir)
 	}
 	if err == nil {
-		t := &server{world: w, d: d, m: m, c: c, cfg: cfg, laps: attaches}
-		err = interleave(attachWarmup, publishAttachIters, t.timed("attach", func() (*client.Attachment, error) { return c.Attach(ctx, cfg) }))
+		s.laps = attaches
+		err = interleave(attachWarmup, publishAttachIters, s.timed("attach", func() (*client.Attachment, error) { return s.c.Attach(ctx, s.cfg) }))
 	}
 	if err != nil {
-		return 0, 0, d.withOutput(err)
+		return 0, 0, s.d.withOutput(err)
 	}
-	return pub, fill, d.Stop()
+	return pub, fill, s.d.Stop()
 }

@@ -40,7 +40,7 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 	res := &TakeoverResult{}
 	chain := func(m *Model) (TakeoverCase, error) {
 		c, l := TakeoverCase{Model: *m, Runs: e.Repeats}, laps{}
-		s, err := serving(ctx, e.Options, "takeover", m)
+		s, err := serving(ctx, e.Options, "takeover", m, m)
 		if err != nil {
 			return c, err
 		}
