@@ -112,13 +112,10 @@ or content (the first differing file is named), 1 anything else.`,
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		layout, cfg, err := cache.resolve()
+		if err == nil {
+			model, err = requireModel(model, ": the checkpoint digest names the weights")
+		}
 		if err != nil {
-			return err
-		}
-		if model == "" {
-			return usageErrorf("--model is required: the checkpoint digest names the weights")
-		}
-		if model, err = resolveModel(model); err != nil {
 			return err
 		}
 		policy, err := cacheconfig.ParsePolicy(contentPolicy)

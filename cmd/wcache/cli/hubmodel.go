@@ -23,3 +23,12 @@ func resolveModel(model string) (string, error) {
 	}
 	return dir, err
 }
+
+// requireModel is resolveModel of a --model that must be given: empty, it
+// is a usage error, "--model is required" and why.
+func requireModel(model, why string) (string, error) {
+	if model == "" {
+		return "", usageErrorf("--model is required%s", why)
+	}
+	return resolveModel(model)
+}

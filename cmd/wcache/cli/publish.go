@@ -123,13 +123,10 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		layout, cfg, err := cache.resolve()
+		if err == nil {
+			model, err = requireModel(model, "")
+		}
 		if err != nil {
-			return err
-		}
-		if model == "" {
-			return usageErrorf("--model is required")
-		}
-		if model, err = resolveModel(model); err != nil {
 			return err
 		}
 		if !sel.set() {
