@@ -111,10 +111,7 @@ or content (the first differing file is named), 1 anything else.`,
 		"also trust a socket owned by this uid (a daemon run by a service account; repeatable)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, cfg, err := cache.resolve()
-		if err == nil {
-			model, err = requireModel(model, ": the checkpoint digest names the weights")
-		}
+		layout, cfg, err := cache.resolveWithModel(&model, ": the checkpoint digest names the weights")
 		if err != nil {
 			return err
 		}

@@ -122,10 +122,7 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 	fs.StringVar(&clientName, "client-name", "wcache-publish", "name shown by wcache status while publishing")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, cfg, err := cache.resolve()
-		if err == nil {
-			model, err = requireModel(model, "")
-		}
+		layout, cfg, err := cache.resolveWithModel(&model, "")
 		if err != nil {
 			return err
 		}
