@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -55,7 +54,7 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	defer plain.Close()
-	go sendEach(plain, m.Bytes)
+	go peertest.ServePlain(plain, zeros(m.Bytes)...)
 	err = e.rounds("peerfill", e.Repeats, func(int) (string, error) {
 		start := time.Now()
 		c, err := pair.B.DialContext(ctx, "tcp", plain.Addr().String())
@@ -110,21 +109,12 @@ func serveIn(ctx context.Context, e *Env, ca *peertest.CA, h *netns.Host, m *Mod
 	return w, nil
 }
 
-// sendEach writes n bytes to every connection l accepts, until l closes.
-func sendEach(l net.Listener, n uint64) {
+// zeros is n zero bytes as slices of one 4 MiB buffer (the plain stream
+// sends them without holding n bytes).
+func zeros(n uint64) (bufs [][]byte) {
 	buf := make([]byte, 4<<20)
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		for left := n; left > 0; {
-			k, err := c.Write(buf[:min(uint64(len(buf)), left)])
-			if err != nil {
-				break
-			}
-			left -= uint64(k)
-		}
-		c.Close()
+	for ; n > 0; n -= uint64(len(bufs[len(bufs)-1])) {
+		bufs = append(bufs, buf[:min(uint64(len(buf)), n)])
 	}
+	return bufs
 }
