@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,29 +18,16 @@ import (
 // its own sockets).
 var peerFillModel = safetensorstest.GenOptions{Layers: 2, HiddenSize: 1024, IntermediateSize: 3072, Shards: 2}
 
-// readChars is rchar of /proc/<pid>/io: the bytes the process has read
-// with read(2) and friends, from any file or socket, the page cache
-// included (read_bytes counts only what came from storage, 0 for a
-// checkpoint already cached).
+// readChars is what the process at pid has read with read(2) and friends,
+// from any file or socket, the page cache included (testproc.IO's RChar:
+// a checkpoint already cached counts too).
 func readChars(t *testing.T, pid int) uint64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/io", pid))
+	io, err := testproc.ReadIO(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("/proc/%d/io has no rchar (%v)", pid, sc.Err())
-	return 0
+	return io.RChar
 }
 
 // TestPeerFillFromASiblingReadsNoTensorBytes: a second daemon of the same
