@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -70,13 +69,7 @@ func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
 	m, d := s.m, s.d
 	argv := s.pythonArgv(pyAttachTorch, m.Dir, s.UUID, s.cfg.DeviceCapability)
 	res := &EngineResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
-	runs, err := e.freshRounds("engine: python attach", s.world, d, func(_ int, r HelperResult) error {
-		maps.Copy(res.Versions, r.Versions)
-		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
-			return fmt.Errorf("python attach got %d tensors of %d bytes, the checkpoint has %d of %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-		}
-		return nil
-	}, argv)
+	runs, err := e.freshRounds("engine: python attach", s.world, d, wholeModel(m, res.Versions), argv)
 	if err != nil {
 		return nil, nil, err
 	}

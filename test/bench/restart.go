@@ -2,9 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"time"
 
 	"github.com/wcache/wcache/test/benchreport"
 )
@@ -68,26 +65,13 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 	for _, v := range variants {
 		argvs = append(argvs, v.argv)
 	}
-	runs, err := e.freshRounds("restart", w, d, func(i int, r HelperResult) error {
-		maps.Copy(res.Versions, r.Versions)
-		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
-			return fmt.Errorf("%s: got %d tensors of %d bytes, the checkpoint has %d of %d", variants[i].Name, r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-		}
-		return nil
-	}, argvs...)
+	// Last, the first touch of the Go mapping: a process of its own, so that
+	// it does not bend the attach figures.
+	runs, err := e.freshRounds("restart", w, d, wholeModel(m, res.Versions), append(argvs, append(goAttach, "touch"))...)
 	if err != nil {
 		return nil, nil, err
 	}
-	// First touch of the mapping, apart so that it does not bend the attach figures.
-	var touches []time.Duration
-	for range e.Repeats {
-		r, err := w.fresh(append(goAttach, "touch")...)
-		if err != nil {
-			return nil, nil, d.withOutput(fmt.Errorf("restart touch: %w", err))
-		}
-		touches = append(touches, time.Duration(r.TouchNS))
-	}
-	res.GoTouch = benchreport.Summarize(touches)
+	res.GoTouch = runs[len(variants)].Summary("touch")
 	for i, v := range variants {
 		rv := v.RestartVariant
 		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = runs[i].Summary("work"), runs[i].Summary("wall"), m.Tensors, m.Bytes, runs[i].MediansMS("work", "wall")
