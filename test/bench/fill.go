@@ -22,19 +22,19 @@ import (
 // over the slower of SeqRead and Memcpy (SeqRead alone when cold);
 // PageAllocUS is (FreshWrite − AllocatedWrite) per 4 KiB page.
 type FillVariant struct {
-	Condition           string   `json:"condition"`
-	Runs                int      `json:"runs"`
-	DaemonGiBps         float64  `json:"daemon_gib_per_s"`
-	DaemonEndToEndGiBps float64  `json:"daemon_end_to_end_gib_per_s"`
-	Phases              PhasesMS `json:"daemon_phases"`
-	SeqReadGiBps        float64  `json:"seq_read_gib_per_s"`
-	MemcpyGiBps         float64  `json:"memcpy_gib_per_s,omitempty"`
-	MockPattern         *Probe   `json:"mock_pattern"`
-	FreshMemcpy         *Probe   `json:"fresh_memcpy,omitempty"`
-	FreshWrite          *Probe   `json:"fresh_write,omitempty"`
-	AllocatedWrite      *Probe   `json:"allocated_write,omitempty"`
-	PageAllocUS         float64  `json:"page_alloc_us,omitempty"`
-	Workers             int      `json:"workers"`
+	Condition           string             `json:"condition"`
+	Runs                int                `json:"runs"`
+	DaemonGiBps         float64            `json:"daemon_gib_per_s"`
+	DaemonEndToEndGiBps float64            `json:"daemon_end_to_end_gib_per_s"`
+	Phases              map[string]float64 `json:"daemon_phases"`
+	SeqReadGiBps        float64            `json:"seq_read_gib_per_s"`
+	MemcpyGiBps         float64            `json:"memcpy_gib_per_s,omitempty"`
+	MockPattern         *Probe             `json:"mock_pattern"`
+	FreshMemcpy         *Probe             `json:"fresh_memcpy,omitempty"`
+	FreshWrite          *Probe             `json:"fresh_write,omitempty"`
+	AllocatedWrite      *Probe             `json:"allocated_write,omitempty"`
+	PageAllocUS         float64            `json:"page_alloc_us,omitempty"`
+	Workers             int                `json:"workers"`
 	// The plugin's page faults from its start to ready; PagesLoaded the
 	// 4 KiB pages of the checkpoint.
 	PluginMinorFaults uint64  `json:"plugin_minor_faults"`

@@ -66,7 +66,7 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	fill := r.Results["fill"].(*FillResult)
 	w := fill.Warm
 	if w.Runs != 1 || w.DaemonGiBps <= 0 || w.SeqReadGiBps <= 0 || w.MemcpyGiBps <= 0 || w.Ratio <= 0 ||
-		w.FreshMemcpy == nil || w.MockPattern == nil || w.Phases.Load <= 0 || w.Phases.Allocate <= 0 {
+		w.FreshMemcpy == nil || w.MockPattern == nil || w.Phases["load_ms"] <= 0 || w.Phases["allocate_ms"] <= 0 {
 		t.Errorf("fill warm: %+v", w)
 	}
 	if fill.Cold != nil || !strings.Contains(fill.ColdNote, "-cold=false") {
@@ -106,7 +106,7 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	}
 	for _, c := range startup.Cases {
 		p := c.Phases
-		if c.StartToReady.MedianMS <= 0 || p.Plan <= 0 || p.Load <= 0 || p.Total < p.Load || p.Outside <= 0 ||
+		if c.StartToReady.MedianMS <= 0 || p["plan_ms"] <= 0 || p["load_ms"] <= 0 || p["daemon_total_ms"] < p["load_ms"] || p["outside_daemon_ms"] <= 0 ||
 			c.NonSharedSteady == 0 || c.ShmFiles < c.Model.Bytes {
 			t.Errorf("startup %d bytes: %+v", c.Model.Bytes, c)
 		}

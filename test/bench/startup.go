@@ -18,7 +18,7 @@ type StartupCase struct {
 	Runs            int                        `json:"runs"`
 	StartToReady    Summary                    `json:"start_to_ready"`
 	Overhead        Summary                    `json:"overhead"`
-	Phases          PhasesMS                   `json:"daemon_phases"`
+	Phases          map[string]float64         `json:"daemon_phases"`
 	Steady          map[string]testproc.Memory `json:"steady"`
 	Peak            map[string]testproc.Memory `json:"peak_during_load"`
 	NonSharedSteady uint64                     `json:"non_shared_steady_bytes"`

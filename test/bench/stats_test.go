@@ -41,7 +41,7 @@ func TestPhasesOf(t *testing.T) {
 		run(300*time.Millisecond, 70*time.Millisecond, 200*time.Millisecond),
 		run(200*time.Millisecond, 60*time.Millisecond, 150*time.Millisecond),
 	})
-	if p.Load != 60 || p.Total != 150 || p.Outside != 50 || p.Plan != 1 || p.Export != 0 {
+	if p["load_ms"] != 60 || p["daemon_total_ms"] != 150 || p["outside_daemon_ms"] != 50 || p["plan_ms"] != 1 || p["export_ms"] != 0 {
 		t.Errorf("phases = %+v, want medians load 60, total 150, outside 50, plan 1 ms", p)
 	}
 }
