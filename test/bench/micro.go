@@ -11,16 +11,13 @@ import (
 	"golang.org/x/perf/benchfmt"
 )
 
-// MicroBench is one Go benchmark, with the metrics it reports itself
-// (b.ReportMetric) by unit.
+// MicroBench is one Go benchmark: every value it printed by its unit,
+// those of go test (ns/op, MB/s with b.SetBytes, B/op, allocs/op) and its
+// own (b.ReportMetric).
 type MicroBench struct {
-	Package     string             `json:"package"`
-	Name        string             `json:"name"`
-	NsPerOp     float64            `json:"ns_per_op"`
-	MBPerSec    float64            `json:"mb_per_s,omitempty"`
-	BytesPerOp  int64              `json:"bytes_per_op"`
-	AllocsPerOp int64              `json:"allocs_per_op"`
-	Metrics     map[string]float64 `json:"metrics,omitempty"`
+	Package string             `json:"package"`
+	Name    string             `json:"name"`
+	Metrics map[string]float64 `json:"metrics"`
 }
 
 // MicroResult are Go benchmarks owned by their packages, and the command
@@ -83,26 +80,13 @@ func parseBenchOutput(out string) []MicroBench {
 		if len(parts) > 0 && parts[len(parts)-1][0] == '-' {
 			parts = parts[:len(parts)-1] // the GOMAXPROCS suffix
 		}
-		b := MicroBench{Package: rec.GetConfig("pkg"), Name: "Benchmark" + string(bytes.Join(append([][]byte{base}, parts...), nil))}
+		b := MicroBench{Package: rec.GetConfig("pkg"), Name: "Benchmark" + string(bytes.Join(append([][]byte{base}, parts...), nil)),
+			Metrics: map[string]float64{}}
 		for _, v := range rec.Values {
 			if v.OrigUnit != "" { // benchfmt tidied it (ns/op to sec/op, MB/s to B/s)
 				v.Unit, v.Value = v.OrigUnit, v.OrigValue
 			}
-			switch v.Unit {
-			case "ns/op":
-				b.NsPerOp = v.Value
-			case "MB/s":
-				b.MBPerSec = v.Value
-			case "B/op":
-				b.BytesPerOp = int64(v.Value)
-			case "allocs/op":
-				b.AllocsPerOp = int64(v.Value)
-			default:
-				if b.Metrics == nil {
-					b.Metrics = map[string]float64{}
-				}
-				b.Metrics[v.Unit] = v.Value
-			}
+			b.Metrics[v.Unit] = v.Value
 		}
 		res = append(res, b)
 	}
