@@ -23,9 +23,8 @@ type AttachCase struct {
 
 // AttachResult is the attach scenario's figures.
 type AttachResult struct {
-	Iterations int                `json:"iterations"`
-	Cases      []AttachCase       `json:"cases"`
-	Flatness   map[string]float64 `json:"flatness"` // per tensor count: large ÷ small attach p50
+	Cases    []AttachCase       `json:"cases"`
+	Flatness map[string]float64 `json:"flatness"` // per tensor count: large ÷ small attach p50
 }
 
 // Targets of the attach scenario (the few-tensor p50: issue 37's; an
@@ -50,7 +49,7 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 		models = append(models, m)
 	}
 	defer e.dropModel(e.largeMany())
-	res := &AttachResult{Iterations: o.AttachIters, Flatness: map[string]float64{}}
+	res := &AttachResult{Flatness: map[string]float64{}}
 	var checks []Target
 	for i := 0; i < len(models); i += 2 {
 		pair, err := attachPair(ctx, o, models[i:i+2])

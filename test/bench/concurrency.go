@@ -18,7 +18,6 @@ import (
 // WARN/ERROR lines) are the first few when there were errors.
 type ConcurrencyResult struct {
 	Model            Model           `json:"model"`
-	Clients          int             `json:"clients"`
 	Seconds          float64         `json:"seconds"`
 	Attaches         int             `json:"attaches"`
 	PerSec           float64         `json:"attaches_per_s"`
@@ -56,7 +55,7 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, d.withOutput(err)
 	}
 	var mu sync.Mutex
-	all, res := laps{}, &ConcurrencyResult{Model: *m, Clients: e.Clients, GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
+	all, res := laps{}, &ConcurrencyResult{Model: *m, GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -16,7 +16,6 @@ import (
 // identity", says how each is measured); rates in GiB/s, medians.
 type ContentResult struct {
 	Model             Model              `json:"model"`
-	Runs              int                `json:"runs"`
 	Readers           int                `json:"readers"`
 	FillDigestGiBps   float64            `json:"fill_digest_gib_per_s"`
 	FillNoDigestGiBps float64            `json:"fill_no_digest_gib_per_s"`
@@ -47,7 +46,7 @@ func runContent(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &ContentResult{Model: *m, Runs: e.Repeats, Readers: fill.DefaultReaders(), Samples: series{}}
+	res := &ContentResult{Model: *m, Readers: fill.DefaultReaders(), Samples: series{}}
 	for _, measure := range []func(context.Context, *Env, *ContentResult) error{fillDigest, attachIdentity, hashVsRead, pythonIdentity} {
 		if err := measure(ctx, e, res); err != nil {
 			return nil, nil, err

@@ -50,7 +50,6 @@ type EngineOverhead struct {
 // headers, measured apart (an engine integration computes it too).
 type EngineResult struct {
 	Model        Model             `json:"model"`
-	Repeats      int               `json:"repeats"`
 	PythonAttach Summary           `json:"python_attach"`
 	PythonDigest Summary           `json:"python_digest"`
 	Engines      []EngineOverhead  `json:"engines"`
@@ -68,7 +67,7 @@ func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
 	defer s.Close()
 	m, d := s.m, s.d
 	argv := s.pythonArgv(pyAttachTorch, m.Dir, s.UUID, s.cfg.DeviceCapability)
-	res := &EngineResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
+	res := &EngineResult{Model: *m, Versions: map[string]string{}}
 	runs, err := e.freshRounds("engine: python attach", s.world, d, wholeModel(m, res.Versions), argv)
 	if err != nil {
 		return nil, nil, err

@@ -15,7 +15,6 @@ import (
 // p50. DeviceBytes is what the four-generation daemon reports holding,
 // ArenaBytes its generations' device bytes summed (equal).
 type GenerationsResult struct {
-	Iterations  int     `json:"iterations"`
 	Model       Model   `json:"model"`
 	Others      []Model `json:"others"`
 	One         Summary `json:"one"`
@@ -36,7 +35,7 @@ func runGenerations(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &GenerationsResult{Iterations: e.AttachIters, Model: *m}
+	res := &GenerationsResult{Model: *m}
 	var others []*Model
 	for k := 1; k <= 3; k++ {
 		o, err := e.Model(ModelSpec{Bytes: e.SmallBytes, Tensors: e.FewTensors + k})

@@ -40,7 +40,6 @@ type HostReadVariant struct {
 // HostReadResult is the hostread scenario's figures.
 type HostReadResult struct {
 	Model    Model             `json:"model"`
-	Repeats  int               `json:"repeats"`
 	Fresh    Summary           `json:"fresh"`
 	Variants []HostReadVariant `json:"variants"`
 }
@@ -56,7 +55,7 @@ func runHostRead(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	defer s.Close()
 	m := s.m
-	res := &HostReadResult{Model: *m, Repeats: e.Repeats}
+	res := &HostReadResult{Model: *m}
 	argv := func(mode string, aged bool) []string {
 		a := []string{mode, m.Dir, s.UUID, s.cfg.DeviceCapability}
 		if aged {

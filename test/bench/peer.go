@@ -11,12 +11,11 @@ import (
 )
 
 // PeerResult is the peer scenario's figures (issue 26): a daemon on mock
-// device 1 filled from its sibling on device 0, Runs times, against a
+// device 1 filled from its sibling on device 0, once a round, against a
 // memcpy of as many bytes into fresh memory on the copy's stream count.
 // Copy is StartPhases load_ns (allocate and copy in the plugin), Verify
 // peer_verify_ns; Ratio is copy ÷ memcpy rate, RatioWithVerify with it.
 type PeerResult struct {
-	Runs            int     `json:"runs"`
 	Model           Model   `json:"model"`
 	Copy            Summary `json:"copy"`
 	Verify          Summary `json:"verify"`
@@ -43,7 +42,7 @@ func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 	w := s.world
 	w.UUIDs = append(w.UUIDs, w.UUID[:len(w.UUID)-1]+"1") // a second mock device
 	w.Setenv("WCACHE_MOCK_DEVICES=" + strings.Join(w.UUIDs, ","))
-	res, l, rates := &PeerResult{Runs: e.Repeats, Model: *m}, laps{}, series{}
+	res, l, rates := &PeerResult{Model: *m}, laps{}, series{}
 	err = e.rounds("peer", e.Repeats, func(int) (string, error) {
 		d, err := w.startServe(ctx, 1, nil, "--model", m.Dir)
 		if err != nil {

@@ -22,7 +22,6 @@ import (
 type PipelineResult struct {
 	NotMeasured string  `json:"not_measured,omitempty"`
 	Model       Model   `json:"model"`
-	Runs        int     `json:"runs"`
 	Readers     int     `json:"readers"`
 	Read1GiBps  float64 `json:"read_1_gib_per_s"`
 	ReadNGiBps  float64 `json:"read_n_gib_per_s"`
@@ -54,7 +53,7 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Model, res.Runs = *m, e.Repeats
+	res.Model = *m
 	n, copyGBps := res.Readers, 0.0
 	rn := fmt.Sprintf("read_%d", n)
 	err = e.rounds("pipeline", e.Repeats, func(i int) (string, error) {

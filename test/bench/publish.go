@@ -10,12 +10,11 @@ import (
 	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PublishResult is the publish scenario's figures, medians over Runs (the
+// PublishResult is the publish scenario's figures, medians over the rounds (the
 // docs template, "Publish", says what each is): Ratio = Publish /
 // FreshMemcpy; Attach, attaches to the published weights.
 type PublishResult struct {
 	Model            Model   `json:"model"`
-	Runs             int     `json:"runs"`
 	PublishGiBps     float64 `json:"publish_gib_per_s"`
 	FillGiBps        float64 `json:"fill_gib_per_s"`
 	FreshMemcpyGiBps float64 `json:"fresh_memcpy_gib_per_s"`
@@ -38,7 +37,7 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res, attaches := &PublishResult{Model: *m, Runs: e.Repeats, Samples: series{}}, laps{}
+	res, attaches := &PublishResult{Model: *m, Samples: series{}}, laps{}
 	err = e.rounds("publish", e.Repeats, func(int) (string, error) {
 		pub, fill, err := publishOnce(ctx, e.Options, m, ck, attaches)
 		var fm fillTiming

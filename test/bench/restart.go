@@ -26,7 +26,6 @@ type RestartVariant struct {
 // pays it on first use).
 type RestartResult struct {
 	Model           Model             `json:"model"`
-	Repeats         int               `json:"repeats"`
 	Variants        []RestartVariant  `json:"variants"`
 	GoWorkRatio     float64           `json:"go_work_ratio"`
 	GoWallRatio     float64           `json:"go_wall_ratio"`
@@ -60,7 +59,7 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		{RestartVariant{Name: "Python: wcache.attach + zero-copy torch tensors", Path: "attach", Lang: "python"},
 			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, s.cfg.DeviceCapability)},
 	}
-	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
+	res := &RestartResult{Model: *m, Versions: map[string]string{}}
 	var argvs [][]string
 	for _, v := range variants {
 		argvs = append(argvs, v.argv)
