@@ -144,13 +144,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint folder: %w", err)
 	}
-	defer func() {
-		if o.Keep {
-			o.logf("keeping the checkpoints in %s", e.dir)
-		} else {
-			os.RemoveAll(e.dir)
-		}
-	}()
+	defer os.RemoveAll(e.dir)
 	for _, s := range Scenarios() {
 		if !slices.Contains(o.Scenarios, s.Name) {
 			continue
