@@ -17,14 +17,12 @@ import (
 // daemon A over a veth pair between two network namespaces (mutual TLS,
 // every leaf hashed, digests checked; the copy's time from B's Status)
 // against one plain TCP stream of as many bytes over the same pair, GiB/s,
-// alternating. NotMeasured says why there is no figure (not root).
+// alternating: rates fill and tcp, ratio fill (÷ tcp). NotMeasured says
+// why there is no figure (not root).
 type PeerFillResult struct {
-	Model       Model   `json:"model"`
-	Samples     series  `json:"samples_gib_per_s,omitempty"`
-	Fill        float64 `json:"fill_gib_per_s"`
-	TCP         float64 `json:"tcp_gib_per_s"`
-	Ratio       float64 `json:"ratio"`
-	NotMeasured string  `json:"not_measured,omitempty"`
+	Model       Model  `json:"model"`
+	NotMeasured string `json:"not_measured,omitempty"`
+	benchreport.Figures
 }
 
 func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
@@ -32,11 +30,9 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &PeerFillResult{Model: *m, Samples: series{}}
 	pair, del, err := netns.Make(e.logf)
 	if err != nil {
-		res.NotMeasured = err.Error()
-		return res, nil, nil
+		return &PeerFillResult{Model: *m, NotMeasured: err.Error()}, nil, nil
 	}
 	defer del()
 	ca, err := peertest.MakeCA("bench CA")
@@ -55,6 +51,7 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	defer plain.Close()
 	go peertest.ServePlain(plain, zeros(m.Bytes)...)
+	rates := series{}
 	err = e.rounds("peerfill", e.Repeats, func(int) (string, error) {
 		start := time.Now()
 		c, err := pair.B.DialContext(ctx, "tcp", plain.Addr().String())
@@ -65,7 +62,7 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		if err != nil {
 			return "", fmt.Errorf("plain TCP: %w", err)
 		}
-		res.Samples.Add("tcp", benchreport.GiBps(m.Bytes, time.Since(start)))
+		rates.Add("tcp", benchreport.GiBps(m.Bytes, time.Since(start)))
 		w, err := serveIn(ctx, e, ca, pair.B, m, "--peers", peerAt)
 		if err != nil {
 			return "", err
@@ -78,14 +75,14 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		if err != nil {
 			return "", err
 		}
-		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, st.StartPhases.Load))
-		return fmt.Sprintf("fill %.2f GiB/s, plain TCP %.2f GiB/s", res.Samples.Last("fill"), res.Samples.Last("tcp")), nil
+		rates.Add("fill", benchreport.GiBps(m.Bytes, st.StartPhases.Load))
+		return fmt.Sprintf("fill %.2f GiB/s, plain TCP %.2f GiB/s", rates.Last("fill"), rates.Last("tcp")), nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Fill, res.TCP, res.Ratio = res.Samples.MedRatio("fill", "tcp")
-	return res, []Target{benchreport.AtLeast("cross-node fill ÷ plain TCP over a veth pair", res.Ratio, 0.8, "×")}, nil
+	res := &PeerFillResult{Model: *m, Figures: benchreport.FiguresOf(nil, rates)}
+	return res, []Target{benchreport.AtLeast("cross-node fill ÷ plain TCP over a veth pair", res.Ratio("fill", "fill", "tcp"), 0.8, "×")}, nil
 }
 
 // serveIn starts `wcache serve --model m args…` with certificates of ca in

@@ -10,17 +10,13 @@ import (
 	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PublishResult is the publish scenario's figures, medians over the rounds (the
-// docs template, "Publish", says what each is): Ratio = Publish /
-// FreshMemcpy; Attach, attaches to the published weights.
+// PublishResult is the publish scenario's figures (the docs template,
+// "Publish", says what each is): rates publish, fill (its copy) and
+// fresh_memcpy; ratio publish (÷ fresh_memcpy); times attach, attaches to
+// the published weights.
 type PublishResult struct {
-	Model            Model   `json:"model"`
-	PublishGiBps     float64 `json:"publish_gib_per_s"`
-	FillGiBps        float64 `json:"fill_gib_per_s"`
-	FreshMemcpyGiBps float64 `json:"fresh_memcpy_gib_per_s"`
-	Ratio            float64 `json:"ratio"`
-	Attach           Summary `json:"attach"`
-	Samples          series  `json:"samples_gib_per_s"`
+	Model Model `json:"model"`
+	benchreport.Figures
 }
 
 // publishAttachIters bounds the timed attaches after each publish.
@@ -37,27 +33,27 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res, attaches := &PublishResult{Model: *m, Samples: series{}}, laps{}
+	rates, attaches := series{}, laps{}
 	err = e.rounds("publish", e.Repeats, func(int) (string, error) {
 		pub, fill, err := publishOnce(ctx, e.Options, m, ck, attaches)
 		var fm fillTiming
 		if err == nil {
 			fm, err = freshMemcpy(e.ShmDir, int64(m.Bytes), 1)
 		}
-		res.Samples.Add("publish", benchreport.GiBps(m.Bytes, pub))
-		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, fill))
-		res.Samples.Add("fresh_memcpy", fm.rate())
-		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", res.Samples.Last("publish"),
-			res.Samples.Last("fill"), res.Samples.Last("fresh_memcpy")), err
+		rates.Add("publish", benchreport.GiBps(m.Bytes, pub))
+		rates.Add("fill", benchreport.GiBps(m.Bytes, fill))
+		rates.Add("fresh_memcpy", fm.rate())
+		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", rates.Last("publish"),
+			rates.Last("fill"), rates.Last("fresh_memcpy")), err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	res.PublishGiBps, res.FreshMemcpyGiBps, res.Ratio = res.Samples.MedRatio("publish", "fresh_memcpy")
-	res.FillGiBps, res.Attach = res.Samples.Med("fill"), attaches.Summary("attach")
+	res := &PublishResult{Model: *m, Figures: benchreport.FiguresOf(attaches, rates)}
 	return res, []Target{
-		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
-		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, publishAttachGoalMS, "ms"),
+		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20),
+			res.Ratio("publish", "publish", "fresh_memcpy"), fillRatioGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Times["attach"].MedianMS, publishAttachGoalMS, "ms"),
 	}, nil
 }
 

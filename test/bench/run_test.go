@@ -73,8 +73,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Errorf("cold fill ran although disabled: %q", fill.ColdNote)
 	}
 	pub := r.Results["publish"].(*PublishResult)
-	if len(pub.Samples["publish"]) != 1 || pub.PublishGiBps <= 0 || pub.FillGiBps < pub.PublishGiBps || pub.FreshMemcpyGiBps <= 0 ||
-		pub.Ratio <= 0 || pub.Attach.N != publishAttachIters {
+	if len(pub.Samples["publish"]) != 1 || pub.Rates["publish"] <= 0 || pub.Rates["fill"] < pub.Rates["publish"] || pub.Rates["fresh_memcpy"] <= 0 ||
+		pub.Ratios["publish"] <= 0 || pub.Times["attach"].N != publishAttachIters {
 		t.Errorf("publish: %+v", pub)
 	}
 	pipe := r.Results["pipeline"].(*PipelineResult)
@@ -118,17 +118,17 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Errorf("content: %+v", content)
 	}
 	gens := r.Results["generations"].(*GenerationsResult)
-	if gens.One.N != o.AttachIters || gens.Four.N != o.AttachIters || gens.Ratio <= 0 || len(gens.Others) != 3 ||
+	if gens.Times["one"].N != o.AttachIters || gens.Times["four"].N != o.AttachIters || gens.Ratios["four"] <= 0 || len(gens.Others) != 3 ||
 		gens.DeviceBytes == 0 || gens.DeviceBytes != gens.ArenaBytes {
 		t.Errorf("generations: %+v", gens)
 	}
 	peer := r.Results["peer"].(*PeerResult)
-	if peer.Copy.N != 1 || peer.CopyGiBps <= 0 || peer.MemcpyGiBps <= 0 || peer.Ratio <= 0 ||
-		peer.RatioWithVerify <= 0 || peer.RatioWithVerify > peer.Ratio {
+	if peer.Times["copy"].N != 1 || peer.Rates["copy"] <= 0 || peer.Rates["memcpy"] <= 0 || peer.Ratios["copy"] <= 0 ||
+		peer.Ratios["with_verify"] <= 0 || peer.Ratios["with_verify"] > peer.Ratios["copy"] {
 		t.Errorf("peer: %+v", peer)
 	}
 	pf := r.Results["peerfill"].(*PeerFillResult)
-	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratio <= 0) {
+	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratios["fill"] <= 0) {
 		t.Errorf("peerfill: %+v", pf)
 	}
 	// The baseline scenario runs the same binaries as both builds: every
