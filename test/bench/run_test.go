@@ -112,8 +112,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		}
 	}
 	content := r.Results["content"].(*ContentResult)
-	if content.FillRatio <= 0 || content.AttachRatio <= 0 || content.HashRatio <= 0 || content.AttachIdentity.N != o.AttachIters ||
-		content.PythonIdentity.N != 1 || content.HeaderDigest.MedianMS <= 0 || content.IdentityModel.Tensors != 120 ||
+	if content.Ratios["fill"] <= 0 || content.Ratios["attach"] <= 0 || content.Ratios["hash"] <= 0 || content.Times["attach_identity"].N != o.AttachIters ||
+		content.Times["python_identity"].N != 1 || content.Times["header_digest"].MedianMS <= 0 || content.IdentityModel.Tensors != 120 ||
 		content.Model.Shards != 8 || content.HashModel.Bytes < 2<<20 {
 		t.Errorf("content: %+v", content)
 	}
