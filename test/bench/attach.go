@@ -8,17 +8,14 @@ import (
 	"github.com/wcache/wcache/test/benchreport"
 )
 
-// AttachCase is one manifest (a checkpoint size and tensor count): a
-// Status round trip on the open connection (the floor), Attach until the
-// manifest arrived, Release until the stream ended, a new connection plus
-// Attach (as a fresh process does), and Attach p50 / Status p50.
+// AttachCase is one manifest (a checkpoint size and tensor count): times
+// status, a Status round trip on the open connection (the floor); attach,
+// until the manifest arrived; release, until the stream ended; dial, a new
+// connection plus Attach (as a fresh process does); ratio
+// attach_over_floor, attach p50 ÷ status p50.
 type AttachCase struct {
-	Model           Model   `json:"model"`
-	Status          Summary `json:"status_rtt"`
-	Attach          Summary `json:"attach"`
-	Release         Summary `json:"release"`
-	DialAttach      Summary `json:"dial_attach"`
-	AttachOverFloor float64 `json:"attach_over_floor"`
+	Model Model `json:"model"`
+	benchreport.Figures
 }
 
 // AttachResult is the attach scenario's figures.
@@ -58,17 +55,17 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 		}
 		for _, c := range pair {
 			o.logf("attach: %d tensors, %d MiB: attach p50 %.3f ms p99 %.3f ms, status p50 %.3f ms",
-				c.Model.Tensors, c.Model.Bytes>>20, c.Attach.MedianMS, c.Attach.P99MS, c.Status.MedianMS)
+				c.Model.Tensors, c.Model.Bytes>>20, c.Times["attach"].MedianMS, c.Times["attach"].P99MS, c.Times["status"].MedianMS)
 		}
 		res.Cases = append(res.Cases, pair...)
 		small, large := pair[0], pair[1]
 		key := fmt.Sprintf("%d tensors", small.Model.Tensors)
-		r := benchreport.Ratio(large.Attach.MedianMS, small.Attach.MedianMS)
+		r := benchreport.Ratio(large.Times["attach"].MedianMS, small.Times["attach"].MedianMS)
 		res.Flatness[key] = benchreport.Round3(r)
 		if small.Model.Tensors <= o.FewTensors {
 			for _, c := range pair {
 				checks = append(checks, benchreport.AtMost(fmt.Sprintf("attach p50, %d tensors, %d MiB",
-					c.Model.Tensors, c.Model.Bytes>>20), c.Attach.MedianMS, attachP50GoalMS, "ms"))
+					c.Model.Tensors, c.Model.Bytes>>20), c.Times["attach"].MedianMS, attachP50GoalMS, "ms"))
 			}
 		}
 		checks = append(checks, benchreport.AtMost(fmt.Sprintf("flat in bytes: p50 %d MiB / %d MiB, %s",
@@ -128,9 +125,8 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	}
 	var out []AttachCase
 	for _, t := range ts {
-		c := AttachCase{Model: *t.m, Status: t.laps.Summary("status"), Attach: t.laps.Summary("attach"),
-			Release: t.laps.Summary("release"), DialAttach: t.laps.Summary("dial")}
-		c.AttachOverFloor = benchreport.Round3(benchreport.Ratio(c.Attach.MedianMS, c.Status.MedianMS))
+		c := AttachCase{Model: *t.m, Figures: benchreport.FiguresOf(t.laps, nil)}
+		c.Ratio("attach_over_floor", "attach", "status")
 		out = append(out, c)
 		if err := t.d.Stop(); err != nil {
 			return nil, err

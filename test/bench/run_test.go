@@ -92,7 +92,7 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Errorf("attach: %+v", attach)
 	}
 	for _, c := range attach.Cases {
-		if c.Attach.N != o.AttachIters || c.Attach.MedianMS <= 0 || c.DialAttach.N != o.AttachIters {
+		if c.Times["attach"].N != o.AttachIters || c.Times["attach"].MedianMS <= 0 || c.Times["dial"].N != o.AttachIters {
 			t.Errorf("attach %d tensors: %+v", c.Model.Tensors, c)
 		}
 	}
