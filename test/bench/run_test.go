@@ -79,9 +79,10 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	}
 	pipe := r.Results["pipeline"].(*PipelineResult)
 	if _, err := os.Stat(filepath.Join(os.Getenv(testBinEnv), cudaPlugin)); err == nil {
-		if pipe.NotMeasured != "" || pipe.Read1GiBps <= 0 || pipe.ReadNGiBps <= 0 || pipe.Fill1GiBps <= 0 ||
-			pipe.FillNGiBps <= 0 || pipe.PacedGiBps <= 0 || pipe.CopyGiBps <= 0 || pipe.Ratio <= 0 ||
-			pipe.PacedGiBps > pipe.CopyGiBps*1.2 {
+		r := pipe.Rates
+		if pipe.NotMeasured != "" || r["read_1"] <= 0 || r["read_n"] <= 0 || r["fill_1"] <= 0 ||
+			r["fill_n"] <= 0 || r["paced"] <= 0 || pipe.CopyGiBps <= 0 || pipe.Ratios["paced"] <= 0 ||
+			r["paced"] > pipe.CopyGiBps*1.2 {
 			t.Errorf("pipeline: %+v", pipe)
 		}
 	} else if pipe.NotMeasured == "" {
