@@ -65,8 +65,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	}
 	fill := r.Results["fill"].(*FillResult)
 	w := fill.Warm
-	if w.Runs != 1 || w.DaemonGiBps <= 0 || w.SeqReadGiBps <= 0 || w.MemcpyGiBps <= 0 || w.Ratio <= 0 ||
-		w.FreshMemcpy == nil || w.MockPattern == nil || w.Phases["load_ms"] <= 0 || w.Phases["allocate_ms"] <= 0 {
+	if w.Runs != 1 || w.Rates["daemon"] <= 0 || w.Rates["seq_read"] <= 0 || w.Rates["memcpy"] <= 0 || w.Ratios["daemon"] <= 0 ||
+		w.Probes["memcpy"] == nil || w.Probes["pattern"] == nil || w.Phases["load_ms"] <= 0 || w.Phases["allocate_ms"] <= 0 {
 		t.Errorf("fill warm: %+v", w)
 	}
 	if fill.Cold != nil || !strings.Contains(fill.ColdNote, "-cold=false") {
