@@ -59,8 +59,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Errorf("restart: %d variants, want 4", len(restart.Variants))
 	}
 	for _, v := range restart.Variants {
-		if v.Work.N != 1 || v.Work.MedianMS <= 0 || v.Wall.MedianMS < v.Work.MedianMS {
-			t.Errorf("restart %s: work %+v wall %+v", v.Name, v.Work, v.Wall)
+		if work, wall := v.Times["work"], v.Times["wall"]; work.N != 1 || work.MedianMS <= 0 || wall.MedianMS < work.MedianMS {
+			t.Errorf("restart %s: work %+v wall %+v", v.Name, work, wall)
 		}
 	}
 	fill := r.Results["fill"].(*FillResult)
