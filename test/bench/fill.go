@@ -142,10 +142,10 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 		targets = append(targets, benchreport.AtLeast("daemon fill / sequential read, page cache cold", c.Ratios["daemon"], fillRatioGoal, "×"))
 	}
 	w, p := res.Warm.Rates, res.Warm.Probes
-	fastest := max(p["pattern"].FillGiBps, p["memcpy"].FillGiBps, p["write"].FillGiBps)
+	fastest := max(p["pattern"].Rates["fill"], p["memcpy"].Rates["fill"], p["write"].Rates["fill"])
 	targets = append(targets,
 		benchreport.AtLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", benchreport.Ratio(w["daemon"], fastest), fillRatioGoal, "×"),
-		benchreport.Reported("daemon fill / the mock's pattern without wcache, page cache warm", benchreport.Ratio(w["daemon"], p["pattern"].FillGiBps), "×"),
+		benchreport.Reported("daemon fill / the mock's pattern without wcache, page cache warm", benchreport.Ratio(w["daemon"], p["pattern"].Rates["fill"]), "×"),
 		benchreport.Reported("daemon allocate + load + export / sequential read, page cache warm", benchreport.Ratio(w["daemon_end_to_end"], w["seq_read"]), "×"))
 	return res, targets, nil
 }
