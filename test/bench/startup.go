@@ -15,7 +15,6 @@ import (
 // and "plugin", NonShared* their RssAnon+RssFile, maxima over runs.
 type StartupCase struct {
 	Model           Model                      `json:"model"`
-	Runs            int                        `json:"runs"`
 	StartToReady    Summary                    `json:"start_to_ready"`
 	Overhead        Summary                    `json:"overhead"`
 	Phases          map[string]float64         `json:"daemon_phases"`
@@ -78,7 +77,7 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 
 // startupCase summarises serve runs of m.
 func startupCase(m *Model, runs []serveRun) StartupCase {
-	c := StartupCase{Model: *m, Runs: len(runs), Phases: phasesOf(runs),
+	c := StartupCase{Model: *m, Phases: phasesOf(runs),
 		Steady: map[string]testproc.Memory{}, Peak: map[string]testproc.Memory{}}
 	l := laps{}
 	for _, r := range runs {

@@ -18,7 +18,6 @@ import (
 // it read (0).
 type TakeoverCase struct {
 	Model        Model   `json:"model"`
-	Runs         int     `json:"runs"`
 	StartToReady Summary `json:"start_to_ready"`
 	DaemonTotal  Summary `json:"daemon_total"`
 	BytesAdopted uint64  `json:"bytes_adopted"`
@@ -39,7 +38,7 @@ const takeoverGoalMS = 1000
 func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 	res := &TakeoverResult{}
 	chain := func(m *Model) (TakeoverCase, error) {
-		c, l := TakeoverCase{Model: *m, Runs: e.Repeats}, laps{}
+		c, l := TakeoverCase{Model: *m}, laps{}
 		s, err := serving(ctx, e.Options, "takeover", m, m)
 		if err != nil {
 			return c, err
