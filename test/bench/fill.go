@@ -16,21 +16,20 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// FillVariant is the fill under one page-cache condition over Runs, each
-// baseline from the same round as the daemon run (the docs template, "Fill
-// rate", says what each is): rates daemon, daemon_end_to_end (allocate +
-// load + export), seq_read and (warm) memcpy; ratio daemon, ÷ the slower
-// of seq_read and memcpy (seq_read alone when cold). Probes are the fills
-// of fresh shared memory (warm: the mock's pattern, memcpy, write, and
-// overwrite, the write again once the pages exist); PageAllocUS is (write −
-// overwrite) per 4 KiB page.
+// FillVariant is the fill under one page-cache condition, each baseline
+// from the same round as the daemon run (the docs template, "Fill rate",
+// says what each is): the daemon runs' times (serveLaps; their n is the
+// runs); rates daemon, daemon_end_to_end (allocate + load + export),
+// seq_read and (warm) memcpy; ratio daemon, ÷ the slower of seq_read and
+// memcpy (seq_read alone when cold). Probes are the fills of fresh shared
+// memory (warm: the mock's pattern, memcpy, write, and overwrite, the
+// write again once the pages exist); PageAllocUS is (write − overwrite)
+// per 4 KiB page.
 type FillVariant struct {
-	Condition   string             `json:"condition"`
-	Runs        int                `json:"runs"`
-	Phases      map[string]float64 `json:"daemon_phases"`
-	Probes      map[string]*Probe  `json:"probes"`
-	PageAllocUS float64            `json:"page_alloc_us,omitempty"`
-	Workers     int                `json:"workers"`
+	Condition   string            `json:"condition"`
+	Probes      map[string]*Probe `json:"probes"`
+	PageAllocUS float64           `json:"page_alloc_us,omitempty"`
+	Workers     int               `json:"workers"`
 	// The plugin's page faults from its start to ready; PagesLoaded the
 	// 4 KiB pages of the checkpoint.
 	PluginMinorFaults uint64  `json:"plugin_minor_faults"`
@@ -70,9 +69,9 @@ type fillSeries struct {
 
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
-	v := FillVariant{Condition: condition, Runs: len(s.runs), Phases: phasesOf(s.runs), Probes: map[string]*Probe{},
+	v := FillVariant{Condition: condition, Probes: map[string]*Probe{},
 		PageAllocUS: benchreport.Round3(benchreport.Median(s.pageCost)), Workers: workers, PagesLoaded: m.Bytes / pageSize,
-		Figures: benchreport.FiguresOf(nil, s.rates)}
+		Figures: benchreport.FiguresOf(serveLaps(s.runs), s.rates)}
 	for name, ts := range s.probes {
 		if name != "read" { // seq_read
 			v.Probes[name] = probeOf(ts)

@@ -65,8 +65,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	}
 	fill := r.Results["fill"].(*FillResult)
 	w := fill.Warm
-	if w.Runs != 1 || w.Rates["daemon"] <= 0 || w.Rates["seq_read"] <= 0 || w.Rates["memcpy"] <= 0 || w.Ratios["daemon"] <= 0 ||
-		w.Probes["memcpy"] == nil || w.Probes["pattern"] == nil || w.Phases["load_ms"] <= 0 || w.Phases["allocate_ms"] <= 0 {
+	if w.Times["load"].N != 1 || w.Rates["daemon"] <= 0 || w.Rates["seq_read"] <= 0 || w.Rates["memcpy"] <= 0 || w.Ratios["daemon"] <= 0 ||
+		w.Probes["memcpy"] == nil || w.Probes["pattern"] == nil || w.Times["load"].MedianMS <= 0 || w.Times["allocate"].MedianMS <= 0 {
 		t.Errorf("fill warm: %+v", w)
 	}
 	if fill.Cold != nil || !strings.Contains(fill.ColdNote, "-cold=false") {
@@ -106,8 +106,8 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Fatalf("startup: %d cases, want 2", len(startup.Cases))
 	}
 	for _, c := range startup.Cases {
-		p := c.Phases
-		if c.StartToReady.MedianMS <= 0 || p["plan_ms"] <= 0 || p["load_ms"] <= 0 || p["daemon_total_ms"] < p["load_ms"] || p["outside_daemon_ms"] <= 0 ||
+		p := func(k string) float64 { return c.Times[k].MedianMS }
+		if p("start_to_ready") <= 0 || p("plan") <= 0 || p("load") <= 0 || p("daemon_total") < p("load") || p("outside_daemon") <= 0 ||
 			c.NonSharedSteady == 0 || c.ShmFiles < c.Model.Bytes {
 			t.Errorf("startup %d bytes: %+v", c.Model.Bytes, c)
 		}

@@ -73,20 +73,20 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 	return run, d.Stop()
 }
 
-// phasesOf are the medians, in milliseconds, of the start-up phases the
-// daemons reported (client.StartPhases) over serve runs, by name
-// (plan_ms, lock_ms, allocate_ms, load_ms, export_ms, daemon_total_ms),
-// and of the part of start-to-ready outside the daemon's own start-up
-// (outside_daemon_ms): process and backend plugin start, and the ready
-// file.
-func phasesOf(runs []serveRun) map[string]float64 {
+// serveLaps are the times of serve runs by name: start_to_ready;
+// overhead, start to ready minus the load; the start-up phases the daemons
+// reported (client.StartPhases: plan, lock, allocate, load, export,
+// daemon_total); and outside_daemon, start to ready minus the daemon's
+// total: process and backend plugin start, and the ready file.
+func serveLaps(runs []serveRun) laps {
 	l := laps{}
 	for _, r := range runs {
 		p := r.Phases
-		for k, d := range map[string]time.Duration{"plan_ms": p.Plan, "lock_ms": p.Lock, "allocate_ms": p.Allocate, "load_ms": p.Load,
-			"export_ms": p.Export, "daemon_total_ms": p.Total, "outside_daemon_ms": r.StartToReady - p.Total} {
+		for k, d := range map[string]time.Duration{"start_to_ready": r.StartToReady, "overhead": r.StartToReady - p.Load,
+			"plan": p.Plan, "lock": p.Lock, "allocate": p.Allocate, "load": p.Load, "export": p.Export,
+			"daemon_total": p.Total, "outside_daemon": r.StartToReady - p.Total} {
 			l[k] = append(l[k], d)
 		}
 	}
-	return l.MediansMS()
+	return l
 }
