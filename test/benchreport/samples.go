@@ -79,13 +79,6 @@ func (s *Stopwatch) Lap(key string) {
 	s.last = now
 }
 
-// MedRatio is the medians of num's and den's samples and their ratio
-// (num ÷ den, rounded; 0 when den's median is 0).
-func (s Series) MedRatio(num, den string) (n, d, ratio float64) {
-	n, d = s.Med(num), s.Med(den)
-	return n, d, Round3(Ratio(n, d))
-}
-
 // Figures is the shape of figures taken in the same rounds: Times,
 // intervals summarized by name (ms); Rates, by name, the median of
 // Samples (GiB/s, a sample a round); Ratios, named by their scenario, each
