@@ -69,19 +69,18 @@ func Stop(ctx context.Context, p paths.Paths, force bool, timeout time.Duration)
 	if ps := procstat.Inspect(r.PID, r.StartTime); ps != procstat.Alive {
 		return Stopped{}, &GoneError{DeviceUUID: p.DeviceUUID, Ready: p.Ready, PID: r.PID, Process: ps}
 	}
-	c, err := client.Dial(ctx, client.BySocket(p.Socket), client.Options{})
+	var n int
+	err = drainCall(ctx, client.BySocket(p.Socket), "", timeout, func(rctx context.Context, c *client.Client) (err error) {
+		if n, err = c.Stop(rctx, force, timeout); err == nil {
+			err = WaitExit(ctx, r.PID, r.StartTime, StopExitWait)
+		}
+		if err != nil {
+			return fmt.Errorf("device %s: %w", p.DeviceUUID, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return Stopped{}, err
-	}
-	defer c.Close()
-	rctx, cancel := drainRPCContext(ctx, timeout)
-	defer cancel()
-	n, err := c.Stop(rctx, force, timeout)
-	if err != nil {
-		return Stopped{}, fmt.Errorf("device %s: %w", p.DeviceUUID, err)
-	}
-	if err := WaitExit(ctx, r.PID, r.StartTime, StopExitWait); err != nil {
-		return Stopped{}, fmt.Errorf("device %s: %w", p.DeviceUUID, err)
 	}
 	return Stopped{PID: r.PID, Leases: n}, nil
 }
@@ -121,29 +120,38 @@ func Evict(ctx context.Context, t client.Target, clientName string, timeout time
 // EvictSelected is Evict of the generations sel names (a daemon holds
 // several: see client.EvictSelector); the others serve on.
 func EvictSelected(ctx context.Context, t client.Target, clientName string, sel client.EvictSelector, timeout time.Duration) (Evicted, error) {
-	c, err := client.Dial(ctx, t, client.Options{ClientName: clientName})
+	var ev Evicted
+	err := drainCall(ctx, t, clientName, timeout, func(rctx context.Context, c *client.Client) error {
+		r, err := c.EvictSelected(rctx, sel, timeout)
+		if err != nil {
+			return err
+		}
+		ev = Evicted{Socket: c.Socket(), Leases: r.Leases, Freed: r.Freed, Generations: r.Generations}
+		if st, err := c.Status(ctx); err == nil {
+			ev.Left = len(st.Generations)
+		}
+		return nil
+	})
 	if err != nil {
 		return Evicted{}, err
-	}
-	defer c.Close()
-	rctx, cancel := drainRPCContext(ctx, timeout)
-	defer cancel()
-	r, err := c.EvictSelected(rctx, sel, timeout)
-	if err != nil {
-		return Evicted{}, err
-	}
-	ev := Evicted{Socket: c.Socket(), Leases: r.Leases, Freed: r.Freed, Generations: r.Generations}
-	if st, err := c.Status(ctx); err == nil {
-		ev.Left = len(st.Generations)
 	}
 	return ev, nil
 }
 
-// drainRPCContext bounds an RPC that lasts as long as a drain of timeout
-// (0: the daemon's default): the drain plus a margin.
-func drainRPCContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+// drainCall dials the daemon at t as clientName and runs call on the
+// connection, closed once call returns, with rctx bounding an RPC that
+// lasts as long as a drain of timeout (0: the daemon's default): the drain
+// plus a margin. Errors are client.Dial's and call's.
+func drainCall(ctx context.Context, t client.Target, clientName string, timeout time.Duration, call func(rctx context.Context, c *client.Client) error) error {
+	c, err := client.Dial(ctx, t, client.Options{ClientName: clientName})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	if timeout <= 0 {
 		timeout = defaultDrain
 	}
-	return context.WithTimeout(ctx, timeout+drainRPCMargin)
+	rctx, cancel := context.WithTimeout(ctx, timeout+drainRPCMargin)
+	defer cancel()
+	return call(rctx, c)
 }

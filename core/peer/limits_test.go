@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +12,14 @@ import (
 
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
+	"github.com/wcache/wcache/internal/childproc"
 	"github.com/wcache/wcache/internal/poll"
 )
 
-// logBuffer is a server log the test reads while the server writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: b, Level: hclog.Debug})
+// debugLogger is a server logger at debug level writing into log, which
+// the test reads while the server writes.
+func debugLogger(log *childproc.Buffer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: log, Level: hclog.Debug})
 }
 
 // silent opens n TCP connections from the loopback address from that send
@@ -63,8 +47,8 @@ func silent(t *testing.T, from, addr string, n int) {
 func TestSilentSourceCannotFillTheEndpoint(t *testing.T) {
 	authority := peertest.NewCA(t, "wcache test CA")
 	data := content(3<<20+11, 5)
-	var log logBuffer
-	opts := peer.ServerOptions{MaxHandshakesPerSource: 4, MaxConnsPerSource: 6, MaxHandshakes: 8, HandshakeTimeout: time.Minute, Logger: log.logger()}
+	var log childproc.Buffer
+	opts := peer.ServerOptions{MaxHandshakesPerSource: 4, MaxConnsPerSource: 6, MaxHandshakes: 8, HandshakeTimeout: time.Minute, Logger: debugLogger(&log)}
 	addr, _ := serve(t, newSource(data), authority.Issue(t, "node-a", authority), opts)
 	_, port, _ := net.SplitHostPort(addr)
 	client := authority.Issue(t, "node-b", authority)
@@ -121,8 +105,8 @@ func atoiPort(t *testing.T, port string) int {
 func TestSilentConnectionsEndAtTheHandshakeDeadline(t *testing.T) {
 	authority := peertest.NewCA(t, "wcache test CA")
 	data := content(1<<20, 6)
-	var log logBuffer
-	opts := peer.ServerOptions{MaxHandshakesPerSource: 2, HandshakeTimeout: 200 * time.Millisecond, Logger: log.logger()}
+	var log childproc.Buffer
+	opts := peer.ServerOptions{MaxHandshakesPerSource: 2, HandshakeTimeout: 200 * time.Millisecond, Logger: debugLogger(&log)}
 	addr, _ := serve(t, newSource(data), authority.Issue(t, "node-a", authority), opts)
 	_, port, _ := net.SplitHostPort(addr)
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.6")}}

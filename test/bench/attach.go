@@ -8,24 +8,20 @@ import (
 	"github.com/wcache/wcache/test/benchreport"
 )
 
-// AttachCase is one manifest (a checkpoint size and tensor count): a
-// Status round trip on the open connection (the floor), Attach until the
-// manifest arrived, Release until the stream ended, a new connection plus
-// Attach (as a fresh process does), and Attach p50 / Status p50.
+// AttachCase is one manifest (a checkpoint size and tensor count): times
+// status, a Status round trip on the open connection (the floor); attach,
+// until the manifest arrived; release, until the stream ended; dial, a new
+// connection plus Attach (as a fresh process does); ratio
+// attach_over_floor, attach p50 ÷ status p50.
 type AttachCase struct {
-	Model           Model   `json:"model"`
-	Status          Summary `json:"status_rtt"`
-	Attach          Summary `json:"attach"`
-	Release         Summary `json:"release"`
-	DialAttach      Summary `json:"dial_attach"`
-	AttachOverFloor float64 `json:"attach_over_floor"`
+	Model Model `json:"model"`
+	benchreport.Figures
 }
 
 // AttachResult is the attach scenario's figures.
 type AttachResult struct {
-	Iterations int                `json:"iterations"`
-	Cases      []AttachCase       `json:"cases"`
-	Flatness   map[string]float64 `json:"flatness"` // per tensor count: large ÷ small attach p50
+	Cases    []AttachCase       `json:"cases"`
+	Flatness map[string]float64 `json:"flatness"` // per tensor count: large ÷ small attach p50
 }
 
 // Targets of the attach scenario (the few-tensor p50: issue 37's; an
@@ -50,7 +46,7 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 		models = append(models, m)
 	}
 	defer e.dropModel(e.largeMany())
-	res := &AttachResult{Iterations: o.AttachIters, Flatness: map[string]float64{}}
+	res := &AttachResult{Flatness: map[string]float64{}}
 	var checks []Target
 	for i := 0; i < len(models); i += 2 {
 		pair, err := attachPair(ctx, o, models[i:i+2])
@@ -59,17 +55,17 @@ func runAttach(ctx context.Context, e *Env) (any, []Target, error) {
 		}
 		for _, c := range pair {
 			o.logf("attach: %d tensors, %d MiB: attach p50 %.3f ms p99 %.3f ms, status p50 %.3f ms",
-				c.Model.Tensors, c.Model.Bytes>>20, c.Attach.MedianMS, c.Attach.P99MS, c.Status.MedianMS)
+				c.Model.Tensors, c.Model.Bytes>>20, c.Times["attach"].MedianMS, c.Times["attach"].P99MS, c.Times["status"].MedianMS)
 		}
 		res.Cases = append(res.Cases, pair...)
 		small, large := pair[0], pair[1]
 		key := fmt.Sprintf("%d tensors", small.Model.Tensors)
-		r := benchreport.Ratio(large.Attach.MedianMS, small.Attach.MedianMS)
+		r := benchreport.Ratio(large.Times["attach"].MedianMS, small.Times["attach"].MedianMS)
 		res.Flatness[key] = benchreport.Round3(r)
 		if small.Model.Tensors <= o.FewTensors {
 			for _, c := range pair {
 				checks = append(checks, benchreport.AtMost(fmt.Sprintf("attach p50, %d tensors, %d MiB",
-					c.Model.Tensors, c.Model.Bytes>>20), c.Attach.MedianMS, attachP50GoalMS, "ms"))
+					c.Model.Tensors, c.Model.Bytes>>20), c.Times["attach"].MedianMS, attachP50GoalMS, "ms"))
 			}
 		}
 		checks = append(checks, benchreport.AtMost(fmt.Sprintf("flat in bytes: p50 %d MiB / %d MiB, %s",
@@ -95,7 +91,7 @@ func serveTargets(ctx context.Context, o Options, name string, models []*Model, 
 		if i < len(beside) {
 			b = beside[i]
 		}
-		t, err := serving(ctx, o, name, m, b...)
+		t, err := serving(ctx, o, name, m, append(b, m)...)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -103,12 +99,9 @@ func serveTargets(ctx context.Context, o Options, name string, models []*Model, 
 		ts = append(ts, t)
 	}
 	for _, t := range ts {
-		if t.c, err = client.Dial(ctx, t.Target, client.Options{ClientName: "wcache-bench " + name}); err == nil {
-			_, err = t.c.Status(ctx)
-		}
-		if err != nil {
+		if err := t.connect(ctx, name); err != nil {
 			stop()
-			return nil, nil, t.d.withOutput(err)
+			return nil, nil, err
 		}
 	}
 	return ts, stop, nil
@@ -132,9 +125,8 @@ func attachPair(ctx context.Context, o Options, models []*Model) ([]AttachCase, 
 	}
 	var out []AttachCase
 	for _, t := range ts {
-		c := AttachCase{Model: *t.m, Status: t.laps.Summary("status"), Attach: t.laps.Summary("attach"),
-			Release: t.laps.Summary("release"), DialAttach: t.laps.Summary("dial")}
-		c.AttachOverFloor = benchreport.Round3(benchreport.Ratio(c.Attach.MedianMS, c.Status.MedianMS))
+		c := AttachCase{Model: *t.m, Figures: benchreport.FiguresOf(t.laps, nil)}
+		c.Ratio("attach_over_floor", "attach", "status")
 		out = append(out, c)
 		if err := t.d.Stop(); err != nil {
 			return nil, err

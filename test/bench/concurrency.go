@@ -18,12 +18,9 @@ import (
 // WARN/ERROR lines) are the first few when there were errors.
 type ConcurrencyResult struct {
 	Model            Model           `json:"model"`
-	Clients          int             `json:"clients"`
 	Seconds          float64         `json:"seconds"`
 	Attaches         int             `json:"attaches"`
 	PerSec           float64         `json:"attaches_per_s"`
-	Attach           Summary         `json:"attach"`
-	Cycle            Summary         `json:"cycle"`
 	Errors           int             `json:"errors"`
 	FirstErrors      []string        `json:"first_errors,omitempty"`
 	DaemonWarnings   []string        `json:"daemon_warnings,omitempty"`
@@ -33,6 +30,7 @@ type ConcurrencyResult struct {
 	OpenFDsBefore    int             `json:"open_fds_before"`
 	OpenFDsAfter     int             `json:"open_fds_after"`
 	Footprint        LoadedFootprint `json:"footprint_after"`
+	benchreport.Figures
 }
 
 // settleTimeout bounds waiting for the daemon to see every lease end.
@@ -56,7 +54,7 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, d.withOutput(err)
 	}
 	var mu sync.Mutex
-	all, res := laps{}, &ConcurrencyResult{Model: *m, Clients: e.Clients, GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
+	all, res := laps{}, &ConcurrencyResult{Model: *m, GoroutinesBefore: before.Goroutines, OpenFDsBefore: before.OpenFDs}
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -99,7 +97,7 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	res.Seconds, res.Attaches = benchreport.Round3(elapsed.Seconds()), len(all["attach"])
-	res.PerSec, res.Attach, res.Cycle = benchreport.Round3(float64(res.Attaches)/elapsed.Seconds()), all.Summary("attach"), all.Summary("cycle")
+	res.PerSec, res.Figures = benchreport.Round3(float64(res.Attaches)/elapsed.Seconds()), benchreport.FiguresOf(all, nil)
 	// The daemon sees a release when the stream ends on its side: wait
 	// for the lease count to drop to 0 (it must, or leases leak).
 	after, err := w.waitLeases(ctx, 0)
@@ -116,7 +114,7 @@ func runConcurrency(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	e.logf("concurrency: %d attaches in %.1f s (%.0f/s), p99 %.2f ms, %d errors", res.Attaches, elapsed.Seconds(),
-		res.PerSec, res.Attach.P99MS, res.Errors)
+		res.PerSec, res.Times["attach"].P99MS, res.Errors)
 	return res, []Target{
 		benchreport.AtMost(fmt.Sprintf("errors, %d clients", e.Clients), float64(res.Errors), 0, ""),
 		benchreport.AtMost("leases left after release", float64(res.LeasesAfter), 0, ""),

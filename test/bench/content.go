@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -13,26 +14,19 @@ import (
 // ContentResult is what proving that a client's files hold the daemon's
 // bytes costs (docs/cacheconfig.md, "Content identity"): the four figures
 // of issue 24, each ratio from the same rounds (the docs template, "Content
-// identity", says how each is measured); rates in GiB/s, medians.
+// identity", says how each is measured): rates fill_digest,
+// fill_no_digest, hash and read; times attach, attach_identity,
+// python_identity and header_digest; ratios fill, attach and hash. rates
+// and laps collect the samples.
 type ContentResult struct {
-	Model             Model              `json:"model"`
-	Runs              int                `json:"runs"`
-	Readers           int                `json:"readers"`
-	FillDigestGiBps   float64            `json:"fill_digest_gib_per_s"`
-	FillNoDigestGiBps float64            `json:"fill_no_digest_gib_per_s"`
-	FillRatio         float64            `json:"fill_ratio"`
-	Attach            Summary            `json:"attach"`
-	AttachIdentity    Summary            `json:"attach_identity"`
-	AttachRatio       float64            `json:"attach_ratio"`
-	HashModel         Model              `json:"hash_model"`
-	HashGiBps         float64            `json:"hash_gib_per_s"`
-	ReadGiBps         float64            `json:"read_gib_per_s"`
-	HashRatio         float64            `json:"hash_ratio"`
-	IdentityModel     Model              `json:"identity_model"`
-	PythonIdentity    Summary            `json:"python_identity"`
-	PythonStepsMS     map[string]float64 `json:"python_steps_ms"`
-	HeaderDigest      Summary            `json:"header_digest"`
-	Samples           series             `json:"samples_gib_per_s"`
+	Model         Model              `json:"model"`
+	Readers       int                `json:"readers"`
+	HashModel     Model              `json:"hash_model"`
+	IdentityModel Model              `json:"identity_model"`
+	PythonStepsMS map[string]float64 `json:"python_steps_ms"`
+	benchreport.Figures
+	rates series
+	laps  laps
 }
 
 // Goals of issue 24; the checkpoints' file count.
@@ -47,22 +41,25 @@ func runContent(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &ContentResult{Model: *m, Runs: e.Repeats, Readers: fill.DefaultReaders(), Samples: series{}}
+	res := &ContentResult{Model: *m, Readers: fill.DefaultReaders(), rates: series{}, laps: laps{}}
 	for _, measure := range []func(context.Context, *Env, *ContentResult) error{fillDigest, attachIdentity, hashVsRead, pythonIdentity} {
 		if err := measure(ctx, e, res); err != nil {
 			return nil, nil, err
 		}
 	}
-	id := res.IdentityModel
+	id, f := res.IdentityModel, benchreport.FiguresOf(res.laps, res.rates)
+	res.Figures = f
 	return res, []Target{
-		benchreport.AtLeast(fmt.Sprintf("fill with content digest / without, %d MiB, page cache warm", m.Bytes>>20), res.FillRatio, fillDigestGoal, "×"),
+		benchreport.AtLeast(fmt.Sprintf("fill with content digest / without, %d MiB, page cache warm", m.Bytes>>20),
+			f.Ratio("fill", "fill_digest", "fill_no_digest"), fillDigestGoal, "×"),
 		benchreport.AtMost(fmt.Sprintf("attach p50 with the identity check / without, %d tensors in %d files", m.Tensors, m.Shards),
-			res.AttachRatio, attachIdentityGoal, "×"),
-		benchreport.AtLeast(fmt.Sprintf("hash an unknown copy / read it, %d MiB, page cache warm", res.HashModel.Bytes>>20), res.HashRatio, hashReadGoal, "×"),
+			f.Ratio("attach", "attach_identity", "attach"), attachIdentityGoal, "×"),
+		benchreport.AtLeast(fmt.Sprintf("hash an unknown copy / read it, %d MiB, page cache warm", res.HashModel.Bytes>>20),
+			f.Ratio("hash", "hash", "read"), hashReadGoal, "×"),
 		benchreport.AtMost(fmt.Sprintf("Python identity step (status + identities_match), %d tensors in %d files, median", id.Tensors, id.Shards),
-			res.PythonIdentity.MedianMS, pythonIdentityGoalMS, "ms"),
+			f.Times["python_identity"].MedianMS, pythonIdentityGoalMS, "ms"),
 		benchreport.Reported(fmt.Sprintf("Python header digest (checkpoint_digest) it makes unnecessary, %d tensors, median", id.Tensors),
-			res.HeaderDigest.MedianMS, "ms"),
+			f.Times["header_digest"].MedianMS, "ms"),
 	}, nil
 }
 
@@ -86,11 +83,8 @@ func fillDigest(_ context.Context, e *Env, res *ContentResult) error {
 			return err
 		}
 	}
-	err = e.alternate("content fill", total, res.Samples, map[string]func() error{"fill_digest": fillWith(true),
+	return e.alternate("content fill", total, res.rates, map[string]func() error{"fill_digest": fillWith(true),
 		"fill_no_digest": fillWith(false)})
-	res.FillDigestGiBps, res.FillNoDigestGiBps = res.Samples.Med("fill_digest"), res.Samples.Med("fill_no_digest")
-	res.FillRatio = benchreport.Round3(benchreport.Ratio(res.FillDigestGiBps, res.FillNoDigestGiBps))
-	return err
 }
 
 // attachIdentity serves the model and times Attach and AttachFiles, interleaved.
@@ -103,16 +97,15 @@ func attachIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 	defer stop()
 	t := ts[0]
 	err = interleave(attachWarmup, e.AttachIters,
-		t.timed("plain", func() (*client.Attachment, error) { return t.c.Attach(ctx, t.cfg) }),
-		t.timed("identity", func() (*client.Attachment, error) {
+		t.timed("attach", func() (*client.Attachment, error) { return t.c.Attach(ctx, t.cfg) }),
+		t.timed("attach_identity", func() (*client.Attachment, error) {
 			return t.c.AttachFiles(ctx, t.cfg, m.Files, client.ContentOptions{NoCache: true})
 		}))
 	if err != nil {
 		return err
 	}
-	res.Attach, res.AttachIdentity = t.laps.Summary("plain"), t.laps.Summary("identity")
-	res.AttachRatio = benchreport.Round3(benchreport.Ratio(res.AttachIdentity.MedianMS, res.Attach.MedianMS))
-	e.logf("content attach: p50 %.3f ms, with the identity check %.3f ms", res.Attach.MedianMS, res.AttachIdentity.MedianMS)
+	maps.Copy(res.laps, t.laps)
+	e.logf("content attach: p50 %.3f ms, with the identity check %.3f ms", t.laps.Summary("attach").MedianMS, t.laps.Summary("attach_identity").MedianMS)
 	return t.d.Stop()
 }
 
@@ -130,7 +123,7 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 	if err != nil {
 		return err
 	}
-	err = e.alternate("content hash", total, res.Samples, map[string]func() error{
+	return e.alternate("content hash", total, res.rates, map[string]func() error{
 		"read": func() error {
 			_, err := fill.Fill(ctx, fill.WriterAt{}, total, extents, nil, fill.Options{Readers: res.Readers, Buffers: 1,
 				BufferBytes: filedigest.LeafBytes, Direct: fill.DirectNever, NoDigest: true})
@@ -145,9 +138,6 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 			return nil
 		},
 	})
-	res.HashGiBps, res.ReadGiBps = res.Samples.Med("hash"), res.Samples.Med("read")
-	res.HashRatio = benchreport.Round3(benchreport.Ratio(res.HashGiBps, res.ReadGiBps))
-	return err
 }
 
 // pythonIdentity serves a checkpoint of IdentityTensors tensors and runs
@@ -172,6 +162,6 @@ func pythonIdentity(ctx context.Context, e *Env, res *ContentResult) error {
 		return err
 	}
 	runs := all[0]
-	res.PythonIdentity, res.HeaderDigest, res.PythonStepsMS = runs.Summary("work"), runs.Summary("header_digest"), runs.MediansMS("work", "wall")
+	res.laps["python_identity"], res.laps["header_digest"], res.PythonStepsMS = runs["work"], runs["header_digest"], runs.MediansMS("work", "wall")
 	return s.d.Stop()
 }

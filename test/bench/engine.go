@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,32 +29,29 @@ const (
 var pyEngineOverhead string
 
 // EngineOverhead is one engine integration's entry. Status is "measured"
-// (FromPretrained: the integration's load against a daemon holding the
-// model, in a fresh process; Attach: wcache.attach + tensors() of the same
-// config in that process right after; Overhead: the difference, per run),
-// "skipped" (Reason: its environment is absent) or "not measured" (Reason).
+// (times work: the integration's load against a daemon holding the model,
+// in a fresh process; attach: wcache.attach + tensors() of the same config
+// in that process right after; overhead: the difference, per run; and
+// engine_overhead.py's other steps), "skipped" (Reason: its environment is
+// absent) or "not measured" (Reason).
 type EngineOverhead struct {
-	Engine         string  `json:"engine"`
-	Status         string  `json:"status"`
-	Reason         string  `json:"reason,omitempty"`
-	Env            string  `json:"env,omitempty"`
-	Tensors        int     `json:"tensors,omitempty"`
-	FromPretrained Summary `json:"from_pretrained"`
-	Attach         Summary `json:"attach"`
-	Overhead       Summary `json:"overhead"`
+	Engine  string `json:"engine"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Env     string `json:"env,omitempty"`
+	Tensors int    `json:"tensors,omitempty"`
+	benchreport.Figures
 }
 
-// EngineResult is the engine scenario's figures. PythonAttach is
-// wcache.attach + tensors() in a fresh process (attach_torch.py's
-// "attach" and "map" steps), PythonDigest its checkpoint_digest of the
+// EngineResult is the engine scenario's figures: times python_attach,
+// wcache.attach + tensors() in a fresh process (attach_torch.py's work
+// after the digest), and python_digest, its checkpoint_digest of the
 // headers, measured apart (an engine integration computes it too).
 type EngineResult struct {
-	Model        Model             `json:"model"`
-	Repeats      int               `json:"repeats"`
-	PythonAttach Summary           `json:"python_attach"`
-	PythonDigest Summary           `json:"python_digest"`
-	Engines      []EngineOverhead  `json:"engines"`
-	Versions     map[string]string `json:"versions"`
+	Model    Model             `json:"model"`
+	Engines  []EngineOverhead  `json:"engines"`
+	Versions map[string]string `json:"versions"`
+	benchreport.Figures
 }
 
 // runEngine serves the many-tensor checkpoint and runs attach_torch.py in
@@ -69,22 +65,16 @@ func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
 	defer s.Close()
 	m, d := s.m, s.d
 	argv := s.pythonArgv(pyAttachTorch, m.Dir, s.UUID, s.cfg.DeviceCapability)
-	res := &EngineResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
-	runs, err := e.freshRounds("engine: python attach", s.world, d, func(_ int, r HelperResult) error {
-		maps.Copy(res.Versions, r.Versions)
-		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
-			return fmt.Errorf("python attach got %d tensors of %d bytes, the checkpoint has %d of %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-		}
-		return nil
-	}, argv)
+	res := &EngineResult{Model: *m, Versions: map[string]string{}}
+	runs, err := e.freshRounds("engine: python attach", s.world, d, wholeModel(m, res.Versions), argv)
 	if err != nil {
 		return nil, nil, err
 	}
-	l := runs[0] // attach + map: the work after the digest
-	for i, work := range l["work"] {
-		l["attached"] = append(l["attached"], work-l["digest"][i])
+	l, py := runs[0], laps{"python_digest": runs[0]["digest"]}
+	for i, work := range l["work"] { // attach + map: the work after the digest
+		py["python_attach"] = append(py["python_attach"], work-l["digest"][i])
 	}
-	res.PythonAttach, res.PythonDigest = l.Summary("attached"), l.Summary("digest")
+	res.Figures = benchreport.FiguresOf(py, nil)
 	if err := d.Stop(); err != nil {
 		return nil, nil, err
 	}
@@ -96,8 +86,8 @@ func runEngine(ctx context.Context, e *Env) (any, []Target, error) {
 		res.Engines = append(res.Engines, o)
 	}
 	return res, []Target{
-		benchreport.AtMost(fmt.Sprintf("Python attach + tensors(), %d tensors", m.Tensors), res.PythonAttach.MedianMS, pythonAttachGoalMS, "ms"),
-		benchreport.Reported(fmt.Sprintf("Python checkpoint_digest, %d tensors", m.Tensors), res.PythonDigest.MedianMS, "ms"),
+		benchreport.AtMost(fmt.Sprintf("Python attach + tensors(), %d tensors", m.Tensors), res.Times["python_attach"].MedianMS, pythonAttachGoalMS, "ms"),
+		benchreport.Reported(fmt.Sprintf("Python checkpoint_digest, %d tensors", m.Tensors), res.Times["python_digest"].MedianMS, "ms"),
 	}, nil
 }
 
@@ -142,8 +132,6 @@ func engineOverhead(ctx context.Context, e *Env, engine string) (EngineOverhead,
 	if err != nil {
 		return o, err
 	}
-	l := runs[0]
-	o.Status = "measured"
-	o.FromPretrained, o.Attach, o.Overhead = l.Summary("work"), l.Summary("attach"), l.Summary("overhead")
+	o.Status, o.Figures = "measured", benchreport.FiguresOf(runs[0], nil)
 	return o, d.Stop()
 }

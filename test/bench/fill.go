@@ -16,33 +16,27 @@ import (
 	"github.com/wcache/wcache/test/testproc"
 )
 
-// FillVariant is the fill under one page-cache condition, medians over
-// Runs, rates in GiB/s, each baseline from the same round as the daemon
-// run (the docs template, "Fill rate", says what each is). Ratio is Daemon
-// over the slower of SeqRead and Memcpy (SeqRead alone when cold);
-// PageAllocUS is (FreshWrite − AllocatedWrite) per 4 KiB page.
+// FillVariant is the fill under one page-cache condition, each baseline
+// from the same round as the daemon run (the docs template, "Fill rate",
+// says what each is): the daemon runs' times (serveLaps; their n is the
+// runs); rates daemon, daemon_end_to_end (allocate + load + export),
+// seq_read and (warm) memcpy; ratio daemon, ÷ the slower of seq_read and
+// memcpy (seq_read alone when cold). Probes are the fills of fresh shared
+// memory (warm: the mock's pattern, memcpy, write, and overwrite, the
+// write again once the pages exist); PageAllocUS is (write − overwrite)
+// per 4 KiB page.
 type FillVariant struct {
-	Condition           string   `json:"condition"`
-	Runs                int      `json:"runs"`
-	DaemonGiBps         float64  `json:"daemon_gib_per_s"`
-	DaemonEndToEndGiBps float64  `json:"daemon_end_to_end_gib_per_s"`
-	Phases              PhasesMS `json:"daemon_phases"`
-	SeqReadGiBps        float64  `json:"seq_read_gib_per_s"`
-	MemcpyGiBps         float64  `json:"memcpy_gib_per_s,omitempty"`
-	MockPattern         *Probe   `json:"mock_pattern"`
-	FreshMemcpy         *Probe   `json:"fresh_memcpy,omitempty"`
-	FreshWrite          *Probe   `json:"fresh_write,omitempty"`
-	AllocatedWrite      *Probe   `json:"allocated_write,omitempty"`
-	PageAllocUS         float64  `json:"page_alloc_us,omitempty"`
-	Workers             int      `json:"workers"`
+	Condition   string            `json:"condition"`
+	Probes      map[string]*Probe `json:"probes"`
+	PageAllocUS float64           `json:"page_alloc_us,omitempty"`
+	Workers     int               `json:"workers"`
 	// The plugin's page faults from its start to ready; PagesLoaded the
 	// 4 KiB pages of the checkpoint.
 	PluginMinorFaults uint64  `json:"plugin_minor_faults"`
 	PluginMajorFaults uint64  `json:"plugin_major_faults"`
 	PagesLoaded       uint64  `json:"pages_loaded"`
-	Ratio             float64 `json:"ratio"`
 	Resident          float64 `json:"resident_before"`
-	Samples           series  `json:"samples_gib_per_s"`
+	benchreport.Figures
 }
 
 // FillResult is the fill scenario's figures; ColdNote says why cold was
@@ -65,7 +59,7 @@ const (
 )
 
 // fillSeries collects the runs of one condition: the daemon's, the rates,
-// the page costs and the fresh-shared-memory probes by name.
+// the page costs and the probes by name (read: the sequential read).
 type fillSeries struct {
 	runs     []serveRun
 	rates    series
@@ -75,24 +69,25 @@ type fillSeries struct {
 
 // variant summarises the series.
 func (s *fillSeries) variant(condition string, workers int, m *Model) FillVariant {
-	med := s.rates.Med
-	v := FillVariant{Condition: condition, Runs: len(s.runs), DaemonGiBps: med("daemon"),
-		DaemonEndToEndGiBps: med("daemon_end_to_end"), Phases: phasesOf(s.runs),
-		SeqReadGiBps: med("seq_read"), MemcpyGiBps: med("memcpy"), MockPattern: probeOf(s.probes["pattern"]),
-		FreshMemcpy: probeOf(s.probes["memcpy"]), FreshWrite: probeOf(s.probes["write"]),
-		AllocatedWrite: probeOf(s.probes["overwrite"]), PageAllocUS: benchreport.Round3(benchreport.Median(s.pageCost)), Workers: workers,
-		PagesLoaded: m.Bytes / pageSize, Samples: s.rates}
+	v := FillVariant{Condition: condition, Probes: map[string]*Probe{},
+		PageAllocUS: benchreport.Round3(benchreport.Median(s.pageCost)), Workers: workers, PagesLoaded: m.Bytes / pageSize,
+		Figures: benchreport.FiguresOf(serveLaps(s.runs), s.rates)}
+	for name, ts := range s.probes {
+		if name != "read" { // seq_read
+			v.Probes[name] = probeOf(ts)
+		}
+	}
 	var minor, major, resident []float64
 	for _, r := range s.runs {
 		minor, major = append(minor, float64(r.PluginFaults.Minor)), append(major, float64(r.PluginFaults.Major))
 		resident = append(resident, r.Resident)
 	}
 	v.PluginMinorFaults, v.PluginMajorFaults, v.Resident = uint64(benchreport.Median(minor)), uint64(benchreport.Median(major)), benchreport.Median(resident)
-	baseline := v.SeqReadGiBps // the slower of read and memcpy (read alone when cold)
-	if v.MemcpyGiBps > 0 {
-		baseline = min(baseline, v.MemcpyGiBps)
+	baseline := v.Rates["seq_read"] // the slower of read and memcpy (read alone when cold)
+	if v.Rates["memcpy"] > 0 {
+		baseline = min(baseline, v.Rates["memcpy"])
 	}
-	v.Ratio = benchreport.Round3(benchreport.Ratio(v.DaemonGiBps, baseline))
+	v.Ratios["daemon"] = benchreport.Round3(benchreport.Ratio(v.Rates["daemon"], baseline))
 	return v
 }
 
@@ -141,16 +136,16 @@ func runFill(ctx context.Context, e *Env) (any, []Target, error) {
 		res.Cold = &v
 		res.ColdNote = "page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every daemon run and every baseline read"
 	}
-	targets := []Target{benchreport.AtLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratio, fillRatioGoal, "×")}
+	targets := []Target{benchreport.AtLeast("daemon fill / slower of (read, memcpy), page cache warm", res.Warm.Ratios["daemon"], fillRatioGoal, "×")}
 	if c := res.Cold; c != nil {
-		targets = append(targets, benchreport.AtLeast("daemon fill / sequential read, page cache cold", c.Ratio, fillRatioGoal, "×"))
+		targets = append(targets, benchreport.AtLeast("daemon fill / sequential read, page cache cold", c.Ratios["daemon"], fillRatioGoal, "×"))
 	}
-	w := res.Warm
-	fastest := max(w.MockPattern.FillGiBps, w.FreshMemcpy.FillGiBps, w.FreshWrite.FillGiBps)
+	w, p := res.Warm.Rates, res.Warm.Probes
+	fastest := max(p["pattern"].Rates["fill"], p["memcpy"].Rates["fill"], p["write"].Rates["fill"])
 	targets = append(targets,
-		benchreport.AtLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", benchreport.Ratio(w.DaemonGiBps, fastest), fillRatioGoal, "×"),
-		benchreport.Reported("daemon fill / the mock's pattern without wcache, page cache warm", benchreport.Ratio(w.DaemonGiBps, w.MockPattern.FillGiBps), "×"),
-		benchreport.Reported("daemon allocate + load + export / sequential read, page cache warm", benchreport.Ratio(w.DaemonEndToEndGiBps, w.SeqReadGiBps), "×"))
+		benchreport.AtLeast("daemon fill / fastest fill of fresh shared memory without wcache (same run), page cache warm", benchreport.Ratio(w["daemon"], fastest), fillRatioGoal, "×"),
+		benchreport.Reported("daemon fill / the mock's pattern without wcache, page cache warm", benchreport.Ratio(w["daemon"], p["pattern"].Rates["fill"]), "×"),
+		benchreport.Reported("daemon allocate + load + export / sequential read, page cache warm", benchreport.Ratio(w["daemon_end_to_end"], w["seq_read"]), "×"))
 	return res, targets, nil
 }
 

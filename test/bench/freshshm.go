@@ -35,17 +35,14 @@ const (
 	pageSize = 4096
 )
 
-// Probe is one way of filling fresh shared memory, medians over Runs:
-// Allocate is creating, sizing and mapping the file, Fill the copy;
-// EndToEnd counts both; MinorFaultsPerPage are this process's minor
-// faults during the fill per 4 KiB page.
+// Probe is one way of filling fresh shared memory over Runs: times and
+// rates fill (the copy) and times allocate (creating, sizing and mapping
+// the file); rate end_to_end counts both; MinorFaultsPerPage, the median
+// of this process's minor faults during the fill per 4 KiB page.
 type Probe struct {
 	Runs               int     `json:"runs"`
-	Allocate           Summary `json:"allocate"`
-	Fill               Summary `json:"fill"`
-	FillGiBps          float64 `json:"fill_gib_per_s"`
-	EndToEndGiBps      float64 `json:"end_to_end_gib_per_s"`
 	MinorFaultsPerPage float64 `json:"minor_faults_per_page"`
+	benchreport.Figures
 }
 
 // probeOf summarises the runs of one probe (nil when there is none).
@@ -53,15 +50,14 @@ func probeOf(ts []fillTiming) *Probe {
 	if len(ts) == 0 {
 		return nil
 	}
-	l, rates := laps{}, series{}
+	l, rates, faults := laps{}, series{}, series{}
 	for _, t := range ts {
-		l["alloc"], l["fill"] = append(l["alloc"], t.Alloc), append(l["fill"], t.Fill)
+		l["allocate"], l["fill"] = append(l["allocate"], t.Alloc), append(l["fill"], t.Fill)
 		rates.Add("fill", benchreport.GiBps(t.Bytes, t.Fill))
-		rates.Add("end", benchreport.GiBps(t.Bytes, t.Alloc+t.Fill))
-		rates.Add("faults", float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
+		rates.Add("end_to_end", benchreport.GiBps(t.Bytes, t.Alloc+t.Fill))
+		faults.Add("", float64(t.MinorFaults)/float64(max(t.Bytes/pageSize, 1)))
 	}
-	return &Probe{Runs: len(ts), Allocate: l.Summary("alloc"), Fill: l.Summary("fill"), FillGiBps: rates.Med("fill"),
-		EndToEndGiBps: rates.Med("end"), MinorFaultsPerPage: rates.Med("faults")}
+	return &Probe{Runs: len(ts), MinorFaultsPerPage: faults.Med(""), Figures: benchreport.FiguresOf(l, rates)}
 }
 
 // fillTiming is one fill of fresh shared memory: Alloc the file's

@@ -11,18 +11,15 @@ import (
 // Attach (open connection, until the manifest) of one model on a daemon
 // that serves it alone (One) and on one that holds three other
 // generations, loaded first so that an attach compares their configs
-// before it finds its own (Four: the worst case); Ratio is Four p50 ÷ One
-// p50. DeviceBytes is what the four-generation daemon reports holding,
-// ArenaBytes its generations' device bytes summed (equal).
+// before it finds its own (Four: the worst case): times one and four,
+// ratio four (p50 ÷ one's). DeviceBytes is what the four-generation daemon
+// reports holding, ArenaBytes its generations' device bytes summed (equal).
 type GenerationsResult struct {
-	Iterations  int     `json:"iterations"`
 	Model       Model   `json:"model"`
 	Others      []Model `json:"others"`
-	One         Summary `json:"one"`
-	Four        Summary `json:"four"`
-	Ratio       float64 `json:"ratio"`
 	DeviceBytes uint64  `json:"device_bytes"`
 	ArenaBytes  uint64  `json:"arena_bytes"`
+	benchreport.Figures
 }
 
 // generationsGoal bounds attach p50 with 4 generations ÷ with 1.
@@ -36,7 +33,7 @@ func runGenerations(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &GenerationsResult{Iterations: e.AttachIters, Model: *m}
+	res := &GenerationsResult{Model: *m}
 	var others []*Model
 	for k := 1; k <= 3; k++ {
 		o, err := e.Model(ModelSpec{Bytes: e.SmallBytes, Tensors: e.FewTensors + k})
@@ -65,8 +62,8 @@ func runGenerations(ctx context.Context, e *Env) (any, []Target, error) {
 	if err := interleave(attachWarmup, e.AttachIters, one.step(ctx), four.step(ctx)); err != nil {
 		return nil, nil, err
 	}
-	res.One, res.Four = one.laps.Summary("attach"), four.laps.Summary("attach")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.Four.MedianMS, res.One.MedianMS))
-	e.logf("generations: attach p50 %.3f ms with 1 generation, %.3f ms with 4: %.2f×", res.One.MedianMS, res.Four.MedianMS, res.Ratio)
-	return res, []Target{benchreport.AtMost("attach p50 with 4 generations ÷ with 1", res.Ratio, generationsGoal, "×")}, nil
+	res.Figures = benchreport.FiguresOf(laps{"one": one.laps["attach"], "four": four.laps["attach"]}, nil)
+	ratio := res.Ratio("four", "four", "one")
+	e.logf("generations: attach p50 %.3f ms with 1 generation, %.3f ms with 4: %.2f×", res.Times["one"].MedianMS, res.Times["four"].MedianMS, ratio)
+	return res, []Target{benchreport.AtMost("attach p50 with 4 generations ÷ with 1", ratio, generationsGoal, "×")}, nil
 }

@@ -21,26 +21,21 @@ var pyHostRead string
 // reads every weight; the others are reported.
 const hostReadGoal = 1.5
 
-// HostReadVariant is one populate mode's figures, medians over the
-// repeats: Work is attach + tensors() + one byte read of every 4 KiB page
-// of every tensor, Map the attach + tensors() part, Walk the reads, Partial
-// attach + tensors() + the first tensor's pages (a caller that reads part
-// of the weights, measured before the timed attach).
+// HostReadVariant is one populate mode's figures: times work, attach +
+// tensors() + one byte read of every 4 KiB page of every tensor; map, the
+// attach + tensors() part; walk, the reads; partial, attach + tensors() +
+// the first tensor's pages (a caller that reads part of the weights,
+// measured before the timed attach); ratio fresh, work over the fresh
+// mapping's walk of the same run.
 type HostReadVariant struct {
-	Mode    string  `json:"mode"`
-	Aged    bool    `json:"aged"`
-	Work    Summary `json:"work"`
-	Map     Summary `json:"map"`
-	Walk    Summary `json:"walk"`
-	Partial Summary `json:"partial"`
-	// Ratio is Work over the fresh mapping's walk of the same run.
-	Ratio float64 `json:"ratio"`
+	Mode string `json:"mode"`
+	Aged bool   `json:"aged"`
+	benchreport.Figures
 }
 
 // HostReadResult is the hostread scenario's figures.
 type HostReadResult struct {
 	Model    Model             `json:"model"`
-	Repeats  int               `json:"repeats"`
 	Fresh    Summary           `json:"fresh"`
 	Variants []HostReadVariant `json:"variants"`
 }
@@ -56,7 +51,7 @@ func runHostRead(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	defer s.Close()
 	m := s.m
-	res := &HostReadResult{Model: *m, Repeats: e.Repeats}
+	res := &HostReadResult{Model: *m}
 	argv := func(mode string, aged bool) []string {
 		a := []string{mode, m.Dir, s.UUID, s.cfg.DeviceCapability}
 		if aged {
@@ -83,27 +78,26 @@ func runHostRead(ctx context.Context, e *Env) (any, []Target, error) {
 	res.Fresh = runs[0].Summary("work")
 	var targets []Target
 	for i := range res.Variants {
-		v, l := &res.Variants[i], runs[i+1]
-		v.Work, v.Map, v.Walk, v.Partial = l.Summary("work"), l.Summary("map"), l.Summary("walk"), l.Summary("partial")
-		if res.Fresh.MedianMS > 0 {
-			v.Ratio = benchreport.Round3(v.Work.MedianMS / res.Fresh.MedianMS)
-		}
+		v := &res.Variants[i]
+		v.Figures = benchreport.FiguresOf(runs[i+1], nil)
+		ratio := benchreport.Round3(benchreport.Ratio(v.Times["work"].MedianMS, res.Fresh.MedianMS))
+		v.Ratios["fresh"] = ratio
 		pages := "as loaded"
 		if v.Aged {
 			pages = "aged"
 		}
 		metric := fmt.Sprintf("Python attach + tensors() + every page read ÷ reading a fresh mapping, %d MiB, populate %s, pages %s", m.Bytes>>20, v.Mode, pages)
 		if v.Mode == "sync" {
-			targets = append(targets, benchreport.AtMost(metric, v.Ratio, hostReadGoal, "×"))
+			targets = append(targets, benchreport.AtMost(metric, ratio, hostReadGoal, "×"))
 		} else {
-			targets = append(targets, benchreport.Reported(metric, v.Ratio, "×"))
+			targets = append(targets, benchreport.Reported(metric, ratio, "×"))
 		}
 	}
-	off := res.Variants[0]
+	off := res.Variants[0].Times["partial"].MedianMS
 	for _, v := range res.Variants[1:3] {
-		if off.Partial.MedianMS > 0 {
+		if off > 0 {
 			targets = append(targets, benchreport.Reported(fmt.Sprintf("Python attach + tensors() + one tensor read, populate %s ÷ off (a caller reading part of the weights)", v.Mode),
-				benchreport.Round3(v.Partial.MedianMS/off.Partial.MedianMS), "×"))
+				benchreport.Round3(v.Times["partial"].MedianMS/off), "×"))
 		}
 	}
 	return res, targets, s.d.Stop()

@@ -30,10 +30,7 @@ func runTests(m *testing.M) int {
 	if err == nil {
 		defer os.RemoveAll(dir)
 		// The pipeline scenario runs the CUDA plugin on the fake driver.
-		err = testproc.BuildBinaries(dir, true)
-	}
-	if err == nil {
-		err = os.Setenv(testBinEnv, dir)
+		err = testproc.InstallBinaries(dir, testBinEnv, true)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

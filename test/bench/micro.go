@@ -1,25 +1,23 @@
 package bench
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
+
+	"golang.org/x/perf/benchfmt"
 )
 
-// MicroBench is one Go benchmark, with the metrics it reports itself
-// (b.ReportMetric) by unit.
+// MicroBench is one Go benchmark: every value it printed by its unit,
+// those of go test (ns/op, MB/s with b.SetBytes, B/op, allocs/op) and its
+// own (b.ReportMetric).
 type MicroBench struct {
-	Package     string             `json:"package"`
-	Name        string             `json:"name"`
-	NsPerOp     float64            `json:"ns_per_op"`
-	MBPerSec    float64            `json:"mb_per_s,omitempty"`
-	BytesPerOp  int64              `json:"bytes_per_op"`
-	AllocsPerOp int64              `json:"allocs_per_op"`
-	Metrics     map[string]float64 `json:"metrics,omitempty"`
+	Package string             `json:"package"`
+	Name    string             `json:"name"`
+	Metrics map[string]float64 `json:"metrics"`
 }
 
 // MicroResult are Go benchmarks owned by their packages, and the command
@@ -67,47 +65,28 @@ func goBench(ctx context.Context, dir, pattern, benchtime string, pkgs ...string
 	return res, nil
 }
 
-// parseBenchOutput reads `go test -bench -benchmem` output.
+// parseBenchOutput reads `go test -bench -benchmem` output (the Go
+// benchmark format, golang.org/x/perf/benchfmt): each benchmark with its
+// package ("pkg:" line), its name without the GOMAXPROCS suffix, and its
+// values in the units it printed them in.
 func parseBenchOutput(out string) []MicroBench {
 	var res []MicroBench
-	pkg := ""
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
-			pkg = strings.TrimSpace(p)
-			continue
+	for r := benchfmt.NewReader(strings.NewReader(out), "go test"); r.Scan(); {
+		rec, ok := r.Result().(*benchfmt.Result)
+		if !ok {
+			continue // a malformed line or unit metadata
 		}
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
+		base, parts := rec.Name.Parts()
+		if len(parts) > 0 && parts[len(parts)-1][0] == '-' {
+			parts = parts[:len(parts)-1] // the GOMAXPROCS suffix
 		}
-		b := MicroBench{Package: pkg, Name: f[0]}
-		if i := strings.LastIndexByte(b.Name, '-'); i > 0 {
-			if _, err := strconv.Atoi(b.Name[i+1:]); err == nil {
-				b.Name = b.Name[:i] // the GOMAXPROCS suffix
+		b := MicroBench{Package: rec.GetConfig("pkg"), Name: "Benchmark" + string(bytes.Join(append([][]byte{base}, parts...), nil)),
+			Metrics: map[string]float64{}}
+		for _, v := range rec.Values {
+			if v.OrigUnit != "" { // benchfmt tidied it (ns/op to sec/op, MB/s to B/s)
+				v.Unit, v.Value = v.OrigUnit, v.OrigValue
 			}
-		}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				continue
-			}
-			switch f[i+1] {
-			case "ns/op":
-				b.NsPerOp = v
-			case "MB/s":
-				b.MBPerSec = v
-			case "B/op":
-				b.BytesPerOp = int64(v)
-			case "allocs/op":
-				b.AllocsPerOp = int64(v)
-			default:
-				if b.Metrics == nil {
-					b.Metrics = map[string]float64{}
-				}
-				b.Metrics[f[i+1]] = v
-			}
+			b.Metrics[v.Unit] = v.Value
 		}
 		res = append(res, b)
 	}

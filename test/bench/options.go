@@ -43,7 +43,7 @@ type Options struct {
 	ConcurrencyDuration                      time.Duration
 	Python, MicroBenchtime                   string
 	Scenarios                                []string
-	Cold, Keep                               bool
+	Cold                                     bool
 	HelperArgv, HelperEnv                    []string
 	Log                                      io.Writer
 }
@@ -87,7 +87,6 @@ func flagSet(o *Options, s *scaled) *flag.FlagSet {
 	fs.StringVar(&s.only, "only", "", "scenarios, comma-separated: "+strings.Join(scenarioNames(), ","))
 	fs.BoolVar(&o.Cold, "cold", true, "also fill page-cache-cold (needs root to drop caches)")
 	fs.StringVar(&o.MicroBenchtime, "benchtime", "1s", "-benchtime of the micro-benchmarks")
-	fs.BoolVar(&o.Keep, "keep", false, "keep the generated checkpoints")
 	var quick []string
 	for _, q := range quickValues() {
 		quick = append(quick, "-"+q[0]+" "+q[1])

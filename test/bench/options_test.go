@@ -24,7 +24,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 	if o.Repeats != 5 || o.AttachIters != 300 || o.Clients != 64 || o.ConcurrencyDuration != 10*time.Second {
 		t.Errorf("counts: %+v", o)
 	}
-	if !slices.Equal(o.Scenarios, scenarioNames()) || !o.Cold || o.Keep {
+	if !slices.Equal(o.Scenarios, scenarioNames()) || !o.Cold {
 		t.Errorf("switches: %+v", o)
 	}
 	if o.OutDir != "bench-results" || o.Python != "/usr/bin/python3" {

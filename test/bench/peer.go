@@ -11,19 +11,14 @@ import (
 )
 
 // PeerResult is the peer scenario's figures (issue 26): a daemon on mock
-// device 1 filled from its sibling on device 0, Runs times, against a
+// device 1 filled from its sibling on device 0, once a round, against a
 // memcpy of as many bytes into fresh memory on the copy's stream count.
-// Copy is StartPhases load_ns (allocate and copy in the plugin), Verify
-// peer_verify_ns; Ratio is copy ÷ memcpy rate, RatioWithVerify with it.
+// Times and rates: copy (StartPhases load_ns: allocate and copy in the
+// plugin), verify (peer_verify_ns; its rate counts the copy too), memcpy
+// (rate); ratios copy and with_verify, each ÷ memcpy.
 type PeerResult struct {
-	Runs            int     `json:"runs"`
-	Model           Model   `json:"model"`
-	Copy            Summary `json:"copy"`
-	Verify          Summary `json:"verify"`
-	CopyGiBps       float64 `json:"copy_gib_per_s"`
-	MemcpyGiBps     float64 `json:"memcpy_gib_per_s"`
-	Ratio           float64 `json:"ratio"`
-	RatioWithVerify float64 `json:"ratio_with_verify"`
+	Model Model `json:"model"`
+	benchreport.Figures
 }
 
 const peerGoal = 0.8 // bounds the same-node peer fill's rate ÷ the fresh memcpy's
@@ -34,7 +29,7 @@ func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 	m, err := e.warmModel(e.largeFew())
 	var s *server
 	if err == nil {
-		s, err = serving(ctx, e.Options, "peer", m)
+		s, err = serving(ctx, e.Options, "peer", m, m)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +38,7 @@ func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 	w := s.world
 	w.UUIDs = append(w.UUIDs, w.UUID[:len(w.UUID)-1]+"1") // a second mock device
 	w.Setenv("WCACHE_MOCK_DEVICES=" + strings.Join(w.UUIDs, ","))
-	res, l, rates := &PeerResult{Runs: e.Repeats, Model: *m}, laps{}, series{}
+	l, rates := laps{}, series{}
 	err = e.rounds("peer", e.Repeats, func(int) (string, error) {
 		d, err := w.startServe(ctx, 1, nil, "--model", m.Dir)
 		if err != nil {
@@ -68,10 +63,8 @@ func runPeer(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Copy, res.Verify = l.Summary("copy"), l.Summary("verify")
-	res.CopyGiBps, res.MemcpyGiBps = rates.Med("copy"), rates.Med("memcpy")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.CopyGiBps, res.MemcpyGiBps))
-	res.RatioWithVerify = benchreport.Round3(benchreport.Ratio(rates.Med("verify"), res.MemcpyGiBps))
-	e.logf("peer: copy %.2f GiB/s, memcpy %.2f GiB/s: %.2f (%.2f with the check)", res.CopyGiBps, res.MemcpyGiBps, res.Ratio, res.RatioWithVerify)
-	return res, []Target{benchreport.AtLeast("same-node peer fill ÷ memcpy into fresh memory (mock)", res.Ratio, peerGoal, "×")}, nil
+	res := &PeerResult{Model: *m, Figures: benchreport.FiguresOf(l, rates)}
+	ratio, withVerify := res.Ratio("copy", "copy", "memcpy"), res.Ratio("with_verify", "verify", "memcpy")
+	e.logf("peer: copy %.2f GiB/s, memcpy %.2f GiB/s: %.2f (%.2f with the check)", res.Rates["copy"], res.Rates["memcpy"], ratio, withVerify)
+	return res, []Target{benchreport.AtLeast("same-node peer fill ÷ memcpy into fresh memory (mock)", ratio, peerGoal, "×")}, nil
 }

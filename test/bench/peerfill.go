@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,14 +17,12 @@ import (
 // daemon A over a veth pair between two network namespaces (mutual TLS,
 // every leaf hashed, digests checked; the copy's time from B's Status)
 // against one plain TCP stream of as many bytes over the same pair, GiB/s,
-// alternating. NotMeasured says why there is no figure (not root).
+// alternating: rates fill and tcp, ratio fill (÷ tcp). NotMeasured says
+// why there is no figure (not root).
 type PeerFillResult struct {
-	Model       Model   `json:"model"`
-	Samples     series  `json:"samples_gib_per_s,omitempty"`
-	Fill        float64 `json:"fill_gib_per_s"`
-	TCP         float64 `json:"tcp_gib_per_s"`
-	Ratio       float64 `json:"ratio"`
-	NotMeasured string  `json:"not_measured,omitempty"`
+	Model       Model  `json:"model"`
+	NotMeasured string `json:"not_measured,omitempty"`
+	benchreport.Figures
 }
 
 func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
@@ -33,11 +30,9 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res := &PeerFillResult{Model: *m, Samples: series{}}
 	pair, del, err := netns.Make(e.logf)
 	if err != nil {
-		res.NotMeasured = err.Error()
-		return res, nil, nil
+		return &PeerFillResult{Model: *m, NotMeasured: err.Error()}, nil, nil
 	}
 	defer del()
 	ca, err := peertest.MakeCA("bench CA")
@@ -55,7 +50,8 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		return nil, nil, err
 	}
 	defer plain.Close()
-	go sendEach(plain, m.Bytes)
+	go peertest.ServePlain(plain, zeros(m.Bytes)...)
+	rates := series{}
 	err = e.rounds("peerfill", e.Repeats, func(int) (string, error) {
 		start := time.Now()
 		c, err := pair.B.DialContext(ctx, "tcp", plain.Addr().String())
@@ -66,7 +62,7 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		if err != nil {
 			return "", fmt.Errorf("plain TCP: %w", err)
 		}
-		res.Samples.Add("tcp", benchreport.GiBps(m.Bytes, time.Since(start)))
+		rates.Add("tcp", benchreport.GiBps(m.Bytes, time.Since(start)))
 		w, err := serveIn(ctx, e, ca, pair.B, m, "--peers", peerAt)
 		if err != nil {
 			return "", err
@@ -79,15 +75,14 @@ func runPeerFill(ctx context.Context, e *Env) (any, []Target, error) {
 		if err != nil {
 			return "", err
 		}
-		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, st.StartPhases.Load))
-		return fmt.Sprintf("fill %.2f GiB/s, plain TCP %.2f GiB/s", res.Samples.Last("fill"), res.Samples.Last("tcp")), nil
+		rates.Add("fill", benchreport.GiBps(m.Bytes, st.StartPhases.Load))
+		return fmt.Sprintf("fill %.2f GiB/s, plain TCP %.2f GiB/s", rates.Last("fill"), rates.Last("tcp")), nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Fill, res.TCP = res.Samples.Med("fill"), res.Samples.Med("tcp")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.Fill, res.TCP))
-	return res, []Target{benchreport.AtLeast("cross-node fill ÷ plain TCP over a veth pair", res.Ratio, 0.8, "×")}, nil
+	res := &PeerFillResult{Model: *m, Figures: benchreport.FiguresOf(nil, rates)}
+	return res, []Target{benchreport.AtLeast("cross-node fill ÷ plain TCP over a veth pair", res.Ratio("fill", "fill", "tcp"), 0.8, "×")}, nil
 }
 
 // serveIn starts `wcache serve --model m args…` with certificates of ca in
@@ -111,21 +106,12 @@ func serveIn(ctx context.Context, e *Env, ca *peertest.CA, h *netns.Host, m *Mod
 	return w, nil
 }
 
-// sendEach writes n bytes to every connection l accepts, until l closes.
-func sendEach(l net.Listener, n uint64) {
+// zeros is n zero bytes as slices of one 4 MiB buffer (the plain stream
+// sends them without holding n bytes).
+func zeros(n uint64) (bufs [][]byte) {
 	buf := make([]byte, 4<<20)
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		for left := n; left > 0; {
-			k, err := c.Write(buf[:min(uint64(len(buf)), left)])
-			if err != nil {
-				break
-			}
-			left -= uint64(k)
-		}
-		c.Close()
+	for ; n > 0; n -= uint64(len(bufs[len(bufs)-1])) {
+		bufs = append(bufs, buf[:min(uint64(len(buf)), n)])
 	}
+	return bufs
 }

@@ -16,24 +16,17 @@ import (
 )
 
 // PipelineResult is the CUDA backend's fill through the real daemon on
-// the fake driver (GiB/s, medians; the docs template, "Fill pipeline",
-// says what each is): Ratio = Paced / min(ReadN, Copy). NotMeasured says
-// why nothing was.
+// the fake driver (the docs template, "Fill pipeline", says what each
+// is): rates read_1 and read_n (1 and Readers readers), fill_1, fill_n
+// and paced (the copy engine at CopyGiBps); ratios read_scaling (read_n ÷
+// read_1), scaling (fill_n ÷ fill_1) and paced (÷ min(read_n, copy)).
+// NotMeasured says why nothing was.
 type PipelineResult struct {
 	NotMeasured string  `json:"not_measured,omitempty"`
 	Model       Model   `json:"model"`
-	Runs        int     `json:"runs"`
 	Readers     int     `json:"readers"`
-	Read1GiBps  float64 `json:"read_1_gib_per_s"`
-	ReadNGiBps  float64 `json:"read_n_gib_per_s"`
-	ReadScaling float64 `json:"read_scaling"`
-	Fill1GiBps  float64 `json:"fill_1_gib_per_s"`
-	FillNGiBps  float64 `json:"fill_n_gib_per_s"`
-	Scaling     float64 `json:"scaling"`
 	CopyGiBps   float64 `json:"copy_gib_per_s"`
-	PacedGiBps  float64 `json:"paced_fill_gib_per_s"`
-	Ratio       float64 `json:"ratio"`
-	Samples     series  `json:"samples_gib_per_s"`
+	benchreport.Figures
 }
 
 // cudaPlugin is the CUDA backend binary the scenario needs.
@@ -42,7 +35,7 @@ const cudaPlugin = "wcache-backend-cuda"
 // runPipeline measures the small checkpoint, page cache warm, Repeats
 // rounds of every read and fill.
 func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
-	res := &PipelineResult{Readers: fill.DefaultReaders(), Samples: series{}}
+	res, rates := &PipelineResult{Readers: fill.DefaultReaders()}, series{}
 	lib, why := buildFakeCUDA(e.Options)
 	if why != "" {
 		res.NotMeasured = why
@@ -54,19 +47,18 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res.Model, res.Runs = *m, e.Repeats
+	res.Model = *m
 	n, copyGBps := res.Readers, 0.0
-	rn := fmt.Sprintf("read_%d", n)
 	err = e.rounds("pipeline", e.Repeats, func(i int) (string, error) {
 		// Reads, fills with unpaced copies, the fill with the copy engine paced.
 		for _, run := range []struct {
 			key     string
 			readers int
-		}{{"read_1", 1}, {rn, n}, {"fill_1", 1}, {"fill_n", n}, {"paced", n}} {
+		}{{"read_1", 1}, {"read_n", n}, {"fill_1", 1}, {"fill_n", n}, {"paced", n}} {
 			gbps := 0.0
 			if run.key == "paced" {
 				if i == 0 { // half of the unpaced fill: the engine, not the CPUs' memcpy, bounds it
-					copyGBps = res.Samples.Last("fill_n") * (1 << 30) / 1e9 / 2
+					copyGBps = rates.Last("fill_n") * (1 << 30) / 1e9 / 2
 					res.CopyGiBps = benchreport.Round3(copyGBps * 1e9 / (1 << 30))
 				}
 				gbps = copyGBps
@@ -79,25 +71,22 @@ func runPipeline(ctx context.Context, e *Env) (any, []Target, error) {
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", run.key, err)
 			}
-			res.Samples.Add(run.key, rate)
+			rates.Add(run.key, rate)
 		}
-		l := res.Samples.Last
+		l := rates.Last
 		return fmt.Sprintf("read %.2f / %.2f GiB/s (1 / %d readers), fill %.2f / %.2f, paced at %.2f: %.2f",
-			l("read_1"), l(rn), n, l("fill_1"), l("fill_n"), res.CopyGiBps, l("paced")), nil
+			l("read_1"), l("read_n"), n, l("fill_1"), l("fill_n"), res.CopyGiBps, l("paced")), nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	med := res.Samples.Med
-	res.Read1GiBps, res.ReadNGiBps = med("read_1"), med(rn)
-	res.Fill1GiBps, res.FillNGiBps, res.PacedGiBps = med("fill_1"), med("fill_n"), med("paced")
-	res.Scaling = benchreport.Round3(benchreport.Ratio(res.FillNGiBps, res.Fill1GiBps))
-	res.ReadScaling = benchreport.Round3(benchreport.Ratio(res.ReadNGiBps, res.Read1GiBps))
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PacedGiBps, min(res.ReadNGiBps, res.CopyGiBps)))
+	res.Figures = benchreport.FiguresOf(nil, rates)
+	ratio := benchreport.Round3(benchreport.Ratio(res.Rates["paced"], min(res.Rates["read_n"], res.CopyGiBps)))
+	res.Ratios["paced"] = ratio
 	return res, []Target{
-		benchreport.AtLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), res.Ratio, fillRatioGoal, "×"),
-		benchreport.Reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Scaling, "×"),
-		benchreport.Reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.ReadScaling, "×"),
+		benchreport.AtLeast(fmt.Sprintf("fake-driver fill / min(%d-reader read, copy engine)", n), ratio, fillRatioGoal, "×"),
+		benchreport.Reported(fmt.Sprintf("fake-driver fill, readers 1 → %d (unpaced copies)", n), res.Ratio("scaling", "fill_n", "fill_1"), "×"),
+		benchreport.Reported(fmt.Sprintf("pipeline read rate, readers 1 → %d", n), res.Ratio("read_scaling", "read_n", "read_1"), "×"),
 	}, nil
 }
 

@@ -10,18 +10,13 @@ import (
 	"github.com/wcache/wcache/test/benchreport"
 )
 
-// PublishResult is the publish scenario's figures, medians over Runs (the
-// docs template, "Publish", says what each is): Ratio = Publish /
-// FreshMemcpy; Attach, attaches to the published weights.
+// PublishResult is the publish scenario's figures (the docs template,
+// "Publish", says what each is): rates publish, fill (its copy) and
+// fresh_memcpy; ratio publish (÷ fresh_memcpy); times attach, attaches to
+// the published weights.
 type PublishResult struct {
-	Model            Model   `json:"model"`
-	Runs             int     `json:"runs"`
-	PublishGiBps     float64 `json:"publish_gib_per_s"`
-	FillGiBps        float64 `json:"fill_gib_per_s"`
-	FreshMemcpyGiBps float64 `json:"fresh_memcpy_gib_per_s"`
-	Ratio            float64 `json:"ratio"`
-	Attach           Summary `json:"attach"`
-	Samples          series  `json:"samples_gib_per_s"`
+	Model Model `json:"model"`
+	benchreport.Figures
 }
 
 // publishAttachIters bounds the timed attaches after each publish.
@@ -38,28 +33,27 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res, attaches := &PublishResult{Model: *m, Runs: e.Repeats, Samples: series{}}, laps{}
+	rates, attaches := series{}, laps{}
 	err = e.rounds("publish", e.Repeats, func(int) (string, error) {
 		pub, fill, err := publishOnce(ctx, e.Options, m, ck, attaches)
 		var fm fillTiming
 		if err == nil {
 			fm, err = freshMemcpy(e.ShmDir, int64(m.Bytes), 1)
 		}
-		res.Samples.Add("publish", benchreport.GiBps(m.Bytes, pub))
-		res.Samples.Add("fill", benchreport.GiBps(m.Bytes, fill))
-		res.Samples.Add("fresh_memcpy", fm.rate())
-		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", res.Samples.Last("publish"),
-			res.Samples.Last("fill"), res.Samples.Last("fresh_memcpy")), err
+		rates.Add("publish", benchreport.GiBps(m.Bytes, pub))
+		rates.Add("fill", benchreport.GiBps(m.Bytes, fill))
+		rates.Add("fresh_memcpy", fm.rate())
+		return fmt.Sprintf("%.2f GiB/s (copy %.2f), memcpy into fresh shm %.2f GiB/s", rates.Last("publish"),
+			rates.Last("fill"), rates.Last("fresh_memcpy")), err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	res.PublishGiBps, res.FillGiBps = res.Samples.Med("publish"), res.Samples.Med("fill")
-	res.FreshMemcpyGiBps, res.Attach = res.Samples.Med("fresh_memcpy"), attaches.Summary("attach")
-	res.Ratio = benchreport.Round3(benchreport.Ratio(res.PublishGiBps, res.FreshMemcpyGiBps))
+	res := &PublishResult{Model: *m, Figures: benchreport.FiguresOf(attaches, rates)}
 	return res, []Target{
-		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20), res.Ratio, fillRatioGoal, "×"),
-		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Attach.MedianMS, publishAttachGoalMS, "ms"),
+		benchreport.AtLeast(fmt.Sprintf("publish of %d MiB / memcpy into fresh shared memory (one thread)", m.Bytes>>20),
+			res.Ratio("publish", "publish", "fresh_memcpy"), fillRatioGoal, "×"),
+		benchreport.AtMost(fmt.Sprintf("attach p50 after a publish, %d tensors, %d MiB", m.Tensors, m.Bytes>>20), res.Times["attach"].MedianMS, publishAttachGoalMS, "ms"),
 	}, nil
 }
 
@@ -67,32 +61,22 @@ func runPublish(ctx context.Context, e *Env) (any, []Target, error) {
 // publish and its copy, then publishAttachIters attaches into attaches
 // (after attachWarmup untimed ones), and stops the daemon.
 func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Checkpoint, attaches laps) (pub, fill time.Duration, err error) {
-	w, err := newWorld(o, "publish", m)
+	s, err := serving(ctx, o, "publish", m)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer w.Close()
-	d, err := w.startServe(ctx, 0, nil)
-	if err != nil {
+	defer s.Close()
+	if err := s.connect(ctx, "publish"); err != nil {
 		return 0, 0, err
 	}
-	cfg, err := w.engineConfig(ctx, m.Dir)
-	var c *client.Client
-	if err == nil {
-		c, err = client.Dial(ctx, w.Target, client.Options{ClientName: "wcache-bench publish"})
-	}
-	if err != nil {
-		return 0, 0, d.withOutput(err)
-	}
-	defer c.Close()
-	publication, src, err := client.OpenCheckpointPublication(ctx, ck, cfg)
+	publication, src, err := client.OpenCheckpointPublication(ctx, ck, s.cfg)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer src.Close()
 	shmFill := client.ShmFill(src.Copy, false)
 	begin := time.Now()
-	r, err := c.Publish(ctx, publication, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
+	r, err := s.c.Publish(ctx, publication, func(ctx context.Context, plan *client.PublishPlan) ([][]byte, error) {
 		t := time.Now()
 		defer func() { fill = time.Since(t) }()
 		return shmFill(ctx, plan)
@@ -102,14 +86,14 @@ func publishOnce(ctx context.Context, o Options, m *Model, ck *safetensors.Check
 		err = fmt.Errorf("published %d tensors, %d bytes; the checkpoint has %d, %d", r.Tensors, r.Bytes, m.Tensors, m.Bytes)
 	}
 	if err == nil { // the daemon filled in its device capability: attach as an engine that knows it
-		cfg, err = w.engineConfig(ctx, m.Dir)
+		s.cfg, err = s.engineConfig(ctx, m.Dir)
 	}
 	if err == nil {
-		t := &server{world: w, d: d, m: m, c: c, cfg: cfg, laps: attaches}
-		err = interleave(attachWarmup, publishAttachIters, t.timed("attach", func() (*client.Attachment, error) { return c.Attach(ctx, cfg) }))
+		s.laps = attaches
+		err = interleave(attachWarmup, publishAttachIters, s.timed("attach", func() (*client.Attachment, error) { return s.c.Attach(ctx, s.cfg) }))
 	}
 	if err != nil {
-		return 0, 0, d.withOutput(err)
+		return 0, 0, s.d.withOutput(err)
 	}
-	return pub, fill, d.Stop()
+	return pub, fill, s.d.Stop()
 }

@@ -2,41 +2,30 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"time"
 
 	"github.com/wcache/wcache/test/benchreport"
 )
 
 // RestartVariant is one way a fresh process gets every tensor usable, Path
-// "read" or "attach", in Lang: Work inside the process, Wall the whole.
+// "read" or "attach", in Lang: times work (inside the process), wall (the
+// whole process) and the helper's steps of the work.
 type RestartVariant struct {
-	Name    string             `json:"name"`
-	Path    string             `json:"path"`
-	Lang    string             `json:"lang"`
-	Work    Summary            `json:"work"`
-	Wall    Summary            `json:"wall"`
-	Tensors int                `json:"tensors"`
-	Bytes   uint64             `json:"bytes"`
-	StepsMS map[string]float64 `json:"steps_ms"`
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Lang string `json:"lang"`
+	benchreport.Figures
 }
 
-// RestartResult is the restart scenario's figures. The ratios are read ÷
-// attach of the medians, per language, in-process (work) and whole
-// process (wall). GoTouch is the first touch of every page of the Go
-// mapping, measured apart (a loader's read has paid it already, an attach
-// pays it on first use).
+// RestartResult is the restart scenario's figures: ratios go_work, go_wall,
+// python_work and python_wall, read ÷ attach of the medians per language,
+// in-process (work) and whole process (wall); times go_touch, the first
+// touch of every page of the Go mapping, measured apart (a loader's read
+// has paid it already, an attach pays it on first use).
 type RestartResult struct {
-	Model           Model             `json:"model"`
-	Repeats         int               `json:"repeats"`
-	Variants        []RestartVariant  `json:"variants"`
-	GoWorkRatio     float64           `json:"go_work_ratio"`
-	GoWallRatio     float64           `json:"go_wall_ratio"`
-	PythonWorkRatio float64           `json:"python_work_ratio"`
-	PythonWallRatio float64           `json:"python_wall_ratio"`
-	GoTouch         Summary           `json:"go_touch"`
-	Versions        map[string]string `json:"versions"`
+	Model    Model             `json:"model"`
+	Variants []RestartVariant  `json:"variants"`
+	Versions map[string]string `json:"versions"`
+	benchreport.Figures
 }
 
 const restartRatioGoal = 100
@@ -63,47 +52,32 @@ func runRestart(ctx context.Context, e *Env) (any, []Target, error) {
 		{RestartVariant{Name: "Python: wcache.attach + zero-copy torch tensors", Path: "attach", Lang: "python"},
 			w.pythonArgv(pyAttachTorch, m.Dir, w.UUID, s.cfg.DeviceCapability)},
 	}
-	res := &RestartResult{Model: *m, Repeats: e.Repeats, Versions: map[string]string{}}
+	res := &RestartResult{Model: *m, Versions: map[string]string{}}
 	var argvs [][]string
 	for _, v := range variants {
 		argvs = append(argvs, v.argv)
 	}
-	runs, err := e.freshRounds("restart", w, d, func(i int, r HelperResult) error {
-		maps.Copy(res.Versions, r.Versions)
-		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
-			return fmt.Errorf("%s: got %d tensors of %d bytes, the checkpoint has %d of %d", variants[i].Name, r.Tensors, r.Bytes, m.Tensors, m.Bytes)
-		}
-		return nil
-	}, argvs...)
+	// Last, the first touch of the Go mapping: a process of its own, so that
+	// it does not bend the attach figures.
+	runs, err := e.freshRounds("restart", w, d, wholeModel(m, res.Versions), append(argvs, append(goAttach, "touch"))...)
 	if err != nil {
 		return nil, nil, err
 	}
-	// First touch of the mapping, apart so that it does not bend the attach figures.
-	var touches []time.Duration
-	for range e.Repeats {
-		r, err := w.fresh(append(goAttach, "touch")...)
-		if err != nil {
-			return nil, nil, d.withOutput(fmt.Errorf("restart touch: %w", err))
-		}
-		touches = append(touches, time.Duration(r.TouchNS))
-	}
-	res.GoTouch = benchreport.Summarize(touches)
+	res.Figures = benchreport.FiguresOf(laps{"go_touch": runs[len(variants)]["touch"]}, nil)
 	for i, v := range variants {
-		rv := v.RestartVariant
-		rv.Work, rv.Wall, rv.Tensors, rv.Bytes, rv.StepsMS = runs[i].Summary("work"), runs[i].Summary("wall"), m.Tensors, m.Bytes, runs[i].MediansMS("work", "wall")
-		res.Variants = append(res.Variants, rv)
+		v.Figures = benchreport.FiguresOf(runs[i], nil)
+		res.Variants = append(res.Variants, v.RestartVariant)
 	}
-	ratios := func(read, attach RestartVariant) (work, wall float64) {
-		return benchreport.Round3(benchreport.Ratio(read.Work.MedianMS, attach.Work.MedianMS)),
-			benchreport.Round3(benchreport.Ratio(read.Wall.MedianMS, attach.Wall.MedianMS))
+	// name: the read variant's median over the attach variant's, of key.
+	ratio := func(name string, read int, key string) float64 {
+		v := res.Variants
+		res.Ratios[name] = benchreport.Round3(benchreport.Ratio(v[read].Times[key].MedianMS, v[read+1].Times[key].MedianMS))
+		return res.Ratios[name]
 	}
-	v := res.Variants
-	res.GoWorkRatio, res.GoWallRatio = ratios(v[0], v[1])
-	res.PythonWorkRatio, res.PythonWallRatio = ratios(v[2], v[3])
 	return res, []Target{
-		benchreport.AtLeast("Go read/attach, in-process", res.GoWorkRatio, restartRatioGoal, "×"),
-		benchreport.AtLeast("Python read/attach, in-process", res.PythonWorkRatio, restartRatioGoal, "×"),
-		benchreport.Reported("Go read/attach, whole process", res.GoWallRatio, "×"),
-		benchreport.Reported("Python read/attach, whole process", res.PythonWallRatio, "×"),
+		benchreport.AtLeast("Go read/attach, in-process", ratio("go_work", 0, "work"), restartRatioGoal, "×"),
+		benchreport.AtLeast("Python read/attach, in-process", ratio("python_work", 2, "work"), restartRatioGoal, "×"),
+		benchreport.Reported("Go read/attach, whole process", ratio("go_wall", 0, "wall"), "×"),
+		benchreport.Reported("Python read/attach, whole process", ratio("python_wall", 2, "wall"), "×"),
 	}, d.Stop()
 }

@@ -59,29 +59,30 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Errorf("restart: %d variants, want 4", len(restart.Variants))
 	}
 	for _, v := range restart.Variants {
-		if v.Work.N != 1 || v.Work.MedianMS <= 0 || v.Wall.MedianMS < v.Work.MedianMS {
-			t.Errorf("restart %s: work %+v wall %+v", v.Name, v.Work, v.Wall)
+		if work, wall := v.Times["work"], v.Times["wall"]; work.N != 1 || work.MedianMS <= 0 || wall.MedianMS < work.MedianMS {
+			t.Errorf("restart %s: work %+v wall %+v", v.Name, work, wall)
 		}
 	}
 	fill := r.Results["fill"].(*FillResult)
 	w := fill.Warm
-	if w.Runs != 1 || w.DaemonGiBps <= 0 || w.SeqReadGiBps <= 0 || w.MemcpyGiBps <= 0 || w.Ratio <= 0 ||
-		w.FreshMemcpy == nil || w.MockPattern == nil || w.Phases.Load <= 0 || w.Phases.Allocate <= 0 {
+	if w.Times["load"].N != 1 || w.Rates["daemon"] <= 0 || w.Rates["seq_read"] <= 0 || w.Rates["memcpy"] <= 0 || w.Ratios["daemon"] <= 0 ||
+		w.Probes["memcpy"] == nil || w.Probes["pattern"] == nil || w.Times["load"].MedianMS <= 0 || w.Times["allocate"].MedianMS <= 0 {
 		t.Errorf("fill warm: %+v", w)
 	}
 	if fill.Cold != nil || !strings.Contains(fill.ColdNote, "-cold=false") {
 		t.Errorf("cold fill ran although disabled: %q", fill.ColdNote)
 	}
 	pub := r.Results["publish"].(*PublishResult)
-	if pub.Runs != 1 || pub.PublishGiBps <= 0 || pub.FillGiBps < pub.PublishGiBps || pub.FreshMemcpyGiBps <= 0 ||
-		pub.Ratio <= 0 || pub.Attach.N != publishAttachIters {
+	if len(pub.Samples["publish"]) != 1 || pub.Rates["publish"] <= 0 || pub.Rates["fill"] < pub.Rates["publish"] || pub.Rates["fresh_memcpy"] <= 0 ||
+		pub.Ratios["publish"] <= 0 || pub.Times["attach"].N != publishAttachIters {
 		t.Errorf("publish: %+v", pub)
 	}
 	pipe := r.Results["pipeline"].(*PipelineResult)
 	if _, err := os.Stat(filepath.Join(os.Getenv(testBinEnv), cudaPlugin)); err == nil {
-		if pipe.NotMeasured != "" || pipe.Read1GiBps <= 0 || pipe.ReadNGiBps <= 0 || pipe.Fill1GiBps <= 0 ||
-			pipe.FillNGiBps <= 0 || pipe.PacedGiBps <= 0 || pipe.CopyGiBps <= 0 || pipe.Ratio <= 0 ||
-			pipe.PacedGiBps > pipe.CopyGiBps*1.2 {
+		r := pipe.Rates
+		if pipe.NotMeasured != "" || r["read_1"] <= 0 || r["read_n"] <= 0 || r["fill_1"] <= 0 ||
+			r["fill_n"] <= 0 || r["paced"] <= 0 || pipe.CopyGiBps <= 0 || pipe.Ratios["paced"] <= 0 ||
+			r["paced"] > pipe.CopyGiBps*1.2 {
 			t.Errorf("pipeline: %+v", pipe)
 		}
 	} else if pipe.NotMeasured == "" {
@@ -92,7 +93,7 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Errorf("attach: %+v", attach)
 	}
 	for _, c := range attach.Cases {
-		if c.Attach.N != o.AttachIters || c.Attach.MedianMS <= 0 || c.DialAttach.N != o.AttachIters {
+		if c.Times["attach"].N != o.AttachIters || c.Times["attach"].MedianMS <= 0 || c.Times["dial"].N != o.AttachIters {
 			t.Errorf("attach %d tensors: %+v", c.Model.Tensors, c)
 		}
 	}
@@ -105,30 +106,30 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 		t.Fatalf("startup: %d cases, want 2", len(startup.Cases))
 	}
 	for _, c := range startup.Cases {
-		p := c.Phases
-		if c.StartToReady.MedianMS <= 0 || p.Plan <= 0 || p.Load <= 0 || p.Total < p.Load || p.Outside <= 0 ||
+		p := func(k string) float64 { return c.Times[k].MedianMS }
+		if p("start_to_ready") <= 0 || p("plan") <= 0 || p("load") <= 0 || p("daemon_total") < p("load") || p("outside_daemon") <= 0 ||
 			c.NonSharedSteady == 0 || c.ShmFiles < c.Model.Bytes {
 			t.Errorf("startup %d bytes: %+v", c.Model.Bytes, c)
 		}
 	}
 	content := r.Results["content"].(*ContentResult)
-	if content.FillRatio <= 0 || content.AttachRatio <= 0 || content.HashRatio <= 0 || content.AttachIdentity.N != o.AttachIters ||
-		content.PythonIdentity.N != 1 || content.HeaderDigest.MedianMS <= 0 || content.IdentityModel.Tensors != 120 ||
+	if content.Ratios["fill"] <= 0 || content.Ratios["attach"] <= 0 || content.Ratios["hash"] <= 0 || content.Times["attach_identity"].N != o.AttachIters ||
+		content.Times["python_identity"].N != 1 || content.Times["header_digest"].MedianMS <= 0 || content.IdentityModel.Tensors != 120 ||
 		content.Model.Shards != 8 || content.HashModel.Bytes < 2<<20 {
 		t.Errorf("content: %+v", content)
 	}
 	gens := r.Results["generations"].(*GenerationsResult)
-	if gens.One.N != o.AttachIters || gens.Four.N != o.AttachIters || gens.Ratio <= 0 || len(gens.Others) != 3 ||
+	if gens.Times["one"].N != o.AttachIters || gens.Times["four"].N != o.AttachIters || gens.Ratios["four"] <= 0 || len(gens.Others) != 3 ||
 		gens.DeviceBytes == 0 || gens.DeviceBytes != gens.ArenaBytes {
 		t.Errorf("generations: %+v", gens)
 	}
 	peer := r.Results["peer"].(*PeerResult)
-	if peer.Runs != 1 || peer.Copy.N != 1 || peer.CopyGiBps <= 0 || peer.MemcpyGiBps <= 0 || peer.Ratio <= 0 ||
-		peer.RatioWithVerify <= 0 || peer.RatioWithVerify > peer.Ratio {
+	if peer.Times["copy"].N != 1 || peer.Rates["copy"] <= 0 || peer.Rates["memcpy"] <= 0 || peer.Ratios["copy"] <= 0 ||
+		peer.Ratios["with_verify"] <= 0 || peer.Ratios["with_verify"] > peer.Ratios["copy"] {
 		t.Errorf("peer: %+v", peer)
 	}
 	pf := r.Results["peerfill"].(*PeerFillResult)
-	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratio <= 0) {
+	if pf.NotMeasured == "" && (len(pf.Samples["fill"]) != o.Repeats || len(pf.Samples["tcp"]) != o.Repeats || pf.Ratios["fill"] <= 0) {
 		t.Errorf("peerfill: %+v", pf)
 	}
 	// The baseline scenario runs the same binaries as both builds: every

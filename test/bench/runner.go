@@ -144,13 +144,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint folder: %w", err)
 	}
-	defer func() {
-		if o.Keep {
-			o.logf("keeping the checkpoints in %s", e.dir)
-		} else {
-			os.RemoveAll(e.dir)
-		}
-	}()
+	defer os.RemoveAll(e.dir)
 	for _, s := range Scenarios() {
 		if !slices.Contains(o.Scenarios, s.Name) {
 			continue
@@ -273,4 +267,16 @@ func (e *Env) freshRounds(name string, w *world, d *daemonProc, check func(i int
 		}
 		return strings.Join(msg, ", "), nil
 	})
+}
+
+// wholeModel is a freshRounds check that a helper got every tensor and
+// byte of m; it adds the versions the helper reports to versions.
+func wholeModel(m *Model, versions map[string]string) func(int, HelperResult) error {
+	return func(i int, r HelperResult) error {
+		maps.Copy(versions, r.Versions)
+		if r.Tensors != m.Tensors || r.Bytes != m.Bytes {
+			return fmt.Errorf("helper %d of the round got %d tensors of %d bytes, the checkpoint has %d of %d", i+1, r.Tensors, r.Bytes, m.Tensors, m.Bytes)
+		}
+		return nil
+	}
 }

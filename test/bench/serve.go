@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/client"
-	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/testproc"
 )
 
@@ -74,31 +73,20 @@ func serveOnce(ctx context.Context, o Options, name string, m *Model, cold bool)
 	return run, d.Stop()
 }
 
-// PhasesMS are the medians, in milliseconds, of the start-up phases the
-// daemons reported (client.StartPhases) over serve runs, and of the part
-// of start-to-ready outside the daemon's own start-up: process and
-// backend plugin start, and the ready file.
-type PhasesMS struct {
-	Plan     float64 `json:"plan_ms"`
-	Lock     float64 `json:"lock_ms"`
-	Allocate float64 `json:"allocate_ms"`
-	Load     float64 `json:"load_ms"`
-	Export   float64 `json:"export_ms"`
-	Total    float64 `json:"daemon_total_ms"`
-	Outside  float64 `json:"outside_daemon_ms"`
-}
-
-// phasesOf summarises the phases of serve runs.
-func phasesOf(runs []serveRun) PhasesMS {
+// serveLaps are the times of serve runs by name: start_to_ready;
+// overhead, start to ready minus the load; the start-up phases the daemons
+// reported (client.StartPhases: plan, lock, allocate, load, export,
+// daemon_total); and outside_daemon, start to ready minus the daemon's
+// total: process and backend plugin start, and the ready file.
+func serveLaps(runs []serveRun) laps {
 	l := laps{}
 	for _, r := range runs {
 		p := r.Phases
-		for k, d := range map[string]time.Duration{"plan": p.Plan, "lock": p.Lock, "allocate": p.Allocate, "load": p.Load,
-			"export": p.Export, "total": p.Total, "outside": r.StartToReady - p.Total} {
+		for k, d := range map[string]time.Duration{"start_to_ready": r.StartToReady, "overhead": r.StartToReady - p.Load,
+			"plan": p.Plan, "lock": p.Lock, "allocate": p.Allocate, "load": p.Load, "export": p.Export,
+			"daemon_total": p.Total, "outside_daemon": r.StartToReady - p.Total} {
 			l[k] = append(l[k], d)
 		}
 	}
-	med := func(k string) float64 { return benchreport.Round3(l.Summary(k).MedianMS) }
-	return PhasesMS{Plan: med("plan"), Lock: med("lock"), Allocate: med("allocate"), Load: med("load"),
-		Export: med("export"), Total: med("total"), Outside: med("outside")}
+	return l
 }

@@ -10,20 +10,17 @@ import (
 )
 
 // StartupCase is one checkpoint's serve runs, page cache warm (the docs
-// template, "Start-up and footprint"): Overhead is start-to-ready minus
-// the load; Steady and Peak (during the load) are the memory of "daemon"
-// and "plugin", NonShared* their RssAnon+RssFile, maxima over runs.
+// template, "Start-up and footprint"): times as serveLaps names them;
+// Steady and Peak (during the load) are the memory of "daemon" and
+// "plugin", NonShared* their RssAnon+RssFile, maxima over runs.
 type StartupCase struct {
 	Model           Model                      `json:"model"`
-	Runs            int                        `json:"runs"`
-	StartToReady    Summary                    `json:"start_to_ready"`
-	Overhead        Summary                    `json:"overhead"`
-	Phases          PhasesMS                   `json:"daemon_phases"`
 	Steady          map[string]testproc.Memory `json:"steady"`
 	Peak            map[string]testproc.Memory `json:"peak_during_load"`
 	NonSharedSteady uint64                     `json:"non_shared_steady_bytes"`
 	NonSharedPeak   uint64                     `json:"non_shared_peak_bytes"`
 	ShmFiles        uint64                     `json:"shm_file_bytes"`
+	benchreport.Figures
 }
 
 // StartupResult is the startup scenario's figures; PeakGrowth is the
@@ -63,7 +60,7 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 		c := startupCase(m, runs)
 		res.Cases = append(res.Cases, c)
 		targets = append(targets,
-			benchreport.AtMost(fmt.Sprintf("start to ready minus load, median, %d MiB", m.Bytes>>20), c.Overhead.MedianMS, startupGoalMS, "ms"),
+			benchreport.AtMost(fmt.Sprintf("start to ready minus load, median, %d MiB", m.Bytes>>20), c.Times["overhead"].MedianMS, startupGoalMS, "ms"),
 			benchreport.AtMost(fmt.Sprintf("daemon+plugin RssAnon+RssFile once ready, %d MiB", m.Bytes>>20),
 				float64(c.NonSharedSteady)/(1<<20), footprintGoalMiB, "MiB"))
 		if spec == e.largeFew() && m.Bytes > res.Cases[0].Model.Bytes {
@@ -78,11 +75,9 @@ func runStartup(ctx context.Context, e *Env) (any, []Target, error) {
 
 // startupCase summarises serve runs of m.
 func startupCase(m *Model, runs []serveRun) StartupCase {
-	c := StartupCase{Model: *m, Runs: len(runs), Phases: phasesOf(runs),
-		Steady: map[string]testproc.Memory{}, Peak: map[string]testproc.Memory{}}
-	l := laps{}
+	c := StartupCase{Model: *m, Steady: map[string]testproc.Memory{}, Peak: map[string]testproc.Memory{},
+		Figures: benchreport.FiguresOf(serveLaps(runs), nil)}
 	for _, r := range runs {
-		l["ready"], l["over"] = append(l["ready"], r.StartToReady), append(l["over"], r.StartToReady-r.Phases.Load)
 		var steady, peak uint64
 		for _, role := range []string{"daemon", "plugin"} {
 			c.Steady[role], c.Peak[role] = c.Steady[role].Max(r.Steady[role]), c.Peak[role].Max(r.Peak[role])
@@ -91,6 +86,5 @@ func startupCase(m *Model, runs []serveRun) StartupCase {
 		c.NonSharedSteady, c.NonSharedPeak = max(c.NonSharedSteady, steady), max(c.NonSharedPeak, peak)
 		c.ShmFiles = max(c.ShmFiles, r.ShmFiles)
 	}
-	c.StartToReady, c.Overhead = l.Summary("ready"), l.Summary("over")
 	return c
 }

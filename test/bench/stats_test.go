@@ -32,16 +32,17 @@ func TestGiBps(t *testing.T) {
 	}
 }
 
-func TestPhasesOf(t *testing.T) {
+func TestServeLaps(t *testing.T) {
 	run := func(ready, load, total time.Duration) serveRun {
 		return serveRun{StartToReady: ready, Phases: client.StartPhases{Load: load, Total: total, Plan: time.Millisecond}}
 	}
-	p := phasesOf([]serveRun{
+	l := serveLaps([]serveRun{
 		run(100*time.Millisecond, 50*time.Millisecond, 80*time.Millisecond),
 		run(300*time.Millisecond, 70*time.Millisecond, 200*time.Millisecond),
 		run(200*time.Millisecond, 60*time.Millisecond, 150*time.Millisecond),
 	})
-	if p.Load != 60 || p.Total != 150 || p.Outside != 50 || p.Plan != 1 || p.Export != 0 {
+	p := l.MediansMS()
+	if p["load"] != 60 || p["daemon_total"] != 150 || p["outside_daemon"] != 50 || p["plan"] != 1 || p["export"] != 0 {
 		t.Errorf("phases = %+v, want medians load 60, total 150, outside 50, plan 1 ms", p)
 	}
 }

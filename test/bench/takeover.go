@@ -12,17 +12,15 @@ import (
 // each successor receives the memory of the daemon before it over the
 // descriptor channel (the mock's memfd handles) and serves the same
 // generation without loading.
-// StartToReady is a successor's fork/exec until its ready file named it
-// (the old daemon's exit included: it waits for the lock), DaemonTotal its
-// own start-up (Status); BytesAdopted what it took over, BytesLoaded what
-// it read (0).
+// Times start_to_ready, a successor's fork/exec until its ready file named
+// it (the old daemon's exit included: it waits for the lock), and
+// daemon_total, its own start-up (Status); BytesAdopted what it took over,
+// BytesLoaded what it read (0).
 type TakeoverCase struct {
-	Model        Model   `json:"model"`
-	Runs         int     `json:"runs"`
-	StartToReady Summary `json:"start_to_ready"`
-	DaemonTotal  Summary `json:"daemon_total"`
-	BytesAdopted uint64  `json:"bytes_adopted"`
-	BytesLoaded  uint64  `json:"bytes_loaded"`
+	Model        Model  `json:"model"`
+	BytesAdopted uint64 `json:"bytes_adopted"`
+	BytesLoaded  uint64 `json:"bytes_loaded"`
+	benchreport.Figures
 }
 
 // TakeoverResult is the takeover scenario's figures.
@@ -39,8 +37,8 @@ const takeoverGoalMS = 1000
 func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 	res := &TakeoverResult{}
 	chain := func(m *Model) (TakeoverCase, error) {
-		c, l := TakeoverCase{Model: *m, Runs: e.Repeats}, laps{}
-		s, err := serving(ctx, e.Options, "takeover", m)
+		c, l := TakeoverCase{Model: *m}, laps{}
+		s, err := serving(ctx, e.Options, "takeover", m, m)
 		if err != nil {
 			return c, err
 		}
@@ -65,10 +63,10 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 					p.Source, p.BytesLoaded, p.BytesAdopted, m.Bytes))
 			}
 			c.BytesAdopted, c.BytesLoaded = st.StartPhases.BytesAdopted, st.StartPhases.BytesLoaded
-			l["ready"], l["total"] = append(l["ready"], d.StartToReady), append(l["total"], st.StartPhases.Total)
+			l["start_to_ready"], l["daemon_total"] = append(l["start_to_ready"], d.StartToReady), append(l["daemon_total"], st.StartPhases.Total)
 			return fmt.Sprintf("ready in %s", d.StartToReady.Round(time.Millisecond)), nil
 		})
-		c.StartToReady, c.DaemonTotal = l.Summary("ready"), l.Summary("total")
+		c.Figures = benchreport.FiguresOf(l, nil)
 		return c, err
 	}
 	for _, spec := range []ModelSpec{e.smallFew(), e.largeFew()} {
@@ -84,5 +82,5 @@ func runTakeover(ctx context.Context, e *Env) (any, []Target, error) {
 	}
 	large := res.Cases[1]
 	return res, []Target{benchreport.AtMost(fmt.Sprintf("serve --takeover start to ready, median, %d MiB", large.Model.Bytes>>20),
-		large.StartToReady.MedianMS, takeoverGoalMS, "ms")}, nil
+		large.Times["start_to_ready"].MedianMS, takeoverGoalMS, "ms")}, nil
 }

@@ -114,20 +114,20 @@ type server struct {
 	laps laps
 }
 
-// serving is a new world whose daemon serves m (beside, loaded first, too);
-// on an error it leaves nothing behind.
-func serving(ctx context.Context, o Options, name string, m *Model, beside ...*Model) (*server, error) {
-	room := *m // the mock device holds m and every model beside it
-	for _, b := range beside {
-		room.Bytes += b.Bytes
+// serving is a new world whose daemon loads the models of load in order
+// (none: an empty daemon, for a publish of m) and whose engine config is
+// m's; on an error it leaves nothing behind.
+func serving(ctx context.Context, o Options, name string, m *Model, load ...*Model) (*server, error) {
+	room := *m // the mock device holds m and every other model loaded
+	var args []string
+	for _, b := range load {
+		if args = append(args, "--model", b.Dir); b != m {
+			room.Bytes += b.Bytes
+		}
 	}
 	w, err := newWorld(o, name, &room)
 	if err != nil {
 		return nil, err
-	}
-	var args []string
-	for _, b := range append(beside, m) {
-		args = append(args, "--model", b.Dir)
 	}
 	s := &server{world: w, m: m, laps: laps{}}
 	if s.d, err = w.startServe(ctx, 0, nil, args...); err == nil {
@@ -147,7 +147,16 @@ func (e *Env) serve(ctx context.Context, name string, spec ModelSpec) (*server, 
 	if err != nil {
 		return nil, err
 	}
-	return serving(ctx, e.Options, name, m)
+	return serving(ctx, e.Options, name, m, m)
+}
+
+// connect opens s.c, a connection to the daemon named for name, and makes
+// one Status round trip on it (an error carries the daemon's output).
+func (s *server) connect(ctx context.Context, name string) (err error) {
+	if s.c, err = client.Dial(ctx, s.Target, client.Options{ClientName: "wcache-bench " + name}); err == nil {
+		_, err = s.c.Status(ctx)
+	}
+	return s.d.withOutput(err)
 }
 
 // Close closes the connection to the daemon, stops it and removes the world.

@@ -16,10 +16,11 @@ import (
 	"text/template"
 )
 
-// Schema is the version of the report's JSON layout that Render reads: 3
-// keeps every scenario's figures under results.<scenario> and the targets
-// in one list.
-const Schema = 3
+// Schema is the version of the report's JSON layout that Render reads: 4
+// keeps every scenario's figures under results.<scenario>, their times,
+// rates and ratios by name in the shape of Figures, and the targets in one
+// list.
+const Schema = 4
 
 // Render fills the template text with a JSON report. The template sees the
 // report as decoded JSON (objects are maps keyed by the JSON names), so

@@ -7,7 +7,7 @@ import (
 )
 
 func TestRenderMarksMissingFigures(t *testing.T) {
-	md, err := Render(docsTemplate(t), []byte(`{"schema": 3, "generated": "2026-01-01T00:00:00Z", "seconds": 1,
+	md, err := Render(docsTemplate(t), []byte(`{"schema": 4, "generated": "2026-01-01T00:00:00Z", "seconds": 1,
 		"commit": {"hash": "0123456789abcdef"}, "results": {}, "targets": [
 		{"scenario": "fill", "metric": "m", "goal": "≥ 0.8", "value": 0.5, "unit": "×", "met": false},
 		{"scenario": "fill", "metric": "r", "goal": "reported", "value": 2, "unit": "×", "met": true}]}`))
@@ -38,7 +38,7 @@ func TestRenderRefusesOtherSchemas(t *testing.T) {
 			t.Errorf("Render(%s) succeeded", in)
 		}
 	}
-	if _, err := Render("{{.x", []byte(`{"schema": 3}`)); err == nil {
+	if _, err := Render("{{.x", []byte(`{"schema": 4}`)); err == nil {
 		t.Error("a broken template rendered")
 	}
 }

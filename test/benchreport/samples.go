@@ -78,3 +78,40 @@ func (s *Stopwatch) Lap(key string) {
 	}
 	s.last = now
 }
+
+// Figures is the shape of figures taken in the same rounds: Times,
+// intervals summarized by name (ms); Rates, by name, the median of
+// Samples (GiB/s, a sample a round); Ratios, named by their scenario, each
+// the quotient of two of those medians (Ratio).
+type Figures struct {
+	Times   map[string]Summary `json:"times,omitempty"`
+	Rates   map[string]float64 `json:"gib_per_s,omitempty"`
+	Ratios  map[string]float64 `json:"ratios,omitempty"`
+	Samples Series             `json:"samples_gib_per_s,omitempty"`
+}
+
+// FiguresOf summarizes every interval of l and every sample of s (either
+// may be nil).
+func FiguresOf(l Laps, s Series) Figures {
+	f := Figures{Times: map[string]Summary{}, Rates: map[string]float64{}, Ratios: map[string]float64{}, Samples: s}
+	for k := range l {
+		f.Times[k] = l.Summary(k)
+	}
+	for k := range s {
+		f.Rates[k] = s.Med(k)
+	}
+	return f
+}
+
+// Ratio records as Ratios[name], and returns, the median of num over that
+// of den, rounded (0 when den's is 0): their rates when num is a rate,
+// else their times.
+func (f Figures) Ratio(name, num, den string) float64 {
+	n, rate := f.Rates[num]
+	d := f.Rates[den]
+	if !rate {
+		n, d = f.Times[num].MedianMS, f.Times[den].MedianMS
+	}
+	f.Ratios[name] = Round3(Ratio(n, d))
+	return f.Ratios[name]
+}

@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,29 +18,19 @@ import (
 // its own sockets).
 var peerFillModel = safetensorstest.GenOptions{Layers: 2, HiddenSize: 1024, IntermediateSize: 3072, Shards: 2}
 
-// readChars is rchar of /proc/<pid>/io: the bytes the process has read
-// with read(2) and friends, from any file or socket, the page cache
-// included (read_bytes counts only what came from storage, 0 for a
-// checkpoint already cached).
-func readChars(t *testing.T, pid int) uint64 {
+// readChars is what the processes at pids have read with read(2) and
+// friends, from any file or socket, the page cache included (testproc.IO's
+// RChar: a checkpoint already cached counts too).
+func readChars(t *testing.T, pids ...int) (n uint64) {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
+	for _, pid := range pids {
+		io, err := testproc.ReadIO(pid)
+		if err != nil {
+			t.Fatal(err)
 		}
+		n += io.RChar
 	}
-	t.Fatalf("/proc/%d/io has no rchar (%v)", pid, sc.Err())
-	return 0
+	return n
 }
 
 // TestPeerFillFromASiblingReadsNoTensorBytes: a second daemon of the same
@@ -75,7 +62,7 @@ func TestPeerFillFromASiblingReadsNoTensorBytes(t *testing.T) {
 	h.mustRun("attach", "--backend", "mock", "--gpu-id", "1", "--model", model.Dir, "--verify")
 
 	// The counters after the attaches: what the fill read is in them.
-	read := readChars(t, second.PID()) + readChars(t, pluginPID(t, second.PID()))
+	read := readChars(t, second.PID(), pluginPID(t, second.PID()))
 	loaded := readChars(t, pluginPID(t, first.PID()))
 	t.Logf("read by the peer-filled daemon and its plugin: %d bytes; by the plugin that loaded the files: %d; checkpoint %d",
 		read, loaded, model.TotalBytes)
@@ -128,7 +115,7 @@ func TestPeerFillCarriesTheVerifiedHubBlobNames(t *testing.T) {
 			t.Errorf("%s: blob name %q, the sibling verified %q", f.Name, f.SHA256, want[i].SHA256)
 		}
 	}
-	if read := readChars(t, second.PID()) + readChars(t, pluginPID(t, second.PID())); read > m.TotalBytes/8 {
+	if read := readChars(t, second.PID(), pluginPID(t, second.PID())); read > m.TotalBytes/8 {
 		t.Errorf("the peer-filled daemon and its plugin read %d bytes, the checkpoint has %d", read, m.TotalBytes)
 	}
 }

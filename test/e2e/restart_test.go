@@ -41,9 +41,7 @@ func (h *harness) statusOf(gpu int) *client.Status {
 // (Status: one restart, the same generation, the same bytes loaded).
 func TestPluginKilledDaemonServesOn(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	d := h.startServe(0, model.Dir)
-	before := h.statusOf(0)
-	att := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	d, before, att := h.serveHolding(model)
 	checkBytes(t, att.Manifest, model, 0)
 
 	first := pluginPID(t, d.PID())

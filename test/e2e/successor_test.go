@@ -25,9 +25,7 @@ import (
 // --verify passes, and a real successor still takes over afterwards.
 func TestTakeoverFakeSuccessorSayingServingEndsNothing(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	d := h.startServe(0, model.Dir)
-	before := h.statusOf(0)
-	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	d, before, held := h.serveHolding(model)
 	fake := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

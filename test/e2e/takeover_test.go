@@ -104,6 +104,16 @@ func (h *harness) mustRequestTakeover(ctx context.Context, a *client.Attachment)
 	return tk
 }
 
+// serveHolding serves model on device 0 and holds one lease on it through
+// a Go client; before is the daemon's Status ahead of that lease (what
+// checkServedOnUnchanged compares with).
+func (h *harness) serveHolding(model *safetensorstest.Result) (d *process, before *client.Status, held *client.Attachment) {
+	h.t.Helper()
+	d = h.startServe(0, model.Dir)
+	before = h.statusOf(0)
+	return d, before, h.mustAttachGo(h.UUIDs[0], clientConfig(h.t, model.Dir))
+}
+
 // checkServedOnUnchanged fails the test unless the daemon of GPU 0 still
 // has the pid and generation of before and only the lease held, its ready
 // file names that pid, held reads the model's bytes and attach --verify
@@ -131,9 +141,7 @@ func (h *harness) checkServedOnUnchanged(before *client.Status, held *client.Att
 // over: it keeps its pid, its leases and its clients.
 func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	d := h.startServe(0, model.Dir)
-	before := h.statusOf(0)
-	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	d, before, held := h.serveHolding(model)
 	rogue := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
 	tk := h.mustRequestTakeover(context.Background(), rogue)
 	if len(tk.Descriptors) == 0 {
@@ -160,9 +168,7 @@ func TestTakeoverRequestWithoutImportLeavesTheDaemonServing(t *testing.T) {
 // later takeover still succeeds.
 func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) {
 	h, model := newHarnessWithModel(t, harnessOptions{Devices: 1})
-	old := h.startServe(0, model.Dir)
-	before := h.statusOf(0)
-	held := h.mustAttachGo(h.UUIDs[0], clientConfig(t, model.Dir))
+	old, before, held := h.serveHolding(model)
 
 	dying := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, "WCACHE_TEST_TAKEOVER_DIE_AFTER=imported") },
 		"serve", "--backend", "mock", "--gpu-id", "0", "--takeover")

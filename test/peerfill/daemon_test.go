@@ -112,31 +112,19 @@ func (n *node) attach(t *testing.T, dir string, extra ...string) (int, string) {
 	return res.Code, res.String()
 }
 
-// readChars is rchar of /proc/<pid>/io: what the process read through
-// read-family system calls (files, sockets, pipes).
-func readChars(t *testing.T, pid int) uint64 {
+// procIO is the I/O counters of the process at pid (testproc.ReadIO).
+func procIO(t *testing.T, pid int) testproc.IO {
 	t.Helper()
-	return procIO(t, pid, "rchar")
-}
-
-func procIO(t *testing.T, pid int, field string) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	io, err := testproc.ReadIO(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+": "); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/io", field, pid)
-	return 0
+	return io
 }
+
+// readChars is what the process read through read-family system calls
+// (files, sockets, pipes).
+func readChars(t *testing.T, pid int) uint64 { return procIO(t, pid).RChar }
 
 // model generates the checkpoint once per test.
 func model(t *testing.T) *testproc.Model {
@@ -294,13 +282,13 @@ func TestDaemonPeerKilledMidStream(t *testing.T) {
 	m := model(t)
 	ca := peertest.NewCA(t, "wcache test CA")
 	d := startA(t, m.Dir, ca.Issue(t, "node-a", ca), "--peer-rate", "2MiB")
-	before := procIO(t, d.a.proc.PID(), "wchar")
+	before := procIO(t, d.a.proc.PID()).WChar
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
 		// A has sent a third of the checkpoint: kill it mid-stream.
 		_ = d.a.proc.WaitFor(context.Background(), "A sending", startTimeout, func() bool {
-			return procIO(t, d.a.proc.PID(), "wchar") > before+m.Bytes/3
+			return procIO(t, d.a.proc.PID()).WChar > before+m.Bytes/3
 		})
 		d.a.proc.Kill()
 	}()

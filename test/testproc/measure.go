@@ -66,6 +66,26 @@ func ReadFaults(pid int) (Faults, error) {
 	return Faults{}, fmt.Errorf("faults of pid %d: %w", pid, err)
 }
 
+// IO are a process's I/O counters so far (/proc/<pid>/io): RChar is what
+// it read through read-family system calls (files, sockets, pipes; the
+// page cache included, unlike read_bytes, which counts only what came from
+// storage), WChar what it wrote through write-family calls.
+type IO struct {
+	RChar, WChar uint64
+}
+
+// ReadIO reads the I/O counters of pid.
+func ReadIO(pid int) (IO, error) {
+	p, err := procfs.NewProc(pid)
+	if err == nil {
+		var io procfs.ProcIO
+		if io, err = p.IO(); err == nil {
+			return IO{RChar: io.RChar, WChar: io.WChar}, nil
+		}
+	}
+	return IO{}, fmt.Errorf("I/O counters of pid %d: %w", pid, err)
+}
+
 // Sampler polls the memory of a process and of its first child (the
 // daemon's plugin, once it appears) at a fixed interval and keeps the peak
 // of each field.

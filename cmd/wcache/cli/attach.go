@@ -111,14 +111,8 @@ or content (the first differing file is named), 1 anything else.`,
 		"also trust a socket owned by this uid (a daemon run by a service account; repeatable)")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, cfg, err := cache.resolve()
+		layout, cfg, err := cache.resolveWithModel(&model, ": the checkpoint digest names the weights")
 		if err != nil {
-			return err
-		}
-		if model == "" {
-			return usageErrorf("--model is required: the checkpoint digest names the weights")
-		}
-		if model, err = resolveModel(model); err != nil {
 			return err
 		}
 		policy, err := cacheconfig.ParsePolicy(contentPolicy)

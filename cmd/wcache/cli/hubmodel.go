@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 
+	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/hubcache"
+	"github.com/wcache/wcache/core/paths"
 )
 
 // resolveModel returns the directory --model names: for a hub id
@@ -22,4 +24,18 @@ func resolveModel(model string) (string, error) {
 		return "", withCode(ExitUsage, err)
 	}
 	return dir, err
+}
+
+// resolveWithModel is f.resolve for a command whose --model must be given:
+// *model becomes the directory it names (resolveModel); empty, it is a
+// usage error, "--model is required" and why.
+func (f *cacheFlags) resolveWithModel(model *string, why string) (paths.Layout, cacheconfig.Config, error) {
+	layout, cfg, err := f.resolve()
+	if err == nil && *model == "" {
+		err = usageErrorf("--model is required%s", why)
+	}
+	if err == nil {
+		*model, err = resolveModel(*model)
+	}
+	return layout, cfg, err
 }

@@ -122,14 +122,8 @@ publisher's pid; a daemon that already holds weights must be evicted first).`,
 	fs.StringVar(&clientName, "client-name", "wcache-publish", "name shown by wcache status while publishing")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		layout, cfg, err := cache.resolve()
+		layout, cfg, err := cache.resolveWithModel(&model, "")
 		if err != nil {
-			return err
-		}
-		if model == "" {
-			return usageErrorf("--model is required")
-		}
-		if model, err = resolveModel(model); err != nil {
 			return err
 		}
 		if !sel.set() {

@@ -10,9 +10,7 @@ are real (PreTrainedTokenizerFast over a tokenizers WordLevel model).
 
 from __future__ import annotations
 
-import os
-
-from tiny_llama import write_tiny_llama
+from tiny_llama import save_random, write_tiny_llama
 
 VOCAB = 4096
 
@@ -33,21 +31,12 @@ def write_word_tokenizer(path: str, vocab: int = VOCAB) -> None:
 def write_tiny_qwen2(path: str) -> str:
     """save_pretrained of a seeded random tiny Qwen2 (biases on q/k/v,
     untied LM head); returns its safetensors file."""
-    import torch  # noqa: PLC0415
     import transformers  # noqa: PLC0415
 
-    torch.manual_seed(4321)
     cfg = transformers.Qwen2Config(vocab_size=VOCAB, hidden_size=256, intermediate_size=512, num_hidden_layers=3,
                                    num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256,
                                    tie_word_embeddings=False)
-    model = transformers.Qwen2ForCausalLM(cfg)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
-    model.save_pretrained(path)
-    files = [f for f in os.listdir(path) if f.endswith(".safetensors")]
-    assert len(files) == 1, files
-    return os.path.join(path, files[0])
+    return save_random(transformers.Qwen2ForCausalLM, cfg, 4321, path)
 
 
 FAMILIES = {"llama": write_tiny_llama, "qwen2": write_tiny_qwen2}
