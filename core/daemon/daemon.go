@@ -426,7 +426,7 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		}
 		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
 	}
-	if !fromPeer {
+	if !fromPeer && cached == nil { // cached: every entry is there already
 		d.recordLoadedDigests(content) // for the next peer fill of the node (localcontent.go)
 	}
 	m.content = cacheconfig.FilesToProto(content)
