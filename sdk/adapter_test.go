@@ -244,6 +244,27 @@ func TestLoadStatsCrossTheBoundary(t *testing.T) {
 	}
 }
 
+// TestWithoutDigestCrossesTheBoundary: a Load under sdk.WithoutDigest
+// reaches the plugin's backend asking for no digest; any other Load asks
+// for one.
+func TestWithoutDigestCrossesTheBoundary(t *testing.T) {
+	var wanted []bool
+	client, _ := grpcpipe.Connect(t, &mock.Backend{
+		LoadStatsFunc: func(ctx context.Context, _ sdk.AllocationID, _ []sdk.Extent, _ sdk.ProgressFunc) (sdk.LoadStats, error) {
+			wanted = append(wanted, sdk.DigestWanted(ctx))
+			return sdk.LoadStats{}, nil
+		},
+	})
+	for _, ctx := range []context.Context{context.Background(), sdk.WithoutDigest(context.Background())} {
+		if _, err := sdk.LoadWithStats(ctx, client, 1, []sdk.Extent{{Path: "/a", Length: 300}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(wanted, []bool{true, false}) {
+		t.Fatalf("the backend saw digest wanted = %v; want [true false]", wanted)
+	}
+}
+
 func TestLoadErrorAfterProgressIsTyped(t *testing.T) {
 	client, _ := grpcpipe.Connect(t, &mock.Backend{
 		LoadFunc: func(_ context.Context, _ sdk.AllocationID, _ []sdk.Extent, progress sdk.ProgressFunc) error {

@@ -118,7 +118,7 @@ func (c *grpcClient) Load(ctx context.Context, id AllocationID, extents []Extent
 func (c *grpcClient) LoadWithStats(ctx context.Context, id AllocationID, extents []Extent, progress ProgressFunc) (LoadStats, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.rpc.Load(ctx, &backendv1.LoadRequest{AllocationId: uint64(id), Extents: extentsToProto(extents)})
+	stream, err := c.rpc.Load(ctx, &backendv1.LoadRequest{AllocationId: uint64(id), Extents: extentsToProto(extents), NoDigest: !DigestWanted(ctx)})
 	if err != nil {
 		return LoadStats{}, fromStatus(ctx, "Load", err)
 	}

@@ -102,7 +102,11 @@ func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_L
 	t := newProgressThrottle(total, time.Now, func(done uint64) error {
 		return stream.Send(&backendv1.LoadProgress{BytesDone: done, BytesTotal: total})
 	})
-	stats, err := LoadWithStats(stream.Context(), s.impl, AllocationID(req.GetAllocationId()), extents, t.report)
+	ctx := stream.Context()
+	if req.GetNoDigest() {
+		ctx = WithoutDigest(ctx)
+	}
+	stats, err := LoadWithStats(ctx, s.impl, AllocationID(req.GetAllocationId()), extents, t.report)
 	if err != nil {
 		return ToStatus(err)
 	}

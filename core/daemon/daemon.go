@@ -487,9 +487,14 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 	}
 	// A peer holding the same weights first (peerfill.go), else the files.
 	handles, content, fromPeer, err := d.loadFromPeer(ctx, job)
+	cached := d.digestsInCache(ck) // every file's digest known: the fill hashes nothing
 	if err == nil && !fromPeer {
 		fallback := g.load.FillFallback
-		handles, err = d.fill(ctx, pl, g)
+		fillCtx := ctx
+		if cached != nil {
+			fillCtx = sdk.WithoutDigest(ctx)
+		}
+		handles, err = d.fill(fillCtx, pl, g)
 		g.load.FillFallback = fallback
 	}
 	if err != nil {
@@ -503,7 +508,7 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		m.files.close()
 	}
 	if !fromPeer {
-		if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, &g.load); err != nil {
+		if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, cached, &g.load); err != nil {
 			free()
 			return err
 		}
@@ -522,7 +527,7 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		}
 		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
 	}
-	if !fromPeer {
+	if !fromPeer && cached == nil { // cached: every entry is there already
 		d.recordLoadedDigests(content) // for the next peer fill of the node (fill.Env.RecordLoadedDigests)
 	}
 	m.content = cacheconfig.FilesToProto(content)

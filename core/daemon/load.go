@@ -138,7 +138,10 @@ func unchanged(ck *safetensors.Checkpoint) error {
 // plugin's sdk/fill: filedigest.Default; SHA256Tree from a plugin built
 // before BLAKE3), Default when the fill sent none or sent leaves of
 // several algorithms (then all are hashed here).
-func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leaves []filedigest.FileLeaves, stats *LoadStats) ([]cacheconfig.FileContent, error) {
+//
+// A file in cached (digestsInCache) takes the cache's digest: nothing of it
+// is read or hashed here.
+func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leaves []filedigest.FileLeaves, cached map[string]string, stats *LoadStats) ([]cacheconfig.FileContent, error) {
 	byPath := map[string][]filedigest.Leaf{}
 	algOf := map[string]filedigest.Algorithm{}
 	mixed := map[string]bool{}
@@ -156,6 +159,11 @@ func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leav
 	out := make([]cacheconfig.FileContent, 0, len(ck.Files))
 	var all, fromFill int64
 	for _, f := range ck.Files {
+		all += filedigest.LeafCount(f.Stamp.Size)
+		if digest, ok := cached[f.Path]; ok {
+			out = append(out, cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: digest, Identity: f.Stamp})
+			continue
+		}
 		have, alg := byPath[f.Path], algOf[f.Path]
 		if mixed[f.Path] || alg == "" {
 			have, alg = nil, filedigest.Default
@@ -164,14 +172,38 @@ func (d *Daemon) contentOf(ctx context.Context, ck *safetensors.Checkpoint, leav
 		if err != nil {
 			return nil, fmt.Errorf("refusing to serve what was loaded: %w", err)
 		}
-		all += filedigest.LeafCount(f.Stamp.Size)
 		fromFill += int64(len(have))
 		out = append(out, cacheconfig.FileContent{Name: filepath.Base(f.Path), Path: f.Path, Digest: digest, Identity: f.Stamp})
 	}
 	slices.SortFunc(out, func(a, b cacheconfig.FileContent) int { return strings.Compare(a.Name, b.Name) })
 	stats.DigestLeaves, stats.DigestLeavesFromFill = all, fromFill
-	d.log.Info("content digests", "files", len(out), "leaves", all, "leaves_from_fill", fromFill)
+	d.log.Info("content digests", "files", len(out), "leaves", all, "leaves_from_fill", fromFill, "files_from_digest_cache", len(cached))
 	return out, nil
+}
+
+// digestsInCache returns the Default-algorithm digest of every file of ck
+// that the digest cache (Options.DigestCache) holds for the file's
+// identity, by path, or nil unless it holds one for every file: a load of
+// files hashed before (a restart of the daemon, a second daemon of the
+// node) then asks the backend for no leaves (sdk.WithoutDigest) and
+// records the cache's digests. The identity covers size, mtime and ctime,
+// so a file written since it was hashed misses; unchanged checks after the
+// load that no file changed while it was read. The cache is the one a peer
+// fill already proves its copy against (localcontent.go): private to the
+// daemon's user, written only with digests computed from the bytes.
+func (d *Daemon) digestsInCache(ck *safetensors.Checkpoint) map[string]string {
+	if d.opts.DigestCache == nil || len(ck.Files) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(ck.Files))
+	for _, f := range ck.Files {
+		digest, ok := d.opts.DigestCache.Lookup(f.Stamp, filedigest.Default)
+		if !ok {
+			return nil
+		}
+		out[f.Path] = digest
+	}
+	return out
 }
 
 // completeConfig fills the fields the daemon knows into src's config and

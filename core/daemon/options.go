@@ -202,8 +202,10 @@ type Options struct {
 	// not the files' are refused and the files read (docs/peer-fill.md,
 	// "What a fill proves"). Every load from the files stores its files'
 	// digests here, so a second daemon of the node proves its fill without
-	// reading them. nil: nothing is looked up or stored (fills hash the
-	// files). serve passes the default one while peer fill is on.
+	// reading them, and a load of files whose every digest is here (a
+	// restart) hashes nothing (digestsInCache). nil: nothing is looked up
+	// or stored (fills and loads hash the files). serve passes the default
+	// one while peer fill is on.
 	DigestCache *client.DigestCache
 
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client

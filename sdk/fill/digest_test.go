@@ -59,4 +59,11 @@ func TestFillDigestLeaves(t *testing.T) {
 	if err != nil || st.Leaves != nil {
 		t.Fatalf("NoDigest fill: %v, leaves %+v", err, st.Leaves)
 	}
+	// A context that wants no digest (sdk.WithoutDigest): no leaves, no
+	// hashing, the bytes copied.
+	c = newFakeCopier(t, 100)
+	st, err = Fill(sdk.WithoutDigest(context.Background()), c, 100, []sdk.Extent{{Path: path, Length: 100}}, nil, Options{})
+	if err != nil || st.Leaves != nil || st.Hash != 0 || st.Bytes != 100 {
+		t.Fatalf("fill without digest: %v, leaves %+v, hash %v, %d bytes", err, st.Leaves, st.Hash, st.Bytes)
+	}
 }

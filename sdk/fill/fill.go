@@ -26,7 +26,8 @@ import (
 // the fill is sdk.ErrInvalidArgument too. Empty extents are skipped;
 // extents contiguous in one file and in the destination are merged.
 //
-// Unless opts.NoDigest, the readers also hash what they read into
+// Unless opts.NoDigest or ctx says no digest is wanted (sdk.WithoutDigest),
+// the readers also hash what they read into
 // content-digest leaves (sdk/filedigest), returned in LoadStats.Leaves
 // (one entry per file, by path) when the fill succeeded.
 //
@@ -44,6 +45,7 @@ func Fill(ctx context.Context, c Copier, size uint64, extents []sdk.Extent, prog
 	if err != nil {
 		return sdk.LoadStats{}, err
 	}
+	opts.NoDigest = opts.NoDigest || !sdk.DigestWanted(ctx)
 	merged, total, err := mergeExtents(extents, size)
 	if err != nil {
 		return sdk.LoadStats{}, err

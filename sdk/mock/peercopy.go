@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/fill"
 )
@@ -101,8 +103,14 @@ func (c memcpyCopier) AcquireStream(ctx context.Context) (fill.Stream, error) {
 	return c, nil
 }
 
+// CopyAsync maps the chunk's source pages in one madvise(MADV_POPULATE_READ)
+// (Linux 5.14; best effort: an error leaves them to fault in during the
+// copy, as before) rather than a page fault per 16 pages inside pwrite,
+// then writes them into the destination.
 func (c memcpyCopier) CopyAsync(off, n uint64) (fill.Completion, error) {
-	return fill.Done(writeChunk(c.dst.fd, c.src.data[off:off+n], off, c.dst.path)), nil
+	p := c.src.data[off : off+n]
+	_ = unix.Madvise(p, unix.MADV_POPULATE_READ)
+	return fill.Done(writeChunk(c.dst.fd, p, off, c.dst.path)), nil
 }
 
 func (memcpyCopier) Release(error) {}

@@ -135,7 +135,7 @@ func TestRunThroughTheRealBinaries(t *testing.T) {
 	// The baseline scenario runs the same binaries as both builds: every
 	// figure has a sample of each per timed round, and a ratio.
 	base := r.Results["baseline"].(*BaselineResult)
-	if base.NotMeasured != "" || base.Rev != "test" || len(base.Figures) != 7 {
+	if base.NotMeasured != "" || base.Rev != "test" || len(base.Figures) != 8 {
 		t.Errorf("baseline: %+v", base)
 	}
 	for _, f := range base.Figures {

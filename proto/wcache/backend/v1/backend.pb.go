@@ -802,9 +802,13 @@ func (x *Extent) GetDestOffset() uint64 {
 }
 
 type LoadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AllocationId  uint64                 `protobuf:"varint,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,2,rep,name=extents,proto3" json:"extents,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AllocationId uint64                 `protobuf:"varint,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
+	Extents      []*Extent              `protobuf:"bytes,2,rep,name=extents,proto3" json:"extents,omitempty"`
+	// no_digest: the host knows the content digests of the files already
+	// (its digest cache) and wants no leaves: a fill skips the hashing. A
+	// plugin that ignores it hashes anyway; the host then drops the leaves.
+	NoDigest      bool `protobuf:"varint,3,opt,name=no_digest,json=noDigest,proto3" json:"no_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -851,6 +855,13 @@ func (x *LoadRequest) GetExtents() []*Extent {
 		return x.Extents
 	}
 	return nil
+}
+
+func (x *LoadRequest) GetNoDigest() bool {
+	if x != nil {
+		return x.NoDigest
+	}
+	return false
 }
 
 type LoadProgress struct {
@@ -2081,10 +2092,11 @@ const file_wcache_backend_v1_backend_proto_rawDesc = "" +
 	"fileOffset\x12\x16\n" +
 	"\x06length\x18\x03 \x01(\x04R\x06length\x12\x1f\n" +
 	"\vdest_offset\x18\x04 \x01(\x04R\n" +
-	"destOffset\"g\n" +
+	"destOffset\"\x84\x01\n" +
 	"\vLoadRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\x04R\fallocationId\x123\n" +
-	"\aextents\x18\x02 \x03(\v2\x19.wcache.backend.v1.ExtentR\aextents\"\x96\x01\n" +
+	"\aextents\x18\x02 \x03(\v2\x19.wcache.backend.v1.ExtentR\aextents\x12\x1b\n" +
+	"\tno_digest\x18\x03 \x01(\bR\bnoDigest\"\x96\x01\n" +
 	"\fLoadProgress\x12\x1d\n" +
 	"\n" +
 	"bytes_done\x18\x01 \x01(\x04R\tbytesDone\x12\x1f\n" +
