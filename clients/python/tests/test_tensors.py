@@ -433,3 +433,26 @@ def test_without_torch_auto_gives_numpy(short_tmp, tensors):
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_materialize_leaves_its_objects_to_the_oldest_generation_and_frozen_ones_frozen(short_tmp, tensors):
+    """materialize collects nothing while it builds (100k tensors) and hands
+    what it built to the collector's oldest generation, not to the youngest
+    (whose next collection would traverse it all); objects the program
+    froze stay frozen (then the objects stay young)."""
+    import gc  # noqa: PLC0415
+
+    manifest, _ = arena.build(short_tmp, tensors)
+    gc.collect()
+    mat = materialize(manifest, library="torch")
+    young = gc.get_count()[0]
+    assert young < 50, f"{young} objects left in the youngest generation"
+    assert any(t is mat.tensors["layer.0.BF16"] for t in gc.get_objects(generation=2))
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        mat2 = materialize(manifest, library="torch")
+        assert gc.get_freeze_count() == frozen
+        assert all(t is not mat2.tensors["layer.0.BF16"] for t in gc.get_objects(generation=2))
+    finally:
+        gc.unfreeze()
