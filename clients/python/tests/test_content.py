@@ -402,9 +402,11 @@ def test_served_checkpoint_digest_reads_no_header_for_the_daemons_files(world, m
 
 def test_model_files_follow_the_directory_and_index_identity(tmp_path, monkeypatch):
     """model_files' memo: a listing is reused while the directory and its
-    index keep their identity; a shard added to the index, a file added
-    without one, are listed by the next call in the same process."""
+    index keep their identity, in this process and (the index's shard list,
+    in the per-user digest cache) in a fresh one; a shard added to the
+    index, a file added without one, are listed by the next call."""
     monkeypatch.setattr(wcache.checkpoint, "_SETTLE_NS", 0)  # ctimes are now; times set an hour back below
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     past = time.time() - 3600
     indexed, plain = str(tmp_path / "indexed"), str(tmp_path / "plain")
     st_writer.make_checkpoint(indexed, n_tensors=8, n_shards=2)
@@ -415,6 +417,12 @@ def test_model_files_follow_the_directory_and_index_identity(tmp_path, monkeypat
         os.utime(p, (past, past))
     first = wcache.checkpoint.model_files(indexed)
     assert wcache.checkpoint.model_files(indexed) == first and indexed in wcache.checkpoint._LISTED
+    # A fresh process (no memo): the shard list from the digest cache, no index parsed.
+    monkeypatch.setattr(wcache.checkpoint, "_LISTED", {})
+    parse = wcache.checkpoint.read_index
+    monkeypatch.setattr(wcache.checkpoint, "read_index", lambda p: pytest.fail(f"index {p} parsed again"))
+    assert wcache.checkpoint.model_files(indexed) == first
+    monkeypatch.setattr(wcache.checkpoint, "read_index", parse)
 
     shutil.copy(first[0], os.path.join(indexed, "extra.safetensors"))
     with open(index) as f:
@@ -422,6 +430,8 @@ def test_model_files_follow_the_directory_and_index_identity(tmp_path, monkeypat
     doc["weight_map"]["extra.w"] = "extra.safetensors"
     with open(index, "w") as f:
         json.dump(doc, f)
+    assert wcache.checkpoint.model_files(indexed) == sorted(first + [os.path.join(indexed, "extra.safetensors")])
+    monkeypatch.setattr(wcache.checkpoint, "_LISTED", {})
     assert wcache.checkpoint.model_files(indexed) == sorted(first + [os.path.join(indexed, "extra.safetensors")])
 
     before = wcache.checkpoint.model_files(plain)

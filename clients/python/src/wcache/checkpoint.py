@@ -266,8 +266,12 @@ def model_files(model: Optional[str]) -> Optional[List[str]]:
                 return None
         except OSError:
             return None
-    files, _ = checkpoint_files(directory)
-    if _settled(key[0]) and _settled(key[1]):
+    settled = _settled(key[0]) and _settled(key[1])
+    if ist is None:
+        files, _ = checkpoint_files(directory)
+    else:
+        files = _indexed_files(directory, key[1], settled)
+    if settled:
         if len(_LISTED) >= _LISTED_MAX:
             _LISTED.clear()
         _LISTED[directory] = (key, tuple(files))
@@ -285,6 +289,26 @@ def model_files(model: Optional[str]) -> Optional[List[str]]:
 _LISTED: Dict[str, tuple] = {}
 _LISTED_MAX = 64
 _SETTLE_NS = 2_000_000_000
+
+
+def _indexed_files(directory: str, index: Tuple[int, int, int, int, int], settled: bool) -> List[str]:
+    """checkpoint_files(directory) of a directory with an index of identity
+    index: the shard list the per-user digest cache keeps for that identity
+    (wcache.content.DigestCache.shards), else parsed and, when settled,
+    kept there, so that a fresh process attaching again reads no index."""
+    from .content import DigestCache, Identity  # noqa: PLC0415 - content imports this module lazily
+
+    cache, ident = DigestCache(), Identity(*index)
+    names = cache.shards(ident)
+    if names is not None and all(map(_plain_file_name, names)):
+        return [os.path.join(directory, n) for n in names]
+    files, _ = checkpoint_files(directory)
+    if settled:
+        try:
+            cache.store_shards(ident, [os.path.basename(f) for f in files])
+        except OSError:
+            pass  # a cache that cannot be written: parsed again next time
+    return files
 
 
 def _identity(st: Optional[os.stat_result]) -> Optional[Tuple[int, int, int, int, int]]:
