@@ -89,9 +89,10 @@ func filesIn(model, dir string) ([]string, error) {
 // attaches: the one place where the proof an attach carries
 // (AttachRequest.content) is derived, and where the client checks a
 // manifest against it (check). Deriving it costs one stat per file, one
-// digest-cache lookup and one realpath (a hub blob?) per file; nothing is
-// read or hashed unless the policy is "hash" and the daemon asks for it
-// (hash).
+// digest-cache lookup and one realpath (a hub blob?) per file, and a
+// Client's attaches keep those look-ups while the files keep their identity
+// (proofCache: then one stat per file); nothing is read or hashed unless
+// the policy is "hash" and the daemon asks for it (hash).
 type contentProof struct {
 	policy cacheconfig.Policy
 	// derived: the caller named no files, they were listed from
