@@ -393,11 +393,11 @@ def test_served_checkpoint_digest_reads_no_header_for_the_daemons_files(world, m
     read = []
     real = wcache.checkpoint.checkpoint_digest
     monkeypatch.setattr(wcache.checkpoint, "checkpoint_digest", lambda m: read.append(m) or real(m))
-    assert content.served_checkpoint_digest(m1, **kw) == want and read == [m1]  # no daemon yet
+    assert wcache.served_checkpoint_digest(m1, **kw) == want and read == [m1]  # no daemon yet
     w.serve(0, m1)
     read.clear()
-    assert content.served_checkpoint_digest(m1, **kw) == want and read == []
-    assert content.served_checkpoint_digest(m2, **kw) == want and read == [m2]  # same headers, other bytes
+    assert wcache.served_checkpoint_digest(m1, **kw) == want and read == []
+    assert wcache.served_checkpoint_digest(m2, **kw) == want and read == [m2]  # same headers, other bytes
 
 
 def test_model_files_follow_the_directory_and_index_identity(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ Usage: python3 attach_torch.py [--header-digest] CHECKPOINT_DIR DEVICE_UUID DEVI
 Prints one JSON object: work_ns (from the start of the work, after the
 imports an engine has done anyway, until every tensor is a torch tensor),
 its steps (config, attach, map), tensors, bytes, versions. The config is
-built as the README's snippet does: wcache.content.served_checkpoint_digest
+built as the README's snippet does: wcache.served_checkpoint_digest
 (the daemon's digest for its own files: one status call, one stat per file).
 --header-digest: afterwards, outside work, the step "digest" times
 checkpoint_digest(dir) over the headers, which that replaces.
@@ -31,7 +31,7 @@ import wcache
 def attach_once(directory, uuid, capability, header_digest=False):
     start = time.perf_counter_ns()
     config = wcache.CacheConfig(model=directory, device_capability=capability,
-                                checkpoint_digest=wcache.content.served_checkpoint_digest(directory, device_uuid=uuid))
+                                checkpoint_digest=wcache.served_checkpoint_digest(directory, device_uuid=uuid))
     digested = time.perf_counter_ns()
     attachment = wcache.attach(config, device_uuid=uuid, library="torch", client_name="wcache-bench helper")
     attached = time.perf_counter_ns()

@@ -296,7 +296,7 @@ def _indexed_files(directory: str, index: Tuple[int, int, int, int, int], settle
     index: the shard list the per-user digest cache keeps for that identity
     (wcache.content.DigestCache.shards), else parsed and, when settled,
     kept there, so that a fresh process attaching again reads no index."""
-    from .content import DigestCache, Identity  # noqa: PLC0415 - content imports this module lazily
+    from .content import DigestCache, Identity  # noqa: PLC0415 - only a directory with an index needs it
 
     cache, ident = DigestCache(), Identity(*index)
     names = cache.shards(ident)

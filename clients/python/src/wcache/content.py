@@ -439,39 +439,6 @@ def identities_match(records: Sequence[FileContent], files: Sequence[str]) -> bo
     return True
 
 
-def served_checkpoint_digest(model: str, socket: Optional[str] = None, device_uuid: Optional[str] = None,
-                             device_index: Optional[int] = None, getenv=None, allow_owners: Iterable[int] = (),
-                             timeout: float = 10.0) -> str:
-    """The checkpoint digest of ``model`` for a CacheConfig, without parsing
-    every header when the daemon holds these very files.
-
-    One status call (discovery as attach: socket, device_uuid,
-    device_index, getenv, allow_owners) and one stat per file
-    (checkpoint.model_files, identities_match): when a generation of that
-    daemon loaded exactly model's files, by name and identity, its config's
-    checkpoint_digest is theirs (same files, same headers). Otherwise — no
-    daemon, other files (a copy, a fine-tune, a rewrite), a daemon that
-    recorded none, no files found — checkpoint_digest(model), which reads
-    every header (about a second at 100k tensors). Raises what
-    checkpoint_digest raises (CheckpointError, ModelNotCachedError); a
-    daemon that cannot be asked is no error (the headers are read).
-    Either way the attach still proves the files (ContentProof).
-    """
-    from . import _client, checkpoint  # noqa: PLC0415 - _client imports this module
-
-    files = checkpoint.model_files(model)
-    if files:
-        try:
-            st = _client.status(socket=socket, device_uuid=device_uuid, device_index=device_index, timeout=timeout,
-                                getenv=getenv, allow_owners=allow_owners)
-        except WcacheError:
-            st = None
-        for g in (list(st.generations) or [st]) if st is not None else ():
-            if g.config.checkpoint_digest and identities_match(files_from_proto(g.files), files):
-                return g.config.checkpoint_digest
-    return checkpoint.checkpoint_digest(model)
-
-
 class ContentProof:
     """What a client knows about its own files before it attaches: the one
     place where the proof an attach carries (AttachRequest.content) is built,
