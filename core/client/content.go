@@ -45,7 +45,7 @@ var ErrPolicyRefused = errors.New("content policy refused by the daemon")
 // ErrPolicyRefused. PolicyHeaders checks nothing here (the
 // checkpoint_digest of the config did).
 func ProveContent(ctx context.Context, m *Manifest, files []string, opts ContentOptions) error {
-	p, err := newContentProof(files, opts)
+	p, err := newContentProof(files, opts, nil)
 	if err != nil {
 		return err
 	}
@@ -100,11 +100,11 @@ func (c *Client) AttachFiles(ctx context.Context, cfg cacheconfig.Config, files 
 	derived := files == nil
 	if derived {
 		var err error
-		if files, err = ModelFiles(cfg.Model); err != nil {
+		if files, err = c.proofs.modelFiles(cfg.Model); err != nil {
 			return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
 		}
 	}
-	p, err := newContentProof(files, opts)
+	p, err := newContentProof(files, opts, c.proofs)
 	if err != nil {
 		return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
 	}

@@ -68,6 +68,8 @@ type Client struct {
 	clientName string
 	kinds      []string
 	content    ContentOptions
+	// proofs: what deriving content proofs found (nil: nothing kept).
+	proofs *proofCache
 }
 
 // Socket is the socket path the client connected to.
@@ -129,7 +131,7 @@ func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("connect to daemon socket %s: no gRPC handshake (is a wcache daemon listening?): %w", socket, err)
 	}
 	return &Client{conn: conn, dialer: dialer, rpc: daemonv1.NewDaemonClient(conn), socket: socket, deviceUUID: uuid,
-		clientName: opts.ClientName, kinds: opts.HandleKinds, content: opts.Content}, nil
+		clientName: opts.ClientName, kinds: opts.HandleKinds, content: opts.Content, proofs: newProofCache()}, nil
 }
 
 // waitReady connects conn and waits until it is ready, failed or ctx ends.

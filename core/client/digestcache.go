@@ -139,3 +139,24 @@ func (c *DigestCache) Store(id safetensors.Stamp, digest string) error {
 	}
 	return nil
 }
+
+// dir is c's directory, "" for a nil cache.
+func (c *DigestCache) dir() string {
+	if c == nil {
+		return ""
+	}
+	return c.Dir
+}
+
+// dirStamp is the identity of c's directory (zero when c is nil or the
+// directory is missing): storing an entry changes it.
+func (c *DigestCache) dirStamp() safetensors.Stamp {
+	if c == nil || c.Dir == "" {
+		return safetensors.Stamp{}
+	}
+	st, err := os.Lstat(c.Dir)
+	if err != nil {
+		return safetensors.Stamp{}
+	}
+	return safetensors.StampOf(st)
+}

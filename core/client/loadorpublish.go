@@ -122,7 +122,7 @@ func (c *Client) LoadOrPublish(ctx context.Context, cfg cacheconfig.Config, load
 	}
 	srcOpts := c.content
 	srcOpts.Policy = cacheconfig.PolicyHash // a publication's records are digests, whatever the attach policy
-	src, err := newContentProof(files, srcOpts)
+	src, err := newContentProof(files, srcOpts, nil)
 	if err != nil {
 		return nil, err
 	}

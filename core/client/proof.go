@@ -30,19 +30,36 @@ import (
 // those out (ContentProof.derived); every file the daemon loaded must be
 // among them.
 func ModelFiles(model string) ([]string, error) {
+	dir, _, err := modelDir(model)
+	if dir == "" || err != nil {
+		return nil, err
+	}
+	return filesIn(model, dir)
+}
+
+// modelDir is the directory model names here (ModelFiles' rules) and its
+// stat; "" and no error when it names none.
+func modelDir(model string) (string, os.FileInfo, error) {
 	if model == "" {
-		return nil, nil
+		return "", nil, nil
 	}
 	dir, err := hubcache.Resolve(model, nil)
 	if errors.Is(err, hubcache.ErrNotCached) {
-		return nil, nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return nil, nil
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return "", nil, nil
 	}
+	return dir, st, nil
+}
+
+// filesIn lists model's checkpoint files in its directory dir: the shards
+// of its index, else its checkpoint-named files (ModelFiles).
+func filesIn(model, dir string) ([]string, error) {
 	index := filepath.Join(dir, safetensors.IndexFileName)
 	if _, err := os.Lstat(index); err == nil {
 		ix, err := safetensors.ReadIndex(index)
@@ -72,9 +89,10 @@ func ModelFiles(model string) ([]string, error) {
 // attaches: the one place where the proof an attach carries
 // (AttachRequest.content) is derived, and where the client checks a
 // manifest against it (check). Deriving it costs one stat per file, one
-// digest-cache lookup and one realpath (a hub blob?) per file; nothing is
-// read or hashed unless the policy is "hash" and the daemon asks for it
-// (hash).
+// digest-cache lookup and one realpath (a hub blob?) per file, and a
+// Client's attaches keep those look-ups while the files keep their identity
+// (proofCache: then one stat per file); nothing is read or hashed unless
+// the policy is "hash" and the daemon asks for it (hash).
 type contentProof struct {
 	policy cacheconfig.Policy
 	// derived: the caller named no files, they were listed from
@@ -92,8 +110,9 @@ type contentProof struct {
 
 // newContentProof stats files (the checkpoint files the client would
 // load; two of one base name are an error: files match by name) and looks
-// each one up in the digest cache and as a trusted hub blob.
-func newContentProof(files []string, opts ContentOptions) (*contentProof, error) {
+// each one up in the digest cache and as a trusted hub blob. pc (may be
+// nil) remembers those look-ups while a file keeps its identity.
+func newContentProof(files []string, opts ContentOptions, pc *proofCache) (*contentProof, error) {
 	p := &contentProof{policy: opts.Policy, blobs: map[string]string{}, opts: opts}
 	if p.policy == "" {
 		p.policy = cacheconfig.PolicyIdentity
@@ -107,6 +126,12 @@ func newContentProof(files []string, opts ContentOptions) (*contentProof, error)
 	if p.policy == cacheconfig.PolicyHeaders {
 		return p, nil
 	}
+	// One stat of the digest cache's directory: none there, nothing to
+	// look up for any file.
+	cacheDir, lookIn := p.cache.dirStamp(), p.cache
+	if cacheDir == (safetensors.Stamp{}) {
+		lookIn = nil
+	}
 	for _, path := range files {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -117,14 +142,15 @@ func newContentProof(files []string, opts ContentOptions) (*contentProof, error)
 			return nil, fmt.Errorf("content of %s: two files named %s (clients match files by base name)", path, name)
 		}
 		id := safetensors.StampOf(st)
-		rec := cacheconfig.FileContent{Name: name, Path: path, Identity: id}
-		if d, ok := p.cache.LookupAny(id); ok {
-			rec.Digest = d
+		fp, ok := pc.file(path, id, p.cache, cacheDir)
+		if !ok {
+			fp = fileProofOf(path, id, lookIn)
+			pc.keepFile(path, fp, p.cache, cacheDir)
 		}
-		if sum, bst, ok := hubcache.TrustedBlob(path, os.Geteuid()); ok && safetensors.StampOf(bst) == id {
-			p.blobs[name] = sum
+		if fp.blob != "" {
+			p.blobs[name] = fp.blob
 		}
-		p.files = append(p.files, rec)
+		p.files = append(p.files, fp.rec)
 	}
 	slices.SortFunc(p.files, func(a, b cacheconfig.FileContent) int {
 		switch {
@@ -136,6 +162,28 @@ func newContentProof(files []string, opts ContentOptions) (*contentProof, error)
 		return 0
 	})
 	return p, nil
+}
+
+// fileProof is what proves one file without reading it: its record (name,
+// path, identity; the digest the digest cache holds for that identity)
+// and the SHA-256 its trusted hub blob name claims ("" if none).
+type fileProof struct {
+	rec  cacheconfig.FileContent
+	blob string
+}
+
+// fileProofOf looks the file at path, of identity id, up in cache (nil:
+// none) and as a trusted hub blob (hubcache.TrustedBlob, whose blob must
+// have that identity).
+func fileProofOf(path string, id safetensors.Stamp, cache *DigestCache) fileProof {
+	fp := fileProof{rec: cacheconfig.FileContent{Name: filepath.Base(path), Path: path, Identity: id}}
+	if d, ok := cache.LookupAny(id); ok {
+		fp.rec.Digest = d
+	}
+	if sum, bst, ok := hubcache.TrustedBlob(path, os.Geteuid()); ok && safetensors.StampOf(bst) == id {
+		fp.blob = sum
+	}
+	return fp
 }
 
 // wire is the AttachRequest.content of the proof.

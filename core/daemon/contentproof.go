@@ -120,7 +120,7 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 		// A digest in another algorithm than the record's (a client
 		// whose cache holds only an older SHA-256 tree) proves nothing
 		// either way: the file is unproven, not other bytes.
-		if d := claimed[name]; d != "" && sameAlgorithm(d, rec.Digest) {
+		if d := claimed[name]; d != "" && filedigest.SameAlgorithm(d, rec.Digest) {
 			return d, true, nil
 		}
 		unproven = append(unproven, name)
@@ -158,16 +158,6 @@ func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo)
 				len(names), strings.Join(names[:min(len(names), 8)], ", ")))
 	}
 	return nil
-}
-
-// sameAlgorithm reports whether digests a and b name one algorithm.
-func sameAlgorithm(a, b string) bool {
-	x, err := filedigest.AlgorithmOf(a)
-	if err != nil {
-		return false
-	}
-	y, err := filedigest.AlgorithmOf(b)
-	return err == nil && x == y
 }
 
 // echo bounds a client-supplied string for a refusal.

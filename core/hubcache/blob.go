@@ -26,6 +26,12 @@ var blobName = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // (and for a path that does not resolve). The name is only a claim: see
 // TrustedBlob and VerifyBlob.
 func BlobSHA256(path string) (sum, resolved string, ok bool) {
+	// A path whose last element is no symlink keeps its name when
+	// resolved: not named as a blob, it is none (one lstat, not one per
+	// element).
+	if st, err := os.Lstat(path); err != nil || (st.Mode()&os.ModeSymlink == 0 && !blobName.MatchString(filepath.Base(path))) {
+		return "", "", false
+	}
 	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", "", false

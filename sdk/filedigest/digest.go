@@ -79,6 +79,17 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 	return "", fmt.Errorf("%w %q", ErrUnknownAlgorithm, name)
 }
 
+// SameAlgorithm reports whether digests a and b are both valid content
+// digests of one algorithm (false when either is malformed).
+func SameAlgorithm(a, b string) bool {
+	x, err := AlgorithmOf(a)
+	if err != nil {
+		return false
+	}
+	y, err := AlgorithmOf(b)
+	return err == nil && x == y
+}
+
 // AlgorithmOf returns the algorithm of digest, checking that the rest is
 // 64 lowercase hex digits; an error for anything else.
 func AlgorithmOf(digest string) (Algorithm, error) {

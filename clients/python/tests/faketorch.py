@@ -22,6 +22,9 @@ class FakeStorage:
     def data_ptr(self):
         return self._ptr
 
+    def size(self):
+        return self.nbytes
+
 
 class FakeTensor:
     def __init__(self, dtype, device, storage=None, offset=0, shape=(0,), torch=None):
@@ -33,6 +36,22 @@ class FakeTensor:
 
     def set_(self, storage, offset, shape, strides):
         return FakeTensor(self.dtype, self.device, storage, offset, shape, self.torch)
+
+    # What materialize's bulk views use (wcache._hostviews): offsets in elements of the dtype.
+    def view(self, dtype):
+        ratio = _SIZES[dtype] / self.element_size()
+        return FakeTensor(dtype, self.device, self.storage, int(self.offset / ratio),
+                          (int(self.shape[0] / ratio),), self.torch)
+
+    def as_strided(self, shape, strides, offset):
+        t = FakeTensor(self.dtype, self.device, self.storage, offset, shape, self.torch)
+        t.strides = tuple(strides)
+        return t
+
+    def unbind(self, dim):
+        assert dim == 0
+        return tuple(FakeTensor(self.dtype, self.device, self.storage, self.offset + i * self.strides[0], self.shape[1:],
+                                self.torch) for i in range(self.shape[0]))
 
     def copy_(self, src):
         """Records ("copy", destination address, source address, bytes) in the torch's calls."""

@@ -376,3 +376,64 @@ def test_a_copy_in_another_hub_cache_attaches_without_hashing(world, tmp_path):
                         on_hash_progress=lambda *x: hashed.append(x), **kw)
     att.release()
     assert hashed == []
+
+
+def test_served_checkpoint_digest_reads_no_header_for_the_daemons_files(world, monkeypatch):
+    """The documented config step: for the daemon's own files the digest is
+    the daemon's, without checkpoint_digest (no header read); for a copy
+    with other bytes, without a daemon, it is checkpoint_digest's."""
+    w = world
+    m1 = os.path.join(w.root, "m1")
+    st_writer.make_checkpoint(m1, n_tensors=40, n_shards=2)
+    want = wcache.checkpoint_digest(m1)
+    kw = dict(socket=w.socket_path(w.uuids[0]))
+    m2 = os.path.join(w.root, "m2")
+    shutil.copytree(m1, m2)
+    zero_last_tensor(sorted(glob.glob(os.path.join(m2, "*.safetensors")))[1])
+    read = []
+    real = wcache.checkpoint.checkpoint_digest
+    monkeypatch.setattr(wcache.checkpoint, "checkpoint_digest", lambda m: read.append(m) or real(m))
+    assert wcache.served_checkpoint_digest(m1, **kw) == want and read == [m1]  # no daemon yet
+    w.serve(0, m1)
+    read.clear()
+    assert wcache.served_checkpoint_digest(m1, **kw) == want and read == []
+    assert wcache.served_checkpoint_digest(m2, **kw) == want and read == [m2]  # same headers, other bytes
+
+
+def test_model_files_follow_the_directory_and_index_identity(tmp_path, monkeypatch):
+    """model_files' memo: a listing is reused while the directory and its
+    index keep their identity, in this process and (the index's shard list,
+    in the per-user digest cache) in a fresh one; a shard added to the
+    index, a file added without one, are listed by the next call."""
+    monkeypatch.setattr(wcache.checkpoint, "_SETTLE_NS", 0)  # ctimes are now; times set an hour back below
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    past = time.time() - 3600
+    indexed, plain = str(tmp_path / "indexed"), str(tmp_path / "plain")
+    st_writer.make_checkpoint(indexed, n_tensors=8, n_shards=2)
+    st_writer.make_checkpoint(plain, n_tensors=8, n_shards=2, with_index=False)
+    index = os.path.join(indexed, wcache.checkpoint.INDEX_FILE_NAME)
+    assert os.path.exists(index) and not os.path.exists(os.path.join(plain, wcache.checkpoint.INDEX_FILE_NAME))
+    for p in [indexed, plain, index] + glob.glob(os.path.join(indexed, "*")) + glob.glob(os.path.join(plain, "*")):
+        os.utime(p, (past, past))
+    first = wcache.checkpoint.model_files(indexed)
+    assert wcache.checkpoint.model_files(indexed) == first and indexed in wcache.checkpoint._LISTED
+    # A fresh process (no memo): the shard list from the digest cache, no index parsed.
+    monkeypatch.setattr(wcache.checkpoint, "_LISTED", {})
+    parse = wcache.checkpoint.read_index
+    monkeypatch.setattr(wcache.checkpoint, "read_index", lambda p: pytest.fail(f"index {p} parsed again"))
+    assert wcache.checkpoint.model_files(indexed) == first
+    monkeypatch.setattr(wcache.checkpoint, "read_index", parse)
+
+    shutil.copy(first[0], os.path.join(indexed, "extra.safetensors"))
+    with open(index) as f:
+        doc = json.load(f)
+    doc["weight_map"]["extra.w"] = "extra.safetensors"
+    with open(index, "w") as f:
+        json.dump(doc, f)
+    assert wcache.checkpoint.model_files(indexed) == sorted(first + [os.path.join(indexed, "extra.safetensors")])
+    monkeypatch.setattr(wcache.checkpoint, "_LISTED", {})
+    assert wcache.checkpoint.model_files(indexed) == sorted(first + [os.path.join(indexed, "extra.safetensors")])
+
+    before = wcache.checkpoint.model_files(plain)
+    shutil.copy(before[0], os.path.join(plain, "more.safetensors"))
+    assert wcache.checkpoint.model_files(plain) == sorted(before + [os.path.join(plain, "more.safetensors")])

@@ -433,3 +433,67 @@ def test_without_torch_auto_gives_numpy(short_tmp, tensors):
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_materialize_leaves_its_objects_to_the_oldest_generation_and_frozen_ones_frozen(short_tmp, tensors):
+    """materialize collects nothing while it builds (100k tensors) and hands
+    what it built to the collector's oldest generation, not to the youngest
+    (whose next collection would traverse it all); objects the program
+    froze stay frozen (then the objects stay young)."""
+    import gc  # noqa: PLC0415
+
+    manifest, _ = arena.build(short_tmp, tensors)
+    gc.collect()
+    mat = materialize(manifest, library="torch")
+    young = gc.get_count()[0]
+    assert young < 50, f"{young} objects left in the youngest generation"
+    assert any(t is mat.tensors["layer.0.BF16"] for t in gc.get_objects(generation=2))
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        mat2 = materialize(manifest, library="torch")
+        assert gc.get_freeze_count() == frozen
+        assert all(t is not mat2.tensors["layer.0.BF16"] for t in gc.get_objects(generation=2))
+    finally:
+        gc.unfreeze()
+
+
+def test_device_handles_opened_by_torch_take_the_bulk_path(short_tmp, tensors, monkeypatch):
+    """cuda-ipc handles opened through torch (and hip-ipc, cuda-vmm-fd: the
+    same region types) are viewed in bulk as host memory is: every tensor
+    equals the one-by-one region.tensor() — bytes, dtype, shape, storage and
+    its offset — and is a view of one base per handle and dtype. A CPU
+    storage of the allocation's bytes stands in for device memory (no GPU
+    here; on one, the base is made on the storage's device)."""
+    import ctypes  # noqa: PLC0415
+
+    from wcache import _tensors
+    from wcache._ipc import TorchIpcRegion
+
+    manifest, where = arena.build(short_tmp, tensors, n_handles=2)
+    storages = {}
+    for h in manifest.handles:
+        with open(h.data.decode(), "rb") as f:
+            storages[h.data.decode()] = _tensors._untyped(torch.frombuffer(bytearray(f.read()), dtype=torch.uint8))
+        h.kind, h.data = "cuda-ipc", h.data.ljust(64, b"\0")
+
+    def open_ipc(index, handle, uuid, torch_, device_index, cuda_library, driver):
+        region = TorchIpcRegion.__new__(TorchIpcRegion)
+        region.index, region.size, region.device_index = index, handle.size, 0
+        region.storage = storages[handle.data.rstrip(b"\0").decode()]
+        region.address = region.storage.data_ptr()
+        return region
+
+    monkeypatch.setattr(_tensors, "_open_ipc", open_ipc)
+    mat = materialize(manifest, library="torch")
+    bases = {}
+    for name, dtype, shape, data in tensors:
+        t, region = mat.tensors[name], region_of(mat, name)
+        one = region.tensor(torch, mat.specs[name])
+        assert (t.dtype, tuple(t.shape), t.storage_offset()) == (one.dtype, tuple(one.shape), one.storage_offset())
+        if not data:
+            continue
+        assert _tensors._untyped(t).data_ptr() == region.address and t.data_ptr() == one.data_ptr()
+        assert ctypes.string_at(t.data_ptr(), len(data)) == data
+        assert t._is_view() and bases.setdefault((mat.specs[name].handle_index, dtype), t._base) is t._base
+    assert len(bases) == 6  # 2 handles x 3 dtypes

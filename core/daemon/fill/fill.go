@@ -27,7 +27,6 @@ import (
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // Daemon is what the fillers use of the daemon that runs them: its current
@@ -149,15 +148,4 @@ func arenaBytesOf(pl *plan.Plan) []uint64 {
 		out[i] = a.Bytes
 	}
 	return out
-}
-
-// SameAlgorithm reports whether digests a and b are in the same
-// filedigest algorithm (and both name one).
-func SameAlgorithm(a, b string) bool {
-	x, err := filedigest.AlgorithmOf(a)
-	if err != nil {
-		return false
-	}
-	y, err := filedigest.AlgorithmOf(b)
-	return err == nil && x == y
 }

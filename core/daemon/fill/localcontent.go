@@ -180,7 +180,7 @@ func (lc *localContent) known(ctx context.Context, f *safetensors.File) (*localF
 // the candidate can be refused before a byte moves.
 func (lc *localContent) differs(f *safetensors.File, theirs string) (string, bool) {
 	lf := lc.files[f.Path]
-	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" || !SameAlgorithm(lf.digest, theirs) {
+	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" || !filedigest.SameAlgorithm(lf.digest, theirs) {
 		return "", false
 	}
 	return lf.digest, lf.digest != theirs

@@ -78,7 +78,7 @@ __all__ = [
 # defines it, on first use.
 _MORE = {
     "DaemonGone": "_client", "EvictResult": "_client", "ResidentBytes": "_client",
-    "default_client_name": "_client", "resident_bytes": "_client",
+    "default_client_name": "_client", "resident_bytes": "_client", "served_checkpoint_digest": "_client",
     "ModelNotCachedError": "_hub", "resolve_model": "_hub",
     "ContentUnknownError": "content", "DigestCache": "content", "PolicyRefusedError": "content",
     "digest_file": "content", "identities_match": "content", "prove_content": "content",

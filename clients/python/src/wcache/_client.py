@@ -34,6 +34,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 import grpc
 
 from . import content, _fdchannel as fdchannel, pb
+from . import checkpoint as _checkpoint
 from .checkpoint import model_files
 from ._config import CacheConfig
 from ._discovery import Target, check_socket, probe, resolve
@@ -606,6 +607,37 @@ def _fetch_descriptors(socket_path: str, manifest, call, timeout: float) -> Dict
         raise ProtocolError(f"descriptor channel of {socket_path} sent descriptors for handles {sorted(got)}, "
                             f"the manifest's descriptor handles are {sorted(wanted)} (mismatch at {bad})")
     return {i: fd for i, (_, fd) in got.items()}
+
+
+def served_checkpoint_digest(model: str, socket: Optional[str] = None, device_uuid: Optional[str] = None,
+                             device_index: Optional[int] = None, getenv=None, allow_owners: Iterable[int] = (),
+                             timeout: float = 10.0) -> str:
+    """The checkpoint digest of ``model`` for a CacheConfig, without parsing
+    every header when the daemon holds these very files.
+
+    One status call (discovery as attach: socket, device_uuid,
+    device_index, getenv, allow_owners) and one stat per file
+    (wcache.checkpoint.model_files, wcache.content.identities_match): when a generation of that
+    daemon loaded exactly model's files, by name and identity, its config's
+    checkpoint_digest is theirs (same files, same headers). Otherwise — no
+    daemon, other files (a copy, a fine-tune, a rewrite), a daemon that
+    recorded none, no files found — checkpoint_digest(model), which reads
+    every header (about a second at 100k tensors). Raises what
+    checkpoint_digest raises (CheckpointError, ModelNotCachedError); a
+    daemon that cannot be asked is no error (the headers are read).
+    Either way the attach still proves the files (ContentProof).
+    """
+    files = model_files(model)
+    if files:
+        try:
+            st = status(socket=socket, device_uuid=device_uuid, device_index=device_index, timeout=timeout,
+                        getenv=getenv, allow_owners=allow_owners)
+        except WcacheError:
+            st = None
+        for g in (list(st.generations) or [st]) if st is not None else ():
+            if g.config.checkpoint_digest and content.identities_match(content.files_from_proto(g.files), files):
+                return g.config.checkpoint_digest
+    return _checkpoint.checkpoint_digest(model)
 
 
 def status(socket: Optional[str] = None, device_uuid: Optional[str] = None,

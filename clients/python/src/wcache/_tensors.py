@@ -153,17 +153,20 @@ def _empty(torch, numpy, spec: TensorSpec, device):
 
 class _HostViews(dict):
     """(handle index, dtype) → (base tensor, element size):
-    the base is the whole storage of a host handle (ShmRegion) viewed as
-    dtype, so that a tensor at byte offset o is base.as_strided(shape,
-    strides, o // element size) — the same storage, data pointer and
-    storage offset as empty().set_(storage, …), built by one call. () when
-    the handle is not host memory under torch or torch has no such dtype
-    (the caller takes the general path)."""
+    the base is the whole storage of a handle torch holds — host memory
+    (ShmRegion) or device memory opened through torch (TorchIpcRegion,
+    TorchDriverIpcRegion: cuda-ipc, hip-ipc, cuda-vmm-fd) — viewed as
+    dtype, on the storage's device, so that a tensor at byte offset o is
+    base.as_strided(shape, strides, o // element size) — the same storage,
+    data pointer and storage offset as empty().set_(storage, …), built by
+    one call. () when the handle has no torch storage or torch has no such
+    dtype (the caller takes the general path)."""
 
     def __init__(self, torch, storages: List[object], regions: List[object]):
         super().__init__()
         self._torch = torch
-        self._storages = [s if isinstance(r, ShmRegion) else None for s, r in zip(storages, regions)]
+        kinds = (ShmRegion, TorchIpcRegion, TorchDriverIpcRegion)
+        self._storages = [s if isinstance(r, kinds) else None for s, r in zip(storages, regions)]
 
     def base(self, handle_index: int, dtype: str) -> tuple:
         torch = self._torch
@@ -174,7 +177,8 @@ class _HostViews(dict):
             return ()
         elsize = torch.empty((), dtype=tdtype).element_size()
         nbytes = storage.nbytes() if callable(getattr(storage, "nbytes", None)) else storage.size()
-        flat = torch.empty((0,), dtype=torch.uint8).set_(storage, 0, (nbytes - nbytes % elsize,), (1,))
+        flat = torch.empty((0,), dtype=torch.uint8, device=getattr(storage, "device", "cpu")).set_(
+            storage, 0, (nbytes - nbytes % elsize,), (1,))
         try:
             base = flat.view(tdtype) if tdtype != torch.uint8 else flat
         except (RuntimeError, TypeError):  # a dtype this torch cannot view bytes as: the general path
@@ -222,7 +226,23 @@ def _no_gc():
         yield
     finally:
         if enabled:
+            _promote_untraversed()
             gc.enable()
+
+
+def _promote_untraversed() -> None:
+    """Move every object the collector tracks into its oldest generation
+    without traversing them (gc.freeze then gc.unfreeze: two list splices).
+    Left in the youngest, the manifest's 100k tensors and shapes would be
+    traversed by the first collection after materialize (~0.1 s at 100k
+    tensors) and again on their way to the oldest; there they wait for the
+    next full collection, as any long-lived object does. Not done when the
+    program froze objects itself (gc.get_freeze_count()): unfreezing would
+    hand them back to the collector."""
+    if not hasattr(gc, "freeze") or gc.get_freeze_count():
+        return
+    gc.freeze()
+    gc.unfreeze()
 
 
 def _materialize(manifest, library: str, device_index: Optional[int], cuda_library: str,
@@ -280,6 +300,8 @@ def _materialize(manifest, library: str, device_index: Optional[int], cuda_libra
             if not callable(getattr(region, "tensor", None)):
                 raise WcacheError(f"handle {i} ({h.kind}): the mapper returned {type(region).__name__}, "
                                   "which has no tensor(spec) method")
+        if isinstance(region, (TorchIpcRegion, TorchDriverIpcRegion)):
+            storage = region.storage  # device memory under torch: the same bulk views as host memory
         regions.append(region)
         storages.append(storage)
     # Map the host regions' pages ahead of the reader (wcache._populate:

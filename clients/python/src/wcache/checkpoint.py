@@ -29,7 +29,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat as stat_mod
 import struct
+import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import dtypes
@@ -49,11 +51,13 @@ class _Duplicate(Exception):
 
 
 def _no_duplicates(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(k)
-        out[k] = v
+    out = dict(pairs)
+    if len(out) != len(pairs):  # a key twice: find the first repeated (a Python loop only then)
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Duplicate(k)
+            seen.add(k)
     return out
 
 
@@ -173,13 +177,24 @@ def read_index(path: str) -> Dict[str, str]:
     weight_map = obj.get("weight_map")
     if not isinstance(weight_map, dict):
         raise CheckpointError(path, "index has no weight_map object")
+    # Checked per distinct shard (a 100k-weight map names a few shards);
+    # only a map that fails is walked weight by weight, for the first bad one.
+    values = weight_map.values()
+    if set(map(type, values)) <= {str} and all(map(_plain_file_name, set(values))):
+        return weight_map
     for name, shard in weight_map.items():
         if not isinstance(shard, str):
             raise CheckpointError(path, f"weight {name!r}: shard must be a string")
-        if shard in ("", ".", "..") or any(c in shard for c in "/\\\x00"):
+        if not _plain_file_name(shard):
             raise CheckpointError(path, f"weight {name!r}: shard {shard!r} is not a plain file name "
                                         "in the checkpoint directory")
     return weight_map
+
+
+def _plain_file_name(name: str) -> bool:
+    """Whether name names an entry of a directory itself: not empty, "." or
+    "..", no separator, no NUL (the Go rule: safetensors.plainFileName)."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\x00")
 
 
 def is_checkpoint_file_name(name: str) -> bool:
@@ -231,16 +246,79 @@ def model_files(model: Optional[str]) -> Optional[List[str]]:
         directory = resolve_model(model)
     except ModelNotCachedError:
         return None
-    if not os.path.isdir(directory):
+    try:
+        dst = os.stat(directory)
+    except OSError:
         return None
-    if not os.path.exists(os.path.join(directory, INDEX_FILE_NAME)):
+    if not stat_mod.S_ISDIR(dst.st_mode):
+        return None
+    try:
+        ist: Optional[os.stat_result] = os.stat(os.path.join(directory, INDEX_FILE_NAME))
+    except OSError:
+        ist = None
+    key = (_identity(dst), _identity(ist))
+    listed = _LISTED.get(directory)
+    if listed is not None and listed[0] == key:
+        return list(listed[1])
+    if ist is None:
         try:
             if not any(is_checkpoint_file_name(e) for e in os.listdir(directory)):
                 return None
         except OSError:
             return None
-    files, _ = checkpoint_files(directory)
+    settled = _settled(key[0]) and _settled(key[1])
+    if ist is None:
+        files, _ = checkpoint_files(directory)
+    else:
+        files = _indexed_files(directory, key[1], settled)
+    if settled:
+        if len(_LISTED) >= _LISTED_MAX:
+            _LISTED.clear()
+        _LISTED[directory] = (key, tuple(files))
     return list(files)
+
+
+# model_files' memo, directory -> ((its identity, its index's), files): a
+# listing holds while the directory (an entry added, removed or renamed
+# changes its mtime) and the index (stat'ed through a symlink) keep their
+# identity (device, inode, size, mtime, ctime), so that attaching again in
+# one process does not parse a 100k-weight index again. Identities that
+# changed less than _SETTLE_NS before being listed are not kept (file times
+# move in clock ticks: a change within the tick could leave them equal).
+# The Go client keeps the same per Client (core/client/proofcache.go).
+_LISTED: Dict[str, tuple] = {}
+_LISTED_MAX = 64
+_SETTLE_NS = 2_000_000_000
+
+
+def _indexed_files(directory: str, index: Tuple[int, int, int, int, int], settled: bool) -> List[str]:
+    """checkpoint_files(directory) of a directory with an index of identity
+    index: the shard list the per-user digest cache keeps for that identity
+    (wcache.content.DigestCache.shards), else parsed and, when settled,
+    kept there, so that a fresh process attaching again reads no index."""
+    from .content import DigestCache, Identity  # noqa: PLC0415 - only a directory with an index needs it
+
+    cache, ident = DigestCache(), Identity(*index)
+    names = cache.shards(ident)
+    if names is not None and all(map(_plain_file_name, names)):
+        return [os.path.join(directory, n) for n in names]
+    files, _ = checkpoint_files(directory)
+    if settled:
+        try:
+            cache.store_shards(ident, [os.path.basename(f) for f in files])
+        except OSError:
+            pass  # a cache that cannot be written: parsed again next time
+    return files
+
+
+def _identity(st: Optional[os.stat_result]) -> Optional[Tuple[int, int, int, int, int]]:
+    if st is None:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _settled(ident: Optional[Tuple[int, int, int, int, int]]) -> bool:
+    return ident is None or time.time_ns() - max(ident[3], ident[4]) >= _SETTLE_NS
 
 
 def digest_headers(headers: Iterable[Tuple[str, bytes]]) -> str:

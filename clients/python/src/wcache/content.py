@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import json
 import os
 import re
 import stat as stat_mod
@@ -206,6 +207,12 @@ def digest_file(path: str, workers: int = 0, progress: Optional[Callable[[int, i
         os.close(fd)
 
 
+# The digest cache's entry of an index's shard list: "<identity>.shards",
+# JSON, at most MAX_SHARDS_ENTRY bytes (no digest algorithm is named so).
+SHARDS_SUFFIX = ".shards"
+MAX_SHARDS_ENTRY = 1 << 20
+
+
 class DigestCache:
     """Per-user digest cache keyed by identity, private to ``uid`` (default: the effective uid).
 
@@ -241,11 +248,18 @@ class DigestCache:
                 if d is not None:
                     return d
             return None
+        d = self._read(self.entry_name(ident, algorithm), 256)
+        m = _DIGEST_RE.match(d.strip()) if d is not None else None
+        return d.strip() if m and m.group(1) == algorithm else None
+
+    def _read(self, name: str, limit: int) -> Optional[str]:
+        """The text of entry name (at most limit bytes), or None when it is
+        missing or not to be trusted (the class's rules)."""
         try:
             dst = os.lstat(self.directory)
             if not stat_mod.S_ISDIR(dst.st_mode) or not self._private(dst):
                 return None
-            fd = os.open(os.path.join(self.directory, self.entry_name(ident, algorithm)),
+            fd = os.open(os.path.join(self.directory, name),
                          os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
@@ -253,24 +267,43 @@ class DigestCache:
             st = os.fstat(fd)
             if not stat_mod.S_ISREG(st.st_mode) or not self._private(st):
                 return None
-            d = os.read(fd, 256).decode("ascii", "replace").strip()
+            return os.read(fd, limit).decode("utf-8", "replace")
         finally:
             os.close(fd)
-        m = _DIGEST_RE.match(d)
-        return d if m and m.group(1) == algorithm else None
+
+    def shards(self, index: Identity) -> Optional[List[str]]:
+        """The shard names cached for the checkpoint index of identity index
+        (checkpoint.model_files: a fresh process attaching again need not
+        parse a 100k-weight index), or None."""
+        text = self._read(self.entry_name(index) + SHARDS_SUFFIX, MAX_SHARDS_ENTRY)
+        try:
+            names = json.loads(text) if text is not None else None
+        except ValueError:
+            return None
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+            return None
+        return names
+
+    def store_shards(self, index: Identity, names: Sequence[str]) -> None:
+        """Record the shard names of the index of identity index."""
+        self._write(self.entry_name(index) + SHARDS_SUFFIX, json.dumps(list(names)) + "\n")
 
     def store(self, ident: Identity, digest: str) -> None:
         """Record digest for ident, in the entry of the digest's algorithm."""
-        algorithm = algorithm_of(digest)
+        self._write(self.entry_name(ident, algorithm_of(digest)), digest + "\n")
+
+    def _write(self, name: str, text: str) -> None:
+        """Write entry name atomically (a temporary file renamed into place),
+        creating the directory 0700; raises OSError when it is not private."""
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         dst = os.lstat(self.directory)
         if not stat_mod.S_ISDIR(dst.st_mode) or not self._private(dst):
             raise OSError(f"digest cache {self.directory} is not a directory private to uid {self.uid}")
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         try:
-            os.write(fd, (digest + "\n").encode("ascii"))
+            os.write(fd, text.encode("utf-8"))
             os.close(fd)
-            os.rename(tmp, os.path.join(self.directory, self.entry_name(ident, algorithm)))
+            os.rename(tmp, os.path.join(self.directory, name))
         except BaseException:
             try:
                 os.unlink(tmp)
