@@ -334,8 +334,8 @@ done
 stop_daemon
 step big-arena 90 step_big_arena gpu
 step publish 40 step_publish gpu
-step vllm 200 step_vllm gpu
-step sglang 200 step_sglang gpu
+step vllm 300 step_vllm gpu
+step sglang 300 step_sglang gpu
 "$PY" "$GPU_SCRIPTS/results.py" "$OUT"
 rc=$?
 log "total $(($(date +%s) - T_START))s"
