@@ -166,6 +166,22 @@ def test_loader_cases_on_cpu(world):
         shutil.rmtree(ckpt, ignore_errors=True)
 
 
+def test_the_daemon_named_for_sglangs_device_config(monkeypatch):
+    """SGLang's DeviceConfig holds a torch.device of the type alone and the
+    rank's gpu_id: a CUDA rank names its GPU's daemon (index gpu_id), a CPU
+    one none (the mock backend's device 0 under WCACHE_BACKEND=mock)."""
+    import torch  # noqa: PLC0415
+    from sglang.srt.configs.device_config import DeviceConfig  # noqa: PLC0415
+    from wcache.engines.sglang import _device  # noqa: PLC0415
+
+    for k in [k for k in os.environ if k.startswith("WCACHE_")]:
+        monkeypatch.delenv(k)
+    assert _device(DeviceConfig("cuda", 3)) == (torch.device("cuda", 3), 3)
+    assert _device(DeviceConfig("cpu")) == (torch.device("cpu"), None)
+    monkeypatch.setenv("WCACHE_BACKEND", "mock")
+    assert _device(DeviceConfig("cpu")) == (torch.device("cpu"), 0)
+
+
 def test_version_range_is_checked_at_plugin_load():
     """The supported range (wcache.sglang.MIN_VERSION..BELOW_VERSION) holds
     the release the tests run (0.5.23) and its patch releases, nothing
