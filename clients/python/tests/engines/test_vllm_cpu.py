@@ -56,6 +56,7 @@ except importlib.metadata.PackageNotFoundError:
 
 import harness  # noqa: E402
 import wcache  # noqa: E402
+from engine_log import wcache_line  # noqa: E402
 from test_transformers import drop_page_cache, overwrite_tensor_bytes  # noqa: E402
 from tiny_models import write_family  # noqa: E402
 from vllm_cpu_child import MAX_TOKENS, PROMPTS, TOP  # noqa: E402
@@ -150,17 +151,6 @@ def token_id(token: str):
 def read(path):
     with open(path, errors="replace") as f:
         return f.read()
-
-
-def wcache_line(log, source):
-    """wcache's summary line for source ("attached", "published", "loaded") in an engine log."""
-    verb = {"attached": "attached from the daemon", "published": "published to the daemon",
-            "loaded": "loaded from disk without the daemon"}[source]
-    lines = [ln for ln in log.splitlines() if "wcache: " in ln and verb in ln]
-    assert len(lines) == 1, f"no single wcache {source} line in the engine's log:\n" + \
-                            "\n".join(ln for ln in log.splitlines() if "wcache" in ln)
-    assert re.search(r"\d+ tensors, [\d.]+ MiB in [\d.]+ s", lines[0]), lines[0]
-    return lines[0]
 
 
 def same_generation(got, want, what):

@@ -228,10 +228,7 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
 
     def own(model, reason: str) -> Tuple[Any, Weights]:
         options.no_daemon(engine, reason)
-        table = modules.module_table(model)
-        weights = Weights(table.tensors, "loaded", table.metadata, reason=reason)
-        model._wcache_weights = weights
-        return model, weights
+        return model, loaded_alone(model, reason)
 
     try:
         weights = load_or_publish(cfg, load, sha256=options.verify, client_name=options.client(engine),
@@ -258,6 +255,35 @@ def load_or_publish_model(options: EngineOptions, engine: str, device_index: Opt
             return own(load_from_disk(), reason)
     model._wcache_weights = weights  # the lease lives as long as the model
     return model, weights
+
+
+def loaded_alone(model: Any, reason: str) -> Weights:
+    """The Weights of a model the engine loaded on its own (source "loaded",
+    reason why), kept as model._wcache_weights: what summary() reports for
+    a start without the daemon's weights."""
+    table = modules.module_table(model)
+    weights = Weights(table.tensors, "loaded", table.metadata, reason=reason)
+    model._wcache_weights = weights
+    return weights
+
+
+def version_in(version: str, minimum: Tuple[int, ...], below: Tuple[int, ...]) -> bool:
+    """Whether an engine's version string (its __version__: "0.32.0",
+    "0.34.1+cpu", "0.5.23.post1", "0.35.0.dev3") lies in [minimum, below),
+    compared on as many leading numbers as minimum has. A version without
+    that many leading numbers ("", "dev") is outside every range."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:len(minimum)]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            return False
+        parts.append(int(digits))
+    return len(parts) == len(minimum) and minimum <= tuple(parts) < below
+
+
+def version_range(minimum: Tuple[int, ...], below: Tuple[int, ...]) -> str:
+    """">=0.5.23,<0.6": the range version_in checks, as a requirement reads."""
+    return f">={'.'.join(map(str, minimum))},<{'.'.join(map(str, below))}"
 
 
 class _ToEngineLog(logging.Handler):
@@ -313,5 +339,5 @@ def summary(weights: Weights, seconds: float, what: str) -> str:
     return line
 
 __all__ = ["EngineOptions", "config_digest", "source_files", "FALLBACK_ERROR", "FALLBACK_LOAD", "NoDaemonError", "NoDaemonFallbackError",
-           "daemon_reachable", "gpu_visible", "load_or_publish_model", "mock_backend", "route_logs",
-           "summary"]
+           "daemon_reachable", "gpu_visible", "load_or_publish_model", "loaded_alone", "mock_backend", "route_logs",
+           "summary", "version_in", "version_range"]

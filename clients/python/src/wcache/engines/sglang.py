@@ -22,9 +22,25 @@ checkpoint loads and post-processes, the result is published and the model
 continues on the daemon's copies), no daemon (SGLang's loader, unchanged, or
 an error with ``fallback: "error"``), mismatch (IncompatibleConfigError).
 
-``preloaded_weights_bytes`` (SGLang's KV-sizing contract) is the daemon's
-bytes when they were attached (resident before this process measured its
-baseline), 0 otherwise. Options (``--model-loader-extra-config``):
+``preloaded_weights_bytes`` (SGLang's KV-sizing contract: the scheduler
+adds it back to the free memory it sampled before the load,
+``ModelRunner.account_preloaded_weights``) is the daemon's bytes when they
+were attached (resident before this process measured its baseline), 0
+otherwise.
+
+Every rank logs one line when its model is loaded (wcache.engine.summary:
+attached, published or loaded, tensors, MiB, seconds, and the reason of a
+fallback) to SGLang's log: ``register`` routes wcache's records to the
+``sglang`` logger, which SGLang's processes print through the root logger
+they configure (``configure_logger``, with the rank prefix of each
+scheduler), once.
+
+Versions: ``register`` checks ``sglang.__version__`` against MIN_VERSION,
+BELOW_VERSION; outside, an error in SGLang's log names the version and the
+range and the load format is not registered (SGLang then refuses
+``--load-format wcache`` as an invalid choice). The extra ``wcache[sglang]``
+requires no SGLang, so installing it never replaces the user's SGLang or
+torch. Options (``--model-loader-extra-config``):
 wcache.engine.EngineOptions (content_policy among them: the files of a local
 ``--model-path`` are proven before an attach and carried by a publish).
 """
@@ -43,7 +59,8 @@ from torch import nn
 from . import _modules as modules
 from ..checkpoint import checkpoint_digest
 from .._config import CacheConfig
-from ._engine import EngineOptions, config_digest, daemon_reachable, load_or_publish_model, mock_backend, route_logs, summary
+from ._engine import (EngineOptions, config_digest, daemon_reachable, load_or_publish_model, loaded_alone, mock_backend,
+                      route_logs, summary, version_in, version_range)
 from .._publish import Weights
 from .._vocab import normalize_dtype, normalize_quantization
 
@@ -53,6 +70,20 @@ LOAD_FORMAT = "wcache"
 ENGINE_NAME = "sglang"
 VERIFY_TARGET = "sglang.srt.configs.load_config.LoadConfig._verify_load_format"
 _WHERE = "--model-loader-extra-config (load format wcache)"
+
+# The SGLang releases this plugin supports (docs/engines.md, "Tests and
+# pinned versions"): >= MIN_VERSION, < BELOW_VERSION. The extra
+# wcache[sglang] requires no SGLang (a pin would replace the user's SGLang
+# and its torch, or a build of SGLang under another distribution name): the
+# range is checked here, when SGLang loads the plugin.
+MIN_VERSION = (0, 5, 23)
+BELOW_VERSION = (0, 6)
+
+
+def supported(version: str) -> bool:
+    """Whether SGLang version (its __version__, e.g. "0.5.23",
+    "0.5.23.post1", "0.5.24rc0") is in [MIN_VERSION, BELOW_VERSION)."""
+    return version_in(version, MIN_VERSION, BELOW_VERSION)
 
 
 def _verify_load_format(original, self, *args, **kwargs):
@@ -64,14 +95,24 @@ def _verify_load_format(original, self, *args, **kwargs):
 
 
 def register() -> None:
-    """The sglang.srt.plugins entry point (see the module docstring).
-    Idempotent."""
+    """The sglang.srt.plugins entry point (see the module docstring): route
+    wcache's log records to SGLang's log, and, for an SGLang in the
+    supported range, register the load format. Idempotent (SGLang loads
+    plugins in every process)."""
+    import sglang  # noqa: PLC0415
+
+    route_logs("sglang")
+    version = getattr(sglang, "__version__", "")
+    if not supported(version):
+        log.error("wcache: SGLang %s is outside the range this wcache supports (sglang %s); the load format %r "
+                  "is not registered", version or "(unknown version)", version_range(MIN_VERSION, BELOW_VERSION),
+                  LOAD_FORMAT)
+        return
+
+    from sglang.srt.arg_groups.choices import LOAD_FORMAT_CHOICES  # noqa: PLC0415
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType  # noqa: PLC0415
     from sglang.srt.server_args import add_load_format_choices  # noqa: PLC0415
 
-    from sglang.srt.arg_groups.choices import LOAD_FORMAT_CHOICES  # noqa: PLC0415
-
-    route_logs("sglang")
     if LOAD_FORMAT not in LOAD_FORMAT_CHOICES:
         add_load_format_choices([LOAD_FORMAT])
     if not any(hook is _verify_load_format for _, hook, _ in HookRegistry._hooks.get(VERIFY_TARGET, ())):  # noqa: SLF001
@@ -96,6 +137,12 @@ def _ranks() -> Dict[str, int]:
     return out
 
 
+def _layout() -> str:
+    """This rank's place in SGLang's groups, "tp 0/1, pp 0/1", for the log line."""
+    r = _ranks()
+    return f"tp {r['tp_rank']}/{r['tp_size']}, pp {r.get('pp_rank', 0)}/{r.get('pp_size', 1)}"
+
+
 def cache_config(model_config, capability: str) -> CacheConfig:
     """The CacheConfig of this rank (the fields of wcache.vllm.cache_config,
     with engine "sglang")."""
@@ -117,8 +164,10 @@ def cache_config(model_config, capability: str) -> CacheConfig:
 
 
 def _device(device_config) -> Tuple[torch.device, Optional[int]]:
-    """The model's device and the index discovery uses (mock: 0 on CPU)."""
-    kind = device_config.device
+    """The model's device and the index discovery uses (mock: 0 on CPU).
+    SGLang's DeviceConfig.device is a torch.device of the type alone
+    ("cuda", not "cuda:N"); gpu_id is the rank's GPU, -1 for the current one."""
+    kind = torch.device(device_config.device).type
     gpu = getattr(device_config, "gpu_id", None)
     if kind in ("cuda", "hip"):
         index = gpu if gpu is not None and gpu >= 0 else torch.cuda.current_device()
@@ -146,22 +195,24 @@ class WcacheModelLoader(_base()):
     def load_model(self, *, model_config, device_config) -> nn.Module:
         self.preloaded_weights_bytes = 0
         device, index = _device(device_config)
+        start = time.monotonic()
         if not daemon_reachable(self.options) or (index is None and not (self.options.socket or
                                                                           self.options.device_uuid)):
             reason = f"no daemon to name for device {device}"
             self.options.no_daemon(ENGINE_NAME, reason)
-            log.info("wcache: %s; SGLang's loader", reason)
-            return self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config)
+            model = self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config)
+            log.info("%s", summary(loaded_alone(model, reason), time.monotonic() - start,
+                                   f"{model_config.model_path} ({_layout()})"))
+            return model
 
         self.options.require_daemon(ENGINE_NAME, index)
-        start = time.monotonic()
         cfg = cache_config(model_config, self.options.capability(index or 0))
         model, weights = load_or_publish_model(
             self.options, ENGINE_NAME, index, cfg,
             lambda: self._disk_loader(model_config).load_model(model_config=model_config, device_config=device_config),
             lambda weights: self._attach(model_config, weights),
             **self.options.content_kwargs(model_config.model_path))
-        log.info("%s", summary(weights, time.monotonic() - start, model_config.model_path))
+        log.info("%s", summary(weights, time.monotonic() - start, f"{model_config.model_path} ({_layout()})"))
         return model.eval()
 
     def _attach(self, model_config, weights: Weights) -> nn.Module:
@@ -175,7 +226,9 @@ class WcacheModelLoader(_base()):
         # SGLang's post-processing ran in the publisher; what it produced
         # (repacked weights, new scales, derived tensors) is what was published.
         modules.install(model, weights, weights.metadata, check_shapes=False, allow_new=True)
-        self.preloaded_weights_bytes = sum(int(h.size) for h in weights.attachment.manifest.handles)
+        # The device memory the attached generation holds (its arenas), resident
+        # before SGLang sampled its pre-load baseline.
+        self.preloaded_weights_bytes = int(weights.attachment.device_bytes)
         return model
 
 
@@ -184,4 +237,5 @@ class WcacheModelLoader(_base()):
 # is this module under that import path).
 WcacheModelLoader.__module__ = "wcache.sglang"
 
-__all__ = ["ENGINE_NAME", "LOAD_FORMAT", "WcacheModelLoader", "cache_config", "register"]
+__all__ = ["BELOW_VERSION", "ENGINE_NAME", "LOAD_FORMAT", "MIN_VERSION", "WcacheModelLoader", "cache_config", "register",
+           "supported"]

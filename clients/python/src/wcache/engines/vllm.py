@@ -61,7 +61,7 @@ from ..checkpoint import checkpoint_digest
 from .._client import status
 from .._config import CacheConfig
 from ._engine import (EngineOptions, config_digest, daemon_reachable, gpu_visible, load_or_publish_model, mock_backend,
-                     route_logs, summary)
+                     route_logs, summary, version_in, version_range)
 from .._errors import NoDaemonError, WcacheError
 from .._publish import Weights
 from .._vocab import normalize_dtype, normalize_quantization
@@ -85,17 +85,11 @@ BELOW_VERSION = (0, 35)
 def supported(version: str) -> bool:
     """Whether vLLM version (its __version__, e.g. "0.32.0", "0.34.1+cpu",
     "0.35.0.dev3") is in [MIN_VERSION, BELOW_VERSION)."""
-    parts = []
-    for piece in version.split("+")[0].split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
-        if not digits:
-            return False
-        parts.append(int(digits))
-    return len(parts) == 2 and MIN_VERSION <= tuple(parts) < BELOW_VERSION
+    return version_in(version, MIN_VERSION, BELOW_VERSION)
 
 
 def _range() -> str:
-    return f">={MIN_VERSION[0]}.{MIN_VERSION[1]},<{BELOW_VERSION[0]}.{BELOW_VERSION[1]}"
+    return version_range(MIN_VERSION, BELOW_VERSION)
 
 
 def register() -> None:
