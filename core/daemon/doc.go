@@ -46,7 +46,7 @@
 //
 // Options.Metrics, when set, receives the daemon's operational events (the
 // load, attaches with their duration or failure reason, the lease count, the
-// state) through the Metrics interface; core/daemon/metrics exports them to
+// state) through the Metrics interface; core/metrics exports them to
 // Prometheus. Without it nothing is recorded and this package depends on no
 // metrics library.
 //

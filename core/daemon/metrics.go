@@ -3,7 +3,7 @@ package daemon
 import "time"
 
 // Metrics receives the daemon's operational events, for an exporter such as
-// core/daemon/metrics (Prometheus). The daemon works without one: a nil
+// core/metrics (Prometheus). The daemon works without one: a nil
 // Options.Metrics records nothing, and this package does not depend on any
 // metrics library.
 //

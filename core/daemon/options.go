@@ -144,7 +144,7 @@ type Options struct {
 	// Metrics, when set, makes the sink of the daemon's operational events
 	// (load, attaches and their failures, lease count, state); Start calls
 	// it once with the device UUID. nil: nothing is recorded.
-	// core/daemon/metrics implements it for Prometheus.
+	// core/metrics implements it for Prometheus.
 	Metrics MetricsFactory
 
 	// RestartPlugin, when set, starts a replacement for a backend plugin

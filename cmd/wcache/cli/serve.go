@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wcache/wcache/core/daemon"
-	"github.com/wcache/wcache/core/daemon/metrics"
+	"github.com/wcache/wcache/core/metrics"
 )
 
 // serveLong is serve's --help text.

@@ -13,7 +13,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon"
-	"github.com/wcache/wcache/core/daemon/metrics"
+	"github.com/wcache/wcache/core/metrics"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/sdk"
 )
