@@ -58,3 +58,55 @@ func TestListenerPausesAndResumesOnANewSocket(t *testing.T) {
 		t.Fatalf("Accept after Close: %v, %v", a.c, a.err)
 	}
 }
+
+// TestPeerListenerPausesAndResumesOnTheSameSocket: a paused PeerListener
+// keeps its socket open (a duplicate descriptor goes to the successor),
+// leaves a connection in the backlog without failing Accept, accepts it
+// after Resume, and fails with net.ErrClosed once closed.
+func TestPeerListenerPausesAndResumesOnTheSameSocket(t *testing.T) {
+	tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPeerListener(tl)
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	next := make(chan accepted, 1)
+	accept := func() { c, err := p.Accept(); next <- accepted{c, err} }
+
+	go accept()
+	f, err := p.Pause() // Accept, blocked on the socket, must wait, not fail
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c, err := net.Dial("tcp", p.Addr().String())
+	if err != nil {
+		t.Fatalf("the paused listener's socket is closed: %v", err)
+	}
+	defer c.Close()
+	select {
+	case a := <-next:
+		t.Fatalf("Accept returned while paused: %v, %v", a.c, a.err)
+	default:
+	}
+	p.Resume()
+	a := <-next
+	if a.err != nil {
+		t.Fatalf("Accept after resume: %v", a.err)
+	}
+	if a.c.RemoteAddr().String() != c.LocalAddr().String() {
+		t.Errorf("accepted %v, want the connection dialled while paused (%v)", a.c.RemoteAddr(), c.LocalAddr())
+	}
+	a.c.Close()
+
+	go accept()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-next; !errors.Is(a.err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v, %v", a.c, a.err)
+	}
+}
