@@ -21,14 +21,8 @@ func TestListenerPausesAndResumesOnANewSocket(t *testing.T) {
 	}
 	first := listen("a")
 	h := NewListener(first)
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	next := make(chan accepted, 1)
-	accept := func() { c, err := h.Accept(); next <- accepted{c, err} }
 
-	go accept()
+	next := acceptOnce(h)
 	h.Pause() // Accept, blocked on the first socket, must wait, not fail
 	if _, err := net.Dial("unix", filepath.Join(dir, "a")); err == nil {
 		t.Fatal("the paused listener's socket still accepts connections")
@@ -49,14 +43,7 @@ func TestListenerPausesAndResumesOnANewSocket(t *testing.T) {
 		t.Fatalf("Accept after resume: %v", a.err)
 	}
 	a.c.Close()
-
-	go accept()
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if a := <-next; !errors.Is(a.err, net.ErrClosed) {
-		t.Fatalf("Accept after Close: %v, %v", a.c, a.err)
-	}
+	closeEndsAccept(t, h)
 }
 
 // TestPeerListenerPausesAndResumesOnTheSameSocket: a paused PeerListener
@@ -69,14 +56,8 @@ func TestPeerListenerPausesAndResumesOnTheSameSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := NewPeerListener(tl)
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	next := make(chan accepted, 1)
-	accept := func() { c, err := p.Accept(); next <- accepted{c, err} }
 
-	go accept()
+	next := acceptOnce(p)
 	f, err := p.Pause() // Accept, blocked on the socket, must wait, not fail
 	if err != nil {
 		t.Fatal(err)
@@ -101,9 +82,35 @@ func TestPeerListenerPausesAndResumesOnTheSameSocket(t *testing.T) {
 		t.Errorf("accepted %v, want the connection dialled while paused (%v)", a.c.RemoteAddr(), c.LocalAddr())
 	}
 	a.c.Close()
+	closeEndsAccept(t, p)
+}
 
-	go accept()
-	if err := p.Close(); err != nil {
+// accepted is what one Accept returned.
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// pausable is what both listeners' tests use of them.
+type pausable interface {
+	Accept() (net.Conn, error)
+	Close() error
+}
+
+// acceptOnce calls l.Accept in a goroutine; its result arrives on the
+// channel.
+func acceptOnce(l pausable) <-chan accepted {
+	next := make(chan accepted, 1)
+	go func() { c, err := l.Accept(); next <- accepted{c, err} }()
+	return next
+}
+
+// closeEndsAccept closes l while an Accept waits and requires that Accept
+// to fail with net.ErrClosed.
+func closeEndsAccept(t *testing.T, l pausable) {
+	t.Helper()
+	next := acceptOnce(l)
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if a := <-next; !errors.Is(a.err, net.ErrClosed) {
