@@ -2,6 +2,7 @@ package dist
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,15 +75,7 @@ func danglingLinks(pages []string, root string) []string {
 			out = append(out, fmt.Sprintf("%s: %v", rel(root, page), err))
 			continue
 		}
-		fenced := false
-		for i, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "```") {
-				fenced = !fenced
-				continue
-			}
-			if fenced {
-				continue
-			}
+		for i, line := range proseLines(string(b)) {
 			for _, m := range mdLink.FindAllStringSubmatch(stripInlineCode(line), -1) {
 				target := m[1]
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
@@ -113,6 +106,25 @@ func danglingLinks(pages []string, root string) []string {
 	return out
 }
 
+// proseLines yields the lines of the Markdown text with their index (from
+// 0), but for fenced code blocks: the fence lines (```, indented or not)
+// and every line between an opening and a closing one. An unclosed fence
+// hides the rest of the text.
+func proseLines(text string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		fenced := false
+		for i, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced = !fenced
+				continue
+			}
+			if !fenced && !yield(i, line) {
+				return
+			}
+		}
+	}
+}
+
 // inlineCode matches a `code span`, whose brackets are no link.
 var inlineCode = regexp.MustCompile("`[^`]*`")
 
@@ -130,15 +142,7 @@ func headingAnchors(path string) map[string]bool {
 		return nil
 	}
 	out := map[string]bool{}
-	fenced := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			fenced = !fenced
-			continue
-		}
-		if fenced {
-			continue
-		}
+	for _, line := range proseLines(string(b)) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			out[m[1]] = true
 		}

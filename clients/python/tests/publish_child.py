@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
+import st_writer  # noqa: E402
 import wcache  # noqa: E402
 
 
@@ -47,31 +48,16 @@ def config(tp_rank: int = 0, engine_version: str = "1", model: str = "publish-te
                               tp_size=2, tp_rank=tp_rank, device_capability="mock", **dp)
 
 
-def read_safetensors(path: str):
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-        data = f.read()
-    names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = meta["data_offsets"]
-        raw = torch.frombuffer(bytearray(data[lo:hi]), dtype=torch.uint8) if hi > lo else \
-            torch.empty(0, dtype=torch.uint8)
-        out[name] = raw.view(names[meta["dtype"]]).reshape(meta["shape"])
-    return out
+_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
 
 def transformed(model: str):
     """The engine's post-processing: scale by 2, transpose 2-D tensors (a view)."""
     out = {}
-    for f in sorted(os.listdir(model)):
-        if f.endswith(".safetensors"):
-            for name, t in read_safetensors(os.path.join(model, f)).items():
-                t = t.float() * 2
-                out[name] = t.T if t.dim() == 2 else t
+    for name, dtype, shape, data in st_writer.read_dir(model):
+        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+        t = raw.view(_DTYPES[dtype]).reshape(shape).float() * 2
+        out[name] = t.T if t.dim() == 2 else t
     return out
 
 

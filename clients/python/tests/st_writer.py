@@ -1,11 +1,12 @@
-"""Writes safetensors checkpoints for tests (stdlib + numpy, no safetensors package)."""
+"""Writes safetensors checkpoints for tests, and reads them back as they are on disk (stdlib + numpy, no
+safetensors package)."""
 
 from __future__ import annotations
 
 import json
 import os
 import struct
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +34,22 @@ def encode(tensors: Sequence[Tensor], metadata: Optional[Dict[str, str]] = None)
 def write(path: str, tensors: Sequence[Tensor], metadata: Optional[Dict[str, str]] = None) -> None:
     with open(path, "wb") as f:
         f.write(encode(tensors, metadata))
+
+
+def read_dir(directory: str) -> Iterator[Tensor]:
+    """Every tensor of the .safetensors files of directory as they are on disk now, the files in name order
+    and each file's tensors in its header's order (the inverse of write, metadata skipped)."""
+    for fname in sorted(os.listdir(directory)):
+        if not fname.endswith(".safetensors"):
+            continue
+        with open(os.path.join(directory, fname), "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+            data = f.read()
+        for name, meta in header.items():
+            if name != "__metadata__":
+                lo, hi = meta["data_offsets"]
+                yield (name, meta["dtype"], tuple(meta["shape"]), data[lo:hi])
 
 
 def random_tensor(rng: np.random.Generator, name: str, dtype: str, shape: Sequence[int]) -> Tensor:

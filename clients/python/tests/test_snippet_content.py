@@ -32,27 +32,15 @@ pytestmark = pytest.mark.interop
 
 # The free names of the snippets, as their comments describe them: the
 # model directory, the layout, the device, and the engine's own loader (it
-# reads the safetensors files as they are on disk now).
+# reads the safetensors files as they are on disk now, through st_writer:
+# _run puts this folder on the snippet's PYTHONPATH after the client).
 _READER = r'''
-import json as _json, struct as _struct, os as _os, torch as _torch
+import torch as _torch, st_writer as _st
 _DT = {"F32": _torch.float32, "F16": _torch.float16, "BF16": _torch.bfloat16}
 def _read_dir(d):
-    out = {}
-    for n in sorted(_os.listdir(d)):
-        if not n.endswith(".safetensors"):
-            continue
-        with open(_os.path.join(d, n), "rb") as f:
-            (k,) = _struct.unpack("<Q", f.read(8))
-            header = _json.loads(f.read(k))
-            data = f.read()
-        for name, meta in header.items():
-            if name == "__metadata__":
-                continue
-            lo, hi = meta["data_offsets"]
-            dt, shape = _DT[meta["dtype"]], meta["shape"]
-            out[name] = (_torch.frombuffer(bytearray(data[lo:hi]), dtype=dt).reshape(shape) if hi > lo
-                         else _torch.empty(shape, dtype=dt))
-    return out
+    return {name: (_torch.frombuffer(bytearray(data), dtype=_DT[dtype]).reshape(shape) if data
+                   else _torch.empty(shape, dtype=_DT[dtype]))
+            for name, dtype, shape, data in _st.read_dir(d)}
 '''
 
 # What the snippet left in `result`: a SHA-256 of every tensor's bytes, and
@@ -105,7 +93,8 @@ def _block(doc: str, marker: str) -> str:
 def _run(world: harness.World, code: str) -> subprocess.CompletedProcess:
     env = dict(world.env, WCACHE_BACKEND="mock", CUDA_VISIBLE_DEVICES="",
                XDG_CACHE_HOME=os.path.join(world.root, "xdg-cache"),
-               PYTHONPATH=os.path.join(harness.REPO, "clients", "python", "src"))
+               PYTHONPATH=os.pathsep.join([os.path.join(harness.REPO, "clients", "python", "src"),
+                                           os.path.dirname(os.path.abspath(__file__))]))
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
 
 
@@ -121,19 +110,7 @@ def _result(proc: subprocess.CompletedProcess) -> Optional[dict]:
 
 def tensor_hashes(directory: str) -> Dict[str, str]:
     """SHA-256 of every tensor's bytes in the safetensors files of directory, as they are on disk now."""
-    out = {}
-    for name in sorted(os.listdir(directory)):
-        if not name.endswith(".safetensors"):
-            continue
-        with open(os.path.join(directory, name), "rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
-            data = f.read()
-        for t, meta in header.items():
-            if t != "__metadata__":
-                lo, hi = meta["data_offsets"]
-                out[t] = hashlib.sha256(data[lo:hi]).hexdigest()
-    return out
+    return {name: hashlib.sha256(data).hexdigest() for name, _, _, data in st_writer.read_dir(directory)}
 
 
 def rewrite_a_tensor(directory: str) -> str:

@@ -1,9 +1,6 @@
 package handover
 
-import (
-	"net"
-	"sync"
-)
+import "net"
 
 // Listener is a daemon's gRPC listener: it can be paused (its
 // socket closed, Accept waiting) and resumed on a new socket without
@@ -11,31 +8,21 @@ import (
 // gRPC connections, and so its leases, while it has no socket, and can
 // serve on if the successor fails.
 type Listener struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	l      net.Listener
-	paused bool
-	closed bool
+	pauseGate              // its mu also guards l
+	l         net.Listener // the socket served now
 }
 
 // NewListener serves on l.
-func NewListener(l net.Listener) *Listener {
-	h := &Listener{l: l}
-	h.cond = sync.NewCond(&h.mu)
-	return h
-}
+func NewListener(l net.Listener) *Listener { return &Listener{l: l} }
 
 // Accept returns the next connection; while paused it waits for Resume.
 // It fails with net.ErrClosed once Close was called.
 func (h *Listener) Accept() (net.Conn, error) {
 	for {
 		h.mu.Lock()
-		for h.paused && !h.closed {
-			h.cond.Wait()
-		}
-		if h.closed {
+		if err := h.waitLocked(); err != nil {
 			h.mu.Unlock()
-			return nil, net.ErrClosed
+			return nil, err
 		}
 		l := h.l
 		h.mu.Unlock()
@@ -66,7 +53,7 @@ func (h *Listener) Resume(l net.Listener) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.l, h.paused = l, false
-	h.cond.Broadcast()
+	h.wakeLocked()
 }
 
 // Close closes the socket for good.
@@ -74,7 +61,7 @@ func (h *Listener) Close() error {
 	h.mu.Lock()
 	h.closed = true
 	l := h.l
-	h.cond.Broadcast()
+	h.wakeLocked()
 	h.mu.Unlock()
 	return l.Close()
 }

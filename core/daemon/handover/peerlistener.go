@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync"
 	"time"
 )
 
@@ -17,32 +16,22 @@ import (
 // resumes if the successor fails. Pending connections wait in the
 // kernel's backlog for whichever process accepts next.
 type PeerListener struct {
-	l      *net.TCPListener
-	mu     sync.Mutex
-	cond   *sync.Cond
-	paused bool
-	closed bool
+	pauseGate
+	l *net.TCPListener
 }
 
 // NewPeerListener accepts on l.
-func NewPeerListener(l *net.TCPListener) *PeerListener {
-	p := &PeerListener{l: l}
-	p.cond = sync.NewCond(&p.mu)
-	return p
-}
+func NewPeerListener(l *net.TCPListener) *PeerListener { return &PeerListener{l: l} }
 
 // Accept returns the next connection; while paused it waits for Resume.
 // After Close it fails with net.ErrClosed.
 func (p *PeerListener) Accept() (net.Conn, error) {
 	for {
 		p.mu.Lock()
-		for p.paused && !p.closed {
-			p.cond.Wait()
-		}
-		closed := p.closed
+		err := p.waitLocked()
 		p.mu.Unlock()
-		if closed {
-			return nil, net.ErrClosed
+		if err != nil {
+			return nil, err
 		}
 		c, err := p.l.Accept()
 		if err == nil {
@@ -81,7 +70,7 @@ func (p *PeerListener) Resume() {
 	_ = p.l.SetDeadline(time.Time{})
 	p.mu.Lock()
 	p.paused = false
-	p.cond.Broadcast()
+	p.wakeLocked()
 	p.mu.Unlock()
 }
 
@@ -90,7 +79,7 @@ func (p *PeerListener) Resume() {
 func (p *PeerListener) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	p.cond.Broadcast()
+	p.wakeLocked()
 	p.mu.Unlock()
 	return p.l.Close()
 }

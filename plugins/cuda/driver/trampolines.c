@@ -3,9 +3,6 @@
 
 #include "trampolines.h"
 
-typedef struct { char bytes[16]; } CUuuid;
-typedef struct { char reserved[64]; } CUipcMemHandle;
-
 CUresult wc_init(void *f, unsigned flags) { return ((CUresult (*)(unsigned))f)(flags); }
 
 CUresult wc_int_out(void *f, int *out) { return ((CUresult (*)(int *))f)(out); }
@@ -109,33 +106,7 @@ CUresult wc_get_proc_address(void *f, const char *name, void **pfn, int version,
 	return ((CUresult (*)(const char *, void **, int, unsigned long long))f)(name, pfn, version, flags);
 }
 
-/* ------------------------------------------------ virtual memory management
- * CUDA 12 cuda.h, LP64: CUmemAllocationProp is 32 bytes, CUmemAccessDesc 12. */
-typedef struct {
-	int type; /* CUmemLocationType: CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-	int id;
-} CUmemLocation;
-
-typedef struct {
-	unsigned type;                 /* CUmemAllocationType: PINNED = 1 */
-	unsigned requestedHandleTypes; /* CUmemAllocationHandleType bits */
-	CUmemLocation location;
-	void *win32HandleMetaData;
-	struct {
-		unsigned char compressionType;
-		unsigned char gpuDirectRDMACapable;
-		unsigned short usage;
-		unsigned char reserved[4];
-	} allocFlags;
-} CUmemAllocationProp;
-
-typedef struct {
-	CUmemLocation location;
-	unsigned flags; /* CUmemAccess_flags: READWRITE = 3 */
-} CUmemAccessDesc;
-
-_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp is 32 bytes on LP64");
-_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
+/* ------------------------------------------------ virtual memory management */
 
 static void wc_prop(CUmemAllocationProp *p, unsigned handle_types, int device) {
 	memset(p, 0, sizeof *p);

@@ -1,20 +1,13 @@
-// trampolines.h - the minimal CUDA driver ABI the wcache CUDA backend uses,
-// declared here so that no CUDA SDK is needed at build time (LP64:
-// CUdeviceptr is unsigned long long, CUdevice is int), and the C
-// trampolines that call the entry points through pointers resolved with
-// dlsym. Every pointer is resolved once, when the library is opened; none
-// is NULL when a trampoline runs.
+// trampolines.h - the C trampolines through which the wcache CUDA backend
+// calls the driver entry points it uses (their types: cudaabi.h), by
+// pointers resolved with dlsym. Every pointer is resolved once, when the
+// library is opened; none is NULL when a trampoline runs.
 #ifndef WCACHE_CUDA_TRAMPOLINES_H
 #define WCACHE_CUDA_TRAMPOLINES_H
 
 #include <stddef.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext;
-typedef void *CUstream;
-typedef void *CUevent;
+#include "cudaabi.h"
 
 CUresult wc_init(void *f, unsigned flags);
 CUresult wc_int_out(void *f, int *out);
@@ -41,7 +34,6 @@ CUresult wc_ipc_open_mem_handle(void *f, CUdeviceptr *p, const unsigned char *in
 // Virtual memory management. prop_* are the fields of CUmemAllocationProp
 // (type, requestedHandleTypes, location {DEVICE, device}); the trampoline
 // builds the struct.
-typedef unsigned long long CUmemGenericAllocationHandle;
 CUresult wc_mem_create(void *f, CUmemGenericAllocationHandle *h, size_t n, unsigned handle_types, int device);
 CUresult wc_mem_get_granularity(void *f, size_t *g, unsigned handle_types, int device, int option);
 CUresult wc_mem_export_fd(void *f, int *fd, CUmemGenericAllocationHandle h);

@@ -66,6 +66,14 @@ def in_attached_memory(model, weights, buffers: bool = True) -> bool:
     return True
 
 
+def report_error(exc: BaseException) -> int:
+    """Print exc as the children report an error, {"error": class name, "message", "fields": the
+    sorted fields of its diffs (a ConfigMismatchError's; none otherwise)}, and return 3, their exit code for it."""
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc),
+                      "fields": sorted(d.field for d in getattr(exc, "diffs", []))}))
+    return 3
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=("disk", "wcache"))
@@ -85,9 +93,7 @@ def main() -> int:
             model = wcache.transformers.from_pretrained(args.dir, fallback=args.fallback,
                                                         content_policy=args.content_policy, **kwargs)
         except wcache.WcacheError as exc:
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc),
-                              "fields": sorted(d.field for d in getattr(exc, "diffs", []))}))
-            return 3
+            return report_error(exc)
         w = model.wcache_weights
         out = {"source": w.source, "reason": w.reason,
                "in_attached_memory": in_attached_memory(model, w) if w.source != "loaded" else False}

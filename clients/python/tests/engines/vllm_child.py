@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "src"))
 sys.path.insert(0, HERE)
 
-from transformers_child import in_attached_memory, tensors_digest  # noqa: E402
+from transformers_child import in_attached_memory, report_error, tensors_digest  # noqa: E402
 
 
 def free_port() -> int:
@@ -37,13 +37,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def main() -> int:
+def loader_parser() -> argparse.ArgumentParser:
+    """The arguments of both vLLM children: FORMAT DIR [--dtype D (float32)] [--extra JSON ({}): the
+    loader's model_loader_extra_config]."""
     p = argparse.ArgumentParser()
     p.add_argument("format")
     p.add_argument("dir")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--extra", default="{}")
-    args = p.parse_args()
+    return p
+
+
+def main() -> int:
+    args = loader_parser().parse_args()
 
     from vllm.config import DeviceConfig, LoadConfig, ModelConfig, VllmConfig, set_current_vllm_config  # noqa: PLC0415
     from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: PLC0415
@@ -69,9 +75,7 @@ def main() -> int:
         try:
             model = loader.load_model(vllm_config=vc, model_config=mc)
         except wcache.WcacheError as exc:
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc),
-                              "fields": sorted(d.field for d in getattr(exc, "diffs", []))}))
-            return 3
+            return report_error(exc)
     w = getattr(model, "_wcache_weights", None)
     if w is not None:
         out.update(source=w.source, reason=w.reason,

@@ -19,7 +19,6 @@ keep_cpu_linear_weights (the publish check then refuses).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -31,7 +30,8 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from transformers_child import read_bytes  # noqa: E402
+from transformers_child import read_bytes, report_error  # noqa: E402
+from vllm_child import loader_parser  # noqa: E402
 
 PROMPTS = ["w5 w17 w300 w42 w9", "w1000 w7 w7 w3021"]
 MAX_TOKENS = 6
@@ -47,11 +47,7 @@ def outcome(model):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("format")
-    p.add_argument("dir")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--extra", default="{}")
+    p = loader_parser()
     p.add_argument("--as-before", action="store_true")
     p.add_argument("--no-keep", action="store_true")
     args = p.parse_args()
@@ -73,10 +69,7 @@ def main() -> int:
         cause = exc
         while cause is not None and not isinstance(cause, wcache.WcacheError):
             cause = cause.__cause__ or cause.__context__
-        err = cause or exc
-        print(json.dumps({"error": type(err).__name__, "message": str(err),
-                          "fields": sorted(d.field for d in getattr(err, "diffs", []))}))
-        return 3
+        return report_error(cause or exc)
     loaded_read = read_bytes() - before
     out = {"read_bytes": loaded_read}
     found = llm.apply_model(outcome)

@@ -116,11 +116,7 @@
 #define FC_ENV(x) "FAKECUDA_" x
 #include "fakecore.h"
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct { char bytes[16]; } CUuuid;
-typedef struct { char reserved[64]; } CUipcMemHandle;
+#include "../../driver/cudaabi.h" /* the ABI's types, as the backend's trampolines see them */
 
 enum {
     CUDA_SUCCESS = FC_SUCCESS,
@@ -621,27 +617,6 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
 }
 
 /* ------------------------------------------------ virtual memory management */
-
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct {
-    int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-    int id;
-} CUmemLocation;
-typedef struct {
-    unsigned type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
-    unsigned requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType, gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
-typedef struct {
-    CUmemLocation location;
-    unsigned flags;
-} CUmemAccessDesc;
 
 enum { HANDLE_TYPE_POSIX_FD = 1, VMM_PREFIX_LEN = 21 };
 static const char VMM_PREFIX[] = "/memfd:fakecuda-vmm-"; /* as /proc/self/fd shows it */
