@@ -1,12 +1,9 @@
 package daemon
 
 import (
-	"os"
 	"testing"
 
-	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/core/safetensors/safetensorstest"
-	"github.com/wcache/wcache/sdk/filedigest"
 )
 
 // TestLoadTakesDigestsFromTheCache: a load of files whose digests the
@@ -29,19 +26,7 @@ func TestLoadTakesDigestsFromTheCache(t *testing.T) {
 			cache := cachedDigests(t, tc.cached(f.model.Files)...)
 			r := f.start(0, func(o *Options) { o.DigestCache, o.PeerFill = cache, PeerFillOff })
 			info := r.d.Info()
-			if len(info.Content) != len(f.model.Files) {
-				t.Fatalf("%d content records for %d files", len(info.Content), len(f.model.Files))
-			}
-			for i, c := range info.Content {
-				b, err := os.ReadFile(f.model.Files[i])
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, _ := os.Stat(f.model.Files[i])
-				if c.Digest != filedigest.Bytes(b) || c.Identity != safetensors.StampOf(st) {
-					t.Fatalf("record %d = %+v; want the digest %s and identity of %s", i, c, filedigest.Bytes(b), f.model.Files[i])
-				}
-			}
+			checkContentRecords(t, info.Content, f.model.Files)
 			l := info.Load
 			if hashed := l.Fill.Hash > 0; hashed != tc.hashed || (l.DigestLeavesFromFill > 0) != tc.hashed {
 				t.Fatalf("the fill hashed %d of %d leaves in %v; want hashing %v", l.DigestLeavesFromFill, l.DigestLeaves, l.Fill.Hash, tc.hashed)

@@ -52,19 +52,7 @@ func TestContentDigestsRecordedAndProven(t *testing.T) {
 	f.fillStats = true
 	r := f.start(0, nil)
 	info := r.d.Info()
-	if len(info.Content) != len(f.model.Files) {
-		t.Fatalf("%d content records for %d files", len(info.Content), len(f.model.Files))
-	}
-	for i, c := range info.Content {
-		b, err := os.ReadFile(f.model.Files[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := os.Stat(f.model.Files[i])
-		if c.Name != filepath.Base(f.model.Files[i]) || c.Digest != filedigest.Bytes(b) || c.Identity != safetensors.StampOf(st) {
-			t.Fatalf("record %d = %+v; want the digest %s and identity of %s", i, c, filedigest.Bytes(b), f.model.Files[i])
-		}
-	}
+	checkContentRecords(t, info.Content, f.model.Files)
 	// The fill hashed every leaf but those holding a header or an arena's
 	// edge.
 	if l := info.Load; l.DigestLeavesFromFill == 0 || l.DigestLeaves-l.DigestLeavesFromFill > int64(len(info.Content)+2*l.Allocations) {
@@ -185,5 +173,24 @@ func TestContentPolicyHeadersWhenAllowed(t *testing.T) {
 	opts.Policy = cacheconfig.PolicyHash
 	if err := client.ProveContent(context.Background(), a.Manifest, zeroed, opts); !errors.Is(err, client.ErrPolicyRefused) {
 		t.Fatalf("hash, not among the daemon's policies: %v", err)
+	}
+}
+
+// checkContentRecords fails t unless records are, in order, the name,
+// content digest (filedigest.Default) and identity of each of files.
+func checkContentRecords(t *testing.T, records []cacheconfig.FileContent, files []string) {
+	t.Helper()
+	if len(records) != len(files) {
+		t.Fatalf("%d content records for %d files", len(records), len(files))
+	}
+	for i, c := range records {
+		b, err := os.ReadFile(files[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := os.Stat(files[i])
+		if c.Name != filepath.Base(files[i]) || c.Digest != filedigest.Bytes(b) || c.Identity != safetensors.StampOf(st) {
+			t.Fatalf("record %d = %+v; want the digest %s and identity of %s", i, c, filedigest.Bytes(b), files[i])
+		}
 	}
 }

@@ -30,7 +30,6 @@ runs. Skipped without SGLang (clients/python/engines/test.sh sglang runs it).
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -47,6 +46,7 @@ if importlib.util.find_spec("sglang") is None:  # found, not imported: the tests
                 allow_module_level=True)
 
 from engine_log import wcache_line  # noqa: E402
+from extra_install import dry_run_install  # noqa: E402
 from tiny_llama import write_tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.interop
@@ -225,15 +225,5 @@ print(json.dumps({"choices": "wcache" in LOAD_FORMAT_CHOICES, "cli": cli}))
 def test_extra_installs_beside_sglang(tmp_path):
     """pip install 'wcache[sglang]' into this environment (SGLang, its torch):
     wcache alone is installed, nothing replaced (a dry run, offline)."""
-    uv = subprocess.run([os.path.join(REPO, "clients", "python", "engines", "setup-venv.sh"), "--uv"],
-                        capture_output=True, text=True, check=True).stdout.strip()
-    before = {d: importlib.metadata.version(d) for d in ("sglang", "torch")}
-    proc = subprocess.run([uv, "pip", "install", "--dry-run", "--offline", "--no-build-isolation",
-                           "--python", sys.executable, os.path.join(REPO, "clients", "python") + "[sglang]"],
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv")))
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    plan = proc.stdout + proc.stderr
-    changed = re.findall(r"^\s*[-+~] (\S+)==", plan, re.M)
-    assert set(changed) <= {"wcache"}, plan
-    assert before == {d: importlib.metadata.version(d) for d in before}
+    changed, plan = dry_run_install("sglang", ("sglang", "torch"), str(tmp_path / "uv"))
+    assert changed <= {"wcache"}, plan

