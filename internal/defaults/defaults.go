@@ -1,6 +1,7 @@
 // Package defaults fills an option left unset with its default value: the
-// one home of the `if o.X <= 0 { o.X = DefaultX }` step that every
-// package's options normalisation takes. Two rules, since options differ on
+// one home of the `if o.X <= 0 { o.X = DefaultX }` step of core's options
+// normalisations (the sdk, which may import only the internal packages
+// test/archtest lists, writes its own). Two rules, since options differ on
 // what counts as unset: Positive (zero or negative, for counts and
 // durations where a negative value means nothing) and Zero (exactly the zero
 // value, for options where any other value is the caller's to make). It is
