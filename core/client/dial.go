@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/wcache/wcache/internal/defaults"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
@@ -89,9 +90,7 @@ func (c *Client) Close() error {
 // *UnsafeSocketError (ErrUnsafeSocket), *DaemonDeadError (ErrDaemonDead),
 // or a wrapped connection error.
 func Dial(ctx context.Context, target Target, opts Options) (*Client, error) {
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
+	defaults.Positive(&opts.DialTimeout, DefaultDialTimeout)
 	socket, uuid, err := target.resolve(ctx)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,18 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
+// twoShards generates the proof tests' checkpoint, two shards of hidden
+// size 16, in dir/m and returns its path; a failure ends the test.
+func twoShards(t *testing.T, dir string) (string, *safetensorstest.Result) {
+	t.Helper()
+	model := filepath.Join(dir, "m")
+	res, err := safetensorstest.GenerateCheckpoint(model, safetensorstest.GenOptions{Shards: 2, HiddenSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, res
+}
+
 // TestAttachDerivesAndSendsTheProof: Attach with a config whose model is a
 // local checkpoint sends the identity of its files (a hidden file and
 // other entries left out, as checkpoint_digest does); one whose model
@@ -26,11 +38,7 @@ import (
 // a miss, and without files only a daemon that lists "headers" answers.
 func TestAttachDerivesAndSendsTheProof(t *testing.T) {
 	dir := pathstest.ShortDir(t)
-	model := filepath.Join(dir, "m")
-	res, err := safetensorstest.GenerateCheckpoint(model, safetensorstest.GenOptions{Shards: 2, HiddenSize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, res := twoShards(t, dir)
 	for _, extra := range []string{".partial.safetensors", "config.json"} {
 		if err := os.WriteFile(filepath.Join(model, extra), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
@@ -106,10 +114,7 @@ func TestAttachDerivesAndSendsTheProof(t *testing.T) {
 // only those) and attach once more with their digests.
 func TestAttachRetriesAfterHashingWhatTheDaemonNamed(t *testing.T) {
 	dir := pathstest.ShortDir(t)
-	res, err := safetensorstest.GenerateCheckpoint(filepath.Join(dir, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := twoShards(t, dir)
 	named := filepath.Base(res.Files[1])
 	var proofs []*daemonv1.ContentProof
 	path := serve(t, dir, &fakeDaemon{attach: func(req *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {

@@ -13,7 +13,6 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/paths/pathstest"
 	"github.com/wcache/wcache/core/safetensors"
-	"github.com/wcache/wcache/core/safetensors/safetensorstest"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 )
 
@@ -26,11 +25,7 @@ import (
 // client's side.
 func TestProofCacheFollowsIdentities(t *testing.T) {
 	dir := pathstest.ShortDir(t)
-	model := filepath.Join(dir, "m")
-	res, err := safetensorstest.GenerateCheckpoint(model, safetensorstest.GenOptions{Shards: 2, HiddenSize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, res := twoShards(t, dir)
 	// Times an hour back: a rewrite now changes every file's mtime, even
 	// within the clock tick of its creation.
 	past := time.Now().Add(-time.Hour)
@@ -163,10 +158,7 @@ func TestProofCacheFollowsIdentities(t *testing.T) {
 // clock tick could leave its identity equal); once older, it is kept.
 func TestProofCacheKeepsOnlySettledIdentities(t *testing.T) {
 	dir := pathstest.ShortDir(t)
-	res, err := safetensorstest.GenerateCheckpoint(filepath.Join(dir, "m"), safetensorstest.GenOptions{Shards: 2, HiddenSize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := twoShards(t, dir)
 	pc := newProofCache()
 	now := time.Now()
 	pc.now = func() time.Time { return now }

@@ -14,6 +14,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // EvictSelector names the generations an evict frees (the client's type).
@@ -71,9 +72,7 @@ func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Dura
 	if err != nil || len(gens) == 0 {
 		return EvictResult{}, err
 	}
-	if timeout <= 0 {
-		timeout = d.opts.DrainTimeout
-	}
+	defaults.Positive(&timeout, d.opts.DrainTimeout)
 	deadline := time.Now().Add(timeout)
 	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s evicts the weights of this lease: release it within %s",
 		d.info.DeviceUUID, timeout))

@@ -13,6 +13,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/internal/defaults"
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -210,9 +211,7 @@ func (d *Daemon) digestsInCache(ck *safetensors.Checkpoint) map[string]string {
 // validates the result.
 func (d *Daemon) completeConfig(ctx context.Context, src Source, ck *safetensors.Checkpoint) (cacheconfig.Config, error) {
 	c := src.Config.WithCheckpoint(src.Model, ck)
-	if c.ProtocolVersion == 0 {
-		c.ProtocolVersion = daemonv1.ProtocolVersion
-	}
+	defaults.Zero(&c.ProtocolVersion, daemonv1.ProtocolVersion)
 	if c.DeviceCapability == "" {
 		capability, err := DeviceCapability(ctx, d.backend, d.opts.GPU)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -274,21 +275,11 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("daemon: peer fill mode %q: want %q or %q", o.PeerFill, PeerFillAuto, PeerFillOff)
 	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = DefaultDrainTimeout
-	}
-	if o.PublishTimeout <= 0 {
-		o.PublishTimeout = DefaultPublishTimeout
-	}
-	if o.KeepaliveTime <= 0 {
-		o.KeepaliveTime = DefaultKeepaliveTime
-	}
-	if o.KeepaliveTimeout <= 0 {
-		o.KeepaliveTimeout = DefaultKeepaliveTimeout
-	}
-	if o.RestartBackoff <= 0 {
-		o.RestartBackoff = DefaultRestartBackoff
-	}
+	defaults.Positive(&o.DrainTimeout, DefaultDrainTimeout)
+	defaults.Positive(&o.PublishTimeout, DefaultPublishTimeout)
+	defaults.Positive(&o.KeepaliveTime, DefaultKeepaliveTime)
+	defaults.Positive(&o.KeepaliveTimeout, DefaultKeepaliveTimeout)
+	defaults.Positive(&o.RestartBackoff, DefaultRestartBackoff)
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}

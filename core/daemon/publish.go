@@ -15,6 +15,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -323,9 +324,7 @@ func (d *Daemon) mayChangeWeights(p PeerInfo) error {
 // publishConfig completes a publisher's config as file loads are completed
 // (protocol version, device capability) and validates it.
 func (d *Daemon) publishConfig(ctx context.Context, c cacheconfig.Config) (cacheconfig.Config, error) {
-	if c.ProtocolVersion == 0 {
-		c.ProtocolVersion = daemonv1.ProtocolVersion
-	}
+	defaults.Zero(&c.ProtocolVersion, daemonv1.ProtocolVersion)
 	if c.DeviceCapability == "" {
 		devs, err := d.backend.Devices(ctx)
 		if err != nil {

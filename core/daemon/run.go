@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wcache/wcache/core/daemonfile"
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // Run serves until the daemon stops and then shuts it down (see the package
@@ -117,9 +118,7 @@ func (d *Daemon) Stop(ctx context.Context, force bool, timeout time.Duration) (i
 // still counted (the caller ends it), false when the daemon is already
 // stopping, or a *DrainTimeoutError (drain ended, the daemon serves again).
 func (d *Daemon) drain(ctx context.Context, timeout time.Duration, what string) (bool, error) {
-	if timeout <= 0 {
-		timeout = d.opts.DrainTimeout
-	}
+	defaults.Positive(&timeout, d.opts.DrainTimeout)
 	deadline := time.Now().Add(timeout)
 	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s %s: release the lease within %s",
 		d.info.DeviceUUID, what, timeout))

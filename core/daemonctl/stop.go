@@ -10,6 +10,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/internal/procstat"
 )
@@ -148,9 +149,7 @@ func drainCall(ctx context.Context, t client.Target, clientName string, timeout 
 		return err
 	}
 	defer c.Close()
-	if timeout <= 0 {
-		timeout = defaultDrain
-	}
+	defaults.Positive(&timeout, defaultDrain)
 	rctx, cancel := context.WithTimeout(ctx, timeout+drainRPCMargin)
 	defer cancel()
 	return call(rctx, c)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // A daemon's socket and ready file live in a directory that can vanish
@@ -126,9 +128,7 @@ func (l *Lock) Lost() (string, bool) {
 // The returned channel receives an error wrapping ErrFileLost, naming the
 // file, once one is lost; it is closed when Watch stops.
 func (l *Lock) Watch(ctx context.Context, interval time.Duration) <-chan error {
-	if interval <= 0 {
-		interval = time.Second
-	}
+	defaults.Positive(&interval, time.Second)
 	out := make(chan error, 1)
 	go func() {
 		defer close(out)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/paths"
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // Defaults of Options.
@@ -133,21 +134,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Force && o.Takeover {
 		return o, errors.New("launcher: Force and Takeover exclude each other")
 	}
-	if o.ReadyTimeout <= 0 {
-		o.ReadyTimeout = DefaultReadyTimeout
-	}
-	if o.HandoverWait <= 0 {
-		o.HandoverWait = DefaultHandoverWait
-	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = DefaultStopGrace
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.TailLines <= 0 {
-		o.TailLines = DefaultTailLines
-	}
+	defaults.Positive(&o.ReadyTimeout, DefaultReadyTimeout)
+	defaults.Positive(&o.HandoverWait, DefaultHandoverWait)
+	defaults.Positive(&o.StopGrace, DefaultStopGrace)
+	defaults.Positive(&o.PollInterval, DefaultPollInterval)
+	defaults.Positive(&o.TailLines, DefaultTailLines)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}

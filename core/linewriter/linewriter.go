@@ -8,6 +8,8 @@ package linewriter
 import (
 	"bytes"
 	"sync"
+
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // LineFunc receives one line, without its "\n" and any trailing "\r".
@@ -31,9 +33,7 @@ type Writer struct {
 // max bytes (max <= 0: 4096), so that a stream with no newline cannot grow
 // memory.
 func New(max int, emit LineFunc) *Writer {
-	if max <= 0 {
-		max = 4096
-	}
+	defaults.Positive(&max, 4096)
 	return &Writer{max: max, emit: emit}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/internal/mmap"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -57,9 +58,7 @@ func ArenaDigest(ctx context.Context, b sdk.Backend, id sdk.AllocationID, size u
 // in its digest's algorithm.
 func ArenaDigestFrom(ctx context.Context, r io.ReaderAt, size uint64, alg filedigest.Algorithm, workers int) (string, error) {
 	n := filedigest.LeafCount(int64(size))
-	if workers <= 0 {
-		workers = min(8, runtime.NumCPU())
-	}
+	defaults.Positive(&workers, min(8, runtime.NumCPU()))
 	workers = int(min(int64(workers), max(n, 1)))
 	var mapped []byte
 	if f, ok := r.(*os.File); ok && size > 0 {

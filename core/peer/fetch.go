@@ -9,6 +9,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
@@ -87,12 +88,8 @@ func Fetch(ctx context.Context, identity string, sink Sink, opts FetchOptions) (
 }
 
 func fetch(ctx context.Context, identity string, sink Sink, opts FetchOptions) (FetchResult, error) {
-	if opts.Streams <= 0 {
-		opts.Streams = DefaultStreams
-	}
-	if opts.ChunkBytes == 0 {
-		opts.ChunkBytes = DefaultChunkBytes
-	}
+	defaults.Positive(&opts.Streams, DefaultStreams)
+	defaults.Zero(&opts.ChunkBytes, DefaultChunkBytes)
 	if opts.ChunkBytes%filedigest.LeafBytes != 0 {
 		return FetchResult{}, fmt.Errorf("peer fetch: chunk of %d bytes is not a multiple of %d", opts.ChunkBytes, filedigest.LeafBytes)
 	}

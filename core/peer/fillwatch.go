@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // DefaultRateWindow is FetchOptions.RateWindow's default: long enough to
@@ -51,9 +53,7 @@ type fillWatch struct {
 func newFillWatch(ctx context.Context, opts FetchOptions) (context.Context, *fillWatch) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &fillWatch{cancel: cancel, minRate: opts.MinRate, window: opts.RateWindow, quit: make(chan struct{})}
-	if w.window <= 0 {
-		w.window = DefaultRateWindow
-	}
+	defaults.Positive(&w.window, DefaultRateWindow)
 	if d := opts.Deadline; d > 0 {
 		w.timer = time.AfterFunc(d, func() {
 			w.fail(fmt.Errorf("%w: %s passed with %d of %d bytes received",

@@ -15,6 +15,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/defaults"
 	peerv1 "github.com/wcache/wcache/proto/wcache/peer/v1"
 )
 
@@ -92,30 +93,14 @@ func NewServer(src Source, creds *Credentials, opts ServerOptions) (*Server, err
 	if err := creds.Check(); err != nil {
 		return nil, err
 	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = DefaultMaxConns
-	}
-	if opts.MaxConnsPerPeer <= 0 {
-		opts.MaxConnsPerPeer = DefaultMaxConnsPerPeer
-	}
-	if opts.MaxConnsPerSource <= 0 {
-		opts.MaxConnsPerSource = DefaultMaxConnsPerSource
-	}
-	if opts.MaxHandshakesPerSource <= 0 {
-		opts.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
-	}
-	if opts.MaxHandshakes <= 0 {
-		opts.MaxHandshakes = DefaultMaxHandshakes
-	}
-	if opts.HandshakeTimeout <= 0 {
-		opts.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
+	defaults.Positive(&opts.MaxConns, DefaultMaxConns)
+	defaults.Positive(&opts.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
+	defaults.Positive(&opts.MaxConnsPerSource, DefaultMaxConnsPerSource)
+	defaults.Positive(&opts.MaxHandshakesPerSource, DefaultMaxHandshakesPerSource)
+	defaults.Positive(&opts.MaxHandshakes, DefaultMaxHandshakes)
+	defaults.Positive(&opts.HandshakeTimeout, DefaultHandshakeTimeout)
+	defaults.Positive(&opts.IdleTimeout, DefaultIdleTimeout)
+	defaults.Positive(&opts.WriteTimeout, DefaultWriteTimeout)
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}

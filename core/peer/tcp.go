@@ -10,6 +10,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/wcache/wcache/internal/defaults"
 	peerv1 "github.com/wcache/wcache/proto/wcache/peer/v1"
 )
 
@@ -53,9 +54,7 @@ func (t *TCPTransport) dial(ctx context.Context, peer string) (*tcpConn, error) 
 		return nil, errors.New("peer transport: no credentials")
 	}
 	timeout := t.DialTimeout
-	if timeout <= 0 {
-		timeout = DefaultDialTimeout
-	}
+	defaults.Positive(&timeout, DefaultDialTimeout)
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dial := t.Dial

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -33,12 +34,8 @@ type Options struct {
 
 // withDefaults fills zero fields and checks the result.
 func (o Options) withDefaults() (Options, error) {
-	if o.MaxArenaBytes == 0 {
-		o.MaxArenaBytes = DefaultMaxArenaBytes
-	}
-	if o.FileAlignment == 0 {
-		o.FileAlignment = DefaultFileAlignment
-	}
+	defaults.Zero(&o.MaxArenaBytes, DefaultMaxArenaBytes)
+	defaults.Zero(&o.FileAlignment, DefaultFileAlignment)
 	if o.FileAlignment < TensorAlignment || o.FileAlignment&(o.FileAlignment-1) != 0 {
 		return o, fmt.Errorf("file alignment %d: must be a power of two >= %d: %w",
 			o.FileAlignment, TensorAlignment, ErrInvalidOptions)

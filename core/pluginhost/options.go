@@ -26,6 +26,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -92,8 +93,6 @@ func (o Options) withDefaults() Options {
 	if o.APIVersions == nil {
 		o.APIVersions = sdk.APIVersions()
 	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
+	defaults.Positive(&o.StartTimeout, DefaultStartTimeout)
 	return o
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/internal/poll"
 )
 
@@ -57,9 +58,7 @@ func Start(o Options) (*Process, error) {
 	cmd.Env, cmd.Dir = o.Env, o.Dir
 	p := &Process{Cmd: cmd, Args: o.Args, name: filepath.Base(o.Path), poll: o.Poll, stdout: &childproc.Buffer{},
 		stderr: &childproc.Buffer{}, output: &childproc.Buffer{}, done: make(chan struct{})}
-	if p.poll <= 0 {
-		p.poll = pollInterval
-	}
+	defaults.Positive(&p.poll, pollInterval)
 	cmd.Stdout = teeWriter{p.stdout, p.output, o.Echo}
 	cmd.Stderr = teeWriter{p.stderr, p.output, o.Echo}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

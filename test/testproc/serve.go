@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/paths"
 	"github.com/wcache/wcache/internal/childproc"
+	"github.com/wcache/wcache/internal/defaults"
 )
 
 // ServeArgs are the arguments of `wcache serve` on the device of ordinal
@@ -50,9 +51,7 @@ func (w *World) Serve(ctx context.Context, g *Group, o ServeOptions) (*Process, 
 	if o.Env == nil {
 		o.Env = w.Env()
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
+	defaults.Positive(&o.Timeout, 30*time.Second)
 	start := g.Start
 	if o.Via != nil {
 		start = func(po Options) (*Process, error) { return g.adopt(o.Via(g.withDefaults(po))) }

@@ -21,6 +21,7 @@ import (
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/names"
@@ -69,9 +70,7 @@ func (f Net) FillFromPeer(ctx context.Context, job *Job) (Result, error) {
 		sink = &arenaSink{d: f.Daemon, log: f.Log, pl: job.Plan, job: job}
 	} else {
 		window := po.StageWindowBytes
-		if window == 0 {
-			window = DefaultStageWindowBytes
-		}
+		defaults.Zero(&window, DefaultStageWindowBytes)
 		sink = &stagedSink{d: f.Daemon, log: f.Log, ck: job.Checkpoint, pl: job.Plan, job: job, window: window}
 	}
 	defer sink.close()
