@@ -23,7 +23,7 @@ import torch
 import harness
 import st_writer
 import wcache
-from test_publish import CHILD, POSIX_SHM, child, expected, shm_files, status, wait_state
+from test_publish import CHILD, POSIX_SHM, child, expected, shm_files, status, wait_no_leases, wait_state
 
 pytestmark = pytest.mark.interop
 
@@ -226,6 +226,7 @@ def test_python_evicts_and_waits_for_leases(world):
     assert "lease" in str(exc.value)
     assert status(world)["state"] == "serving" and shm_files(world)
     att.release()
+    wait_no_leases(world)  # the release reaches the daemon asynchronously
     r = wcache.evict(device_uuid=uuid, getenv=world.getenv, timeout=10)
     assert r.leases_at_evict == 0 and r.bytes_freed > 0, r
     assert status(world)["state"] == "empty" and shm_files(world) == []

@@ -70,6 +70,19 @@ def wait_state(world, state, timeout=10.0):
         time.sleep(0.05)
 
 
+def wait_no_leases(world, timeout=10.0):
+    """Waits until the daemon holds no lease: Attachment.release cancels the
+    lease's stream, and the daemon ends the lease when it sees the cancel."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = status(world)
+        if not s.get("leases"):
+            return s
+        if time.monotonic() > deadline:
+            raise AssertionError(f"daemon still holds leases: {s.get('leases')}")
+        time.sleep(0.05)
+
+
 def expected(model):
     """What the first engine's loader produces, computed here independently."""
     import publish_child  # noqa: PLC0415
