@@ -3,9 +3,7 @@ package cacheconfig
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -133,31 +131,37 @@ func ComparePublished(daemon, client Config) []FieldDiff {
 	return compare(daemon, client, true)
 }
 
-// compare is Compare (published false) or ComparePublished.
+// compare is Compare (published false) or ComparePublished. It walks the
+// two configs' field lists (fields: sorted by name, each name once) side by
+// side, so a field set on one side only comes out once, in name order; no
+// map is built (a daemon compares on every attach, once per generation).
 func compare(daemon, client Config, published bool) []FieldDiff {
-	d, c := valueMap(daemon), valueMap(client)
-	names := slices.Collect(maps.Keys(d))
-	for n := range c {
-		if _, ok := d[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
+	d, c := daemon.fields(), client.fields()
 	bothDigests := daemon.CheckpointDigest != "" && client.CheckpointDigest != ""
 	// digestPins: the digest names the bytes served (a file load), so it
 	// stands for model and for every stored dtype.
 	digestPins := bothDigests && !published
 	var diffs []FieldDiff
-	for _, name := range names {
-		diffs = appendDiff(diffs, name, d, c, bothDigests, digestPins)
+	for i, j := 0, 0; i < len(d) || j < len(c); {
+		switch {
+		case j == len(c) || i < len(d) && d[i].name < c[j].name:
+			diffs = appendDiff(diffs, d[i].name, d[i].value, "", true, false, bothDigests, digestPins)
+			i++
+		case i == len(d) || c[j].name < d[i].name:
+			diffs = appendDiff(diffs, c[j].name, "", c[j].value, false, true, bothDigests, digestPins)
+			j++
+		default:
+			diffs = appendDiff(diffs, d[i].name, d[i].value, c[j].value, true, true, bothDigests, digestPins)
+			i++
+			j++
+		}
 	}
 	return diffs
 }
 
-// appendDiff appends the diff of one field, if any.
-func appendDiff(diffs []FieldDiff, name string, d, c map[string]string, bothDigests, digestPins bool) []FieldDiff {
-	dv, dok := d[name]
-	cv, cok := c[name]
+// appendDiff appends the diff of one field, if any: dv and cv are its
+// daemon and client values, dok and cok whether each side sets it.
+func appendDiff(diffs []FieldDiff, name, dv, cv string, dok, cok, bothDigests, digestPins bool) []FieldDiff {
 	equal := dok == cok && dv == cv
 	switch name {
 	case FieldCheckpointDigest:
@@ -174,16 +178,6 @@ func appendDiff(diffs []FieldDiff, name string, d, c map[string]string, bothDige
 		return diffs
 	}
 	return append(diffs, FieldDiff{Field: name, Daemon: dv, Client: cv, DaemonAbsent: !dok, ClientAbsent: !cok})
-}
-
-// valueMap maps field names to canonical values.
-func valueMap(c Config) map[string]string {
-	fs := c.fields()
-	m := make(map[string]string, len(fs))
-	for _, f := range fs {
-		m[f.name] = f.value
-	}
-	return m
 }
 
 // NormalizeModel returns the form of a model path or id that Compare
