@@ -44,30 +44,33 @@ type field struct {
 func (c Config) fields() []field {
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	out := make([]field, 0, 19+len(c.Extra))
+	// In name order (byte order), so that only extra entries need a sort.
 	out = append(out,
-		field{FieldModel, c.Model},
 		field{FieldCheckpointDigest, c.CheckpointDigest},
-		field{FieldModelArch, c.ModelArch},
-		field{FieldRevision, c.Revision},
-		field{FieldDType, c.DType},
-		field{FieldQuantization, c.Quantization},
-		field{FieldQuantizationConfigDigest, c.QuantizationConfigDigest},
-		field{FieldTPSize, u(c.TPSize)},
-		field{FieldTPRank, u(c.TPRank)},
-		field{FieldPPSize, u(c.PPSize)},
-		field{FieldPPRank, u(c.PPRank)},
-		field{FieldDPSize, u(c.DPSize)},
+		field{FieldDeviceCapability, c.DeviceCapability},
 		field{FieldDPRank, u(c.DPRank)},
-		field{FieldEPSize, u(c.EPSize)},
-		field{FieldEPRank, u(c.EPRank)},
+		field{FieldDPSize, u(c.DPSize)},
+		field{FieldDType, c.DType},
 		field{FieldEngineName, c.EngineName},
 		field{FieldEngineVersion, c.EngineVersion},
-		field{FieldDeviceCapability, c.DeviceCapability},
+		field{FieldEPRank, u(c.EPRank)},
+		field{FieldEPSize, u(c.EPSize)},
+		field{FieldModel, c.Model},
+		field{FieldModelArch, c.ModelArch},
+		field{FieldPPRank, u(c.PPRank)},
+		field{FieldPPSize, u(c.PPSize)},
 		field{FieldProtocolVersion, u(c.ProtocolVersion)},
+		field{FieldQuantization, c.Quantization},
+		field{FieldQuantizationConfigDigest, c.QuantizationConfigDigest},
+		field{FieldRevision, c.Revision},
+		field{FieldTPRank, u(c.TPRank)},
+		field{FieldTPSize, u(c.TPSize)},
 	)
 	for k, v := range c.Extra {
 		out = append(out, field{ExtraPrefix + k, v})
 	}
-	slices.SortFunc(out, func(a, b field) int { return cmp.Compare(a.name, b.name) })
+	if len(c.Extra) > 0 {
+		slices.SortFunc(out, func(a, b field) int { return cmp.Compare(a.name, b.name) })
+	}
 	return out
 }
