@@ -11,11 +11,11 @@ import (
 )
 
 // Load progress over gRPC is throttled: a message goes out when at least
-// ProgressBytesInterval bytes or ProgressTimeInterval have passed since the
+// progressBytesInterval bytes or progressTimeInterval have passed since the
 // previous one. The final message (done = true) is always sent.
 const (
-	ProgressBytesInterval = 64 << 20
-	ProgressTimeInterval  = 100 * time.Millisecond
+	progressBytesInterval = 64 << 20
+	progressTimeInterval  = 100 * time.Millisecond
 )
 
 // grpcServer serves a sdk.Backend implementation as backendv1.BackendServer.
@@ -238,7 +238,7 @@ func (s *grpcServer) PeerCopy(req *backendv1.PeerCopyRequest, stream backendv1.B
 }
 
 // progressThrottle forwards Load progress at most every
-// ProgressBytesInterval bytes or ProgressTimeInterval. It is safe for
+// progressBytesInterval bytes or progressTimeInterval. It is safe for
 // concurrent use, so a backend that reports from several goroutines cannot
 // interleave stream.Send calls. After a send fails it stops sending and
 // remembers the error; the stream's context is then cancelled too, which
@@ -269,7 +269,7 @@ func (p *progressThrottle) report(done, _ uint64) {
 		return
 	}
 	now := p.now()
-	if p.sent && done-p.lastDone < ProgressBytesInterval && now.Sub(p.lastTime) < ProgressTimeInterval {
+	if p.sent && done-p.lastDone < progressBytesInterval && now.Sub(p.lastTime) < progressTimeInterval {
 		return
 	}
 	if err := p.send(done); err != nil {
