@@ -274,7 +274,7 @@ type Configurable interface {
 }
 
 // ValueConfigurer is the host's side of Configure: it sends the values
-// unresolved and the plugin resolves them (NewGRPCClient's Backend
+// unresolved and the plugin resolves them (the gRPC client adapter's Backend
 // implements it).
 type ValueConfigurer interface {
 	ConfigureValues(ctx context.Context, values map[string]string) error

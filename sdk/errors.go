@@ -3,6 +3,8 @@ package sdk
 import (
 	"errors"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
 )
 
 // Sentinel errors. Backends wrap them (fmt.Errorf("…: %w", sdk.ErrOutOfMemory)
@@ -29,3 +31,34 @@ var (
 func Errorf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), kind)
 }
+
+// RemoteError is an error a backend returned across the plugin boundary.
+// Error() is the backend's message unchanged; errors.Is(err, ErrOutOfMemory)
+// and friends hold when the backend's error wrapped that sentinel.
+type RemoteError struct {
+	Code    codes.Code // gRPC code the error travelled with
+	Kind    error      // one of the sentinel errors, or nil when untyped
+	Message string     // the backend's err.Error()
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel, so errors.Is(err, sdk.ErrOutOfMemory) works.
+func (e *RemoteError) Unwrap() error { return e.Kind }
+
+// TransportError reports a call that did not complete because the
+// connection to the plugin failed: the plugin process died, closed the
+// connection or never answered. It wraps ErrUnavailable (and the underlying
+// gRPC error), so callers that only branch on the sentinels treat a dead
+// plugin like any other unavailable backend.
+type TransportError struct {
+	Op  string // the Backend method, e.g. "Load"
+	Err error  // the gRPC error
+}
+
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("backend plugin connection failed during %s: %s: %v", e.Op, ErrUnavailable, e.Err)
+}
+
+// Unwrap lets errors.Is match both ErrUnavailable and the gRPC error.
+func (e *TransportError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }

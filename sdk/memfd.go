@@ -14,11 +14,12 @@ import (
 // MemfdSeals are the seals a backend puts on every memfd it creates: the
 // size is fixed for every holder (none can shrink it under another's
 // mapping, which would make that mapping fault with SIGBUS, nor grow it).
-// F_SEAL_SEAL is not among them: the daemon adds MemfdServeSeals once the
-// memory is filled (SealMemfd), and the seals after those.
+// F_SEAL_SEAL is not among them: the daemon adds F_SEAL_WRITE,
+// F_SEAL_FUTURE_WRITE and F_SEAL_SEAL once the memory is filled
+// (SealMemfd), and the seals after those.
 const MemfdSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
 
-// MemfdServeSeals are the seals the daemon adds (SealMemfd) before any
+// memfdServeSeals are the seals the daemon adds (SealMemfd) before any
 // client may attach to a memfd: from then on nobody — root included, and
 // whatever file description it holds or reopens through /proc — can
 // write(2) to it, map it shared and writable, punch holes in it, or add or
@@ -26,27 +27,28 @@ const MemfdSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
 // remained (it cannot be added while one exists), so a publisher's write
 // access ends with its commit. Private (copy-on-write) mappings stay
 // allowed: a client's writes to its view then stay its own.
-const MemfdServeSeals = unix.F_SEAL_WRITE | unix.F_SEAL_FUTURE_WRITE | unix.F_SEAL_SEAL
+const memfdServeSeals = unix.F_SEAL_WRITE | unix.F_SEAL_FUTURE_WRITE | unix.F_SEAL_SEAL
 
 // ErrWritableMapping is returned by SealMemfd when a writable shared
 // mapping of the memfd still exists (in any process) and F_SEAL_WRITE
 // cannot be added (EBUSY).
 var ErrWritableMapping = errors.New("a writable shared mapping of the memory is still open")
 
-// SealMemfd adds MemfdServeSeals to the memfd f: after it returns nil, the
+// SealMemfd adds the serve seals (F_SEAL_WRITE, F_SEAL_FUTURE_WRITE,
+// F_SEAL_SEAL: memfdServeSeals) to the memfd f: after it returns nil, the
 // memory is read-only for every holder. A memfd that carries them already
 // is left as it is (nil). A writable shared mapping still open anywhere is
 // ErrWritableMapping (nothing is sealed); a memfd sealed with F_SEAL_SEAL
-// but not MemfdServeSeals (someone else sealed it first) is an error too.
+// but not the serve seals (someone else sealed it first) is an error too.
 func SealMemfd(f *os.File) error {
 	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
 	if err != nil {
 		return fmt.Errorf("seal %s: F_GET_SEALS: %w", f.Name(), err)
 	}
-	if seals&MemfdServeSeals == MemfdServeSeals {
+	if seals&memfdServeSeals == memfdServeSeals {
 		return nil
 	}
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, MemfdServeSeals); err != nil {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, memfdServeSeals); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("seal %s against writes: %w (F_SEAL_WRITE: %v)", f.Name(), ErrWritableMapping, err)
 		}
@@ -82,7 +84,7 @@ func CheckMemfd(f *os.File, size uint64) error {
 // /proc/PID/maps as "/memfd:NAME"; nothing is created in any folder),
 // sealed with MemfdSeals, of mode 0400 (another uid that gets a descriptor
 // cannot reopen it writable through /proc/PID/fd; root can, which is what
-// MemfdServeSeals are for). It takes no memory until written. Fill it
+// the serve seals are for). It takes no memory until written. Fill it
 // through the descriptor (pwrite) or a shared mapping that is unmapped
 // before the daemon seals it; map it for reading with MapMemfdReadOnly.
 func NewMemfd(name string, size uint64) (*os.File, error) {
@@ -116,14 +118,4 @@ func MapMemfdReadOnly(fd int, size uint64) ([]byte, error) {
 		return nil, Errorf(ErrInvalidArgument, "map a memfd of %d bytes", size)
 	}
 	return mmap.FD(fd, size, mmap.ReadPrivate)
-}
-
-// DupFile returns a new descriptor of f's open file (close-on-exec), the
-// caller's to close: what Export returns for a descriptor handle.
-func DupFile(f *os.File) (*os.File, error) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("dup %s: %w", f.Name(), err)
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }

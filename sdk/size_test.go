@@ -19,24 +19,3 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
-
-func TestFormatSize(t *testing.T) {
-	for n, want := range map[uint64]string{
-		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB",
-		80 << 30: "80.0 GiB", 1<<40 - 1: "1024.0 GiB", 1 << 40: "1.0 TiB", 1<<64 - 1: "16.0 EiB",
-	} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-	// What it writes, ParseSize reads back within the rounding.
-	for _, n := range []uint64{4096, 3 << 20, 80<<30 + 123456789, 5 << 40} {
-		back, err := ParseSize(FormatSize(n))
-		if err != nil {
-			t.Fatalf("ParseSize(FormatSize(%d)): %v", n, err)
-		}
-		if diff := float64(back) - float64(n); diff > float64(n)/200 || -diff > float64(n)/200 {
-			t.Errorf("ParseSize(FormatSize(%d) = %q) = %d, more than 0.5%% off", n, FormatSize(n), back)
-		}
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wcache/wcache/core/fdchannel"
+	"github.com/wcache/wcache/internal/fdpass"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
 )
@@ -144,7 +145,7 @@ func (hf *handleFiles) descriptors(writable bool) ([]fdchannel.Descriptor, error
 		if f == nil {
 			continue
 		}
-		dup, err := sdk.DupFile(f)
+		dup, err := fdpass.Dup(f)
 		if err != nil {
 			fdchannel.CloseAll(out)
 			return nil, err

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"github.com/wcache/wcache/internal/backendrpc"
 	"os"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -21,7 +22,7 @@ const MaxRequestBytes = 256 << 20
 
 // GRPCPlugin is the go-plugin plugin.GRPCPlugin for a backend. In a plugin
 // process Impl is the backend being served; in the host Impl is unused and
-// Dispense returns an sdk.Backend from sdk.NewGRPCClientWithFDs. net/rpc
+// Dispense returns an sdk.Backend from backendrpc.NewClientWithFDs. net/rpc
 // is not supported: the embedded NetRPCUnsupportedPlugin answers its
 // methods with an error.
 type GRPCPlugin struct {
@@ -39,13 +40,13 @@ func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
 	if p.Impl == nil {
 		return errors.New("plugin.GRPCPlugin: no backend implementation to serve")
 	}
-	backendv1.RegisterBackendServer(s, sdk.NewGRPCServerWithFDs(p.Impl, p.FDs))
+	backendv1.RegisterBackendServer(s, backendrpc.NewServerWithFDs(p.Impl, p.FDs))
 	return nil
 }
 
 // GRPCClient returns the host-side Backend for conn.
 func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return sdk.NewGRPCClientWithFDs(conn, p.FDs), nil
+	return backendrpc.NewClientWithFDs(conn, p.FDs), nil
 }
 
 // HostPlugins is what a host passes as go-plugin's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wcache/wcache/internal/backendrpc"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -55,7 +56,7 @@ func (r *recoverer) recovered(method string, v any) error {
 	if err, ok := v.(error); ok && errors.As(err, &fe) {
 		r.logger.Error("fatal error in a backend call; the plugin exits", "method", method, "error", fe.Err.Error(), "stack", stack)
 		r.exitOnce.Do(func() { time.AfterFunc(fatalExitDelay, func() { r.exit(sdk.ExitFatal) }) })
-		return sdk.ToStatus(fmt.Errorf("%s: %w; the backend plugin exits (status %d)", method, fmt.Errorf("%v: %w", fe, sdk.ErrUnavailable), sdk.ExitFatal))
+		return backendrpc.ToStatus(fmt.Errorf("%s: %w; the backend plugin exits (status %d)", method, fmt.Errorf("%v: %w", fe, sdk.ErrUnavailable), sdk.ExitFatal))
 	}
 	r.logger.Error("panic in a backend call, recovered; the plugin keeps serving", "method", method, "panic", fmt.Sprint(v), "stack", stack)
 	return status.Errorf(codes.Internal, "backend panic in %s: %v (the stack is in the plugin's log)", method, v)

@@ -1,4 +1,4 @@
-package sdk_test
+package backendrpc_test
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ func TestTypedErrorsSurviveTheBoundary(t *testing.T) {
 			}
 			var re *sdk.RemoteError
 			if !errors.As(err, &re) || re.Code != tc.code {
-				t.Errorf("err = %#v, want *RemoteError with code %v", err, tc.code)
+				t.Errorf("err = %#v, want *sdk.RemoteError with code %v", err, tc.code)
 			}
 		})
 	}
@@ -157,10 +157,10 @@ func TestClientRefusesWhatTheWireCannotCarry(t *testing.T) {
 		},
 	})
 	if _, _, err := client.Allocate(context.Background(), -1, 1); !errors.Is(err, sdk.ErrNoSuchDevice) {
-		t.Errorf("Allocate(-1) = %v, want ErrNoSuchDevice", err)
+		t.Errorf("Allocate(-1) = %v, want sdk.ErrNoSuchDevice", err)
 	}
 	if _, err := client.Read(context.Background(), 1, 0, sdk.MaxReadBytes+1); !errors.Is(err, sdk.ErrInvalidArgument) {
-		t.Errorf("oversized Read = %v, want ErrInvalidArgument", err)
+		t.Errorf("oversized Read = %v, want sdk.ErrInvalidArgument", err)
 	}
 	if called {
 		t.Error("the plugin was called for an argument the client must refuse")
@@ -178,7 +178,7 @@ func TestClientRejectsProtocolViolations(t *testing.T) {
 		},
 	})
 	ctx := context.Background()
-	if _, err := client.Digest(ctx, 1, []sdk.Range{{0, 1}, {1, 1}}); err == nil {
+	if _, err := client.Digest(ctx, 1, []sdk.Range{{Offset: 0, Length: 1}, {Offset: 1, Length: 1}}); err == nil {
 		t.Error("Digest with a missing digest succeeded")
 	}
 	if _, err := client.Read(ctx, 1, 0, 3); err == nil {
@@ -312,26 +312,26 @@ func TestDeadServerIsUnavailable(t *testing.T) {
 	err := client.Load(context.Background(), 1, []sdk.Extent{{Length: 10}}, nil)
 	var te *sdk.TransportError
 	if !errors.Is(err, sdk.ErrUnavailable) || !errors.As(err, &te) || te.Op != "Load" {
-		t.Fatalf("Load on a dying server: err = %v, want *TransportError wrapping ErrUnavailable", err)
+		t.Fatalf("Load on a dying server: err = %v, want *sdk.TransportError wrapping sdk.ErrUnavailable", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := client.Info(ctx); !errors.Is(err, sdk.ErrUnavailable) {
-		t.Fatalf("Info on a dead server: err = %v, want ErrUnavailable", err)
+		t.Fatalf("Info on a dead server: err = %v, want sdk.ErrUnavailable", err)
 	}
 }
 
-// A backend without PeerCopy answers ErrUnsupported across the boundary,
+// A backend without PeerCopy answers sdk.ErrUnsupported across the boundary,
 // the error a daemon falls back to the files on; one with it returns the
 // new allocation and its stats.
 func TestPeerCopyAcrossTheBoundary(t *testing.T) {
 	client, _ := grpcpipe.Connect(t, &mock.Backend{})
 	_, err := sdk.PeerCopy(context.Background(), client, sdk.PeerCopyRequest{Source: sdk.Handle{Kind: "posix-shm", Data: []byte("/x"), Size: 8}}, nil)
 	if !errors.Is(err, sdk.ErrUnsupported) {
-		t.Fatalf("PeerCopy on a backend without it: %v, want ErrUnsupported", err)
+		t.Fatalf("PeerCopy on a backend without it: %v, want sdk.ErrUnsupported", err)
 	}
 	if _, err := sdk.PeerCopy(context.Background(), struct{ sdk.Backend }{client}, sdk.PeerCopyRequest{}, nil); !errors.Is(err, sdk.ErrUnsupported) {
-		t.Fatalf("sdk.PeerCopy on a Backend that is no PeerCopier: %v", err)
+		t.Fatalf("sdk.PeerCopy on a sdk.Backend that is no PeerCopier: %v", err)
 	}
 
 	var got sdk.PeerCopyRequest

@@ -1,7 +1,8 @@
-package sdk
+package backendrpc
 
 import (
 	"context"
+	"github.com/wcache/wcache/sdk"
 	"sync"
 	"time"
 
@@ -10,34 +11,34 @@ import (
 )
 
 // Load progress over gRPC is throttled: a message goes out when at least
-// ProgressBytesInterval bytes or ProgressTimeInterval have passed since the
+// progressBytesInterval bytes or progressTimeInterval have passed since the
 // previous one. The final message (done = true) is always sent.
 const (
-	ProgressBytesInterval = 64 << 20
-	ProgressTimeInterval  = 100 * time.Millisecond
+	progressBytesInterval = 64 << 20
+	progressTimeInterval  = 100 * time.Millisecond
 )
 
-// grpcServer serves a Backend implementation as backendv1.BackendServer.
+// grpcServer serves a sdk.Backend implementation as backendv1.BackendServer.
 type grpcServer struct {
 	backendv1.UnimplementedBackendServer
-	impl Backend
+	impl sdk.Backend
 	// fds carries descriptor handles to and from the host (nil: the host
 	// opened no descriptor channel).
 	fds *fdpass.Channel
 }
 
-// NewGRPCServer adapts impl to the generated gRPC server interface. Errors
+// NewServer adapts impl to the generated gRPC server interface. Errors
 // from impl travel as gRPC statuses with a backendv1.ErrorDetail so that
 // the client adapter can rebuild an error wrapping the same sentinel.
-func NewGRPCServer(impl Backend) backendv1.BackendServer {
+func NewServer(impl sdk.Backend) backendv1.BackendServer {
 	return &grpcServer{impl: impl}
 }
 
-// NewGRPCServerWithFDs is NewGRPCServer for a plugin whose host opened a
+// NewServerWithFDs is NewServer for a plugin whose host opened a
 // descriptor channel (fds, see OpenFDChannel): the File of an exported
 // handle goes to the host on it, and the descriptor of an imported handle
 // comes from it.
-func NewGRPCServerWithFDs(impl Backend, fds *fdpass.Channel) backendv1.BackendServer {
+func NewServerWithFDs(impl sdk.Backend, fds *fdpass.Channel) backendv1.BackendServer {
 	return &grpcServer{impl: impl, fds: fds}
 }
 
@@ -46,16 +47,16 @@ func (s *grpcServer) Info(ctx context.Context, _ *backendv1.InfoRequest) (*backe
 	if err != nil {
 		return nil, ToStatus(err)
 	}
-	if c, ok := s.impl.(Configurable); ok {
+	if c, ok := s.impl.(sdk.Configurable); ok {
 		info.Options = c.Options()
 	}
 	return infoToProto(info), nil
 }
 
-// Configure resolves the host's values against the backend's schema (none
-// when it is not Configurable) and applies them.
+// sdk.Configure resolves the host's values against the backend's schema (none
+// when it is not sdk.Configurable) and applies them.
 func (s *grpcServer) Configure(ctx context.Context, req *backendv1.ConfigureRequest) (*backendv1.ConfigureResponse, error) {
-	if err := Configure(ctx, s.impl, req.GetValues()); err != nil {
+	if err := sdk.Configure(ctx, s.impl, req.GetValues()); err != nil {
 		return nil, ToStatus(err)
 	}
 	return &backendv1.ConfigureResponse{}, nil
@@ -104,9 +105,9 @@ func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_L
 	})
 	ctx := stream.Context()
 	if req.GetNoDigest() {
-		ctx = WithoutDigest(ctx)
+		ctx = sdk.WithoutDigest(ctx)
 	}
-	stats, err := LoadWithStats(ctx, s.impl, AllocationID(req.GetAllocationId()), extents, t.report)
+	stats, err := sdk.LoadWithStats(ctx, s.impl, sdk.AllocationID(req.GetAllocationId()), extents, t.report)
 	if err != nil {
 		return ToStatus(err)
 	}
@@ -117,7 +118,7 @@ func (s *grpcServer) Load(req *backendv1.LoadRequest, stream backendv1.Backend_L
 }
 
 func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (*backendv1.ExportResponse, error) {
-	h, err := s.impl.Export(ctx, AllocationID(req.GetAllocationId()))
+	h, err := s.impl.Export(ctx, sdk.AllocationID(req.GetAllocationId()))
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -127,10 +128,10 @@ func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (
 		// buffer by the time the host reads the token.
 		defer h.File.Close()
 		if s.fds == nil {
-			return nil, ToStatus(Errorf(ErrUnsupported, "export a %s handle: the host opened no descriptor channel (a wcache older than this plugin?)", h.Kind))
+			return nil, ToStatus(sdk.Errorf(sdk.ErrUnsupported, "export a %s handle: the host opened no descriptor channel (a wcache older than this plugin?)", h.Kind))
 		}
 		if ph.FdToken, err = s.fds.Send(h.File); err != nil {
-			return nil, ToStatus(Errorf(ErrUnavailable, "export a %s handle: %v", h.Kind, err))
+			return nil, ToStatus(sdk.Errorf(sdk.ErrUnavailable, "export a %s handle: %v", h.Kind, err))
 		}
 	}
 	return &backendv1.ExportResponse{Handle: ph}, nil
@@ -138,18 +139,18 @@ func (s *grpcServer) Export(ctx context.Context, req *backendv1.ExportRequest) (
 
 func (s *grpcServer) Import(ctx context.Context, req *backendv1.ImportRequest) (*backendv1.ImportResponse, error) {
 	if req.GetHandle() == nil {
-		return nil, ToStatus(Errorf(ErrInvalidArgument, "import without a handle"))
+		return nil, ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "import without a handle"))
 	}
 	h := handleFromProto(req.GetHandle())
 	if token := req.GetHandle().GetFdToken(); token != 0 {
 		if s.fds == nil {
-			return nil, ToStatus(Errorf(ErrInvalidArgument, "import a %s handle with descriptor %d: no descriptor channel", h.Kind, token))
+			return nil, ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "import a %s handle with descriptor %d: no descriptor channel", h.Kind, token))
 		}
-		tctx, cancel := context.WithTimeout(ctx, FDWait)
+		tctx, cancel := context.WithTimeout(ctx, fdWait)
 		f, err := s.fds.Take(tctx, token)
 		cancel()
 		if err != nil {
-			return nil, ToStatus(Errorf(ErrInvalidArgument, "import a %s handle: %v", h.Kind, err))
+			return nil, ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "import a %s handle: %v", h.Kind, err))
 		}
 		defer f.Close()
 		h.File = f
@@ -162,10 +163,10 @@ func (s *grpcServer) Import(ctx context.Context, req *backendv1.ImportRequest) (
 }
 
 func (s *grpcServer) Read(ctx context.Context, req *backendv1.ReadRequest) (*backendv1.ReadResponse, error) {
-	if req.GetLength() > MaxReadBytes {
-		return nil, ToStatus(Errorf(ErrInvalidArgument, "read of %d bytes exceeds the limit of %d", req.GetLength(), MaxReadBytes))
+	if req.GetLength() > sdk.MaxReadBytes {
+		return nil, ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "read of %d bytes exceeds the limit of %d", req.GetLength(), sdk.MaxReadBytes))
 	}
-	data, err := s.impl.Read(ctx, AllocationID(req.GetAllocationId()), req.GetOffset(), req.GetLength())
+	data, err := s.impl.Read(ctx, sdk.AllocationID(req.GetAllocationId()), req.GetOffset(), req.GetLength())
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -173,7 +174,7 @@ func (s *grpcServer) Read(ctx context.Context, req *backendv1.ReadRequest) (*bac
 }
 
 func (s *grpcServer) Digest(ctx context.Context, req *backendv1.DigestRequest) (*backendv1.DigestResponse, error) {
-	sums, err := s.impl.Digest(ctx, AllocationID(req.GetAllocationId()), rangesFromProto(req.GetRanges()))
+	sums, err := s.impl.Digest(ctx, sdk.AllocationID(req.GetAllocationId()), rangesFromProto(req.GetRanges()))
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -181,34 +182,34 @@ func (s *grpcServer) Digest(ctx context.Context, req *backendv1.DigestRequest) (
 }
 
 func (s *grpcServer) Free(ctx context.Context, req *backendv1.FreeRequest) (*backendv1.FreeResponse, error) {
-	if err := s.impl.Free(ctx, AllocationID(req.GetAllocationId())); err != nil {
+	if err := s.impl.Free(ctx, sdk.AllocationID(req.GetAllocationId())); err != nil {
 		return nil, ToStatus(err)
 	}
 	return &backendv1.FreeResponse{}, nil
 }
 
-// PeerCopy runs the backend's PeerCopy (ErrUnsupported when it has none)
+// PeerCopy runs the backend's PeerCopy (sdk.ErrUnsupported when it has none)
 // and streams its progress, throttled as Load's. The final message names
 // the new allocation; when it cannot be sent (the host went away) the
 // allocation is freed, so a copy the host never learnt of leaves nothing.
 func (s *grpcServer) PeerCopy(req *backendv1.PeerCopyRequest, stream backendv1.Backend_PeerCopyServer) error {
 	if req.GetSource() == nil {
-		return ToStatus(Errorf(ErrInvalidArgument, "peer copy without a source handle"))
+		return ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "peer copy without a source handle"))
 	}
-	if _, ok := s.impl.(PeerCopier); !ok {
-		return ToStatus(Errorf(ErrUnsupported, "peer copy: this backend cannot copy from a peer's memory"))
+	if _, ok := s.impl.(sdk.PeerCopier); !ok {
+		return ToStatus(sdk.Errorf(sdk.ErrUnsupported, "peer copy: this backend cannot copy from a peer's memory"))
 	}
 	ctx := stream.Context()
 	src := handleFromProto(req.GetSource())
 	if token := req.GetSource().GetFdToken(); token != 0 {
 		if s.fds == nil {
-			return ToStatus(Errorf(ErrInvalidArgument, "peer copy from a %s handle with descriptor %d: no descriptor channel", src.Kind, token))
+			return ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "peer copy from a %s handle with descriptor %d: no descriptor channel", src.Kind, token))
 		}
-		tctx, cancel := context.WithTimeout(ctx, FDWait)
+		tctx, cancel := context.WithTimeout(ctx, fdWait)
 		f, err := s.fds.Take(tctx, token)
 		cancel()
 		if err != nil {
-			return ToStatus(Errorf(ErrInvalidArgument, "peer copy from a %s handle: %v", src.Kind, err))
+			return ToStatus(sdk.Errorf(sdk.ErrInvalidArgument, "peer copy from a %s handle: %v", src.Kind, err))
 		}
 		defer f.Close()
 		src.File = f
@@ -220,7 +221,7 @@ func (s *grpcServer) PeerCopy(req *backendv1.PeerCopyRequest, stream backendv1.B
 	t := newProgressThrottle(total, time.Now, func(done uint64) error {
 		return stream.Send(&backendv1.PeerCopyProgress{BytesDone: done, BytesTotal: total})
 	})
-	res, err := PeerCopy(ctx, s.impl, PeerCopyRequest{Ordinal: int(req.GetOrdinal()), Source: src, Length: req.GetLength()}, t.report)
+	res, err := sdk.PeerCopy(ctx, s.impl, sdk.PeerCopyRequest{Ordinal: int(req.GetOrdinal()), Source: src, Length: req.GetLength()}, t.report)
 	if err != nil {
 		return ToStatus(err)
 	}
@@ -237,7 +238,7 @@ func (s *grpcServer) PeerCopy(req *backendv1.PeerCopyRequest, stream backendv1.B
 }
 
 // progressThrottle forwards Load progress at most every
-// ProgressBytesInterval bytes or ProgressTimeInterval. It is safe for
+// progressBytesInterval bytes or progressTimeInterval. It is safe for
 // concurrent use, so a backend that reports from several goroutines cannot
 // interleave stream.Send calls. After a send fails it stops sending and
 // remembers the error; the stream's context is then cancelled too, which
@@ -258,7 +259,7 @@ func newProgressThrottle(total uint64, now func() time.Time, send func(uint64) e
 	return &progressThrottle{total: total, now: now, send: send}
 }
 
-// report is the ProgressFunc handed to the backend. The total argument is
+// report is the sdk.ProgressFunc handed to the backend. The total argument is
 // ignored: the adapter knows the total from the request.
 func (p *progressThrottle) report(done, _ uint64) {
 	p.mu.Lock()
@@ -268,7 +269,7 @@ func (p *progressThrottle) report(done, _ uint64) {
 		return
 	}
 	now := p.now()
-	if p.sent && done-p.lastDone < ProgressBytesInterval && now.Sub(p.lastTime) < ProgressTimeInterval {
+	if p.sent && done-p.lastDone < progressBytesInterval && now.Sub(p.lastTime) < progressTimeInterval {
 		return
 	}
 	if err := p.send(done); err != nil {

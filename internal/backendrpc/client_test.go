@@ -1,8 +1,9 @@
-package sdk
+package backendrpc
 
 import (
 	"context"
 	"errors"
+	"github.com/wcache/wcache/sdk"
 	"io"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 // TestRecvFinal: recvFinal reports every progress message but the final
 // one, returns the final one, and calls a stream that ends before it a
-// TransportError (ErrUnavailable) saying what did not complete.
+// sdk.TransportError (sdk.ErrUnavailable) saying what did not complete.
 func TestRecvFinal(t *testing.T) {
 	stream := func(msgs ...*backendv1.LoadProgress) func() (*backendv1.LoadProgress, error) {
 		return func() (*backendv1.LoadProgress, error) {
@@ -40,9 +41,9 @@ func TestRecvFinal(t *testing.T) {
 	}
 
 	_, err = recvFinal(context.Background(), "Load", "load", stream(&backendv1.LoadProgress{BytesDone: 1, BytesTotal: 3}), nil)
-	var te *TransportError
-	if !errors.As(err, &te) || te.Op != "Load" || !errors.Is(err, ErrUnavailable) ||
+	var te *sdk.TransportError
+	if !errors.As(err, &te) || te.Op != "Load" || !errors.Is(err, sdk.ErrUnavailable) ||
 		!strings.Contains(err.Error(), "progress stream ended before the load completed") {
-		t.Fatalf("a stream ending early: %v, want a TransportError for Load", err)
+		t.Fatalf("a stream ending early: %v, want a sdk.TransportError for Load", err)
 	}
 }

@@ -1,9 +1,10 @@
-package sdk
+package backendrpc
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wcache/wcache/sdk"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,37 +19,6 @@ import (
 // status back into an error that wraps the same sentinel and keeps the
 // message, so errors.Is works in the host exactly as in the plugin.
 
-// RemoteError is an error a backend returned across the plugin boundary.
-// Error() is the backend's message unchanged; errors.Is(err, ErrOutOfMemory)
-// and friends hold when the backend's error wrapped that sentinel.
-type RemoteError struct {
-	Code    codes.Code // gRPC code the error travelled with
-	Kind    error      // one of the sentinel errors, or nil when untyped
-	Message string     // the backend's err.Error()
-}
-
-func (e *RemoteError) Error() string { return e.Message }
-
-// Unwrap returns the sentinel, so errors.Is(err, sdk.ErrOutOfMemory) works.
-func (e *RemoteError) Unwrap() error { return e.Kind }
-
-// TransportError reports a call that did not complete because the
-// connection to the plugin failed: the plugin process died, closed the
-// connection or never answered. It wraps ErrUnavailable (and the underlying
-// gRPC error), so callers that only branch on the sentinels treat a dead
-// plugin like any other unavailable backend.
-type TransportError struct {
-	Op  string // the Backend method, e.g. "Load"
-	Err error  // the gRPC error
-}
-
-func (e *TransportError) Error() string {
-	return fmt.Sprintf("backend plugin connection failed during %s: %s: %v", e.Op, ErrUnavailable, e.Err)
-}
-
-// Unwrap lets errors.Is match both ErrUnavailable and the gRPC error.
-func (e *TransportError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
-
 // wireKind is how a sentinel error travels across the plugin boundary:
 // the gRPC code and the backendv1.ErrorDetail reason that name it.
 type wireKind struct {
@@ -61,12 +31,12 @@ type wireKind struct {
 // tries them (the first one an error wraps names it).
 func wireKinds() [6]wireKind {
 	return [...]wireKind{
-		{ErrNoSuchDevice, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE},
-		{ErrNoSuchAllocation, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION},
-		{ErrOutOfMemory, codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY},
-		{ErrUnsupported, codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED},
-		{ErrUnavailable, codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE},
-		{ErrInvalidArgument, codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT},
+		{sdk.ErrNoSuchDevice, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_DEVICE},
+		{sdk.ErrNoSuchAllocation, codes.NotFound, backendv1.ErrorDetail_REASON_NO_SUCH_ALLOCATION},
+		{sdk.ErrOutOfMemory, codes.ResourceExhausted, backendv1.ErrorDetail_REASON_OUT_OF_MEMORY},
+		{sdk.ErrUnsupported, codes.Unimplemented, backendv1.ErrorDetail_REASON_UNSUPPORTED},
+		{sdk.ErrUnavailable, codes.Unavailable, backendv1.ErrorDetail_REASON_UNAVAILABLE},
+		{sdk.ErrInvalidArgument, codes.InvalidArgument, backendv1.ErrorDetail_REASON_INVALID_ARGUMENT},
 	}
 }
 
@@ -92,7 +62,7 @@ func sentinelForReason(r backendv1.ErrorDetail_Reason) error {
 	return nil
 }
 
-// ToStatus converts an error returned by a Backend into the gRPC status
+// ToStatus converts an error returned by a sdk.Backend into the gRPC status
 // error the server adapter sends: the code and a backendv1.ErrorDetail
 // naming the sentinel it wraps, so that the client adapter rebuilds an
 // error wrapping the same sentinel. Context errors keep their own codes
@@ -121,8 +91,8 @@ func ToStatus(err error) error {
 }
 
 // fromStatus converts an error from a gRPC call made for op back into a
-// domain error: a *RemoteError wrapping the sentinel named by the
-// ErrorDetail (or implied by the code), a *TransportError when the plugin
+// domain error: a *sdk.RemoteError wrapping the sentinel named by the
+// ErrorDetail (or implied by the code), a *sdk.TransportError when the plugin
 // could not be reached, or ctx's own error when the caller cancelled.
 func fromStatus(ctx context.Context, op string, err error) error {
 	if err == nil {
@@ -130,7 +100,7 @@ func fromStatus(ctx context.Context, op string, err error) error {
 	}
 	st, ok := status.FromError(err)
 	if !ok {
-		return &TransportError{Op: op, Err: err}
+		return &sdk.TransportError{Op: op, Err: err}
 	}
 	for _, d := range st.Details() {
 		if detail, ok := d.(*backendv1.ErrorDetail); ok {
@@ -138,7 +108,7 @@ func fromStatus(ctx context.Context, op string, err error) error {
 			if msg == "" {
 				msg = st.Message()
 			}
-			return &RemoteError{Code: st.Code(), Kind: sentinelForReason(detail.GetReason()), Message: msg}
+			return &sdk.RemoteError{Code: st.Code(), Kind: sentinelForReason(detail.GetReason()), Message: msg}
 		}
 	}
 	switch st.Code() {
@@ -147,16 +117,16 @@ func fromStatus(ctx context.Context, op string, err error) error {
 			return fmt.Errorf("%s: %w", op, cerr)
 		}
 		if st.Code() == codes.DeadlineExceeded {
-			return &RemoteError{Code: st.Code(), Kind: context.DeadlineExceeded, Message: st.Message()}
+			return &sdk.RemoteError{Code: st.Code(), Kind: context.DeadlineExceeded, Message: st.Message()}
 		}
 		// Canceled without a cancelled caller: the connection is closing.
-		return &TransportError{Op: op, Err: err}
+		return &sdk.TransportError{Op: op, Err: err}
 	case codes.Unavailable:
-		return &TransportError{Op: op, Err: err}
+		return &sdk.TransportError{Op: op, Err: err}
 	case codes.Unimplemented:
 		// A plugin built against an older API that lacks the method.
-		return &RemoteError{Code: st.Code(), Kind: ErrUnsupported, Message: st.Message()}
+		return &sdk.RemoteError{Code: st.Code(), Kind: sdk.ErrUnsupported, Message: st.Message()}
 	default:
-		return &RemoteError{Code: st.Code(), Message: st.Message()}
+		return &sdk.RemoteError{Code: st.Code(), Message: st.Message()}
 	}
 }

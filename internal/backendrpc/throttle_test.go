@@ -1,4 +1,4 @@
-package sdk
+package backendrpc
 
 import (
 	"errors"
@@ -19,12 +19,12 @@ func TestProgressThrottle(t *testing.T) {
 	})
 	p.report(1, 0) // first report goes out at once
 	p.report(2, 0) // too soon, too little
-	now = now.Add(ProgressTimeInterval)
+	now = now.Add(progressTimeInterval)
 	p.report(3, 0) // time passed
-	p.report(3+ProgressBytesInterval, 0)
+	p.report(3+progressBytesInterval, 0)
 	p.report(2, 0)     // going backwards is ignored
 	p.report(1<<30, 0) // the total is left to the final message
-	want := []uint64{1, 3, 3 + ProgressBytesInterval}
+	want := []uint64{1, 3, 3 + progressBytesInterval}
 	if len(sent) != len(want) {
 		t.Fatalf("sent %v, want %v", sent, want)
 	}

@@ -1,6 +1,7 @@
-package sdk
+package backendrpc
 
 import (
+	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 
 	"fmt"
@@ -14,7 +15,7 @@ import (
 // backend.go and the generated protobuf messages. Nothing else in the
 // adapters touches proto fields directly.
 
-func infoToProto(in Info) *backendv1.InfoResponse {
+func infoToProto(in sdk.Info) *backendv1.InfoResponse {
 	return &backendv1.InfoResponse{
 		Name:        in.Name,
 		Version:     in.Version,
@@ -24,8 +25,8 @@ func infoToProto(in Info) *backendv1.InfoResponse {
 	}
 }
 
-func infoFromProto(in *backendv1.InfoResponse) Info {
-	return Info{
+func infoFromProto(in *backendv1.InfoResponse) sdk.Info {
+	return sdk.Info{
 		Name:        in.GetName(),
 		Version:     in.GetVersion(),
 		Platform:    in.GetPlatform(),
@@ -34,7 +35,7 @@ func infoFromProto(in *backendv1.InfoResponse) Info {
 	}
 }
 
-func optionsToProto(in []Option) []*backendv1.ConfigOption {
+func optionsToProto(in []sdk.Option) []*backendv1.ConfigOption {
 	if len(in) == 0 {
 		return nil
 	}
@@ -46,19 +47,19 @@ func optionsToProto(in []Option) []*backendv1.ConfigOption {
 	return out
 }
 
-func optionsFromProto(in []*backendv1.ConfigOption) []Option {
+func optionsFromProto(in []*backendv1.ConfigOption) []sdk.Option {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make([]Option, len(in))
+	out := make([]sdk.Option, len(in))
 	for i, o := range in {
-		out[i] = Option{Name: o.GetName(), Type: OptionType(o.GetType()), Default: o.GetDefaultValue(),
+		out[i] = sdk.Option{Name: o.GetName(), Type: sdk.OptionType(o.GetType()), Default: o.GetDefaultValue(),
 			Description: o.GetDescription(), Env: o.GetEnv()}
 	}
 	return out
 }
 
-func deviceToProto(d Device) (*backendv1.Device, error) {
+func deviceToProto(d sdk.Device) (*backendv1.Device, error) {
 	ord, err := ordinalToProto(d.Ordinal)
 	if err != nil {
 		return nil, err
@@ -74,8 +75,8 @@ func deviceToProto(d Device) (*backendv1.Device, error) {
 	}, nil
 }
 
-func deviceFromProto(d *backendv1.Device) Device {
-	return Device{
+func deviceFromProto(d *backendv1.Device) sdk.Device {
+	return sdk.Device{
 		Ordinal:     int(d.GetOrdinal()),
 		UUID:        d.GetUuid(),
 		Name:        d.GetName(),
@@ -87,15 +88,15 @@ func deviceFromProto(d *backendv1.Device) Device {
 }
 
 // ordinalToProto refuses ordinals that uint32 cannot carry; no device has
-// them, so they are ErrNoSuchDevice.
+// them, so they are sdk.ErrNoSuchDevice.
 func ordinalToProto(ordinal int) (uint32, error) {
 	if ordinal < 0 || uint64(ordinal) > math.MaxUint32 {
-		return 0, Errorf(ErrNoSuchDevice, "device ordinal %d", ordinal)
+		return 0, sdk.Errorf(sdk.ErrNoSuchDevice, "device ordinal %d", ordinal)
 	}
 	return uint32(ordinal), nil
 }
 
-func extentsToProto(in []Extent) []*backendv1.Extent {
+func extentsToProto(in []sdk.Extent) []*backendv1.Extent {
 	out := make([]*backendv1.Extent, len(in))
 	for i, e := range in {
 		out[i] = &backendv1.Extent{
@@ -108,10 +109,10 @@ func extentsToProto(in []Extent) []*backendv1.Extent {
 	return out
 }
 
-func extentsFromProto(in []*backendv1.Extent) []Extent {
-	out := make([]Extent, len(in))
+func extentsFromProto(in []*backendv1.Extent) []sdk.Extent {
+	out := make([]sdk.Extent, len(in))
 	for i, e := range in {
-		out[i] = Extent{
+		out[i] = sdk.Extent{
 			Path:       e.GetPath(),
 			FileOffset: e.GetFileOffset(),
 			Length:     e.GetLength(),
@@ -121,7 +122,7 @@ func extentsFromProto(in []*backendv1.Extent) []Extent {
 	return out
 }
 
-func handleToProto(h Handle) *backendv1.Handle {
+func handleToProto(h sdk.Handle) *backendv1.Handle {
 	return &backendv1.Handle{
 		Kind: h.Kind,
 		Data: append([]byte(nil), h.Data...),
@@ -129,15 +130,15 @@ func handleToProto(h Handle) *backendv1.Handle {
 	}
 }
 
-func handleFromProto(h *backendv1.Handle) Handle {
-	return Handle{
+func handleFromProto(h *backendv1.Handle) sdk.Handle {
+	return sdk.Handle{
 		Kind: h.GetKind(),
 		Data: append([]byte(nil), h.GetData()...),
 		Size: h.GetSize(),
 	}
 }
 
-func rangesToProto(in []Range) []*backendv1.Range {
+func rangesToProto(in []sdk.Range) []*backendv1.Range {
 	out := make([]*backendv1.Range, len(in))
 	for i, r := range in {
 		out[i] = &backendv1.Range{Offset: r.Offset, Length: r.Length}
@@ -145,10 +146,10 @@ func rangesToProto(in []Range) []*backendv1.Range {
 	return out
 }
 
-func rangesFromProto(in []*backendv1.Range) []Range {
-	out := make([]Range, len(in))
+func rangesFromProto(in []*backendv1.Range) []sdk.Range {
+	out := make([]sdk.Range, len(in))
 	for i, r := range in {
-		out[i] = Range{Offset: r.GetOffset(), Length: r.GetLength()}
+		out[i] = sdk.Range{Offset: r.GetOffset(), Length: r.GetLength()}
 	}
 	return out
 }
@@ -179,7 +180,7 @@ func digestsFromProto(in [][]byte, want int) ([][32]byte, error) {
 
 // loadStatsToProto returns nil for zero stats (a backend that measured
 // nothing), so that the final message stays as it was.
-func loadStatsToProto(s LoadStats) *backendv1.LoadStats {
+func loadStatsToProto(s sdk.LoadStats) *backendv1.LoadStats {
 	if s.IsZero() {
 		return nil
 	}
@@ -199,11 +200,11 @@ func loadStatsToProto(s LoadStats) *backendv1.LoadStats {
 	}
 }
 
-func loadStatsFromProto(s *backendv1.LoadStats) LoadStats {
+func loadStatsFromProto(s *backendv1.LoadStats) sdk.LoadStats {
 	if s == nil {
-		return LoadStats{}
+		return sdk.LoadStats{}
 	}
-	return LoadStats{
+	return sdk.LoadStats{
 		Bytes:         s.GetBytes(),
 		Chunks:        s.GetChunks(),
 		Readers:       int(s.GetReaders()),
@@ -265,12 +266,12 @@ func durationToNs(d time.Duration) uint64 { return uint64(max(d, 0)) }
 
 func nsToDuration(ns uint64) time.Duration { return time.Duration(min(ns, math.MaxInt64)) }
 
-func peerCopyStatsToProto(s PeerCopyStats) *backendv1.PeerCopyStats {
+func peerCopyStatsToProto(s sdk.PeerCopyStats) *backendv1.PeerCopyStats {
 	return &backendv1.PeerCopyStats{Bytes: s.Bytes, Chunks: s.Chunks, Streams: clampUint32(s.Streams),
 		WallNs: durationToNs(s.Wall), Path: s.Path}
 }
 
-func peerCopyStatsFromProto(s *backendv1.PeerCopyStats) PeerCopyStats {
-	return PeerCopyStats{Bytes: s.GetBytes(), Chunks: s.GetChunks(), Streams: int(s.GetStreams()),
+func peerCopyStatsFromProto(s *backendv1.PeerCopyStats) sdk.PeerCopyStats {
+	return sdk.PeerCopyStats{Bytes: s.GetBytes(), Chunks: s.GetChunks(), Streams: int(s.GetStreams()),
 		Wall: nsToDuration(s.GetWallNs()), Path: s.GetPath()}
 }
