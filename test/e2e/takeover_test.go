@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -173,8 +172,10 @@ func TestTakeoverSuccessorKilledAfterImportLeavesTheDaemonServing(t *testing.T) 
 	dying := h.startWith(func(c *exec.Cmd) { c.Env = append(c.Env, "WCACHE_TEST_TAKEOVER_DIE_AFTER=imported") },
 		"serve", "--backend", "mock", "--gpu-id", "0", "--takeover")
 	h.waitExit(dying, 30*time.Second)
-	if !strings.Contains(old.Output(), "released the lock and socket to the successor") {
-		t.Fatalf("the successor died before the old daemon released its lock: the hook did not test the window\n%s\n%s", old, dying)
+	// The old daemon logs the release after it sent it, so the line may
+	// follow the successor's death by a moment: wait for it.
+	if err := old.WaitOutput(context.Background(), "released the lock and socket to the successor", readyTimeout); err != nil {
+		t.Fatalf("the successor died before the old daemon released its lock: the hook did not test the window: %v\n%s\n%s", err, old, dying)
 	}
 	checkServesOn(t, old, "takeover: serving again", held.Lease, "the failed takeover")
 	h.checkServedOnUnchanged(before, held, model, "the failed takeover")
