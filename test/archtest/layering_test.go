@@ -178,6 +178,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
 		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
 		{m("sdk/fill"), m("internal/poll")},                   // sdk → a helper not its own
+		{m("sdk/mock"), m("internal/memfdseal")},              // sdk → the daemon's write seals
 		{m("core/daemon/fill"), m("core/daemon")},             // a subpackage → its parent
 		{m("core/daemon/fill/filltest"), m("core/daemon")},    // deeper → the parent
 		{m("core/daemon/fill_test"), m("core/daemon")},        // a subpackage's external tests → the parent
