@@ -1,8 +1,8 @@
 package sdk
 
 // APIVersion is the newest backend plugin API version this sdk speaks: the
-// go-plugin handshake's ProtocolVersion (see sdk/plugin.HandshakeConfig). A plugin
-// built with this sdk serves every version in APIVersions (go-plugin's
+// go-plugin handshake's ProtocolVersion (plugin.Serve does the handshake). A
+// plugin built with this sdk serves every version in APIVersions (go-plugin's
 // VersionedPlugins), and the host picks the newest one both speak, so a
 // plugin and a host of different releases still work together as long as
 // they share one version. It changes only with an incompatible change of

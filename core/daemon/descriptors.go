@@ -10,6 +10,7 @@ import (
 
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/internal/fdpass"
+	"github.com/wcache/wcache/internal/memfdseal"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/names"
 )
@@ -60,12 +61,12 @@ func newHandleFiles(handles []sdk.Handle) *handleFiles {
 	return hf
 }
 
-// seal seals every memfd against writes (sdk.SealMemfd: F_SEAL_WRITE,
+// seal seals every memfd against writes (memfdseal.Seal: F_SEAL_WRITE,
 // F_SEAL_FUTURE_WRITE, F_SEAL_SEAL) before any client may attach: from then
 // on no holder can change the bytes, whatever descriptor it holds or
 // reopens. A writable shared mapping still open (a publisher that kept its
 // mapping past the commit, or a backend that keeps one) is
-// sdk.ErrWritableMapping; with lenient (memory the daemon's own backend
+// memfdseal.ErrWritableMapping; with lenient (memory the daemon's own backend
 // filled) the daemon then adds F_SEAL_FUTURE_WRITE and F_SEAL_SEAL alone
 // (no new write, no new writable mapping; the backend's mapping stays) and
 // reports that it did so through weak. A nil receiver has nothing to seal.
@@ -82,8 +83,8 @@ func (hf *handleFiles) seal(lenient bool) (weak int, err error) {
 		if f == nil || !hf.memfd[i] {
 			continue
 		}
-		err := sdk.SealMemfd(f)
-		if err != nil && lenient && errors.Is(err, sdk.ErrWritableMapping) {
+		err := memfdseal.Seal(f)
+		if err != nil && lenient && errors.Is(err, memfdseal.ErrWritableMapping) {
 			if _, ferr := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); ferr == nil {
 				weak++
 				continue

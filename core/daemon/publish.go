@@ -16,6 +16,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/internal/defaults"
+	"github.com/wcache/wcache/internal/memfdseal"
 	"github.com/wcache/wcache/sdk"
 )
 
@@ -275,7 +276,7 @@ func (tx *publishTx) sendPlan(ctx context.Context, stream daemonv1.Daemon_Publis
 // the commit's digests (verifyPublish).
 func (tx *publishTx) checkCommit(ctx context.Context, pl *plan.Plan, commit *daemonv1.PublishCommit) (verified bool, err error) {
 	if err := tx.d.sealWrites(tx.m, false); err != nil {
-		if errors.Is(err, sdk.ErrWritableMapping) {
+		if errors.Is(err, memfdseal.ErrWritableMapping) {
 			return false, status.Errorf(codes.FailedPrecondition,
 				"publish: %v: unmap every writable mapping of the plan's handles before the commit (the publisher's write access ends at the commit)", err)
 		}

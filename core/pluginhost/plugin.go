@@ -20,9 +20,9 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 
+	"github.com/wcache/wcache/internal/backendplugin"
 	"github.com/wcache/wcache/internal/fdpass"
 	"github.com/wcache/wcache/sdk"
-	sdkplugin "github.com/wcache/wcache/sdk/plugin"
 )
 
 // exitWait bounds how long a failed call waits for the plugin process to be
@@ -98,7 +98,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	}
 	// Later entries win: the caller's Env overrides the host environment
 	// and the log level, and go-plugin's variables override everything.
-	env := slices.Concat(os.Environ(), []string{sdkplugin.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
+	env := slices.Concat(os.Environ(), []string{backendplugin.EnvLogLevel + "=" + pluginLogLevel(opts.Logger)}, opts.Env)
 	fdsConn, remote, err := fdpass.Socketpair()
 	if err != nil {
 		_ = os.RemoveAll(socketDir)
@@ -108,11 +108,11 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 	// handshake is over, so that a dead plugin closes the channel.
 	defer remote.Close()
 	p.fds = fdpass.NewChannel(fdsConn)
-	env = append(env, sdkplugin.EnvFDChannel+"=3")
+	env = append(env, backendplugin.EnvFDChannel+"=3")
 	p.versions = opts.APIVersions
 	p.client = plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdkplugin.HandshakeConfig(),
-		VersionedPlugins: sdkplugin.HostPlugins(opts.APIVersions, p.fds),
+		HandshakeConfig:  backendplugin.HandshakeConfig(),
+		VersionedPlugins: backendplugin.PluginSets(opts.APIVersions, &backendplugin.GRPCPlugin{FDs: p.fds}),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		RunnerFunc: func(l hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			c := exec.Command(path)
@@ -157,7 +157,7 @@ func Start(ctx context.Context, name string, opts Options) (*Plugin, error) {
 		p.abort()
 		return nil, p.startError(res.err)
 	}
-	raw, err := res.rpc.Dispense(sdkplugin.PluginName)
+	raw, err := res.rpc.Dispense(backendplugin.Name)
 	if err != nil {
 		p.abort()
 		return nil, fmt.Errorf("start backend plugin %s: %w", path, err)

@@ -13,9 +13,9 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/wcache/wcache/internal/backendplugin"
 	"github.com/wcache/wcache/internal/fdpass"
 	"github.com/wcache/wcache/sdk"
-	"github.com/wcache/wcache/sdk/plugin"
 )
 
 // BuildPlugin builds the main package pkg (as `go build` names it: "." or
@@ -115,15 +115,15 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	defer remote.Close()
 	fds := fdpass.NewChannel(fdsConn)
 	cmd.ExtraFiles = []*os.File{remote}
-	cmd.Env = append(cmd.Env, plugin.EnvFDChannel+"=3")
+	cmd.Env = append(cmd.Env, backendplugin.EnvFDChannel+"=3")
 	logs := &testWriter{t: t}
 	versions := opts.APIVersions
 	if versions == nil {
 		versions = sdk.APIVersions()
 	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  plugin.HandshakeConfig(),
-		VersionedPlugins: plugin.HostPlugins(versions, fds),
+		HandshakeConfig:  backendplugin.HandshakeConfig(),
+		VersionedPlugins: backendplugin.PluginSets(versions, &backendplugin.GRPCPlugin{FDs: fds}),
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger: hclog.New(&hclog.LoggerOptions{Name: filepath.Base(path), Level: hclog.Info,
@@ -138,9 +138,9 @@ func StartPluginWith(t testing.TB, path string, opts StartOptions) (sdk.Backend,
 	if err != nil {
 		t.Fatalf("start plugin %s: %v", path, err)
 	}
-	raw, err := rpc.Dispense(plugin.PluginName)
+	raw, err := rpc.Dispense(backendplugin.Name)
 	if err != nil {
-		t.Fatalf("plugin %s: dispense %q: %v", path, plugin.PluginName, err)
+		t.Fatalf("plugin %s: dispense %q: %v", path, backendplugin.Name, err)
 	}
 	b, ok := raw.(sdk.Backend)
 	if !ok {

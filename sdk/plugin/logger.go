@@ -5,12 +5,9 @@ import (
 	"strings"
 
 	hclog "github.com/hashicorp/go-hclog"
-)
 
-// EnvLogLevel names the variable the host sets to the level it forwards
-// (trace, debug, info, warn, error). The plugin's logger honours it;
-// default "debug".
-const EnvLogLevel = "WCACHE_BACKEND_LOG_LEVEL"
+	"github.com/wcache/wcache/internal/backendplugin"
+)
 
 // newLogger returns the logger Serve hands the factory: hclog, JSON lines
 // on the process's stderr, at the level named by $WCACHE_BACKEND_LOG_LEVEL
@@ -21,7 +18,7 @@ const EnvLogLevel = "WCACHE_BACKEND_LOG_LEVEL"
 // It is made before serving: go-plugin redirects os.Stderr, and a logger
 // created afterwards would write into go-plugin's stdio stream instead.
 func newLogger(name string) hclog.Logger {
-	level := hclog.LevelFromString(strings.TrimSpace(os.Getenv(EnvLogLevel)))
+	level := hclog.LevelFromString(strings.TrimSpace(os.Getenv(backendplugin.EnvLogLevel)))
 	if level == hclog.NoLevel {
 		level = hclog.Debug
 	}

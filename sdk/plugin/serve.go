@@ -7,9 +7,9 @@
 // Serve is the one way to start a plugin; Options tune it. The contract a
 // backend implements (sdk.Backend, its types and errors) lives in the sdk
 // root package, which a host or an engine links without go-plugin. The
-// host's side of the go-plugin glue (HandshakeConfig, HostPlugins, the
-// variables it sets) is here too, so that both ends share one definition.
-// See docs/writing-a-backend.md.
+// host starts the plugin with the same handshake (the module's
+// internal/backendplugin); a backend author needs nothing of it. See
+// docs/writing-a-backend.md.
 package plugin
 
 import (
@@ -28,10 +28,10 @@ import (
 
 // Factory builds the backend a plugin serves from its resolved
 // configuration, logging through logger (JSON lines on stderr, which the
-// host forwards; see EnvLogLevel). Without WithSchema cfg has no options
-// (its Getenv reads the environment) and the factory runs at start: an
-// error ends the plugin with exit status 1, the logged reason shown by the
-// host. With WithSchema it runs when the host's Configure arrives, and an
+// host forwards, at the level it sets in $WCACHE_BACKEND_LOG_LEVEL).
+// Without WithSchema cfg has no options (its Getenv reads the environment)
+// and the factory runs at start: an error ends the plugin with exit status
+// 1, the logged reason shown by the host. With WithSchema it runs when the host's Configure arrives, and an
 // error is the answer to it. A backend that can start but not work (no
 // driver, say) should rather return a Backend whose calls fail with
 // sdk.ErrUnavailable, so that the host can print why.
@@ -97,8 +97,8 @@ func WithAPIVersions(versions ...int) Option {
 }
 
 // WithGRPCServerOptions are passed to grpc.NewServer after the defaults
-// (grpc.MaxRecvMsgSize(MaxRequestBytes), the panic-recovering
-// interceptors), so they can override them.
+// (grpc.MaxRecvMsgSize of 256 MiB, the panic-recovering interceptors), so
+// they can override them.
 func WithGRPCServerOptions(opts ...grpc.ServerOption) Option {
 	return func(s *settings) { s.grpcServerOptions = append(s.grpcServerOptions, opts...) }
 }

@@ -9,7 +9,7 @@
 // depends on what proves it); nothing under core/ imports plugins/ or
 // cmd/, and nothing under plugins/ imports core/ or cmd/; sdk/ imports
 // none of them, and of internal/ only fdpass, mmap, procstat, backendrpc,
-// childproc and grpcpipe; proto/ imports nothing of the module outside proto/;
+// backendplugin, childproc and grpcpipe; proto/ imports nothing of the module outside proto/;
 // internal/version, internal/procstat and internal/childproc (leaves any
 // layer may use) import nothing of the module. What ships imports no
 // test-only package (test/, testkit/ and testdata/ folders, *test

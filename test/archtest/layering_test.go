@@ -42,8 +42,8 @@ var rules = []rule{
 	{"internal/version", "", []string{""}, "version is a leaf: it imports nothing of the module", nil},
 	{"internal/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module", nil},
 	{"internal/childproc", "", []string{""}, "childproc is a leaf: the tests of every tree import it, it imports nothing of the module", nil},
-	{"sdk", "", []string{"internal"}, "the sdk is what outside backend authors import: of the module's own helpers it builds on the descriptor channel, mmap, procstat (the mock's stale files), the gRPC adapters (backendrpc, for sdk/plugin) and the tests' childproc and grpcpipe only",
-		[]string{"internal/fdpass", "internal/mmap", "internal/procstat", "internal/backendrpc", "internal/childproc", "internal/grpcpipe"}},
+	{"sdk", "", []string{"internal"}, "the sdk is what outside backend authors import: of the module's own helpers it builds on the descriptor channel, mmap, procstat (the mock's stale files), the gRPC adapters and go-plugin handshake (backendrpc, backendplugin: sdk/plugin serves with them, sdk/backendtest starts plugins with them) and the tests' childproc and grpcpipe only",
+		[]string{"internal/fdpass", "internal/mmap", "internal/procstat", "internal/backendrpc", "internal/backendplugin", "internal/childproc", "internal/grpcpipe"}},
 }
 
 // downRule forbids the packages below the folder Dir (not Dir's own
@@ -178,6 +178,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
 		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
 		{m("sdk/fill"), m("internal/poll")},                   // sdk → a helper not its own
+		{m("sdk/mock"), m("internal/memfdseal")},              // sdk → the daemon's write seals
 		{m("core/daemon/fill"), m("core/daemon")},             // a subpackage → its parent
 		{m("core/daemon/fill/filltest"), m("core/daemon")},    // deeper → the parent
 		{m("core/daemon/fill_test"), m("core/daemon")},        // a subpackage's external tests → the parent
@@ -210,6 +211,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("plugins/mock/mockbackend"), m("sdk/fill")},
 		{m("core/daemonfile"), m("internal/procstat")},
 		{m("sdk/plugin"), m("internal/fdpass")},
+		{m("sdk/backendtest"), m("internal/backendplugin")},
 		{m("sdk/backendtest"), m("internal/childproc")},
 		{m("core/daemon"), m("core/daemon/fill")},
 		{m("core/daemon/fill"), m("core/daemon/daemontest/testworld")},

@@ -13,6 +13,7 @@ import (
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/internal/memfdseal"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
@@ -185,7 +186,7 @@ func (s *stagedSink) wrote(arena int, w *stageWindow, n uint64) error {
 // load seals w's memfd against writes and has the backend Load it into
 // arena at w.off.
 func (s *stagedSink) load(arena int, w *stageWindow) error {
-	if err := sdk.SealMemfd(w.file); err != nil {
+	if err := memfdseal.Seal(w.file); err != nil {
 		return fmt.Errorf("stage arena %d: %w", arena, err)
 	}
 	ext := []sdk.Extent{{Path: stagePath(w.file), Length: w.size, DestOffset: w.off}}

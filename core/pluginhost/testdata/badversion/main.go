@@ -10,17 +10,17 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/wcache/wcache/internal/backendplugin"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/mock"
-	"github.com/wcache/wcache/sdk/plugin"
 )
 
 func main() {
-	hs := plugin.HandshakeConfig()
+	hs := backendplugin.HandshakeConfig()
 	hs.ProtocolVersion = sdk.APIVersion + 1
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: hs,
-		Plugins:         goplugin.PluginSet{plugin.PluginName: &plugin.GRPCPlugin{Impl: &mock.Backend{}}},
+		Plugins:         goplugin.PluginSet{backendplugin.Name: &backendplugin.GRPCPlugin{Impl: &mock.Backend{}}},
 		GRPCServer:      goplugin.DefaultGRPCServer,
 		Logger:          hclog.New(&hclog.LoggerOptions{Name: "badversion", Output: os.Stderr, JSONFormat: true}),
 	})

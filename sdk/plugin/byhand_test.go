@@ -3,6 +3,8 @@ package plugin
 import (
 	"strings"
 	"testing"
+
+	"github.com/wcache/wcache/internal/backendplugin"
 )
 
 func TestStartedByHostAndHint(t *testing.T) {
@@ -11,11 +13,11 @@ func TestStartedByHostAndHint(t *testing.T) {
 	if startedByHost(getenv) {
 		t.Fatal("startedByHost without the cookie")
 	}
-	env[HandshakeCookieKey] = "wrong"
+	env[backendplugin.CookieKey] = "wrong"
 	if startedByHost(getenv) {
 		t.Fatal("startedByHost with a wrong cookie")
 	}
-	env[HandshakeCookieKey] = HandshakeCookieValue
+	env[backendplugin.CookieKey] = backendplugin.CookieValue
 	if !startedByHost(getenv) {
 		t.Fatal("startedByHost with the cookie = false")
 	}
