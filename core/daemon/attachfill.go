@@ -177,9 +177,7 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *pu
 	}
 	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations), Duration: copied,
 		FilledFrom: fill.FilledFromPeerPrefix + c.UUID, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
-	d.reg.mu.Lock()
-	g.compare = compareFor(true, len(content), g.config.EngineName)
-	d.reg.mu.Unlock()
+	d.reg.setCompare(g, compareFor(true, len(content), g.config.EngineName))
 	if err = d.install(pub, ids, nm, stats); err != nil {
 		return err
 	}
@@ -215,9 +213,7 @@ func (d *Daemon) copyAdmitted(ctx context.Context, s *fill.Sibling, pl *plan.Pla
 	if err == nil {
 		reserved, path, err = s.CopyArenas(ctx, pl, m, ids, nil)
 	}
-	d.reg.mu.Lock()
-	g.load.AllocatedBytes = reserved
-	d.reg.mu.Unlock()
+	d.reg.setAllocated(g, reserved)
 	return reserved, path, err
 }
 
@@ -258,9 +254,7 @@ func (d *Daemon) undoAttachFill(g *generation, ids []sdk.AllocationID, nm *manif
 	if nm != nil {
 		nm.files.close()
 	}
-	d.reg.mu.Lock()
-	g.planned, g.load.AllocatedBytes = 0, 0
-	d.reg.mu.Unlock()
+	d.reg.unadmit(g)
 	d.reportHeld()
 }
 

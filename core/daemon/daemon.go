@@ -35,7 +35,7 @@ type Daemon struct {
 
 	// mu guards the daemon's identity files and listeners against a
 	// takeover (released, fdLis, the ready file). What the daemon holds,
-	// its generations, is the registry's (reg.mu; generation.go).
+	// its generations, is the registry's (registry.mu: generation.go, generations.go).
 	mu      sync.RWMutex
 	info    Info
 	lock    *daemonfile.Lock
@@ -180,7 +180,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	if took != nil {
 		d.tellPredecessorServing(took)
 	}
-	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
+	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", d.reg.count(), "device_bytes", d.HeldBytes())
 	return d, nil
 }
 
@@ -360,7 +360,7 @@ func (d *Daemon) installGenerations(ctx context.Context, jobs []*loadJob, took *
 		}
 	}
 	d.started = time.Now()
-	for _, g := range d.reg.gens {
+	for _, g := range d.reg.all() {
 		// Loaded or taken over: no client may write the memory.
 		if err := d.sealWrites(g.manifest, true); err != nil {
 			return err
@@ -462,15 +462,11 @@ func (d *Daemon) Info() Info {
 	d.mu.RLock()
 	info := d.info
 	d.mu.RUnlock()
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	info.Generations = make([]GenerationInfo, len(d.reg.gens))
-	for i, g := range d.reg.gens {
-		info.Generations[i] = d.reg.genInfoLocked(g)
-	}
-	if g := d.reg.primaryLocked(); g != nil {
-		info.Model, info.Files, info.Config, info.ConfigDigest = g.model, g.files, g.config, g.digest
-		info.Tensors, info.Load, info.Content = g.tensors, g.load, g.content
+	var g *GenerationInfo
+	info.Generations, g = d.reg.describe()
+	if g != nil {
+		info.Model, info.Files, info.Config, info.ConfigDigest = g.Model, g.Files, g.Config, g.ConfigDigest
+		info.Tensors, info.Load, info.Content = g.Tensors, g.Load, g.Content
 	}
 	return info
 }
@@ -538,10 +534,8 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 	}
 	m.policies = cacheconfig.PolicyStrings(d.opts.ContentPolicies)
 	g.content, g.manifest, g.started, g.state = content, m, time.Now(), StateServing
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	d.reg.addGenLocked(g)
-	m.generation = g.id
+	d.reg.add(g)
+	m.generation = g.id // before the daemon listens: nothing reads m yet
 	return nil
 }
 
@@ -591,12 +585,7 @@ func (d *Daemon) writeReady() error {
 	if err != nil {
 		return fmt.Errorf("ready file: own start time: %w", err)
 	}
-	var model, digest string
-	d.reg.mu.Lock()
-	if g := d.reg.primaryLocked(); g != nil && g.state != StatePublishing {
-		model, digest = g.model, g.digest
-	}
-	d.reg.mu.Unlock()
+	model, digest := d.reg.primaryServed()
 	r := daemonfile.Ready{PID: pid, StartTime: st, DeviceUUID: d.info.DeviceUUID, GPU: d.opts.GPU, Socket: d.info.Paths.Socket,
 		Backend: d.info.Backend, Model: model, ConfigDigest: digest, Version: version.Version,
 		CreatedUnixMS: time.Now().UnixMilli()}

@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
@@ -182,27 +180,18 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 // hold a lease (same pid) on every generation, and every generation must
 // serve with descriptor handles only: else nothing is sent.
 func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	held := map[*generation]bool{}
-	for _, o := range r.leases {
-		if o.peer.PID == l.peer.PID && o.peer.UID == l.peer.UID {
-			held[o.gen] = true
-		}
-	}
-	gens := slices.Clone(r.gens)
-	slices.SortFunc(gens, func(a, b *generation) int { return cmp.Compare(a.id, b.id) })
 	var out []fdchannel.Descriptor
-	refuse := func(format string, args ...any) ([]fdchannel.Descriptor, fdchannel.Reply) {
+	var reply fdchannel.Reply
+	refuse := func(format string, args ...any) bool {
 		fdchannel.CloseAll(out)
-		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: fmt.Sprintf(format, args...)}
+		out, reply = nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: fmt.Sprintf(format, args...)}
+		return false
 	}
-	for _, g := range gens {
+	d.reg.eachByID(l.peer, func(g *generation, leased bool) bool {
 		switch {
 		case g.state != StateServing:
 			return refuse("generation %d is %s: no takeover until it serves or is gone", g.id, g.state)
-		case !held[g]:
+		case !leased:
 			return refuse("the successor (pid %d) holds no lease on generation %d: attach to every generation first", l.peer.PID, g.id)
 		}
 		if n := g.manifest.files.count(); n == 0 || n != len(g.manifest.handles) {
@@ -213,8 +202,9 @@ func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchanne
 			return refuse("generation %d: %v", g.id, err)
 		}
 		out = append(out, ds...)
-	}
-	return out, fdchannel.Reply{}
+		return true
+	})
+	return out, reply
 }
 
 // descriptorsReply turns descriptors' result into fdAnswer's.

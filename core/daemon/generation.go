@@ -193,8 +193,4 @@ func (d *Daemon) Generations() []GenerationInfo { return d.reg.generations() }
 // HeldBytes is the device memory the daemon holds: every generation's
 // arenas (as the backend reported their sizes), a publish in progress
 // included.
-func (d *Daemon) HeldBytes() uint64 {
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	return d.reg.heldLocked()
-}
+func (d *Daemon) HeldBytes() uint64 { return d.reg.held() }

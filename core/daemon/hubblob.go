@@ -80,13 +80,6 @@ func (d *Daemon) verifyHubBlobs(ctx context.Context, g *generation, m *manifest)
 	}
 }
 
-// serves reports whether g is one of the generations held and serving.
-func (r *registry) serves(g *generation) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return g.state == StateServing && slices.Contains(r.gens, g)
-}
-
 // verifyBlob checks that the file at path still has identity id, that its
 // content's SHA-256 is sum, and that it kept id while it was hashed.
 func verifyBlob(ctx context.Context, path, sum string, id safetensors.Stamp) error {
@@ -117,12 +110,10 @@ func verifyBlob(ctx context.Context, path, sum string, id safetensors.Stamp) err
 func (d *Daemon) startHubBlobVerify(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	r := d.reg
-	r.mu.Lock()
-	for _, g := range r.gens {
+	d.reg.forEachServing(func(g *generation) {
 		m := g.manifest
-		if g.state != StateServing || m == nil || m.published || len(m.content) == 0 {
-			continue
+		if m == nil || m.published || len(m.content) == 0 {
+			return
 		}
 		gctx, gcancel := context.WithCancel(ctx)
 		g.stopVerify = gcancel
@@ -132,8 +123,7 @@ func (d *Daemon) startHubBlobVerify(ctx context.Context) (stop func()) {
 			defer gcancel()
 			d.verifyHubBlobs(gctx, g, m)
 		}()
-	}
-	r.mu.Unlock()
+	})
 	return func() {
 		cancel()
 		wg.Wait()

@@ -346,17 +346,12 @@ func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan, ids []sdk.Alloca
 // freeAll frees every allocation of every generation the daemon holds,
 // but those of a publish in progress (its handler frees them).
 func (d *Daemon) freeAll() {
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	for _, g := range d.reg.gens {
-		if g.state == StatePublishing {
-			continue
-		}
+	d.reg.forEachSettled(func(g *generation) {
 		d.freeGenAllocs(g)
 		if g.manifest != nil {
 			g.manifest.files.close()
 		}
-	}
+	})
 }
 
 // freeGenAllocs frees g's allocations and forgets them: g holds none after

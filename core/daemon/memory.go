@@ -77,15 +77,13 @@ func (d *Daemon) admit(ctx context.Context, what string, need uint64, g *generat
 	if d.opts.GPU >= len(devs) {
 		return fmt.Errorf("%s: the backend lists %d devices, GPU %d is not one", what, len(devs), d.opts.GPU)
 	}
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	// Admitted but not yet allocated: not missing from free yet.
-	pending := d.reg.pendingLocked()
-	free := devs[d.opts.GPU].FreeMemory
-	free -= min(free, pending)
-	if devs[d.opts.GPU].FreeMemory != 0 && (need > free || d.opts.ReserveBytes > free-need) {
-		return &MemoryError{What: what, Need: need, Held: held, MaxBytes: d.opts.MaxBytes, Free: free, Reserve: d.opts.ReserveBytes, ByFree: true}
-	}
-	g.planned = need
-	return nil
+	return d.reg.admit(g, need, func(pending uint64) error {
+		// Admitted but not yet allocated: not missing from free yet.
+		free := devs[d.opts.GPU].FreeMemory
+		free -= min(free, pending)
+		if devs[d.opts.GPU].FreeMemory != 0 && (need > free || d.opts.ReserveBytes > free-need) {
+			return &MemoryError{What: what, Need: need, Held: held, MaxBytes: d.opts.MaxBytes, Free: free, Reserve: d.opts.ReserveBytes, ByFree: true}
+		}
+		return nil
+	})
 }

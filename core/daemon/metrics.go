@@ -95,14 +95,7 @@ func (noMetrics) DeviceBytes(uint64, []GenerationBytes) {}
 
 // reportHeld sends the device memory held to the daemon's Metrics.
 func (d *Daemon) reportHeld() {
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	gens := make([]GenerationBytes, len(r.gens))
-	for i, g := range r.gens {
-		gens[i] = GenerationBytes{Generation: g.id, Model: g.config.Model, ConfigDigest: g.digest, Bytes: g.deviceBytes()}
-	}
-	d.metrics.DeviceBytes(r.heldLocked(), gens)
+	d.reg.reportDeviceBytes(d.metrics)
 }
 
 // State is the daemon's serving state now.

@@ -142,14 +142,8 @@ func checkDeviceBytes(t *testing.T, d *Daemon, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.reg.mu.Lock()
 	var allocs []sdk.AllocationID
-	for _, g := range d.reg.gens {
-		if g.state == StateServing {
-			allocs = slices.Clone(g.allocs)
-		}
-	}
-	d.reg.mu.Unlock()
+	d.reg.forEachServing(func(g *generation) { allocs = slices.Clone(g.allocs) })
 	if len(allocs) != len(job.pl.Allocations) {
 		t.Fatalf("%d arenas served, the plan has %d", len(allocs), len(job.pl.Allocations))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/wcache/wcache/core/daemon/fill"
 	"github.com/wcache/wcache/core/daemon/handover"
 	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/sdk"
 )
 
 // peerEndpoint is the daemon's peer endpoint (nil srv: none).
@@ -70,14 +71,12 @@ func (d *Daemon) warmPeerDigests() {
 	defer cancel()
 	stop := context.AfterFunc(d.peerCtx(), cancel)
 	defer stop()
-	d.reg.mu.Lock()
 	var ids []string
-	for _, g := range d.reg.gens {
-		if g.state == StateServing && g.manifest != nil {
+	d.reg.forEachServing(func(g *generation) {
+		if g.manifest != nil {
 			ids = append(ids, weightsIdentity(g))
 		}
-	}
-	d.reg.mu.Unlock()
+	})
 	for _, id := range ids {
 		if id == "" {
 			continue
@@ -123,21 +122,16 @@ type servedGens struct{ d *Daemon }
 // none), with duplicates of its arenas' descriptors.
 func (s servedGens) Lend(identity string) (fill.Lent, error) {
 	d := s.d
-	d.reg.mu.Lock()
-	var g *generation
-	for _, o := range d.reg.gens {
-		if o.state == StateServing && o.manifest != nil && weightsIdentity(o) == identity {
-			g = o
-			break
-		}
-	}
+	var allocs []sdk.AllocationID
+	var sizes []uint64
+	g := d.reg.firstServing(func(o *generation) bool {
+		return o.manifest != nil && weightsIdentity(o) == identity
+	}, func(g *generation) {
+		allocs, sizes = slices.Clone(g.allocs), g.arenaSizes()
+	})
 	if g == nil {
-		d.reg.mu.Unlock()
 		return fill.Lent{}, fmt.Errorf("identity %s: %w", identity, peer.ErrNotHeld)
 	}
-	allocs := slices.Clone(g.allocs)
-	sizes := g.arenaSizes()
-	d.reg.mu.Unlock()
 	files, err := g.manifest.files.descriptors(false)
 	if err != nil {
 		return fill.Lent{}, fmt.Errorf("generation %d: %w", g.id, peer.ErrGenerationChanged)

@@ -437,9 +437,7 @@ func (d *Daemon) allocatePublish(ctx context.Context, pl *plan.Plan, g *generati
 		return 0, memoryStatus(err)
 	}
 	reserved, err := d.allocate(ctx, pl, ids)
-	d.reg.mu.Lock()
-	g.load.AllocatedBytes = reserved
-	d.reg.mu.Unlock()
+	d.reg.setAllocated(g, reserved)
 	d.reportHeld()
 	if err != nil {
 		return 0, backendStatus("publish", err)
@@ -451,12 +449,7 @@ func (d *Daemon) allocatePublish(ctx context.Context, pl *plan.Plan, g *generati
 // daemon began stopping under it.
 func (d *Daemon) install(pub *publisher, ids []sdk.AllocationID, m *manifest, stats LoadStats) error {
 	ok := d.reg.finishPublish(pub, true, func(g *generation) {
-		g.allocs, g.manifest, g.load = ids, m, stats
-		g.tensors, g.planned, g.started = len(m.tensors), 0, time.Now()
-		if reason := d.reg.takeAttachFallbackLocked(g.digest); g.load.FillFallback == "" {
-			// A peer fill of an attach of this config failed before.
-			g.load.FillFallback = reason
-		}
+		g.allocs, g.manifest, g.load, g.tensors = ids, m, stats, len(m.tensors)
 	})
 	if !ok {
 		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)

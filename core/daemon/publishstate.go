@@ -179,9 +179,12 @@ func (r *registry) publishFor(id uint64) (*publisher, *handleFiles) {
 }
 
 // finishPublish ends pub's publish: with commit, its generation serves
-// (set by the caller's fill, under r.mu); without, it is forgotten. It
-// reports false (and changes nothing) when pub's publish was already ended
-// (the daemon is stopping).
+// (its allocations, manifest, load and tensors set by the caller's fill,
+// under r.mu; its admission counted as allocated, its start now, and the
+// fallback recorded for its config (recordAttachFallback) its own unless
+// fill gave it one); without, it is forgotten. It reports false (and
+// changes nothing) when pub's publish was already ended (the daemon is
+// stopping).
 func (r *registry) finishPublish(pub *publisher, commit bool, fill func(g *generation)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,6 +202,11 @@ func (r *registry) finishPublish(pub *publisher, commit bool, fill func(g *gener
 		return false
 	}
 	fill(g)
+	g.planned, g.started = 0, time.Now()
+	if reason := r.takeAttachFallbackLocked(g.digest); g.load.FillFallback == "" {
+		// A peer fill of an attach of this config failed before.
+		g.load.FillFallback = reason
+	}
 	g.state = StateServing
 	r.changedLocked()
 	return true

@@ -108,91 +108,33 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 }
 
-// attachLease matches cfg against every generation, all under the
-// registry's lock (what the daemon holds cannot change between the
-// comparison and the lease), and registers a lease on the serving
-// generation whose config matches. Otherwise, in this order: a daemon that
-// stops or drains for a Stop, or a matching generation that drains (an
-// evict), is UNAVAILABLE with a BUSY detail; a matching generation being
-// published, or a daemon that serves nothing, NOT_FOUND with a NoWeights
-// detail; else FAILED_PRECONDITION with the ConfigMismatch of the nearest
-// serving generation (fewest differing fields). A matching generation
-// whose content policy refuses the proof is passed over for the next
-// matching one; when none takes the attach, the first refusal is the
-// answer (FAILED_PRECONDITION with a ContentRefused detail,
-// contentProofStatus, or the handle kinds').
+// attachLease registers a lease on the serving generation whose config
+// matches cfg and which takes the attach (registry.matchAttach). Otherwise:
+// a daemon that stops or drains, or a matching generation that drains, is
+// UNAVAILABLE with a BUSY detail; a matching generation being published,
+// or a daemon that serves nothing, NOT_FOUND with a NoWeights detail; else
+// FAILED_PRECONDITION with the ConfigMismatch of the nearest serving
+// generation (fewest differing fields). A matching generation whose
+// content policy refuses the proof is passed over for the next matching
+// one; when none takes the attach, the first refusal is the answer
+// (FAILED_PRECONDITION with a ContentRefused detail, contentProofStatus,
+// or the handle kinds').
 func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daemonv1.ContentProof, p PeerInfo, name string) (*lease, AttachFailure, error) {
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopping || r.drainers > 0 {
-		// Before the comparison: weights on their way out are no answer to
-		// "which config", and an engine of the next model must wait, not stop.
-		return nil, AttachDraining, busyStatus(d.info.DeviceUUID, r.stateLocked())
-	}
-	var nearest *generation
-	var nearestDiffs []cacheconfig.FieldDiff
-	serving := 0
-	var publishing *generation
-	// The first refusal of a generation whose config matches: answered
-	// only when no other matching generation takes the attach (several
-	// generations may share a config — the same weights from two folders,
-	// whose paths the config does not compare — and the proof names the
-	// files of one of them).
-	var refusal error
-	var refused AttachFailure
-	for _, g := range r.gens {
-		// Loaded, published as stored, or an engine's own weights
-		// (compareFor).
-		diffs := g.compare(g.config, cfg)
-		switch g.state {
-		case StateServing:
-			serving++
-			if len(diffs) == 0 {
-				err, why := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds), AttachOther
-				if err == nil {
-					err, why = contentProofStatus(g, proof, p), AttachContentRefused
-				}
-				if err == nil {
-					return r.addLocked(g, p, name, time.Now()), "", nil
-				}
-				if refusal == nil {
-					refusal, refused = err, why
-				}
-				continue
+	return d.reg.matchAttach(cfg, p, name, attachAnswers{
+		accept: func(g *generation) (AttachFailure, error) {
+			if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds); err != nil {
+				return AttachOther, err
 			}
-			if nearest == nil || len(diffs) < len(nearestDiffs) {
-				nearest, nearestDiffs = g, diffs
-			}
-		case StateDraining:
-			if len(diffs) == 0 {
-				return nil, AttachDraining, busyStatus(d.info.DeviceUUID, StateDraining)
-			}
-		case StatePublishing:
-			if len(diffs) == 0 && publishing == nil {
-				publishing = g
-			}
-		}
-	}
-	switch {
-	case refusal != nil:
-		return nil, refused, refusal
-	case publishing != nil:
-		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, StatePublishing, publishing.publisher.peer.PID)
-	case nearest == nil:
-		st, pid := r.stateLocked(), int32(0)
-		for _, g := range r.gens {
-			if g.publisher != nil {
-				st, pid = StatePublishing, g.publisher.peer.PID
-				break
-			}
-		}
-		if st == StateDraining {
-			return nil, AttachDraining, busyStatus(d.info.DeviceUUID, st)
-		}
-		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, st, pid)
-	}
-	return nil, AttachConfigMismatch, generationMismatchStatus(nearestDiffs, nearest, serving)
+			return AttachContentRefused, contentProofStatus(g, proof, p)
+		},
+		busy: func(st State) (AttachFailure, error) { return AttachDraining, busyStatus(d.info.DeviceUUID, st) },
+		empty: func(st State, pid int32) (AttachFailure, error) {
+			return AttachEmpty, noWeightsStatus(d.info.DeviceUUID, st, pid)
+		},
+		mismatch: func(diffs []cacheconfig.FieldDiff, nearest *generation, compared int) (AttachFailure, error) {
+			return AttachConfigMismatch, generationMismatchStatus(diffs, nearest, compared)
+		},
+	})
 }
 
 // Stop drains or forces, as Daemon.Stop.

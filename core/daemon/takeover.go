@@ -134,10 +134,9 @@ func (d *Daemon) handOver(successor int32) {
 // listens): the same generations, manifests and configs, and load
 // statistics that say nothing was read (Source "takeover").
 func (d *Daemon) adopt(t *takeover, planned, locked time.Duration) {
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
 	now := time.Now()
-	for _, tg := range t.gens {
+	gens := make([]*generation, len(t.gens))
+	for i, tg := range t.gens {
 		m, cfg := tg.manifest, tg.Manifest.Config
 		m.published = tg.Published
 		g := &generation{id: m.generation, state: StateServing, model: tg.Model, config: cfg,
@@ -146,9 +145,9 @@ func (d *Daemon) adopt(t *takeover, planned, locked time.Duration) {
 			content: cacheconfig.FilesFromProto(m.content),
 			load: LoadStats{Bytes: tg.Bytes, Adopted: tg.Bytes, AllocatedBytes: tg.Sizes, Allocations: len(tg.IDs),
 				Plan: planned, Lock: locked, Source: SourceTakeover}}
-		tg.g = g
-		d.reg.addGenLocked(g)
+		tg.g, gens[i] = g, g
 	}
+	d.reg.add(gens...)
 	t.adopted = true
 	d.started = now
 }

@@ -112,22 +112,26 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	d.mu.RLock()
 	info, restarts := d.info, d.restarts
 	d.mu.RUnlock()
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	state := r.stateLocked()
+	var resp *daemonv1.StatusResponse
+	d.reg.status(func(v statusView) { resp = d.statusOf(v, info, restarts) })
+	return resp
+}
+
+// statusOf is the Status answer of v (under registry.mu).
+func (d *Daemon) statusOf(v statusView, info Info, restarts restartStats) *daemonv1.StatusResponse {
+	state := v.state
 	resp := &daemonv1.StatusResponse{
 		Pid: int32(os.Getpid()), DeviceUuid: info.DeviceUUID, Backend: info.Backend,
 		StartedUnixMs: d.started.UnixMilli(),
 		Version:       version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
 		DaemonState:      stateProto(state),
-		DeviceBytesTotal: r.heldLocked(),
+		DeviceBytesTotal: v.held,
 		MaxBytes:         d.opts.MaxBytes, ReserveBytes: d.opts.ReserveBytes,
 		Config: d.emptyConfigProto(),
 	}
 	var load LoadStats
-	if g := r.primaryLocked(); g != nil {
+	if g := v.primary; g != nil {
 		if g.state == StatePublishing {
 			resp.PublisherPid = g.publisher.peer.PID
 		} else {
@@ -144,13 +148,13 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	}
 	if resp.Generation == 0 {
 		// Nothing serves: why a peer fill of an attach failed, if one did.
-		resp.FillFallback = r.lastAttachFallback
+		resp.FillFallback = v.attachFallback
 	}
 	resp.StartPhases = startPhasesToProto(load, info.StartDuration, restarts)
-	for _, l := range r.listLocked(nil) {
+	for _, l := range v.leases {
 		resp.Leases = append(resp.Leases, leaseToProto(l))
 	}
-	for _, g := range r.gens {
+	for _, g := range v.gens {
 		gs := &daemonv1.GenerationStatus{Generation: g.id, State: stateProto(g.state), Model: g.model,
 			Config: g.configProto, ConfigDigest: g.digest, Bytes: g.load.Bytes, Tensors: uint32(g.tensors),
 			DeviceBytes: g.deviceBytes(), Source: g.load.Source, StartedUnixMs: g.started.UnixMilli(),
@@ -162,7 +166,7 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 			gs.Metadata, gs.Files = g.manifest.metadata, g.manifest.content
 			gs.FileSha256 = g.manifest.blobs.list()
 		}
-		for _, l := range r.listLocked([]*generation{g}) {
+		for _, l := range v.leasesOf(g) {
 			gs.Leases = append(gs.Leases, leaseToProto(l))
 		}
 		resp.Generations = append(resp.Generations, gs)
