@@ -12,6 +12,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/internal/defaults"
 )
 
@@ -33,7 +34,7 @@ type EvictResult = client.EvictResult
 // generation being published, or a daemon that is stopping, a
 // *PublishConflictError.
 func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Duration) (EvictResult, error) {
-	gens, err := d.reg.selectForEvict(sel)
+	gens, err := d.reg.SelectForEvict(sel)
 	if err != nil || len(gens) == 0 {
 		return EvictResult{}, err
 	}
@@ -41,33 +42,33 @@ func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Dura
 	deadline := time.Now().Add(timeout)
 	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s evicts the weights of this lease: release it within %s",
 		d.info.DeviceUUID, timeout))
-	res, ok := d.reg.beginEvict(gens, notice)
+	res, ok := d.reg.BeginEvict(gens, notice)
 	if !ok {
 		return res, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if !d.reg.waitEmpty(wctx, gens) {
-		left := d.reg.leaseInfosOf(gens)
-		d.reg.endEvict(gens, false)
+	if !d.reg.WaitEmpty(wctx, gens) {
+		left := leaseInfos(d.reg.LeasesOf(gens))
+		d.reg.EndEvict(gens, false)
 		return res, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
 	}
 	// No lease of gens is left and none can begin (draining): free, then
 	// forget them, so that a publish never allocates next to the old
 	// weights (allocMu).
 	d.allocMu.Lock()
-	freed, ok := d.reg.endEvict(gens, true)
+	freed, ok := d.reg.EndEvict(gens, true)
 	if !ok {
 		d.allocMu.Unlock()
 		return res, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
 	}
 	for _, g := range freed {
-		d.freeAllocs(g.allocs)
-		if g.manifest != nil {
-			g.manifest.files.close()
+		d.freeAllocs(g.Allocs)
+		if g.Manifest != nil {
+			g.Manifest.files.close()
 		}
-		res.Freed += g.load.Bytes
-		res.Generations = append(res.Generations, g.id)
+		res.Freed += g.Load.Bytes
+		res.Generations = append(res.Generations, g.ID)
 	}
 	d.allocMu.Unlock()
 	d.reportHeld()
@@ -98,7 +99,7 @@ func (s *service) Evict(ctx context.Context, req *daemonv1.EvictRequest) (*daemo
 		return nil, conflictStatus(err)
 	case errors.As(err, &se):
 		code := codes.FailedPrecondition
-		if named(se.Selector) {
+		if registry.Named(se.Selector) {
 			code = codes.NotFound
 		}
 		return nil, status.Error(code, err.Error())

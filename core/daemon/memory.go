@@ -59,7 +59,7 @@ func (d *Daemon) capFromFraction(ctx context.Context) error {
 // Options.ReserveBytes <= the device's free memory (when the backend
 // reports it: sdk.Device.FreeMemory 0 means unknown, and then only the cap
 // applies). Nothing is evicted to make room. On success need is counted as
-// g's (g.planned) until g's arenas are allocated. The refusal is a
+// g's (g.Planned) until g's arenas are allocated. The refusal is a
 // *MemoryError; a failing Devices call is returned wrapped. The caller
 // holds d.allocMu from admit to the end of its allocations, so that two
 // loads or publishes never count the same free memory. A backend may
@@ -77,7 +77,7 @@ func (d *Daemon) admit(ctx context.Context, what string, need uint64, g *generat
 	if d.opts.GPU >= len(devs) {
 		return fmt.Errorf("%s: the backend lists %d devices, GPU %d is not one", what, len(devs), d.opts.GPU)
 	}
-	return d.reg.admit(g, need, func(pending uint64) error {
+	return d.reg.Admit(g, need, func(pending uint64) error {
 		// Admitted but not yet allocated: not missing from free yet.
 		free := devs[d.opts.GPU].FreeMemory
 		free -= min(free, pending)

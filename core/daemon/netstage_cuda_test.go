@@ -143,7 +143,7 @@ func checkDeviceBytes(t *testing.T, d *Daemon, dir string) {
 		t.Fatal(err)
 	}
 	var allocs []sdk.AllocationID
-	d.reg.forEachServing(func(g *generation) { allocs = slices.Clone(g.allocs) })
+	d.reg.ForEachServing(func(g *generation) { allocs = slices.Clone(g.Allocs) })
 	if len(allocs) != len(job.pl.Allocations) {
 		t.Fatalf("%d arenas served, the plan has %d", len(allocs), len(job.pl.Allocations))
 	}

@@ -52,10 +52,10 @@ func (d *Daemon) canRecover() string {
 	if d.opts.RestartPlugin == nil {
 		return "no way to start a new plugin (Options.RestartPlugin)"
 	}
-	return d.reg.whyNotServing(func(g *generation) string {
-		for i, h := range g.manifest.handles {
-			if g.manifest.files.ownFile(i) == nil {
-				return fmt.Sprintf("generation %d: handle %d is %q, a name whose memory lived in the plugin process", g.id, i, h.Kind)
+	return d.reg.WhyNotServing(func(g *generation) string {
+		for i, h := range g.Manifest.handles {
+			if g.Manifest.files.ownFile(i) == nil {
+				return fmt.Sprintf("generation %d: handle %d is %q, a name whose memory lived in the plugin process", g.ID, i, h.Kind)
 			}
 		}
 		return ""
@@ -102,13 +102,13 @@ func (d *Daemon) recoverPlugin(ctx context.Context) error {
 // The generations cannot change meanwhile: the registry is locked, and
 // nothing else uses the backend that died.
 func (d *Daemon) importAll(ctx context.Context, b sdk.Backend) (int, error) {
-	return d.reg.replaceAllocs(func(g *generation) ([]sdk.AllocationID, error) {
-		m := g.manifest
+	return d.reg.ReplaceAllocs(func(g *generation) ([]sdk.AllocationID, error) {
+		m := g.Manifest
 		var ids []sdk.AllocationID
 		for i, h := range m.handles {
 			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.ownFile(i)})
 			if err != nil {
-				return nil, fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.id, i+1, err)
+				return nil, fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.ID, i+1, err)
 			}
 			ids = append(ids, id)
 		}

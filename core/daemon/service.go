@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/registry"
 )
 
 // maxClientNameLen bounds the client name a lease records.
@@ -25,13 +26,13 @@ type LeaseInfo = client.LeaseInfo
 // Leases lists the attached clients, oldest first.
 func (d *Daemon) Leases() []LeaseInfo { return d.leaseInfos() }
 
-func (d *Daemon) leaseInfos() []LeaseInfo { return leaseInfos(d.reg.list()) }
+func (d *Daemon) leaseInfos() []LeaseInfo { return leaseInfos(d.reg.List()) }
 
 // leaseInfos describes ls.
 func leaseInfos(ls []*lease) []LeaseInfo {
 	out := make([]LeaseInfo, len(ls))
 	for i, l := range ls {
-		out[i] = LeaseInfo{ID: l.id, PID: l.peer.PID, UID: l.peer.UID, ClientName: l.clientName, Since: l.since}
+		out[i] = LeaseInfo{ID: l.ID, PID: l.Peer.PID, UID: l.Peer.UID, ClientName: l.ClientName, Since: l.Since}
 	}
 	return out
 }
@@ -81,9 +82,9 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(reason)
 		return err
 	}
-	defer d.reg.remove(l)
-	d.log.Debug("lease begins", "lease", l.id, "generation", l.gen.id, "pid", p.PID, "uid", p.UID, "client", name)
-	ev, err := l.m.leaseEvent(l.id, l.token[:], req.GetTensorTable())
+	defer d.reg.Remove(l)
+	d.log.Debug("lease begins", "lease", l.ID, "generation", l.Gen.ID, "pid", p.PID, "uid", p.UID, "client", name)
+	ev, err := l.Manifest.leaseEvent(l.ID, l.Token[:], req.GetTensorTable())
 	if err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)
@@ -96,11 +97,11 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	for {
 		select {
 		case <-ctx.Done():
-			d.log.Debug("lease ends", "lease", l.id)
+			d.log.Debug("lease ends", "lease", l.ID)
 			return status.FromContextError(ctx.Err()).Err()
-		case <-l.ended:
-			return l.endErr
-		case n := <-l.notices:
+		case <-l.Ended:
+			return l.EndErr
+		case n := <-l.Notices:
 			if err := stream.Send(&daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Notice{Notice: n}}); err != nil {
 				return err
 			}
@@ -109,7 +110,7 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 }
 
 // attachLease registers a lease on the serving generation whose config
-// matches cfg and which takes the attach (registry.matchAttach). Otherwise:
+// matches cfg and which takes the attach (registry.MatchAttach). Otherwise:
 // a daemon that stops or drains, or a matching generation that drains, is
 // UNAVAILABLE with a BUSY detail; a matching generation being published,
 // or a daemon that serves nothing, NOT_FOUND with a NoWeights detail; else
@@ -120,18 +121,18 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 // (FAILED_PRECONDITION with a ContentRefused detail, contentProofStatus,
 // or the handle kinds').
 func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daemonv1.ContentProof, p PeerInfo, name string) (*lease, AttachFailure, error) {
-	return d.reg.matchAttach(cfg, p, name, attachAnswers{
-		accept: func(g *generation) (AttachFailure, error) {
-			if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds); err != nil {
+	return registry.MatchAttach(d.reg, cfg, procOf(p), name, registry.AttachAnswers[*manifest, *handleFiles, AttachFailure]{
+		Accept: func(g *generation) (AttachFailure, error) {
+			if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.Manifest, kinds); err != nil {
 				return AttachOther, err
 			}
 			return AttachContentRefused, contentProofStatus(g, proof, p)
 		},
-		busy: func(st State) (AttachFailure, error) { return AttachDraining, busyStatus(d.info.DeviceUUID, st) },
-		empty: func(st State, pid int32) (AttachFailure, error) {
+		Busy: func(st State) (AttachFailure, error) { return AttachDraining, busyStatus(d.info.DeviceUUID, st) },
+		Empty: func(st State, pid int32) (AttachFailure, error) {
 			return AttachEmpty, noWeightsStatus(d.info.DeviceUUID, st, pid)
 		},
-		mismatch: func(diffs []cacheconfig.FieldDiff, nearest *generation, compared int) (AttachFailure, error) {
+		Mismatch: func(diffs []cacheconfig.FieldDiff, nearest *generation, compared int) (AttachFailure, error) {
 			return AttachConfigMismatch, generationMismatchStatus(diffs, nearest, compared)
 		},
 	})

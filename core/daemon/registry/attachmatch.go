@@ -1,4 +1,4 @@
-package daemon
+package registry
 
 import (
 	"time"
@@ -6,24 +6,25 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 )
 
-// attachAnswers are the daemon's answers to matchAttach's outcomes, each
-// called under registry.mu (what the daemon holds cannot change between
-// the comparison and the answer).
-type attachAnswers struct {
-	// accept checks a serving generation whose config matches (handle
+// AttachAnswers are the daemon's answers to MatchAttach's outcomes (W: how
+// the daemon names a failed attach), each called under the registry's
+// lock (what the daemon holds cannot change between the comparison and the
+// answer).
+type AttachAnswers[M, F, W any] struct {
+	// Accept checks a serving generation whose config matches (handle
 	// kinds, content proof): nil error takes the lease.
-	accept func(g *generation) (AttachFailure, error)
-	// busy: the daemon stops or drains (st).
-	busy func(st State) (AttachFailure, error)
-	// empty: nothing serves the config; st is what the daemon does, and
+	Accept func(g *Generation[M, F]) (W, error)
+	// Busy: the daemon stops or drains (st).
+	Busy func(st State) (W, error)
+	// Empty: nothing serves the config; st is what the daemon does, and
 	// publisherPID who publishes (0: nobody).
-	empty func(st State, publisherPID int32) (AttachFailure, error)
-	// mismatch: serving generations exist, none with the config; nearest
+	Empty func(st State, publisherPID int32) (W, error)
+	// Mismatch: serving generations exist, none with the config; nearest
 	// differs in the fewest fields (diffs) of the serving ones compared.
-	mismatch func(diffs []cacheconfig.FieldDiff, nearest *generation, compared int) (AttachFailure, error)
+	Mismatch func(diffs []cacheconfig.FieldDiff, nearest *Generation[M, F], compared int) (W, error)
 }
 
-// matchAttach matches cfg against every generation, all under r.mu, and
+// MatchAttach matches cfg against every generation, all under r.mu, and
 // registers a lease for p on the serving generation whose config matches
 // and which a.accept takes. Otherwise, in this order: a daemon that stops
 // or drains for a Stop, or a matching generation that drains (an evict),
@@ -34,32 +35,33 @@ type attachAnswers struct {
 // generation being published, or a daemon that serves nothing, a.empty
 // (busy when it drains); else a.mismatch with the nearest serving
 // generation.
-func (r *registry) matchAttach(cfg cacheconfig.Config, p PeerInfo, name string, a attachAnswers) (*lease, AttachFailure, error) {
-	miss := func(why AttachFailure, err error) (*lease, AttachFailure, error) { return nil, why, err }
+func MatchAttach[M, F, W any](r *Registry[M, F], cfg cacheconfig.Config, p Peer, name string, a AttachAnswers[M, F, W]) (*Lease[M, F], W, error) {
+	miss := func(why W, err error) (*Lease[M, F], W, error) { return nil, why, err }
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping || r.drainers > 0 {
 		// Before the comparison: weights on their way out are no answer to
 		// "which config", and an engine of the next model must wait, not stop.
-		return miss(a.busy(r.stateLocked()))
+		return miss(a.Busy(r.stateLocked()))
 	}
-	var nearest *generation
+	var nearest *Generation[M, F]
 	var nearestDiffs []cacheconfig.FieldDiff
 	serving := 0
-	var publishing *generation
+	var publishing *Generation[M, F]
 	var refusal error
-	var refused AttachFailure
+	var refused W
 	for _, g := range r.gens {
 		// Loaded, published as stored, or an engine's own weights
-		// (compareFor).
-		diffs := g.compare(g.config, cfg)
-		switch g.state {
+		// (CompareFor).
+		diffs := g.Compare(g.Config, cfg)
+		switch g.State {
 		case StateServing:
 			serving++
 			if len(diffs) == 0 {
-				why, err := a.accept(g)
+				why, err := a.Accept(g)
 				if err == nil {
-					return r.addLocked(g, p, name, time.Now()), "", nil
+					var none W
+					return r.addLocked(g, p, name, time.Now()), none, nil
 				}
 				if refusal == nil {
 					refusal, refused = err, why
@@ -71,7 +73,7 @@ func (r *registry) matchAttach(cfg cacheconfig.Config, p PeerInfo, name string, 
 			}
 		case StateDraining:
 			if len(diffs) == 0 {
-				return miss(a.busy(StateDraining))
+				return miss(a.Busy(StateDraining))
 			}
 		case StatePublishing:
 			if len(diffs) == 0 && publishing == nil {
@@ -83,19 +85,19 @@ func (r *registry) matchAttach(cfg cacheconfig.Config, p PeerInfo, name string, 
 	case refusal != nil:
 		return nil, refused, refusal
 	case publishing != nil:
-		return miss(a.empty(StatePublishing, publishing.publisher.peer.PID))
+		return miss(a.Empty(StatePublishing, publishing.Publisher.Peer.PID))
 	case nearest == nil:
 		st, pid := r.stateLocked(), int32(0)
 		for _, g := range r.gens {
-			if g.publisher != nil {
-				st, pid = StatePublishing, g.publisher.peer.PID
+			if g.Publisher != nil {
+				st, pid = StatePublishing, g.Publisher.Peer.PID
 				break
 			}
 		}
 		if st == StateDraining {
-			return miss(a.busy(st))
+			return miss(a.Busy(st))
 		}
-		return miss(a.empty(st, pid))
+		return miss(a.Empty(st, pid))
 	}
-	return miss(a.mismatch(nearestDiffs, nearest, serving))
+	return miss(a.Mismatch(nearestDiffs, nearest, serving))
 }

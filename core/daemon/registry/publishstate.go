@@ -1,4 +1,4 @@
-package daemon
+package registry
 
 import (
 	"crypto/rand"
@@ -12,24 +12,24 @@ import (
 	"github.com/wcache/wcache/internal/poll"
 )
 
-// publisher is the client filling the daemon while it is StatePublishing.
-type publisher struct {
-	peer       PeerInfo
+// Publisher is the client filling the daemon while it is StatePublishing.
+type Publisher[M, F any] struct {
+	Peer       Peer
 	clientName string
 	since      time.Time
-	// ended is closed when the daemon stops under the publish.
-	ended chan struct{}
-	// id and token let the publisher fetch the plan's writable
+	// Ended is closed when the daemon stops under the publish.
+	Ended chan struct{}
+	// ID and token let the publisher fetch the plan's writable
 	// descriptors on the descriptor channel (OpPublish); files are set
-	// once the plan is made (guarded by registry.mu).
-	id    uint64
-	token [fdchannel.TokenSize]byte
-	files *handleFiles
+	// once the plan is made (guarded by the registry's lock).
+	ID    uint64
+	Token [fdchannel.TokenSize]byte
+	files F
 	// gen is the generation being published.
-	gen *generation
-	// filled is non-nil when the daemon itself fills gen from a peer
-	// (attachfill.go), and closed when that fill ends, filled or not.
-	filled chan struct{}
+	gen *Generation[M, F]
+	// Filled is non-nil when the daemon itself fills gen from a peer
+	// (BeginPeerFill), and closed when that fill ends, filled or not.
+	Filled chan struct{}
 }
 
 // ConflictReason says why a Publish or an Evict was refused because of the
@@ -68,45 +68,45 @@ func (e *PublishConflictError) Error() string {
 	}
 }
 
-// beginPublish adds a generation for a publish of cfg by p and returns it
+// BeginPublish adds a generation for a publish of cfg by p and returns it
 // with its publisher. A generation that an attach with cfg would get
 // already exists is a *PublishConflictError: serving (ConflictHoldsWeights,
 // with its digest), being published (ConflictInProgress) or draining
 // (ConflictBusy); a daemon that stops or drains for a Stop is ConflictBusy.
 // Other generations are not touched: a publish of another config adds one
 // beside them. compare is how the new generation will be matched.
-func (r *registry) beginPublish(p PeerInfo, clientName string, cfg cacheconfig.Config,
-	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*publisher, *generation, error) {
+func (r *Registry[M, F]) BeginPublish(p Peer, clientName string, cfg cacheconfig.Config,
+	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*Publisher[M, F], *Generation[M, F], error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.beginPublishLocked(p, clientName, cfg, compare, now)
 }
 
-// beginPeerFill begins a publish of cfg by the daemon itself (p: its own
-// process), to be filled from a peer (attachfill.go), as beginPublish does
+// BeginPeerFill begins a publish of cfg by the daemon itself (p: its own
+// process), to be filled from a peer (an attach the daemon fills), as BeginPublish does
 // (its *PublishConflictError when a generation cfg attaches to exists) —
 // unless a peer fill of a generation cfg attaches to is in progress: then
 // it begins nothing and returns wait, closed when that fill ends.
-func (r *registry) beginPeerFill(p PeerInfo, clientName string, cfg cacheconfig.Config,
-	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (pub *publisher, g *generation, wait <-chan struct{}, err error) {
+func (r *Registry[M, F]) BeginPeerFill(p Peer, clientName string, cfg cacheconfig.Config,
+	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (pub *Publisher[M, F], g *Generation[M, F], wait <-chan struct{}, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, o := range r.gens {
-		if o.state == StatePublishing && o.publisher != nil && o.publisher.filled != nil && o.matches(cfg) {
-			return nil, nil, o.publisher.filled, nil
+		if o.State == StatePublishing && o.Publisher != nil && o.Publisher.Filled != nil && o.matches(cfg) {
+			return nil, nil, o.Publisher.Filled, nil
 		}
 	}
 	pub, g, err = r.beginPublishLocked(p, clientName, cfg, compare, now)
 	if err == nil {
-		pub.filled = make(chan struct{})
+		pub.Filled = make(chan struct{})
 	}
 	return pub, g, nil, err
 }
 
-// recordAttachFallback records why a peer fill of an attach of the config
+// RecordAttachFallback records why a peer fill of an attach of the config
 // of digest failed: the fill_fallback of an empty daemon's Status, and of
 // the generation a publish of that config then adds (install).
-func (r *registry) recordAttachFallback(digest, reason string) {
+func (r *Registry[M, F]) RecordAttachFallback(digest, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.attachFallbacks) >= maxAttachFallbacks {
@@ -122,16 +122,16 @@ func (r *registry) recordAttachFallback(digest, reason string) {
 // digest ("" none), and the latest one: a generation was installed (a
 // publish, a fill), so an empty daemon's Status no longer shows it. r.mu
 // must be held.
-func (r *registry) takeAttachFallbackLocked(digest string) string {
+func (r *Registry[M, F]) takeAttachFallbackLocked(digest string) string {
 	reason := r.attachFallbacks[digest]
 	delete(r.attachFallbacks, digest)
 	r.lastAttachFallback = ""
 	return reason
 }
 
-// beginPublishLocked is beginPublish with r.mu held.
-func (r *registry) beginPublishLocked(p PeerInfo, clientName string, cfg cacheconfig.Config,
-	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*publisher, *generation, error) {
+// beginPublishLocked is BeginPublish with r.mu held.
+func (r *Registry[M, F]) beginPublishLocked(p Peer, clientName string, cfg cacheconfig.Config,
+	compare func(daemon, client cacheconfig.Config) []cacheconfig.FieldDiff, now time.Time) (*Publisher[M, F], *Generation[M, F], error) {
 	if r.stopping || r.drainers > 0 {
 		return nil, nil, &PublishConflictError{Reason: ConflictBusy, State: r.stateLocked()}
 	}
@@ -139,89 +139,90 @@ func (r *registry) beginPublishLocked(p PeerInfo, clientName string, cfg cacheco
 		if !g.matches(cfg) {
 			continue
 		}
-		switch g.state {
+		switch g.State {
 		case StatePublishing:
-			return nil, nil, &PublishConflictError{Reason: ConflictInProgress, State: g.state, PublisherPID: g.publisher.peer.PID}
+			return nil, nil, &PublishConflictError{Reason: ConflictInProgress, State: g.State, PublisherPID: g.Publisher.Peer.PID}
 		case StateServing:
-			return nil, nil, &PublishConflictError{Reason: ConflictHoldsWeights, State: g.state, ConfigDigest: g.digest}
+			return nil, nil, &PublishConflictError{Reason: ConflictHoldsWeights, State: g.State, ConfigDigest: g.Digest}
 		default:
-			return nil, nil, &PublishConflictError{Reason: ConflictBusy, State: g.state}
+			return nil, nil, &PublishConflictError{Reason: ConflictBusy, State: g.State}
 		}
 	}
 	r.next++
-	pub := &publisher{peer: p, clientName: clientName, since: now, ended: make(chan struct{}), id: r.next}
-	rand.Read(pub.token[:]) // never fails (crypto/rand since Go 1.24)
-	g := &generation{state: StatePublishing, publisher: pub, config: cfg, configProto: cfg.ToProto(),
-		digest: cfg.Digest(), model: "", compare: compare, started: now}
+	pub := &Publisher[M, F]{Peer: p, clientName: clientName, since: now, Ended: make(chan struct{}), ID: r.next}
+	rand.Read(pub.Token[:]) // never fails (crypto/rand since Go 1.24)
+	g := &Generation[M, F]{State: StatePublishing, Publisher: pub, Config: cfg, ConfigProto: cfg.ToProto(),
+		Digest: cfg.Digest(), Model: "", Compare: compare, Started: now}
 	pub.gen = g
 	r.addGenLocked(g)
 	return pub, g, nil
 }
 
-// setPublishFiles makes files what the publish's descriptor requests get.
-func (r *registry) setPublishFiles(pub *publisher, files *handleFiles) {
+// SetPublishFiles makes files what the publish's descriptor requests get.
+func (r *Registry[M, F]) SetPublishFiles(pub *Publisher[M, F], files F) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pub.files = files
 }
 
-// publishFor returns the publish in progress whose id is id, and its
+// PublishFor returns the publish in progress whose id is id, and its
 // descriptors, or nil.
-func (r *registry) publishFor(id uint64) (*publisher, *handleFiles) {
+func (r *Registry[M, F]) PublishFor(id uint64) (*Publisher[M, F], F) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.gens {
-		if g.state == StatePublishing && g.publisher != nil && g.publisher.id == id {
-			return g.publisher, g.publisher.files
+		if g.State == StatePublishing && g.Publisher != nil && g.Publisher.ID == id {
+			return g.Publisher, g.Publisher.files
 		}
 	}
-	return nil, nil
+	var none F
+	return nil, none
 }
 
-// finishPublish ends pub's publish: with commit, its generation serves
+// FinishPublish ends pub's publish: with commit, its generation serves
 // (its allocations, manifest, load and tensors set by the caller's fill,
 // under r.mu; its admission counted as allocated, its start now, and the
-// fallback recorded for its config (recordAttachFallback) its own unless
+// fallback recorded for its config (RecordAttachFallback) its own unless
 // fill gave it one); without, it is forgotten. It reports false (and
 // changes nothing) when pub's publish was already ended (the daemon is
 // stopping).
-func (r *registry) finishPublish(pub *publisher, commit bool, fill func(g *generation)) bool {
+func (r *Registry[M, F]) FinishPublish(pub *Publisher[M, F], commit bool, fill func(g *Generation[M, F])) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := pub.gen
-	if g.publisher != pub || g.state != StatePublishing || !slices.Contains(r.gens, g) {
+	if g.Publisher != pub || g.State != StatePublishing || !slices.Contains(r.gens, g) {
 		return false
 	}
 	if r.stopping || pub.isEnded() {
 		commit = false
 	}
-	g.publisher = nil
+	g.Publisher = nil
 	pub.end()
 	if !commit {
 		r.removeGenLocked(g)
 		return false
 	}
 	fill(g)
-	g.planned, g.started = 0, time.Now()
-	if reason := r.takeAttachFallbackLocked(g.digest); g.load.FillFallback == "" {
+	g.Planned, g.Started = 0, time.Now()
+	if reason := r.takeAttachFallbackLocked(g.Digest); g.Load.FillFallback == "" {
 		// A peer fill of an attach of this config failed before.
-		g.load.FillFallback = reason
+		g.Load.FillFallback = reason
 	}
-	g.state = StateServing
+	g.State = StateServing
 	r.changedLocked()
 	return true
 }
 
-// abortPublish forgets pub's generation when it is still being published;
+// AbortPublish forgets pub's generation when it is still being published;
 // it reports whether it did.
-func (r *registry) abortPublish(pub *publisher) bool {
+func (r *Registry[M, F]) AbortPublish(pub *Publisher[M, F]) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := pub.gen
-	if g.state != StatePublishing || !slices.Contains(r.gens, g) {
+	if g.State != StatePublishing || !slices.Contains(r.gens, g) {
 		return false
 	}
-	g.publisher = nil
+	g.Publisher = nil
 	pub.end()
 	r.removeGenLocked(g)
 	return true
@@ -229,22 +230,22 @@ func (r *registry) abortPublish(pub *publisher) bool {
 
 // endPublishersLocked ends every publish in progress (the daemon stops).
 // r.mu must be held.
-func (r *registry) endPublishersLocked() {
+func (r *Registry[M, F]) endPublishersLocked() {
 	for _, g := range r.gens {
-		if g.publisher != nil {
-			g.publisher.end()
+		if g.Publisher != nil {
+			g.Publisher.end()
 		}
 	}
 }
 
 // end closes ended (once).
-func (p *publisher) end() {
+func (p *Publisher[M, F]) end() {
 	select {
-	case <-p.ended:
+	case <-p.Ended:
 	default:
-		close(p.ended)
+		close(p.Ended)
 	}
 }
 
 // isEnded reports whether end was called.
-func (p *publisher) isEnded() bool { return poll.Closed(p.ended) }
+func (p *Publisher[M, F]) isEnded() bool { return poll.Closed(p.Ended) }
