@@ -13,6 +13,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/fill"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/sdk"
@@ -61,8 +62,8 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 		return false
 	}
 	self := PeerInfo{PID: int32(os.Getpid()), UID: uint32(os.Geteuid())}
-	pub, g, wait, err := d.reg.beginPeerFill(self, "wcache serve peer fill", cfg,
-		compareFor(true, len(cands[0].Gen.Files), cfg.EngineName), time.Now())
+	pub, g, wait, err := d.reg.BeginPeerFill(procOf(self), "wcache serve peer fill", cfg,
+		registry.CompareFor(true, len(cands[0].Gen.Files), cfg.EngineName), time.Now())
 	if err != nil {
 		// Weights for cfg were installed since the attach matched (a
 		// concurrent fill or publish): match again. Otherwise (a publish
@@ -74,7 +75,7 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 	}
 	if wait == nil {
 		go d.runAttachFill(pub, g, s, cands)
-		wait = pub.filled
+		wait = pub.Filled
 	}
 	// Bounded, so that a client's manifest deadline does not fail its
 	// attach: past attachFillWait it is answered "publishing" (the daemon's
@@ -96,24 +97,24 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 // config (below the clients' default manifest timeouts: 30 s in Python).
 const attachFillWait = 20 * time.Second
 
-// runAttachFill fills g, begun by beginPeerFill for pub, from the first
-// candidate that works, and closes pub.filled when done. It does not end
+// runAttachFill fills g, begun by BeginPeerFill for pub, from the first
+// candidate that works, and closes pub.Filled when done. It does not end
 // with the attach that began it (the fill serves whoever attaches next),
-// but with the daemon (pub.ended) or after PublishTimeout. When no
+// but with the daemon (pub.Ended) or after PublishTimeout. When no
 // candidate works, g is forgotten and the reasons are logged and recorded
-// (recordAttachFallback).
+// (RecordAttachFallback).
 func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *fill.Sibling, cands []fill.Candidate) {
-	defer close(pub.filled)
+	defer close(pub.Filled)
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.PublishTimeout)
 	defer cancel()
 	go func() {
 		select {
-		case <-pub.ended:
+		case <-pub.Ended:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	d.log.Info("peer fill of an attach begins", "generation", g.id, "config_digest", g.digest, "candidates", len(cands))
+	d.log.Info("peer fill of an attach begins", "generation", g.ID, "config_digest", g.Digest, "candidates", len(cands))
 	var reasons []string
 	for _, c := range cands {
 		err := d.fillPublishedFrom(ctx, s, pub, g, c, strings.Join(reasons, "; "))
@@ -126,11 +127,11 @@ func (d *Daemon) runAttachFill(pub *publisher, g *generation, s *fill.Sibling, c
 		}
 	}
 	reason := strings.Join(reasons, "; ")
-	d.reg.abortPublish(pub)
-	d.reg.recordAttachFallback(g.digest, reason)
+	d.reg.AbortPublish(pub)
+	d.reg.RecordAttachFallback(g.Digest, reason)
 	d.reportHeld()
 	d.log.Warn("peer fill of an attach failed: the attach is answered without it (an engine loads and publishes)",
-		"config_digest", g.digest, "reason", reason)
+		"config_digest", g.Digest, "reason", reason)
 }
 
 // fillPublishedFrom fills g (begun by beginPeerFill) from candidate c:
@@ -177,16 +178,14 @@ func (d *Daemon) fillPublishedFrom(ctx context.Context, s *fill.Sibling, pub *pu
 	}
 	stats := LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations), Duration: copied,
 		FilledFrom: fill.FilledFromPeerPrefix + c.UUID, FillFallback: fallback, FromPeer: pl.Bytes, PeerVerify: verified}
-	d.reg.mu.Lock()
-	g.compare = compareFor(true, len(content), g.config.EngineName)
-	d.reg.mu.Unlock()
+	d.reg.SetCompare(g, registry.CompareFor(true, len(content), g.Config.EngineName))
 	if err = d.install(pub, ids, nm, stats); err != nil {
 		return err
 	}
 	d.metrics.Loaded(stats, len(pl.Tensors))
-	d.log.Info("filled a publication from a peer", "generation", g.id, "from", stats.FilledFrom, "bytes", pl.Bytes,
+	d.log.Info("filled a publication from a peer", "generation", g.ID, "from", stats.FilledFrom, "bytes", pl.Bytes,
 		"arenas", len(pl.Allocations), "path", path, "copy_s", copied.Seconds(), "verify_s", verified.Seconds(),
-		"config_digest", g.digest)
+		"config_digest", g.Digest)
 	return nil
 }
 
@@ -215,9 +214,7 @@ func (d *Daemon) copyAdmitted(ctx context.Context, s *fill.Sibling, pl *plan.Pla
 	if err == nil {
 		reserved, path, err = s.CopyArenas(ctx, pl, m, ids, nil)
 	}
-	d.reg.mu.Lock()
-	g.load.AllocatedBytes = reserved
-	d.reg.mu.Unlock()
+	d.reg.SetAllocated(g, reserved)
 	return reserved, path, err
 }
 
@@ -232,7 +229,7 @@ func (d *Daemon) publishedManifest(ctx context.Context, g *generation, pl *plan.
 		return nil, nil, err
 	}
 	content := carriedContent(theirs)
-	nm := newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
+	nm := newManifest(d.info.DeviceUUID, d.info.Backend, g.ConfigProto, g.Digest, g.ID, pl, handles)
 	views := make(map[string]*client.Layout, len(m.Tensors))
 	for _, t := range m.Tensors {
 		views[t.Name] = t.Layout
@@ -258,9 +255,7 @@ func (d *Daemon) undoAttachFill(g *generation, ids []sdk.AllocationID, nm *manif
 	if nm != nil {
 		nm.files.close()
 	}
-	d.reg.mu.Lock()
-	g.planned, g.load.AllocatedBytes = 0, 0
-	d.reg.mu.Unlock()
+	d.reg.Unadmit(g)
 	d.reportHeld()
 }
 

@@ -45,14 +45,14 @@ const maxEchoedProofLen = 256
 // claim about its own files. What this enforces is that no client gets
 // bytes without having made the claim the policy asks for.
 func contentProofStatus(g *generation, proof *daemonv1.ContentProof, p PeerInfo) error {
-	m := g.manifest
+	m := g.Manifest
 	policies := cacheconfig.PoliciesFromStrings(m.policies)
 	if len(policies) == 0 {
 		policies = cacheconfig.DefaultDaemonPolicies
 	}
 	refuse := func(r *daemonv1.ContentRefused, msg string) error {
-		r.Generation, r.Policies = g.id, cacheconfig.PolicyStrings(policies)
-		st := status.New(codes.FailedPrecondition, fmt.Sprintf("generation %d (%s): %s", g.id, g.config.Model, msg))
+		r.Generation, r.Policies = g.ID, cacheconfig.PolicyStrings(policies)
+		st := status.New(codes.FailedPrecondition, fmt.Sprintf("generation %d (%s): %s", g.ID, g.Config.Model, msg))
 		withDetail, err := st.WithDetails(r)
 		if err != nil {
 			return st.Err()

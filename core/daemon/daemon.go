@@ -17,6 +17,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/daemon/handover"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/core/daemonfile"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/core/paths"
@@ -35,7 +36,7 @@ type Daemon struct {
 
 	// mu guards the daemon's identity files and listeners against a
 	// takeover (released, fdLis, the ready file). What the daemon holds,
-	// its generations, is the registry's (reg.mu; generation.go).
+	// its generations, is the registry's (core/daemon/registry, its own lock).
 	mu      sync.RWMutex
 	info    Info
 	lock    *daemonfile.Lock
@@ -49,7 +50,7 @@ type Daemon struct {
 	// restarts count the plugins replaced (restart.go).
 	restarts restartStats
 
-	reg     *registry
+	reg     *holdings
 	metrics Metrics
 	srv     *grpc.Server
 	lis     *net.UnixListener
@@ -138,7 +139,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	pluginErr := pluginError(plugin)
 
 	d := &Daemon{opts: opts, plugin: plugin, backend: plugin.Backend(), log: opts.Logger,
-		reg: newRegistry(), metrics: noMetrics{}, serveErr: make(chan error, 1), stopCh: make(chan struct{})}
+		reg: registry.New[*manifest, *handleFiles](), metrics: noMetrics{}, serveErr: make(chan error, 1), stopCh: make(chan struct{})}
 	if err := d.identify(ctx, pluginErr); err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func Start(ctx context.Context, plugin Plugin, opts Options) (_ *Daemon, err err
 	if took != nil {
 		d.tellPredecessorServing(took)
 	}
-	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", len(d.reg.gens), "device_bytes", d.HeldBytes())
+	d.log.Info("ready", "socket", d.info.Paths.Socket, "generations", d.reg.Count(), "device_bytes", d.HeldBytes())
 	return d, nil
 }
 
@@ -266,8 +267,8 @@ func (d *Daemon) prepareAll(ctx context.Context, pluginErr func(string, error) e
 			return nil, pluginErr("config", err)
 		}
 		for _, o := range jobs {
-			if o.g.digest == job.g.digest {
-				return nil, fmt.Errorf("models %s and %s have the same config (%s): load it once", o.src.Model, src.Model, job.g.digest)
+			if o.g.Digest == job.g.Digest {
+				return nil, fmt.Errorf("models %s and %s have the same config (%s): load it once", o.src.Model, src.Model, job.g.Digest)
 			}
 		}
 		jobs = append(jobs, job)
@@ -350,24 +351,24 @@ func (d *Daemon) installGenerations(ctx context.Context, jobs []*loadJob, took *
 		if err := d.loadGeneration(ctx, job, d.info.DeviceUUID, d.info.Backend); err != nil {
 			return pluginErr("load", err)
 		}
-		job.g.load.Plan, job.g.load.Lock = planDone, locked
-		d.metrics.Loaded(job.g.load, job.g.tensors)
+		job.g.Load.Plan, job.g.Load.Lock = planDone, locked
+		d.metrics.Loaded(job.g.Load, job.g.Tensors)
 	}
 	if took != nil {
 		d.adopt(took, planDone, locked)
 		for _, tg := range took.gens {
-			d.metrics.Loaded(tg.g.load, tg.g.tensors)
+			d.metrics.Loaded(tg.g.Load, tg.g.Tensors)
 		}
 	}
 	d.started = time.Now()
-	for _, g := range d.reg.gens {
+	for _, g := range d.reg.All() {
 		// Loaded or taken over: no client may write the memory.
-		if err := d.sealWrites(g.manifest, true); err != nil {
+		if err := d.sealWrites(g.Manifest, true); err != nil {
 			return err
 		}
 	}
 	d.reportHeld()
-	d.reg.setMetrics(d.metrics)
+	d.reg.SetMetrics(d.metrics)
 	return nil
 }
 
@@ -462,15 +463,11 @@ func (d *Daemon) Info() Info {
 	d.mu.RLock()
 	info := d.info
 	d.mu.RUnlock()
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	info.Generations = make([]GenerationInfo, len(d.reg.gens))
-	for i, g := range d.reg.gens {
-		info.Generations[i] = d.reg.genInfoLocked(g)
-	}
-	if g := d.reg.primaryLocked(); g != nil {
-		info.Model, info.Files, info.Config, info.ConfigDigest = g.model, g.files, g.config, g.digest
-		info.Tensors, info.Load, info.Content = g.tensors, g.load, g.content
+	var g *GenerationInfo
+	info.Generations, g = d.reg.Describe()
+	if g != nil {
+		info.Model, info.Files, info.Config, info.ConfigDigest = g.Model, g.Files, g.Config, g.ConfigDigest
+		info.Tensors, info.Load, info.Content = g.Tensors, g.Load, g.Content
 	}
 	return info
 }
@@ -489,30 +486,30 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 	handles, content, fromPeer, err := d.loadFromPeer(ctx, job)
 	cached := d.digestsInCache(ck) // every file's digest known: the fill hashes nothing
 	if err == nil && !fromPeer {
-		fallback := g.load.FillFallback
+		fallback := g.Load.FillFallback
 		fillCtx := ctx
 		if cached != nil {
 			fillCtx = sdk.WithoutDigest(ctx)
 		}
 		handles, err = d.fill(fillCtx, pl, g)
-		g.load.FillFallback = fallback
+		g.Load.FillFallback = fallback
 	}
 	if err != nil {
-		d.freeAllocs(g.allocs)
+		d.freeAllocs(g.Allocs)
 		return err
 	}
-	g.planned = 0
-	m := newManifest(uuid, backend, g.configProto, g.digest, 0, pl, handles)
+	g.Planned = 0
+	m := newManifest(uuid, backend, g.ConfigProto, g.Digest, 0, pl, handles)
 	free := func() {
-		d.freeAllocs(g.allocs)
+		d.freeAllocs(g.Allocs)
 		m.files.close()
 	}
 	if !fromPeer {
-		if content, err = d.contentOf(ctx, ck, g.load.Fill.Leaves, cached, &g.load); err != nil {
+		if content, err = d.contentOf(ctx, ck, g.Load.Fill.Leaves, cached, &g.Load); err != nil {
 			free()
 			return err
 		}
-		g.load.Fill.Leaves = nil // in Content now
+		g.Load.Fill.Leaves = nil // in Content now
 	}
 	// After the content digests: the leaves the daemon hashed itself
 	// were read by path too.
@@ -521,11 +518,11 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		return err
 	}
 	if d.opts.VerifyLoad && !fromPeer { // a peer fill was verified before it was taken (fillFromPeers)
-		if err := d.verifyLoad(ctx, pl, g.allocs, ck); err != nil {
+		if err := d.verifyLoad(ctx, pl, g.Allocs, ck); err != nil {
 			free()
 			return fmt.Errorf("verify: %w", err)
 		}
-		d.log.Info("verified the load against the checkpoint", "model", g.model, "bytes", pl.Bytes)
+		d.log.Info("verified the load against the checkpoint", "model", g.Model, "bytes", pl.Bytes)
 	}
 	if !fromPeer && cached == nil { // cached: every entry is there already
 		d.recordLoadedDigests(content) // for the next peer fill of the node (fill.Env.RecordLoadedDigests)
@@ -537,11 +534,9 @@ func (d *Daemon) loadGeneration(ctx context.Context, job *loadJob, uuid, backend
 		}
 	}
 	m.policies = cacheconfig.PolicyStrings(d.opts.ContentPolicies)
-	g.content, g.manifest, g.started, g.state = content, m, time.Now(), StateServing
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	d.reg.addGenLocked(g)
-	m.generation = g.id
+	g.Content, g.Manifest, g.Started, g.State = content, m, time.Now(), StateServing
+	d.reg.Add(g)
+	m.generation = g.ID // before the daemon listens: nothing reads m yet
 	return nil
 }
 
@@ -591,12 +586,7 @@ func (d *Daemon) writeReady() error {
 	if err != nil {
 		return fmt.Errorf("ready file: own start time: %w", err)
 	}
-	var model, digest string
-	d.reg.mu.Lock()
-	if g := d.reg.primaryLocked(); g != nil && g.state != StatePublishing {
-		model, digest = g.model, g.digest
-	}
-	d.reg.mu.Unlock()
+	model, digest := d.reg.PrimaryServed()
 	r := daemonfile.Ready{PID: pid, StartTime: st, DeviceUUID: d.info.DeviceUUID, GPU: d.opts.GPU, Socket: d.info.Paths.Socket,
 		Backend: d.info.Backend, Model: model, ConfigDigest: digest, Version: version.Version,
 		CreatedUnixMS: time.Now().UnixMilli()}

@@ -27,12 +27,12 @@
 // allocates and exports the arenas, hands the client writable handles and
 // serves the new generation at the commit; a publish that ends any other
 // way frees its allocations and forgets its generation (one publisher per
-// config at a time, publishstate.go). Evict (evict.go) drains the
+// config at a time, core/daemon/registry). Evict (evict.go) drains the
 // generations it names like Stop, frees them and leaves the daemon running
 // with the others; it never frees under a live lease. Only the daemon's
 // uid and AllowUIDs may publish or evict.
 //
-// A daemon holds a set of generations (generation.go): the models of
+// A daemon holds a set of generations (core/daemon/registry): the models of
 // Options.Model and Options.Models, and every publish, each with its own
 // CacheConfig, arenas, manifest, leases and state. An attach gets the
 // serving generation its config matches; a load or publish is admitted
@@ -56,13 +56,13 @@
 // (fill.Net).
 //
 // Where a change goes: the daemon's lifecycle (daemon.go, run.go), its gRPC
-// service (service.go, publish.go, evict.go), generations and the publish
-// state machine (generation.go, publishstate.go, lease.go) are here;
-// filling a generation from elsewhere than the files — a sibling GPU of the
+// service (service.go, publish.go, evict.go) are here; the generations, their
+// leases and the publish and drain state machine are core/daemon/registry
+// (registry.go here names its types as the daemon uses them); filling a generation from elsewhere than the files — a sibling GPU of the
 // node, other nodes, and serving other nodes — is core/daemon/fill, behind
 // one seam (peerFiller, peerfill.go); serve --takeover, both the successor's
 // and the old daemon's side, is core/daemon/handover (takeover.go here makes
-// what it received the daemon's). Neither subpackage imports this one.
+// what it received the daemon's). No subpackage imports this one.
 //
 // Shutdown order: stop accepting new leases, notify leases, wait, end what
 // is left, close the peer endpoint (its holds released), stop the gRPC server, remove the ready file and the socket, free

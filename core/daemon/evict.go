@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -14,47 +12,15 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/internal/defaults"
 )
 
 // EvictSelector names the generations an evict frees (the client's type).
 type EvictSelector = client.EvictSelector
 
-// named reports whether s names generations by a field.
-func named(s EvictSelector) bool { return s.Model != "" || s.ConfigDigest != "" || s.Generation != 0 }
-
-// selects reports whether s names g.
-func selects(s EvictSelector, g *generation) bool {
-	return (s.Model == "" || s.Model == g.model || s.Model == g.config.Model) &&
-		(s.ConfigDigest == "" || s.ConfigDigest == g.digest) &&
-		(s.Generation == 0 || s.Generation == g.id)
-}
-
 // EvictResult is what an evict freed (the client's type).
 type EvictResult = client.EvictResult
-
-// SelectError refuses an evict whose selector names no generation
-// (NOT_FOUND), or that names none while the daemon holds several
-// (FAILED_PRECONDITION: Held lists them, "digest (model)").
-type SelectError struct {
-	Selector EvictSelector
-	Held     []string
-}
-
-func (e *SelectError) Error() string {
-	if named(e.Selector) {
-		return fmt.Sprintf("no generation matches %s; the daemon holds: %s", e.Selector, heldList(e.Held))
-	}
-	return fmt.Sprintf("the daemon holds %d generations (%s): name one (model, config digest or generation) or all",
-		len(e.Held), heldList(e.Held))
-}
-
-func heldList(h []string) string {
-	if len(h) == 0 {
-		return "nothing"
-	}
-	return strings.Join(h, ", ")
-}
 
 // Evict frees the generations sel names and leaves the daemon running with
 // the others (empty when none is left), ready for the next Publish. It
@@ -68,7 +34,7 @@ func heldList(h []string) string {
 // generation being published, or a daemon that is stopping, a
 // *PublishConflictError.
 func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Duration) (EvictResult, error) {
-	gens, err := d.reg.selectForEvict(sel)
+	gens, err := d.reg.SelectForEvict(sel)
 	if err != nil || len(gens) == 0 {
 		return EvictResult{}, err
 	}
@@ -76,33 +42,33 @@ func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Dura
 	deadline := time.Now().Add(timeout)
 	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s evicts the weights of this lease: release it within %s",
 		d.info.DeviceUUID, timeout))
-	res, ok := d.reg.beginEvict(gens, notice)
+	res, ok := d.reg.BeginEvict(gens, notice)
 	if !ok {
 		return res, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if !d.reg.waitEmpty(wctx, gens) {
-		left := d.reg.leaseInfosOf(gens)
-		d.reg.endEvict(gens, false)
+	if !d.reg.WaitEmpty(wctx, gens) {
+		left := leaseInfos(d.reg.LeasesOf(gens))
+		d.reg.EndEvict(gens, false)
 		return res, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
 	}
 	// No lease of gens is left and none can begin (draining): free, then
 	// forget them, so that a publish never allocates next to the old
 	// weights (allocMu).
 	d.allocMu.Lock()
-	freed, ok := d.reg.endEvict(gens, true)
+	freed, ok := d.reg.EndEvict(gens, true)
 	if !ok {
 		d.allocMu.Unlock()
 		return res, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
 	}
 	for _, g := range freed {
-		d.freeAllocs(g.allocs)
-		if g.manifest != nil {
-			g.manifest.files.close()
+		d.freeAllocs(g.Allocs)
+		if g.Manifest != nil {
+			g.Manifest.files.close()
 		}
-		res.Freed += g.load.Bytes
-		res.Generations = append(res.Generations, g.id)
+		res.Freed += g.Load.Bytes
+		res.Generations = append(res.Generations, g.ID)
 	}
 	d.allocMu.Unlock()
 	d.reportHeld()
@@ -115,90 +81,6 @@ func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Dura
 	d.log.Info("evicted", "generations", res.Generations, "bytes_freed", res.Freed, "leases_at_evict", res.Leases,
 		"generations_left", len(d.Generations()))
 	return res, nil
-}
-
-// selectForEvict returns the generations sel names (none: the daemon holds
-// nothing), or the refusal.
-func (r *registry) selectForEvict(sel EvictSelector) ([]*generation, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopping {
-		return nil, &PublishConflictError{Reason: ConflictBusy, State: StateStopping}
-	}
-	var held []string
-	var out []*generation
-	for _, g := range r.gens {
-		held = append(held, fmt.Sprintf("%s (%s)", g.digest, g.config.Model))
-		if sel.All || selects(sel, g) {
-			out = append(out, g)
-		}
-	}
-	switch {
-	case len(r.gens) == 0:
-		return nil, nil
-	case !sel.All && !named(sel) && len(r.gens) > 1:
-		return nil, &SelectError{Selector: sel, Held: held}
-	case len(out) == 0:
-		return nil, &SelectError{Selector: sel, Held: held}
-	}
-	for _, g := range out {
-		if g.state == StatePublishing {
-			return nil, &PublishConflictError{Reason: ConflictInProgress, State: g.state, PublisherPID: g.publisher.peer.PID}
-		}
-	}
-	return out, nil
-}
-
-// beginEvict makes gens drain: attaches to them are refused and each of
-// their leases gets notice. It returns their lease count, and false when
-// the daemon is stopping.
-func (r *registry) beginEvict(gens []*generation, notice *daemonv1.Notice) (EvictResult, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopping {
-		return EvictResult{}, false
-	}
-	for _, g := range gens {
-		g.drainers++
-		g.state = StateDraining
-	}
-	res := EvictResult{Leases: len(r.listLocked(gens))}
-	r.notifyLocked(gens, notice)
-	r.changedLocked()
-	return res, true
-}
-
-// endEvict ends the drain of gens. With drained (no lease left) it
-// forgets those still held and returns them for the caller to free; false
-// when the daemon is stopping (it frees everything itself). Without, the
-// generations no other evict drains serve again.
-func (r *registry) endEvict(gens []*generation, drained bool) ([]*generation, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*generation
-	for _, g := range gens {
-		g.drainers--
-		switch {
-		case r.stopping || !slices.Contains(r.gens, g):
-		case drained:
-			r.removeGenLocked(g)
-			out = append(out, g)
-		case g.drainers == 0:
-			g.state = StateServing
-			for _, l := range r.listLocked([]*generation{g}) {
-				l.noticed = r.drainers > 0
-			}
-		}
-	}
-	r.changedLocked()
-	return out, !r.stopping
-}
-
-// leaseInfosOf lists the leases of gens, oldest first.
-func (r *registry) leaseInfosOf(gens []*generation) []LeaseInfo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return leaseInfos(r.listLocked(gens))
 }
 
 // Evict is the Evict RPC: Daemon.Evict, for the peers the authorization
@@ -217,7 +99,7 @@ func (s *service) Evict(ctx context.Context, req *daemonv1.EvictRequest) (*daemo
 		return nil, conflictStatus(err)
 	case errors.As(err, &se):
 		code := codes.FailedPrecondition
-		if named(se.Selector) {
+		if registry.Named(se.Selector) {
 			code = codes.NotFound
 		}
 		return nil, status.Error(code, err.Error())

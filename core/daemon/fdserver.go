@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"time"
 
 	"github.com/wcache/wcache/core/fdchannel"
@@ -141,33 +139,33 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 	}
 	switch req.Op {
 	case fdchannel.OpLease, fdchannel.OpTakeover:
-		l := d.reg.lookup(req.ID)
+		l := d.reg.Lookup(req.ID)
 		if l == nil {
 			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease,
 				Message: fmt.Sprintf("no open lease %d: attach first, and keep the lease open while fetching", req.ID)}
 		}
-		if l.peer.UID != p.UID {
+		if l.Peer.UID != p.UID {
 			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
-				Message: fmt.Sprintf("lease %d belongs to uid %d, the request comes from uid %d", req.ID, l.peer.UID, p.UID)}
+				Message: fmt.Sprintf("lease %d belongs to uid %d, the request comes from uid %d", req.ID, l.Peer.UID, p.UID)}
 		}
-		if subtle.ConstantTimeCompare(l.token[:], req.Token[:]) != 1 {
+		if subtle.ConstantTimeCompare(l.Token[:], req.Token[:]) != 1 {
 			return nil, fdchannel.Reply{Status: fdchannel.StatusBadToken, Message: fmt.Sprintf("not the fd_token of lease %d", req.ID)}
 		}
 		if req.Op == fdchannel.OpLease {
-			return descriptorsReply(l.m.files.descriptors(false))
+			return descriptorsReply(l.Manifest.files.descriptors(false))
 		}
 		// A takeover gets the writable descriptors: the table lets only
 		// the daemon's own uid serve the memory on.
 		return d.takeoverDescriptors(l)
 	case fdchannel.OpPublish:
-		pub, files := d.reg.publishFor(req.ID)
+		pub, files := d.reg.PublishFor(req.ID)
 		switch {
 		case pub == nil:
 			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease, Message: fmt.Sprintf("no publish %d in progress", req.ID)}
-		case pub.peer.UID != p.UID:
+		case pub.Peer.UID != p.UID:
 			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
-				Message: fmt.Sprintf("publish %d belongs to uid %d, the request comes from uid %d", req.ID, pub.peer.UID, p.UID)}
-		case subtle.ConstantTimeCompare(pub.token[:], req.Token[:]) != 1:
+				Message: fmt.Sprintf("publish %d belongs to uid %d, the request comes from uid %d", req.ID, pub.Peer.UID, p.UID)}
+		case subtle.ConstantTimeCompare(pub.Token[:], req.Token[:]) != 1:
 			return nil, fdchannel.Reply{Status: fdchannel.StatusBadToken, Message: fmt.Sprintf("not the fd_token of publish %d", req.ID)}
 		}
 		return descriptorsReply(files.descriptors(true))
@@ -182,39 +180,31 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 // hold a lease (same pid) on every generation, and every generation must
 // serve with descriptor handles only: else nothing is sent.
 func (d *Daemon) takeoverDescriptors(l *lease) ([]fdchannel.Descriptor, fdchannel.Reply) {
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	held := map[*generation]bool{}
-	for _, o := range r.leases {
-		if o.peer.PID == l.peer.PID && o.peer.UID == l.peer.UID {
-			held[o.gen] = true
-		}
-	}
-	gens := slices.Clone(r.gens)
-	slices.SortFunc(gens, func(a, b *generation) int { return cmp.Compare(a.id, b.id) })
 	var out []fdchannel.Descriptor
-	refuse := func(format string, args ...any) ([]fdchannel.Descriptor, fdchannel.Reply) {
+	var reply fdchannel.Reply
+	refuse := func(format string, args ...any) bool {
 		fdchannel.CloseAll(out)
-		return nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: fmt.Sprintf(format, args...)}
+		out, reply = nil, fdchannel.Reply{Status: fdchannel.StatusUnavailable, Message: fmt.Sprintf(format, args...)}
+		return false
 	}
-	for _, g := range gens {
+	d.reg.EachByID(l.Peer, func(g *generation, leased bool) bool {
 		switch {
-		case g.state != StateServing:
-			return refuse("generation %d is %s: no takeover until it serves or is gone", g.id, g.state)
-		case !held[g]:
-			return refuse("the successor (pid %d) holds no lease on generation %d: attach to every generation first", l.peer.PID, g.id)
+		case g.State != StateServing:
+			return refuse("generation %d is %s: no takeover until it serves or is gone", g.ID, g.State)
+		case !leased:
+			return refuse("the successor (pid %d) holds no lease on generation %d: attach to every generation first", l.Peer.PID, g.ID)
 		}
-		if n := g.manifest.files.count(); n == 0 || n != len(g.manifest.handles) {
-			return refuse("generation %d: this daemon's handles are names, not descriptors: its memory cannot change hands", g.id)
+		if n := g.Manifest.files.count(); n == 0 || n != len(g.Manifest.handles) {
+			return refuse("generation %d: this daemon's handles are names, not descriptors: its memory cannot change hands", g.ID)
 		}
-		ds, err := g.manifest.files.descriptors(true)
+		ds, err := g.Manifest.files.descriptors(true)
 		if err != nil {
-			return refuse("generation %d: %v", g.id, err)
+			return refuse("generation %d: %v", g.ID, err)
 		}
 		out = append(out, ds...)
-	}
-	return out, fdchannel.Reply{}
+		return true
+	})
+	return out, reply
 }
 
 // descriptorsReply turns descriptors' result into fdAnswer's.

@@ -43,21 +43,21 @@ func (b *blobSums) add(s *daemonv1.FileSHA256) {
 
 // verifyHubBlobs checks, one file at a time and in the background, the blob
 // name of every file of g's content whose path resolves to a hub blob, and
-// records the name (g.manifest.blobs) when the file's plain SHA-256 is that
+// records the name (g.Manifest.blobs) when the file's plain SHA-256 is that
 // name and its identity is still the one recorded at the load (so the bytes
 // hashed are the bytes loaded). A name that is not the content's SHA-256 is
 // never recorded (logged as a warning). It returns when every such file is
 // done, or at once when ctx is cancelled (the daemon stops, or g is evicted:
-// removeGenLocked) or g no longer serves (checked between files).
+// its StopVerify) or g no longer serves (checked between files).
 func (d *Daemon) verifyHubBlobs(ctx context.Context, g *generation, m *manifest) {
 	verified, known := 0, 0
 	defer func() {
 		if verified+known > 0 && ctx.Err() == nil {
-			d.log.Info("hub blob names checked", "generation", g.id, "verified", verified, "known_from_peer", known)
+			d.log.Info("hub blob names checked", "generation", g.ID, "verified", verified, "known_from_peer", known)
 		}
 	}()
 	for _, f := range cacheconfig.FilesFromProto(m.content) {
-		if ctx.Err() != nil || !d.reg.serves(g) {
+		if ctx.Err() != nil || !d.reg.Serves(g) {
 			return
 		}
 		if slices.ContainsFunc(m.blobs.list(), func(s *daemonv1.FileSHA256) bool { return s.GetName() == f.Name }) {
@@ -70,21 +70,14 @@ func (d *Daemon) verifyHubBlobs(ctx context.Context, g *generation, m *manifest)
 		}
 		if err := verifyBlob(ctx, resolved, sum, f.Identity); err != nil {
 			if !errors.Is(err, context.Canceled) {
-				d.log.Warn("hub blob name not recorded", "generation", g.id, "file", f.Name, "blob", resolved, "error", err)
+				d.log.Warn("hub blob name not recorded", "generation", g.ID, "file", f.Name, "blob", resolved, "error", err)
 			}
 			continue
 		}
 		m.blobs.add(&daemonv1.FileSHA256{Name: f.Name, Sha256: sum})
 		verified++
-		d.log.Info("hub blob name verified", "generation", g.id, "file", f.Name, "sha256", sum)
+		d.log.Info("hub blob name verified", "generation", g.ID, "file", f.Name, "sha256", sum)
 	}
-}
-
-// serves reports whether g is one of the generations held and serving.
-func (r *registry) serves(g *generation) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return g.state == StateServing && slices.Contains(r.gens, g)
 }
 
 // verifyBlob checks that the file at path still has identity id, that its
@@ -112,28 +105,25 @@ func verifyBlob(ctx context.Context, path, sum string, id safetensors.Stamp) err
 // startHubBlobVerify starts verifyHubBlobs for every generation of a file
 // load (loaded or taken over; a publish's content names the publisher's
 // files, which the daemon did not load), each with its own context, which
-// evicting the generation cancels (g.stopVerify). It returns a function that
+// evicting the generation cancels (g.StopVerify). It returns a function that
 // cancels them all and waits for them to end.
 func (d *Daemon) startHubBlobVerify(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	r := d.reg
-	r.mu.Lock()
-	for _, g := range r.gens {
-		m := g.manifest
-		if g.state != StateServing || m == nil || m.published || len(m.content) == 0 {
-			continue
+	d.reg.ForEachServing(func(g *generation) {
+		m := g.Manifest
+		if m == nil || m.published || len(m.content) == 0 {
+			return
 		}
 		gctx, gcancel := context.WithCancel(ctx)
-		g.stopVerify = gcancel
+		g.StopVerify = gcancel
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer gcancel()
 			d.verifyHubBlobs(gctx, g, m)
 		}()
-	}
-	r.mu.Unlock()
+	})
 	return func() {
 		cancel()
 		wg.Wait()

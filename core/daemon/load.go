@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/internal/defaults"
@@ -19,57 +20,11 @@ import (
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
-// LoadStats measure the load.
-type LoadStats struct {
-	// Bytes is what was read from files; AllocatedBytes what was reserved
-	// on the device (padding included).
-	Bytes          uint64
-	AllocatedBytes uint64
-	Allocations    int
-	Extents        int
-	// Duration is the time of the Load calls (allocation and export
-	// excluded): the fill rate is Bytes / Duration.
-	Duration time.Duration
-	// Phases of the start-up, measured by Start: open and plan the
-	// checkpoint (config included), take the identity lock, Allocate and
-	// Export every arena. Zero until Start measured them.
-	Plan, Lock, Allocate, Export time.Duration
-	// Fill sums the fill pipeline's counters over the arenas (zero when
-	// the backend does not measure them; see sdk.LoadStats).
-	Fill sdk.LoadStats
-	// DigestLeaves counts the content-digest leaves of the files; the
-	// fill hashed DigestLeavesFromFill of them as it passed the bytes, the
-	// daemon read and hashed the rest (the headers', those at the edges of
-	// arenas: all of them with a backend that does not hash).
-	DigestLeaves, DigestLeavesFromFill int64
-	// Adopted is the part of Bytes taken over as descriptors instead of
-	// read from files (a takeover); Source says how the weights came:
-	// SourceFiles, SourceTakeover, or "" (empty, published).
-	Adopted uint64
-	Source  string
-	// FilledFrom is where a file load's bytes came from: FilledFromFiles,
-	// or "peer …" (a peer fill, peerfill.go; then FromPeer is Bytes and
-	// Duration the copy, PeerVerify the check of the copy). FillFallback
-	// is why a peer fill was tried and not used ("" when none was tried
-	// or it worked). "" for a takeover or a publish.
-	FilledFrom, FillFallback string
-	FromPeer                 uint64
-	PeerVerify               time.Duration
-}
-
 // Sources of LoadStats.Source.
 const (
 	SourceFiles    = "files"
 	SourceTakeover = "takeover"
 )
-
-// BytesPerSecond is the fill rate of the load.
-func (s LoadStats) BytesPerSecond() float64 {
-	if s.Duration <= 0 {
-		return 0
-	}
-	return float64(s.Bytes) / s.Duration.Seconds()
-}
 
 // openCheckpoint opens the whole checkpoint of src or the rank's
 // pre-sharded files.
@@ -103,10 +58,10 @@ func (d *Daemon) prepare(ctx context.Context, src Source) (*loadJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &generation{model: src.Model, config: cfg, configProto: cfg.ToProto(), digest: cfg.Digest(),
-		compare: compareFor(false, len(ck.Files), cfg.EngineName), tensors: len(pl.Tensors)}
+	g := &generation{Model: src.Model, Config: cfg, ConfigProto: cfg.ToProto(), Digest: cfg.Digest(),
+		Compare: registry.CompareFor(false, len(ck.Files), cfg.EngineName), Tensors: len(pl.Tensors)}
 	for _, f := range ck.Files {
-		g.files = append(g.files, f.Path)
+		g.Files = append(g.Files, f.Path)
 	}
 	return &loadJob{src: src, ck: ck, pl: pl, g: g}, nil
 }
@@ -225,38 +180,38 @@ func (d *Daemon) completeConfig(ctx context.Context, src Source, ck *safetensors
 	return c, nil
 }
 
-// fill allocates every arena of the plan into g.allocs, loads it and
-// exports it; g.load receives the statistics.
+// fill allocates every arena of the plan into g.Allocs, loads it and
+// exports it; g.Load receives the statistics.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
-	g.arenaBytes = arenaBytesOf(pl)
-	reserved, err := d.allocate(ctx, pl, &g.allocs)
+	g.ArenaBytes = arenaBytesOf(pl)
+	reserved, err := d.allocate(ctx, pl, &g.Allocs)
 	if err != nil {
 		return nil, err
 	}
 	startLoad := time.Now()
 	allocated := startLoad.Sub(startAlloc)
-	fillStats, err := d.loadArenas(ctx, pl, g.allocs)
+	fillStats, err := d.loadArenas(ctx, pl, g.Allocs)
 	if err != nil {
 		return nil, err
 	}
-	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
+	g.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: reserved, Allocations: len(pl.Allocations),
 		Extents: pl.ExtentCount(), Duration: time.Since(startLoad), Fill: fillStats, Allocate: allocated, Source: SourceFiles,
 		FilledFrom: FilledFromFiles}
 	f := fillStats
-	d.log.Info("loaded", "model", g.model, "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", g.load.Duration.Seconds(),
-		"bytes_per_second", g.load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
+	d.log.Info("loaded", "model", g.Model, "bytes", pl.Bytes, "arenas", len(pl.Allocations), "seconds", g.Load.Duration.Seconds(),
+		"bytes_per_second", g.Load.BytesPerSecond(), "readers", f.Readers, "chunks", f.Chunks,
 		"direct_files", f.DirectFiles, "buffered_files", f.BufferedFiles, "read_s", f.Read.Seconds(),
 		"buffer_wait_s", f.BufferWait.Seconds(), "queue_s", f.Queue.Seconds(), "copy_wait_s", f.CopyWait.Seconds())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
 	startExport := time.Now()
-	handles, err := d.export(ctx, g.allocs)
+	handles, err := d.export(ctx, g.Allocs)
 	if err != nil {
 		return nil, err
 	}
-	g.load.Export = time.Since(startExport)
+	g.Load.Export = time.Since(startExport)
 	return handles, nil
 }
 
@@ -346,24 +301,19 @@ func (d *Daemon) loadArenas(ctx context.Context, pl *plan.Plan, ids []sdk.Alloca
 // freeAll frees every allocation of every generation the daemon holds,
 // but those of a publish in progress (its handler frees them).
 func (d *Daemon) freeAll() {
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	for _, g := range d.reg.gens {
-		if g.state == StatePublishing {
-			continue
-		}
+	d.reg.ForEachSettled(func(g *generation) {
 		d.freeGenAllocs(g)
-		if g.manifest != nil {
-			g.manifest.files.close()
+		if g.Manifest != nil {
+			g.Manifest.files.close()
 		}
-	}
+	})
 }
 
 // freeGenAllocs frees g's allocations and forgets them: g holds none after
 // a failed or aborted fill, or once the daemon stops.
 func (d *Daemon) freeGenAllocs(g *generation) {
-	d.freeAllocs(g.allocs)
-	g.allocs = nil
+	d.freeAllocs(g.Allocs)
+	g.Allocs = nil
 }
 
 // freeAllocs frees allocations, bounded by DefaultFreeTimeout; a failure is

@@ -59,7 +59,7 @@ func (d *Daemon) capFromFraction(ctx context.Context) error {
 // Options.ReserveBytes <= the device's free memory (when the backend
 // reports it: sdk.Device.FreeMemory 0 means unknown, and then only the cap
 // applies). Nothing is evicted to make room. On success need is counted as
-// g's (g.planned) until g's arenas are allocated. The refusal is a
+// g's (g.Planned) until g's arenas are allocated. The refusal is a
 // *MemoryError; a failing Devices call is returned wrapped. The caller
 // holds d.allocMu from admit to the end of its allocations, so that two
 // loads or publishes never count the same free memory. A backend may
@@ -77,15 +77,13 @@ func (d *Daemon) admit(ctx context.Context, what string, need uint64, g *generat
 	if d.opts.GPU >= len(devs) {
 		return fmt.Errorf("%s: the backend lists %d devices, GPU %d is not one", what, len(devs), d.opts.GPU)
 	}
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	// Admitted but not yet allocated: not missing from free yet.
-	pending := d.reg.pendingLocked()
-	free := devs[d.opts.GPU].FreeMemory
-	free -= min(free, pending)
-	if devs[d.opts.GPU].FreeMemory != 0 && (need > free || d.opts.ReserveBytes > free-need) {
-		return &MemoryError{What: what, Need: need, Held: held, MaxBytes: d.opts.MaxBytes, Free: free, Reserve: d.opts.ReserveBytes, ByFree: true}
-	}
-	g.planned = need
-	return nil
+	return d.reg.Admit(g, need, func(pending uint64) error {
+		// Admitted but not yet allocated: not missing from free yet.
+		free := devs[d.opts.GPU].FreeMemory
+		free -= min(free, pending)
+		if devs[d.opts.GPU].FreeMemory != 0 && (need > free || d.opts.ReserveBytes > free-need) {
+			return &MemoryError{What: what, Need: need, Held: held, MaxBytes: d.opts.MaxBytes, Free: free, Reserve: d.opts.ReserveBytes, ByFree: true}
+		}
+		return nil
+	})
 }

@@ -95,15 +95,14 @@ func (noMetrics) DeviceBytes(uint64, []GenerationBytes) {}
 
 // reportHeld sends the device memory held to the daemon's Metrics.
 func (d *Daemon) reportHeld() {
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	gens := make([]GenerationBytes, len(r.gens))
-	for i, g := range r.gens {
-		gens[i] = GenerationBytes{Generation: g.id, Model: g.config.Model, ConfigDigest: g.digest, Bytes: g.deviceBytes()}
-	}
-	d.metrics.DeviceBytes(r.heldLocked(), gens)
+	d.reg.Status(func(v statusView) {
+		gens := make([]GenerationBytes, len(v.Gens))
+		for i, g := range v.Gens {
+			gens[i] = GenerationBytes{Generation: g.ID, Model: g.Config.Model, ConfigDigest: g.Digest, Bytes: g.DeviceBytes()}
+		}
+		d.metrics.DeviceBytes(v.Held, gens)
+	})
 }
 
 // State is the daemon's serving state now.
-func (d *Daemon) State() State { return d.reg.currentState() }
+func (d *Daemon) State() State { return d.reg.CurrentState() }

@@ -31,11 +31,11 @@ func generationMismatchStatus(diffs []cacheconfig.FieldDiff, g *generation, comp
 	kept, omitted := cacheconfig.BoundDiffs(diffs)
 	msg := mismatchMessage(kept, omitted)
 	if compared > 1 {
-		msg = fmt.Sprintf("no generation of the %d held matches; nearest %s (%s): %s", compared, g.digest, g.config.Model, msg)
+		msg = fmt.Sprintf("no generation of the %d held matches; nearest %s (%s): %s", compared, g.Digest, g.Config.Model, msg)
 	}
 	st := status.New(codes.FailedPrecondition, msg)
 	detail := mismatchToProto(kept, omitted)
-	detail.Generation, detail.ConfigDigest, detail.Generations = g.id, g.digest, uint32(compared)
+	detail.Generation, detail.ConfigDigest, detail.Generations = g.ID, g.Digest, uint32(compared)
 	withDetail, err := st.WithDetails(detail)
 	if err != nil {
 		return st.Err()

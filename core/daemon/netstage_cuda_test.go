@@ -142,14 +142,8 @@ func checkDeviceBytes(t *testing.T, d *Daemon, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.reg.mu.Lock()
 	var allocs []sdk.AllocationID
-	for _, g := range d.reg.gens {
-		if g.state == StateServing {
-			allocs = slices.Clone(g.allocs)
-		}
-	}
-	d.reg.mu.Unlock()
+	d.reg.ForEachServing(func(g *generation) { allocs = slices.Clone(g.Allocs) })
 	if len(allocs) != len(job.pl.Allocations) {
 		t.Fatalf("%d arenas served, the plan has %d", len(allocs), len(job.pl.Allocations))
 	}

@@ -56,7 +56,7 @@ type peerFiller interface {
 // fillJob is job as a filler sees it: the generation's config, its
 // allocation list and arena sizes to fill.
 func (job *loadJob) fillJob() *fill.Job {
-	return &fill.Job{Config: job.g.config, Checkpoint: job.ck, Plan: job.pl, Allocs: &job.g.allocs, ArenaBytes: &job.g.arenaBytes}
+	return &fill.Job{Config: job.g.Config, Checkpoint: job.ck, Plan: job.pl, Allocs: &job.g.Allocs, ArenaBytes: &job.g.ArenaBytes}
 }
 
 // fillEnv is the fillers' view of the daemon, as of now.
@@ -103,8 +103,8 @@ func (d *Daemon) peerFillers() []peerFiller {
 }
 
 // fillFromPeers tries every peer filler for job (allocMu held, job
-// admitted). It returns the first fill that succeeded, with job.g.allocs
-// holding its arenas, or ok false with job.g.allocs empty and the reasons
+// admitted). It returns the first fill that succeeded, with job.g.Allocs
+// holding its arenas, or ok false with job.g.Allocs empty and the reasons
 // of the fillers that tried and failed, "; "-joined (the generation's
 // fill_fallback), for the caller to read the files.
 func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (_ fill.Result, ok bool, fallback string) {
@@ -119,10 +119,10 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (_ fill.Result
 			// range by byte range; a copy that differs is a fallback to
 			// the files (which are then verified as any load), not the
 			// daemon's end.
-			if verr := d.verifyLoad(ctx, job.pl, job.g.allocs, job.ck); verr != nil {
+			if verr := d.verifyLoad(ctx, job.pl, job.g.Allocs, job.ck); verr != nil {
 				err = fmt.Errorf("peer fill from %s: verify: %w", res.From, verr)
 			} else {
-				d.log.Info("verified the peer fill against the checkpoint", "model", job.g.model, "from", res.From, "bytes", job.pl.Bytes)
+				d.log.Info("verified the peer fill against the checkpoint", "model", job.g.Model, "from", res.From, "bytes", job.pl.Bytes)
 			}
 		}
 		if err == nil {
@@ -130,10 +130,10 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (_ fill.Result
 		}
 		d.freeGenAllocs(job.g)
 		if errors.Is(err, fill.ErrNoPeer) {
-			d.log.Info("peer fill: no peer to fill from", "model", job.g.model, "reason", err.Error())
+			d.log.Info("peer fill: no peer to fill from", "model", job.g.Model, "reason", err.Error())
 			continue
 		}
-		d.log.Warn("peer fill failed: reading the files instead", "model", job.g.model, "error", err)
+		d.log.Warn("peer fill failed: reading the files instead", "model", job.g.Model, "error", err)
 		reasons = append(reasons, err.Error())
 		if ctx.Err() != nil {
 			break
@@ -143,29 +143,29 @@ func (d *Daemon) fillFromPeers(ctx context.Context, job *loadJob) (_ fill.Result
 }
 
 // loadFromPeer is loadGeneration's peer half: job's arenas filled from a
-// peer (job.g.allocs) and exported, the load's statistics recorded in
-// job.g.load, and the content records returned. filled false (nothing
-// held, job.g.load.FillFallback set) when no peer filled them. An export
-// error leaves job.g.allocs for the caller to free.
+// peer (job.g.Allocs) and exported, the load's statistics recorded in
+// job.g.Load, and the content records returned. filled false (nothing
+// held, job.g.Load.FillFallback set) when no peer filled them. An export
+// error leaves job.g.Allocs for the caller to free.
 func (d *Daemon) loadFromPeer(ctx context.Context, job *loadJob) (handles []sdk.Handle, content []cacheconfig.FileContent, filled bool, err error) {
 	res, ok, fallback := d.fillFromPeers(ctx, job)
 	g, pl := job.g, job.pl
 	if !ok {
-		g.load.FillFallback = fallback
+		g.Load.FillFallback = fallback
 		return nil, nil, false, nil
 	}
-	g.load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: res.Reserved, Allocations: len(pl.Allocations),
+	g.Load = LoadStats{Bytes: pl.Bytes, AllocatedBytes: res.Reserved, Allocations: len(pl.Allocations),
 		Extents: pl.ExtentCount(), Duration: res.Copy, Source: SourceFiles, FilledFrom: res.From,
 		FromPeer: pl.Bytes, PeerVerify: res.Verify}
-	d.log.Info("filled from a peer", "model", g.model, "from", res.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
-		"path", res.Path, "copy_s", res.Copy.Seconds(), "verify_s", res.Verify.Seconds(), "bytes_per_second", g.load.BytesPerSecond())
+	d.log.Info("filled from a peer", "model", g.Model, "from", res.From, "bytes", pl.Bytes, "arenas", len(pl.Allocations),
+		"path", res.Path, "copy_s", res.Copy.Seconds(), "verify_s", res.Verify.Seconds(), "bytes_per_second", g.Load.BytesPerSecond())
 	if d.opts.Progress != nil {
 		d.opts.Progress(pl.Bytes, pl.Bytes)
 	}
 	startExport := time.Now()
-	if handles, err = d.export(ctx, g.allocs); err != nil {
+	if handles, err = d.export(ctx, g.Allocs); err != nil {
 		return nil, nil, true, err
 	}
-	g.load.Export = time.Since(startExport)
+	g.Load.Export = time.Since(startExport)
 	return handles, res.Content, true, nil
 }

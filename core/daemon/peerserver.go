@@ -11,6 +11,7 @@ import (
 	"github.com/wcache/wcache/core/daemon/fill"
 	"github.com/wcache/wcache/core/daemon/handover"
 	"github.com/wcache/wcache/core/peer"
+	"github.com/wcache/wcache/sdk"
 )
 
 // peerEndpoint is the daemon's peer endpoint (nil srv: none).
@@ -70,14 +71,12 @@ func (d *Daemon) warmPeerDigests() {
 	defer cancel()
 	stop := context.AfterFunc(d.peerCtx(), cancel)
 	defer stop()
-	d.reg.mu.Lock()
 	var ids []string
-	for _, g := range d.reg.gens {
-		if g.state == StateServing && g.manifest != nil {
+	d.reg.ForEachServing(func(g *generation) {
+		if g.Manifest != nil {
 			ids = append(ids, weightsIdentity(g))
 		}
-	}
-	d.reg.mu.Unlock()
+	})
 	for _, id := range ids {
 		if id == "" {
 			continue
@@ -123,24 +122,19 @@ type servedGens struct{ d *Daemon }
 // none), with duplicates of its arenas' descriptors.
 func (s servedGens) Lend(identity string) (fill.Lent, error) {
 	d := s.d
-	d.reg.mu.Lock()
-	var g *generation
-	for _, o := range d.reg.gens {
-		if o.state == StateServing && o.manifest != nil && weightsIdentity(o) == identity {
-			g = o
-			break
-		}
-	}
+	var allocs []sdk.AllocationID
+	var sizes []uint64
+	g := d.reg.FirstServing(func(o *generation) bool {
+		return o.Manifest != nil && weightsIdentity(o) == identity
+	}, func(g *generation) {
+		allocs, sizes = slices.Clone(g.Allocs), arenaSizes(g)
+	})
 	if g == nil {
-		d.reg.mu.Unlock()
 		return fill.Lent{}, fmt.Errorf("identity %s: %w", identity, peer.ErrNotHeld)
 	}
-	allocs := slices.Clone(g.allocs)
-	sizes := g.arenaSizes()
-	d.reg.mu.Unlock()
-	files, err := g.manifest.files.descriptors(false)
+	files, err := g.Manifest.files.descriptors(false)
 	if err != nil {
-		return fill.Lent{}, fmt.Errorf("generation %d: %w", g.id, peer.ErrGenerationChanged)
+		return fill.Lent{}, fmt.Errorf("generation %d: %w", g.ID, peer.ErrGenerationChanged)
 	}
 	byArena := make([]*os.File, len(sizes))
 	for _, f := range files {
@@ -148,8 +142,8 @@ func (s servedGens) Lend(identity string) (fill.Lent, error) {
 			byArena[f.Handle] = f.File
 		}
 	}
-	return fill.Lent{ID: g.id, Allocs: allocs, Sizes: sizes, Files: byArena, Digests: &g.peerDigests,
-		Serves: func() bool { return d.reg.serves(g) }}, nil
+	return fill.Lent{ID: g.ID, Allocs: allocs, Sizes: sizes, Files: byArena, Digests: &g.PeerDigests,
+		Serves: func() bool { return d.reg.Serves(g) }}, nil
 }
 
 // weightsIdentity is g's weights identity: a publication's by the published
@@ -157,10 +151,10 @@ func (s servedGens) Lend(identity string) (fill.Lent, error) {
 // when g has none (a file load without a checkpoint digest).
 func weightsIdentity(g *generation) string {
 	kind := cacheconfig.WeightsFromFiles
-	if g.manifest != nil && g.manifest.published {
+	if g.Manifest != nil && g.Manifest.published {
 		kind = cacheconfig.WeightsPublished
 	}
-	id, err := cacheconfig.WeightsIdentity(g.config, kind)
+	id, err := cacheconfig.WeightsIdentity(g.Config, kind)
 	if err != nil {
 		return ""
 	}
@@ -169,13 +163,13 @@ func weightsIdentity(g *generation) string {
 
 // arenaSizes are the sizes a peer is offered: the plan's arena sizes for a
 // load (what a peer's own plan of the same files allocates), the exported
-// handles' otherwise. registry.mu held.
-func (g *generation) arenaSizes() []uint64 {
-	if g.arenaBytes != nil {
-		return slices.Clone(g.arenaBytes)
+// handles' otherwise. The registry's lock held.
+func arenaSizes(g *generation) []uint64 {
+	if g.ArenaBytes != nil {
+		return slices.Clone(g.ArenaBytes)
 	}
-	out := make([]uint64, len(g.manifest.handles))
-	for i, h := range g.manifest.handles {
+	out := make([]uint64, len(g.Manifest.handles))
+	for i, h := range g.Manifest.handles {
 		out[i] = h.GetSize()
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	daemonv1 "github.com/wcache/wcache/proto/wcache/daemon/v1"
 
 	"github.com/wcache/wcache/core/cacheconfig"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/internal/memfdseal"
@@ -51,11 +52,11 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	}
 	// A generation of its own, beside those the daemon holds; the same
 	// config twice is a conflict.
-	pub, g, err := d.reg.beginPublish(p, name, cfg, compareFor(true, len(begin.GetFiles()), cfg.EngineName), time.Now())
+	pub, g, err := d.reg.BeginPublish(procOf(p), name, cfg, registry.CompareFor(true, len(begin.GetFiles()), cfg.EngineName), time.Now())
 	if err != nil {
 		return conflictStatus(err)
 	}
-	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name, "generation", g.id, "config_digest", g.digest)
+	d.log.Info("publish begins", "pid", p.PID, "uid", p.UID, "client", name, "generation", g.ID, "config_digest", g.Digest)
 	tx := &publishTx{d: d, p: p, pub: pub, g: g}
 	defer tx.abortUnlessCommitted()
 	if err := checkMetadata(begin.GetMetadata()); err != nil {
@@ -92,7 +93,7 @@ func (s *service) Publish(stream daemonv1.Daemon_PublishServer) error {
 	}
 	tx.committed = true
 	d.metrics.Loaded(stats, len(pl.Tensors))
-	d.log.Info("published", "pid", p.PID, "generation", g.id, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
+	d.log.Info("published", "pid", p.PID, "generation", g.ID, "tensors", len(pl.Tensors), "bytes", pl.Bytes,
 		"allocations", len(tx.ids), "verified", verified, "config_digest", tx.m.digest)
 	return stream.Send(tx.m.publishDone(pl.Bytes, verified))
 }
@@ -118,7 +119,7 @@ func (d *Daemon) publishStream(ctx context.Context, stream daemonv1.Daemon_Publi
 func (in *publishMsgs) next(pub *publisher) (*daemonv1.PublishRequest, error) {
 	var ended <-chan struct{}
 	if pub != nil {
-		ended = pub.ended
+		ended = pub.Ended
 	}
 	select {
 	case r := <-in.msgs:
@@ -235,9 +236,9 @@ func (tx *publishTx) abortUnlessCommitted() {
 	if tx.m != nil {
 		tx.m.files.close()
 	}
-	if d.reg.abortPublish(tx.pub) {
+	if d.reg.AbortPublish(tx.pub) {
 		d.log.Warn("publish aborted: its generation is forgotten, the others are untouched", "pid", tx.p.PID,
-			"generation", tx.g.id, "allocations_freed", len(tx.ids))
+			"generation", tx.g.ID, "allocations_freed", len(tx.ids))
 	}
 	d.reportHeld()
 }
@@ -253,13 +254,13 @@ func (tx *publishTx) sendPlan(ctx context.Context, stream daemonv1.Daemon_Publis
 	if err != nil {
 		return backendStatus("publish", err)
 	}
-	m := newManifest(d.info.DeviceUUID, d.info.Backend, g.configProto, g.digest, g.id, pl, handles)
+	m := newManifest(d.info.DeviceUUID, d.info.Backend, g.ConfigProto, g.Digest, g.ID, pl, handles)
 	tx.m = m
 	var publishID uint64
 	var fdToken []byte
 	if m.files != nil {
-		d.reg.setPublishFiles(tx.pub, m.files)
-		publishID, fdToken = tx.pub.id, tx.pub.token[:]
+		d.reg.SetPublishFiles(tx.pub, m.files)
+		publishID, fdToken = tx.pub.ID, tx.pub.Token[:]
 	}
 	for i, spec := range specs {
 		m.tensors[i].Layout = spec.GetLayout()
@@ -438,9 +439,7 @@ func (d *Daemon) allocatePublish(ctx context.Context, pl *plan.Plan, g *generati
 		return 0, memoryStatus(err)
 	}
 	reserved, err := d.allocate(ctx, pl, ids)
-	d.reg.mu.Lock()
-	g.load.AllocatedBytes = reserved
-	d.reg.mu.Unlock()
+	d.reg.SetAllocated(g, reserved)
 	d.reportHeld()
 	if err != nil {
 		return 0, backendStatus("publish", err)
@@ -451,13 +450,8 @@ func (d *Daemon) allocatePublish(ctx context.Context, pl *plan.Plan, g *generati
 // install makes the committed publish a serving generation, unless the
 // daemon began stopping under it.
 func (d *Daemon) install(pub *publisher, ids []sdk.AllocationID, m *manifest, stats LoadStats) error {
-	ok := d.reg.finishPublish(pub, true, func(g *generation) {
-		g.allocs, g.manifest, g.load = ids, m, stats
-		g.tensors, g.planned, g.started = len(m.tensors), 0, time.Now()
-		if reason := d.reg.takeAttachFallbackLocked(g.digest); g.load.FillFallback == "" {
-			// A peer fill of an attach of this config failed before.
-			g.load.FillFallback = reason
-		}
+	ok := d.reg.FinishPublish(pub, true, func(g *generation) {
+		g.Allocs, g.Manifest, g.Load, g.Tensors = ids, m, stats, len(m.tensors)
 	})
 	if !ok {
 		return status.Errorf(codes.Unavailable, "daemon of %s is stopping: publish aborted", d.info.DeviceUUID)

@@ -52,22 +52,14 @@ func (d *Daemon) canRecover() string {
 	if d.opts.RestartPlugin == nil {
 		return "no way to start a new plugin (Options.RestartPlugin)"
 	}
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	if r := d.reg; r.stopping || r.drainers > 0 {
-		return fmt.Sprintf("the daemon is %s", r.stateLocked())
-	}
-	for _, g := range d.reg.gens {
-		if g.state != StateServing {
-			return fmt.Sprintf("generation %d is %s", g.id, g.state)
-		}
-		for i, h := range g.manifest.handles {
-			if g.manifest.files.ownFile(i) == nil {
-				return fmt.Sprintf("generation %d: handle %d is %q, a name whose memory lived in the plugin process", g.id, i, h.Kind)
+	return d.reg.WhyNotServing(func(g *generation) string {
+		for i, h := range g.Manifest.handles {
+			if g.Manifest.files.ownFile(i) == nil {
+				return fmt.Sprintf("generation %d: handle %d is %q, a name whose memory lived in the plugin process", g.ID, i, h.Kind)
 			}
 		}
-	}
-	return ""
+		return ""
+	})
 }
 
 // recoverPlugin replaces a dead plugin: it starts a new one and imports the
@@ -110,23 +102,18 @@ func (d *Daemon) recoverPlugin(ctx context.Context) error {
 // The generations cannot change meanwhile: the registry is locked, and
 // nothing else uses the backend that died.
 func (d *Daemon) importAll(ctx context.Context, b sdk.Backend) (int, error) {
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
-	ids := make([][]sdk.AllocationID, len(d.reg.gens))
-	for gi, g := range d.reg.gens {
-		m := g.manifest
+	return d.reg.ReplaceAllocs(func(g *generation) ([]sdk.AllocationID, error) {
+		m := g.Manifest
+		var ids []sdk.AllocationID
 		for i, h := range m.handles {
 			id, err := b.Import(ctx, d.opts.GPU, sdk.Handle{Kind: h.GetKind(), Data: h.GetData(), Size: h.GetSize(), File: m.files.ownFile(i)})
 			if err != nil {
-				return 0, fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.id, i+1, err)
+				return nil, fmt.Errorf("generation %d: import allocation %d into the new plugin: %w", g.ID, i+1, err)
 			}
-			ids[gi] = append(ids[gi], id)
+			ids = append(ids, id)
 		}
-	}
-	for gi, g := range d.reg.gens {
-		g.allocs = ids[gi]
-	}
-	return len(ids), nil
+		return ids, nil
+	})
 }
 
 // errRecoveryFailed wraps why a dead plugin could not be replaced.

@@ -97,9 +97,9 @@ func (d *Daemon) requestShutdown() {
 // returns a *DrainTimeoutError and the daemon keeps serving. On success Run
 // shuts the daemon down. It returns the number of leases when it began.
 func (d *Daemon) Stop(ctx context.Context, force bool, timeout time.Duration) (int, error) {
-	n := len(d.reg.list())
+	n := len(d.reg.List())
 	if force {
-		d.reg.stop(status.Error(codes.Unavailable, "daemon stopped (forced)"))
+		d.reg.Stop(status.Error(codes.Unavailable, "daemon stopped (forced)"))
 		d.requestShutdown()
 		return n, nil
 	}
@@ -107,8 +107,8 @@ func (d *Daemon) Stop(ctx context.Context, force bool, timeout time.Duration) (i
 	if err != nil || !drained {
 		return n, err // timed out, or already stopping
 	}
-	d.reg.stop(status.Error(codes.Unavailable, "daemon stopped"))
-	d.reg.endDrain()
+	d.reg.Stop(status.Error(codes.Unavailable, "daemon stopped"))
+	d.reg.EndDrain()
 	d.requestShutdown()
 	return n, nil
 }
@@ -122,22 +122,22 @@ func (d *Daemon) drain(ctx context.Context, timeout time.Duration, what string) 
 	deadline := time.Now().Add(timeout)
 	notice := drainNotice(deadline, fmt.Sprintf("daemon of %s %s: release the lease within %s",
 		d.info.DeviceUUID, what, timeout))
-	if !d.reg.beginDrain(notice) {
+	if !d.reg.BeginDrain(notice) {
 		return false, nil
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if d.reg.waitEmpty(wctx, nil) {
+	if d.reg.WaitEmpty(wctx, nil) {
 		return true, nil
 	}
 	left := d.leaseInfos()
-	d.reg.endDrain()
+	d.reg.EndDrain()
 	return false, &DrainTimeoutError{Timeout: timeout.String(), Leases: left}
 }
 
 // shutdown ends what is left and releases everything, in order.
 func (d *Daemon) shutdown(leaseErr error, free bool) error {
-	d.reg.stop(leaseErr)
+	d.reg.Stop(leaseErr)
 	d.stopPeerServer()
 	done := make(chan struct{})
 	go func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/core/daemon/registry"
 )
 
 // maxClientNameLen bounds the client name a lease records.
@@ -25,13 +26,13 @@ type LeaseInfo = client.LeaseInfo
 // Leases lists the attached clients, oldest first.
 func (d *Daemon) Leases() []LeaseInfo { return d.leaseInfos() }
 
-func (d *Daemon) leaseInfos() []LeaseInfo { return leaseInfos(d.reg.list()) }
+func (d *Daemon) leaseInfos() []LeaseInfo { return leaseInfos(d.reg.List()) }
 
 // leaseInfos describes ls.
 func leaseInfos(ls []*lease) []LeaseInfo {
 	out := make([]LeaseInfo, len(ls))
 	for i, l := range ls {
-		out[i] = LeaseInfo{ID: l.id, PID: l.peer.PID, UID: l.peer.UID, ClientName: l.clientName, Since: l.since}
+		out[i] = LeaseInfo{ID: l.ID, PID: l.Peer.PID, UID: l.Peer.UID, ClientName: l.ClientName, Since: l.Since}
 	}
 	return out
 }
@@ -81,9 +82,9 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(reason)
 		return err
 	}
-	defer d.reg.remove(l)
-	d.log.Debug("lease begins", "lease", l.id, "generation", l.gen.id, "pid", p.PID, "uid", p.UID, "client", name)
-	ev, err := l.m.leaseEvent(l.id, l.token[:], req.GetTensorTable())
+	defer d.reg.Remove(l)
+	d.log.Debug("lease begins", "lease", l.ID, "generation", l.Gen.ID, "pid", p.PID, "uid", p.UID, "client", name)
+	ev, err := l.Manifest.leaseEvent(l.ID, l.Token[:], req.GetTensorTable())
 	if err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)
@@ -96,11 +97,11 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	for {
 		select {
 		case <-ctx.Done():
-			d.log.Debug("lease ends", "lease", l.id)
+			d.log.Debug("lease ends", "lease", l.ID)
 			return status.FromContextError(ctx.Err()).Err()
-		case <-l.ended:
-			return l.endErr
-		case n := <-l.notices:
+		case <-l.Ended:
+			return l.EndErr
+		case n := <-l.Notices:
 			if err := stream.Send(&daemonv1.AttachEvent{Event: &daemonv1.AttachEvent_Notice{Notice: n}}); err != nil {
 				return err
 			}
@@ -108,91 +109,33 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 	}
 }
 
-// attachLease matches cfg against every generation, all under the
-// registry's lock (what the daemon holds cannot change between the
-// comparison and the lease), and registers a lease on the serving
-// generation whose config matches. Otherwise, in this order: a daemon that
-// stops or drains for a Stop, or a matching generation that drains (an
-// evict), is UNAVAILABLE with a BUSY detail; a matching generation being
-// published, or a daemon that serves nothing, NOT_FOUND with a NoWeights
-// detail; else FAILED_PRECONDITION with the ConfigMismatch of the nearest
-// serving generation (fewest differing fields). A matching generation
-// whose content policy refuses the proof is passed over for the next
-// matching one; when none takes the attach, the first refusal is the
-// answer (FAILED_PRECONDITION with a ContentRefused detail,
-// contentProofStatus, or the handle kinds').
+// attachLease registers a lease on the serving generation whose config
+// matches cfg and which takes the attach (registry.MatchAttach). Otherwise:
+// a daemon that stops or drains, or a matching generation that drains, is
+// UNAVAILABLE with a BUSY detail; a matching generation being published,
+// or a daemon that serves nothing, NOT_FOUND with a NoWeights detail; else
+// FAILED_PRECONDITION with the ConfigMismatch of the nearest serving
+// generation (fewest differing fields). A matching generation whose
+// content policy refuses the proof is passed over for the next matching
+// one; when none takes the attach, the first refusal is the answer
+// (FAILED_PRECONDITION with a ContentRefused detail, contentProofStatus,
+// or the handle kinds').
 func (d *Daemon) attachLease(cfg cacheconfig.Config, kinds []string, proof *daemonv1.ContentProof, p PeerInfo, name string) (*lease, AttachFailure, error) {
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopping || r.drainers > 0 {
-		// Before the comparison: weights on their way out are no answer to
-		// "which config", and an engine of the next model must wait, not stop.
-		return nil, AttachDraining, busyStatus(d.info.DeviceUUID, r.stateLocked())
-	}
-	var nearest *generation
-	var nearestDiffs []cacheconfig.FieldDiff
-	serving := 0
-	var publishing *generation
-	// The first refusal of a generation whose config matches: answered
-	// only when no other matching generation takes the attach (several
-	// generations may share a config — the same weights from two folders,
-	// whose paths the config does not compare — and the proof names the
-	// files of one of them).
-	var refusal error
-	var refused AttachFailure
-	for _, g := range r.gens {
-		// Loaded, published as stored, or an engine's own weights
-		// (compareFor).
-		diffs := g.compare(g.config, cfg)
-		switch g.state {
-		case StateServing:
-			serving++
-			if len(diffs) == 0 {
-				err, why := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.manifest, kinds), AttachOther
-				if err == nil {
-					err, why = contentProofStatus(g, proof, p), AttachContentRefused
-				}
-				if err == nil {
-					return r.addLocked(g, p, name, time.Now()), "", nil
-				}
-				if refusal == nil {
-					refusal, refused = err, why
-				}
-				continue
+	return registry.MatchAttach(d.reg, cfg, procOf(p), name, registry.AttachAnswers[*manifest, *handleFiles, AttachFailure]{
+		Accept: func(g *generation) (AttachFailure, error) {
+			if err := handleKindsStatus(d.info.DeviceUUID, d.info.Backend, g.Manifest, kinds); err != nil {
+				return AttachOther, err
 			}
-			if nearest == nil || len(diffs) < len(nearestDiffs) {
-				nearest, nearestDiffs = g, diffs
-			}
-		case StateDraining:
-			if len(diffs) == 0 {
-				return nil, AttachDraining, busyStatus(d.info.DeviceUUID, StateDraining)
-			}
-		case StatePublishing:
-			if len(diffs) == 0 && publishing == nil {
-				publishing = g
-			}
-		}
-	}
-	switch {
-	case refusal != nil:
-		return nil, refused, refusal
-	case publishing != nil:
-		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, StatePublishing, publishing.publisher.peer.PID)
-	case nearest == nil:
-		st, pid := r.stateLocked(), int32(0)
-		for _, g := range r.gens {
-			if g.publisher != nil {
-				st, pid = StatePublishing, g.publisher.peer.PID
-				break
-			}
-		}
-		if st == StateDraining {
-			return nil, AttachDraining, busyStatus(d.info.DeviceUUID, st)
-		}
-		return nil, AttachEmpty, noWeightsStatus(d.info.DeviceUUID, st, pid)
-	}
-	return nil, AttachConfigMismatch, generationMismatchStatus(nearestDiffs, nearest, serving)
+			return AttachContentRefused, contentProofStatus(g, proof, p)
+		},
+		Busy: func(st State) (AttachFailure, error) { return AttachDraining, busyStatus(d.info.DeviceUUID, st) },
+		Empty: func(st State, pid int32) (AttachFailure, error) {
+			return AttachEmpty, noWeightsStatus(d.info.DeviceUUID, st, pid)
+		},
+		Mismatch: func(diffs []cacheconfig.FieldDiff, nearest *generation, compared int) (AttachFailure, error) {
+			return AttachConfigMismatch, generationMismatchStatus(diffs, nearest, compared)
+		},
+	})
 }
 
 // Stop drains or forces, as Daemon.Stop.

@@ -15,6 +15,7 @@ import (
 	"github.com/wcache/wcache/core/cacheconfig"
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/core/daemon/handover"
+	"github.com/wcache/wcache/core/daemon/registry"
 	"github.com/wcache/wcache/core/fdchannel"
 	"github.com/wcache/wcache/sdk"
 )
@@ -55,7 +56,7 @@ type takenGen struct {
 func (d *Daemon) takeOver(ctx context.Context, jobs []*loadJob) (*takeover, error) {
 	configs := make([]cacheconfig.Config, len(jobs))
 	for i, j := range jobs {
-		configs[i] = j.g.config
+		configs[i] = j.g.Config
 	}
 	taken, err := handover.Receive(ctx, d.info.Paths.Socket, configs, takeoverHost{d}, d.log)
 	if taken == nil || err != nil {
@@ -85,7 +86,7 @@ func (h takeoverHost) HandOver(successor int32)                 { h.d.handOver(s
 // CannotServe ends every lease (Unavailable) and stops the daemon.
 func (h takeoverHost) CannotServe(err error) {
 	d := h.d
-	d.reg.stop(status.Errorf(codes.Unavailable, "daemon of %s stopped: a takeover failed and it could not listen again: %v", d.info.DeviceUUID, err))
+	d.reg.Stop(status.Errorf(codes.Unavailable, "daemon of %s stopped: a takeover failed and it could not listen again: %v", d.info.DeviceUUID, err))
 	d.requestShutdown()
 }
 
@@ -125,7 +126,7 @@ func manifestFromClient(m *client.Manifest, cfg *configv1.CacheConfig, handles [
 // references.
 func (d *Daemon) handOver(successor int32) {
 	d.log.Info("handing over to a successor daemon: ending every lease and stopping", "successor_pid", successor)
-	d.reg.stop(status.Errorf(codes.Unavailable,
+	d.reg.Stop(status.Errorf(codes.Unavailable,
 		"daemon of %s %s (pid %d): attach again; mappings stay valid", d.info.DeviceUUID, fdchannel.HandoverMessage, successor))
 	d.requestShutdown()
 }
@@ -134,21 +135,20 @@ func (d *Daemon) handOver(successor int32) {
 // listens): the same generations, manifests and configs, and load
 // statistics that say nothing was read (Source "takeover").
 func (d *Daemon) adopt(t *takeover, planned, locked time.Duration) {
-	d.reg.mu.Lock()
-	defer d.reg.mu.Unlock()
 	now := time.Now()
-	for _, tg := range t.gens {
+	gens := make([]*generation, len(t.gens))
+	for i, tg := range t.gens {
 		m, cfg := tg.manifest, tg.Manifest.Config
 		m.published = tg.Published
-		g := &generation{id: m.generation, state: StateServing, model: tg.Model, config: cfg,
-			configProto: m.config, digest: m.digest, compare: compareFor(tg.Published, len(m.content), cfg.EngineName),
-			tensors: len(m.tensors), allocs: tg.IDs, manifest: m, started: now,
-			content: cacheconfig.FilesFromProto(m.content),
-			load: LoadStats{Bytes: tg.Bytes, Adopted: tg.Bytes, AllocatedBytes: tg.Sizes, Allocations: len(tg.IDs),
+		g := &generation{ID: m.generation, State: StateServing, Model: tg.Model, Config: cfg,
+			ConfigProto: m.config, Digest: m.digest, Compare: registry.CompareFor(tg.Published, len(m.content), cfg.EngineName),
+			Tensors: len(m.tensors), Allocs: tg.IDs, Manifest: m, Started: now,
+			Content: cacheconfig.FilesFromProto(m.content),
+			Load: LoadStats{Bytes: tg.Bytes, Adopted: tg.Bytes, AllocatedBytes: tg.Sizes, Allocations: len(tg.IDs),
 				Plan: planned, Lock: locked, Source: SourceTakeover}}
-		tg.g = g
-		d.reg.addGenLocked(g)
+		tg.g, gens[i] = g, g
 	}
+	d.reg.Add(gens...)
 	t.adopted = true
 	d.started = now
 }

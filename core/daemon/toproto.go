@@ -112,57 +112,61 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	d.mu.RLock()
 	info, restarts := d.info, d.restarts
 	d.mu.RUnlock()
-	r := d.reg
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	state := r.stateLocked()
+	var resp *daemonv1.StatusResponse
+	d.reg.Status(func(v statusView) { resp = d.statusOf(v, info, restarts) })
+	return resp
+}
+
+// statusOf is the Status answer of v (under the registry's lock).
+func (d *Daemon) statusOf(v statusView, info Info, restarts restartStats) *daemonv1.StatusResponse {
+	state := v.State
 	resp := &daemonv1.StatusResponse{
 		Pid: int32(os.Getpid()), DeviceUuid: info.DeviceUUID, Backend: info.Backend,
 		StartedUnixMs: d.started.UnixMilli(),
 		Version:       version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
 		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
 		DaemonState:      stateProto(state),
-		DeviceBytesTotal: r.heldLocked(),
+		DeviceBytesTotal: v.Held,
 		MaxBytes:         d.opts.MaxBytes, ReserveBytes: d.opts.ReserveBytes,
 		Config: d.emptyConfigProto(),
 	}
 	var load LoadStats
-	if g := r.primaryLocked(); g != nil {
-		if g.state == StatePublishing {
-			resp.PublisherPid = g.publisher.peer.PID
+	if g := v.Primary; g != nil {
+		if g.State == StatePublishing {
+			resp.PublisherPid = g.Publisher.Peer.PID
 		} else {
-			resp.Model, resp.Config, resp.ConfigDigest = g.model, g.configProto, g.digest
-			resp.Bytes, resp.Tensors, resp.Generation = g.load.Bytes, uint32(g.tensors), g.id
-			resp.DeviceBytes, load = g.load.AllocatedBytes, g.load
-			resp.FilledFrom, resp.FillFallback = g.load.FilledFrom, g.load.FillFallback
-			if g.manifest != nil {
-				resp.Metadata = g.manifest.metadata
-				resp.Files, resp.ContentPolicies = g.manifest.content, g.manifest.policies
-				resp.FileSha256 = g.manifest.blobs.list()
+			resp.Model, resp.Config, resp.ConfigDigest = g.Model, g.ConfigProto, g.Digest
+			resp.Bytes, resp.Tensors, resp.Generation = g.Load.Bytes, uint32(g.Tensors), g.ID
+			resp.DeviceBytes, load = g.Load.AllocatedBytes, g.Load
+			resp.FilledFrom, resp.FillFallback = g.Load.FilledFrom, g.Load.FillFallback
+			if g.Manifest != nil {
+				resp.Metadata = g.Manifest.metadata
+				resp.Files, resp.ContentPolicies = g.Manifest.content, g.Manifest.policies
+				resp.FileSha256 = g.Manifest.blobs.list()
 			}
 		}
 	}
 	if resp.Generation == 0 {
 		// Nothing serves: why a peer fill of an attach failed, if one did.
-		resp.FillFallback = r.lastAttachFallback
+		resp.FillFallback = v.AttachFallback
 	}
 	resp.StartPhases = startPhasesToProto(load, info.StartDuration, restarts)
-	for _, l := range r.listLocked(nil) {
+	for _, l := range v.Leases {
 		resp.Leases = append(resp.Leases, leaseToProto(l))
 	}
-	for _, g := range r.gens {
-		gs := &daemonv1.GenerationStatus{Generation: g.id, State: stateProto(g.state), Model: g.model,
-			Config: g.configProto, ConfigDigest: g.digest, Bytes: g.load.Bytes, Tensors: uint32(g.tensors),
-			DeviceBytes: g.deviceBytes(), Source: g.load.Source, StartedUnixMs: g.started.UnixMilli(),
-			FilledFrom: g.load.FilledFrom, FillFallback: g.load.FillFallback}
-		if g.publisher != nil {
-			gs.PublisherPid = g.publisher.peer.PID
+	for _, g := range v.Gens {
+		gs := &daemonv1.GenerationStatus{Generation: g.ID, State: stateProto(g.State), Model: g.Model,
+			Config: g.ConfigProto, ConfigDigest: g.Digest, Bytes: g.Load.Bytes, Tensors: uint32(g.Tensors),
+			DeviceBytes: g.DeviceBytes(), Source: g.Load.Source, StartedUnixMs: g.Started.UnixMilli(),
+			FilledFrom: g.Load.FilledFrom, FillFallback: g.Load.FillFallback}
+		if g.Publisher != nil {
+			gs.PublisherPid = g.Publisher.Peer.PID
 		}
-		if g.manifest != nil {
-			gs.Metadata, gs.Files = g.manifest.metadata, g.manifest.content
-			gs.FileSha256 = g.manifest.blobs.list()
+		if g.Manifest != nil {
+			gs.Metadata, gs.Files = g.Manifest.metadata, g.Manifest.content
+			gs.FileSha256 = g.Manifest.blobs.list()
 		}
-		for _, l := range r.listLocked([]*generation{g}) {
+		for _, l := range v.LeasesOf(g) {
 			gs.Leases = append(gs.Leases, leaseToProto(l))
 		}
 		resp.Generations = append(resp.Generations, gs)
@@ -172,8 +176,8 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 
 // leaseToProto is l as Status reports it.
 func leaseToProto(l *lease) *daemonv1.Lease {
-	return &daemonv1.Lease{Id: l.id, Pid: l.peer.PID, Uid: l.peer.UID, ClientName: l.clientName,
-		SinceUnixMs: l.since.UnixMilli(), Generation: l.gen.id}
+	return &daemonv1.Lease{Id: l.ID, Pid: l.Peer.PID, Uid: l.Peer.UID, ClientName: l.ClientName,
+		SinceUnixMs: l.Since.UnixMilli(), Generation: l.Gen.ID}
 }
 
 // drainNotice is the notice every lease gets when a drain begins.

@@ -58,7 +58,7 @@ type downRule struct {
 // downRules are the folders whose subpackages never import their parent.
 var downRules = []downRule{
 	{"core/daemon", []string{"core/daemon/daemontest"},
-		"core/daemon's subpackages (fill, handover, …) are what the daemon builds on and reach it through their own interfaces; daemontest (a harness) is built on the daemon"},
+		"core/daemon's subpackages (fill, handover, registry, …) are what the daemon builds on and reach it through their own interfaces; daemontest (a harness) is built on the daemon"},
 }
 
 // forbids reports whether r forbids pkg to import imp (both import paths).
@@ -183,6 +183,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("core/daemon/fill/filltest"), m("core/daemon")},    // deeper → the parent
 		{m("core/daemon/fill_test"), m("core/daemon")},        // a subpackage's external tests → the parent
 		{m("core/daemon/handover"), m("core/daemon")},         // another subpackage → the parent
+		{m("core/daemon/registry"), m("core/daemon")},         // the generations' registry → the daemon
 	}
 	all := allRules()
 	fired := map[int]bool{}
@@ -214,6 +215,8 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("sdk/backendtest"), m("internal/backendplugin")},
 		{m("sdk/backendtest"), m("internal/childproc")},
 		{m("core/daemon"), m("core/daemon/fill")},
+		{m("core/daemon"), m("core/daemon/registry")},
+		{m("core/daemon/registry"), m("core/daemon/fill")},
 		{m("core/daemon/fill"), m("core/daemon/daemontest/testworld")},
 		{m("core/daemon/fill/filltest"), m("core/daemon/fill")},
 		{m("core/daemon/daemontest"), m("core/daemon")},

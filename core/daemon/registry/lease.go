@@ -1,4 +1,4 @@
-package daemon
+package registry
 
 import (
 	"context"
@@ -49,37 +49,57 @@ func (s State) String() string {
 	}
 }
 
-// lease is one attached client: an open Attach stream.
-type lease struct {
-	id         uint64
-	peer       PeerInfo
-	clientName string
-	since      time.Time
-
-	// notices carries notices to the lease's stream (buffered; a notice
-	// that finds the buffer full is dropped, the client already has one).
-	notices chan *daemonv1.Notice
-	// ended is closed when the daemon ends the lease; endErr says why.
-	ended  chan struct{}
-	endErr error
-	// noticed is true once the current drain notified this lease
-	// (guarded by registry.mu).
-	noticed bool
-	// token is the lease's descriptor channel secret, gen its generation
-	// and m the manifest it was given (whose descriptors the channel hands
-	// out).
-	token [fdchannel.TokenSize]byte
-	gen   *generation
-	m     *manifest
+// Peer is the process of a lease or a publish, as its peer credentials
+// name it.
+type Peer struct {
+	PID int32
+	UID uint32
 }
 
-// registry holds the generations, the leases and the daemon's state.
-type registry struct {
+// Metrics receives the lease count and the daemon's state on every change
+// (the part of the daemon's metrics sink the registry feeds).
+type Metrics interface {
+	Leases(n int)
+	StateChanged(s State)
+}
+
+// noMetrics is the sink of a registry nobody gave one.
+type noMetrics struct{}
+
+func (noMetrics) Leases(int)         {}
+func (noMetrics) StateChanged(State) {}
+
+// Lease is one attached client: an open Attach stream.
+type Lease[M, F any] struct {
+	ID         uint64
+	Peer       Peer
+	ClientName string
+	Since      time.Time
+
+	// Notices carries notices to the lease's stream (buffered; a notice
+	// that finds the buffer full is dropped, the client already has one).
+	Notices chan *daemonv1.Notice
+	// Ended is closed when the daemon ends the lease; EndErr says why.
+	Ended  chan struct{}
+	EndErr error
+	// noticed is true once the current drain notified this lease
+	// (guarded by mu).
+	noticed bool
+	// Token is the lease's descriptor channel secret, gen its generation
+	// and m the manifest it was given (whose descriptors the channel hands
+	// out).
+	Token    [fdchannel.TokenSize]byte
+	Gen      *Generation[M, F]
+	Manifest M
+}
+
+// Registry holds the generations, the leases and the daemon's state.
+type Registry[M, F any] struct {
 	mu     sync.Mutex
 	next   uint64
-	leases map[uint64]*lease
-	// gens are the generations held, oldest first (generation.go).
-	gens []*generation
+	leases map[uint64]*Lease[M, F]
+	// gens are the generations held, oldest first.
+	gens []*Generation[M, F]
 	// stopping: the daemon is shutting down; drainers counts the
 	// daemon-wide drains (Stop) in progress.
 	stopping bool
@@ -93,7 +113,7 @@ type registry struct {
 	metrics  Metrics
 	reported State
 	// attachFallbacks are the reasons of the failed peer fills of attaches
-	// by config digest (attachfill.go), at most maxAttachFallbacks;
+	// by config digest (RecordAttachFallback), at most maxAttachFallbacks;
 	// lastAttachFallback the latest.
 	attachFallbacks    map[string]string
 	lastAttachFallback string
@@ -103,15 +123,18 @@ type registry struct {
 // when full: a reason is a diagnosis, not state).
 const maxAttachFallbacks = 64
 
-func newRegistry() *registry {
-	return &registry{leases: map[uint64]*lease{}, changed: make(chan struct{}), metrics: noMetrics{}, reported: -1}
+// New is an empty registry: no generation, no lease, serving state
+// StateEmpty; M is the daemon's manifest type and F its publish
+// descriptors' (both opaque to the registry).
+func New[M, F any]() *Registry[M, F] {
+	return &Registry[M, F]{leases: map[uint64]*Lease[M, F]{}, changed: make(chan struct{}), metrics: noMetrics{}, reported: -1}
 }
 
 // stateLocked is the daemon's state, from its generations': stopping;
 // draining during a Stop's drain; else serving while any generation
 // serves, draining while one drains, publishing while one is published,
 // empty when it holds none. r.mu must be held.
-func (r *registry) stateLocked() State {
+func (r *Registry[M, F]) stateLocked() State {
 	switch {
 	case r.stopping:
 		return StateStopping
@@ -121,11 +144,11 @@ func (r *registry) stateLocked() State {
 	st := StateEmpty
 	for _, g := range r.gens {
 		switch {
-		case g.state == StateServing:
+		case g.State == StateServing:
 			return StateServing
-		case g.state == StateDraining:
+		case g.State == StateDraining:
 			st = StateDraining
-		case g.state == StatePublishing && st == StateEmpty:
+		case g.State == StatePublishing && st == StateEmpty:
 			st = StatePublishing
 		}
 	}
@@ -134,7 +157,7 @@ func (r *registry) stateLocked() State {
 
 // changedLocked reports a changed state and wakes every waiter. r.mu must
 // be held.
-func (r *registry) changedLocked() {
+func (r *Registry[M, F]) changedLocked() {
 	if st := r.stateLocked(); st != r.reported {
 		r.reported = st
 		r.metrics.StateChanged(st)
@@ -142,9 +165,9 @@ func (r *registry) changedLocked() {
 	r.broadcastLocked()
 }
 
-// setMetrics makes m receive the lease count and the state from now on,
+// SetMetrics makes m receive the lease count and the state from now on,
 // starting with their current values.
-func (r *registry) setMetrics(m Metrics) {
+func (r *Registry[M, F]) SetMetrics(m Metrics) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.metrics = m
@@ -154,42 +177,42 @@ func (r *registry) setMetrics(m Metrics) {
 }
 
 // broadcastLocked wakes every waiter. r.mu must be held.
-func (r *registry) broadcastLocked() {
+func (r *Registry[M, F]) broadcastLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
 
 // addLocked registers a new lease on g, which serves. r.mu must be held.
-func (r *registry) addLocked(g *generation, p PeerInfo, clientName string, now time.Time) *lease {
+func (r *Registry[M, F]) addLocked(g *Generation[M, F], p Peer, clientName string, now time.Time) *Lease[M, F] {
 	r.next++
-	l := &lease{id: r.next, peer: p, clientName: clientName, since: now,
-		notices: make(chan *daemonv1.Notice, 1), ended: make(chan struct{}), gen: g, m: g.manifest}
-	rand.Read(l.token[:]) // never fails (crypto/rand since Go 1.24)
-	r.leases[l.id] = l
+	l := &Lease[M, F]{ID: r.next, Peer: p, ClientName: clientName, Since: now,
+		Notices: make(chan *daemonv1.Notice, 1), Ended: make(chan struct{}), Gen: g, Manifest: g.Manifest}
+	rand.Read(l.Token[:]) // never fails (crypto/rand since Go 1.24)
+	r.leases[l.ID] = l
 	r.metrics.Leases(len(r.leases))
 	return l
 }
 
-// lookup returns the live lease id, or nil.
-func (r *registry) lookup(id uint64) *lease {
+// Lookup returns the live lease id, or nil.
+func (r *Registry[M, F]) Lookup(id uint64) *Lease[M, F] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.leases[id]
 }
 
-// remove forgets a lease (its stream ended).
-func (r *registry) remove(l *lease) {
+// Remove forgets a lease (its stream ended).
+func (r *Registry[M, F]) Remove(l *Lease[M, F]) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.leases[l.id]; ok {
-		delete(r.leases, l.id)
+	if _, ok := r.leases[l.ID]; ok {
+		delete(r.leases, l.ID)
 		r.metrics.Leases(len(r.leases))
 		r.broadcastLocked()
 	}
 }
 
-// list returns the leases ordered by id.
-func (r *registry) list() []*lease {
+// List returns the leases ordered by id.
+func (r *Registry[M, F]) List() []*Lease[M, F] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.listLocked(nil)
@@ -197,19 +220,19 @@ func (r *registry) list() []*lease {
 
 // listLocked returns the leases of gens (nil: of every generation)
 // ordered by id. r.mu must be held.
-func (r *registry) listLocked(gens []*generation) []*lease {
-	out := make([]*lease, 0, len(r.leases))
+func (r *Registry[M, F]) listLocked(gens []*Generation[M, F]) []*Lease[M, F] {
+	out := make([]*Lease[M, F], 0, len(r.leases))
 	for _, l := range r.leases {
-		if gens == nil || slices.Contains(gens, l.gen) {
+		if gens == nil || slices.Contains(gens, l.Gen) {
 			out = append(out, l)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// currentState is the daemon's state.
-func (r *registry) currentState() State {
+// CurrentState is the daemon's state.
+func (r *Registry[M, F]) CurrentState() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stateLocked()
@@ -217,23 +240,23 @@ func (r *registry) currentState() State {
 
 // notifyLocked sends notice to every lease of gens (nil: every lease) the
 // current drain has not notified yet. r.mu must be held.
-func (r *registry) notifyLocked(gens []*generation, notice *daemonv1.Notice) {
+func (r *Registry[M, F]) notifyLocked(gens []*Generation[M, F], notice *daemonv1.Notice) {
 	for _, l := range r.listLocked(gens) {
 		if l.noticed {
 			continue
 		}
 		l.noticed = true
 		select {
-		case l.notices <- notice:
+		case l.Notices <- notice:
 		default:
 		}
 	}
 }
 
-// beginDrain (a Stop) enters the draining state (unless stopping), ends
+// BeginDrain (a Stop) enters the draining state (unless stopping), ends
 // every publish in progress and sends notice to every lease the drain has
 // not notified yet. It reports false when the daemon is already stopping.
-func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
+func (r *Registry[M, F]) BeginDrain(notice *daemonv1.Notice) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping {
@@ -246,16 +269,16 @@ func (r *registry) beginDrain(notice *daemonv1.Notice) bool {
 	return true
 }
 
-// endDrain ends one Stop's drain. When the last one gave up (the daemon
+// EndDrain ends one Stop's drain. When the last one gave up (the daemon
 // keeps serving), attaches are accepted again and a later drain notifies
 // again (but a lease of a generation an evict drains stays notified).
-func (r *registry) endDrain() {
+func (r *Registry[M, F]) EndDrain() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drainers--
 	if r.drainers == 0 && !r.stopping {
 		for _, l := range r.leases {
-			if l.gen.state != StateDraining {
+			if l.Gen.State != StateDraining {
 				l.noticed = false
 			}
 		}
@@ -263,9 +286,9 @@ func (r *registry) endDrain() {
 	r.changedLocked()
 }
 
-// stop enters the stopping state, ends every publish in progress and ends
+// Stop enters the stopping state, ends every publish in progress and ends
 // every lease with err. It returns the number of leases it ended.
-func (r *registry) stop(err error) int {
+func (r *Registry[M, F]) Stop(err error) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopping = true
@@ -273,10 +296,10 @@ func (r *registry) stop(err error) int {
 	n := 0
 	for _, l := range r.leases {
 		select {
-		case <-l.ended:
+		case <-l.Ended:
 		default:
-			l.endErr = err
-			close(l.ended)
+			l.EndErr = err
+			close(l.Ended)
 			n++
 		}
 	}
@@ -284,10 +307,10 @@ func (r *registry) stop(err error) int {
 	return n
 }
 
-// waitEmpty waits until no lease of gens (nil: no lease at all) is left
+// WaitEmpty waits until no lease of gens (nil: no lease at all) is left
 // (true), the daemon is stopping (true: someone else forced it), or ctx
 // ends (false).
-func (r *registry) waitEmpty(ctx context.Context, gens []*generation) bool {
+func (r *Registry[M, F]) WaitEmpty(ctx context.Context, gens []*Generation[M, F]) bool {
 	for {
 		r.mu.Lock()
 		if r.stopping || len(r.listLocked(gens)) == 0 {
