@@ -19,14 +19,13 @@ import types
 import numpy as np
 import pytest
 
+from harness import REPO
 from wcache import WcacheError, pb
 from wcache._device import device_uuid
 from wcache._hip import HipRuntime
 from wcache._ipc import DeviceArray
 from wcache._tensors import materialize
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 FAKEHIP = os.path.join(REPO, "plugins", "rocm", "testdata", "fakehip")
 DEVICES = "1901ead3a2ecd4a6@c1,2b6c1e0f7d3a9c55@c2"
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", ".."))
+from harness import REPO
 
 
 def dry_run_install(extra: str, keep: tuple, uv_cache: str) -> tuple:

