@@ -178,11 +178,12 @@ func TestExecStarterChildDiesWithSIGKILLedParent(t *testing.T) {
 // (pid = its own), so that the line is in the launcher's output by the time
 // the launcher sees the daemon ready; it removes the file and exits 0 on
 // SIGTERM. FAKE_FAIL_GPU makes the daemon of that GPU fail at "load";
-// FAKE_NEVER_READY_GPU makes one hang.
+// FAKE_NEVER_READY_GPU makes one hang. Its pid file appears whole (written
+// aside, then renamed): the launcher may stop it at any point.
 const fakeDaemonScript = `#!/bin/sh
 gpu="$3"
 ready="$FAKE_DIR/GPU-test-$gpu.ready.json"
-echo $$ > "$FAKE_DIR/pid-$gpu"
+echo $$ > "$FAKE_DIR/.pid-$gpu" && mv "$FAKE_DIR/.pid-$gpu" "$FAKE_DIR/pid-$gpu"
 echo "daemon for gpu $gpu: loading"
 if [ "$FAKE_FAIL_GPU" = "$gpu" ]; then echo "gpu $gpu: load failed: injected" >&2; exit 7; fi
 trap 'kill $sleeper 2>/dev/null; rm -f "$ready"; echo "gpu $gpu: stopped"; exit 0' TERM
