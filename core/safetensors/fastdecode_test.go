@@ -59,27 +59,38 @@ func fastDecodeSeeds() []string {
 // decodeHeaderTokens or returns exactly what it returns; and it never takes
 // a header decodeHeaderTokens refuses.
 func TestFastDecodeAgreesWithDecodeHeader(t *testing.T) {
+	agreeOnSeeds(t, fastDecodeSeeds(), checkFastDecode, 8)
+}
+
+// agreeOnSeeds runs check on every seed and on each seed cut short at
+// every length (a sample of the long ones' lengths), and fails unless the
+// fast path took at least `least` of the seeds whole.
+func agreeOnSeeds(t *testing.T, seeds []string, check func(*testing.T, []byte) bool, least int) {
+	t.Helper()
 	took := 0
-	for _, s := range fastDecodeSeeds() {
+	for _, s := range seeds {
 		for n := len(s); n >= 0; n-- {
 			if n < len(s) && len(s) > 400 && n%97 != 0 {
-				continue // the long seed: a sample of its prefixes
+				continue // a long seed: a sample of its prefixes
 			}
-			if checkFastDecode(t, []byte(s[:n])) && n == len(s) {
+			if check(t, []byte(s[:n])) && n == len(s) {
 				took++
 			}
 		}
 	}
-	if took < 8 {
-		t.Errorf("decodeHeaderFast took only %d seeds whole: the fast path is not exercised", took)
+	if took < least {
+		t.Errorf("the fast path took only %d seeds whole: it is not exercised", took)
 	}
 }
 
-func FuzzFastDecode(f *testing.F) {
-	for _, s := range fastDecodeSeeds() {
+func FuzzFastDecode(f *testing.F) { fuzzAgreement(f, fastDecodeSeeds(), checkFastDecode) }
+
+// fuzzAgreement fuzzes check from seeds.
+func fuzzAgreement(f *testing.F, seeds []string, check func(*testing.T, []byte) bool) {
+	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, raw []byte) { checkFastDecode(t, raw) })
+	f.Fuzz(func(t *testing.T, b []byte) { check(t, b) })
 }
 
 // checkFastDecode compares the two decoders on raw (past decodeHeader's
@@ -100,6 +111,63 @@ func checkFastDecode(t *testing.T, raw []byte) bool {
 	}
 	if !reflect.DeepEqual(ft, st) || !reflect.DeepEqual(fm, sm) {
 		t.Fatalf("%q: decodeHeaderFast = %#v, %#v; decodeHeaderTokens = %#v, %#v", raw, ft, fm, st, sm)
+	}
+	return true
+}
+
+// indexSeeds are index documents around every rule parseIndexFast must
+// either follow or leave to parseIndexTokens.
+func indexSeeds() []string {
+	var many strings.Builder
+	many.WriteString(`{"metadata": {"total_size": 65882112}, "weight_map": {`)
+	for i := range 300 {
+		if i > 0 {
+			many.WriteString(", ")
+		}
+		fmt.Fprintf(&many, "\n    \"model.layers.%d.self_attn.q_proj.weight\": \"model-%05d-of-00002.safetensors\"", i, 1+i%2)
+	}
+	many.WriteString("\n  }\n}\n")
+	return []string{
+		many.String(),
+		`{"weight_map":{}}`, `{"weight_map":{"a":"s.safetensors"}}`, `{"metadata":null,"weight_map":{}}`,
+		`{"metadata":{"a":[1,{"b":2.5e3}],"c":"d"},"weight_map":{"a":"s"},"other":[1,[2,[3]]]}`,
+		`{"metadata": [ 1 , 2 ] ,"weight_map":{"a":"s"}}`, `{"weight_map":{"a":"s"},"metadata":"x"}`,
+		`{"x":` + strings.Repeat("[", 126) + strings.Repeat("]", 126) + `,"weight_map":{}}`,
+		`{"x":` + strings.Repeat("[", 127) + strings.Repeat("]", 127) + `,"weight_map":{}}`,
+		`{"metadata":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `,"weight_map":{}}`,
+		`{}`, `{"metadata":{}}`, `[]`, `{"weight_map":[]}`, `{"weight_map":null}`,
+		`{"weight_map":{"a":"s","a":"s"}}`, `{"weight_map":{},"weight_map":{}}`, `{"metadata":1,"metadata":1,"weight_map":{}}`,
+		`{"weight_map":{"a":1}}`, `{"weight_map":{"a":""}}`, `{"weight_map":{"a":"."}}`, `{"weight_map":{"a":".."}}`,
+		`{"weight_map":{"a":"d/s"}}`, `{"weight_map":{"a":"d\\s"}}`, `{"weight_map":{"a":"s\u0000"}}`,
+		`{"weight_map":{"a\"":"s"}}`, `{"weight_map":{"a":"s"}} {}`, `{"weight_map":{"a":"s"}} `,
+	}
+}
+
+// TestFastIndexAgreesWithParseIndex: as TestFastDecodeAgreesWithDecodeHeader,
+// for parseIndexFast and ParseIndex's token walk.
+func TestFastIndexAgreesWithParseIndex(t *testing.T) {
+	agreeOnSeeds(t, indexSeeds(), checkFastIndex, 6)
+}
+
+func FuzzFastIndex(f *testing.F) { fuzzAgreement(f, indexSeeds(), checkFastIndex) }
+
+// checkFastIndex compares the two index parsers on data (past ParseIndex's
+// UTF-8 check) and reports whether the fast one took it.
+func checkFastIndex(t *testing.T, data []byte) bool {
+	t.Helper()
+	if !utf8.Valid(data) {
+		return false
+	}
+	fast, ok := parseIndexFast(data)
+	slow, err := parseIndexTokens(data)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("%q: parseIndexFast takes it, the token walk refuses it: %v", data, err)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("%q: parseIndexFast = %#v; the token walk = %#v", data, fast, slow)
 	}
 	return true
 }
