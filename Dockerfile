@@ -18,6 +18,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
+# go.mod replaces a module with a folder of third_party/: needed to download.
+COPY third_party/ third_party/
 RUN go mod download
 COPY Makefile ./
 COPY build/ build/

@@ -40,6 +40,8 @@ func layoutIn(t *testing.T, dir string) paths.Layout {
 type fakeDaemon struct {
 	daemonv1.UnimplementedDaemonServer
 	attach func(*daemonv1.AttachRequest, daemonv1.Daemon_AttachServer) error
+	// status, when set, is the Status answer.
+	status func() *daemonv1.StatusResponse
 }
 
 func (f *fakeDaemon) Attach(req *daemonv1.AttachRequest, s daemonv1.Daemon_AttachServer) error {
@@ -47,6 +49,9 @@ func (f *fakeDaemon) Attach(req *daemonv1.AttachRequest, s daemonv1.Daemon_Attac
 }
 
 func (f *fakeDaemon) Status(context.Context, *daemonv1.StatusRequest) (*daemonv1.StatusResponse, error) {
+	if f.status != nil {
+		return f.status(), nil
+	}
 	return &daemonv1.StatusResponse{Pid: 7, DeviceUuid: "GPU-x", State: "serving",
 		Leases: []*daemonv1.Lease{{Id: 3, Pid: 9, Uid: 1, ClientName: "c", SinceUnixMs: 1000}}}, nil
 }
@@ -68,6 +73,18 @@ func serve(t *testing.T, dir string, f *fakeDaemon) string {
 func serveWith(t *testing.T, dir string, f *fakeDaemon, opts ...grpc.ServerOption) string {
 	t.Helper()
 	return serveAt(t, filepath.Join(dir, "d.sock"), f, opts...)
+}
+
+// dialFake runs f on a socket in a new folder, with server options, and
+// dials it; the client is closed with the test.
+func dialFake(t *testing.T, f *fakeDaemon, opts ...grpc.ServerOption) *Client {
+	t.Helper()
+	c, err := Dial(context.Background(), BySocket(serveWith(t, pathstest.ShortDir(t), f, opts...)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // serveAt runs f on a socket at path and returns path.

@@ -9,15 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/wcache/wcache/core/safefile"
 )
-
-// blobName is a hub blob's file name: the lowercase-hex SHA-256 of an LFS
-// file's content (safetensors files are LFS files).
-var blobName = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // BlobSHA256 returns the SHA-256 that the name of the file path resolves
 // to claims, when that file is a hub blob: <cache>/models--<org>--<name>/
@@ -29,7 +24,7 @@ func BlobSHA256(path string) (sum, resolved string, ok bool) {
 	// A path whose last element is no symlink keeps its name when
 	// resolved: not named as a blob, it is none (one lstat, not one per
 	// element).
-	if st, err := os.Lstat(path); err != nil || (st.Mode()&os.ModeSymlink == 0 && !blobName.MatchString(filepath.Base(path))) {
+	if st, err := os.Lstat(path); err != nil || (st.Mode()&os.ModeSymlink == 0 && !isBlobName(filepath.Base(path))) {
 		return "", "", false
 	}
 	resolved, err := filepath.EvalSymlinks(path)
@@ -37,7 +32,7 @@ func BlobSHA256(path string) (sum, resolved string, ok bool) {
 		return "", "", false
 	}
 	name, dir := filepath.Base(resolved), filepath.Dir(resolved)
-	if !blobName.MatchString(name) || filepath.Base(dir) != "blobs" ||
+	if !isBlobName(name) || filepath.Base(dir) != "blobs" ||
 		!strings.HasPrefix(filepath.Base(filepath.Dir(dir)), "models--") {
 		return "", "", false
 	}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -50,18 +49,11 @@ func (e *NotCachedError) Error() string {
 // Is matches ErrNotCached.
 func (e *NotCachedError) Is(target error) bool { return target == ErrNotCached }
 
-// idPattern is a hub repo id: exactly one "/", names of letters, digits,
-// '-', '_' and '.', not starting with '.' or '-'.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
-
-// revPattern is a revision: a branch, tag or commit (no "..", no leading "/").
-var revPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*$`)
-
 // IsID reports whether model has the form of a hub id ("org/name" with an
 // optional "@revision"), whatever exists on disk.
 func IsID(model string) bool {
 	id, rev, _ := strings.Cut(model, "@")
-	return idPattern.MatchString(id) && (!strings.Contains(model, "@") || revPattern.MatchString(rev) && !strings.Contains(rev, ".."))
+	return isRepoID(id) && (!strings.Contains(model, "@") || isRevision(rev))
 }
 
 // CacheDir is the hub cache directory getenv (os.Getenv when nil) names.

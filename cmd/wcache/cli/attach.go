@@ -258,11 +258,11 @@ func deviceCapability(ctx context.Context, b sdk.Backend, gpu int, c *client.Cli
 	if b != nil {
 		return daemon.DeviceCapability(ctx, b, gpu)
 	}
-	st, err := c.Status(ctx)
+	cfg, err := c.ServedConfig(ctx)
 	if err != nil {
 		return "", attachExit(err)
 	}
-	return st.Config.DeviceCapability, nil
+	return cfg.DeviceCapability, nil
 }
 
 // attachExit maps discovery and attach errors to exit codes.
