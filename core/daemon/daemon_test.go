@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -390,6 +391,51 @@ func TestManyClientsConcurrently(t *testing.T) {
 		after, err = c.Status(context.Background())
 		return err == nil && after.Goroutines <= before.Goroutines+2 && after.OpenFDs <= before.OpenFDs
 	})
+}
+
+// TestAttachesBeyondTheStreamWorkers holds more leases than the gRPC server
+// has stream workers (each held lease keeps its Attach's worker busy): a
+// further Attach and a Status on a connection of its own are still served,
+// and every lease ends when released.
+func TestAttachesBeyondTheStreamWorkers(t *testing.T) {
+	f := newFixture(t)
+	r := f.start(0, nil)
+	cfg := r.d.Info().Config
+	target := client.BySocket(r.d.Info().Paths.Socket)
+	held := make([]*client.Attachment, 0, 2*runtime.GOMAXPROCS(0)+2)
+	defer func() {
+		for _, a := range held {
+			a.Lease.Close()
+		}
+	}()
+	for range cap(held) {
+		a, err := client.Attach(context.Background(), target, cfg, client.Options{})
+		if err != nil {
+			t.Fatalf("attach %d: %v", len(held)+1, err)
+		}
+		held = append(held, a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	extra, err := client.Attach(ctx, target, cfg, client.Options{})
+	if err != nil {
+		t.Fatalf("attach beyond %d held leases: %v", len(held), err)
+	}
+	held = append(held, extra)
+	st, err := r.dial(t).Status(ctx)
+	if err != nil {
+		t.Fatalf("status beside %d held leases: %v", len(held), err)
+	}
+	if len(st.Leases) != len(held) {
+		t.Errorf("status counts %d leases, want %d", len(st.Leases), len(held))
+	}
+	for _, a := range held {
+		if err := a.Lease.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held = nil
+	waitFor(t, "leases released", func() bool { return len(r.d.Leases()) == 0 })
 }
 
 func TestListenUnixReplacesStaleSocketOnly(t *testing.T) {
