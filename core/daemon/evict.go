@@ -79,7 +79,7 @@ func (d *Daemon) Evict(ctx context.Context, sel EvictSelector, timeout time.Dura
 		d.log.Warn("rewriting the ready file after an evict", "error", err)
 	}
 	d.log.Info("evicted", "generations", res.Generations, "bytes_freed", res.Freed, "leases_at_evict", res.Leases,
-		"generations_left", len(d.Generations()))
+		"generations_left", d.reg.Count())
 	return res, nil
 }
 

@@ -95,12 +95,12 @@ func (noMetrics) DeviceBytes(uint64, []GenerationBytes) {}
 
 // reportHeld sends the device memory held to the daemon's Metrics.
 func (d *Daemon) reportHeld() {
-	d.reg.Status(func(v statusView) {
-		gens := make([]GenerationBytes, len(v.Gens))
-		for i, g := range v.Gens {
+	d.reg.Holdings(func(held uint64, all []*generation) {
+		gens := make([]GenerationBytes, len(all))
+		for i, g := range all {
 			gens[i] = GenerationBytes{Generation: g.ID, Model: g.Config.Model, ConfigDigest: g.Digest, Bytes: g.DeviceBytes()}
 		}
-		d.metrics.DeviceBytes(v.Held, gens)
+		d.metrics.DeviceBytes(held, gens)
 	})
 }
 

@@ -181,11 +181,6 @@ func (r *Registry[M, F]) removeGenLocked(g *Generation[M, F]) {
 
 // Generations describes every generation, oldest first.
 func (r *Registry[M, F]) Generations() []GenerationInfo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]GenerationInfo, len(r.gens))
-	for i, g := range r.gens {
-		out[i] = r.genInfoLocked(g)
-	}
+	out, _ := r.Describe()
 	return out
 }

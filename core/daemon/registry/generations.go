@@ -231,6 +231,15 @@ type StatusView[M, F any] struct {
 	LeasesOf func(g *Generation[M, F]) []*Lease[M, F]
 }
 
+// Holdings calls fn with the device memory held (Held's) and the
+// generations, under the lock: what a metrics report needs, without the
+// lease list a Status view builds. fn must not call back into r.
+func (r *Registry[M, F]) Holdings(fn func(held uint64, gens []*Generation[M, F])) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn(r.heldLocked(), r.gens)
+}
+
 // Status calls fn with the registry's StatusView, under r.mu.
 func (r *Registry[M, F]) Status(fn func(v StatusView[M, F])) {
 	r.mu.Lock()
