@@ -184,7 +184,7 @@ func (d *Daemon) completeConfig(ctx context.Context, src Source, ck *safetensors
 // exports it; g.Load receives the statistics.
 func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.Handle, error) {
 	startAlloc := time.Now()
-	g.ArenaBytes = arenaBytesOf(pl)
+	g.ArenaBytes = pl.ArenaBytes()
 	reserved, err := d.allocate(ctx, pl, &g.Allocs)
 	if err != nil {
 		return nil, err
@@ -213,15 +213,6 @@ func (d *Daemon) fill(ctx context.Context, pl *plan.Plan, g *generation) ([]sdk.
 	}
 	g.Load.Export = time.Since(startExport)
 	return handles, nil
-}
-
-// arenaBytesOf are pl's arena sizes, in order.
-func arenaBytesOf(pl *plan.Plan) []uint64 {
-	out := make([]uint64, len(pl.Allocations))
-	for i, a := range pl.Allocations {
-		out[i] = a.Bytes
-	}
-	return out
 }
 
 // allocate reserves every arena of pl, appending each id to *ids as soon as

@@ -90,6 +90,15 @@ func (p *Plan) AllocatedBytes() uint64 {
 	return n
 }
 
+// ArenaBytes is every allocation's size, in allocation order.
+func (p *Plan) ArenaBytes() []uint64 {
+	out := make([]uint64, len(p.Allocations))
+	for i, a := range p.Allocations {
+		out[i] = a.Bytes
+	}
+	return out
+}
+
 // ExtentCount is the number of extents over all allocations.
 func (p *Plan) ExtentCount() int {
 	n := 0

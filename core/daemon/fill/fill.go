@@ -140,12 +140,3 @@ func closeHandleFiles(handles []sdk.Handle) {
 		}
 	}
 }
-
-// arenaBytesOf are pl's arena sizes.
-func arenaBytesOf(pl *plan.Plan) []uint64 {
-	out := make([]uint64, len(pl.Allocations))
-	for i, a := range pl.Allocations {
-		out[i] = a.Bytes
-	}
-	return out
-}

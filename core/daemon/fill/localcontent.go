@@ -11,6 +11,7 @@ import (
 	"github.com/wcache/wcache/core/hubcache"
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/safetensors"
+	"github.com/wcache/wcache/internal/poll"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
 
@@ -180,20 +181,10 @@ func (lc *localContent) known(ctx context.Context, f *safetensors.File) (*localF
 // the candidate can be refused before a byte moves.
 func (lc *localContent) differs(f *safetensors.File, theirs string) (string, bool) {
 	lf := lc.files[f.Path]
-	if lf == nil || lf.hashed != nil && !closed(lf.hashed) || lf.digest == "" || theirs == "" || !filedigest.SameAlgorithm(lf.digest, theirs) {
+	if lf == nil || lf.hashed != nil && !poll.Closed(lf.hashed) || lf.digest == "" || theirs == "" || !filedigest.SameAlgorithm(lf.digest, theirs) {
 		return "", false
 	}
 	return lf.digest, lf.digest != theirs
-}
-
-// closed reports whether c is closed.
-func closed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // proveCopy checks a copy of file f against what the local file is known

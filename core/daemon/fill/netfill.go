@@ -93,7 +93,7 @@ func (f Net) FillFromPeer(ctx context.Context, job *Job) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("cross-node fill from %s: %w", res.Peer, err)
 	}
-	*job.ArenaBytes = arenaBytesOf(job.Plan)
+	*job.ArenaBytes = job.Plan.ArenaBytes()
 	if s, ok := sink.(*stagedSink); ok {
 		f.Log.Info("cross-node fill: loaded through staging memfds", "windows", s.windows, "window_bytes", s.window,
 			"peak_staged_bytes", s.peak, "backend", info.Name, "load_wall_s", s.fill.Wall.Seconds(), "load_read_s", s.fill.Read.Seconds())
@@ -203,7 +203,7 @@ func (s *arenaSink) Prepare(ctx context.Context, offer peer.Offer) error {
 		return err
 	}
 	start := time.Now()
-	*s.job.ArenaBytes = arenaBytesOf(s.pl)
+	*s.job.ArenaBytes = s.pl.ArenaBytes()
 	reserved, err := s.d.Allocate(ctx, s.pl, s.job.Allocs)
 	s.reserved = reserved
 	if err == nil {

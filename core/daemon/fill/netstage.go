@@ -106,7 +106,7 @@ func (s *stagedSink) Prepare(ctx context.Context, offer peer.Offer) error {
 	for _, f := range s.ck.Files {
 		s.leaves[f.Path] = headerLeaves(filedigest.Default, f)
 	}
-	*s.job.ArenaBytes = arenaBytesOf(s.pl)
+	*s.job.ArenaBytes = s.pl.ArenaBytes()
 	reserved, err := s.d.Allocate(ctx, s.pl, s.job.Allocs)
 	s.reserved = reserved
 	return err
