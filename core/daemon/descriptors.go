@@ -85,7 +85,7 @@ func (hf *handleFiles) seal(lenient bool) (weak int, err error) {
 		}
 		err := memfdseal.Seal(f)
 		if err != nil && lenient && errors.Is(err, memfdseal.ErrWritableMapping) {
-			if _, ferr := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); ferr == nil {
+			if memfdseal.SealFutureWrites(f) == nil {
 				weak++
 				continue
 			}

@@ -50,3 +50,15 @@ func Seal(f *os.File) error {
 	}
 	return nil
 }
+
+// SealFutureWrites adds F_SEAL_FUTURE_WRITE and F_SEAL_SEAL to the memfd
+// f: no new write(2) or writable shared mapping, and no seal added or
+// removed, while a writable shared mapping that already exists stays (the
+// weaker seal for memory whose backend keeps such a mapping, after Seal
+// returned ErrWritableMapping). Errors are the fcntl's.
+func SealFutureWrites(f *os.File) error {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
+		return fmt.Errorf("seal %s against new writes: %w", f.Name(), err)
+	}
+	return nil
+}

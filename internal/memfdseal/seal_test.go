@@ -93,3 +93,25 @@ func TestSealRefusesAMemfdSealedByAnotherHand(t *testing.T) {
 		t.Errorf("Seal of a memfd carrying F_SEAL_SEAL alone: %v, want an error other than ErrWritableMapping", err)
 	}
 }
+
+func TestSealFutureWritesKeepsTheOpenMappingOnly(t *testing.T) {
+	f := newMemfd(t, 4096)
+	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if err := SealFutureWrites(f); err != nil {
+		t.Fatalf("SealFutureWrites with a writable mapping open: %v", err)
+	}
+	if got, want := seals(t, f), unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL; got != want {
+		t.Errorf("seals %#x, want %#x", got, want)
+	}
+	copy(m, "kept")
+	if _, err := f.WriteAt([]byte("new"), 0); !errors.Is(err, unix.EPERM) {
+		t.Errorf("write after SealFutureWrites: %v, want EPERM", err)
+	}
+	if _, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); !errors.Is(err, unix.EPERM) {
+		t.Errorf("new writable shared mapping after SealFutureWrites: %v, want EPERM", err)
+	}
+}
