@@ -41,12 +41,17 @@ func (c *Client) ServedConfig(ctx context.Context) (cacheconfig.Config, error) {
 	return cacheconfig.FromProto(cfg), nil
 }
 
+// statusConfigField is StatusResponse.config's field number (daemon.proto),
+// written here because asking the descriptor would decode daemon.proto's
+// whole descriptor set, the cost ServedConfig avoids;
+// TestStatusConfigFieldIsTheProtos checks it.
+const statusConfigField protowire.Number = 5
+
 // statusConfig decodes StatusResponse.config out of a marshalled
 // StatusResponse, as proto.Unmarshal would (occurrences merged, nil when
 // absent), checking that every other field is well-formed without decoding
 // it.
 func statusConfig(b []byte) (*configv1.CacheConfig, error) {
-	num := daemonv1.File_wcache_daemon_v1_daemon_proto.Messages().ByName("StatusResponse").Fields().ByName("config").Number()
 	var cfg *configv1.CacheConfig
 	for len(b) > 0 {
 		n, typ, l := protowire.ConsumeTag(b)
@@ -54,7 +59,7 @@ func statusConfig(b []byte) (*configv1.CacheConfig, error) {
 			return nil, fmt.Errorf("malformed status answer: %w", protowire.ParseError(l))
 		}
 		b = b[l:]
-		if n != num || typ != protowire.BytesType {
+		if n != statusConfigField || typ != protowire.BytesType {
 			// Another field, or the config's number with another wire
 			// type, which proto.Unmarshal keeps as an unknown field.
 			if l = protowire.ConsumeFieldValue(n, typ, b); l < 0 {

@@ -71,6 +71,13 @@ func TestServedConfigIsStatusConfig(t *testing.T) {
 // on a config split over two occurrences (merged), on the config's number
 // with another wire type (an unknown field to proto.Unmarshal: no config),
 // and refuses a truncated answer, as proto.Unmarshal does.
+func TestStatusConfigFieldIsTheProtos(t *testing.T) {
+	f := daemonv1.File_wcache_daemon_v1_daemon_proto.Messages().ByName("StatusResponse").Fields().ByName("config")
+	if f == nil || f.Number() != statusConfigField {
+		t.Fatalf("StatusResponse.config is %v, statusConfigField says %d", f, statusConfigField)
+	}
+}
+
 func TestStatusConfigDecodesAsProto(t *testing.T) {
 	num := protowire.Number(5)
 	first, _ := proto.Marshal(&configv1.CacheConfig{Model: "/m", TpSize: 2})
