@@ -61,8 +61,8 @@ func (d *Daemon) fillForAttach(ctx context.Context, req cacheconfig.Config, p Pe
 		d.log.Debug("peer fill of an attach: no sibling serves these weights", "identity", identity, "error", err)
 		return false
 	}
-	self := PeerInfo{PID: int32(os.Getpid()), UID: uint32(os.Geteuid())}
-	pub, g, wait, err := d.reg.BeginPeerFill(procOf(self), "wcache serve peer fill", cfg,
+	self := registry.Peer{PID: int32(os.Getpid()), UID: uint32(os.Geteuid())}
+	pub, g, wait, err := d.reg.BeginPeerFill(self, "wcache serve peer fill", cfg,
 		registry.CompareFor(true, len(cands[0].Gen.Files), cfg.EngineName), time.Now())
 	if err != nil {
 		// Weights for cfg were installed since the attach matched (a

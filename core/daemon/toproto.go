@@ -114,6 +114,9 @@ func (d *Daemon) statusProto() *daemonv1.StatusResponse {
 	d.mu.RUnlock()
 	var resp *daemonv1.StatusResponse
 	d.reg.Status(func(v statusView) { resp = d.statusOf(v, info, restarts) })
+	// Counted outside the registry's lock: reading /proc/self/fd is a
+	// directory walk that attaches need not wait for.
+	resp.Goroutines, resp.OpenFds = uint32(runtime.NumGoroutine()), uint32(openFDs())
 	return resp
 }
 
@@ -124,7 +127,6 @@ func (d *Daemon) statusOf(v statusView, info Info, restarts restartStats) *daemo
 		Pid: int32(os.Getpid()), DeviceUuid: info.DeviceUUID, Backend: info.Backend,
 		StartedUnixMs: d.started.UnixMilli(),
 		Version:       version.Version, State: state.String(), ProtocolVersion: daemonv1.ProtocolVersion,
-		Goroutines: uint32(runtime.NumGoroutine()), OpenFds: uint32(openFDs()),
 		DaemonState:      stateProto(state),
 		DeviceBytesTotal: v.Held,
 		MaxBytes:         d.opts.MaxBytes, ReserveBytes: d.opts.ReserveBytes,
