@@ -44,9 +44,10 @@ func (c PeerClass) guest() bool { return c == ClassAllowUID || c == ClassAllowGI
 // The descriptor channel's operations (fdserver.go) are classified in the
 // same table as the gRPC methods, under these names.
 const (
-	fdOpLease    = "fdchannel/LEASE"
-	fdOpPublish  = "fdchannel/PUBLISH"
-	fdOpTakeover = "fdchannel/TAKEOVER"
+	fdOpLease      = "fdchannel/LEASE"
+	fdOpPublish    = "fdchannel/PUBLISH"
+	fdOpTakeover   = "fdchannel/TAKEOVER"
+	fdOpAttachWait = "fdchannel/ATTACH_WAIT"
 )
 
 // fdOpName is the table's name of a descriptor channel operation ("" for
@@ -55,6 +56,8 @@ func fdOpName(op fdchannel.Op) string {
 	switch op {
 	case fdchannel.OpLease:
 		return fdOpLease
+	case fdchannel.OpAttachWait:
+		return fdOpAttachWait
 	case fdchannel.OpPublish:
 		return fdOpPublish
 	case fdchannel.OpTakeover:
@@ -97,6 +100,7 @@ func operations() []operation {
 		{daemonv1.Daemon_Publish_FullMethodName, "Publish", steer, "changes what the daemon holds"},
 		{daemonv1.Daemon_Evict_FullMethodName, "Evict", steer, "ends leases and frees weights"},
 		{fdOpLease, "descriptor channel LEASE", all, "hands out the read-only descriptors of the peer's own lease"},
+		{fdOpAttachWait, "descriptor channel ATTACH_WAIT", all, "hands out the read-only descriptors of the lease the peer's own Attach makes"},
 		{fdOpPublish, "descriptor channel PUBLISH", steer, "hands out the writable descriptors of the peer's own publish"},
 		{fdOpTakeover, "descriptor channel TAKEOVER", []PeerClass{ClassOwner},
 			"hands the daemon's writable descriptors to a successor daemon of the same uid"},

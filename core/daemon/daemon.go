@@ -53,8 +53,11 @@ type Daemon struct {
 
 	reg     *holdings
 	metrics Metrics
-	srv     *grpc.Server
-	lis     *net.UnixListener
+	// attachWaits pairs early descriptor requests with their Attach
+	// (attachwait.go).
+	attachWaits attachWaits
+	srv         *grpc.Server
+	lis         *net.UnixListener
 	// glis is what the gRPC server accepts on: lis, paused while a
 	// successor takes over (handover.Listener).
 	glis *handover.Listener

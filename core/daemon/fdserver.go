@@ -15,6 +15,10 @@ import (
 // connects and says nothing cannot hold a goroutine.
 const fdRequestTimeout = 5 * time.Second
 
+// attachWaitTimeout bounds how long an ATTACH_WAIT request waits for its
+// Attach: less than fdRequestTimeout, so that the refusal still goes out.
+const attachWaitTimeout = 4 * time.Second
+
 // listenFDChannel listens on the descriptor channel beside the daemon's
 // socket (fdchannel.Path), with the socket's mode and group.
 func (d *Daemon) listenFDChannel() (*net.UnixListener, error) {
@@ -80,8 +84,14 @@ func (d *Daemon) answerFDRequest(pc *peerConn) {
 		descs, reply = d.fdAnswer(p, req)
 	}
 	defer fdchannel.CloseAll(descs) // duplicates: the daemon keeps its own
+	// An ATTACH_WAIT refused or left unread is its Attach's failure (which
+	// says why itself) or a manifest without descriptor handles.
+	refused, lost := d.log.Info, d.log.Warn
+	if req.Op == fdchannel.OpAttachWait {
+		refused, lost = d.log.Debug, d.log.Debug
+	}
 	if reply.Status != fdchannel.StatusOK {
-		d.log.Info("descriptor channel: request refused", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "uid", p.UID,
+		refused("descriptor channel: request refused", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "uid", p.UID,
 			"status", reply.Status.String(), "reason", reply.Message)
 		if fdpass.Send(c, reply.Marshal()) == nil {
 			awaitPeerClose(c)
@@ -90,7 +100,7 @@ func (d *Daemon) answerFDRequest(pc *peerConn) {
 	}
 	reply.Count = uint32(len(descs))
 	if err := fdpass.Send(c, reply.Marshal()); err != nil {
-		d.log.Warn("descriptor channel: reply", "pid", p.PID, "error", err)
+		lost("descriptor channel: reply", "pid", p.PID, "error", err)
 		return
 	}
 	for _, ds := range descs {
@@ -138,6 +148,18 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 		return nil, fdchannel.Reply{Status: st, Message: err.Error()}
 	}
 	switch req.Op {
+	case fdchannel.OpAttachWait:
+		l, why := d.attachWaits.await(req.Token, attachWaitTimeout)
+		switch {
+		case l == nil:
+			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease, Message: why}
+		case l.Peer.UID != p.UID:
+			return nil, fdchannel.Reply{Status: fdchannel.StatusPermissionDenied,
+				Message: fmt.Sprintf("lease %d belongs to uid %d, the request comes from uid %d", l.ID, l.Peer.UID, p.UID)}
+		case d.reg.Lookup(l.ID) == nil:
+			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease, Message: fmt.Sprintf("lease %d ended before its descriptors were sent", l.ID)}
+		}
+		return descriptorsReply(l.Manifest.files.descriptors(false))
 	case fdchannel.OpLease, fdchannel.OpTakeover:
 		l := d.reg.Lookup(req.ID)
 		if l == nil {

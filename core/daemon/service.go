@@ -73,6 +73,10 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		name = name[:maxClientNameLen]
 	}
 	cfg := cacheconfig.FromProto(req.GetConfig())
+	// A client that sent op ATTACH_WAIT first gets the lease's descriptors
+	// on that request (attachwait.go); every way out below resolves it.
+	wait := d.attachWaits.begin(req.GetFdWaitToken())
+	defer wait.resolve(nil, "the attach failed")
 	l, reason, err := d.attachLease(cfg, req.GetHandleKinds(), req.GetContent(), p, name)
 	if (reason == AttachEmpty || reason == AttachConfigMismatch) && d.fillForAttach(ctx, cfg, p) {
 		// Filled from a sibling daemon's publication (attachfill.go).
@@ -89,6 +93,7 @@ func (s *service) Attach(req *daemonv1.AttachRequest, stream daemonv1.Daemon_Att
 		d.metrics.AttachFailed(AttachOther)
 		return status.Errorf(codes.Internal, "daemon of %s: %v", d.info.DeviceUUID, err)
 	}
+	wait.resolve(l, "")
 	if err := stream.SendMsg(ev); err != nil {
 		d.metrics.AttachFailed(AttachOther)
 		return err

@@ -67,6 +67,40 @@ func Fetch(ctx context.Context, path string, req Request) ([]Descriptor, error) 
 	return ds, err
 }
 
+// Waiting is an OpAttachWait request sent before its Attach (Await): the
+// daemon answers it once that Attach has made its lease.
+type Waiting struct{ c *conn }
+
+// Await connects to the descriptor channel at path and sends OpAttachWait
+// with token, which the caller then sends as its AttachRequest's
+// fd_wait_token. ctx bounds the connection until Receive or Close
+// (DefaultTimeout when it has no deadline; the daemon answers within its
+// request timeout, 5 s, or refuses). Errors as Fetch's.
+func Await(ctx context.Context, path string, token [TokenSize]byte) (*Waiting, error) {
+	c, err := dial(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send(Request{Op: OpAttachWait, Token: token}); err != nil {
+		c.close()
+		return nil, err
+	}
+	return &Waiting{c: c}, nil
+}
+
+// Receive receives the daemon's answer, as Fetch returns it: the lease's
+// descriptors, or a *RefusedError (StatusNoLease: the Attach failed, or
+// never came; StatusBadRequest: a daemon older than OpAttachWait). It
+// closes the connection.
+func (w *Waiting) Receive() ([]Descriptor, error) {
+	defer w.c.close()
+	return w.c.receive(OpAttachWait)
+}
+
+// Close closes the connection without an answer: an Attach that failed, or
+// whose manifest has no descriptor handles.
+func (w *Waiting) Close() { w.c.close() }
+
 // Takeover is a successor's op TAKEOVER in progress: the daemon's
 // writable descriptors, and the connection on which the successor
 // acknowledges their import (Imported) — the daemon hands over only then.
@@ -154,16 +188,31 @@ func (c *conn) close() {
 
 // exchange sends req and receives the answer; the connection comes back
 // (nil when none was made) for the caller to close.
-func exchange(ctx context.Context, path string, req Request) (_ []Descriptor, _ *conn, err error) {
+func exchange(ctx context.Context, path string, req Request) ([]Descriptor, *conn, error) {
+	c, err := dial(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.send(req); err != nil {
+		return nil, c, err
+	}
+	ds, err := c.receive(req.Op)
+	return ds, c, err
+}
+
+// dial connects to the channel at path, which must be a socket and not a
+// symlink, bounded by ctx (DefaultTimeout when it has no deadline) until
+// the conn is closed.
+func dial(ctx context.Context, path string) (*conn, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("descriptor channel %s: absent (a daemon older than descriptor handles?): %w", path, err)
+			return nil, fmt.Errorf("descriptor channel %s: absent (a daemon older than descriptor handles?): %w", path, err)
 		}
-		return nil, nil, fmt.Errorf("descriptor channel %s: %w", path, err)
+		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return nil, nil, fmt.Errorf("descriptor channel %s is not a socket (%s): refusing it", path, fi.Mode().Type())
+		return nil, fmt.Errorf("descriptor channel %s is not a socket (%s): refusing it", path, fi.Mode().Type())
 	}
 	cancel := func() {}
 	if _, ok := ctx.Deadline(); !ok {
@@ -173,32 +222,43 @@ func exchange(ctx context.Context, path string, req Request) (_ []Descriptor, _ 
 	nc, err := d.DialContext(ctx, "unixpacket", path)
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("descriptor channel %s: %w", path, err)
+		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	uc := nc.(*net.UnixConn)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = uc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = uc.SetDeadline(time.Unix(1, 0)) })
-	c := &conn{UnixConn: uc, path: path, cancel: func() { stop(); cancel() }}
-	if err := fdpass.Send(uc, req.Marshal()); err != nil {
-		return nil, c, fmt.Errorf("descriptor channel %s: %w", path, err)
+	return &conn{UnixConn: uc, path: path, cancel: func() { stop(); cancel() }}, nil
+}
+
+// send sends req.
+func (c *conn) send(req Request) error {
+	if err := fdpass.Send(c.UnixConn, req.Marshal()); err != nil {
+		return fmt.Errorf("descriptor channel %s: %w", c.path, err)
 	}
+	return nil
+}
+
+// receive receives the answer to a request of op: the reply, then its
+// descriptors.
+func (c *conn) receive(op Op) (_ []Descriptor, err error) {
+	path, uc := c.path, c.UnixConn
 	buf := make([]byte, ReplyHeader+MaxMessage)
 	n, files, err := fdpass.Recv(uc, buf, 0)
 	if err != nil {
-		return nil, c, fmt.Errorf("descriptor channel %s: reply: %w", path, err)
+		return nil, fmt.Errorf("descriptor channel %s: reply: %w", path, err)
 	}
 	fdpassClose(files)
 	rep, err := ParseReply(buf[:n])
 	if err != nil {
-		return nil, c, fmt.Errorf("descriptor channel %s: %w", path, err)
+		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	if rep.Status != StatusOK {
-		return nil, c, &RefusedError{Path: path, Op: req.Op, Status: rep.Status, Message: rep.Message}
+		return nil, &RefusedError{Path: path, Op: op, Status: rep.Status, Message: rep.Message}
 	}
 	if rep.Count > MaxDescriptors {
-		return nil, c, fmt.Errorf("descriptor channel %s: %w: %d descriptors announced", path, ErrMalformed, rep.Count)
+		return nil, fmt.Errorf("descriptor channel %s: %w: %d descriptors announced", path, ErrMalformed, rep.Count)
 	}
 	out := make([]Descriptor, 0, rep.Count)
 	defer func() {
@@ -209,7 +269,7 @@ func exchange(ctx context.Context, path string, req Request) (_ []Descriptor, _ 
 	for range rep.Count {
 		n, files, err := fdpass.Recv(uc, buf, 1)
 		if err != nil {
-			return nil, c, fmt.Errorf("descriptor channel %s: descriptor %d of %d: %w", path, len(out)+1, rep.Count, err)
+			return nil, fmt.Errorf("descriptor channel %s: descriptor %d of %d: %w", path, len(out)+1, rep.Count, err)
 		}
 		h, perr := ParseDescriptor(buf[:n])
 		if perr == nil && len(files) != 1 {
@@ -217,11 +277,11 @@ func exchange(ctx context.Context, path string, req Request) (_ []Descriptor, _ 
 		}
 		if perr != nil {
 			fdpassClose(files)
-			return nil, c, fmt.Errorf("descriptor channel %s: %w", path, perr)
+			return nil, fmt.Errorf("descriptor channel %s: %w", path, perr)
 		}
 		out = append(out, Descriptor{Handle: h.Handle, Size: h.Size, File: files[0]})
 	}
-	return out, c, nil
+	return out, nil
 }
 
 func fdpassClose(files []*os.File) {

@@ -41,6 +41,13 @@ const (
 	// daemon of the same uid that takes the memory over (serve --takeover).
 	// ID is the lease id of the successor's own attach, Token its fd_token.
 	OpTakeover Op = 3
+	// OpAttachWait: the read-only descriptors of the lease that the
+	// client's Attach, sent after this request, makes. ID is 0, Token the
+	// AttachRequest's fd_wait_token (random, the client's own). The daemon
+	// answers once that Attach has a lease (as OpLease) or failed
+	// (StatusNoLease), so the descriptors travel while the manifest does,
+	// instead of in a second exchange after it.
+	OpAttachWait Op = 4
 )
 
 func (o Op) String() string {
@@ -51,6 +58,8 @@ func (o Op) String() string {
 		return "publish"
 	case OpTakeover:
 		return "takeover"
+	case OpAttachWait:
+		return "attach-wait"
 	}
 	return fmt.Sprintf("op %d", uint16(o))
 }
@@ -141,7 +150,7 @@ func ParseRequest(b []byte) (Request, error) {
 		return Request{}, err
 	}
 	r := Request{Op: Op(binary.LittleEndian.Uint16(b[6:])), ID: binary.LittleEndian.Uint64(b[8:])}
-	if r.Op != OpLease && r.Op != OpPublish && r.Op != OpTakeover {
+	if r.Op != OpLease && r.Op != OpPublish && r.Op != OpTakeover && r.Op != OpAttachWait {
 		return Request{}, fmt.Errorf("%w: unknown op %d", ErrMalformed, uint16(r.Op))
 	}
 	copy(r.Token[:], b[16:])

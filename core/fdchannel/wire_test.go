@@ -21,6 +21,15 @@ func TestRequestRoundTripAndRefusals(t *testing.T) {
 	if err != nil || got != r {
 		t.Fatalf("ParseRequest = %+v, %v; want %+v", got, err, r)
 	}
+	for _, op := range []Op{OpLease, OpPublish, OpAttachWait} {
+		w := Request{Op: op, Token: r.Token}
+		if got, err := ParseRequest(w.Marshal()); err != nil || got != w {
+			t.Errorf("op %s: ParseRequest = %+v, %v; want %+v", op, got, err, w)
+		}
+	}
+	if OpAttachWait.String() != "attach-wait" || uint16(OpAttachWait) != 4 {
+		t.Errorf("OpAttachWait is %q = %d, want \"attach-wait\" = 4 (the wire value)", OpAttachWait, uint16(OpAttachWait))
+	}
 	for name, mutate := range map[string]func([]byte) []byte{
 		"short":      func(b []byte) []byte { return b[:47] },
 		"long":       func(b []byte) []byte { return append(b, 0) },

@@ -1068,7 +1068,14 @@ type AttachRequest struct {
 	// lease exists; absent, or without files, the attach is answered only
 	// where that generation's content policies allow "headers", else it is
 	// refused (FAILED_PRECONDITION with a ContentRefused detail).
-	Content       *ContentProof `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	Content *ContentProof `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	// 32 random bytes of the client's, sent first on the descriptor channel
+	// in an op ATTACH_WAIT request (docs/protocol.md, "Descriptor channel"):
+	// the daemon answers that request with the descriptors of the lease this
+	// Attach makes, while the manifest travels, or refuses it when the
+	// Attach fails. Empty: none (the client fetches with op LEASE after the
+	// manifest). Any other length is ignored.
+	FdWaitToken   []byte `protobuf:"bytes,6,opt,name=fd_wait_token,json=fdWaitToken,proto3" json:"fd_wait_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1134,6 +1141,13 @@ func (x *AttachRequest) GetHandleKinds() []string {
 func (x *AttachRequest) GetContent() *ContentProof {
 	if x != nil {
 		return x.Content
+	}
+	return nil
+}
+
+func (x *AttachRequest) GetFdWaitToken() []byte {
+	if x != nil {
+		return x.FdWaitToken
 	}
 	return nil
 }
@@ -3501,14 +3515,15 @@ const file_wcache_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x0fplugin_restarts\x18\v \x01(\rR\x0epluginRestarts\x12&\n" +
 	"\x0flast_restart_ns\x18\f \x01(\x03R\rlastRestartNs\x12&\n" +
 	"\x0fbytes_from_peer\x18\r \x01(\x04R\rbytesFromPeer\x12$\n" +
-	"\x0epeer_verify_ns\x18\x0e \x01(\x03R\fpeerVerifyNs\"\xe7\x01\n" +
+	"\x0epeer_verify_ns\x18\x0e \x01(\x03R\fpeerVerifyNs\"\x8b\x02\n" +
 	"\rAttachRequest\x125\n" +
 	"\x06config\x18\x01 \x01(\v2\x1d.wcache.config.v1.CacheConfigR\x06config\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
 	"clientName\x12!\n" +
 	"\ftensor_table\x18\x03 \x01(\bR\vtensorTable\x12!\n" +
 	"\fhandle_kinds\x18\x04 \x03(\tR\vhandleKinds\x128\n" +
-	"\acontent\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.ContentProofR\acontent\"\xca\x01\n" +
+	"\acontent\x18\x05 \x01(\v2\x1e.wcache.daemon.v1.ContentProofR\acontent\x12\"\n" +
+	"\rfd_wait_token\x18\x06 \x01(\fR\vfdWaitToken\"\xca\x01\n" +
 	"\fContentProof\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x123\n" +
 	"\x05files\x18\x02 \x03(\v2\x1d.wcache.daemon.v1.FileContentR\x05files\x122\n" +
