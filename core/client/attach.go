@@ -93,8 +93,14 @@ func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemon
 			cancel()
 		}
 	})
+	wait, waitToken := c.awaitDescriptors(ctx, len(callOpts) == 0)
+	defer func() {
+		if wait != nil {
+			wait.Close()
+		}
+	}()
 	stream, err := c.rpc.Attach(sctx, &daemonv1.AttachRequest{Config: cfg.ToProto(), ClientName: c.clientName, TensorTable: true,
-		HandleKinds: c.kinds, Content: proof}, callOpts...)
+		HandleKinds: c.kinds, Content: proof, FdWaitToken: waitToken}, callOpts...)
 	if err != nil {
 		stop()
 		cancel()
@@ -136,8 +142,11 @@ func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemon
 		return nil, &DeviceMismatchError{Socket: c.socket, Want: c.deviceUUID, Got: m.DeviceUUID}
 	}
 	var files []*os.File
+	c.noDescriptors.Store(descriptorHandles(m.Handles) == 0)
 	if descriptorHandles(m.Handles) > 0 {
-		if files, err = c.fetchDescriptors(ctx, fdchannel.OpLease, m.LeaseID, m.FDToken, m.Handles); err != nil {
+		early := wait
+		wait = nil // fetchDescriptors receives or closes it
+		if files, err = c.fetchDescriptors(ctx, fdchannel.OpLease, m.LeaseID, m.FDToken, m.Handles, early); err != nil {
 			cancel()
 			return nil, fmt.Errorf("attach to %s: %w", c.socket, err)
 		}

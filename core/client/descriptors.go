@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 
@@ -28,16 +30,32 @@ func descriptorHandles(hs []Handle) int {
 // plan) and sets each handle's File. The daemon must send exactly one
 // descriptor per descriptor handle, of the handle's size, and nothing for
 // name handles: anything else is ErrBadManifest and nothing is kept. The
-// returned files are the caller's to close (closeHandleFiles).
-func (c *Client) fetchDescriptors(ctx context.Context, op fdchannel.Op, id uint64, token []byte, hs []Handle) ([]*os.File, error) {
-	if len(token) != fdchannel.TokenSize {
-		return nil, fmt.Errorf("descriptor handles without a %d-byte fd_token (got %d bytes): %w", fdchannel.TokenSize, len(token), ErrBadManifest)
+// returned files are the caller's to close (closeHandleFiles). early, when
+// not nil, is the attach's ATTACH_WAIT request (awaitDescriptors), whose
+// answer is taken first; if it fails (a daemon older than the op refuses
+// it as malformed; the connection failed), the request goes with op as
+// before.
+func (c *Client) fetchDescriptors(ctx context.Context, op fdchannel.Op, id uint64, token []byte, hs []Handle, early *fdchannel.Waiting) ([]*os.File, error) {
+	var got []fdchannel.Descriptor
+	var err error
+	answered := false
+	if early != nil {
+		got, err = early.Receive()
+		answered = err == nil
+		var refused *fdchannel.RefusedError
+		if errors.As(err, &refused) && refused.Status == fdchannel.StatusBadRequest {
+			c.noAttachWait.Store(true)
+		}
 	}
-	req := fdchannel.Request{Op: op, ID: id}
-	copy(req.Token[:], token)
-	got, err := fdchannel.Fetch(ctx, fdchannel.Path(c.socket), req)
-	if err != nil {
-		return nil, err
+	if !answered {
+		if len(token) != fdchannel.TokenSize {
+			return nil, fmt.Errorf("descriptor handles without a %d-byte fd_token (got %d bytes): %w", fdchannel.TokenSize, len(token), ErrBadManifest)
+		}
+		req := fdchannel.Request{Op: op, ID: id}
+		copy(req.Token[:], token)
+		if got, err = fdchannel.Fetch(ctx, fdchannel.Path(c.socket), req); err != nil {
+			return nil, err
+		}
 	}
 	files := make([]*os.File, 0, len(got))
 	seen := make(map[uint32]bool, len(got))
@@ -65,6 +83,45 @@ func (c *Client) fetchDescriptors(ctx context.Context, op fdchannel.Op, id uint6
 		hs[d.Handle].File = d.File
 	}
 	return files, nil
+}
+
+// awaitDescriptors sends op ATTACH_WAIT on the descriptor channel before an
+// Attach (early: the caller may; a resumed lease's Attach waits for a
+// successor, longer than the daemon keeps the request) and returns it with
+// the token for AttachRequest.fd_wait_token: the daemon then sends the
+// lease's descriptors while the manifest travels, instead of in an
+// exchange after it. Nil when the attach is not expected to bring
+// descriptors (the caller maps no descriptor kind, or this daemon's last
+// manifest had none), the daemon refused the op before (older than it), or
+// the request could not be sent: the descriptors are then fetched after
+// the manifest, as before. A wrong guess costs a connection, never a result.
+func (c *Client) awaitDescriptors(ctx context.Context, early bool) (*fdchannel.Waiting, []byte) {
+	if !early || c.noDescriptors.Load() || c.noAttachWait.Load() || !mapsDescriptors(c.kinds) {
+		return nil, nil
+	}
+	var token [fdchannel.TokenSize]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, nil
+	}
+	w, err := fdchannel.Await(ctx, fdchannel.Path(c.socket), token)
+	if err != nil {
+		return nil, nil
+	}
+	return w, token[:]
+}
+
+// mapsDescriptors reports whether a client that said kinds may be served
+// descriptor handles (no kinds: the daemon chooses).
+func mapsDescriptors(kinds []string) bool {
+	if len(kinds) == 0 {
+		return true
+	}
+	for _, k := range kinds {
+		if (Handle{Kind: k}).IsDescriptor() {
+			return true
+		}
+	}
+	return false
 }
 
 // closeHandleFiles closes descriptors received for handles.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,6 +72,9 @@ type Client struct {
 	content    ContentOptions
 	// proofs: what deriving content proofs found (nil: nothing kept).
 	proofs *proofCache
+	// noDescriptors: this daemon's last manifest had no descriptor
+	// handles; noAttachWait: it refused op ATTACH_WAIT (awaitDescriptors).
+	noDescriptors, noAttachWait atomic.Bool
 }
 
 // Socket is the socket path the client connected to.

@@ -165,7 +165,7 @@ func (c *Client) Publish(ctx context.Context, pub Publication, fill FillFunc) (*
 		return nil, fmt.Errorf("publish to %s: plan has %d places for %d tensors: %w", c.socket, len(plan.Tensors), len(pub.Tensors), ErrBadManifest)
 	}
 	if descriptorHandles(plan.Handles) > 0 {
-		files, err := c.fetchDescriptors(ctx, fdchannel.OpPublish, pp.GetPublishId(), pp.GetFdToken(), plan.Handles)
+		files, err := c.fetchDescriptors(ctx, fdchannel.OpPublish, pp.GetPublishId(), pp.GetFdToken(), plan.Handles, nil)
 		if err != nil {
 			return nil, fmt.Errorf("publish to %s: %w", c.socket, err)
 		}
