@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 
 	"github.com/wcache/wcache/core/client"
 	"github.com/wcache/wcache/sdk/filedigest"
@@ -56,6 +59,10 @@ func runContent(ctx context.Context, e *Env) (any, []Target, error) {
 			f.Ratio("attach", "attach_identity", "attach"), attachIdentityGoal, "×"),
 		benchreport.AtLeast(fmt.Sprintf("hash an unknown copy / read it, %d MiB, page cache warm", res.HashModel.Bytes>>20),
 			f.Ratio("hash", "hash", "read"), hashReadGoal, "×"),
+		benchreport.Reported(fmt.Sprintf("hash ceiling: BLAKE3 of in-memory 1 MiB leaves on %d goroutines ÷ reading the copy (the most hash ÷ read can reach here)", res.Readers),
+			f.Ratio("hash_ceiling", "hash_mem_readers", "read"), "×"),
+		benchreport.Reported(fmt.Sprintf("BLAKE3 of in-memory 1 MiB leaves, %d goroutines ÷ 1 (the cores' parallelism for hashing)", res.Readers),
+			f.Ratio("hash_scaling", "hash_mem_readers", "hash_mem_1"), "×"),
 		benchreport.AtMost(fmt.Sprintf("Python identity step (status + identities_match), %d tensors in %d files, median", id.Tensors, id.Shards),
 			f.Times["python_identity"].MedianMS, pythonIdentityGoalMS, "ms"),
 		benchreport.Reported(fmt.Sprintf("Python header digest (checkpoint_digest) it makes unnecessary, %d tensors, median", id.Tensors),
@@ -123,7 +130,11 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 	if err != nil {
 		return err
 	}
+	mem := make([]byte, 64*filedigest.LeafBytes)
+	rand.NewChaCha8([32]byte{24}).Read(mem)
 	return e.alternate("content hash", total, res.rates, map[string]func() error{
+		"hash_mem_1":       hashLeaves(mem, total, 1),
+		"hash_mem_readers": hashLeaves(mem, total, res.Readers),
 		"read": func() error {
 			_, err := fill.Fill(ctx, fill.WriterAt{}, total, extents, nil, fill.Options{Readers: res.Readers, Buffers: 1,
 				BufferBytes: filedigest.LeafBytes, Direct: fill.DirectNever, NoDigest: true})
@@ -138,6 +149,28 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 			return nil
 		},
 	})
+}
+
+// hashLeaves hashes total bytes (rounded up to whole leaves) of 1 MiB
+// leaves of mem, in memory and in the Default algorithm, on workers
+// goroutines: what the machine's cores can hash with nothing read, the
+// most a digest of files can reach beside reading them.
+func hashLeaves(mem []byte, total uint64, workers int) func() error {
+	return func() error {
+		leaves, inMem := filedigest.LeafCount(int64(total)), int64(len(mem)/filedigest.LeafBytes)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < leaves; i = next.Add(1) - 1 {
+					off := (i % inMem) * filedigest.LeafBytes
+					filedigest.Default.Leaf(mem[off : off+filedigest.LeafBytes])
+				}
+			})
+		}
+		wg.Wait()
+		return nil
+	}
 }
 
 // pythonIdentity serves a checkpoint of IdentityTensors tensors and runs
