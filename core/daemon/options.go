@@ -206,7 +206,7 @@ type Options struct {
 	// reading them, and a load of files whose every digest is here (a
 	// restart) hashes nothing (digestsInCache). nil: nothing is looked up
 	// or stored (fills and loads hash the files). serve passes the default
-	// one while peer fill is on.
+	// one.
 	DigestCache *client.DigestCache
 
 	// KeepaliveTime and KeepaliveTimeout: the daemon pings a silent client

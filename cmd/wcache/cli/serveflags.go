@@ -143,9 +143,10 @@ func (f *serveFlags) options(e *env) (serveSetup, error) {
 	if err := f.peers.apply(&opts); err != nil {
 		return serveSetup{}, err
 	}
-	if f.peerFill != daemon.PeerFillOff {
-		opts.DigestCache, _ = client.DefaultDigestCache() // none without a home: peer fills hash the local files
-	}
+	// The user's digest cache (none without a home): a restart takes its
+	// files' digests from it instead of hashing every byte, with or
+	// without peer fill, and a peer fill proves its copy against it.
+	opts.DigestCache, _ = client.DefaultDigestCache()
 	if f.hugePages {
 		opts.Plan.FileAlignment = plan.HugePageAlignment
 	}
