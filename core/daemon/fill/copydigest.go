@@ -1,7 +1,6 @@
 package fill
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -175,7 +174,7 @@ func exportedReaders(ctx context.Context, b sdk.Backend, ids []sdk.AllocationID)
 			return backendReaders(ctx, b, ids), func() {}
 		}
 		maps = append(maps, m)
-		readers = append(readers, bytes.NewReader(m))
+		readers = append(readers, mappedArena(m))
 	}
 	return readers, closeAll
 }

@@ -17,7 +17,8 @@ import (
 // computes from a loaded copy (whole leaves hashed by the backend, edges
 // assembled from the header and reads) is each file's own digest, for
 // plans that put a file's data in one arena, that split files across
-// arenas (leaves crossing an arena's end), and with 2 MiB file alignment;
+// arenas (leaves crossing an arena's end), and with 2 MiB file alignment,
+// hashed from the mapped exports and from bytes read through the backend;
 // one byte changed in an arena changes the digest of the file it holds.
 func TestCopiedDigestIsTheFilesDigest(t *testing.T) {
 	m, err := safetensorstest.GenerateCheckpoint(filepath.Join(t.TempDir(), "big"), safetensorstest.GenOptions{Shards: 2, Layers: 2, HiddenSize: 512, IntermediateSize: 1536})
@@ -69,6 +70,10 @@ func TestCopiedDigestIsTheFilesDigest(t *testing.T) {
 					}
 					if got, err := copyDigestIn(ctx, alg, b, file, pl, ids); err != nil || got != want {
 						t.Errorf("%s: copyDigestIn(%s) = %s, %v; the file's digest is %s", file.Path, alg, got, err, want)
+					}
+					// The same bytes read through the backend, not mapped.
+					if got, err := digestFromArenas(ctx, alg, file, pl, receivedBytes{arenas: backendReaders(ctx, b, ids)}); err != nil || got != want {
+						t.Errorf("%s: digestFromArenas(%s) through the backend = %s, %v; the file's digest is %s", file.Path, alg, got, err, want)
 					}
 				}
 			}

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -349,26 +351,101 @@ func digestFromArenas(ctx context.Context, alg filedigest.Algorithm, f *safetens
 		return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), opts)
 	}
 	asm := headerLeaves(alg, f)
-	buf := make([]byte, 16<<20)
+	var pieces []arenaPiece
 	for ai, a := range pl.Allocations {
 		for _, e := range a.Extents {
-			if e.Path != f.Path {
-				continue
-			}
-			for done := uint64(0); done < e.Length; {
-				if err := ctx.Err(); err != nil {
-					return "", err
-				}
-				p := buf[:min(uint64(len(buf)), e.Length-done)]
-				if _, err := rx.arenas[ai].ReadAt(p, int64(e.DestOffset+done)); err != nil {
-					return "", fmt.Errorf("arena %d at %d: %w", ai, e.DestOffset+done, err)
-				}
-				asm.Write(int64(e.FileOffset+done), p)
-				done += uint64(len(p))
+			if e.Path == f.Path {
+				pieces = appendPieces(pieces, ai, e)
 			}
 		}
 	}
+	if err := hashPieces(ctx, asm, rx.arenas, pieces); err != nil {
+		return "", err
+	}
 	return filedigest.Complete(ctx, f.Path, f.Stamp.Size, asm.Leaves(), opts)
+}
+
+// arenaPiece is a run of a file's bytes in an arena: [fileOff, fileOff+n)
+// of the file at destOff of arena ai, within one leaf.
+type arenaPiece struct {
+	ai               int
+	destOff, fileOff uint64
+	n                uint64
+}
+
+// appendPieces appends extent e of arena ai cut at the file's leaf
+// boundaries, so that each piece is a whole leaf but at the extent's ends.
+func appendPieces(pieces []arenaPiece, ai int, e sdk.Extent) []arenaPiece {
+	for done := uint64(0); done < e.Length; {
+		fo := e.FileOffset + done
+		n := min(e.Length-done, filedigest.LeafBytes-fo%filedigest.LeafBytes)
+		pieces = append(pieces, arenaPiece{ai: ai, destOff: e.DestOffset + done, fileOff: fo, n: n})
+		done += n
+	}
+	return pieces
+}
+
+// hashPieces writes every piece's bytes into asm, on up to GOMAXPROCS
+// goroutines (hashing leaves is what a fill's check waits for). An arena
+// mapped here (mappedArena) is hashed in place; others are read through
+// ReadAt into a leaf-sized buffer per goroutine. The first error ends it.
+func hashPieces(ctx context.Context, asm *filedigest.Assembler, arenas []io.ReaderAt, pieces []arenaPiece) error {
+	var next atomic.Int64
+	var first error
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = err
+		}
+		next.Store(int64(len(pieces))) // the others stop at their next piece
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, len(pieces))) {
+		wg.Go(func() {
+			var buf []byte
+			for i := next.Add(1) - 1; i < int64(len(pieces)); i = next.Add(1) - 1 {
+				if err := ctx.Err(); err != nil {
+					fail(err)
+					return
+				}
+				pc := pieces[i]
+				var p []byte
+				if m, ok := arenas[pc.ai].(mappedArena); ok && pc.destOff+pc.n <= uint64(len(m)) {
+					p = m[pc.destOff : pc.destOff+pc.n]
+				} else {
+					if buf == nil {
+						buf = make([]byte, filedigest.LeafBytes)
+					}
+					p = buf[:pc.n]
+					if _, err := arenas[pc.ai].ReadAt(p, int64(pc.destOff)); err != nil {
+						fail(fmt.Errorf("arena %d at %d: %w", pc.ai, pc.destOff, err))
+						return
+					}
+				}
+				asm.Write(int64(pc.fileOff), p)
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// mappedArena is an arena's bytes mapped into this process (a memfd or
+// posix-shm export, exportedReaders): hashPieces hashes them in place.
+type mappedArena []byte
+
+// ReadAt copies from the mapping.
+func (m mappedArena) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > int64(len(m)) {
+		return 0, fmt.Errorf("read at %d of a %d-byte mapping: %w", off, len(m), io.EOF)
+	}
+	n := copy(p, m[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 var (
