@@ -240,15 +240,14 @@ or content (the first differing file is named), 1 anything else.`,
 // pauseGC turns the garbage collector off and returns the function that
 // turns it back on with the percentage it had (GOGC's, 100 by default);
 // calling that more than once is harmless. attach runs the steps it times
-// (dial, attach) with the collector off: what they allocate is the
-// manifest (at 100,000 tensors ~25 MB: the received message, its
-// decoded columns, the names, the []client.Tensor), which stays live until
-// the summary is printed, so a collection inside them would only mark it
-// and find little to free (under --content hash the step also hashes: a
-// leaf buffer per worker and file), and whether one starts there depends on how
-// much garbage the checkpoint's parse left before (the heap goal), not on
-// the attach. The work is not skipped: the collection the manifest's
-// allocations call for runs after the step, in the same process.
+// (dial, attach) with the collector off. At 100,000 tensors they allocate
+// ~25 MB: the []client.Tensor and the names (~13 MB) stay live until the
+// summary is printed, the received message and its decoded columns become
+// garbage (under --content hash the step also hashes: a leaf buffer per
+// worker and file). A collection inside the step would mostly mark, and
+// whether one starts there depends on the heap goal the checkpoint's parse
+// left behind, not on the attach. The work is not skipped: the collection
+// those allocations call for runs after the step, in the same process.
 // debug.SetGCPercent(-1) first waits for a collection in progress to end,
 // before the step's clock starts. A memory limit (GOMEMLIMIT) still holds
 // while the collector is off. This is the command's policy, for its own
