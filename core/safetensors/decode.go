@@ -25,7 +25,9 @@ const fieldDepth = 3
 // decodeHeader decodes the raw header JSON strictly. It walks encoding/json's
 // token stream instead of unmarshalling into maps, because a map silently
 // keeps the last of two equal keys; here a repeated key at any level the
-// reader interprets is ErrDuplicateName.
+// reader interprets is ErrDuplicateName. Headers in the form writers produce
+// take decodeHeaderFast, which gives the same answers without the token
+// stream's cost.
 func decodeHeader(raw []byte) ([]TensorInfo, map[string]string, error) {
 	if !utf8.Valid(raw) {
 		return nil, nil, formatErr(ErrInvalidHeader, "", "header is not valid UTF-8")
@@ -33,6 +35,15 @@ func decodeHeader(raw []byte) ([]TensorInfo, map[string]string, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, nil, formatErr(ErrInvalidHeader, "", "header does not start with '{'")
 	}
+	if tensors, metadata, ok := decodeHeaderFast(raw); ok {
+		return tensors, metadata, nil
+	}
+	return decodeHeaderTokens(raw)
+}
+
+// decodeHeaderTokens is decodeHeader on encoding/json's token stream, for
+// the headers decodeHeaderFast does not take: it names what is wrong.
+func decodeHeaderTokens(raw []byte) ([]TensorInfo, map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if _, err := dec.Token(); err != nil { // the '{' checked above

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -161,6 +162,8 @@ or content (the first differing file is named), 1 anything else.`,
 			target = client.ByOrdinal(layout, backend, gpu)
 		}
 
+		resumeGC := pauseGC()
+		defer resumeGC()
 		begin := time.Now()
 		copts := client.Options{ClientName: clientName}
 		for _, u := range allowOwners {
@@ -182,10 +185,9 @@ or content (the first differing file is named), 1 anything else.`,
 			files[i] = f.Path
 		}
 		if !verify {
-			// Only --verify reads the parsed headers again. Held through
-			// the attach, they (tens of MB at 100,000 tensors) were the
-			// live heap that a collection triggered by the manifest's
-			// decode had to mark again, inside the attach step.
+			// Only --verify reads the parsed headers again. Dropped here,
+			// they (tens of MB at 100,000 tensors) are not live heap for
+			// the collection that follows the attach step.
 			ck = nil
 		}
 		var bar *progress
@@ -200,11 +202,12 @@ or content (the first differing file is named), 1 anything else.`,
 			}
 		}}
 		a, err := c.AttachFiles(ctx, cfg, files, content)
+		attached := time.Now()
+		resumeGC()
 		if err != nil {
 			return attachExit(err)
 		}
 		defer a.Lease.Close()
-		attached := time.Now()
 		m := a.Manifest
 		sum := attachSummary{DeviceUUID: m.DeviceUUID, Socket: c.Socket(), Backend: m.Backend,
 			ConfigDigest: m.ConfigDigest, CheckpointDigest: cfg.CheckpointDigest, LeaseID: m.LeaseID,
@@ -232,6 +235,32 @@ or content (the first differing file is named), 1 anything else.`,
 		return nil
 	}
 	return cmd
+}
+
+// pauseGC turns the garbage collector off and returns the function that
+// turns it back on with the percentage it had (GOGC's, 100 by default);
+// calling that more than once is harmless. attach runs the steps it times
+// (dial, attach) with the collector off. At 100,000 tensors they allocate
+// ~25 MB: the []client.Tensor and the names (~13 MB) stay live until the
+// summary is printed, the received message and its decoded columns become
+// garbage (under --content hash the step also hashes: a leaf buffer per
+// worker and file). A collection inside the step would mostly mark, and
+// whether one starts there depends on the heap goal the checkpoint's parse
+// left behind, not on the attach. The work is not skipped: the collection
+// those allocations call for runs after the step, in the same process.
+// debug.SetGCPercent(-1) first waits for a collection in progress to end,
+// before the step's clock starts. A memory limit (GOMEMLIMIT) still holds
+// while the collector is off. This is the command's policy, for its own
+// short-lived process; core/client leaves its host's collector alone.
+func pauseGC() (resume func()) {
+	percent := debug.SetGCPercent(-1)
+	paused := true
+	return func() {
+		if paused {
+			debug.SetGCPercent(percent)
+			paused = false
+		}
+	}
 }
 
 // openModel opens the checkpoint a config names (the whole directory
