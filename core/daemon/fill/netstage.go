@@ -53,7 +53,7 @@ const StageMemfdName = "wcache-peer-stage"
 // holds the last chunk handed out: at most streams + 1 windows at once
 // when the window is a multiple of the chunk (2 × streams + 1 otherwise,
 // a chunk then spanning two), whatever the model's size — with the
-// defaults (4 streams, 64 MiB) 320 MiB, plus the streams' 1 MiB read
+// defaults (4 streams, 64 MiB) 320 MiB, plus the streams' 16 MiB read
 // buffers. Each file's content-digest leaves are
 // collected from the bytes as they arrive (proveContent needs no second
 // pass); the plain SHA-256 a hub blob name is checked against reads the
