@@ -162,7 +162,12 @@ or content (the first differing file is named), 1 anything else.`,
 			target = client.ByOrdinal(layout, backend, gpu)
 		}
 
-		resumeGC := pauseGC()
+		// Under --content hash the step may hash whole files: their read
+		// buffers are garbage the collector must be free to take.
+		resumeGC := func() {}
+		if policy != cacheconfig.PolicyHash {
+			resumeGC = pauseGC()
+		}
 		defer resumeGC()
 		begin := time.Now()
 		copts := client.Options{ClientName: clientName}
@@ -243,8 +248,9 @@ or content (the first differing file is named), 1 anything else.`,
 // (dial, attach) with the collector off. At 100,000 tensors they allocate
 // ~25 MB: the []client.Tensor and the names (~13 MB) stay live until the
 // summary is printed, the received message and its decoded columns become
-// garbage (under --content hash the step also hashes: a leaf buffer per
-// worker and file). A collection inside the step would mostly mark, and
+// garbage. (Under --content hash the step may hash whole files, a leaf
+// buffer per worker and file: attach does not pause the collector then.)
+// A collection inside the step would mostly mark, and
 // whether one starts there depends on the heap goal the checkpoint's parse
 // left behind, not on the attach. The work is not skipped: the collection
 // those allocations call for runs after the step, in the same process.
