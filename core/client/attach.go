@@ -53,7 +53,7 @@ func (c *Client) AttachForCopy(ctx context.Context, cfg cacheconfig.Config) (*At
 
 // attach makes the Attach RPC with proof and starts the lease.
 func (c *Client) attach(ctx context.Context, cfg cacheconfig.Config, proof *daemonv1.ContentProof) (*Attachment, error) {
-	o, err := c.open(ctx, cfg, proof)
+	o, err := c.open(ctx, cfg, proof, true)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +73,9 @@ type opened struct {
 }
 
 // open makes the Attach RPC and receives the manifest and its descriptors
-// (Attach's errors).
-func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemonv1.ContentProof, callOpts ...grpc.CallOption) (*opened, error) {
+// (Attach's errors); early lets it ask for the descriptors before the
+// Attach (awaitDescriptors).
+func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemonv1.ContentProof, early bool, callOpts ...grpc.CallOption) (*opened, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	// ctx bounds the stream's creation (with grpc.WaitForReady, the wait
 	// for a daemon to listen: a lease resuming after a handover whose
@@ -93,7 +94,7 @@ func (c *Client) open(ctx context.Context, cfg cacheconfig.Config, proof *daemon
 			cancel()
 		}
 	})
-	wait, waitToken := c.awaitDescriptors(ctx, len(callOpts) == 0)
+	wait, waitToken := c.awaitDescriptors(ctx, early)
 	defer func() {
 		if wait != nil {
 			wait.Close()

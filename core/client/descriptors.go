@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,7 +41,7 @@ func (c *Client) fetchDescriptors(ctx context.Context, op fdchannel.Op, id uint6
 	var err error
 	answered := false
 	if early != nil {
-		got, err = early.Receive()
+		got, err = early.Receive(earlyAnswerWait)
 		answered = err == nil
 		var refused *fdchannel.RefusedError
 		if errors.As(err, &refused) && refused.Status == fdchannel.StatusBadRequest {
@@ -84,6 +85,12 @@ func (c *Client) fetchDescriptors(ctx context.Context, op fdchannel.Op, id uint6
 	}
 	return files, nil
 }
+
+// earlyAnswerWait bounds the wait, once the manifest arrived, for the
+// answer to an ATTACH_WAIT request (fdchannel.Waiting.Receive): the daemon
+// answered before it sent the manifest, so past this the request went
+// astray and op LEASE is quicker.
+const earlyAnswerWait = time.Second
 
 // awaitDescriptors sends op ATTACH_WAIT on the descriptor channel before an
 // Attach (early: the caller may; a resumed lease's Attach waits for a

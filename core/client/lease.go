@@ -183,7 +183,9 @@ func (l *Lease) resume(err error) daemonv1.Daemon_AttachClient {
 			case <-ctx.Done():
 			}
 		}()
-		o, err := l.c.open(ctx, l.cfg, l.proof, grpc.WaitForReady(true))
+		// No early descriptor request: the Attach may wait for a successor
+		// longer than a daemon keeps one (awaitDescriptors).
+		o, err := l.c.open(ctx, l.cfg, l.proof, false, grpc.WaitForReady(true))
 		cancel()
 		select {
 		case <-l.stop:

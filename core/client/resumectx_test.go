@@ -33,7 +33,7 @@ func TestOpenWaitingForADaemonEndsWithItsContext(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		o, err := c.open(ctx, cacheconfig.Default(), nil, grpc.WaitForReady(true))
+		o, err := c.open(ctx, cacheconfig.Default(), nil, false, grpc.WaitForReady(true))
 		if o != nil {
 			o.cancel()
 		}

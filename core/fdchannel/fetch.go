@@ -90,10 +90,21 @@ func Await(ctx context.Context, path string, token [TokenSize]byte) (*Waiting, e
 
 // Receive receives the daemon's answer, as Fetch returns it: the lease's
 // descriptors, or a *RefusedError (StatusNoLease: the Attach failed, or
-// never came; StatusBadRequest: a daemon older than OpAttachWait). It
+// never came; StatusBadRequest: a daemon older than OpAttachWait). within
+// (> 0) bounds the wait from now, inside Await's bound: a daemon answers as
+// soon as the Attach made its lease, before it sends the manifest, so a
+// caller holding the manifest need not wait long for an answer that should
+// be there already (a request that reached another daemon than the Attach,
+// during a takeover, is answered only after the daemon's own timeout). It
 // closes the connection.
-func (w *Waiting) Receive() ([]Descriptor, error) {
+func (w *Waiting) Receive(within time.Duration) ([]Descriptor, error) {
 	defer w.c.close()
+	if within > 0 {
+		dl := time.Now().Add(within)
+		if cur, ok := w.c.deadline(); !ok || dl.Before(cur) {
+			_ = w.c.SetDeadline(dl)
+		}
+	}
 	return w.c.receive(OpAttachWait)
 }
 
@@ -179,7 +190,12 @@ type conn struct {
 	*net.UnixConn
 	path   string
 	cancel func()
+	// until is the deadline dial set (zero: none).
+	until time.Time
 }
+
+// deadline is the deadline dial set, if any.
+func (c *conn) deadline() (time.Time, bool) { return c.until, !c.until.IsZero() }
 
 func (c *conn) close() {
 	c.cancel()
@@ -225,11 +241,13 @@ func dial(ctx context.Context, path string) (*conn, error) {
 		return nil, fmt.Errorf("descriptor channel %s: %w", path, err)
 	}
 	uc := nc.(*net.UnixConn)
+	var until time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		_ = uc.SetDeadline(dl)
+		until = dl
 	}
 	stop := context.AfterFunc(ctx, func() { _ = uc.SetDeadline(time.Unix(1, 0)) })
-	return &conn{UnixConn: uc, path: path, cancel: func() { stop(); cancel() }}, nil
+	return &conn{UnixConn: uc, path: path, cancel: func() { stop(); cancel() }, until: until}, nil
 }
 
 // send sends req.

@@ -49,7 +49,7 @@ func (h *harness) awaitAndAttach(gpu int, req *daemonv1.AttachRequest) ([]fdchan
 	if aerr == nil {
 		ev, aerr = stream.Recv()
 	}
-	ds, werr := w.Receive()
+	ds, werr := w.Receive(0)
 	return ds, werr, ev, aerr
 }
 
