@@ -14,8 +14,12 @@ import (
 // lease's descriptors. The client sends the request before its Attach, so
 // its descriptors travel while the manifest does instead of in a second
 // exchange after it. A pairing is forgotten once the request is answered,
-// or fdRequestTimeout after either side came. The zero value is ready.
+// or ttl after either side came. The zero value is ready.
 type attachWaits struct {
+	// ttl is how long a pairing is kept without its request's answer
+	// (zero: fdRequestTimeout, the request connection's own bound).
+	ttl time.Duration
+
 	mu sync.Mutex
 	m  map[[fdchannel.TokenSize]byte]*attachWait
 }
@@ -40,9 +44,20 @@ func (w *attachWaits) entry(token [fdchannel.TokenSize]byte) *attachWait {
 		w.m = map[[fdchannel.TokenSize]byte]*attachWait{}
 	}
 	e := &attachWait{done: make(chan struct{})}
-	e.timer = time.AfterFunc(fdRequestTimeout, func() { w.forget(token, e) })
+	ttl := w.ttl
+	if ttl <= 0 {
+		ttl = fdRequestTimeout
+	}
+	e.timer = time.AfterFunc(ttl, func() { w.forget(token, e) })
 	w.m[token] = e
 	return e
+}
+
+// pending counts the pairings kept.
+func (w *attachWaits) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m)
 }
 
 // forget drops token's pairing if it is still e.
@@ -91,7 +106,7 @@ func (a *attachSide) resolve(l *lease, reason string) {
 
 // await is the request's side: the lease of the Attach that carries token,
 // or nil and why there is none (the Attach failed, none came within
-// timeout, or another request took the token).
+// timeout, or another request took the token). It forgets the pairing.
 func (w *attachWaits) await(token [fdchannel.TokenSize]byte, timeout time.Duration) (*lease, string) {
 	w.mu.Lock()
 	e := w.entry(token)

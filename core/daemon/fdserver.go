@@ -15,9 +15,10 @@ import (
 // connects and says nothing cannot hold a goroutine.
 const fdRequestTimeout = 5 * time.Second
 
-// attachWaitTimeout bounds how long an ATTACH_WAIT request waits for its
-// Attach: less than fdRequestTimeout, so that the refusal still goes out.
-const attachWaitTimeout = 4 * time.Second
+// attachWaitMargin is what an ATTACH_WAIT request leaves of its
+// connection's fdRequestTimeout when it stops waiting for its Attach, so
+// that the refusal still goes out.
+const attachWaitMargin = time.Second
 
 // listenFDChannel listens on the descriptor channel beside the daemon's
 // socket (fdchannel.Path), with the socket's mode and group.
@@ -65,7 +66,8 @@ func (d *Daemon) serveFDChannel(l *net.UnixListener) {
 func (d *Daemon) answerFDRequest(pc *peerConn) {
 	defer pc.Close()
 	c := pc.Conn.(*net.UnixConn)
-	_ = c.SetDeadline(time.Now().Add(fdRequestTimeout))
+	deadline := time.Now().Add(fdRequestTimeout)
+	_ = c.SetDeadline(deadline)
 	p := pc.info
 	buf := make([]byte, fdchannel.RequestSize+1)
 	n, files, err := fdpass.Recv(c, buf, 0)
@@ -81,14 +83,18 @@ func (d *Daemon) answerFDRequest(pc *peerConn) {
 	if err != nil {
 		reply.Message = err.Error()
 	} else {
-		descs, reply = d.fdAnswer(p, req)
+		descs, reply = d.fdAnswer(p, req, deadline.Add(-attachWaitMargin))
 	}
 	defer fdchannel.CloseAll(descs) // duplicates: the daemon keeps its own
-	// An ATTACH_WAIT refused or left unread is its Attach's failure (which
-	// says why itself) or a manifest without descriptor handles.
+	// An ATTACH_WAIT without a lease is its Attach's failure (which says
+	// why itself), and one left unread a manifest without descriptor
+	// handles: debug. Its other refusals (class, uid) are logged as any.
 	refused, lost := d.log.Info, d.log.Warn
 	if req.Op == fdchannel.OpAttachWait {
-		refused, lost = d.log.Debug, d.log.Debug
+		lost = d.log.Debug
+		if reply.Status == fdchannel.StatusNoLease {
+			refused = d.log.Debug
+		}
 	}
 	if reply.Status != fdchannel.StatusOK {
 		refused("descriptor channel: request refused", "op", req.Op.String(), "id", req.ID, "pid", p.PID, "uid", p.UID,
@@ -136,8 +142,8 @@ func awaitPeerClose(c *net.UnixConn) {
 
 // fdAnswer decides a well-formed request of peer p: the descriptors to send,
 // or a refusal. The descriptors stay the daemon's (Send duplicates them into
-// the peer).
-func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descriptor, fdchannel.Reply) {
+// the peer). An ATTACH_WAIT waits for its Attach until waitUntil.
+func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request, waitUntil time.Time) ([]fdchannel.Descriptor, fdchannel.Reply) {
 	// The peer's class may call the op (authz.go); below, only that the
 	// lease or publish is the peer's own.
 	if err := d.authorizer().authorize(fdOpName(req.Op), p); err != nil {
@@ -149,7 +155,10 @@ func (d *Daemon) fdAnswer(p PeerInfo, req fdchannel.Request) ([]fdchannel.Descri
 	}
 	switch req.Op {
 	case fdchannel.OpAttachWait:
-		l, why := d.attachWaits.await(req.Token, attachWaitTimeout)
+		if req.ID != 0 {
+			return nil, fdchannel.Reply{Status: fdchannel.StatusBadRequest, Message: fmt.Sprintf("op %s takes id 0, not %d", req.Op, req.ID)}
+		}
+		l, why := d.attachWaits.await(req.Token, time.Until(waitUntil))
 		switch {
 		case l == nil:
 			return nil, fdchannel.Reply{Status: fdchannel.StatusNoLease, Message: why}
