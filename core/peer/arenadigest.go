@@ -2,16 +2,14 @@ package peer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/wcache/wcache/internal/defaults"
 	"github.com/wcache/wcache/internal/mmap"
+	"github.com/wcache/wcache/internal/parallel"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 )
@@ -75,39 +73,23 @@ func ArenaDigestFrom(ctx context.Context, r io.ReaderAt, size uint64, alg filedi
 		defer mmap.Unmap(mapped)
 	}
 	leaves := make([]filedigest.Sum, n)
-	var next atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			var buf []byte
-			if mapped == nil {
-				buf = make([]byte, filedigest.LeafBytes)
-			}
-			for {
-				i := next.Add(1) - 1
-				if i >= n {
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					errs[w] = err
-					return
-				}
-				off, length := filedigest.LeafRange(int64(size), i)
-				if mapped != nil {
-					leaves[i] = alg.Leaf(mapped[off : off+length])
-					continue
-				}
-				if _, err := r.ReadAt(buf[:length], off); err != nil {
-					errs[w] = fmt.Errorf("content digest: read at %d: %w", off, err)
-					return
-				}
-				leaves[i] = alg.Leaf(buf[:length])
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	bufs := make([][]byte, workers)
+	err := parallel.For(ctx, int(n), workers, func(w, i int) error {
+		off, length := filedigest.LeafRange(int64(size), int64(i))
+		if mapped != nil {
+			leaves[i] = alg.Leaf(mapped[off : off+length])
+			return nil
+		}
+		if bufs[w] == nil {
+			bufs[w] = make([]byte, filedigest.LeafBytes)
+		}
+		if _, err := r.ReadAt(bufs[w][:length], off); err != nil {
+			return fmt.Errorf("content digest: read at %d: %w", off, err)
+		}
+		leaves[i] = alg.Leaf(bufs[w][:length])
+		return nil
+	})
+	if err != nil {
 		return "", err
 	}
 	return alg.Root(int64(size), leaves)

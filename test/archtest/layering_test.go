@@ -42,6 +42,7 @@ var rules = []rule{
 	{"internal/version", "", []string{""}, "version is a leaf: it imports nothing of the module", nil},
 	{"internal/procstat", "", []string{""}, "procstat is a leaf: it imports nothing of the module", nil},
 	{"internal/childproc", "", []string{""}, "childproc is a leaf: the tests of every tree import it, it imports nothing of the module", nil},
+	{"internal/parallel", "", []string{""}, "parallel is a leaf: it imports nothing of the module", nil},
 	{"sdk", "", []string{"internal"}, "the sdk is what outside backend authors import: of the module's own helpers it builds on the descriptor channel, mmap, procstat (the mock's stale files), the gRPC adapters and go-plugin handshake (backendrpc, backendplugin: sdk/plugin serves with them, sdk/backendtest starts plugins with them) and the tests' childproc and grpcpipe only",
 		[]string{"internal/fdpass", "internal/mmap", "internal/procstat", "internal/backendrpc", "internal/backendplugin", "internal/childproc", "internal/grpcpipe"}},
 }
@@ -177,6 +178,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		{m("internal/version"), m("sdk/names")},               // leaf → anything
 		{m("internal/procstat"), m("proto/wcache/daemon/v1")}, // leaf → anything
 		{m("internal/childproc"), m("internal/poll")},         // leaf → anything
+		{m("internal/parallel"), m("sdk/filedigest")},         // leaf → anything
 		{m("sdk/fill"), m("internal/poll")},                   // sdk → a helper not its own
 		{m("sdk/mock"), m("internal/memfdseal")},              // sdk → the daemon's write seals
 		{m("core/daemon/fill"), m("core/daemon")},             // a subpackage → its parent

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 
 	"github.com/wcache/wcache/core/client"
+	"github.com/wcache/wcache/internal/parallel"
 	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/fill"
 	"github.com/wcache/wcache/test/benchreport"
@@ -157,19 +156,12 @@ func hashVsRead(ctx context.Context, e *Env, res *ContentResult) error {
 // most a digest of files can reach beside reading them.
 func hashLeaves(mem []byte, total uint64, workers int) func() error {
 	return func() error {
-		leaves, inMem := filedigest.LeafCount(int64(total)), int64(len(mem)/filedigest.LeafBytes)
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := next.Add(1) - 1; i < leaves; i = next.Add(1) - 1 {
-					off := (i % inMem) * filedigest.LeafBytes
-					filedigest.Default.Leaf(mem[off : off+filedigest.LeafBytes])
-				}
-			})
-		}
-		wg.Wait()
-		return nil
+		inMem := len(mem) / filedigest.LeafBytes
+		return parallel.For(context.Background(), int(filedigest.LeafCount(int64(total))), workers, func(_, i int) error {
+			off := (i % inMem) * filedigest.LeafBytes
+			filedigest.Default.Leaf(mem[off : off+filedigest.LeafBytes])
+			return nil
+		})
 	}
 }
 

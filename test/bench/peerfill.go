@@ -9,12 +9,11 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wcache/wcache/core/peer"
 	"github.com/wcache/wcache/core/peer/peertest"
+	"github.com/wcache/wcache/internal/parallel"
 	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/test/benchreport"
 	"github.com/wcache/wcache/test/netns"
@@ -125,28 +124,25 @@ func fillCPUWork(total uint64, streams int) error {
 	if err != nil {
 		return err
 	}
-	leaves := int64((total + filedigest.LeafBytes - 1) / filedigest.LeafBytes)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range streams {
-		wg.Go(func() {
-			leaf := make([]byte, filedigest.LeafBytes)
-			sealed := make([]byte, 0, record+aead.Overhead())
-			nonce := make([]byte, aead.NonceSize())
-			for n := next.Add(1); n <= leaves; n = next.Add(1) {
-				for off := 0; off < len(leaf); off += record {
-					binary.LittleEndian.PutUint64(nonce, uint64(n)<<32|uint64(off))
-					sealed = aead.Seal(sealed[:0], nonce, leaf[off:off+record], nil)
-					if _, err := aead.Open(leaf[off:off], nonce, sealed, nil); err != nil {
-						panic(err) // sealed with the same key and nonce just above
-					}
-				}
-				filedigest.Default.Leaf(leaf)
+	leaves := int((total + filedigest.LeafBytes - 1) / filedigest.LeafBytes)
+	type scratch struct{ leaf, sealed, nonce []byte }
+	bufs := make([]*scratch, streams)
+	return parallel.For(context.Background(), leaves, streams, func(w, n int) error {
+		if bufs[w] == nil {
+			bufs[w] = &scratch{leaf: make([]byte, filedigest.LeafBytes), sealed: make([]byte, 0, record+aead.Overhead()),
+				nonce: make([]byte, aead.NonceSize())}
+		}
+		b := bufs[w]
+		for off := 0; off < len(b.leaf); off += record {
+			binary.LittleEndian.PutUint64(b.nonce, uint64(n)<<32|uint64(off))
+			b.sealed = aead.Seal(b.sealed[:0], b.nonce, b.leaf[off:off+record], nil)
+			if _, err := aead.Open(b.leaf[off:off], b.nonce, b.sealed, nil); err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	return nil
+		}
+		filedigest.Default.Leaf(b.leaf)
+		return nil
+	})
 }
 
 // serveIn starts `wcache serve --model m args…` with certificates of ca in

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
 
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/internal/mmap"
+	"github.com/wcache/wcache/internal/parallel"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/names"
@@ -79,37 +78,22 @@ func copiedDigest(ctx context.Context, b sdk.Backend, f *safetensors.File, pl *p
 	}
 	// The batches on digestStreams goroutines: the backend hashes several
 	// ranges at once (each leaf index is written by one batch only).
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		errMu sync.Mutex
-		first error
-	)
-	for range min(digestStreams, len(batches)) {
-		wg.Go(func() {
-			for k := int(next.Add(1) - 1); k < len(batches); k = int(next.Add(1) - 1) {
-				bt := batches[k]
-				got, err := b.Digest(ctx, ids[bt.arena], bt.ranges)
-				if err == nil && len(got) != len(bt.ranges) {
-					err = fmt.Errorf("%d sums for %d ranges: protocol violation", len(got), len(bt.ranges))
-				}
-				if err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = fmt.Errorf("content of %s: digest of arena %d: %w", f.Path, bt.arena+1, err)
-					}
-					errMu.Unlock()
-					return
-				}
-				for j, s := range got {
-					sums[bt.leaves[j]], have[bt.leaves[j]] = s, true
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return "", first
+	err := parallel.For(ctx, len(batches), digestStreams, func(_, k int) error {
+		bt := batches[k]
+		got, err := b.Digest(ctx, ids[bt.arena], bt.ranges)
+		if err == nil && len(got) != len(bt.ranges) {
+			err = fmt.Errorf("%d sums for %d ranges: protocol violation", len(got), len(bt.ranges))
+		}
+		if err != nil {
+			return fmt.Errorf("content of %s: digest of arena %d: %w", f.Path, bt.arena+1, err)
+		}
+		for j, s := range got {
+			sums[bt.leaves[j]], have[bt.leaves[j]] = s, true
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
 	for _, l := range asm.Leaves() {
 		sums[l.Index], have[l.Index] = l.Sum, true

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,6 +23,7 @@ import (
 	"github.com/wcache/wcache/core/plan"
 	"github.com/wcache/wcache/core/safetensors"
 	"github.com/wcache/wcache/internal/defaults"
+	"github.com/wcache/wcache/internal/parallel"
 	"github.com/wcache/wcache/sdk"
 	"github.com/wcache/wcache/sdk/filedigest"
 	"github.com/wcache/wcache/sdk/names"
@@ -390,46 +390,25 @@ func appendPieces(pieces []arenaPiece, ai int, e sdk.Extent) []arenaPiece {
 // mapped here (mappedArena) is hashed in place; others are read through
 // ReadAt into a leaf-sized buffer per goroutine. The first error ends it.
 func hashPieces(ctx context.Context, asm *filedigest.Assembler, arenas []io.ReaderAt, pieces []arenaPiece) error {
-	var next atomic.Int64
-	var first error
-	var mu sync.Mutex
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if first == nil {
-			first = err
-		}
-		next.Store(int64(len(pieces))) // the others stop at their next piece
-	}
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), max(1, len(pieces))) {
-		wg.Go(func() {
-			var buf []byte
-			for i := next.Add(1) - 1; i < int64(len(pieces)); i = next.Add(1) - 1 {
-				if err := ctx.Err(); err != nil {
-					fail(err)
-					return
-				}
-				pc := pieces[i]
-				var p []byte
-				if m, ok := arenas[pc.ai].(mappedArena); ok && pc.destOff+pc.n <= uint64(len(m)) {
-					p = m[pc.destOff : pc.destOff+pc.n]
-				} else {
-					if buf == nil {
-						buf = make([]byte, filedigest.LeafBytes)
-					}
-					p = buf[:pc.n]
-					if _, err := arenas[pc.ai].ReadAt(p, int64(pc.destOff)); err != nil {
-						fail(fmt.Errorf("arena %d at %d: %w", pc.ai, pc.destOff, err))
-						return
-					}
-				}
-				asm.Write(int64(pc.fileOff), p)
+	workers := runtime.GOMAXPROCS(0)
+	bufs := make([][]byte, workers)
+	return parallel.For(ctx, len(pieces), workers, func(w, i int) error {
+		pc := pieces[i]
+		var p []byte
+		if m, ok := arenas[pc.ai].(mappedArena); ok && pc.destOff+pc.n <= uint64(len(m)) {
+			p = m[pc.destOff : pc.destOff+pc.n]
+		} else {
+			if bufs[w] == nil {
+				bufs[w] = make([]byte, filedigest.LeafBytes)
 			}
-		})
-	}
-	wg.Wait()
-	return first
+			p = bufs[w][:pc.n]
+			if _, err := arenas[pc.ai].ReadAt(p, int64(pc.destOff)); err != nil {
+				return fmt.Errorf("arena %d at %d: %w", pc.ai, pc.destOff, err)
+			}
+		}
+		asm.Write(int64(pc.fileOff), p)
+		return nil
+	})
 }
 
 // mappedArena is an arena's bytes mapped into this process (a memfd or
