@@ -53,13 +53,6 @@ func (w *attachWaits) entry(token [fdchannel.TokenSize]byte) *attachWait {
 	return e
 }
 
-// pending counts the pairings kept.
-func (w *attachWaits) pending() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.m)
-}
-
 // forget drops token's pairing if it is still e.
 func (w *attachWaits) forget(token [fdchannel.TokenSize]byte, e *attachWait) {
 	w.mu.Lock()
