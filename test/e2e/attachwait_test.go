@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/wcache/wcache/core/client"
@@ -38,10 +36,7 @@ func (h *harness) awaitAndAttach(gpu int, req *daemonv1.AttachRequest) ([]fdchan
 	if err != nil {
 		h.t.Fatalf("ATTACH_WAIT: %v", err)
 	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	conn := h.rawConn(gpu)
 	h.t.Cleanup(func() { _ = conn.Close() })
 	req.FdWaitToken = token[:]
 	var ev *daemonv1.AttachEvent

@@ -24,10 +24,7 @@ import (
 // so) and returns the first event or the error.
 func (h *harness) rawAttach(gpu int, req *daemonv1.AttachRequest) (*daemonv1.AttachEvent, error) {
 	h.t.Helper()
-	conn, err := grpc.NewClient("unix://"+h.Paths(h.UUIDs[gpu]).Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	conn := h.rawConn(gpu)
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -36,6 +33,17 @@ func (h *harness) rawAttach(gpu int, req *daemonv1.AttachRequest) (*daemonv1.Att
 		return nil, err
 	}
 	return stream.Recv()
+}
+
+// rawConn is a plain gRPC connection to the daemon of mock GPU gpu (no
+// wcache client, none of its checks), the caller's to close.
+func (h *harness) rawConn(gpu int) *grpc.ClientConn {
+	h.t.Helper()
+	conn, err := grpc.NewClient("unix://"+h.Paths(h.UUIDs[gpu]).Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return conn
 }
 
 // contentRefused returns err's ContentRefused detail (nil without one) and
